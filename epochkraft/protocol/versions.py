@@ -1,0 +1,98 @@
+"""Converts a kio message between versions of the same API, field by field, by name.
+
+Handlers work on one version of a message (usually the newest) and convert at the edge: a request
+is upgraded on the way in and the response downgraded to the version the peer asked for. Fields the
+target version lacks are dropped; fields the source lacks take the target's schema default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from functools import cache
+from typing import Any
+
+from epochkraft.protocol.framing import request_class, response_class
+
+
+@cache
+def _field_plan(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, nested entity class or None, is_tuple) for each field of a kio class."""
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        nested: Any = None
+        is_tuple = False
+        origin = typing.get_origin(hint)
+        if origin is tuple:
+            is_tuple = True
+            inner = typing.get_args(hint)[0]
+            if dataclasses.is_dataclass(inner):
+                nested = inner
+        elif origin in (typing.Union, types.UnionType):
+            for arg in typing.get_args(hint):
+                if dataclasses.is_dataclass(arg):
+                    nested = arg
+        elif dataclasses.is_dataclass(hint):
+            nested = hint
+        plan.append((f.name, nested, is_tuple))
+    return tuple(plan)
+
+
+def convert(obj: Any, target: type) -> Any:
+    """Copies ``obj`` into kio class ``target`` (another version of the same message)."""
+    if type(obj) is target:
+        return obj
+    kwargs: dict[str, Any] = {}
+    for name, nested, is_tuple in _field_plan(target):
+        if not hasattr(obj, name):
+            continue
+        value = getattr(obj, name)
+        if nested is not None and value is not None:
+            value = tuple(convert(v, nested) for v in value) if is_tuple else convert(value, nested)
+        kwargs[name] = value
+    try:
+        return target(**kwargs)
+    except TypeError:
+        # A required field the source lacks: fill it with a zero value of the right shape.
+        for f in dataclasses.fields(target):
+            if (
+                f.name not in kwargs
+                and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING
+            ):
+                kwargs[f.name] = _zero(target, f.name)
+        return target(**kwargs)
+
+
+def _zero(cls: type, name: str) -> Any:
+    hint = typing.get_type_hints(cls)[name]
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return ()
+    if origin in (typing.Union, types.UnionType):
+        return None
+    if hint is str:
+        return ""
+    if hint is bool:
+        return False
+    if hint is bytes:
+        return b""
+    try:
+        return hint(0)
+    except Exception:
+        return None
+
+
+def upgrade_request(request: Any, version: int) -> Any:
+    return convert(request, request_class(request.__api_key__, version))
+
+
+def response_for(api_key: int, version: int) -> type:
+    return response_class(api_key, version)
+
+
+def downgrade_response(response: Any, version: int) -> Any:
+    return convert(response, response_class(response.__api_key__, version))

@@ -1,0 +1,83 @@
+"""Framing: the frame decoder fed whole, byte by byte and with trailing bytes; headers v1/v2."""
+
+import pytest
+
+from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
+from epochkraft.protocol.framing import (
+    FrameDecoder,
+    encode_request,
+    encode_response,
+    frame,
+    parse_request_header,
+    parse_response_header,
+    response_header_version,
+)
+
+FRAMES = [b"", b"a", b"hello world", bytes(range(256)) * 3]
+STREAM = b"".join(frame(f) for f in FRAMES)
+
+
+def test_whole_buffer():
+    assert FrameDecoder().feed(STREAM) == FRAMES
+
+
+def test_one_byte_at_a_time():
+    decoder = FrameDecoder()
+    out = []
+    for i in range(len(STREAM)):
+        out += decoder.feed(STREAM[i : i + 1])
+    assert out == FRAMES
+    assert decoder.buffered == 0
+
+
+def test_trailing_partial_frame_is_kept():
+    decoder = FrameDecoder()
+    assert decoder.feed(STREAM + b"\x00\x00\x00\x05ab") == FRAMES
+    assert decoder.buffered == 6
+    assert decoder.feed(b"cde") == [b"abcde"]
+
+
+def test_oversized_size_prefix_is_refused_before_buffering():
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(max_frame_bytes=1024).feed(b"\x7f\xff\xff\xff")
+
+
+def test_negative_size_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        FrameDecoder().feed(b"\xff\xff\xff\xfe")
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "flexible"),
+    [(56, 3, True), (18, 0, False), (18, 3, True), (0, 8, False), (1, 12, True)],
+)
+def test_request_header_round_trip(api_key, version, flexible):
+    data = encode_request(api_key, version, 42, "client-1", b"BODY")
+    header = parse_request_header(data[4:])
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        api_key,
+        version,
+        42,
+        "client-1",
+    )
+    assert data[4 + header.header_size :] == b"BODY"
+    assert header.header_size == 8 + 2 + len("client-1") + (1 if flexible else 0)
+
+
+def test_null_client_id():
+    header = parse_request_header(encode_request(3, 1, 1, None, b"")[4:])
+    assert header.client_id is None
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00\x01", b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x09ab"])
+def test_truncated_headers_are_protocol_errors(payload):
+    with pytest.raises(ProtocolError):
+        parse_request_header(payload)
+
+
+def test_api_versions_response_always_uses_header_v0():
+    assert response_header_version(18, 3) == 0
+    assert response_header_version(56, 3) == 1
+    assert response_header_version(0, 8) == 0
+    data = encode_response(7, 56, 3, b"xyz")
+    assert parse_response_header(56, 3, data[4:]) == (7, 5)
