@@ -1,0 +1,495 @@
+"""Sans-IO classic consumer-group coordinator: membership, rebalances, assignments and committed offsets.
+
+Follows Kafka's GroupCoordinator for the classic protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup /
+OffsetCommit / OffsetFetch). Requests come in with ``now_ms`` and, for the calls that wait (JoinGroup and
+SyncGroup), a caller-chosen ``token``. Every call returns a list of ``Completion(token, result)``: the
+results for whichever waiting requests the call finished, possibly including its own. The asyncio edge maps
+tokens to futures and calls ``tick(now_ms)`` on a timer so rebalance and session deadlines fire.
+
+Committed offsets change only through ``apply_offset(...)``: the edge first makes a commit durable (in the
+replicated ``__consumer_offsets`` topic) and then applies it, and a new coordinator rebuilds the same state
+by applying the stored records in order.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from epochkraft.protocol.errors import ErrorCode
+
+OFFSETS_TOPIC = "__consumer_offsets"
+Token = Hashable
+
+
+class GroupState(StrEnum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    # (member id, group instance id, protocol metadata); only the leader receives the member list
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    token: Token
+    result: JoinResult | SyncResult
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_timestamp_ms: int
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    last_heartbeat_ms: int
+    assignment: bytes = b""
+    join_token: Token | None = None
+    sync_token: Token | None = None
+
+    def metadata_for(self, protocol: str) -> bytes:
+        return next((meta for name, meta in self.protocols if name == protocol), b"")
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    # member ids handed out with MEMBER_ID_REQUIRED, with the deadline to come back by
+    pending_members: dict[str, int] = field(default_factory=dict)
+    rebalance_deadline_ms: int = 0
+    join_not_before_ms: int = 0
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """Kafka's group.* broker settings."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+
+
+def java_string_hash(value: str) -> int:
+    """Java's String.hashCode, so groups map to the same __consumer_offsets partition as in Kafka."""
+    data = value.encode("utf-16-be")
+    h = 0
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def coordinator_partition(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``."""
+    h = java_string_hash(group_id)
+    return (h & 0x7FFFFFFF if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+class GroupCoordinator:
+    """All groups whose coordinator partition this broker leads."""
+
+    def __init__(self, settings: GroupSettings | None = None) -> None:
+        self.settings = settings or GroupSettings()
+        self.groups: dict[str, Group] = {}
+
+    # ---- membership -------------------------------------------------------------------------------
+    def join_group(
+        self,
+        now_ms: int,
+        token: Token,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str = "",
+        client_host: str = "",
+        require_known_member_id: bool = True,
+    ) -> list[Completion]:
+        def fail(error: ErrorCode) -> list[Completion]:
+            return [Completion(token, JoinResult(error, member_id=member_id))]
+
+        if not group_id:
+            return fail(ErrorCode.invalid_group_id)
+        if (
+            not self.settings.min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.settings.max_session_timeout_ms
+        ):
+            return fail(ErrorCode.invalid_session_timeout)
+        if rebalance_timeout_ms <= 0:
+            rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return fail(ErrorCode.unknown_member_id)
+            group = self.groups[group_id] = Group(group_id)
+        if not protocols or (
+            group.members
+            and (group.protocol_type != protocol_type or not self._has_common_protocol(group, protocols))
+        ):
+            return fail(ErrorCode.inconsistent_group_protocol)
+
+        if not member_id:
+            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known_member_id:
+                group.pending_members[new_id] = now_ms + session_timeout_ms
+                return [Completion(token, JoinResult(ErrorCode.member_id_required, member_id=new_id))]
+            member_id = new_id
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+        elif member_id not in group.members:
+            return fail(ErrorCode.unknown_member_id)
+
+        member = group.members.get(member_id)
+        if member is None:
+            member = group.members[member_id] = Member(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocols,
+                now_ms,
+            )
+            group.protocol_type = protocol_type
+            member.join_token = token
+            return self._prepare_rebalance(now_ms, group)
+
+        member.last_heartbeat_ms = now_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        changed = member.protocols != protocols
+        member.protocols = protocols
+        if group.state == GroupState.STABLE and not changed and member_id != group.leader_id:
+            # A follower rejoining with the same metadata gets the current generation back (Kafka does the same).
+            return [Completion(token, self._join_result(group, member_id))]
+        member.join_token = token
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return self._maybe_complete_join(now_ms, group)
+        return self._prepare_rebalance(now_ms, group)
+
+    def sync_group(
+        self,
+        now_ms: int,
+        token: Token,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+    ) -> list[Completion]:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return [Completion(token, SyncResult(ErrorCode.unknown_member_id))]
+        if generation_id != group.generation_id:
+            return [Completion(token, SyncResult(ErrorCode.illegal_generation))]
+        member = group.members[member_id]
+        member.last_heartbeat_ms = now_ms
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return [Completion(token, SyncResult(ErrorCode.rebalance_in_progress))]
+        if group.state == GroupState.STABLE:
+            return [Completion(token, self._sync_result(group, member))]
+        member.sync_token = token
+        if member_id != group.leader_id:
+            return []
+        for mid, m in group.members.items():
+            m.assignment = assignments.get(mid, b"")
+        group.state = GroupState.STABLE
+        done = []
+        for m in group.members.values():
+            if m.sync_token is not None:
+                done.append(Completion(m.sync_token, self._sync_result(group, m)))
+                m.sync_token = None
+        return done
+
+    def heartbeat(self, now_ms: int, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        group.members[member_id].last_heartbeat_ms = now_ms
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave_group(
+        self, now_ms: int, *, group_id: str, member_ids: list[str]
+    ) -> tuple[ErrorCode, list[ErrorCode], list[Completion]]:
+        """Returns (top-level error, per-member errors, completions of waiting requests)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(member_ids), []
+        errors: list[ErrorCode] = []
+        removed = False
+        for member_id in member_ids:
+            if member_id in group.members:
+                self._remove_member(group, member_id)
+                removed = True
+                errors.append(ErrorCode.none)
+            elif member_id in group.pending_members:
+                del group.pending_members[member_id]
+                errors.append(ErrorCode.none)
+            else:
+                errors.append(ErrorCode.unknown_member_id)
+        done: list[Completion] = []
+        if removed:
+            done = self._prepare_rebalance(now_ms, group)
+        top = (
+            ErrorCode.unknown_member_id
+            if len(member_ids) == 1 and errors[0] != ErrorCode.none
+            else ErrorCode.none
+        )
+        return top, errors, done
+
+    def tick(self, now_ms: int) -> list[Completion]:
+        """Expires sessions, pending member ids and rebalance deadlines."""
+        done: list[Completion] = []
+        for group in list(self.groups.values()):
+            for pending, deadline in list(group.pending_members.items()):
+                if now_ms >= deadline:
+                    del group.pending_members[pending]
+            if group.state == GroupState.PREPARING_REBALANCE:
+                done += self._maybe_complete_join(now_ms, group)
+                continue
+            expired = [
+                m.member_id
+                for m in group.members.values()
+                if m.join_token is None and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+            ]
+            if expired:
+                for member_id in expired:
+                    self._remove_member(group, member_id)
+                done += self._prepare_rebalance(now_ms, group)
+        return done
+
+    # ---- offsets ------------------------------------------------------------------------------------
+    def validate_offset_commit(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        """NONE when the commit may be written; the edge then persists it and calls apply_offset."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            # A standalone consumer (no group membership) commits with generation -1.
+            if generation_id < 0 and not member_id:
+                return ErrorCode.none
+            return ErrorCode.unknown_member_id if group is None or member_id else ErrorCode.illegal_generation
+        if generation_id < 0 and not member_id:
+            return ErrorCode.none
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def apply_offset(
+        self, group_id: str, topic: str, partition: int, committed: CommittedOffset | None
+    ) -> None:
+        """Applies a durable commit (None = deletion); the only way committed offsets change."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if committed is None:
+                return
+            group = self.groups[group_id] = Group(group_id)
+        if committed is None:
+            group.offsets.pop((topic, partition), None)
+        else:
+            group.offsets[(topic, partition)] = committed
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        group = self.groups.get(group_id)
+        return dict(group.offsets) if group else {}
+
+    def unload_groups(self, predicate) -> list[Completion]:  # type: ignore[no-untyped-def]
+        """Drops groups (e.g. when this broker stops leading their offsets partition); waiters get
+        NOT_COORDINATOR so clients look the coordinator up again."""
+        done: list[Completion] = []
+        for group_id in [g for g in self.groups if predicate(g)]:
+            group = self.groups.pop(group_id)
+            for m in group.members.values():
+                if m.join_token is not None:
+                    done.append(
+                        Completion(m.join_token, JoinResult(ErrorCode.not_coordinator, member_id=m.member_id))
+                    )
+                if m.sync_token is not None:
+                    done.append(Completion(m.sync_token, SyncResult(ErrorCode.not_coordinator)))
+        return done
+
+    # ---- internals ----------------------------------------------------------------------------------
+    @staticmethod
+    def _has_common_protocol(group: Group, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        names = {name for name, _ in protocols}
+        for member in group.members.values():
+            names &= {name for name, _ in member.protocols}
+        return bool(names)
+
+    def _remove_member(self, group: Group, member_id: str) -> None:
+        group.members.pop(member_id, None)
+        if group.leader_id == member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _prepare_rebalance(self, now_ms: int, group: Group) -> list[Completion]:
+        done: list[Completion] = []
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                if m.sync_token is not None:
+                    done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
+                    m.sync_token = None
+        if group.state != GroupState.PREPARING_REBALANCE:
+            timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+            group.rebalance_deadline_ms = now_ms + timeout
+            group.join_not_before_ms = (
+                now_ms + self.settings.initial_rebalance_delay_ms
+                if group.state == GroupState.EMPTY
+                else now_ms
+            )
+            group.state = GroupState.PREPARING_REBALANCE
+        return done + self._maybe_complete_join(now_ms, group)
+
+    def _maybe_complete_join(self, now_ms: int, group: Group) -> list[Completion]:
+        everyone_joined = all(m.join_token is not None for m in group.members.values())
+        if now_ms < group.rebalance_deadline_ms and (
+            not everyone_joined or now_ms < group.join_not_before_ms
+        ):
+            return []
+        # Members that did not rejoin in time are dropped, as Kafka does at the rebalance deadline.
+        for member_id in [m.member_id for m in group.members.values() if m.join_token is None]:
+            self._remove_member(group, member_id)
+        group.generation_id += 1
+        if not group.members:
+            group.state = GroupState.EMPTY
+            group.protocol_name = None
+            group.leader_id = None
+            return []
+        group.protocol_name = self._select_protocol(group)
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.state = GroupState.COMPLETING_REBALANCE
+        done = []
+        for member in group.members.values():
+            member.assignment = b""
+            member.last_heartbeat_ms = now_ms
+            if member.join_token is not None:
+                done.append(Completion(member.join_token, self._join_result(group, member.member_id)))
+                member.join_token = None
+        return done
+
+    @staticmethod
+    def _select_protocol(group: Group) -> str:
+        """Each member votes for its most preferred protocol that every member supports."""
+        candidates = None
+        for m in group.members.values():
+            names = {name for name, _ in m.protocols}
+            candidates = names if candidates is None else candidates & names
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            choice = next(name for name, _ in m.protocols if name in (candidates or set()))
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(votes, key=lambda name: votes[name])
+
+    def _join_result(self, group: Group, member_id: str) -> JoinResult:
+        members: tuple[tuple[str, str | None, bytes], ...] = ()
+        if member_id == group.leader_id and group.protocol_name is not None:
+            members = tuple(
+                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()
+            )
+        return JoinResult(
+            ErrorCode.none,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            member_id=member_id,
+            members=members,
+        )
+
+    @staticmethod
+    def _sync_result(group: Group, member: Member) -> SyncResult:
+        return SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
+
+
+# ---- the stored form of a commit in __consumer_offsets --------------------------------------------------
+def offset_record_key(group_id: str, topic: str, partition: int) -> bytes:
+    return json.dumps(["offset", group_id, topic, partition], separators=(",", ":")).encode()
+
+
+def offset_record_value(committed: CommittedOffset | None) -> bytes | None:
+    if committed is None:
+        return None
+    return json.dumps(
+        {
+            "offset": committed.offset,
+            "leader_epoch": committed.leader_epoch,
+            "metadata": committed.metadata,
+            "commit_timestamp_ms": committed.commit_timestamp_ms,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def parse_offset_record(
+    key: bytes, value: bytes | None
+) -> tuple[str, str, int, CommittedOffset | None] | None:
+    """(group, topic, partition, committed or None for a tombstone); None for keys of other record kinds."""
+    try:
+        kind, group_id, topic, partition = json.loads(key)
+    except (ValueError, TypeError):
+        return None
+    if kind != "offset":
+        return None
+    if value is None:
+        return group_id, topic, partition, None
+    data = json.loads(value)
+    return (
+        group_id,
+        topic,
+        partition,
+        CommittedOffset(data["offset"], data["leader_epoch"], data["metadata"], data["commit_timestamp_ms"]),
+    )

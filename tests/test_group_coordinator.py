@@ -1,0 +1,255 @@
+"""The sans-IO group coordinator: Kafka's classic rebalance protocol, step by step."""
+
+import pytest
+
+from epochkraft.broker.group_coordinator import (
+    CommittedOffset,
+    GroupCoordinator,
+    GroupSettings,
+    GroupState,
+    JoinResult,
+    SyncResult,
+    coordinator_partition,
+    java_string_hash,
+    offset_record_key,
+    offset_record_value,
+    parse_offset_record,
+)
+from epochkraft.protocol.errors import ErrorCode
+
+PROTOCOLS = (("range", b"meta-range"), ("roundrobin", b"meta-rr"))
+
+
+class Ctx:
+    """A coordinator with helpers that speak the protocol's verbs."""
+
+    def __init__(self, delay_ms: int = 0) -> None:
+        self.c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=delay_ms))
+        self.now = 1000
+        self.results: dict[object, JoinResult | SyncResult] = {}
+        self._tokens = 0
+
+    def _token(self) -> int:
+        self._tokens += 1
+        return self._tokens
+
+    def _collect(self, completions) -> None:
+        for c in completions:
+            self.results[c.token] = c.result
+
+    def join(self, member_id: str = "", protocols=PROTOCOLS, session=10_000, group="g") -> int:
+        token = self._token()
+        self._collect(
+            self.c.join_group(
+                self.now,
+                token,
+                group_id=group,
+                member_id=member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=protocols,
+                session_timeout_ms=session,
+                rebalance_timeout_ms=session,
+                client_id="c",
+            )
+        )
+        return token
+
+    def join_with_id(self, **kw) -> tuple[str, int]:
+        """First join gets MEMBER_ID_REQUIRED; the second join carries the id (KIP-394)."""
+        first = self.join(**kw)
+        result = self.results[first]
+        assert result.error == ErrorCode.member_id_required
+        return result.member_id, self.join(member_id=result.member_id, **kw)
+
+    def sync(self, member_id: str, generation: int, assignments=None, group="g") -> int:
+        token = self._token()
+        self._collect(
+            self.c.sync_group(
+                self.now,
+                token,
+                group_id=group,
+                generation_id=generation,
+                member_id=member_id,
+                assignments=assignments or {},
+            )
+        )
+        return token
+
+    def tick(self, advance_ms: int) -> None:
+        self.now += advance_ms
+        self._collect(self.c.tick(self.now))
+
+
+def test_first_join_requires_member_id():
+    ctx = Ctx()
+    token = ctx.join()
+    result = ctx.results[token]
+    assert result.error == ErrorCode.member_id_required
+    assert result.member_id.startswith("c-")
+
+
+def test_single_member_join_sync_becomes_stable():
+    ctx = Ctx()
+    member, token = ctx.join_with_id()
+    join = ctx.results[token]
+    assert (join.error, join.generation_id, join.leader, join.protocol_name) == (
+        ErrorCode.none,
+        1,
+        member,
+        "range",
+    )
+    assert join.members == ((member, None, b"meta-range"),)
+    sync = ctx.sync(member, 1, {member: b"assignment-1"})
+    assert ctx.results[sync] == SyncResult(ErrorCode.none, "consumer", "range", b"assignment-1")
+    assert ctx.c.groups["g"].state == GroupState.STABLE
+
+
+def test_second_member_triggers_rebalance_and_both_get_assignments():
+    ctx = Ctx()
+    a, _ta = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"all"})
+    b, tb = ctx.join_with_id()
+    assert tb not in ctx.results  # waits for the existing member to rejoin
+    assert (
+        ctx.c.heartbeat(ctx.now, group_id="g", generation_id=1, member_id=a)
+        == ErrorCode.rebalance_in_progress
+    )
+    ta2 = ctx.join(member_id=a)
+    ja, jb = ctx.results[ta2], ctx.results[tb]
+    assert ja.generation_id == jb.generation_id == 2
+    assert ja.leader == a and len(ja.members) == 2 and jb.members == ()
+    sb = ctx.sync(b, 2)
+    assert sb not in ctx.results  # the follower waits for the leader's assignments
+    sa = ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    assert ctx.results[sa].assignment == b"p0"
+    assert ctx.results[sb].assignment == b"p1"
+    assert ctx.c.heartbeat(ctx.now, group_id="g", generation_id=2, member_id=b) == ErrorCode.none
+
+
+def test_member_leaving_rebalances_the_rest():
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    b, _tb = ctx.join_with_id()
+    ctx.join(member_id=a)
+    ctx.sync(b, 2)
+    ctx.sync(a, 2, {a: b"x", b: b"y"})
+    top, errors, _ = ctx.c.leave_group(ctx.now, group_id="g", member_ids=[b])
+    assert (top, errors) == (ErrorCode.none, [ErrorCode.none])
+    assert ctx.c.groups["g"].state == GroupState.PREPARING_REBALANCE
+    ta = ctx.join(member_id=a)
+    assert ctx.results[ta].generation_id == 3 and len(ctx.results[ta].members) == 1
+
+
+def test_session_expiry_removes_member_and_rebalances():
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000)
+    ctx.sync(a, 1, {a: b"x"})
+    ctx.tick(7000)
+    group = ctx.c.groups["g"]
+    assert a not in group.members
+    assert group.state == GroupState.EMPTY
+
+
+def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_deadline():
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, tb = ctx.join_with_id(session=6000)
+    ctx.tick(6001)
+    assert ctx.results[tb].generation_id == 2
+    assert set(ctx.c.groups["g"].members) == {b}
+
+
+@pytest.mark.parametrize(
+    ("generation", "member", "expected"),
+    [
+        (1, "ghost", ErrorCode.unknown_member_id),
+        (7, None, ErrorCode.illegal_generation),
+        (1, None, ErrorCode.none),
+    ],
+)
+def test_heartbeat_errors(generation, member, expected):
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    assert ctx.c.heartbeat(ctx.now, group_id="g", generation_id=generation, member_id=member or a) == expected
+
+
+def test_join_with_unknown_member_id_is_rejected():
+    ctx = Ctx()
+    assert ctx.results[ctx.join(member_id="nobody")].error == ErrorCode.unknown_member_id
+
+
+def test_inconsistent_protocols_rejected():
+    ctx = Ctx()
+    _a, _ = ctx.join_with_id()
+    token = ctx.join(protocols=(("sticky", b""),))
+    assert ctx.results[token].error == ErrorCode.inconsistent_group_protocol
+
+
+def test_invalid_session_timeout():
+    ctx = Ctx()
+    assert ctx.results[ctx.join(session=10)].error == ErrorCode.invalid_session_timeout
+
+
+def test_initial_rebalance_delay_collects_members():
+    ctx = Ctx(delay_ms=3000)
+    _a, ta = ctx.join_with_id()
+    assert ta not in ctx.results
+    _b, tb = ctx.join_with_id()
+    ctx.tick(3000)
+    assert ctx.results[ta].generation_id == ctx.results[tb].generation_id == 1
+
+
+def test_sync_during_rebalance_fails_and_pending_sync_is_released():
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    _b, _ = ctx.join_with_id()
+    assert ctx.results[ctx.sync(a, 1)].error == ErrorCode.rebalance_in_progress
+
+
+def test_offset_commit_validation_and_apply():
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    c = ctx.c
+    assert c.validate_offset_commit(group_id="g", generation_id=1, member_id=a) == ErrorCode.none
+    assert (
+        c.validate_offset_commit(group_id="g", generation_id=0, member_id=a) == ErrorCode.illegal_generation
+    )
+    assert (
+        c.validate_offset_commit(group_id="g", generation_id=1, member_id="x") == ErrorCode.unknown_member_id
+    )
+    assert c.validate_offset_commit(group_id="solo", generation_id=-1, member_id="") == ErrorCode.none
+    c.apply_offset("g", "t", 0, CommittedOffset(42, 3, None, 5))
+    assert c.committed_offsets("g")[("t", 0)].offset == 42
+
+
+def test_offset_records_round_trip_and_replay():
+    committed = CommittedOffset(10, 2, "meta", 123)
+    key = offset_record_key("g", "topic", 4)
+    assert parse_offset_record(key, offset_record_value(committed)) == ("g", "topic", 4, committed)
+    assert parse_offset_record(key, None) == ("g", "topic", 4, None)
+    fresh = GroupCoordinator()
+    for k, v in [
+        (key, offset_record_value(committed)),
+        (key, offset_record_value(CommittedOffset(11, 2, None, 9))),
+    ]:
+        group, topic, part, value = parse_offset_record(k, v)
+        fresh.apply_offset(group, topic, part, value)
+    assert fresh.committed_offsets("g")[("topic", 4)].offset == 11
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("", 0), ("hello", 99162322), ("polygenelubricants", -(2**31))]
+)
+def test_java_string_hash(value, expected):
+    assert java_string_hash(value) == expected
+
+
+def test_coordinator_partition_in_range():
+    assert 0 <= coordinator_partition("polygenelubricants", 50) < 50
+    assert coordinator_partition("hello", 50) == 99162322 % 50
