@@ -1,0 +1,56 @@
+"""Idempotent producer sequence checks, as Kafka's ProducerStateManagerTest."""
+
+import pytest
+
+from epochkraft.broker.producer_state import ProducerIdAllocator, ProducerStateTable
+from epochkraft.protocol.errors import ErrorCode
+
+
+def table_with(*batches):
+    table = ProducerStateTable()
+    offset = 0
+    for pid, epoch, seq, count in batches:
+        table.record(pid, epoch, seq, count, offset, offset + count - 1)
+        offset += count
+    return table
+
+
+@pytest.mark.parametrize(
+    ("history", "batch", "expected", "duplicate"),
+    [
+        ([], (7, 0, 0, 5), ErrorCode.none, False),
+        ([], (7, 0, 42, 5), ErrorCode.none, False),  # unknown producer: accepted
+        ([(7, 0, 0, 5)], (7, 0, 5, 5), ErrorCode.none, False),  # next in sequence
+        ([(7, 0, 0, 5)], (7, 0, 0, 5), ErrorCode.none, True),  # retry of the same batch
+        ([(7, 0, 0, 5)], (7, 0, 6, 5), ErrorCode.out_of_order_sequence_number, False),  # gap
+        ([(7, 0, 0, 5), (7, 0, 5, 5)], (7, 0, 3, 2), ErrorCode.out_of_order_sequence_number, False),
+        ([(7, 2, 0, 5)], (7, 1, 5, 5), ErrorCode.invalid_producer_epoch, False),  # fenced epoch
+        ([(7, 0, 0, 5)], (7, 1, 0, 5), ErrorCode.none, False),  # new epoch restarts at 0
+        ([(7, 0, 0, 5)], (7, 1, 3, 5), ErrorCode.out_of_order_sequence_number, False),
+        ([(7, 0, 2**31 - 5, 5)], (7, 0, 0, 1), ErrorCode.none, False),  # sequence wraps
+        ([], (-1, -1, -1, 3), ErrorCode.none, False),  # not idempotent
+    ],
+)
+def test_sequence_checks(history, batch, expected, duplicate):
+    result = table_with(*history).check(*batch)
+    assert result.error == expected
+    assert (result.duplicate_of is not None) == duplicate
+
+
+def test_duplicate_returns_original_offsets_within_last_five():
+    table = table_with(*[(9, 0, i * 2, 2) for i in range(7)])
+    assert table.check(9, 0, 4, 2).duplicate_of.first_offset == 4
+    assert table.check(9, 0, 0, 2).error == ErrorCode.out_of_order_sequence_number  # evicted
+
+
+def test_truncate_forgets_batches_beyond_log_end():
+    table = table_with((9, 0, 0, 2), (9, 0, 2, 2))
+    table.truncate(2)
+    assert table.check(9, 0, 2, 2).duplicate_of is None
+    assert table.check(9, 0, 2, 2).error == ErrorCode.none
+
+
+def test_producer_ids_unique_per_broker_epoch():
+    a, b = ProducerIdAllocator(10), ProducerIdAllocator(11)
+    ids = {a.allocate() for _ in range(100)} | {b.allocate() for _ in range(100)}
+    assert len(ids) == 200
