@@ -1,0 +1,201 @@
+"""Asyncio edge of the group coordinator: futures for waiting joins and syncs, a tick timer, durable commits.
+
+The sans-IO GroupCoordinator decides; this class turns its completions into awaited results, runs its
+deadlines on a timer, and writes offset commits to the replicated ``__consumer_offsets`` topic before
+applying them. The broker supplies an ``OffsetsTopic`` port that knows which broker leads each offsets
+partition and can append to it with acks=all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from epochkraft.broker.group_coordinator import (
+    CommittedOffset,
+    Completion,
+    GroupCoordinator,
+    JoinResult,
+    SyncResult,
+    coordinator_partition,
+    offset_record_key,
+    offset_record_value,
+    parse_offset_record,
+)
+from epochkraft.protocol.errors import ErrorCode
+
+TICK_INTERVAL_S = 0.1
+
+
+class OffsetsTopic(Protocol):
+    """What the group service needs from the broker about ``__consumer_offsets``."""
+
+    num_partitions: int
+
+    def leader_of(self, partition: int) -> tuple[int, str, int] | None:
+        """(node id, host, port) of the partition's leader, or None if unknown / topic missing."""
+
+    def is_local_leader(self, partition: int) -> bool: ...
+
+    async def ensure(self) -> None:
+        """Asks the controller to create the topic if it does not exist yet (idempotent)."""
+
+    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Appends key/value records with acks=all; NONE once committed (HW past them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+class GroupService:
+    def __init__(self, offsets_topic: OffsetsTopic, coordinator: GroupCoordinator | None = None) -> None:
+        self.offsets_topic = offsets_topic
+        self.coordinator = coordinator or GroupCoordinator()
+        self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
+        self._tokens = itertools.count()
+        self._loaded: set[int] = set()
+        self._ticker: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def start(self) -> None:
+        self._ticker = asyncio.create_task(self._tick_loop(), name="group-coordinator-ticks")
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for future in self._waiters.values():
+            if not future.done():
+                future.set_result(JoinResult(ErrorCode.coordinator_not_available))
+        self._waiters.clear()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            self._complete(self.coordinator.tick(self.now_ms()))
+
+    def _complete(self, completions: Iterable[Completion]) -> None:
+        for completion in completions:
+            future = self._waiters.pop(completion.token, None)  # type: ignore[call-overload]
+            if future is not None and not future.done():
+                future.set_result(completion.result)
+
+    # ---- coordinator ownership ------------------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return coordinator_partition(group_id, self.offsets_topic.num_partitions)
+
+    async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the broker leading the group's offsets partition."""
+        leader = self.offsets_topic.leader_of(self.partition_for(group_id))
+        if leader is None:
+            await self.offsets_topic.ensure()
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        return (ErrorCode.none, *leader)
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """NOT_COORDINATOR unless this broker leads the group's offsets partition and has loaded it."""
+        partition = self.partition_for(group_id)
+        if not self.offsets_topic.is_local_leader(partition):
+            return ErrorCode.not_coordinator
+        if partition not in self._loaded:
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.none
+
+    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        """Replays an offsets partition's records when this broker becomes its leader."""
+        for key, value in records:
+            if key is None:
+                continue
+            parsed = parse_offset_record(key, value)
+            if parsed is not None:
+                self.coordinator.apply_offset(*parsed)
+        self._loaded.add(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads the partition: its groups move to the new coordinator."""
+        self._loaded.discard(partition)
+        self._complete(self.coordinator.unload_groups(lambda g: self.partition_for(g) == partition))
+
+    # ---- membership -----------------------------------------------------------------------------------
+    async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
+        token = next(self._tokens)
+        future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = future
+        self._complete(call(token))
+        try:
+            return await future
+        finally:
+            self._waiters.pop(token, None)
+
+    async def join(self, **kwargs) -> JoinResult:  # type: ignore[no-untyped-def]
+        result = await self._wait(lambda token: self.coordinator.join_group(self.now_ms(), token, **kwargs))
+        assert isinstance(result, JoinResult)
+        return result
+
+    async def sync(self, **kwargs) -> SyncResult:  # type: ignore[no-untyped-def]
+        result = await self._wait(lambda token: self.coordinator.sync_group(self.now_ms(), token, **kwargs))
+        assert isinstance(result, SyncResult)
+        return result
+
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        return self.coordinator.heartbeat(
+            self.now_ms(), group_id=group_id, generation_id=generation_id, member_id=member_id
+        )
+
+    def leave(self, *, group_id: str, member_ids: list[str]) -> tuple[ErrorCode, list[ErrorCode]]:
+        top, errors, done = self.coordinator.leave_group(
+            self.now_ms(), group_id=group_id, member_ids=member_ids
+        )
+        self._complete(done)
+        return top, errors
+
+    # ---- offsets ---------------------------------------------------------------------------------------
+    async def commit(
+        self, *, group_id: str, generation_id: int, member_id: str, entries: list[OffsetCommitEntry]
+    ) -> ErrorCode:
+        """Validates, writes to __consumer_offsets with acks=all, then applies. One error for all entries."""
+        error = self.coordinator.validate_offset_commit(
+            group_id=group_id, generation_id=generation_id, member_id=member_id
+        )
+        if error != ErrorCode.none or not entries:
+            return error
+        now = self.now_ms()
+        committed = [(e, CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)) for e in entries]
+        records = [
+            (offset_record_key(group_id, e.topic, e.partition), offset_record_value(c)) for e, c in committed
+        ]
+        error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        if error != ErrorCode.none:
+            return error
+        for e, c in committed:
+            self.coordinator.apply_offset(group_id, e.topic, e.partition, c)
+        return ErrorCode.none
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], CommittedOffset | None]:
+        """Committed offsets of the requested partitions (None = all the group has)."""
+        stored = self.coordinator.committed_offsets(group_id)
+        if partitions is None:
+            return dict(stored)
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group this broker coordinates."""
+        return [
+            (g.group_id, g.protocol_type or "", str(g.state))
+            for g in self.coordinator.groups.values()
+            if self.coordinator_error(g.group_id) == ErrorCode.none
+        ]

@@ -1,0 +1,45 @@
+"""FindCoordinator (key 10), versions 0-4, broker listener.
+
+- Group keys (key_type 0) map to ``__consumer_offsets`` partition abs(hash(group)) % partitions; the
+  coordinator is that partition's leader. While the topic is being created: COORDINATOR_NOT_AVAILABLE.
+- Transaction coordinators (key_type 1) are not supported: COORDINATOR_NOT_AVAILABLE.
+- v4 batches keys in ``coordinator_keys``; v0-3 carry one ``key`` and answer at the top level.
+"""
+
+from __future__ import annotations
+
+from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinatorResponse
+
+from epochkraft.net.handlers._util import NO_THROTTLE, build
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import response_class
+
+
+@api(key=10, name="FindCoordinator", versions=(0, 4), listeners=(BROKER,))
+async def handle(request, ctx):
+    version = ctx.api_version
+    keys = tuple(request.coordinator_keys) if version >= 4 else (request.key,)
+    key_type = getattr(request, "key_type", 0)
+    coordinators = []
+    for key in keys:
+        if key_type != 0:
+            error, node, host, port = ErrorCode.coordinator_not_available, -1, "", -1
+        else:
+            error, node, host, port = await ctx.node.groups.find_coordinator(key)
+        message = None if error == ErrorCode.none else error.name.upper()
+        coordinators.append(
+            Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+        )
+    if version >= 4:
+        return FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    first = coordinators[0]
+    return build(
+        response_class(10, version),
+        throttle_time=NO_THROTTLE,
+        error_code=first.error_code,
+        error_message=first.error_message,
+        node_id=first.node_id,
+        host=first.host,
+        port=first.port,
+    )

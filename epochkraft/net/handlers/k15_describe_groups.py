@@ -1,0 +1,63 @@
+"""DescribeGroups (key 15), versions 0-5, broker listener.
+
+- State, protocol and members (metadata and assignment) of each named group; NOT_COORDINATOR for groups
+  coordinated elsewhere; an unknown group is described as Dead with no members, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from kio.schema.describe_groups.v5.response import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsResponse,
+)
+
+from epochkraft.broker.group_coordinator import GroupState
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+
+
+def _describe(service, group_id: str) -> DescribedGroup:
+    error = service.coordinator_error(group_id)
+    group = service.coordinator.groups.get(group_id) if error == ErrorCode.none else None
+    if group is None:
+        state = GroupState.DEAD if error == ErrorCode.none else ""
+        return DescribedGroup(
+            error_code=error,
+            group_id=group_id,
+            group_state=str(state),
+            protocol_type="",
+            protocol_data="",
+            members=(),
+            authorized_operations=-2147483648,
+        )
+    members = tuple(
+        DescribedGroupMember(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata_for(group.protocol_name) if group.protocol_name else b"",
+            member_assignment=m.assignment,
+        )
+        for m in group.members.values()
+    )
+    return DescribedGroup(
+        error_code=ErrorCode.none,
+        group_id=group_id,
+        group_state=str(group.state),
+        protocol_type=group.protocol_type or "",
+        protocol_data=group.protocol_name or "",
+        members=members,
+        authorized_operations=-2147483648,
+    )
+
+
+@api(key=15, name="DescribeGroups", versions=(0, 5), listeners=(BROKER,))
+async def handle(request, ctx):
+    response = DescribeGroupsResponse(
+        throttle_time=NO_THROTTLE, groups=tuple(_describe(ctx.node.groups, g) for g in request.groups)
+    )
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,32 @@
+"""InitProducerId (key 22), versions 0-4, broker listener.
+
+- Idempotent producers (no transactional id) get a fresh producer id, epoch 0, from the broker's
+  allocator (ids derived from the broker epoch, unique across the cluster without a controller call).
+- Transactions are not supported: FindCoordinator never names a transaction coordinator, so a request with a
+  transactional id can only come from a confused client; it gets NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+
+
+@api(key=22, name="InitProducerId", versions=(0, 4), listeners=(BROKER,))
+async def handle(request, ctx):
+    if request.transactional_id is not None:
+        response = InitProducerIdResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator, producer_id=-1, producer_epoch=-1
+        )
+    else:
+        response = InitProducerIdResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            producer_id=ctx.node.producer_ids.allocate(),
+            producer_epoch=0,
+        )
+    return downgrade_response(response, ctx.api_version)
