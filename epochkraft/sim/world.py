@@ -1,0 +1,109 @@
+"""The simulated world: a virtual clock, a seeded event queue and a lossy network between named nodes.
+
+Nothing here reads the real clock or touches a socket. Every random choice comes from one
+``random.Random(seed)``, and events at the same virtual time run in insertion order, so a seed always
+replays the same schedule.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class LinkPolicy:
+    """How one direction of a link treats messages."""
+
+    min_delay_ms: int = 1
+    max_delay_ms: int = 5
+    drop: float = 0.0
+    duplicate: float = 0.0
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    at_ms: int
+    seq: int
+    action: Callable[[], None] = field(compare=False)
+    label: str = field(compare=False, default="")
+
+
+class World:
+    """Virtual time plus the network. ``run_until`` executes events in (time, insertion) order."""
+
+    def __init__(self, seed: int, default_link: LinkPolicy | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now_ms = 0
+        self.default_link = default_link or LinkPolicy()
+        self.links: dict[tuple[str, str], LinkPolicy] = {}
+        self.cut: set[frozenset[str]] = set()
+        self.trace: list[str] = []
+        self._queue: list[_Event] = []
+        self._seq = itertools.count()
+        self.delivered = 0
+        self.dropped = 0
+
+    # ---- time ---------------------------------------------------------------------------------------
+    def at(self, at_ms: int, action: Callable[[], None], label: str = "") -> None:
+        heapq.heappush(self._queue, _Event(max(at_ms, self.now_ms), next(self._seq), action, label))
+
+    def after(self, delay_ms: int, action: Callable[[], None], label: str = "") -> None:
+        self.at(self.now_ms + delay_ms, action, label)
+
+    def run_until(self, end_ms: int, stop: Callable[[], bool] | None = None) -> None:
+        while self._queue and self._queue[0].at_ms <= end_ms:
+            event = heapq.heappop(self._queue)
+            self.now_ms = event.at_ms
+            event.action()
+            if stop is not None and stop():
+                return
+        self.now_ms = max(self.now_ms, end_ms)
+
+    def log(self, message: str) -> None:
+        self.trace.append(f"{self.now_ms:>7} ms  {message}")
+
+    # ---- network ------------------------------------------------------------------------------------
+    def link(self, src: str, dst: str) -> LinkPolicy:
+        return self.links.get((src, dst), self.default_link)
+
+    def set_link(self, src: str, dst: str, policy: LinkPolicy) -> None:
+        self.links[(src, dst)] = policy
+
+    def partition(self, a: str, b: str) -> None:
+        self.cut.add(frozenset((a, b)))
+
+    def heal(self, a: str | None = None, b: str | None = None) -> None:
+        if a is None:
+            self.cut.clear()
+        else:
+            self.cut.discard(frozenset((a, b)))
+
+    def isolated(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self.cut
+
+    def send(self, src: str, dst: str, deliver: Callable[[], None], label: str = "") -> None:
+        """Schedules ``deliver`` at the destination, subject to the link's delay, loss and duplication.
+
+        A message crossing a cut link is lost; so is one whose link heals only after it was sent.
+        """
+        policy = self.link(src, dst)
+        copies = 2 if policy.duplicate and self.rng.random() < policy.duplicate else 1
+        for _ in range(copies):
+            if self.isolated(src, dst) or (policy.drop and self.rng.random() < policy.drop):
+                self.dropped += 1
+                continue
+            delay = self.rng.randint(policy.min_delay_ms, policy.max_delay_ms)
+
+            def arrive(deliver: Callable[[], None] = deliver) -> None:
+                if self.isolated(src, dst):
+                    self.dropped += 1
+                    return
+                self.delivered += 1
+                deliver()
+
+            self.after(delay, arrive, label)
