@@ -1,0 +1,424 @@
+"""RecordBatch v2 (magic 2): the on-wire and on-disk unit of Kafka data.
+
+Layout (61-byte header, then records):
+baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 | attributes i16 |
+lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 | producerId i64 | producerEpoch i16 |
+baseSequence i32 | recordsCount i32 | records...
+
+CRC-32C covers attributes..end, so a leader rewrites baseOffset and partitionLeaderEpoch in place
+(``restamp``) without recomputing it. Timestamps stay in milliseconds (kio's own record reader rounds them
+to seconds, which is why this codec exists). Compression via cramjam: gzip, snappy (xerial framing, as the
+Java and librdkafka producers write it), lz4 frame, zstd.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import cramjam
+import crc32c as _crc32c
+
+from epochkraft.protocol.errors import ProtocolError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength precede the length-counted part
+CRC_START = 21  # attributes begin here
+_PATCH_OFFSET = struct.Struct(">q")
+_PATCH_EPOCH = struct.Struct(">i")
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+TIMESTAMP_TYPE_BIT = 0x08
+
+
+class CorruptRecordError(ProtocolError):
+    """A batch that fails validation: bad CRC, magic, structure or counts (Kafka's CORRUPT_MESSAGE)."""
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & 0x07)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    attributes: int = 0
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    base_offset: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & 0x07)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    def timestamp_of(self, record: Record) -> int:
+        return self.base_timestamp + record.timestamp_delta
+
+    def offset_of(self, record: Record) -> int:
+        return self.base_offset + record.offset_delta
+
+
+# ---- varints ----------------------------------------------------------------------------------------
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)  # zigzag
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise CorruptRecordError("truncated varint in record")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long in record")
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(value))
+        out += value
+
+
+def _read_bytes(data: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(data, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return bytes(data[pos:end]), end
+
+
+def encode_records(records: list[Record]) -> bytes:
+    out = bytearray()
+    for r in records:
+        body = bytearray()
+        body.append(r.attributes & 0xFF)
+        _write_varint(body, r.timestamp_delta)
+        _write_varint(body, r.offset_delta)
+        _write_bytes(body, r.key)
+        _write_bytes(body, r.value)
+        _write_varint(body, len(r.headers))
+        for name, value in r.headers:
+            _write_bytes(body, name.encode())
+            _write_bytes(body, value)
+        _write_varint(out, len(body))
+        out += body
+    return bytes(out)
+
+
+def decode_records(data: bytes | memoryview, count: int) -> list[Record]:
+    records = []
+    pos = 0
+    for _ in range(count):
+        length, pos = _read_varint(data, pos)
+        end = pos + length
+        if length < 0 or end > len(data):
+            raise CorruptRecordError("record length runs past the end of the batch")
+        attributes = data[pos]
+        p = pos + 1
+        timestamp_delta, p = _read_varint(data, p)
+        offset_delta, p = _read_varint(data, p)
+        key, p = _read_bytes(data, p)
+        value, p = _read_bytes(data, p)
+        header_count, p = _read_varint(data, p)
+        if header_count < 0 or header_count > length:
+            raise CorruptRecordError(f"bad header count {header_count}")
+        headers = []
+        for _ in range(header_count):
+            name, p = _read_bytes(data, p)
+            hvalue, p = _read_bytes(data, p)
+            if name is None:
+                raise CorruptRecordError("null header key")
+            try:
+                headers.append((name.decode(), hvalue))
+            except UnicodeDecodeError as exc:
+                raise CorruptRecordError("header key is not UTF-8") from exc
+        if p != end:
+            raise CorruptRecordError("record length does not match its fields")
+        records.append(Record(offset_delta, timestamp_delta, key, value, tuple(headers), attributes))
+        pos = end
+    if pos != len(data):
+        raise CorruptRecordError(f"{len(data) - pos} trailing bytes after {count} records")
+    return records
+
+
+# ---- compression ------------------------------------------------------------------------------------
+def compress(codec: Compression, data: bytes) -> bytes:
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Compression.SNAPPY:
+        return _xerial_snappy(data)
+    if codec == Compression.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    try:
+        if codec == Compression.NONE:
+            return bytes(data)
+        if codec == Compression.GZIP:
+            return bytes(cramjam.gzip.decompress(bytes(data)))
+        if codec == Compression.SNAPPY:
+            raw = bytes(data)
+            if raw.startswith(_XERIAL_MAGIC):
+                return _xerial_unsnappy(raw)
+            return bytes(cramjam.snappy.decompress_raw(raw))
+        if codec == Compression.LZ4:
+            return bytes(cramjam.lz4.decompress(bytes(data)))
+        if codec == Compression.ZSTD:
+            return bytes(cramjam.zstd.decompress(bytes(data)))
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # cramjam raises its own errors on bad input
+        raise CorruptRecordError(f"cannot decompress {Compression(codec).name}: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _xerial_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
+    out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+    for i in range(0, len(data), block):
+        chunk = bytes(cramjam.snappy.compress_raw(data[i : i + block]))
+        out += struct.pack(">i", len(chunk)) + chunk
+    return bytes(out)
+
+
+def _xerial_unsnappy(data: bytes) -> bytes:
+    pos = 16
+    out = bytearray()
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise CorruptRecordError("truncated xerial snappy block")
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise CorruptRecordError("bad xerial snappy block size")
+        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        pos += size
+    return bytes(out)
+
+
+# ---- batches ----------------------------------------------------------------------------------------
+def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"batch header truncated ({len(buf) - pos} bytes)")
+    header = BatchHeader(*HEADER.unpack_from(buf, pos))
+    if header.magic != 2:
+        raise CorruptRecordError(f"unsupported magic {header.magic}")
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch length {header.batch_length} below the header size")
+    return header
+
+
+def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch in ``buf``; CorruptRecordError on a bad or partial batch."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        header = parse_header(buf, pos)
+        if pos + header.size > end:
+            raise CorruptRecordError("batch truncated")
+        yield pos, header
+        pos += header.size
+
+
+def verify_crc(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
+    view = memoryview(buf)[pos + CRC_START : pos + header.size]
+    return _crc32c.crc32c(view) == header.crc
+
+
+def validate(buf: bytes | memoryview, pos: int, header: BatchHeader) -> None:
+    """The leader's checks on a produced batch: CRC and record count (CORRUPT_MESSAGE otherwise)."""
+    if not verify_crc(buf, pos, header):
+        raise CorruptRecordError("CRC-32C mismatch")
+    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+        raise CorruptRecordError(
+            f"record count {header.record_count} does not match last offset delta {header.last_offset_delta}"
+        )
+
+
+def restamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Sets base offset and partitionLeaderEpoch in place; both lie outside the CRC."""
+    _PATCH_OFFSET.pack_into(buf, pos, base_offset)
+    _PATCH_EPOCH.pack_into(buf, pos + 12, leader_epoch)
+
+
+def decode_batch(data: bytes | memoryview, pos: int = 0) -> RecordBatch:
+    """Decodes one batch fully (CRC checked, records decompressed)."""
+    header = parse_header(data, pos)
+    if pos + header.size > len(data):
+        raise CorruptRecordError("batch truncated")
+    if not verify_crc(data, pos, header):
+        raise CorruptRecordError("CRC-32C mismatch")
+    if header.record_count < 0:
+        raise CorruptRecordError(f"negative record count {header.record_count}")
+    payload = memoryview(data)[pos + HEADER_SIZE : pos + header.size]
+    records = decode_records(decompress(header.attributes & 0x07, payload), header.record_count)
+    return RecordBatch(
+        header.base_offset,
+        header.partition_leader_epoch,
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        records,
+    )
+
+
+def decode_batches(data: bytes | memoryview) -> list[RecordBatch]:
+    return [decode_batch(data, pos) for pos, _ in iter_batches(data)]
+
+
+def encode_batch(batch: RecordBatch, compression: Compression | None = None) -> bytes:
+    codec = batch.compression if compression is None else compression
+    attributes = (batch.attributes & ~0x07) | int(codec)
+    payload = compress(codec, encode_records(batch.records))
+    tail = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        batch.last_offset_delta,
+        batch.base_timestamp,
+        batch.max_timestamp,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        len(batch.records),
+    )
+    body = tail + payload
+    crc = _crc32c.crc32c(body)
+    batch_length = 4 + 1 + 4 + len(body)  # epoch + magic + crc + the rest
+    return struct.pack(">qiibI", batch.base_offset, batch_length, batch.partition_leader_epoch, 2, crc) + body
+
+
+def build_batch(
+    entries: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]],
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression: Compression = Compression.NONE,
+) -> bytes:
+    """One batch of (key, value, headers, timestamp_ms) entries."""
+    if not entries:
+        raise ValueError("a batch needs at least one record")
+    base_ts = entries[0][3]
+    records = [
+        Record(i, ts - base_ts, key, value, tuple(headers))
+        for i, (key, value, headers, ts) in enumerate(entries)
+    ]
+    batch = RecordBatch(
+        base_offset,
+        leader_epoch,
+        int(compression),
+        len(entries) - 1,
+        base_ts,
+        max(ts for *_, ts in entries),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records,
+    )
+    return encode_batch(batch, compression)
