@@ -1,0 +1,309 @@
+"""Encodes and decodes KRaft metadata records, interpreting Kafka's JSON schemas field by field.
+
+A record value is: unsigned varint frame version (1), unsigned varint apiKey, unsigned varint record
+version, then the record in the flexible encoding of that version (compact strings and arrays, tagged
+fields written only when they differ from their default). Records travel in ordinary RecordBatch v2
+batches of ``__cluster_metadata``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from epochkraft.protocol import metadata_records as records_module
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.metadata_records import RECORD_TYPES, MetadataRecord
+from epochkraft.protocol.metadata_schema import FieldSpec, RecordSchema, StructSpec, all_schemas
+from epochkraft.protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
+
+FRAME_VERSION = 1
+_FIXED = {
+    "int8": struct.Struct(">b"),
+    "int16": struct.Struct(">h"),
+    "int32": struct.Struct(">i"),
+    "int64": struct.Struct(">q"),
+    "uint16": struct.Struct(">H"),
+    "float64": struct.Struct(">d"),
+}
+
+
+class MetadataRecordError(ProtocolError):
+    """A metadata record that does not decode under its schema."""
+
+
+# ---- unsigned varints -----------------------------------------------------------------------------
+def _write_uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise MetadataRecordError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 35:
+            raise MetadataRecordError("varint too long")
+
+
+# ---- schema helpers -------------------------------------------------------------------------------
+@cache
+def _schema_by_key(api_key: int) -> RecordSchema:
+    for schema in all_schemas().values():
+        if schema.api_key == api_key:
+            return schema
+    raise MetadataRecordError(f"unknown metadata record type {api_key}")
+
+
+def _default(field: FieldSpec) -> Any:
+    if field.default == "null":
+        return None
+    if field.is_array:
+        return ()
+    if field.default is not None:
+        if field.type == "bool":
+            return field.default.lower() == "true"
+        if field.type == "string":
+            return field.default
+        return int(field.default, 0)
+    return {"bool": False, "string": "", "uuid": records_module.ZERO_UUID, "bytes": b"", "float64": 0.0}.get(
+        field.type, 0
+    )
+
+
+def _struct_class(struct_spec: StructSpec) -> type:
+    return getattr(records_module, struct_spec.name)
+
+
+# ---- encoding -------------------------------------------------------------------------------------
+def _write_value(out: bytearray, field: FieldSpec, value: Any, version: int) -> None:
+    if field.is_array:
+        if value is None:
+            _write_uvarint(out, 0)
+            return
+        _write_uvarint(out, len(value) + 1)
+        for item in value:
+            _write_scalar(out, field.element_type, field.struct, item, version)
+    else:
+        _write_scalar(out, field.type, field.struct, value, version, nullable=version in field.nullable)
+
+
+def _write_scalar(
+    out: bytearray,
+    kind: str,
+    struct_spec: StructSpec | None,
+    value: Any,
+    version: int,
+    nullable: bool = False,
+) -> None:
+    fixed = _FIXED.get(kind)
+    if fixed is not None:
+        out += fixed.pack(value)
+    elif kind == "bool":
+        out.append(1 if value else 0)
+    elif kind == "string":
+        if value is None:
+            if not nullable:
+                raise ValueError("null in a non-nullable string field")
+            _write_uvarint(out, 0)
+        else:
+            data = value.encode()
+            _write_uvarint(out, len(data) + 1)
+            out += data
+    elif kind == "bytes":
+        if value is None:
+            _write_uvarint(out, 0)
+        else:
+            _write_uvarint(out, len(value) + 1)
+            out += value
+    elif kind == "uuid":
+        out += value.bytes
+    elif struct_spec is not None:
+        _write_struct(out, struct_spec, value, version)
+    else:
+        raise ValueError(f"unsupported field type {kind}")
+
+
+def _write_struct(out: bytearray, spec: StructSpec, obj: Any, version: int) -> None:
+    tagged: list[tuple[int, bytes]] = []
+    for field in spec.fields:
+        if version not in field.versions:
+            continue
+        value = getattr(obj, field.name)
+        if version in field.tagged:
+            if value == _default(field):
+                continue
+            buf = bytearray()
+            _write_value(buf, field, value, version)
+            tagged.append((int(field.tag or 0), bytes(buf)))
+        else:
+            _write_value(out, field, value, version)
+    _write_uvarint(out, len(tagged))
+    for tag, data in sorted(tagged):
+        _write_uvarint(out, tag)
+        _write_uvarint(out, len(data))
+        out += data
+
+
+def encode_metadata_record(record: MetadataRecord, version: int | None = None) -> bytes:
+    schema = _schema_by_key(record.API_KEY)
+    version = schema.valid.high if version is None else version
+    if version is None or version not in schema.valid:
+        raise ValueError(f"{schema.name} has no version {version}")
+    out = bytearray()
+    _write_uvarint(out, FRAME_VERSION)
+    _write_uvarint(out, schema.api_key)
+    _write_uvarint(out, version)
+    _write_struct(out, schema.struct, record, version)
+    return bytes(out)
+
+
+# ---- decoding -------------------------------------------------------------------------------------
+def _read_value(data: memoryview, pos: int, field: FieldSpec, version: int) -> tuple[Any, int]:
+    if field.is_array:
+        count, pos = _read_uvarint(data, pos)
+        if count == 0:
+            return None, pos
+        if count - 1 > len(data) - pos:
+            raise MetadataRecordError(f"array of {count - 1} items cannot fit in {len(data) - pos} bytes")
+        items = []
+        for _ in range(count - 1):
+            item, pos = _read_scalar(data, pos, field.element_type, field.struct, version)
+            items.append(item)
+        return tuple(items), pos
+    return _read_scalar(data, pos, field.type, field.struct, version)
+
+
+def _read_scalar(
+    data: memoryview, pos: int, kind: str, struct_spec: StructSpec | None, version: int
+) -> tuple[Any, int]:
+    fixed = _FIXED.get(kind)
+    if fixed is not None:
+        if pos + fixed.size > len(data):
+            raise MetadataRecordError(f"truncated {kind}")
+        return fixed.unpack_from(data, pos)[0], pos + fixed.size
+    if kind == "bool":
+        if pos >= len(data):
+            raise MetadataRecordError("truncated bool")
+        return data[pos] != 0, pos + 1
+    if kind in ("string", "bytes"):
+        length, pos = _read_uvarint(data, pos)
+        if length == 0:
+            return None, pos
+        end = pos + length - 1
+        if end > len(data):
+            raise MetadataRecordError(f"{kind} runs past the end of the record")
+        raw = bytes(data[pos:end])
+        if kind == "bytes":
+            return raw, end
+        try:
+            return raw.decode(), end
+        except UnicodeDecodeError as exc:
+            raise MetadataRecordError("string is not UTF-8") from exc
+    if kind == "uuid":
+        if pos + 16 > len(data):
+            raise MetadataRecordError("truncated uuid")
+        return uuid.UUID(bytes=bytes(data[pos : pos + 16])), pos + 16
+    if struct_spec is not None:
+        return _read_struct(data, pos, struct_spec, version)
+    raise MetadataRecordError(f"unsupported field type {kind}")
+
+
+def _read_struct(data: memoryview, pos: int, spec: StructSpec, version: int) -> tuple[Any, int]:
+    values: dict[str, Any] = {}
+    by_tag: dict[int, FieldSpec] = {}
+    for field in spec.fields:
+        if version not in field.versions:
+            continue
+        if version in field.tagged:
+            by_tag[int(field.tag or 0)] = field
+            continue
+        values[field.name], pos = _read_value(data, pos, field, version)
+    count, pos = _read_uvarint(data, pos)
+    for _ in range(count):
+        tag, pos = _read_uvarint(data, pos)
+        size, pos = _read_uvarint(data, pos)
+        end = pos + size
+        if end > len(data):
+            raise MetadataRecordError("tagged field runs past the end of the record")
+        field = by_tag.get(tag)
+        if field is not None:  # unknown tags are skipped, as the flexible format requires
+            values[field.name], used = _read_value(data[:end], pos, field, version)
+            if used != end:
+                raise MetadataRecordError(f"tagged field {field.kafka_name} has {end - used} extra bytes")
+        pos = end
+    try:
+        return _struct_class(spec)(**values), pos
+    except TypeError as exc:
+        raise MetadataRecordError(f"cannot build {spec.name}: {exc}") from exc
+
+
+def decode_metadata_record_with_version(data: bytes | memoryview) -> tuple[MetadataRecord, int]:
+    view = memoryview(data)
+    frame_version, pos = _read_uvarint(view, 0)
+    if frame_version != FRAME_VERSION:
+        raise MetadataRecordError(f"unsupported frame version {frame_version}")
+    api_key, pos = _read_uvarint(view, pos)
+    version, pos = _read_uvarint(view, pos)
+    if api_key not in RECORD_TYPES:
+        raise MetadataRecordError(f"unknown metadata record type {api_key}")
+    schema = _schema_by_key(api_key)
+    if version not in schema.valid:
+        raise MetadataRecordError(f"{schema.name} has no version {version}")
+    record, pos = _read_struct(view, pos, schema.struct, version)
+    if pos != len(view):
+        raise MetadataRecordError(f"{len(view) - pos} trailing bytes after {schema.name}")
+    return record, version
+
+
+def decode_metadata_record(data: bytes | memoryview) -> MetadataRecord:
+    return decode_metadata_record_with_version(data)[0]
+
+
+# ---- batches --------------------------------------------------------------------------------------
+def metadata_batch(
+    base_offset: int, records: list[MetadataRecord], *, leader_epoch: int = 0, timestamp_ms: int | None = None
+) -> bytes:
+    """A RecordBatch v2 holding ``records`` (keys null) starting at ``base_offset``."""
+    if not records:
+        raise ValueError("a metadata batch needs at least one record")
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    batch = RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=leader_epoch,
+        attributes=0,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=ts,
+        max_timestamp=ts,
+        records=[Record(i, 0, None, encode_metadata_record(r)) for i, r in enumerate(records)],
+    )
+    return encode_batch(batch)
+
+
+def read_metadata_batches(buf: bytes | memoryview) -> Iterator[tuple[int, MetadataRecord]]:
+    """(offset, record) for every record of every batch in ``buf``."""
+    for pos, _header in iter_batches(buf):
+        batch = decode_batch(buf, pos)
+        for record in batch.records:
+            if record.value is None:
+                raise MetadataRecordError("metadata record without a value")
+            yield batch.offset_of(record), decode_metadata_record(record.value)
+
+
+def record_fields(record: MetadataRecord) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
