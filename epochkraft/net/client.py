@@ -1,0 +1,168 @@
+"""Async Kafka protocol client: one connection, correlation ids, in-flight futures, timeouts, reconnects.
+
+``send(request)`` takes any kio request object (its class carries the API key and version), frames it,
+and returns the decoded response. Requests pipeline on the one connection; responses are matched by
+correlation id. A failed connection fails every in-flight request with ConnectionLost and is reopened
+lazily by the next ``send``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from epochkraft.net.errors import ConnectionLost, RequestTimedOut
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.framing import (
+    FrameDecoder,
+    decode_entity,
+    encode_entity,
+    encode_request,
+    parse_response_header,
+    response_class,
+)
+
+
+class KafkaClient:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "epochkraft",
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_frame_bytes: int = 512 * 1024 * 1024,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.max_frame_bytes = max_frame_bytes
+        self._correlation = itertools.count(1)
+        self._in_flight: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._reader_task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._connect_lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def connect(self) -> None:
+        async with self._connect_lock:
+            if self.connected:
+                return
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+                )
+            except (OSError, TimeoutError) as exc:
+                raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder(self.max_frame_bytes)
+        error: Exception = ConnectionLost(f"connection to {self.host}:{self.port} closed")
+        try:
+            while True:
+                data = await reader.read(256 * 1024)
+                if not data:
+                    break
+                for frame in decoder.feed(data):
+                    self._deliver(frame)
+        except (OSError, ProtocolError) as exc:
+            error = ConnectionLost(f"connection to {self.host}:{self.port} failed: {exc}")
+        finally:
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            for future, _, _ in self._in_flight.values():
+                if not future.done():
+                    future.set_exception(error)
+            self._in_flight.clear()
+
+    def _deliver(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            raise ProtocolError("response shorter than its header")
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        entry = self._in_flight.pop(correlation_id, None)
+        if entry is None:
+            return  # a response to a request that already timed out
+        future, api_key, version = entry
+        if future.done():
+            return
+        try:
+            _, header_size = parse_response_header(api_key, version, frame)
+            future.set_result(decode_entity(response_class(api_key, version), frame, header_size))
+        except ProtocolError as exc:
+            future.set_exception(exc)
+
+    def _write(self, request: Any, expect_response: bool) -> tuple[int, asyncio.Future[Any] | None]:
+        api_key, version = int(request.__api_key__), int(request.__version__)
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        data = encode_request(api_key, version, correlation_id, self.client_id, encode_entity(request))
+        future: asyncio.Future[Any] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._in_flight[correlation_id] = (future, api_key, version)
+        assert self._writer is not None
+        self._writer.write(data)
+        return correlation_id, future
+
+    async def send(self, request: Any, *, timeout_ms: int | None = None, expect_response: bool = True) -> Any:
+        if not self.connected:
+            await self.connect()
+        correlation_id, future = self._write(request, expect_response)
+        if future is None:
+            assert self._writer is not None
+            await self._writer.drain()
+            return None
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            self._in_flight.pop(correlation_id, None)
+            raise RequestTimedOut(f"{type(request).__name__} timed out after {timeout:.1f}s") from exc
+
+    async def send_many(self, requests: list[Any], *, timeout_ms: int | None = None) -> list[Any]:
+        """Pipelines requests on the connection and returns their responses in order."""
+        if not self.connected:
+            await self.connect()
+        futures = [self._write(r, True)[1] for r in requests]
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))  # type: ignore[arg-type]
+        except TimeoutError as exc:
+            raise RequestTimedOut(f"{len(requests)} pipelined requests timed out") from exc
+
+    async def api_versions(self, version: int = 3) -> Any:
+        from epochkraft.protocol.framing import request_class
+
+        cls = request_class(18, version)
+        fields = {"client_software_name": "epochkraft", "client_software_version": "0.1.0"}
+        return await self.send(cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__}))
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        if self._reader_task is not None:
+            try:
+                await asyncio.wait_for(self._reader_task, 1.0)
+            except (TimeoutError, asyncio.CancelledError):
+                self._reader_task.cancel()
+        for future, _, _ in self._in_flight.values():
+            if not future.done():
+                future.set_exception(ConnectionLost("client closed"))
+        self._in_flight.clear()
+
+    async def __aenter__(self) -> KafkaClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,248 @@
+"""Asyncio Kafka protocol server: frames in, one handler per API key, responses out in request order.
+
+Each connection is an ``asyncio.Protocol`` feeding a sans-IO FrameDecoder. Every request runs as its own
+task so a long-polling Fetch does not stall the connection's other requests, but responses are written
+strictly in request order, as Kafka requires. Hostile input never reaches beyond its connection: a
+malformed frame, an unknown API key or version, or an oversized size prefix closes that connection after
+one log line (ApiVersions at an unknown version is answered instead, per KIP-511).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+import structlog
+
+from epochkraft.net.context import RequestContext
+from epochkraft.protocol.api import ApiSpec, served
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.framing import (
+    API_VERSIONS_KEY,
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    decode_request_body,
+    encode_entity,
+    encode_response,
+    parse_request_header,
+)
+
+MAX_IN_FLIGHT_PER_CONNECTION = 64
+
+
+class KafkaServer:
+    """One listener (``broker`` or ``controller``) bound to host:port, dispatching to ``node``."""
+
+    def __init__(
+        self,
+        listener: str,
+        node: Any,
+        host: str,
+        port: int,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_connections: int = 1000,
+        idle_timeout_ms: int = 600_000,
+        log: Any = None,
+    ) -> None:
+        self.listener = listener
+        self.node = node
+        self.host = host
+        self.requested_port = port
+        self.max_frame_bytes = max_frame_bytes
+        self.max_connections = max_connections
+        self.idle_timeout_ms = idle_timeout_ms
+        self.log = log or structlog.get_logger().bind(listener=listener)
+        self.apis: dict[int, ApiSpec] = served(listener)
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+        self.requests_served = 0
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return self._server.sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.requested_port, reuse_address=True, backlog=1024
+        )
+        self._idle_task = asyncio.create_task(self._close_idle_connections(), name=f"{self.listener}-idle")
+
+    async def stop(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close("server stopping", quiet=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _close_idle_connections(self) -> None:
+        interval = max(self.idle_timeout_ms / 4000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if not conn.pending and now - conn.last_progress > self.idle_timeout_ms / 1000:
+                    conn.close("idle connection (connections.max.idle.ms)")
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[Any, ...] | None = None
+        self.pending: deque[asyncio.Future[bytes | None]] = deque()
+        self.last_progress = time.monotonic()
+        self.closed = False
+        self.paused = False
+        self.log = server.log
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.log = self.server.log.bind(peer=f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?")
+        if len(self.server.connections) >= self.server.max_connections:
+            self.close(f"connection limit of {self.server.max_connections} reached")
+            return
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for future in self.pending:
+            future.cancel()
+        self.pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.close(f"bad frame: {exc}")
+            return
+        if frames:
+            self.last_progress = time.monotonic()
+        for frame in frames:
+            if self.closed:
+                return
+            self._dispatch(frame)
+        if len(self.pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self.paused and self.transport:
+            self.paused = True
+            self.transport.pause_reading()
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            header = parse_request_header(frame)
+        except ProtocolError as exc:
+            self.close(f"malformed request header: {exc}")
+            return
+        spec = self.server.apis.get(header.api_key)
+        if spec is None:
+            self.close(f"API key {header.api_key} is not served on the {self.server.listener} listener")
+            return
+        if not spec.supports(header.api_version):
+            if header.api_key == API_VERSIONS_KEY:
+                self._queue_ready(self._unsupported_api_versions(header.correlation_id))
+                return
+            self.close(
+                f"{spec.name} v{header.api_version} unsupported (serving v{spec.min_version}-v{spec.max_version})"
+            )
+            return
+        try:
+            request = decode_request_body(header, frame)
+        except ProtocolError as exc:
+            self.close(f"malformed {spec.name} v{header.api_version} body: {exc}")
+            return
+        ctx = RequestContext(
+            self.server.listener, header, header.api_version, self.server.node, self.peer, self.log
+        )
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self.pending.append(future)
+        task = asyncio.ensure_future(self._run(spec, request, ctx))
+        task.add_done_callback(lambda t, f=future: self._settle(t, f))
+
+    async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> bytes | None:
+        response = await spec.handler(request, ctx)
+        if response is None:  # e.g. Produce with acks=0 sends no response
+            return None
+        body = encode_entity(response)
+        return encode_response(ctx.header.correlation_id, ctx.header.api_key, ctx.api_version, body)
+
+    def _settle(self, task: asyncio.Task[bytes | None], future: asyncio.Future[bytes | None]) -> None:
+        if future.done():
+            return
+        if task.cancelled():
+            future.cancel()
+        elif (exc := task.exception()) is not None:
+            self.log.error(
+                "handler failed; closing connection",
+                api_key=getattr(task, "api_key", None),
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=exc,
+            )
+            future.set_result(None)
+            self._flush()
+            self.close("handler error", quiet=True)
+            return
+        else:
+            future.set_result(task.result())
+        self._flush()
+
+    def _queue_ready(self, data: bytes) -> None:
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        future.set_result(data)
+        self.pending.append(future)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Writes every finished response at the head of the queue, keeping request order."""
+        chunks = []
+        while self.pending and self.pending[0].done():
+            future = self.pending.popleft()
+            if not future.cancelled() and (data := future.result()) is not None:
+                chunks.append(data)
+        if chunks and self.transport is not None and not self.closed:
+            self.transport.write(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+            self.server.requests_served += len(chunks)
+            self.last_progress = time.monotonic()
+        if self.paused and len(self.pending) < MAX_IN_FLIGHT_PER_CONNECTION // 2 and self.transport:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+        """KIP-511: an ApiVersions request at an unknown version gets a v0 body with UNSUPPORTED_VERSION."""
+        from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+
+        from epochkraft.protocol.errors import ErrorCode
+
+        self.log.info("ApiVersions at an unsupported version; answering with our range (KIP-511)")
+        body = ApiVersionsResponse(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=tuple(
+                ApiVersion(api_key=key, min_version=s.min_version, max_version=s.max_version)
+                for key, s in self.server.apis.items()
+            ),
+        )
+        return encode_response(correlation_id, API_VERSIONS_KEY, 0, encode_entity(body))
+
+    def close(self, reason: str, quiet: bool = False) -> None:
+        if self.closed:
+            return
+        if not quiet:
+            self.log.warning("closing connection", reason=reason)
+        self.closed = True
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.close()

@@ -1,0 +1,179 @@
+"""The TCP server and client: ApiVersions per listener, pipelining in order, hostile input, reconnects."""
+
+import asyncio
+import os
+import random
+import struct
+
+import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
+
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import ConnectionLost, RequestTimedOut
+from epochkraft.net.server import KafkaServer
+from epochkraft.protocol.api import BROKER, CONTROLLER, served
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import encode_request, parse_response_header
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+async def controller_server():
+    server = KafkaServer(CONTROLLER, node=None, host="127.0.0.1", port=0, max_frame_bytes=1 << 20)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def raw_exchange(port: int, payload: bytes, read_timeout: float = 2.0) -> bytes:
+    """Sends raw bytes; returns what comes back before the server closes or the timeout."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(payload)
+    await writer.drain()
+    chunks = []
+    try:
+        while True:
+            data = await asyncio.wait_for(reader.read(65536), read_timeout)
+            if not data:
+                break
+            chunks.append(data)
+    except TimeoutError:
+        pass
+    finally:
+        writer.close()
+    return b"".join(chunks)
+
+
+async def assert_still_serving(port: int) -> None:
+    async with KafkaClient("127.0.0.1", port) as client:
+        response = await client.api_versions(0)
+        assert response.error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+async def test_api_versions_lists_the_listener_table(controller_server, version):
+    async with KafkaClient("127.0.0.1", controller_server.port) as client:
+        response = await client.api_versions(version)
+    assert response.error_code == ErrorCode.none
+    table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert table == {key: (s.min_version, s.max_version) for key, s in served(CONTROLLER).items()}
+    assert table[18] == (0, 3)
+
+
+def test_listeners_serve_different_tables():
+    assert 0 not in served(CONTROLLER)  # no Produce on the controller listener
+    assert 18 in served(BROKER) and 18 in served(CONTROLLER)
+
+
+async def test_api_versions_at_unknown_version_gets_unsupported_version_in_v0(controller_server):
+    frame = encode_request(18, 99, 7, "future-client", b"\x00\x00")  # v99: header parsed as v1
+    data = await raw_exchange(controller_server.port, frame, read_timeout=1.0)
+    size = struct.unpack(">i", data[:4])[0]
+    payload = data[4 : 4 + size]
+    correlation_id, header_size = parse_response_header(18, 0, payload)
+    assert correlation_id == 7 and header_size == 4
+    error_code, count = struct.unpack(">hi", payload[4:10])
+    assert error_code == ErrorCode.unsupported_version
+    assert count == len(served(CONTROLLER))
+
+
+async def test_pipelined_requests_are_answered_in_order(controller_server):
+    async with KafkaClient("127.0.0.1", controller_server.port) as client:
+        responses = await client.send_many([ApiVersionsV0() for _ in range(200)])
+    assert len(responses) == 200
+    assert all(r.error_code == ErrorCode.none for r in responses)
+
+
+HOSTILE = {
+    "random bytes": lambda: random.Random(1).randbytes(5000),
+    "truncated frame then close": lambda: struct.pack(">i", 100) + b"\x00\x12",
+    "huge size prefix": lambda: struct.pack(">i", 2**31 - 1),
+    "negative size": lambda: struct.pack(">i", -5),
+    "unknown api key": lambda: encode_request(999, 0, 1, "x", b""),
+    "client api on controller listener": lambda: encode_request(3, 1, 1, "x", b"\x00\x00\x00\x00"),
+    "unsupported version of a served key": lambda: encode_request(56, 0, 1, "x", b""),
+    "garbage body": lambda: encode_request(18, 3, 1, "x", os.urandom(3) + b"\xff\xff\xff\xff"),
+    "header shorter than its fields": lambda: struct.pack(">i", 3) + b"\x00\x12\x00",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+async def test_hostile_input_closes_only_that_connection(controller_server, name):
+    await raw_exchange(controller_server.port, HOSTILE[name](), read_timeout=0.5)
+    await assert_still_serving(controller_server.port)
+
+
+async def test_huge_array_count_does_not_allocate():
+    server = KafkaServer(BROKER, node=None, host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        body = struct.pack(">i", 2**31 - 1)  # MetadataRequest v1: topics array claiming 2^31-1 entries
+        await raw_exchange(server.port, encode_request(3, 1, 1, "x", body), read_timeout=0.5)
+        await assert_still_serving(server.port)
+    finally:
+        await server.stop()
+
+
+async def test_connection_cap():
+    server = KafkaServer(CONTROLLER, node=None, host="127.0.0.1", port=0, max_connections=2)
+    await server.start()
+    try:
+        held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        assert await asyncio.wait_for(reader.read(10), 2) == b""  # closed at once
+        writer.close()
+        for _, w in held:
+            w.close()
+    finally:
+        await server.stop()
+
+
+async def test_idle_and_slowloris_connections_are_closed():
+    server = KafkaServer(CONTROLLER, node=None, host="127.0.0.1", port=0, idle_timeout_ms=300)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(struct.pack(">i", 50) + b"\x00")  # a frame that never completes
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(10), 3) == b""
+        writer.close()
+        await assert_still_serving(server.port)
+    finally:
+        await server.stop()
+
+
+async def test_client_times_out_and_reconnects_after_server_restart():
+    silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    client = KafkaClient("127.0.0.1", port, request_timeout_ms=200)
+    with pytest.raises(RequestTimedOut):
+        await client.send(ApiVersionsV0())
+    silent.close()
+    await silent.wait_closed()
+    await client.close()
+    with pytest.raises(ConnectionLost):
+        await client.send(ApiVersionsV0())
+    server = KafkaServer(CONTROLLER, node=None, host="127.0.0.1", port=port)
+    await server.start()
+    try:
+        assert (await client.send(ApiVersionsV0())).error_code == ErrorCode.none
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def test_metadata_request_class_is_refused_on_controller():
+    server = KafkaServer(CONTROLLER, node=None, host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        client = KafkaClient("127.0.0.1", server.port, request_timeout_ms=2000)
+        with pytest.raises(ConnectionLost):
+            await client.send(MetadataV1(topics=None))
+        await client.close()
+    finally:
+        await server.stop()
