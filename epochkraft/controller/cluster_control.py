@@ -1,0 +1,174 @@
+"""Broker registrations, broker epochs (KIP-380) and heartbeat sessions.
+
+Registrations are metadata-log state: they change only in ``replay``. A broker's epoch is the offset of
+its RegisterBrokerRecord in the metadata log, so every new incarnation gets a higher epoch.
+
+Heartbeat sessions (last contact, reported metadata offset) are deliberately outside the log, as in
+Kafka's BrokerHeartbeatManager: after a controller restart every broker starts a fresh session and must
+heartbeat within the session timeout to stay unfenced.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from functools import singledispatchmethod
+
+from epochkraft.controller.state import BrokerRegistration, Endpoint
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import (
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+# BrokerRegistrationChangeRecord.fenced / in_controlled_shutdown values
+CHANGE_NONE = 0
+CHANGE_FENCE = 1
+CHANGE_UNFENCE = -1
+
+
+@dataclass(slots=True)
+class Session:
+    last_contact_ms: int
+    metadata_offset: int = -1
+
+
+class ClusterControl:
+    def __init__(self, cluster_id: str, session_timeout_ms: int) -> None:
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.sessions: dict[int, Session] = {}  # not in the log
+        self.started_ms: int | None = None  # brokers known from the log get a session from here
+
+    # ---- queries ------------------------------------------------------------------------------------
+    def check_broker_epoch(self, broker_id: int, epoch: int) -> ErrorCode:
+        """Kafka's checkBrokerEpoch: unknown broker or another epoch -> STALE_BROKER_EPOCH."""
+        registration = self.brokers.get(broker_id)
+        if registration is None or registration.epoch != epoch:
+            return ErrorCode.stale_broker_epoch
+        return ErrorCode.none
+
+    def is_active(self, broker_id: int) -> bool:
+        registration = self.brokers.get(broker_id)
+        return registration is not None and registration.active
+
+    def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
+        registration = self.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            return False
+        return now_ms - self.last_contact(broker_id, now_ms) <= self.session_timeout_ms
+
+    def last_contact(self, broker_id: int, now_ms: int) -> int:
+        session = self.sessions.get(broker_id)
+        if session is not None:
+            return session.last_contact_ms
+        if self.started_ms is None:
+            self.started_ms = now_ms
+        return self.started_ms
+
+    def expired_brokers(self, now_ms: int) -> list[int]:
+        """Unfenced brokers whose session expired, oldest contact first."""
+        expired = [
+            (self.last_contact(b, now_ms), b)
+            for b, reg in self.brokers.items()
+            if not reg.fenced and now_ms - self.last_contact(b, now_ms) > self.session_timeout_ms
+        ]
+        return [b for _, b in sorted(expired)]
+
+    def counts(self) -> dict[str, int]:
+        fenced = sum(1 for r in self.brokers.values() if r.fenced)
+        return {"FencedBrokerCount": fenced, "ActiveBrokerCount": len(self.brokers) - fenced}
+
+    # ---- decisions ----------------------------------------------------------------------------------
+    def decide_registration(
+        self,
+        now_ms: int,
+        next_offset: int,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        endpoints: tuple[Endpoint, ...],
+        rack: str | None,
+        previous_broker_epoch: int = -1,
+    ) -> tuple[ErrorCode, int, RegisterBrokerRecord | None]:
+        """(error, broker epoch, record to write or None)."""
+        if cluster_id != self.cluster_id:
+            return ErrorCode.inconsistent_cluster_id, -1, None
+        existing = self.brokers.get(broker_id)
+        if existing is not None:
+            if existing.incarnation_id == incarnation_id:
+                return ErrorCode.none, existing.epoch, None  # an idempotent retry keeps everything
+            if self.has_valid_session(broker_id, now_ms) and previous_broker_epoch != existing.epoch:
+                return ErrorCode.duplicate_broker_registration, -1, None
+        record = RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=incarnation_id,
+            broker_epoch=next_offset,
+            end_points=tuple(
+                BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                for e in endpoints
+            ),
+            rack=rack,
+            fenced=True,
+            in_controlled_shutdown=False,
+        )
+        return ErrorCode.none, next_offset, record
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        self.sessions[broker_id] = Session(now_ms, metadata_offset)
+
+    # ---- replay -------------------------------------------------------------------------------------
+    @singledispatchmethod
+    def replay(self, record: object) -> None:
+        raise TypeError(f"ClusterControl cannot replay {type(record).__name__}")
+
+    @replay.register
+    def _(self, record: RegisterBrokerRecord) -> None:
+        self.brokers[record.broker_id] = BrokerRegistration(
+            broker_id=record.broker_id,
+            epoch=record.broker_epoch,
+            incarnation_id=record.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
+            rack=record.rack,
+            fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+        )
+        self.sessions.pop(record.broker_id, None)  # a new incarnation starts a new session
+
+    @replay.register
+    def _(self, record: FenceBrokerRecord) -> None:
+        self._update(record.id, record.epoch, fenced=True)
+
+    @replay.register
+    def _(self, record: UnfenceBrokerRecord) -> None:
+        self._update(record.id, record.epoch, fenced=False)
+
+    @replay.register
+    def _(self, record: BrokerRegistrationChangeRecord) -> None:
+        changes: dict[str, bool] = {}
+        if record.fenced == CHANGE_FENCE:
+            changes["fenced"] = True
+        elif record.fenced == CHANGE_UNFENCE:
+            changes["fenced"] = False
+        if record.in_controlled_shutdown == 1:
+            changes["in_controlled_shutdown"] = True
+        self._update(record.broker_id, record.broker_epoch, **changes)
+
+    @replay.register
+    def _(self, record: UnregisterBrokerRecord) -> None:
+        registration = self.brokers.get(record.broker_id)
+        if registration is not None and registration.epoch == record.broker_epoch:
+            del self.brokers[record.broker_id]
+            self.sessions.pop(record.broker_id, None)
+
+    def _update(self, broker_id: int, epoch: int, **changes: bool) -> None:
+        registration = self.brokers.get(broker_id)
+        if registration is None or registration.epoch != epoch:
+            return  # a record for an older incarnation changes nothing
+        self.brokers[broker_id] = replace(registration, **changes)

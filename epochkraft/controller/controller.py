@@ -1,0 +1,531 @@
+"""The sans-IO controller: requests and time in, metadata records and responses out.
+
+Each operation decides (reading state only), appends its records to the metadata log, and replays
+them; ``replay`` is the only path that changes state, and the same path rebuilds it from the log after a
+restart. Operations that depend on an earlier change (unfence, then elect; enter controlled shutdown,
+then move leaderships) decide and commit in two steps, as Kafka's controller writes them in order.
+
+Requests and responses are kio objects at the newest version served: BrokerRegistration v3,
+BrokerHeartbeat v1, AlterPartition v3 (with the version the broker used), CreateTopics v7,
+DeleteTopics v6, UnregisterBroker v0, ElectLeaders v2, DescribeCluster v1.
+
+Domain events (broker fenced, leader elected, ISR change committed or rejected...) are appended to
+``outbox`` for the daemon to ship; the controller itself never does IO.
+"""
+
+from __future__ import annotations
+
+import datetime
+from functools import singledispatchmethod
+from typing import Any
+
+from kio.schema.alter_partition.v3 import response as alter_resp
+from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
+from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
+from kio.schema.create_topics.v7 import response as create_resp
+from kio.schema.delete_topics.v6 import response as delete_resp
+from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
+from kio.schema.elect_leaders.v2 import response as elect_resp
+from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
+
+from epochkraft.controller.cluster_control import CHANGE_NONE, ClusterControl
+from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.partition_change import Election
+from epochkraft.controller.replication_control import (
+    AlterPartitionItem,
+    IsrMember,
+    NewTopic,
+    ReplicationControl,
+)
+from epochkraft.controller.settings import ControllerSettings
+from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+NO_THROTTLE = datetime.timedelta(0)
+METADATA_VERSION = 20  # the metadata.version feature level written at bootstrap (informational)
+ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
+
+
+class Controller:
+    def __init__(
+        self,
+        cluster_id: str,
+        settings: ControllerSettings | None = None,
+        log: MetadataLog | None = None,
+        node_id: int = 0,
+    ) -> None:
+        self.settings = settings or ControllerSettings()
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.log = log or MetadataLog()
+        self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms)
+        self.replication = ReplicationControl(
+            self.settings.min_insync_replicas, self.settings.unclean_leader_election_enable
+        )
+        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
+
+    # ---- log plumbing -------------------------------------------------------------------------------
+    def bootstrap(self, now_ms: int) -> None:
+        """Writes the initial feature level into an empty log."""
+        if self.log.next_offset == 0:
+            self._commit(
+                [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms
+            )
+
+    def load(self, data: bytes) -> int:
+        """Rebuilds state from metadata-log bytes read from disk; returns the number of records."""
+        count = 0
+        for _offset, record in self.log.load(data):
+            self.replay(record)
+            count += 1
+        return count
+
+    def _commit(self, records: list, now_ms: int) -> int:
+        if not records:
+            return self.log.next_offset
+        base = self.log.append(records, now_ms)
+        for offset, record in enumerate(records, start=base):
+            self._note(offset, record)
+            self.replay(record)
+        return base
+
+    def _note(self, offset: int, record: object) -> None:
+        """Turns records into the events the metrics schema documents (before replay changes state)."""
+        if isinstance(record, PartitionChangeRecord):
+            topic = self.replication.topics.get(record.topic_id)
+            before = topic.partitions.get(record.partition_id) if topic else None
+            if topic is None or before is None:
+                return
+            where = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
+            if record.leader != NO_LEADER_CHANGE:
+                unclean = record.leader_recovery_state == 1
+                self.outbox.append(
+                    (
+                        "leader_elected",
+                        where
+                        | {
+                            "leader": record.leader,
+                            "leader_epoch": before.leader_epoch + 1,
+                            "unclean": unclean,
+                            "previous_leader": before.leader,
+                        },
+                    )
+                )
+            if record.isr is not None:
+                self.outbox.append(
+                    (
+                        "isr_change_committed",
+                        where
+                        | {
+                            "isr": list(record.isr),
+                            "previous_isr": list(before.isr),
+                            "partition_epoch": before.partition_epoch + 1,
+                        },
+                    )
+                )
+        elif isinstance(record, RegisterBrokerRecord):
+            self.outbox.append(
+                (
+                    "broker_registered",
+                    {
+                        "broker": record.broker_id,
+                        "epoch": record.broker_epoch,
+                        "incarnation": str(record.incarnation_id),
+                    },
+                )
+            )
+        elif isinstance(record, FenceBrokerRecord):
+            self.outbox.append(("broker_fenced", {"broker": record.id, "epoch": record.epoch}))
+        elif isinstance(record, UnfenceBrokerRecord):
+            self.outbox.append(("broker_unfenced", {"broker": record.id, "epoch": record.epoch}))
+        elif isinstance(record, BrokerRegistrationChangeRecord) and record.in_controlled_shutdown == 1:
+            self.outbox.append(
+                ("broker_controlled_shutdown", {"broker": record.broker_id, "epoch": record.broker_epoch})
+            )
+
+    # ---- replay: the only place state changes -------------------------------------------------------
+    @singledispatchmethod
+    def replay(self, record: object) -> None:
+        raise TypeError(f"no replay for {type(record).__name__}")
+
+    @replay.register(RegisterBrokerRecord)
+    @replay.register(FenceBrokerRecord)
+    @replay.register(UnfenceBrokerRecord)
+    @replay.register(BrokerRegistrationChangeRecord)
+    @replay.register(UnregisterBrokerRecord)
+    def _(self, record: Any) -> None:
+        self.cluster.replay(record)
+
+    @replay.register(TopicRecord)
+    @replay.register(PartitionRecord)
+    @replay.register(PartitionChangeRecord)
+    @replay.register(RemoveTopicRecord)
+    @replay.register(ConfigRecord)
+    def _(self, record: Any) -> None:
+        self.replication.replay(record)
+
+    @replay.register(FeatureLevelRecord)
+    @replay.register(NoOpRecord)
+    @replay.register(ProducerIdsRecord)
+    def _(self, record: Any) -> None:
+        pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
+
+    # ---- registration and heartbeats ----------------------------------------------------------------
+    def register_broker(self, now_ms: int, request: Any) -> BrokerRegistrationResponse:
+        endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in request.listeners)
+        error, epoch, record = self.cluster.decide_registration(
+            now_ms,
+            self.log.next_offset,
+            broker_id=request.broker_id,
+            cluster_id=request.cluster_id,
+            incarnation_id=request.incarnation_id,
+            endpoints=endpoints,
+            rack=request.rack,
+            previous_broker_epoch=getattr(request, "previous_broker_epoch", -1),
+        )
+        if record is not None:
+            self._commit([record], now_ms)
+            self.cluster.touch(request.broker_id, now_ms, -1)
+        return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
+
+    def heartbeat(self, now_ms: int, request: Any) -> BrokerHeartbeatResponse:
+        broker_id, epoch = request.broker_id, request.broker_epoch
+
+        def reply(error: ErrorCode, caught_up: bool = False, fenced: bool = True, shutdown: bool = False):
+            return BrokerHeartbeatResponse(
+                throttle_time=NO_THROTTLE,
+                error_code=error,
+                is_caught_up=caught_up,
+                is_fenced=fenced,
+                should_shut_down=shutdown,
+            )
+
+        if self.cluster.check_broker_epoch(broker_id, epoch) != ErrorCode.none:
+            return reply(ErrorCode.stale_broker_epoch)
+        self.cluster.touch(broker_id, now_ms, request.current_metadata_offset)
+        registration = self.cluster.brokers[broker_id]
+        caught_up = request.current_metadata_offset >= registration.epoch
+        if registration.fenced:
+            if request.want_shut_down:
+                return reply(ErrorCode.none, caught_up, True, True)
+            if not request.want_fence and caught_up:
+                self._commit([UnfenceBrokerRecord(id=broker_id, epoch=epoch)], now_ms)
+                self._commit(self.replication.decide_leaderless_elections(self.cluster.is_active), now_ms)
+        elif registration.in_controlled_shutdown or request.want_shut_down:
+            if not registration.in_controlled_shutdown:
+                change = BrokerRegistrationChangeRecord(
+                    broker_id=broker_id, broker_epoch=epoch, fenced=CHANGE_NONE, in_controlled_shutdown=1
+                )
+                self._commit([change], now_ms)
+                self._commit(
+                    self.replication.decide_remove_from_isrs(broker_id, self.cluster.is_active), now_ms
+                )
+            leads = any(p.leader == broker_id for _, _, p in self.replication.partitions())
+            return reply(ErrorCode.none, caught_up, False, not leads)
+        elif request.want_fence:
+            self._fence(now_ms, broker_id)
+        registration = self.cluster.brokers[broker_id]
+        return reply(ErrorCode.none, caught_up, registration.fenced, False)
+
+    def _fence(self, now_ms: int, broker_id: int) -> None:
+        """ISR and leader changes first, then the fence record (Kafka's order)."""
+        registration = self.cluster.brokers[broker_id]
+
+        def acceptable(b: int) -> bool:
+            return b != broker_id and self.cluster.is_active(b)
+
+        self._commit(self.replication.decide_remove_from_isrs(broker_id, acceptable), now_ms)
+        self._commit([FenceBrokerRecord(id=broker_id, epoch=registration.epoch)], now_ms)
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Fences brokers whose session expired, oldest first; returns their ids."""
+        fenced = []
+        for broker_id in self.cluster.expired_brokers(now_ms):
+            self._fence(now_ms, broker_id)
+            fenced.append(broker_id)
+        return fenced
+
+    def unregister_broker(self, now_ms: int, request: Any) -> UnregisterBrokerResponse:
+        registration = self.cluster.brokers.get(request.broker_id)
+        if registration is None:
+            return UnregisterBrokerResponse(
+                throttle_time=NO_THROTTLE,
+                error_code=ErrorCode.broker_id_not_registered,
+                error_message=f"broker {request.broker_id} is not registered",
+            )
+
+        def acceptable(b: int) -> bool:
+            return b != request.broker_id and self.cluster.is_active(b)
+
+        self._commit(self.replication.decide_remove_from_isrs(request.broker_id, acceptable), now_ms)
+        self._commit(
+            [UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)], now_ms
+        )
+        return UnregisterBrokerResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None
+        )
+
+    # ---- AlterPartition -----------------------------------------------------------------------------
+    def alter_partition(
+        self, now_ms: int, request: Any, version: int = 3
+    ) -> alter_resp.AlterPartitionResponse:
+        """``request`` is an AlterPartition v3 object; ``version`` the version the broker sent (2 or 3)."""
+        if self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch) != ErrorCode.none:
+            return alter_resp.AlterPartitionResponse(
+                throttle_time=NO_THROTTLE, error_code=ErrorCode.stale_broker_epoch, topics=()
+            )
+        records: list = []
+        topics = []
+        for topic_data in request.topics:
+            items = [
+                AlterPartitionItem(
+                    p.partition_index,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    tuple(
+                        IsrMember(s.broker_id, s.broker_epoch if version >= 3 else -1)
+                        for s in p.new_isr_with_epochs
+                    ),
+                    p.leader_recovery_state,
+                )
+                for p in topic_data.partitions
+            ]
+            results, topic_records = self.replication.decide_alter_partition(
+                request.broker_id,
+                topic_data.topic_id,
+                items,
+                version=version,
+                is_eligible=self._is_eligible,
+                is_acceptable_leader=self.cluster.is_active,
+                eligibility_check=not self.settings.unsafe_disable_kip841_eligibility_check,
+            )
+            records += topic_records
+            topics.append((topic_data.topic_id, results))
+        self._commit(records, now_ms)
+        response_topics = []
+        for topic_id, results in topics:
+            partitions = []
+            for result in results:
+                partition = result.partition
+                if result.error == ErrorCode.none and partition is not None:
+                    # Report the state after the commit (the replayed registration).
+                    topic = self.replication.topics.get(topic_id)
+                    partition = topic.partitions[result.partition_index] if topic else partition
+                else:
+                    self.outbox.append(
+                        (
+                            "isr_change_rejected",
+                            {
+                                "broker": request.broker_id,
+                                "topic_id": str(topic_id),
+                                "partition": result.partition_index,
+                                "error": result.error.name.upper(),
+                                "error_code": int(result.error),
+                            },
+                        )
+                    )
+                partitions.append(
+                    alter_resp.PartitionData(
+                        partition_index=result.partition_index,
+                        error_code=result.error,
+                        leader_id=partition.leader if partition else NO_LEADER,
+                        leader_epoch=partition.leader_epoch if partition else -1,
+                        isr=partition.isr if partition else (),
+                        leader_recovery_state=int(partition.leader_recovery_state) if partition else 0,
+                        partition_epoch=partition.partition_epoch if partition else -1,
+                    )
+                )
+            response_topics.append(alter_resp.TopicData(topic_id=topic_id, partitions=tuple(partitions)))
+        return alter_resp.AlterPartitionResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(response_topics)
+        )
+
+    def _is_eligible(self, member: IsrMember) -> bool:
+        """KIP-841 + KIP-903: registered, unfenced, not shutting down, and the epoch matches (if given)."""
+        registration = self.cluster.brokers.get(member.broker_id)
+        if registration is None or not registration.active:
+            return False
+        return member.broker_epoch == -1 or member.broker_epoch == registration.epoch
+
+    # ---- topics -------------------------------------------------------------------------------------
+    def create_topics(self, now_ms: int, request: Any) -> create_resp.CreateTopicsResponse:
+        active = [b for b, r in self.cluster.brokers.items() if r.active]
+        registered = set(self.cluster.brokers)
+        results = []
+        seen: set[str] = set()
+        for topic in request.topics:
+            if topic.name in seen:
+                results.append(
+                    create_resp.CreatableTopicResult(
+                        name=topic.name,
+                        topic_id=None,
+                        error_code=ErrorCode.invalid_request,
+                        error_message="topic named twice in one request",
+                        topic_config_error_code=0,
+                        num_partitions=-1,
+                        replication_factor=-1,
+                        configs=None,
+                    )
+                )
+                continue
+            seen.add(topic.name)
+            spec = NewTopic(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+                configs={c.name: c.value for c in topic.configs},
+            )
+            created, records = self.replication.decide_create_topic(
+                spec,
+                active,
+                registered,
+                (self.settings.num_partitions, self.settings.default_replication_factor),
+            )
+            if created.error == ErrorCode.none and not request.validate_only:
+                self._commit(records, now_ms)
+            configs = tuple(
+                create_resp.CreatableTopicConfigs(
+                    name=name, value=value, read_only=False, config_source=1, is_sensitive=False
+                )
+                for name, value in sorted(spec.configs.items())
+            )
+            ok = created.error == ErrorCode.none
+            results.append(
+                create_resp.CreatableTopicResult(
+                    name=topic.name,
+                    topic_id=created.topic_id if ok and not request.validate_only else None,
+                    error_code=created.error,
+                    error_message=created.message,
+                    topic_config_error_code=0,
+                    num_partitions=created.num_partitions,
+                    replication_factor=created.replication_factor,
+                    configs=configs if ok else None,
+                )
+            )
+        return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
+
+    def delete_topics(self, now_ms: int, request: Any) -> delete_resp.DeleteTopicsResponse:
+        results = []
+        for state in request.topics:
+            if state.name is not None:
+                topic = self.replication.topic(state.name)
+                missing = ErrorCode.unknown_topic_or_partition
+            else:
+                topic = self.replication.topics.get(state.topic_id)
+                missing = ErrorCode.unknown_topic_id
+            if topic is None:
+                results.append(
+                    delete_resp.DeletableTopicResult(
+                        name=state.name, topic_id=state.topic_id, error_code=missing, error_message=None
+                    )
+                )
+                continue
+            self._commit(self.replication.decide_delete_topic(topic.topic_id), now_ms)
+            results.append(
+                delete_resp.DeletableTopicResult(
+                    name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.none, error_message=None
+                )
+            )
+        return delete_resp.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))
+
+    def elect_leaders(self, now_ms: int, request: Any) -> elect_resp.ElectLeadersResponse:
+        election = ELECTION_TYPES.get(request.election_type)
+        if election is None:
+            return elect_resp.ElectLeadersResponse(
+                throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, replica_election_results=()
+            )
+        if request.topic_partitions is None:
+            wanted = [(t.name, sorted(t.partitions)) for t in self.replication.topics.values()]
+        else:
+            wanted = [(tp.topic, list(tp.partitions)) for tp in request.topic_partitions]
+        results = []
+        for name, partitions in wanted:
+            topic = self.replication.topic(name)
+            partition_results = []
+            for index in partitions:
+                if topic is None:
+                    error, record = ErrorCode.unknown_topic_or_partition, None
+                else:
+                    error, record = self.replication.decide_election(
+                        topic, index, election, self.cluster.is_active
+                    )
+                if record is not None:
+                    self._commit([record], now_ms)
+                partition_results.append(
+                    elect_resp.PartitionResult(partition_id=index, error_code=error, error_message=None)
+                )
+            results.append(
+                elect_resp.ReplicaElectionResult(topic=name, partition_result=tuple(partition_results))
+            )
+        return elect_resp.ElectLeadersResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results)
+        )
+
+    def describe_cluster(self) -> DescribeClusterResponse:
+        """The controller listener describes the controller itself (endpoint type 2, as Kafka's)."""
+        host, port = self.listener_endpoint
+        return DescribeClusterResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            endpoint_type=2,
+            cluster_id=self.cluster_id,
+            controller_id=self.node_id,
+            brokers=(DescribeClusterBroker(broker_id=self.node_id, host=host, port=port, rack=None),),
+            cluster_authorized_operations=-2147483648,
+        )
+
+    # ---- observability --------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """A JSON-able view for /v1/state."""
+        return (
+            {
+                "cluster_id": self.cluster_id,
+                "metadata_offset": self.log.next_offset,
+                "brokers": [
+                    {
+                        "id": r.broker_id,
+                        "epoch": r.epoch,
+                        "incarnation": str(r.incarnation_id),
+                        "fenced": r.fenced,
+                        "in_controlled_shutdown": r.in_controlled_shutdown,
+                        "endpoints": [f"{e.host}:{e.port}" for e in r.endpoints],
+                    }
+                    for r in sorted(self.cluster.brokers.values(), key=lambda r: r.broker_id)
+                ],
+                "partitions": [
+                    {
+                        "topic": topic.name,
+                        "topic_id": str(topic.topic_id),
+                        "partition": index,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "partition_epoch": p.partition_epoch,
+                        "leader_recovery_state": p.leader_recovery_state.name,
+                        "min_insync_replicas": self.replication.min_insync(topic.name),
+                    }
+                    for topic, index, p in self.replication.partitions()
+                ],
+            }
+            | self.cluster.counts()
+            | self.replication.counts()
+        )

@@ -1,0 +1,75 @@
+"""The metadata log: offset-numbered batches of metadata records, kept encoded for Fetch.
+
+Sans-IO: ``append`` encodes a batch (RecordBatch v2, as ``__cluster_metadata`` holds in Kafka) and tells
+its listeners, one of which the daemon uses to write the batch to disk; ``load`` rebuilds the log from
+those bytes at startup. Every batch is committed once appended: there is a single controller.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+
+from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
+from epochkraft.protocol.metadata_records import MetadataRecord
+from epochkraft.protocol.records import iter_batches
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID_INT = 1  # 00000000-0000-0000-0000-000000000001, as in Kafka
+
+
+class MetadataLog:
+    def __init__(self) -> None:
+        self._base_offsets: list[int] = []
+        self._batches: list[bytes] = []
+        self.next_offset = 0
+        self.listeners: list[Callable[[int, bytes], None]] = []
+
+    def __len__(self) -> int:
+        return self.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(b) for b in self._batches)
+
+    def append(self, records: list[MetadataRecord], now_ms: int, leader_epoch: int = 0) -> int:
+        """Appends one batch; returns its base offset."""
+        base = self.next_offset
+        data = metadata_batch(base, records, leader_epoch=leader_epoch, timestamp_ms=now_ms)
+        self._base_offsets.append(base)
+        self._batches.append(data)
+        self.next_offset = base + len(records)
+        for listener in self.listeners:
+            listener(base, data)
+        return base
+
+    def load(self, data: bytes) -> Iterator[tuple[int, MetadataRecord]]:
+        """Adds batches read from disk (offsets must continue the log) and yields their records to replay."""
+        for pos, header in iter_batches(data):
+            if header.base_offset != self.next_offset:
+                raise ValueError(
+                    f"metadata log gap: expected offset {self.next_offset}, found {header.base_offset}"
+                )
+            raw = bytes(data[pos : pos + header.size])
+            self._base_offsets.append(header.base_offset)
+            self._batches.append(raw)
+            self.next_offset = header.next_offset
+            yield from read_metadata_batches(raw)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding ``offset``; at least one batch even if over ``max_bytes``."""
+        if offset >= self.next_offset or not self._batches:
+            return b""
+        index = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+        out: list[bytes] = []
+        size = 0
+        for data in self._batches[index:]:
+            if out and size + len(data) > max_bytes:
+                break
+            out.append(data)
+            size += len(data)
+        return b"".join(out)
+
+    def records(self) -> Iterator[tuple[int, MetadataRecord]]:
+        for data in self._batches:
+            yield from read_metadata_batches(data)

@@ -1,0 +1,420 @@
+"""Topics, partitions, topic configs, ISR changes and leader elections (KIP-497, 704, 841, 903).
+
+Decisions return the records to write (plus response data) and never mutate state; state changes only
+in ``replay``. AlterPartition is validated in Kafka's order with Kafka's error codes
+(ReplicationControlManager.alterPartition); every leader and ISR change goes through the pure
+PartitionChangeBuilder.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import singledispatchmethod
+
+from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
+from epochkraft.controller.state import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    LeaderRecoveryState,
+    PartitionRegistration,
+    TopicInfo,
+)
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import (
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+TOPIC_RESOURCE = 2
+MIN_INSYNC = "min.insync.replicas"
+UNCLEAN = "unclean.leader.election.enable"
+MAX_TOPIC_NAME = 249
+KNOWN_TOPIC_CONFIGS = {
+    MIN_INSYNC,
+    UNCLEAN,
+    "cleanup.policy",
+    "compression.type",
+    "max.message.bytes",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.ms",
+    "message.timestamp.type",
+    "flush.messages",
+    "flush.ms",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IsrMember:
+    broker_id: int
+    broker_epoch: int  # -1: not checked (AlterPartition v2, or a broker that did not report it)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    partition_index: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[IsrMember, ...]
+    leader_recovery_state: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    partition_index: int
+    error: ErrorCode
+    partition: PartitionRegistration | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: dict[int, tuple[int, ...]]
+    configs: dict[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    error: ErrorCode
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+def valid_topic_name(name: str) -> str | None:
+    """None if valid, else why not (Kafka's Topic.validate)."""
+    if not name or name in (".", ".."):
+        return "topic name is empty, '.' or '..'"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"topic name longer than {MAX_TOPIC_NAME} characters"
+    if not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        return "topic name may only hold ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+class ReplicationControl:
+    def __init__(self, default_min_insync: int = 1, default_unclean: bool = False) -> None:
+        self.topics: dict[uuid.UUID, TopicInfo] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.default_min_insync = default_min_insync
+        self.default_unclean = default_unclean
+        self._placement_start = 0
+
+    # ---- queries ------------------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicInfo | None:
+        topic_id = self.topic_ids.get(name)
+        return None if topic_id is None else self.topics[topic_id]
+
+    def partitions(self) -> Iterator[tuple[TopicInfo, int, PartitionRegistration]]:
+        for topic in self.topics.values():
+            for index, partition in topic.partitions.items():
+                yield topic, index, partition
+
+    def min_insync(self, topic_name: str) -> int:
+        value = self.configs.get(topic_name, {}).get(MIN_INSYNC)
+        return int(value) if value is not None else self.default_min_insync
+
+    def unclean_allowed(self, topic_name: str) -> bool:
+        value = self.configs.get(topic_name, {}).get(UNCLEAN)
+        return value.lower() == "true" if value is not None else self.default_unclean
+
+    def counts(self) -> dict[str, int]:
+        offline = under_replicated = under_min_isr = 0
+        for topic, _index, p in self.partitions():
+            offline += p.leader == NO_LEADER
+            under_replicated += len(p.isr) < len(p.replicas)
+            under_min_isr += len(p.isr) < self.min_insync(topic.name)
+        return {
+            "OfflinePartitionsCount": offline,
+            "UnderReplicatedPartitions": under_replicated,
+            "UnderMinIsrPartitionCount": under_min_isr,
+            "GlobalPartitionCount": sum(len(t.partitions) for t in self.topics.values()),
+            "GlobalTopicCount": len(self.topics),
+        }
+
+    # ---- topics -------------------------------------------------------------------------------------
+    def decide_create_topic(
+        self, spec: NewTopic, active_brokers: list[int], registered: set[int], defaults: tuple[int, int]
+    ) -> tuple[CreatedTopic, list]:
+        """(result, records). ``defaults`` = (num.partitions, default.replication.factor)."""
+        if (reason := valid_topic_name(spec.name)) is not None:
+            return CreatedTopic(ErrorCode.invalid_topic_exception, reason), []
+        if spec.name in self.topic_ids:
+            return CreatedTopic(ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists."), []
+        for key, value in spec.configs.items():
+            if key not in KNOWN_TOPIC_CONFIGS:
+                return CreatedTopic(ErrorCode.invalid_config, f"unknown topic config {key}"), []
+            if key == MIN_INSYNC and (value is None or not value.isdigit() or int(value) < 1):
+                return CreatedTopic(ErrorCode.invalid_config, f"{MIN_INSYNC} must be an integer >= 1"), []
+            if key == UNCLEAN and (value or "").lower() not in ("true", "false"):
+                return CreatedTopic(ErrorCode.invalid_config, f"{UNCLEAN} must be true or false"), []
+        if spec.assignments:
+            if spec.num_partitions not in (-1, len(spec.assignments)) or spec.replication_factor != -1:
+                message = "both replica assignments and partition count / replication factor given"
+                return CreatedTopic(ErrorCode.invalid_request, message), []
+            if sorted(spec.assignments) != list(range(len(spec.assignments))):
+                return CreatedTopic(ErrorCode.invalid_replica_assignment, "partitions must be 0..n-1"), []
+            for replicas in spec.assignments.values():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return CreatedTopic(
+                        ErrorCode.invalid_replica_assignment, "empty or duplicate replicas"
+                    ), []
+                if any(b not in registered for b in replicas):
+                    return CreatedTopic(
+                        ErrorCode.invalid_replica_assignment, "unregistered broker in assignment"
+                    ), []
+            assignment = dict(spec.assignments)
+        else:
+            partitions = defaults[0] if spec.num_partitions == -1 else spec.num_partitions
+            rf = defaults[1] if spec.replication_factor == -1 else spec.replication_factor
+            if partitions <= 0:
+                return CreatedTopic(ErrorCode.invalid_partitions, "partition count must be positive"), []
+            if rf <= 0:
+                return CreatedTopic(
+                    ErrorCode.invalid_replication_factor, "replication factor must be positive"
+                ), []
+            if rf > len(active_brokers):
+                message = f"replication factor {rf} larger than the {len(active_brokers)} available brokers"
+                return CreatedTopic(ErrorCode.invalid_replication_factor, message), []
+            assignment = self._place(partitions, rf, sorted(active_brokers))
+        active = set(active_brokers)
+        topic_id = uuid.uuid4()
+        records: list = [TopicRecord(name=spec.name, topic_id=topic_id)]
+        records += [
+            ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=spec.name, name=k, value=v)
+            for k, v in sorted(spec.configs.items())
+        ]
+        for index, replicas in sorted(assignment.items()):
+            isr = tuple(b for b in replicas if b in active)
+            if not isr:
+                return CreatedTopic(
+                    ErrorCode.invalid_replication_factor, f"no active replica for partition {index}"
+                ), []
+            records.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic_id,
+                    replicas=tuple(replicas),
+                    isr=isr,
+                    leader=isr[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        rf = len(next(iter(assignment.values())))
+        return CreatedTopic(ErrorCode.none, None, topic_id, len(assignment), rf), records
+
+    def _place(self, partitions: int, rf: int, brokers: list[int]) -> dict[int, tuple[int, ...]]:
+        """Round robin from a rotating start, so leaders spread over the brokers as topics are added."""
+        start = self._placement_start
+        self._placement_start += 1
+        n = len(brokers)
+        return {p: tuple(brokers[(start + p + r) % n] for r in range(rf)) for p in range(partitions)}
+
+    def decide_delete_topic(self, topic_id: uuid.UUID) -> list:
+        return [RemoveTopicRecord(topic_id=topic_id)]
+
+    # ---- AlterPartition -----------------------------------------------------------------------------
+    def decide_alter_partition(
+        self,
+        requester: int,
+        topic_id: uuid.UUID,
+        items: list[AlterPartitionItem],
+        *,
+        version: int,
+        is_eligible: Callable[[IsrMember], bool],
+        is_acceptable_leader: Callable[[int], bool],
+        eligibility_check: bool = True,
+    ) -> tuple[list[AlterPartitionResult], list]:
+        """Per-partition checks 3-14 of the spec, then the change. Checks 1-2 are the caller's."""
+        topic = self.topics.get(topic_id)
+        if topic is None:
+            code = ErrorCode.unknown_topic_id if version >= 2 else ErrorCode.unknown_topic_or_partition
+            return [AlterPartitionResult(i.partition_index, code) for i in items], []
+        results: list[AlterPartitionResult] = []
+        records: list = []
+        for item in items:
+            error, record, partition = self._alter_one(
+                requester, topic, item, version, is_eligible, is_acceptable_leader, eligibility_check
+            )
+            results.append(AlterPartitionResult(item.partition_index, error, partition))
+            if record is not None:
+                records.append(record)
+        return results, records
+
+    def _alter_one(
+        self,
+        requester: int,
+        topic: TopicInfo,
+        item: AlterPartitionItem,
+        version: int,
+        is_eligible: Callable[[IsrMember], bool],
+        is_acceptable_leader: Callable[[int], bool],
+        eligibility_check: bool,
+    ) -> tuple[ErrorCode, PartitionChangeRecord | None, PartitionRegistration | None]:
+        partition = topic.partitions.get(item.partition_index)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, None, None
+        if item.leader_epoch > partition.leader_epoch or item.partition_epoch > partition.partition_epoch:
+            return ErrorCode.not_controller, None, None
+        if item.leader_epoch < partition.leader_epoch:
+            return ErrorCode.fenced_leader_epoch, None, None
+        if requester != partition.leader:
+            return ErrorCode.invalid_request, None, None
+        if item.partition_epoch < partition.partition_epoch:
+            return ErrorCode.invalid_update_version, None, None
+        isr = tuple(m.broker_id for m in item.new_isr)
+        if len(set(isr)) != len(isr) or any(b not in partition.replicas for b in isr):
+            return ErrorCode.invalid_request, None, None
+        if partition.leader not in isr:
+            return ErrorCode.invalid_request, None, None
+        recovering = LeaderRecoveryState.RECOVERING
+        if item.leader_recovery_state == recovering and len(isr) > 1:
+            return ErrorCode.invalid_request, None, None
+        if (
+            partition.leader_recovery_state == LeaderRecoveryState.RECOVERED
+            and item.leader_recovery_state == recovering
+        ):
+            return ErrorCode.invalid_request, None, None
+        if eligibility_check and not all(is_eligible(m) for m in item.new_isr):
+            code = ErrorCode.ineligible_replica if version >= 2 else ErrorCode.operation_not_attempted
+            return code, None, None
+        change = (
+            PartitionChangeBuilder(partition, topic.topic_id, item.partition_index, is_acceptable_leader)
+            .set_target_isr(isr)
+            .set_target_recovery_state(LeaderRecoveryState(item.leader_recovery_state))
+            .build()
+        )
+        if change is None:
+            return ErrorCode.none, None, partition  # an idempotent retry: nothing to write
+        after = apply_change(partition, change.record)
+        if change.leader != requester:
+            code = ErrorCode.new_leader_elected if version >= 2 else ErrorCode.fenced_leader_epoch
+            return code, change.record, None
+        return ErrorCode.none, change.record, after
+
+    # ---- broker-driven changes ----------------------------------------------------------------------
+    def decide_remove_from_isrs(self, broker_id: int, is_acceptable_leader: Callable[[int], bool]) -> list:
+        """Removes a broker being fenced / shut down / unregistered from every ISR and leadership."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if broker_id not in partition.isr and partition.leader != broker_id:
+                continue
+            election = Election.UNCLEAN if self.unclean_allowed(topic.name) else Election.CLEAN
+            change = (
+                PartitionChangeBuilder(partition, topic.topic_id, index, is_acceptable_leader, election)
+                .set_target_isr(tuple(b for b in partition.isr if b != broker_id))
+                .build()
+            )
+            if change is not None:
+                records.append(change.record)
+        return records
+
+    def decide_leaderless_elections(self, is_acceptable_leader: Callable[[int], bool]) -> list:
+        """Elects leaders for offline partitions, e.g. once a broker is unfenced."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if partition.leader != NO_LEADER:
+                continue
+            election = Election.UNCLEAN if self.unclean_allowed(topic.name) else Election.CLEAN
+            change = PartitionChangeBuilder(
+                partition, topic.topic_id, index, is_acceptable_leader, election
+            ).build()
+            if change is not None:
+                records.append(change.record)
+        return records
+
+    def decide_election(
+        self, topic: TopicInfo, index: int, election: Election, is_acceptable_leader: Callable[[int], bool]
+    ) -> tuple[ErrorCode, PartitionChangeRecord | None]:
+        """ElectLeaders for one partition."""
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        if election == Election.PREFERRED:
+            preferred = partition.replicas[0]
+            if partition.leader == preferred:
+                return ErrorCode.election_not_needed, None
+            if preferred not in partition.isr or not is_acceptable_leader(preferred):
+                return ErrorCode.preferred_leader_not_available, None
+        elif partition.leader != NO_LEADER and is_acceptable_leader(partition.leader):
+            return ErrorCode.election_not_needed, None
+        change = PartitionChangeBuilder(
+            partition, topic.topic_id, index, is_acceptable_leader, election
+        ).build()
+        if change is None or change.leader == NO_LEADER:
+            if election == Election.PREFERRED:
+                return ErrorCode.preferred_leader_not_available, None
+            return ErrorCode.eligible_leaders_not_available, None
+        return ErrorCode.none, change.record
+
+    # ---- replay -------------------------------------------------------------------------------------
+    @singledispatchmethod
+    def replay(self, record: object) -> None:
+        raise TypeError(f"ReplicationControl cannot replay {type(record).__name__}")
+
+    @replay.register
+    def _(self, record: TopicRecord) -> None:
+        self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id)
+        self.topic_ids[record.name] = record.topic_id
+
+    @replay.register
+    def _(self, record: PartitionRecord) -> None:
+        topic = self.topics[record.topic_id]
+        topic.partitions[record.partition_id] = PartitionRegistration(
+            replicas=tuple(record.replicas),
+            isr=tuple(record.isr),
+            leader=record.leader,
+            leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
+        )
+
+    @replay.register
+    def _(self, record: PartitionChangeRecord) -> None:
+        topic = self.topics.get(record.topic_id)
+        if topic is None or record.partition_id not in topic.partitions:
+            return
+        topic.partitions[record.partition_id] = apply_change(topic.partitions[record.partition_id], record)
+
+    @replay.register
+    def _(self, record: RemoveTopicRecord) -> None:
+        topic = self.topics.pop(record.topic_id, None)
+        if topic is not None:
+            self.topic_ids.pop(topic.name, None)
+            self.configs.pop(topic.name, None)
+
+    @replay.register
+    def _(self, record: ConfigRecord) -> None:
+        if record.resource_type != TOPIC_RESOURCE:
+            return
+        configs = self.configs.setdefault(record.resource_name, {})
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+
+
+def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
+    """The partition after a change record: partition epoch +1; leader epoch +1 only on a leader change."""
+    changes: dict[str, object] = {"partition_epoch": partition.partition_epoch + 1}
+    if record.isr is not None:
+        changes["isr"] = tuple(record.isr)
+    if record.replicas is not None:
+        changes["replicas"] = tuple(record.replicas)
+    if record.leader != NO_LEADER_CHANGE:
+        changes["leader"] = record.leader
+        changes["leader_epoch"] = partition.leader_epoch + 1
+    if record.leader_recovery_state != -1:
+        changes["leader_recovery_state"] = LeaderRecoveryState(record.leader_recovery_state)
+    return replace(partition, **changes)

@@ -1,0 +1,50 @@
+"""The controller's settings, with Kafka's property names (see config/controller.properties)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochkraft.config import prop
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    session_timeout_ms: int = prop(
+        "broker.session.timeout.ms",
+        9000,
+        "A broker that does not heartbeat for this long is fenced.",
+        minimum=1,
+    )
+    default_replication_factor: int = prop(
+        "default.replication.factor", 1, "Replication factor of topics created with -1.", minimum=1
+    )
+    num_partitions: int = prop("num.partitions", 1, "Partition count of topics created with -1.", minimum=1)
+    min_insync_replicas: int = prop(
+        "min.insync.replicas",
+        1,
+        "Cluster default for topics without their own min.insync.replicas.",
+        minimum=1,
+    )
+    unclean_leader_election_enable: bool = prop(
+        "unclean.leader.election.enable",
+        False,
+        "Cluster default: elect a replica outside the ISR when no ISR member can lead (loses data).",
+    )
+    unsafe_disable_kip841_eligibility_check: bool = prop(
+        "unsafe.disable.kip841.eligibility.check",
+        False,
+        "UNSAFE, for demonstrations only: accept AlterPartition ISRs holding fenced, shutting-down, "
+        "unregistered or stale-epoch brokers (turns off KIP-841 and the KIP-903 epoch check).",
+    )
+    session_check_interval_ms: int = prop(
+        "controller.session.check.interval.ms",
+        100,
+        "How often expired broker sessions are looked for.",
+        minimum=1,
+    )
+    max_fetch_bytes: int = prop(
+        "controller.metadata.fetch.max.bytes",
+        8 * 1024 * 1024,
+        "Cap on one metadata Fetch response.",
+        minimum=1024,
+    )

@@ -1,0 +1,58 @@
+"""The controller's in-memory view of the cluster, changed only by replaying metadata records."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+class LeaderRecoveryState(IntEnum):
+    """KIP-704: RECOVERING after an unclean election until the leader reports RECOVERED."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+    @property
+    def active(self) -> bool:
+        """Registered, unfenced and not shutting down: may lead and join ISRs."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)

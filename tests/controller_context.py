@@ -1,0 +1,198 @@
+"""A test context speaking the controller's domain, as Kafka's ReplicationControlTestContext does."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.alter_partition.v3 import request as ap3
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
+from kio.schema.create_topics.v7 import request as ct
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+
+from epochkraft.controller.controller import Controller
+from epochkraft.controller.settings import ControllerSettings
+from epochkraft.controller.state import PartitionRegistration
+from epochkraft.protocol.errors import ErrorCode
+
+CLUSTER_ID = "test-cluster-id-00000000"
+NO_TIMEOUT = __import__("datetime").timedelta(seconds=30)
+
+
+class ControllerContext:
+    def __init__(self, **settings: Any) -> None:
+        self.now = 1_000
+        self.controller = Controller(CLUSTER_ID, ControllerSettings(**settings))
+        self.controller.bootstrap(self.now)
+        self.incarnations: dict[int, uuid.UUID] = {}
+
+    # ---- brokers ------------------------------------------------------------------------------------
+    def registration(self, broker_id: int, incarnation: uuid.UUID | None = None, **kw: Any) -> Any:
+        incarnation = incarnation or self.incarnations.get(broker_id) or uuid.uuid4()
+        self.incarnations[broker_id] = incarnation
+        fields = {
+            "broker_id": broker_id,
+            "cluster_id": CLUSTER_ID,
+            "incarnation_id": incarnation,
+            "listeners": (
+                Listener(name="PLAINTEXT", host="127.0.0.1", port=9090 + broker_id, security_protocol=0),
+            ),
+            "features": (),
+            "rack": None,
+            "is_migrating_zk_broker": False,
+            "log_dirs": (),
+            "previous_broker_epoch": -1,
+        } | kw
+        return self.controller.register_broker(self.now, BrokerRegistrationRequest(**fields))
+
+    def register_brokers(self, *ids: int) -> dict[int, int]:
+        epochs = {}
+        for broker_id in ids:
+            response = self.registration(broker_id)
+            assert response.error_code == ErrorCode.none
+            epochs[broker_id] = response.broker_epoch
+        return epochs
+
+    def epoch(self, broker_id: int) -> int:
+        return self.controller.cluster.brokers[broker_id].epoch
+
+    def heartbeat(
+        self,
+        broker_id: int,
+        *,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+        epoch: int | None = None,
+        metadata_offset: int | None = None,
+    ) -> Any:
+        request = BrokerHeartbeatRequest(
+            broker_id=broker_id,
+            broker_epoch=self.epoch(broker_id) if epoch is None else epoch,
+            current_metadata_offset=self.controller.log.next_offset
+            if metadata_offset is None
+            else metadata_offset,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+            offline_log_dirs=(),
+        )
+        return self.controller.heartbeat(self.now, request)
+
+    def unfence_brokers(self, *ids: int) -> None:
+        for broker_id in ids:
+            response = self.heartbeat(broker_id)
+            assert response.error_code == ErrorCode.none and not response.is_fenced
+
+    def fence_brokers(self, *ids: int) -> None:
+        for broker_id in ids:
+            assert self.heartbeat(broker_id, want_fence=True).is_fenced
+
+    def shut_down_brokers(self, *ids: int) -> None:
+        for broker_id in ids:
+            self.heartbeat(broker_id, want_shut_down=True)
+
+    def brokers_ready(self, *ids: int) -> None:
+        self.register_brokers(*ids)
+        self.unfence_brokers(*ids)
+
+    def advance(self, ms: int) -> list[int]:
+        self.now += ms
+        return self.controller.tick(self.now)
+
+    # ---- topics -------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        assignment: list[list[int]] | None = None,
+        *,
+        partitions: int = -1,
+        rf: int = -1,
+        configs: dict[str, str] | None = None,
+        expected: ErrorCode = ErrorCode.none,
+    ) -> Any:
+        topic = ct.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            assignments=tuple(
+                ct.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(r))
+                for i, r in enumerate(assignment or [])
+            ),
+            configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
+        )
+        response = self.controller.create_topics(
+            self.now, ct.CreateTopicsRequest(topics=(topic,), timeout=NO_TIMEOUT, validate_only=False)
+        )
+        result = response.topics[0]
+        assert result.error_code == expected, (result.error_code, result.error_message)
+        return result
+
+    def partition(self, topic: str, index: int = 0) -> PartitionRegistration:
+        return self.controller.replication.topic(topic).partitions[index]
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        return self.controller.replication.topic_ids[topic]
+
+    # ---- AlterPartition -----------------------------------------------------------------------------
+    def alter_partition(
+        self,
+        requester: int,
+        topic: str,
+        isr: list[int] | list[tuple[int, int]],
+        *,
+        index: int = 0,
+        version: int = 3,
+        leader_epoch: int | None = None,
+        partition_epoch: int | None = None,
+        recovery: int | None = None,
+        requester_epoch: int | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> tuple[Any, Any]:
+        """Sends AlterPartition; ``isr`` as ids (each broker's current epoch) or (id, epoch) pairs.
+        Returns (top-level response, the partition's response)."""
+        known = self.controller.replication.topic(topic)
+        current = known.partitions.get(index) if known is not None and topic_id is None else None
+        members = tuple(
+            ap3.BrokerState(broker_id=m[0], broker_epoch=m[1])
+            if isinstance(m, tuple)
+            else ap3.BrokerState(
+                broker_id=m, broker_epoch=self.epoch(m) if m in self.controller.cluster.brokers else -1
+            )
+            for m in isr
+        )
+        request = ap3.AlterPartitionRequest(
+            broker_id=requester,
+            broker_epoch=self.epoch(requester) if requester_epoch is None else requester_epoch,
+            topics=(
+                ap3.TopicData(
+                    topic_id=self.topic_id(topic) if topic_id is None else topic_id,
+                    partitions=(
+                        ap3.PartitionData(
+                            partition_index=index,
+                            leader_epoch=current.leader_epoch if leader_epoch is None else leader_epoch,
+                            new_isr_with_epochs=members,
+                            leader_recovery_state=(
+                                int(current.leader_recovery_state) if recovery is None else recovery
+                            )
+                            if current
+                            else (recovery or 0),
+                            partition_epoch=current.partition_epoch
+                            if partition_epoch is None
+                            else partition_epoch,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = self.controller.alter_partition(self.now, request, version)
+        partition = response.topics[0].partitions[0] if response.topics else None
+        return response, partition
+
+    def elect(self, topic: str, partitions: list[int], unclean: bool) -> Any:
+        request = ElectLeadersRequest(
+            election_type=1 if unclean else 0,
+            topic_partitions=(TopicPartitions(topic=topic, partitions=tuple(partitions)),),
+            timeout=NO_TIMEOUT,
+        )
+        response = self.controller.elect_leaders(self.now, request)
+        return response.replica_election_results[0].partition_result[0].error_code
