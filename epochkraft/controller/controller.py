@@ -72,7 +72,7 @@ class Controller:
         self.settings = settings or ControllerSettings()
         self.cluster_id = cluster_id
         self.node_id = node_id
-        self.log = log or MetadataLog()
+        self.log = log if log is not None else MetadataLog()
         self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms)
         self.replication = ReplicationControl(
             self.settings.min_insync_replicas, self.settings.unclean_leader_election_enable

@@ -107,8 +107,7 @@ class _Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
         self.log = self.server.log.bind(peer=f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?")
         if len(self.server.connections) >= self.server.max_connections:

@@ -1,0 +1,241 @@
+"""The controller daemon: the sans-IO Controller wired to a TCP listener, timers and the on-disk log.
+
+``epochkraft controller --listen HOST:PORT --cluster-id ID [--node-id N] [--session-timeout-ms N]
+[--data-dir DIR] [--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]``
+
+With --data-dir every metadata batch is appended to ``<data-dir>/__cluster_metadata-0/00000000000000000000.log``
+(RecordBatch v2, Kafka's log format) before the request that wrote it is answered, and replayed at startup
+(a torn tail is cut off), so topics, registrations and broker epochs survive a restart. Heartbeat sessions
+are not in the log: after a restart every broker gets one session timeout to heartbeat again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from epochkraft import logs
+from epochkraft.config import ConfigError, load_settings, parse_host_port
+from epochkraft.controller.controller import Controller
+from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.settings import ControllerSettings
+from epochkraft.net.server import KafkaServer
+from epochkraft.protocol.api import CONTROLLER
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.records import iter_batches
+
+LOG_DIR_NAME = "__cluster_metadata-0"
+SEGMENT_NAME = "00000000000000000000.log"
+
+
+class MetadataLogFile:
+    """Append-only file of metadata batches; torn tails are truncated on open."""
+
+    def __init__(self, data_dir: Path, fsync: bool = True) -> None:
+        self.dir = data_dir / LOG_DIR_NAME
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / SEGMENT_NAME
+        self.fsync = fsync
+        self._file: Any = None
+
+    def read_valid(self) -> tuple[bytes, int]:
+        """(bytes of whole, valid batches, bytes cut from a torn tail)."""
+        if not self.path.exists():
+            return b"", 0
+        data = self.path.read_bytes()
+        end = 0
+        try:
+            for pos, header in iter_batches(data):
+                from epochkraft.protocol.records import verify_crc
+
+                if not verify_crc(data, pos, header):
+                    break
+                end = pos + header.size
+        except ProtocolError:
+            pass
+        cut = len(data) - end
+        if cut:
+            with open(self.path, "r+b") as f:
+                f.truncate(end)
+        return data[:end], cut
+
+    def open(self) -> None:
+        self._file = open(self.path, "ab")  # noqa: SIM115 - held open for the daemon's life
+
+    def append(self, _base_offset: int, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+        if self.fsync:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+class ControllerNode:
+    """What handlers on the controller listener reach through ``ctx.node``."""
+
+    def __init__(self, controller: Controller, log: Any, events: Any = None) -> None:
+        self.controller = controller
+        self.log = log
+        self.events = events
+        self._log_grew = asyncio.Event()
+        controller.log.listeners.append(lambda _base, _data: self._on_append())
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def _on_append(self) -> None:
+        self._log_grew.set()
+        self._log_grew = asyncio.Event()
+
+    async def wait_for_records(self, offset: int, max_wait_ms: int) -> None:
+        """Long poll: returns once the log extends past ``offset`` or the wait ends."""
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while self.controller.log.next_offset <= offset:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._log_grew.wait(), remaining)
+            except TimeoutError:
+                return
+
+    def ship_events(self) -> None:
+        """Moves the controller's domain events to the event log (and drops them without one)."""
+        outbox = self.controller.outbox
+        if not outbox:
+            return
+        if self.events is not None:
+            for name, fields in outbox:
+                self.events.emit(name, **fields)
+        outbox.clear()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="epochkraft controller", description="Run the controller daemon.")
+    parser.add_argument("--listen", required=True, help="HOST:PORT of the controller listener")
+    parser.add_argument("--cluster-id", required=True, help="the cluster id brokers must present")
+    parser.add_argument("--node-id", type=int, default=0, help="the controller's node id (default 0)")
+    parser.add_argument("--session-timeout-ms", type=int, help="broker.session.timeout.ms (default 9000)")
+    parser.add_argument("--data-dir", help="directory for the metadata log (default: in memory only)")
+    parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
+    parser.add_argument("--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /v1/state)")
+    parser.add_argument("--config", help="a .properties file (see config/controller.properties)")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
+    return parser
+
+
+def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]:
+    listen = parse_host_port(args.listen)
+    if not args.cluster_id.strip():
+        raise ConfigError("--cluster-id must not be empty")
+    settings = load_settings(ControllerSettings, args.config, {"session_timeout_ms": args.session_timeout_ms})
+    if settings.session_timeout_ms <= 0:
+        raise ConfigError("broker.session.timeout.ms must be positive")
+    return settings, listen
+
+
+async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]) -> int:
+    log = logs.configure(f"controller-{args.node_id}", args.log_level)
+    metadata_log = MetadataLog()
+    controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
+    log_file: MetadataLogFile | None = None
+    if args.data_dir:
+        log_file = MetadataLogFile(Path(args.data_dir))
+        data, cut = log_file.read_valid()
+        started = time.monotonic()
+        count = controller.load(data)
+        log.info(
+            "metadata log replayed",
+            records=count,
+            next_offset=metadata_log.next_offset,
+            torn_tail_bytes=cut,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        log_file.open()
+        metadata_log.listeners.append(log_file.append)
+    events = _event_log(args)
+    node = ControllerNode(controller, log, events)
+    controller.bootstrap(node.now_ms())
+    server = KafkaServer(CONTROLLER, node, listen[0], listen[1], log=log)
+    await server.start()
+    controller.listener_endpoint = (listen[0], server.port)
+    admin = await _admin_server(args, controller)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        f"controller ready listen={listen[0]}:{server.port} cluster_id={args.cluster_id}",
+        metadata_offset=metadata_log.next_offset,
+    )
+    interval = settings.session_check_interval_ms / 1000
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+            fenced = controller.tick(node.now_ms())
+            if fenced:
+                log.info("fenced brokers whose session expired", brokers=fenced)
+            node.ship_events()
+    finally:
+        log.info("controller stopping")
+        await server.stop()
+        if admin is not None:
+            await admin.stop()
+        node.ship_events()
+        if events is not None:
+            await events.aclose()
+        if log_file is not None:
+            log_file.close()
+    return 0
+
+
+def _event_log(args: argparse.Namespace) -> Any:
+    if not args.metrics_dir:
+        return None
+    try:
+        from epochkraft.metrics.events import EventLog
+    except ImportError:
+        return None
+    return EventLog(args.metrics_dir, f"controller-{args.node_id}")
+
+
+async def _admin_server(args: argparse.Namespace, controller: Controller) -> Any:
+    if args.admin_port is None:
+        return None
+    from epochkraft.metrics.admin_http import AdminServer
+    from epochkraft.metrics.registry import controller_registry
+
+    registry = controller_registry(controller)
+    server = AdminServer("127.0.0.1", args.admin_port, registry, controller.state)
+    await server.start()
+    return server
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings, listen = load(args)
+    except ConfigError as exc:
+        print(f"epochkraft controller: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        print(f"configuration ok: {replace(settings)}")
+        return 0
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(serve(args, settings, listen))
