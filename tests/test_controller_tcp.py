@@ -272,7 +272,9 @@ async def test_hostile_input_does_not_disturb_other_connections(controller_proce
             reader, writer = await asyncio.open_connection("127.0.0.1", controller_process.port)
             writer.write(payload)
             await writer.drain()
-            assert await asyncio.wait_for(reader.read(1 << 16), 5) == b"", "the offending connection is closed"
+            assert await asyncio.wait_for(reader.read(1 << 16), 5) == b"", (
+                "the offending connection is closed"
+            )
             writer.close()
             assert (await steady.api_versions()).error_code == ErrorCode.none
         # A client API on the controller listener is refused: the connection is closed.
