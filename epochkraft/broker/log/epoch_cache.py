@@ -1,0 +1,65 @@
+"""The leader-epoch cache: the start offset of every leader epoch seen in a partition's log.
+
+Answers OffsetForLeaderEpoch and fetch divergence checks as Kafka's LeaderEpochFileCache: the end offset
+of an epoch is the start offset of the next higher epoch, or the log end for the latest one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from epochkraft.broker.log.checkpoints import read_epochs, write_epochs
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path | None, log_end_offset: Callable[[], int]) -> None:
+        self.path = path
+        self._log_end_offset = log_end_offset
+        self.entries: list[tuple[int, int]] = read_epochs(path) if path is not None else []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        return next((start for e, start in self.entries if e == epoch), None)
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Records that ``epoch`` starts at ``start_offset`` (only a new, higher epoch is added)."""
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return
+        self.entries.append((epoch, start_offset))
+        self._save()
+
+    def end_offset_for(self, requested: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: the largest known epoch <= requested and where it ends."""
+        if requested == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if requested == self.entries[-1][0]:
+            return requested, self._log_end_offset()
+        if requested < self.entries[0][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        for index, (epoch, _start) in enumerate(self.entries):
+            if epoch > requested:
+                return self.entries[index - 1][0], self.entries[index][1]
+        return self.entries[-1][0], self._log_end_offset()
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drops epochs starting at or after ``end_offset`` (the log was truncated there)."""
+        kept = [(e, s) for e, s in self.entries if s < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._save()
+
+    def clear(self) -> None:
+        if self.entries:
+            self.entries = []
+            self._save()
+
+    def _save(self) -> None:
+        if self.path is not None:
+            write_epochs(self.path, self.entries)

@@ -1,0 +1,233 @@
+"""A partition's log: segments of RecordBatch v2 bytes, the leader-epoch cache and the recovery point.
+
+As Kafka's UnifiedLog, minus retention and compaction: the leader appends produced batches after
+validating them and stamping offsets and its leader epoch in place (the CRC does not cover either);
+followers append the leader's batches as they are. On open, every segment from the one holding the
+recovery point onwards is scanned, a torn or corrupt tail is cut off and indexes are rebuilt.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import structlog
+
+from epochkraft.broker.log.epoch_cache import LeaderEpochCache
+from epochkraft.broker.log.segment import Segment
+from epochkraft.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    iter_batches,
+    parse_header,
+    restamp,
+    validate,
+)
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    flush_messages: int | None = None  # None: never fsync on append (Kafka's default)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    headers: tuple[BatchHeader, ...]
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, recovery_point: int = 0) -> None:
+        self.dir = directory
+        self.config = config
+        self.recovery_point = recovery_point
+        self.segments: list[Segment] = []
+        self._base_offsets: list[int] = []
+        self._unflushed_messages = 0
+        self.epochs = LeaderEpochCache(directory / "leader-epoch-checkpoint", lambda: self.log_end_offset)
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig | None = None, recovery_point: int = 0) -> PartitionLog:
+        directory.mkdir(parents=True, exist_ok=True)
+        plog = cls(directory, config or LogConfig(), recovery_point)
+        plog._load()
+        return plog
+
+    # ---- loading and recovery -------------------------------------------------------------------------
+    def _load(self) -> None:
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
+        for base in bases:
+            self.segments.append(Segment(self.dir, base, self.config.index_interval_bytes))
+        self._base_offsets = [s.base_offset for s in self.segments]
+        if not self.segments:
+            self._roll(0)
+            return
+        cut = 0
+        recover_from = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        for index, segment in enumerate(self.segments):
+            if index >= recover_from or not segment.load_index():
+                cut += segment.recover()
+            else:
+                segment.next_offset = segment.last_batch_next_offset()
+        # A segment emptied by recovery past the first one is dropped; offsets must stay contiguous.
+        while len(self.segments) > 1 and self.segments[-1].size == 0:
+            self.segments.pop().delete()
+            self._base_offsets.pop()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        if cut:
+            log.warning("log recovery truncated a torn tail", dir=str(self.dir), bytes_cut=cut)
+
+    # ---- state ---------------------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ---- appends -------------------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes, leader_epoch: int) -> AppendInfo:
+        """Validates produced batches (CORRUPT_MESSAGE on failure), assigns offsets, stamps the epoch."""
+        data = bytearray(records)
+        headers = list(iter_batches(data))
+        if not headers:
+            raise CorruptRecordError("no record batch in the produce request")
+        for pos, header in headers:
+            validate(data, pos, header)
+        offset = self.log_end_offset
+        first = offset
+        stamped = []
+        for pos, header in headers:
+            restamp(data, pos, offset, leader_epoch)
+            stamped.append((pos, _with_offset(header, offset, leader_epoch)))
+            offset += header.record_count
+        self.epochs.assign(leader_epoch, first)
+        self._write(data, stamped)
+        return AppendInfo(
+            first,
+            offset - 1,
+            offset - first,
+            max(h.max_timestamp for _, h in headers),
+            tuple(h for _, h in stamped),
+        )
+
+    def append_as_follower(self, data: bytes) -> AppendInfo | None:
+        """Appends the leader's batches as they are; they must continue the log."""
+        headers = list(iter_batches(data))
+        if not headers:
+            return None
+        first = headers[0][1].base_offset
+        if first != self.log_end_offset:
+            raise CorruptRecordError(
+                f"follower append at {first} does not continue the log at {self.log_end_offset}"
+            )
+        for _, header in headers:
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self._write(data, headers)
+        last = headers[-1][1]
+        return AppendInfo(
+            first,
+            last.last_offset,
+            last.next_offset - first,
+            max(h.max_timestamp for _, h in headers),
+            tuple(h for _, h in headers),
+        )
+
+    def _write(self, data: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        active = self.segments[-1]
+        if active.size and active.size + len(data) > self.config.segment_bytes:
+            active = self._roll(headers[0][1].base_offset)
+        active.append(data, headers)
+        self._unflushed_messages += sum(h.record_count for _, h in headers)
+        if self.config.flush_messages is not None and self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _roll(self, base_offset: int) -> Segment:
+        segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
+        segment.next_offset = base_offset
+        self.segments.append(segment)
+        self._base_offsets.append(base_offset)
+        return segment
+
+    def flush(self) -> None:
+        """fsyncs unflushed segments and advances the recovery point to the log end."""
+        for segment in self.segments[self._segment_index(self.recovery_point) :]:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+
+    # ---- reads ---------------------------------------------------------------------------------------
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding ``offset``, stopping before ``max_offset`` (e.g. the high
+        watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka)."""
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return b""
+        out: list[bytes] = []
+        total = 0
+        for segment in self.segments[self._segment_index(offset) :]:
+            position = segment.position_of(offset)
+            if position is None:
+                continue
+            start = end = position
+            while end < segment.size:
+                header = parse_header(segment.read_at(end, HEADER_SIZE))
+                if header.base_offset >= limit:
+                    break
+                if (total or end > start) and total + end - start + header.size > max_bytes:
+                    break
+                end += header.size
+            if end > start:
+                out.append(segment.read_at(start, end - start))
+                total += end - start
+            if end < segment.size:
+                break  # stopped by the limit or the byte budget, not by the segment's end
+            offset = segment.next_offset
+        return b"".join(out)
+
+    # ---- truncation ----------------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Drops everything at or after ``offset`` (a follower diverged from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._base_offsets.pop()
+        self.segments[-1].truncate_to(offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._base_offsets.clear()
+        self._roll(offset)
+        self.epochs.clear()
+        self.recovery_point = offset
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+
+def _with_offset(header: BatchHeader, base_offset: int, leader_epoch: int) -> BatchHeader:
+    return replace(header, base_offset=base_offset, partition_leader_epoch=leader_epoch)

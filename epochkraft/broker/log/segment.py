@@ -1,0 +1,166 @@
+"""One log segment: a file of RecordBatch v2 bytes plus a sparse offset index.
+
+The ``.log`` file holds whole batches; the ``.index`` file holds 8-byte entries (offset relative to the
+segment's base, byte position), one every ``index_interval_bytes``, so a read seeks close to its offset
+and scans headers from there. Reads use ``os.pread`` on a file descriptor kept open.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from pathlib import Path
+
+from epochkraft.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    iter_batches,
+    parse_header,
+)
+
+INDEX_ENTRY = struct.Struct(">ii")
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int = 4096) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / f"{segment_name(base_offset)}.log"
+        self.index_path = directory / f"{segment_name(base_offset)}.index"
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index_offsets: list[int] = []  # absolute offsets
+        self.index_positions: list[int] = []
+        self._bytes_since_index = 0
+        self.next_offset = base_offset  # set by recover() / load_index()
+
+    # ---- loading -------------------------------------------------------------------------------------
+    def load_index(self) -> bool:
+        """Loads the .index file; False if missing or inconsistent (then recover() rebuilds it)."""
+        try:
+            data = self.index_path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if len(data) % INDEX_ENTRY.size:
+            return False
+        last = -1
+        for rel, pos in INDEX_ENTRY.iter_unpack(data):
+            if pos <= last or pos >= self.size or rel < 0:
+                return False
+            self.index_offsets.append(self.base_offset + rel)
+            self.index_positions.append(pos)
+            last = pos
+        return True
+
+    def recover(self) -> int:
+        """Scans every batch, truncating a torn or corrupt tail; rebuilds the index. Returns bytes cut."""
+        from epochkraft.protocol.records import verify_crc
+
+        data = self.read_at(0, self.size)
+        valid_end = 0
+        self.index_offsets.clear()
+        self.index_positions.clear()
+        self._bytes_since_index = 0
+        next_offset = self.base_offset
+        try:
+            for pos, header in iter_batches(data):
+                if not verify_crc(data, pos, header) or header.base_offset < next_offset:
+                    break
+                self._maybe_index(header, pos)
+                valid_end = pos + header.size
+                next_offset = header.next_offset
+        except CorruptRecordError:
+            pass
+        cut = self.size - valid_end
+        if cut:
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        self.next_offset = next_offset
+        self._write_index()
+        return cut
+
+    def last_batch_next_offset(self) -> int:
+        """The offset after the last batch, found from the last index entry (cheap on open)."""
+        start = self.index_positions[-1] if self.index_positions else 0
+        next_offset = self.base_offset
+        for _pos, header in iter_batches(self.read_at(start, self.size - start)):
+            next_offset = header.next_offset
+        return next_offset
+
+    # ---- writing -------------------------------------------------------------------------------------
+    def _maybe_index(self, header: BatchHeader, position: int) -> bool:
+        if not self.index_positions or self._bytes_since_index >= self.index_interval_bytes:
+            self.index_offsets.append(header.base_offset)
+            self.index_positions.append(position)
+            self._bytes_since_index = 0
+            return True
+        self._bytes_since_index += header.size
+        return False
+
+    def append(self, data: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+        """Appends whole batches (``headers``: their positions within ``data``)."""
+        start = self.size
+        os.pwrite(self.fd, data, start)
+        new_entries = []
+        for pos, header in headers:
+            if self._maybe_index(header, start + pos):
+                new_entries.append(INDEX_ENTRY.pack(header.base_offset - self.base_offset, start + pos))
+        if new_entries:
+            with open(self.index_path, "ab") as f:
+                f.write(b"".join(new_entries))
+        self.size += len(data)
+        self.next_offset = headers[-1][1].next_offset
+
+    def _write_index(self) -> None:
+        with open(self.index_path, "wb") as f:
+            f.write(
+                b"".join(
+                    INDEX_ENTRY.pack(o - self.base_offset, p)
+                    for o, p in zip(self.index_offsets, self.index_positions, strict=True)
+                )
+            )
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    # ---- reading -------------------------------------------------------------------------------------
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position) if size > 0 else b""
+
+    def position_of(self, offset: int) -> int | None:
+        """Byte position of the batch holding ``offset`` (or the first batch after it); None past the end."""
+        i = bisect.bisect_right(self.index_offsets, offset) - 1
+        position = self.index_positions[i] if i >= 0 else 0
+        while position < self.size:
+            header = parse_header(self.read_at(position, HEADER_SIZE))
+            if header.last_offset >= offset:
+                return position
+            position += header.size
+        return None
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes batches whose last offset is at or after ``offset``."""
+        position = self.position_of(offset)
+        if position is None:
+            return
+        os.ftruncate(self.fd, position)
+        self.size = position
+        keep = bisect.bisect_left(self.index_positions, position)
+        del self.index_offsets[keep:]
+        del self.index_positions[keep:]
+        self._write_index()
+        self.next_offset = self.last_batch_next_offset() if position else self.base_offset
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.index_path.unlink(missing_ok=True)

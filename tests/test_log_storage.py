@@ -1,0 +1,213 @@
+"""Log storage: append/read, segment roll, index lookup, truncation, torn-tail recovery, recovery point,
+checkpoint formats and the leader-epoch cache (as Kafka's LogTest / LeaderEpochFileCacheTest)."""
+
+from __future__ import annotations
+
+import pytest
+
+from epochkraft.broker.log import LogConfig, LogManager, PartitionLog, cut_to_recovery_point
+from epochkraft.broker.log.checkpoints import read_offsets, write_offsets
+from epochkraft.broker.log.epoch_cache import LeaderEpochCache
+from epochkraft.protocol.records import (
+    CorruptRecordError,
+    build_batch,
+    decode_batches,
+    iter_batches,
+    verify_crc,
+)
+
+SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
+
+
+def batch(values: list[bytes], ts: int = 1_000) -> bytes:
+    return build_batch([(None, v, (), ts + i) for i, v in enumerate(values)])
+
+
+def values_of(data: bytes) -> list[tuple[int, bytes]]:
+    return [(b.offset_of(r), r.value) for b in decode_batches(data) for r in b.records]
+
+
+def fill(plog: PartitionLog, count: int, epoch: int = 0, per_batch: int = 3) -> None:
+    for i in range(count):
+        plog.append_as_leader(batch([f"v{i}-{j}".encode() for j in range(per_batch)]), epoch)
+
+
+def test_append_as_leader_assigns_offsets_and_stamps_the_epoch_with_a_valid_crc(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0")
+    info = plog.append_as_leader(batch([b"a", b"b"]), leader_epoch=5)
+    assert (info.first_offset, info.last_offset, info.record_count) == (0, 1, 2)
+    info = plog.append_as_leader(batch([b"c"]) + batch([b"d", b"e"]), leader_epoch=5)
+    assert (info.first_offset, info.last_offset) == (2, 4)
+    data = plog.read(0, 1 << 20)
+    for pos, header in iter_batches(data):
+        assert header.partition_leader_epoch == 5
+        assert verify_crc(data, pos, header)
+    assert values_of(data) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
+    assert plog.epochs.entries == [(5, 0)]
+
+
+def test_append_rejects_corrupt_batches_and_appends_nothing(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0")
+    bad = bytearray(batch([b"x"]))
+    bad[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        plog.append_as_leader(batch([b"ok"]) + bytes(bad), 0)
+    assert plog.log_end_offset == 0
+
+
+def test_follower_append_keeps_the_leaders_offsets_and_epochs(tmp_path):
+    leader = PartitionLog.open(tmp_path / "leader")
+    fill(leader, 3, epoch=1)
+    fill(leader, 2, epoch=4)
+    follower = PartitionLog.open(tmp_path / "follower")
+    follower.append_as_follower(leader.read(0, 1 << 20))
+    assert follower.log_end_offset == leader.log_end_offset == 15
+    assert follower.epochs.entries == [(1, 0), (4, 9)]
+    with pytest.raises(CorruptRecordError):
+        follower.append_as_follower(leader.read(3, 1 << 20))  # does not continue the log
+
+
+def test_segments_roll_and_reads_cross_segments_through_the_index(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    fill(plog, 40)
+    assert len(plog.segments) > 3
+    assert plog.log_end_offset == 120
+    for offset in (0, 1, 37, 59, 100, 119):
+        first = values_of(plog.read(offset, 200))
+        assert first[0][0] <= offset <= first[-1][0] or first[0][0] == offset
+        assert any(o == offset for o, _ in first)
+    everything = values_of(plog.read(0, 1 << 20))
+    assert [o for o, _ in everything] == list(range(120))
+
+
+def test_read_stops_at_max_offset_and_returns_at_least_one_batch(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0")
+    fill(plog, 5)
+    assert [o for o, _ in values_of(plog.read(0, 1 << 20, max_offset=6))] == list(range(6))
+    assert plog.read(6, 1 << 20, max_offset=6) == b""
+    one = values_of(plog.read(3, 1))
+    assert [o for o, _ in one] == [3, 4, 5], "a batch larger than max_bytes still comes back whole"
+
+
+def test_truncation_within_and_across_segments_truncates_the_epoch_cache(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    fill(plog, 10, epoch=1)
+    fill(plog, 10, epoch=2)
+    segments_before = len(plog.segments)
+    plog.truncate_to(45)
+    assert plog.log_end_offset == 45
+    assert plog.epochs.entries == [(1, 0), (2, 30)]
+    plog.truncate_to(12)
+    assert plog.log_end_offset == 12 and len(plog.segments) < segments_before
+    assert plog.epochs.entries == [(1, 0)]
+    fill(plog, 1, epoch=3)
+    assert [o for o, _ in values_of(plog.read(0, 1 << 20))] == list(range(15))
+
+
+def test_recovery_truncates_a_torn_tail(tmp_path):
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path, SMALL)
+    fill(plog, 10)
+    end = plog.log_end_offset
+    plog.close()
+    last = sorted(path.glob("*.log"))[-1]
+    good = batch([b"torn"])
+    with open(last, "ab") as f:
+        f.write(good[: len(good) // 2])  # a partial batch, as a crash mid-write leaves
+    reopened = PartitionLog.open(path, SMALL)
+    assert reopened.log_end_offset == end
+    fill(reopened, 1)
+    assert [o for o, _ in values_of(reopened.read(0, 1 << 20))] == list(range(end + 3))
+
+
+def test_recovery_cuts_a_batch_with_a_bad_crc(tmp_path):
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path)
+    fill(plog, 3)
+    plog.close()
+    segment = path / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[-2] ^= 0x55
+    segment.write_bytes(bytes(data))
+    assert PartitionLog.open(path).log_end_offset == 6
+
+
+def test_corrupt_index_is_rebuilt(tmp_path):
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path, SMALL, recovery_point=0)
+    fill(plog, 30)
+    plog.flush()
+    plog.close()
+    for index in path.glob("*.index"):
+        index.write_bytes(b"\x00\x01\x02")
+    reopened = PartitionLog.open(path, SMALL, recovery_point=90)
+    offsets = [o for o, _ in values_of(reopened.read(50, 1 << 20))]
+    assert offsets[0] <= 50 and offsets[-1] == 89
+    assert all(i.stat().st_size % 8 == 0 for i in path.glob("*.index")), "indexes rebuilt"
+
+
+def test_flush_advances_the_recovery_point_and_power_loss_cuts_back_to_it(tmp_path):
+    manager = LogManager(tmp_path)
+    plog = manager.get_or_create("orders", 0)
+    fill(plog, 4)
+    manager.flush_all()
+    assert plog.recovery_point == 12
+    fill(plog, 4)
+    assert plog.recovery_point == 12
+    manager.checkpoint_recovery_points()
+    manager.close()
+    assert cut_to_recovery_point(tmp_path) == {("orders", 0): 12}
+    again = LogManager(tmp_path)
+    again.load_all()
+    assert again.get("orders", 0).log_end_offset == 12
+
+
+def test_flush_policy_by_message_count(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(flush_messages=5))
+    fill(plog, 1)
+    assert plog.recovery_point == 0
+    fill(plog, 1)
+    assert plog.recovery_point == 6
+
+
+def test_checkpoint_file_format_is_kafkas(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    write_offsets(path, {("orders", 1): 42, ("orders", 0): 7})
+    assert path.read_text() == "0\n2\norders 0 7\norders 1 42\n"
+    assert read_offsets(path) == {("orders", 0): 7, ("orders", 1): 42}
+    plog = PartitionLog.open(tmp_path / "t-0")
+    plog.epochs.assign(3, 0)
+    plog.epochs.assign(5, 10)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n5 10\n"
+
+
+def test_meta_properties_and_load_all(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.write_meta(3, "cluster-x")
+    meta = manager.read_meta()
+    assert meta["node.id"] == "3" and meta["cluster.id"] == "cluster-x" and meta["directory.id"]
+    fill(manager.get_or_create("a.b-c", 2), 1)
+    manager.close()
+    again = LogManager(tmp_path)
+    assert again.load_all() == [("a.b-c", 2)]
+    assert again.read_meta()["directory.id"] == meta["directory.id"]
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        (-1, (-1, -1)),  # undefined
+        (0, (-1, -1)),  # below the first epoch
+        (2, (2, 10)),  # ends where epoch 4 starts
+        (3, (2, 10)),  # unknown epoch between: the previous one's end
+        (4, (4, 25)),
+        (6, (6, 40)),  # latest: the log end
+        (9, (6, 40)),  # above the latest: the latest
+    ],
+)
+def test_leader_epoch_end_offsets(requested, expected):
+    cache = LeaderEpochCache(None, lambda: 40)
+    for epoch, start in [(1, 0), (2, 5), (4, 10), (6, 25)]:
+        cache.assign(epoch, start)
+    cache.assign(5, 30)  # lower than the latest: ignored
+    assert cache.end_offset_for(requested) == expected
