@@ -1,0 +1,158 @@
+"""Sans-IO AlterPartition sender (Kafka's AlterPartitionManager).
+
+At most one queued change per partition, one request in flight, all queued partitions batched into the
+next request. A top-level STALE_BROKER_EPOCH or a network error puts the changes back and waits a
+backoff; per-partition results go back to the partitions that asked. The unsafe pre-KIP-903 mode sends
+AlterPartition v2 (broker ids only), as brokers did before NewIsrWithEpochs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.alter_partition.v2 import request as v2
+from kio.schema.alter_partition.v3 import request as v3
+
+from epochkraft.broker.partition import AlterPartitionItem
+from epochkraft.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    item: AlterPartitionItem
+    error: ErrorCode
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+    leader_recovery_state: int = 0
+
+
+class AlterPartitionManager:
+    def __init__(
+        self,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        *,
+        unsafe_pre_kip903: bool = False,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unsafe_pre_kip903 = unsafe_pre_kip903
+        self.retry_backoff_ms = retry_backoff_ms
+        self.queue: dict[tuple[uuid.UUID, int], AlterPartitionItem] = {}
+        self.in_flight: list[AlterPartitionItem] | None = None
+        self.not_before_ms = 0
+        self.sent = 0
+
+    @property
+    def version(self) -> int:
+        return 2 if self.unsafe_pre_kip903 else 3
+
+    def submit(self, item: AlterPartitionItem) -> bool:
+        """Queues a change; False if this partition already has one queued or in flight."""
+        key = (item.topic_id, item.partition)
+        if key in self.queue or any((i.topic_id, i.partition) == key for i in self.in_flight or ()):
+            return False
+        self.queue[key] = item
+        return True
+
+    def poll(self, now_ms: int) -> Any | None:
+        """The next request to send, or None (one in flight, nothing queued, or backing off)."""
+        if self.in_flight is not None or not self.queue or now_ms < self.not_before_ms:
+            return None
+        self.in_flight = list(self.queue.values())
+        self.queue.clear()
+        self.sent += 1
+        return self._build(self.in_flight)
+
+    def _build(self, items: list[AlterPartitionItem]) -> Any:
+        by_topic: dict[uuid.UUID, list[AlterPartitionItem]] = {}
+        for item in items:
+            by_topic.setdefault(item.topic_id, []).append(item)
+        if self.unsafe_pre_kip903:
+            return v2.AlterPartitionRequest(
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch(),
+                topics=tuple(
+                    v2.TopicData(
+                        topic_id=topic_id,
+                        partitions=tuple(
+                            v2.PartitionData(
+                                partition_index=i.partition,
+                                leader_epoch=i.leader_epoch,
+                                new_isr=i.isr_ids,
+                                leader_recovery_state=i.leader_recovery_state,
+                                partition_epoch=i.partition_epoch,
+                            )
+                            for i in group
+                        ),
+                    )
+                    for topic_id, group in by_topic.items()
+                ),
+            )
+        return v3.AlterPartitionRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch(),
+            topics=tuple(
+                v3.TopicData(
+                    topic_id=topic_id,
+                    partitions=tuple(
+                        v3.PartitionData(
+                            partition_index=i.partition,
+                            leader_epoch=i.leader_epoch,
+                            new_isr_with_epochs=tuple(
+                                v3.BrokerState(broker_id=b, broker_epoch=e) for b, e in i.new_isr
+                            ),
+                            leader_recovery_state=i.leader_recovery_state,
+                            partition_epoch=i.partition_epoch,
+                        )
+                        for i in group
+                    ),
+                )
+                for topic_id, group in by_topic.items()
+            ),
+        )
+
+    def _requeue(self, now_ms: int) -> None:
+        for item in self.in_flight or ():
+            self.queue.setdefault((item.topic_id, item.partition), item)
+        self.in_flight = None
+        self.not_before_ms = now_ms + self.retry_backoff_ms
+
+    def on_network_error(self, now_ms: int) -> None:
+        """The request may not have arrived: resend the same changes after a backoff."""
+        self._requeue(now_ms)
+
+    def on_response(self, now_ms: int, response: Any) -> list[PartitionResult]:
+        items = self.in_flight or []
+        if response.error_code == ErrorCode.stale_broker_epoch:
+            self._requeue(now_ms)  # our registration is changing; retry once it settles
+            return []
+        if response.error_code != ErrorCode.none:
+            self.in_flight = None
+            return [PartitionResult(item, response.error_code) for item in items]
+        by_key = {(i.topic_id, i.partition): i for i in items}
+        results = []
+        for topic in response.topics:
+            for p in topic.partitions:
+                item = by_key.pop((topic.topic_id, p.partition_index), None)
+                if item is None:
+                    continue
+                results.append(
+                    PartitionResult(
+                        item,
+                        p.error_code,
+                        p.leader_epoch,
+                        tuple(p.isr),
+                        p.partition_epoch,
+                        p.leader_recovery_state,
+                    )
+                )
+        self.in_flight = None
+        for item in by_key.values():  # not answered: try again
+            self.queue.setdefault((item.topic_id, item.partition), item)
+        return results
