@@ -1,0 +1,424 @@
+"""The broker daemon: registration and heartbeats, the metadata log follower, replicas, client APIs.
+
+``epochkraft broker --node-id N --listen HOST:PORT --controller HOST:PORT --data-dir DIR
+[--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]``
+
+Lifecycle, as Kafka's BrokerLifecycleManager: STARTING (registering a new incarnation) -> RECOVERY
+(registered and fenced, catching up with the metadata log) -> RUNNING (unfenced; the ready line is
+logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the controller has
+moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A STALE_BROKER_EPOCH answer
+makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+import uuid
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import uvloop
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+from epochkraft import logs
+from epochkraft.broker.fetcher import ReplicaFetcher
+from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
+from epochkraft.broker.group_service import GroupService
+from epochkraft.broker.log import LogManager
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.broker.metadata_follower import MetadataFollower
+from epochkraft.broker.offsets_topic import OffsetsTopic
+from epochkraft.broker.producer_state import ProducerIdAllocator
+from epochkraft.broker.replica_manager import ReplicaManager, log_config
+from epochkraft.broker.settings import BrokerSettings
+from epochkraft.config import ConfigError, load_settings, parse_host_port
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.net.server import KafkaServer
+from epochkraft.protocol.api import BROKER
+from epochkraft.protocol.errors import ErrorCode
+
+LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
+
+
+class State(Enum):
+    STARTING = "STARTING"
+    RECOVERY = "RECOVERY"
+    RUNNING = "RUNNING"
+    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+
+
+class BrokerNode:
+    """What handlers on the broker listener reach through ``ctx.node``."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        settings: BrokerSettings,
+        listen: tuple[str, int],
+        controller: tuple[str, int],
+        log: Any,
+    ) -> None:
+        self.node_id: int = args.node_id
+        self.settings = settings
+        self.listen = listen
+        self.controller_address = controller
+        self.data_dir = Path(args.data_dir)
+        self.log = log
+        self.state = State.STARTING
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.cluster_id: str | None = None
+        self.cache = MetadataCache()
+        self.logs = LogManager(self.data_dir, log_config(settings))
+        self.control = KafkaClient(
+            *controller, client_id=f"broker-{self.node_id}-control", request_timeout_ms=10_000
+        )
+        self.metadata_client = KafkaClient(*controller, client_id=f"broker-{self.node_id}-metadata")
+        self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
+        self.replica_manager = ReplicaManager(
+            self.node_id,
+            settings,
+            self.logs,
+            self.cache,
+            lambda: self.broker_epoch,
+            self._send_alter_partition,
+            self.events,
+        )
+        self.replica_manager.fetcher_factory = lambda source: ReplicaFetcher(
+            source, self.replica_manager, lambda: self.broker_epoch, settings.unsafe_pre_kip903_mode
+        )
+        self.offsets_topic = OffsetsTopic(self)
+        self.groups = GroupService(
+            self.offsets_topic,
+            GroupCoordinator(
+                GroupSettings(initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms)
+            ),
+        )
+        self.replica_manager.leadership_listeners.append(self._on_leadership)
+        self.producer_ids = ProducerIdAllocator(0)
+        self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
+        self.server: KafkaServer | None = None
+        self.metrics: Any = None
+        self.unfenced = asyncio.Event()
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    # ---- metadata ----------------------------------------------------------------------------------------
+    def _on_metadata(self, changes: Changes) -> None:
+        self.replica_manager.on_metadata(changes)
+        if self.metrics is not None:
+            self.metrics.on_metadata(self)
+
+    def _on_leadership(self, topic: str, partition: int, leader: bool) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        if leader:
+            self.groups.load_partition(partition, self.offsets_topic.read_all(partition))
+        else:
+            self.groups.unload_partition(partition)
+
+    def caught_up(self) -> bool:
+        """The metadata log has been applied past our own registration record."""
+        return self.broker_epoch >= 0 and self.cache.next_offset > self.broker_epoch
+
+    # ---- controller calls --------------------------------------------------------------------------------
+    async def _send_alter_partition(self, request: Any) -> Any:
+        return await self.control.send(request)
+
+    async def forward_to_controller(self, request: Any) -> Any:
+        response = await self.control.send(request)
+        created = [t.name for t in getattr(response, "topics", ()) if t.error_code == ErrorCode.none]
+        if created:
+            # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(self.cache.topic(n) is None for n in created):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.follower.progress.wait(), 0.5)
+        return response
+
+    async def auto_create_topic(self, name: str) -> None:
+        from kio.schema.create_topics.v7 import request as ct
+
+        alive = len(self.cache.alive_brokers())
+        topic = ct.CreatableTopic(
+            name=name,
+            num_partitions=self.settings.num_partitions,
+            replication_factor=max(1, min(self.settings.default_replication_factor, alive)),
+            assignments=(),
+            configs=(),
+        )
+        import datetime
+
+        request = ct.CreateTopicsRequest(
+            topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False
+        )
+        with contextlib.suppress(NetworkError):
+            await self.forward_to_controller(request)
+
+    # ---- registration and heartbeats ---------------------------------------------------------------------
+    async def discover_cluster_id(self) -> str:
+        while True:
+            try:
+                response = await self.control.send(
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+                )
+                return response.cluster_id
+            except NetworkError as exc:
+                self.log.info("waiting for the controller", error=str(exc))
+                await asyncio.sleep(0.5)
+
+    async def register(self) -> None:
+        previous = -1
+        marker = self.data_dir / LAST_EPOCH_FILE
+        if marker.exists():
+            with contextlib.suppress(ValueError):
+                previous = int(marker.read_text().strip())
+            marker.unlink()
+        directory = uuid.UUID(self.logs.read_meta().get("directory.id", str(uuid.uuid4())))
+        while True:
+            request = BrokerRegistrationRequest(
+                broker_id=self.node_id,
+                cluster_id=self.cluster_id or "",
+                incarnation_id=self.incarnation_id,
+                listeners=(
+                    Listener(name="PLAINTEXT", host=self.listen[0], port=self.listen[1], security_protocol=0),
+                ),
+                features=(
+                    Feature(name="metadata.version", min_supported_version=1, max_supported_version=20),
+                ),
+                rack=None,
+                is_migrating_zk_broker=False,
+                log_dirs=(directory,),
+                previous_broker_epoch=previous,
+            )
+            try:
+                response = await self.control.send(request)
+            except NetworkError as exc:
+                self.log.info("registration failed; retrying", error=str(exc))
+                await asyncio.sleep(0.3)
+                continue
+            if response.error_code == ErrorCode.none:
+                self.broker_epoch = response.broker_epoch
+                self.producer_ids = ProducerIdAllocator(self.broker_epoch)
+                self.state = State.RECOVERY
+                self.log.info(
+                    "registered", broker_epoch=self.broker_epoch, incarnation=str(self.incarnation_id)
+                )
+                return
+            if response.error_code == ErrorCode.inconsistent_cluster_id:
+                raise SystemExit(
+                    f"data dir {self.data_dir} belongs to cluster {self.cluster_id}, not the controller's"
+                )
+            self.log.info("registration refused; retrying", error=response.error_code.name)
+            await asyncio.sleep(0.3)
+
+    async def heartbeat_loop(self, stopping: asyncio.Event) -> None:
+        while self.state != State.SHUTTING_DOWN:
+            wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
+            request = BrokerHeartbeatRequest(
+                broker_id=self.node_id,
+                broker_epoch=self.broker_epoch,
+                current_metadata_offset=self.cache.next_offset - 1,
+                want_fence=not self.caught_up(),
+                want_shut_down=wants_shutdown,
+                offline_log_dirs=(),
+            )
+            try:
+                response = await self.control.send(request)
+            except NetworkError as exc:
+                self.log.debug("heartbeat failed", error=str(exc))
+                await asyncio.sleep(0.2)
+                continue
+            if response.error_code == ErrorCode.stale_broker_epoch:
+                self.log.warning("stale broker epoch; registering again")
+                self.state = State.STARTING
+                await self.register()
+                continue
+            if wants_shutdown and response.should_shut_down:
+                self.state = State.SHUTTING_DOWN
+                return
+            if not response.is_fenced and self.state == State.RECOVERY:
+                self.state = State.RUNNING
+                self.unfenced.set()
+            elif response.is_fenced and self.state == State.RUNNING:
+                self.log.warning("fenced by the controller")
+                self.state = State.RECOVERY
+            fast = self.state != State.RUNNING
+            interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    stopping.wait() if not wants_shutdown else asyncio.sleep(interval), interval
+                )
+            if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
+                self.state = State.PENDING_CONTROLLED_SHUTDOWN
+
+    # ---- observability ----------------------------------------------------------------------------------
+    def observe_produce(self, ctx: Any, results: list[Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_produce(results)
+
+    def observe_fetch(self, is_follower: bool, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_fetch(is_follower, seconds)
+
+    def state_json(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "state": self.state.value,
+            "broker_epoch": self.broker_epoch,
+            "incarnation": str(self.incarnation_id),
+            "metadata_offset": self.cache.next_offset,
+            "brokers": [
+                {
+                    "id": r.broker_id,
+                    "epoch": r.epoch,
+                    "fenced": r.fenced,
+                    "in_controlled_shutdown": r.in_controlled_shutdown,
+                }
+                for r in sorted(self.cache.brokers.values(), key=lambda r: r.broker_id)
+            ],
+            "partitions": self.replica_manager.partition_metrics(),
+        }
+
+
+def _event_log(metrics_dir: str | None, node: str) -> Any:
+    if not metrics_dir:
+        return None
+    try:
+        from epochkraft.metrics.events import EventLog
+    except ImportError:
+        return None
+    return EventLog(metrics_dir, node)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="epochkraft broker", description="Run a broker daemon.")
+    parser.add_argument("--node-id", type=int, required=True, help="this broker's id (>= 0)")
+    parser.add_argument("--listen", required=True, help="HOST:PORT of the client listener (port 0: any free)")
+    parser.add_argument("--controller", required=True, help="HOST:PORT of the controller listener")
+    parser.add_argument("--data-dir", required=True, help="directory holding this broker's logs")
+    parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
+    parser.add_argument("--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /v1/state)")
+    parser.add_argument("--config", help="a .properties file (see config/broker.properties)")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
+    return parser
+
+
+async def serve(
+    args: argparse.Namespace, settings: BrokerSettings, listen: tuple[str, int], controller: tuple[str, int]
+) -> int:
+    log = logs.configure(f"broker-{args.node_id}", args.log_level)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    node = BrokerNode(args, settings, listen, controller, log)
+    started = time.monotonic()
+    loaded = node.logs.load_all()
+    log.info("logs recovered", partitions=len(loaded), seconds=round(time.monotonic() - started, 3))
+    server = KafkaServer(
+        BROKER,
+        node,
+        listen[0],
+        listen[1],
+        max_frame_bytes=settings.socket_request_max_bytes,
+        max_connections=settings.max_connections,
+        idle_timeout_ms=settings.connections_max_idle_ms,
+        log=log,
+    )
+    await server.start()
+    node.server = server
+    node.listen = (listen[0], server.port)
+    node.cluster_id = await node.discover_cluster_id()
+    meta = node.logs.read_meta()
+    if meta.get("cluster.id") and meta["cluster.id"] != node.cluster_id:
+        node.cluster_id = meta["cluster.id"]  # the controller will answer INCONSISTENT_CLUSTER_ID
+    await node.register()
+    node.logs.write_meta(node.node_id, node.cluster_id)
+    node.follower.start()
+    node.replica_manager.start()
+    node.groups.start()
+    admin = await _start_admin(args, node)
+    heartbeats = asyncio.create_task(node.heartbeat_loop(stopping))
+    ready = asyncio.create_task(node.unfenced.wait())
+    stop_wait = asyncio.create_task(stopping.wait())
+    await asyncio.wait([ready, stop_wait, heartbeats], return_when=asyncio.FIRST_COMPLETED)
+    if node.unfenced.is_set():
+        log.info(
+            f"broker ready node_id={node.node_id} listen={node.listen[0]}:{node.listen[1]}",
+            broker_epoch=node.broker_epoch,
+        )
+    await stop_wait
+    log.info("controlled shutdown starting")
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
+    heartbeats.cancel()
+    node.state = State.SHUTTING_DOWN
+    await server.stop()
+    await node.follower.stop()
+    await node.groups.stop()
+    await node.replica_manager.stop()
+    if admin is not None:
+        await admin.stop()
+    if node.metrics is not None:
+        node.metrics.stop()
+    (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
+    node.logs.close()
+    await node.control.close()
+    await node.metadata_client.close()
+    if node.events is not None:
+        await node.events.aclose()
+    log.info("broker stopped")
+    return 0
+
+
+async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> Any:
+    try:
+        from epochkraft.metrics.broker_metrics import BrokerMetrics
+    except ImportError:
+        return None
+    node.metrics = BrokerMetrics(node)
+    node.metrics.start()
+    if args.admin_port is None:
+        return None
+    from epochkraft.metrics.admin_http import AdminServer
+
+    admin = AdminServer("127.0.0.1", args.admin_port, node.metrics.registry, node.state_json)
+    await admin.start()
+    return admin
+
+
+def load(args: argparse.Namespace) -> tuple[BrokerSettings, tuple[str, int], tuple[str, int]]:
+    if args.node_id < 0:
+        raise ConfigError("--node-id must be >= 0")
+    listen = parse_host_port(args.listen)
+    controller = parse_host_port(args.controller)
+    settings = load_settings(BrokerSettings, args.config)
+    return settings, listen, controller
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings, listen, controller = load(args)
+    except ConfigError as exc:
+        print(f"epochkraft broker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        print(f"configuration ok: {settings}")
+        return 0
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(serve(args, settings, listen, controller))

@@ -1,0 +1,189 @@
+"""Follower fetch loop: one per source broker, replicating every partition this broker follows there.
+
+Each Fetch carries this broker's id and broker epoch in ReplicaState (v15+, KIP-903) and, per partition,
+the current leader epoch and the epoch of the last fetched batch, so the leader can answer with a
+diverging epoch; the follower then truncates and fetches again. The unsafe pre-KIP-903 mode sends
+Fetch v14 with only the replica id, as brokers did before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+from typing import Any
+
+import structlog
+from kio.schema.fetch.v14 import request as f14
+from kio.schema.fetch.v16 import request as f16
+
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
+
+log = structlog.get_logger()
+BACKOFF_S = 0.1
+
+
+class ReplicaFetcher:
+    def __init__(self, source_id: int, manager: Any, broker_epoch: Any, unsafe_pre_kip903: bool) -> None:
+        self.source_id = source_id
+        self.manager = manager
+        self.broker_epoch = broker_epoch
+        self.unsafe = unsafe_pre_kip903
+        self.partitions: dict[tuple[str, int], Any] = {}
+        self._changed = asyncio.Event()
+        self._client: KafkaClient | None = None
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{source_id}")
+
+    def add(self, replica: Any) -> None:
+        self.partitions[replica.key] = replica
+        self._changed.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        if self.partitions.pop(key, None) is not None:
+            self._changed.set()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+        if self._client is not None:
+            await self._client.close()
+
+    def _connect(self) -> KafkaClient | None:
+        endpoint = self.manager.cache.endpoint(self.source_id)
+        if endpoint is None:
+            return None
+        if self._client is None or (self._client.host, self._client.port) != (endpoint.host, endpoint.port):
+            self._client = KafkaClient(
+                endpoint.host,
+                endpoint.port,
+                client_id=f"replica-fetcher-{self.manager.node_id}",
+                request_timeout_ms=self.manager.settings.replica_fetch_wait_max_ms + 10_000,
+            )
+        return self._client
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            client = self._connect()
+            if client is None:
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            replicas = list(self.partitions.values())
+            try:
+                response = await client.send(self._request(replicas))
+            except (NetworkError, ProtocolError, OSError) as exc:
+                log.debug("follower fetch failed", source=self.source_id, error=str(exc))
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            if response.error_code != ErrorCode.none:
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            backoff = False
+            by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
+            for topic in response.responses:
+                for data in topic.partitions:
+                    replica = by_key.get((topic.topic_id, data.partition_index))
+                    if replica is None or self.partitions.get(replica.key) is not replica:
+                        continue  # moved away while the fetch was in flight
+                    backoff |= not self._handle(replica, data)
+            if backoff:
+                await asyncio.sleep(BACKOFF_S)
+
+    def _request(self, replicas: list[Any]) -> Any:
+        settings = self.manager.settings
+        module = f14 if self.unsafe else f16
+        by_topic: dict[Any, list[Any]] = {}
+        for r in replicas:
+            by_topic.setdefault(r.partition.topic_id, []).append(r)
+        topics = tuple(
+            module.FetchTopic(
+                topic_id=topic_id,
+                partitions=tuple(
+                    module.FetchPartition(
+                        partition=r.partition.index,
+                        current_leader_epoch=r.partition.leader_epoch,
+                        fetch_offset=r.log.log_end_offset,
+                        last_fetched_epoch=r.log.epochs.latest_epoch,
+                        log_start_offset=r.log.log_start_offset,
+                        partition_max_bytes=settings.replica_fetch_max_bytes,
+                    )
+                    for r in group
+                ),
+            )
+            for topic_id, group in by_topic.items()
+        )
+        common = {
+            "max_wait": datetime.timedelta(milliseconds=settings.replica_fetch_wait_max_ms),
+            "min_bytes": 1,
+            "max_bytes": settings.replica_fetch_response_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": topics,
+            "forgotten_topics_data": (),
+            "rack_id": "",
+            "cluster_id": None,
+        }
+        if self.unsafe:
+            return f14.FetchRequest(replica_id=self.manager.node_id, **common)
+        return f16.FetchRequest(
+            replica_state=f16.ReplicaState(
+                replica_id=self.manager.node_id, replica_epoch=self.broker_epoch()
+            ),
+            **common,
+        )
+
+    def _handle(self, replica: Any, data: Any) -> bool:
+        """Applies one partition's answer; False when the fetcher should back off."""
+        error = data.error_code
+        plog = replica.log
+        p = replica.partition
+        if error == ErrorCode.offset_out_of_range:
+            # Our log is ahead of or behind what the leader holds: start over from the leader's log.
+            log.warning("follower offset out of range; truncating fully", topic=p.topic, partition=p.index)
+            plog.truncate_fully_and_start_at(0)
+            replica.producers.truncate(0)
+            return True
+        if error != ErrorCode.none:
+            return False
+        diverging = getattr(data, "diverging_epoch", None)
+        if diverging is not None and diverging.epoch >= 0:
+            epoch, end = plog.epochs.end_offset_for(diverging.epoch)
+            target = diverging.end_offset if epoch == -1 else min(diverging.end_offset, end)
+            target = max(min(target, plog.log_end_offset), 0)
+            log.info(
+                "follower truncating on divergence",
+                topic=p.topic,
+                partition=p.index,
+                to=target,
+                diverging_epoch=diverging.epoch,
+            )
+            plog.truncate_to(target)
+            replica.producers.truncate(target)
+            p.high_watermark = min(p.high_watermark, plog.log_end_offset)
+            return True
+        records = data.records
+        if records:
+            try:
+                info = plog.append_as_follower(records)
+            except ProtocolError as exc:
+                log.warning("follower append failed", topic=p.topic, partition=p.index, error=str(exc))
+                return False
+            if info is not None:
+                for header in info.headers:
+                    replica.producers.record(
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.record_count,
+                        header.base_offset,
+                        header.last_offset,
+                    )
+        p.update_follower_high_watermark(data.high_watermark, plog.log_end_offset)
+        return True

@@ -1,0 +1,191 @@
+"""The broker's metadata cache: the cluster as the metadata log describes it, applied record by record.
+
+``apply`` returns what changed (partitions, brokers, deleted topics) so the replica manager can react;
+partition changes carry the partition epoch so stale ones can be ignored downstream.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from functools import singledispatchmethod
+
+from epochkraft.controller.replication_control import apply_change
+from epochkraft.controller.state import BrokerRegistration, Endpoint, PartitionRegistration, TopicInfo
+from epochkraft.protocol.metadata_records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+@dataclass
+class Changes:
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    brokers: set[int] = field(default_factory=set)
+    deleted_topics: list[TopicInfo] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.brokers or self.deleted_topics)
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[uuid.UUID, TopicInfo] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.next_offset = 0  # offset after the last applied record
+        self.cluster_id: str | None = None
+
+    # ---- BrokerView (for the partition core) ---------------------------------------------------------
+    def is_fenced(self, broker_id: int) -> bool:
+        reg = self.brokers.get(broker_id)
+        return reg is None or reg.fenced
+
+    def in_controlled_shutdown(self, broker_id: int) -> bool:
+        reg = self.brokers.get(broker_id)
+        return reg is not None and reg.in_controlled_shutdown
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        reg = self.brokers.get(broker_id)
+        return None if reg is None else reg.epoch
+
+    # ---- queries -------------------------------------------------------------------------------------
+    def endpoint(self, broker_id: int) -> Endpoint | None:
+        reg = self.brokers.get(broker_id)
+        return reg.endpoints[0] if reg is not None and reg.endpoints else None
+
+    def topic(self, name: str) -> TopicInfo | None:
+        topic_id = self.topic_ids.get(name)
+        return None if topic_id is None else self.topics.get(topic_id)
+
+    def partition(self, name: str, index: int) -> PartitionRegistration | None:
+        topic = self.topic(name)
+        return None if topic is None else topic.partitions.get(index)
+
+    def min_insync(self, topic: str, default: int) -> int:
+        value = self.configs.get(topic, {}).get("min.insync.replicas")
+        return int(value) if value is not None else default
+
+    def alive_brokers(self) -> list[BrokerRegistration]:
+        return [r for r in sorted(self.brokers.values(), key=lambda r: r.broker_id) if not r.fenced]
+
+    # ---- applying records ----------------------------------------------------------------------------
+    def apply(self, offset: int, record: object, changes: Changes) -> None:
+        self._apply(record, changes)
+        self.next_offset = offset + 1
+
+    @singledispatchmethod
+    def _apply(self, record: object, changes: Changes) -> None:
+        pass  # records the broker does not need
+
+    @_apply.register
+    def _(self, record: RegisterBrokerRecord, changes: Changes) -> None:
+        self.brokers[record.broker_id] = BrokerRegistration(
+            broker_id=record.broker_id,
+            epoch=record.broker_epoch,
+            incarnation_id=record.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
+            rack=record.rack,
+            fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
+        )
+        changes.brokers.add(record.broker_id)
+
+    def _update_broker(self, broker_id: int, epoch: int, changes: Changes, **fields: bool) -> None:
+        reg = self.brokers.get(broker_id)
+        if reg is not None and reg.epoch == epoch:
+            self.brokers[broker_id] = replace(reg, **fields)
+            changes.brokers.add(broker_id)
+
+    @_apply.register
+    def _(self, record: FenceBrokerRecord, changes: Changes) -> None:
+        self._update_broker(record.id, record.epoch, changes, fenced=True)
+
+    @_apply.register
+    def _(self, record: UnfenceBrokerRecord, changes: Changes) -> None:
+        self._update_broker(record.id, record.epoch, changes, fenced=False)
+
+    @_apply.register
+    def _(self, record: BrokerRegistrationChangeRecord, changes: Changes) -> None:
+        fields: dict[str, bool] = {}
+        if record.fenced in (1, -1):
+            fields["fenced"] = record.fenced == 1
+        if record.in_controlled_shutdown == 1:
+            fields["in_controlled_shutdown"] = True
+        self._update_broker(record.broker_id, record.broker_epoch, changes, **fields)
+
+    @_apply.register
+    def _(self, record: UnregisterBrokerRecord, changes: Changes) -> None:
+        reg = self.brokers.get(record.broker_id)
+        if reg is not None and reg.epoch == record.broker_epoch:
+            del self.brokers[record.broker_id]
+            changes.brokers.add(record.broker_id)
+
+    @_apply.register
+    def _(self, record: TopicRecord, changes: Changes) -> None:
+        self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id)
+        self.topic_ids[record.name] = record.topic_id
+
+    @_apply.register
+    def _(self, record: PartitionRecord, changes: Changes) -> None:
+        topic = self.topics.get(record.topic_id)
+        if topic is None:
+            return
+        from epochkraft.controller.state import LeaderRecoveryState
+
+        topic.partitions[record.partition_id] = PartitionRegistration(
+            replicas=tuple(record.replicas),
+            isr=tuple(record.isr),
+            leader=record.leader,
+            leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
+        )
+        changes.partitions.add((topic.name, record.partition_id))
+
+    @_apply.register
+    def _(self, record: PartitionChangeRecord, changes: Changes) -> None:
+        topic = self.topics.get(record.topic_id)
+        if topic is None or record.partition_id not in topic.partitions:
+            return
+        topic.partitions[record.partition_id] = apply_change(topic.partitions[record.partition_id], record)
+        changes.partitions.add((topic.name, record.partition_id))
+
+    @_apply.register
+    def _(self, record: RemoveTopicRecord, changes: Changes) -> None:
+        topic = self.topics.pop(record.topic_id, None)
+        if topic is not None:
+            self.topic_ids.pop(topic.name, None)
+            self.configs.pop(topic.name, None)
+            changes.deleted_topics.append(topic)
+
+    @_apply.register
+    def _(self, record: ConfigRecord, changes: Changes) -> None:
+        if record.resource_type != 2:
+            return
+        configs = self.configs.setdefault(record.resource_name, {})
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        topic = self.topic(record.resource_name)
+        if topic is not None:
+            changes.partitions.update((topic.name, i) for i in topic.partitions)
+
+    @_apply.register(FeatureLevelRecord)
+    @_apply.register(NoOpRecord)
+    @_apply.register(ProducerIdsRecord)
+    def _(self, record: object, changes: Changes) -> None:
+        pass

@@ -1,0 +1,103 @@
+"""Follows the controller's metadata log by long-poll Fetch and applies it to the metadata cache."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import uuid
+from collections.abc import Callable
+
+import structlog
+from kio.schema.fetch.v16 import request as f16
+
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
+from epochkraft.protocol.metadata_codec import read_metadata_batches
+
+log = structlog.get_logger()
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+
+
+class MetadataFollower:
+    def __init__(
+        self,
+        client: KafkaClient,
+        cache: MetadataCache,
+        on_changes: Callable[[Changes], None],
+        node_id: int,
+        max_wait_ms: int = 500,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.on_changes = on_changes
+        self.node_id = node_id
+        self.max_wait_ms = max_wait_ms
+        self.progress = asyncio.Event()  # set whenever records were applied
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="metadata-follower")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _request(self, offset: int) -> f16.FetchRequest:
+        return f16.FetchRequest(
+            replica_state=f16.ReplicaState(replica_id=-1, replica_epoch=-1),
+            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
+            min_bytes=1,
+            max_bytes=64 * 1024 * 1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                f16.FetchTopic(
+                    topic_id=METADATA_TOPIC_ID,
+                    partitions=(
+                        f16.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=64 * 1024 * 1024,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    async def _run(self) -> None:
+        while True:
+            offset = self.cache.next_offset
+            try:
+                response = await self.client.send(self._request(offset), timeout_ms=self.max_wait_ms + 10_000)
+            except (NetworkError, ProtocolError, OSError) as exc:
+                log.debug("metadata fetch failed", error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            data = response.responses[0].partitions[0]
+            if data.error_code != ErrorCode.none:
+                log.warning("metadata fetch error", error=data.error_code.name)
+                await asyncio.sleep(0.2)
+                continue
+            if not data.records:
+                continue
+            changes = Changes()
+            try:
+                for record_offset, record in read_metadata_batches(data.records):
+                    if record_offset >= offset:
+                        self.cache.apply(record_offset, record, changes)
+            except ProtocolError as exc:
+                log.error("undecodable metadata record; retrying", error=str(exc))
+                await asyncio.sleep(0.5)
+                continue
+            if changes:
+                self.on_changes(changes)
+            self.progress.set()
+            self.progress = asyncio.Event()

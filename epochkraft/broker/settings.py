@@ -1,0 +1,91 @@
+"""The broker's settings, with Kafka's property names (see config/broker.properties)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochkraft.config import prop
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    heartbeat_interval_ms: int = prop(
+        "broker.heartbeat.interval.ms", 2000, "How often the broker heartbeats to the controller.", minimum=10
+    )
+    replica_lag_time_max_ms: int = prop(
+        "replica.lag.time.max.ms", 30000, "A follower not caught up for this long leaves the ISR.", minimum=10
+    )
+    replica_fetch_wait_max_ms: int = prop(
+        "replica.fetch.wait.max.ms",
+        500,
+        "Longest a follower's fetch waits at the leader for new data.",
+        minimum=0,
+    )
+    replica_fetch_max_bytes: int = prop(
+        "replica.fetch.max.bytes", 1048576, "Bytes a follower asks for per partition per fetch.", minimum=1024
+    )
+    replica_fetch_response_max_bytes: int = prop(
+        "replica.fetch.response.max.bytes", 10485760, "Bytes a follower asks for per fetch.", minimum=1024
+    )
+    replica_high_watermark_checkpoint_interval_ms: int = prop(
+        "replica.high.watermark.checkpoint.interval.ms",
+        5000,
+        "How often high watermarks are checkpointed.",
+        minimum=10,
+    )
+    min_insync_replicas: int = prop(
+        "min.insync.replicas", 1, "Used for topics without their own min.insync.replicas.", minimum=1
+    )
+    log_segment_bytes: int = prop(
+        "log.segment.bytes", 1073741824, "Size at which a log segment rolls.", minimum=1024
+    )
+    log_flush_interval_messages: int | None = prop(
+        "log.flush.interval.messages", None, "fsync after this many messages (empty: never, rely on the OS)."
+    )
+    log_flush_interval_ms: int | None = prop(
+        "log.flush.interval.ms", None, "fsync every this many ms (empty: never, rely on the OS)."
+    )
+    log_flush_offset_checkpoint_interval_ms: int = prop(
+        "log.flush.offset.checkpoint.interval.ms",
+        60000,
+        "How often recovery points are checkpointed.",
+        minimum=10,
+    )
+    num_partitions: int = prop("num.partitions", 1, "Partitions of auto-created topics.", minimum=1)
+    default_replication_factor: int = prop(
+        "default.replication.factor", 1, "Replication factor of auto-created topics.", minimum=1
+    )
+    auto_create_topics_enable: bool = prop(
+        "auto.create.topics.enable", False, "Create a topic when a client asks Metadata for an unknown one."
+    )
+    offsets_topic_num_partitions: int = prop(
+        "offsets.topic.num.partitions", 10, "Partitions of __consumer_offsets.", minimum=1
+    )
+    offsets_topic_replication_factor: int = prop(
+        "offsets.topic.replication.factor",
+        3,
+        "Replication factor of __consumer_offsets (capped by brokers).",
+        minimum=1,
+    )
+    group_initial_rebalance_delay_ms: int = prop(
+        "group.initial.rebalance.delay.ms",
+        3000,
+        "Wait for more members before the first rebalance.",
+        minimum=0,
+    )
+    socket_request_max_bytes: int = prop(
+        "socket.request.max.bytes", 104857600, "Largest request frame accepted.", minimum=1024
+    )
+    max_connections: int = prop("max.connections", 1000, "Connections accepted on the listener.", minimum=1)
+    connections_max_idle_ms: int = prop(
+        "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
+    )
+    controlled_shutdown_timeout_ms: int = prop(
+        "controlled.shutdown.timeout.ms", 10000, "How long SIGTERM waits for leaderships to move.", minimum=0
+    )
+    unsafe_pre_kip903_mode: bool = prop(
+        "unsafe.pre.kip903.mode",
+        False,
+        "UNSAFE, for demonstrations only: behave as brokers before KIP-903 (no broker epoch in Fetch, "
+        "AlterPartition v2, no epoch comparison before ISR expansion). Can lose acknowledged records.",
+    )

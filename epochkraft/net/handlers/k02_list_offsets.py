@@ -1,0 +1,87 @@
+"""ListOffsets (key 2), versions 1-8, broker listener.
+
+- Timestamp -2: the log start offset; -1: the high watermark (the end a consumer can read to);
+  -3 (v7+): the record with the largest timestamp; otherwise the first offset whose timestamp is at or
+  after the one given (-1 offset if none).
+- Only the leader answers (NOT_LEADER_OR_FOLLOWER), with the leader epoch checks of Fetch (v4+).
+"""
+
+from __future__ import annotations
+
+from kio.schema.list_offsets.v8 import response as r8
+
+from epochkraft.broker.partition import Role
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import decode_batch, iter_batches
+from epochkraft.protocol.versions import downgrade_response
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def _lookup(replica, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) for a timestamp query, scanning batch headers up to the high watermark."""
+    plog, hw = replica.log, replica.partition.high_watermark
+    data = plog.read(plog.log_start_offset, 1 << 62, max_offset=hw)
+    best: tuple[int, int] = (-1, -1)
+    for pos, header in iter_batches(data):
+        if timestamp == MAX_TIMESTAMP:
+            if header.max_timestamp > best[0]:
+                batch = decode_batch(data, pos)
+                for record in batch.records:
+                    ts = batch.timestamp_of(record)
+                    if ts == header.max_timestamp:
+                        best = (ts, batch.offset_of(record))
+                        break
+        elif header.max_timestamp >= timestamp:
+            batch = decode_batch(data, pos)
+            for record in batch.records:
+                if batch.timestamp_of(record) >= timestamp:
+                    return batch.timestamp_of(record), batch.offset_of(record)
+    return best
+
+
+def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:
+    def result(error, timestamp=-1, offset=-1, epoch=-1):
+        return r8.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index,
+            error_code=error,
+            timestamp=timestamp,
+            offset=offset,
+            leader_epoch=epoch,
+        )
+
+    replica = node.replica_manager.replica(topic, p.partition_index)
+    if replica is None:
+        known = node.cache.topic(topic)
+        missing = known is None or p.partition_index not in known.partitions
+        return result(ErrorCode.unknown_topic_or_partition if missing else ErrorCode.not_leader_or_follower)
+    part = replica.partition
+    current = getattr(p, "current_leader_epoch", -1)
+    if current >= 0 and current < part.leader_epoch:
+        return result(ErrorCode.fenced_leader_epoch)
+    if current > part.leader_epoch:
+        return result(ErrorCode.unknown_leader_epoch)
+    if part.role != Role.LEADER:
+        return result(ErrorCode.not_leader_or_follower)
+    if p.timestamp == EARLIEST:
+        return result(ErrorCode.none, -1, replica.log.log_start_offset, part.leader_epoch)
+    if p.timestamp == LATEST:
+        return result(ErrorCode.none, -1, part.high_watermark, part.leader_epoch)
+    timestamp, offset = _lookup(replica, p.timestamp)
+    return result(ErrorCode.none, timestamp, offset, part.leader_epoch if offset >= 0 else -1)
+
+
+@api(key=2, name="ListOffsets", versions=(1, 8), listeners=(BROKER,))
+async def handle(request, ctx):
+    response = r8.ListOffsetsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            r8.ListOffsetsTopicResponse(
+                name=t.name, partitions=tuple(_answer(ctx.node, t.name, p) for p in t.partitions)
+            )
+            for t in request.topics
+        ),
+    )
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,103 @@
+"""Metadata (key 3), versions 0-12, broker listener.
+
+- Brokers: every unfenced registered broker. Controller id: a broker that accepts CreateTopics (the lowest
+  live broker id; brokers forward to the controller), so admin clients work unchanged.
+- Topics (null: all; v0: an empty list means all) with topic ids (v10+), partitions with leader, leader
+  epoch (v7+), replicas, ISR and offline replicas (fenced or unregistered). LEADER_NOT_AVAILABLE for a
+  leaderless partition; UNKNOWN_TOPIC_OR_PARTITION for an unknown topic unless auto.create.topics.enable
+  is on and the client allows it, in which case the topic is created (LEADER_NOT_AVAILABLE meanwhile).
+"""
+
+from __future__ import annotations
+
+from kio.schema.metadata.v12 import response as r12
+
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+
+INTERNAL_TOPICS = {"__consumer_offsets"}
+
+
+def _topic(node, name: str) -> r12.MetadataResponseTopic:
+    cache = node.cache
+    info = cache.topic(name)
+    partitions = []
+    for index, reg in sorted(info.partitions.items()):
+        offline = tuple(b for b in reg.replicas if cache.is_fenced(b))
+        partitions.append(
+            r12.MetadataResponsePartition(
+                error_code=ErrorCode.none if reg.leader >= 0 else ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=reg.leader,
+                leader_epoch=reg.leader_epoch,
+                replica_nodes=tuple(reg.replicas),
+                isr_nodes=tuple(reg.isr),
+                offline_replicas=offline,
+            )
+        )
+    return r12.MetadataResponseTopic(
+        error_code=ErrorCode.none,
+        name=name,
+        topic_id=info.topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=tuple(partitions),
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _missing(name: str | None, error: ErrorCode) -> r12.MetadataResponseTopic:
+    return r12.MetadataResponseTopic(
+        error_code=error,
+        name=name,
+        topic_id=None,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-2147483648,
+    )
+
+
+@api(key=3, name="Metadata", versions=(0, 12), listeners=(BROKER,))
+async def handle(request, ctx):
+    node = ctx.node
+    cache = node.cache
+    version = ctx.api_version
+    if request.topics is None or (version == 0 and not request.topics):
+        names = sorted(cache.topic_ids)
+    else:
+        names = []
+        for t in request.topics:
+            name = getattr(t, "name", None)
+            if name is None and getattr(t, "topic_id", None) is not None:
+                info = cache.topics.get(t.topic_id)
+                name = info.name if info else None
+            names.append(name)
+    allow_create = getattr(request, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        if name is None:
+            topics.append(_missing(None, ErrorCode.unknown_topic_id))
+        elif cache.topic(name) is not None:
+            topics.append(_topic(node, name))
+        elif node.settings.auto_create_topics_enable and allow_create:
+            await node.auto_create_topic(name)
+            topics.append(
+                _topic(node, name) if cache.topic(name) else _missing(name, ErrorCode.leader_not_available)
+            )
+        else:
+            topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))
+    brokers = tuple(
+        r12.MetadataResponseBroker(node_id=reg.broker_id, host=ep.host, port=ep.port, rack=reg.rack)
+        for reg in cache.alive_brokers()
+        for ep in reg.endpoints[:1]
+    )
+    controller_id = brokers[0].node_id if brokers else -1
+    response = r12.MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=brokers,
+        cluster_id=node.cluster_id,
+        controller_id=controller_id,
+        topics=tuple(topics),
+    )
+    return downgrade_response(response, version)
