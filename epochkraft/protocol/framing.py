@@ -142,12 +142,16 @@ def parse_request_header(data: bytes) -> RequestHeader:
 
 
 def decode_request_body(header: RequestHeader, data: bytes) -> Any:
-    """Decodes the body after the header with kio; ProtocolError on malformed or trailing bytes."""
+    """Decodes the body after the header with kio; ProtocolError when malformed.
+
+    Trailing bytes after a complete body are ignored, as Kafka's own parsers do: some clients (librdkafka's
+    Metadata v12, for one) send fields a later schema added.
+    """
     cls = request_class(header.api_key, header.api_version)
-    return decode_entity(cls, data, header.header_size)
+    return decode_entity(cls, data, header.header_size, allow_trailing=True)
 
 
-def decode_entity(cls: type, data: bytes, offset: int = 0) -> Any:
+def decode_entity(cls: type, data: bytes, offset: int = 0, *, allow_trailing: bool = False) -> Any:
     try:
         obj, size = entity_reader(cls)(memoryview(data), offset)
     except ProtocolError:
@@ -156,7 +160,7 @@ def decode_entity(cls: type, data: bytes, offset: int = 0) -> Any:
         raise ProtocolError(f"malformed {cls.__name__}: {exc}") from exc
     except Exception as exc:  # kio may raise its own errors on nonsense; never let them escape raw
         raise ProtocolError(f"malformed {cls.__name__}: {type(exc).__name__}: {exc}") from exc
-    if offset + size != len(data):
+    if offset + size != len(data) and not allow_trailing:
         raise ProtocolError(f"{len(data) - offset - size} trailing bytes after {cls.__name__}")
     return obj
 
