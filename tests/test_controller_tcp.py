@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import signal
 import struct
 import uuid
 
@@ -18,15 +17,24 @@ from kio.schema.create_topics.v7 import request as ct
 from kio.schema.fetch.v16 import request as fetch16
 from kio.schema.produce.v8.request import ProduceRequest
 
+from epochkraft.chaos.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import ConnectionLost
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_request
 from epochkraft.protocol.metadata_codec import read_metadata_batches
 from epochkraft.protocol.metadata_records import TopicRecord
-from tests.support.daemons import controller, pin_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+
+def controller(tmp, *extra: str, data: bool = True) -> LocalProcess:
+    args = ["controller", "--listen", "127.0.0.1:0", "--cluster-id", "test-cluster-0000000000", *extra]
+    if data:
+        args += ["--data-dir", str(tmp / "controller")]
+    return LocalProcess("controller", args, tmp / "controller.log")
+
+
 CLUSTER = "test-cluster-0000000000"
 SECONDS = datetime.timedelta(seconds=5)
 METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -34,7 +42,8 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 @pytest.fixture
 def controller_process(tmp_path):
-    daemon = controller(tmp_path, "--session-timeout-ms", "3000").start()
+    daemon = controller(tmp_path, "--session-timeout-ms", "3000")
+    daemon.start()
     try:
         yield daemon
     finally:
@@ -182,7 +191,6 @@ async def test_registration_alter_partition_and_restart(controller_process):
         assert refused.error_code == ErrorCode.stale_broker_epoch
 
     assert controller_process.stop() == 0, "SIGTERM exits cleanly"
-    pin_port(controller_process)
     controller_process.start()
     async with KafkaClient("127.0.0.1", controller_process.port) as client:
         again = await create_topic(client, "orders", [[1, 2, 3]])
@@ -335,9 +343,10 @@ def test_check_config_rejects_garbage(tmp_path):
 
 
 def test_sigint_also_exits_cleanly(tmp_path):
-    daemon = controller(tmp_path, data=False).start()
+    daemon = controller(tmp_path, data=False)
+    daemon.start()
     try:
-        daemon.signal(signal.SIGINT)
+        daemon.signal("INT")
         assert daemon.proc.wait(10) == 0
     finally:
         daemon.kill()

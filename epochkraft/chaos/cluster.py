@@ -1,0 +1,162 @@
+"""A local cluster: one controller and N brokers as processes on loopback, described in a state file
+(``<data-dir>/cluster.json``) so ``epochkraft cluster status|kill|restart`` can act on it from another shell.
+
+Ports: the controller listens on ``base_port``, broker N on ``base_port + N``; broker N's admin HTTP port
+is ``base_port + 100 + N`` and the controller's ``base_port + 100``. Port 0 picks free ports (tests).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epochkraft.chaos.processes import LocalProcess
+
+STATE_FILE = "cluster.json"
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    brokers: int = 3
+    base_port: int = 0
+    metrics_dir: Path | None = None
+    broker_config: Path | None = None
+    controller_config: Path | None = None
+    session_timeout_ms: int | None = None
+    cluster_id: str = field(default_factory=lambda: f"epochkraft-{uuid.uuid4().hex[:12]}")
+    admin_ports: bool = True
+    extra_broker_args: list[str] = field(default_factory=list)
+    controller: LocalProcess | None = None
+    nodes: dict[int, LocalProcess] = field(default_factory=dict)
+
+    def _port(self, offset: int) -> int:
+        return 0 if self.base_port == 0 else self.base_port + offset
+
+    def _controller_process(self) -> LocalProcess:
+        args = [
+            "controller",
+            "--listen",
+            f"127.0.0.1:{self._port(0)}",
+            "--cluster-id",
+            self.cluster_id,
+            "--data-dir",
+            str(self.data_dir / "controller"),
+        ]
+        if self.session_timeout_ms is not None:
+            args += ["--session-timeout-ms", str(self.session_timeout_ms)]
+        if self.metrics_dir is not None:
+            args += ["--metrics-dir", str(self.metrics_dir)]
+        if self.controller_config is not None:
+            args += ["--config", str(self.controller_config)]
+        if self.admin_ports and self.base_port:
+            args += ["--admin-port", str(self._port(100))]
+        return LocalProcess(
+            "controller", args, self.data_dir / "logs" / "controller.log", self.data_dir / "controller"
+        )
+
+    def _broker_process(self, node_id: int) -> LocalProcess:
+        assert self.controller is not None
+        data = self.data_dir / f"broker-{node_id}"
+        args = [
+            "broker",
+            "--node-id",
+            str(node_id),
+            "--listen",
+            f"127.0.0.1:{self._port(node_id)}",
+            "--controller",
+            f"127.0.0.1:{self.controller.port}",
+            "--data-dir",
+            str(data),
+        ]
+        if self.metrics_dir is not None:
+            args += ["--metrics-dir", str(self.metrics_dir)]
+        if self.broker_config is not None:
+            args += ["--config", str(self.broker_config)]
+        if self.admin_ports and self.base_port:
+            args += ["--admin-port", str(self._port(100 + node_id))]
+        args += self.extra_broker_args
+        return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.controller = self._controller_process()
+        self.controller.start(timeout)
+        self.nodes = {n: self._broker_process(n) for n in range(1, self.brokers + 1)}
+        for proc in self.nodes.values():  # launch all, then wait: brokers register in parallel
+            proc.launch()
+        for proc in self.nodes.values():
+            proc.wait_ready(timeout)
+        self.save()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p.port}" for p in self.nodes.values())
+
+    @property
+    def controller_address(self) -> str:
+        assert self.controller is not None
+        return f"127.0.0.1:{self.controller.port}"
+
+    def node(self, name: str | int) -> LocalProcess:
+        if str(name) in ("0", "controller"):
+            assert self.controller is not None
+            return self.controller
+        return self.nodes[int(name)]
+
+    def admin_port(self, node_id: int) -> int | None:
+        return self._port(100 + node_id) if self.admin_ports and self.base_port else None
+
+    def stop(self) -> None:
+        for proc in self.nodes.values():
+            proc.stop()
+        if self.controller is not None:
+            self.controller.stop()
+        self.save()
+
+    def kill_all(self) -> None:
+        for proc in [*self.nodes.values(), *([self.controller] if self.controller else [])]:
+            proc.kill()
+
+    # ---- the state file -----------------------------------------------------------------------------
+    def save(self) -> None:
+        procs = {"controller": self.controller, **{str(n): p for n, p in self.nodes.items()}}
+        state = {
+            "cluster_id": self.cluster_id,
+            "base_port": self.base_port,
+            "bootstrap": self.bootstrap,
+            "nodes": {
+                name: {
+                    "pid": p.pid,
+                    "port": p.port,
+                    "args": p.args,
+                    "log": str(p.log_path),
+                    "data_dir": str(p.data_dir) if p.data_dir else None,
+                }
+                for name, p in procs.items()
+                if p is not None
+            },
+        }
+        (self.data_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, data_dir: Path) -> LocalCluster:
+        state = json.loads((data_dir / STATE_FILE).read_text())
+        cluster = cls(data_dir=data_dir, base_port=state["base_port"], cluster_id=state["cluster_id"])
+        for name, info in state["nodes"].items():
+            proc = LocalProcess(
+                "controller" if name == "controller" else f"broker-{name}",
+                info["args"],
+                Path(info["log"]),
+                Path(info["data_dir"]) if info["data_dir"] else None,
+                pid=info["pid"],
+                port=info["port"],
+            )
+            if name == "controller":
+                cluster.controller = proc
+            else:
+                cluster.nodes[int(name)] = proc
+        cluster.brokers = len(cluster.nodes)
+        return cluster

@@ -1,0 +1,154 @@
+"""A tiny Kafka client on kio for tests: topics, metadata, produce and read-to-HW."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+from kio.schema.create_topics.v7 import request as ct
+from kio.schema.fetch.v12 import request as f12
+from kio.schema.metadata.v12 import request as md
+from kio.schema.produce.v9 import request as pr
+
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import build_batch, decode_batches
+
+SECONDS = datetime.timedelta(seconds=10)
+
+
+def split(bootstrap: str) -> list[tuple[str, int]]:
+    return [(h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap.split(","))]
+
+
+class TestClient:
+    """Routes requests to partition leaders using Metadata, like a (very small) real client."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.addresses = split(bootstrap)
+        self.clients: dict[tuple[str, int], KafkaClient] = {}
+
+    def _client(self, address: tuple[str, int]) -> KafkaClient:
+        if address not in self.clients:
+            self.clients[address] = KafkaClient(*address, request_timeout_ms=15_000)
+        return self.clients[address]
+
+    async def any_send(self, request):
+        last: Exception | None = None
+        for address in self.addresses:
+            try:
+                return await self._client(address).send(request)
+            except NetworkError as exc:
+                last = exc
+        raise last or RuntimeError("no broker")
+
+    async def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None):
+        topic = ct.CreatableTopic(
+            name=name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            assignments=(),
+            configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
+        )
+        response = await self.any_send(
+            ct.CreateTopicsRequest(topics=(topic,), timeout=SECONDS, validate_only=False)
+        )
+        return response.topics[0].error_code
+
+    async def metadata(self, topic: str):
+        request = md.MetadataRequest(
+            topics=(md.MetadataRequestTopic(topic_id=None, name=topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        return await self.any_send(request)
+
+    async def partition_state(self, topic: str, partition: int = 0):
+        response = await self.metadata(topic)
+        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        p = next(p for p in response.topics[0].partitions if p.partition_index == partition)
+        return p, brokers
+
+    async def produce(
+        self, topic: str, partition: int, values: list[bytes], acks: int = -1, retries: int = 40
+    ):
+        """(error, base offset) from the partition's leader, retrying leader moves like a client."""
+        batch = build_batch([(None, v, (), 1_700_000_000_000 + i) for i, v in enumerate(values)])
+        request = pr.ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout=SECONDS,
+            topic_data=(
+                pr.TopicProduceData(
+                    name=topic, partition_data=(pr.PartitionProduceData(index=partition, records=batch),)
+                ),
+            ),
+        )
+        error = ErrorCode.unknown_server_error
+        for _ in range(retries):
+            p, brokers = await self.partition_state(topic, partition)
+            if p.leader_id < 0 or p.leader_id not in brokers:
+                await asyncio.sleep(0.25)
+                continue
+            try:
+                response = await self._client(brokers[p.leader_id]).send(request)
+            except NetworkError:
+                await asyncio.sleep(0.25)
+                continue
+            result = response.responses[0].partition_responses[0]
+            error = result.error_code
+            if error in (
+                ErrorCode.not_leader_or_follower,
+                ErrorCode.not_enough_replicas,
+                ErrorCode.request_timed_out,
+            ):
+                await asyncio.sleep(0.25)
+                continue
+            return error, result.base_offset
+        return error, -1
+
+    async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
+        """Every record up to the high watermark, from the leader."""
+        p, brokers = await self.partition_state(topic, partition)
+        client = self._client(brokers[p.leader_id])
+        offset, out = 0, []
+        while True:
+            request = f12.FetchRequest(
+                replica_id=-1,
+                max_wait=datetime.timedelta(milliseconds=100),
+                min_bytes=1,
+                max_bytes=1 << 24,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    f12.FetchTopic(
+                        topic=topic,
+                        partitions=(
+                            f12.FetchPartition(
+                                partition=partition,
+                                current_leader_epoch=-1,
+                                fetch_offset=offset,
+                                last_fetched_epoch=-1,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 24,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+                rack_id="",
+            )
+            data = (await client.send(request)).responses[0].partitions[0]
+            assert data.error_code == ErrorCode.none, data.error_code
+            batches = decode_batches(data.records or b"")
+            for batch in batches:
+                out += [(batch.offset_of(r), r.value) for r in batch.records if batch.offset_of(r) >= offset]
+            if not batches or out[-1][0] + 1 >= data.high_watermark:
+                return out
+            offset = out[-1][0] + 1
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.close()

@@ -1,0 +1,148 @@
+"""Controller + 3 brokers as real processes: acks=all replication, follower and leader failures, a
+broker restarted with an empty disk kept out of the ISR until it has caught up under its new epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from epochkraft.protocol.errors import ErrorCode
+from tests.support.kafka import TestClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = await predicate()
+        if result:
+            return result
+        await asyncio.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+async def produce_values(client: TestClient, topic: str, start: int, count: int) -> list[bytes]:
+    acked = []
+    for i in range(start, start + count):
+        value = f"value-{i}".encode()
+        error, _ = await client.produce(topic, 0, [value])
+        assert error == ErrorCode.none, error
+        acked.append(value)
+    return acked
+
+
+async def test_replication_failover_and_rejoin(make_cluster):
+    cluster = make_cluster(3)
+    client = TestClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("orders", 1, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
+        acked = await produce_values(client, "orders", 0, 20)
+        p, _ = await client.partition_state("orders")
+        assert sorted(p.isr_nodes) == [1, 2, 3]
+
+        # kill -9 a follower: the ISR shrinks, produce with acks=all continues (min.insync.replicas 2).
+        follower = next(b for b in p.replica_nodes if b != p.leader_id)
+        cluster.node(follower).kill()
+
+        async def shrunk():
+            state, _ = await client.partition_state("orders")
+            return follower not in state.isr_nodes and state
+
+        await wait_for(shrunk)
+        acked += await produce_values(client, "orders", 20, 20)
+
+        # Restart it: it catches up and rejoins the ISR.
+        started = time.monotonic()
+        cluster.node(follower).start()
+
+        async def rejoined():
+            state, _ = await client.partition_state("orders")
+            return follower in state.isr_nodes
+
+        await wait_for(rejoined)
+        rejoin_seconds = time.monotonic() - started
+        print(f"follower rejoined the ISR {rejoin_seconds:.2f}s after restart")
+
+        # kill -9 the leader: a new leader from the ISR, no acknowledged record lost.
+        p, _ = await client.partition_state("orders")
+        old_leader = p.leader_id
+        cluster.node(old_leader).kill()
+
+        async def new_leader():
+            state, _ = await client.partition_state("orders")
+            return state.leader_id not in (-1, old_leader) and state
+
+        state = await wait_for(new_leader)
+        assert state.leader_id in p.isr_nodes
+        acked += await produce_values(client, "orders", 40, 10)
+        values = [v for _, v in await client.read_all("orders")]
+        assert values == acked, "every acknowledged value, once, in order"
+        cluster.node(old_leader).start()
+    finally:
+        await client.close()
+
+
+async def test_not_enough_replicas_and_controlled_shutdown(make_cluster):
+    cluster = make_cluster(3)
+    client = TestClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("strict", 1, 2, {"min.insync.replicas": "2"}) == ErrorCode.none
+        p, _ = await client.partition_state("strict")
+        follower = next(b for b in p.replica_nodes if b != p.leader_id)
+        cluster.node(follower).kill()
+
+        async def shrunk():
+            state, _ = await client.partition_state("strict")
+            return len(state.isr_nodes) == 1
+
+        await wait_for(shrunk)
+        error, _ = await client.produce("strict", 0, [b"x"], retries=1)
+        assert error == ErrorCode.not_enough_replicas
+        error, _ = await client.produce("strict", 0, [b"x"], acks=1)
+        assert error == ErrorCode.none, "acks=1 does not need the ISR"
+
+        # SIGTERM on a leader: controlled shutdown moves its leaderships before it exits.
+        assert await client.create_topic("moving", 1, 2) == ErrorCode.none
+        p, _ = await client.partition_state("moving")
+        leader = cluster.node(p.leader_id)
+        assert leader.stop() == 0
+        state, _ = await client.partition_state("moving")
+        assert state.leader_id not in (-1, p.leader_id)
+        assert "controlled shutdown" in leader.log_text()
+    finally:
+        await client.close()
+
+
+async def test_empty_disk_restart_rejoins_only_under_the_new_epoch(make_cluster):
+    cluster = make_cluster(3)
+    client = TestClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("wiped", 1, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
+        acked = await produce_values(client, "wiped", 0, 30)
+        p, _ = await client.partition_state("wiped")
+        victim = next(b for b in p.replica_nodes if b != p.leader_id)
+        node = cluster.node(victim)
+        old_log = node.log_text()
+        node.restart(wipe=True)
+        assert "registered" in node.log_text()[len(old_log) :]
+
+        async def rejoined():
+            state, _ = await client.partition_state("wiped")
+            return victim in state.isr_nodes
+
+        await wait_for(rejoined)
+        # It was admitted only after catching up: its log now holds every acknowledged record.
+        from epochkraft.broker.log import PartitionLog
+        from epochkraft.protocol.records import decode_batches
+
+        await asyncio.sleep(0.5)
+        plog = PartitionLog.open(node.data_dir / "wiped-0")
+        values = [r.value for b in decode_batches(plog.read(0, 1 << 24)) for r in b.records]
+        assert values[: len(acked)] == acked
+        leader_log = cluster.node(p.leader_id).log_text()
+        assert "ISR changed" in leader_log
+    finally:
+        await client.close()
