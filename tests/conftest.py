@@ -41,6 +41,7 @@ def make_cluster(tmp_path: Path) -> Iterator:
         controller_extra: str = "",
         metrics: bool = False,
         name: str = "cluster",
+        admin: bool = False,
     ) -> LocalCluster:
         broker_cfg, controller_cfg = write_fast_configs(
             tmp_path / f"{name}-config", broker_extra, controller_extra
@@ -51,6 +52,7 @@ def make_cluster(tmp_path: Path) -> Iterator:
             broker_config=broker_cfg,
             controller_config=controller_cfg,
             metrics_dir=tmp_path / f"{name}-metrics" if metrics else None,
+            admin_ports=admin,
         )
         started.append(cluster)
         cluster.start()

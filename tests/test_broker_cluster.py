@@ -9,7 +9,7 @@ import time
 import pytest
 
 from epochkraft.protocol.errors import ErrorCode
-from tests.support.kafka import TestClient
+from tests.support.kafka import MiniClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -24,7 +24,7 @@ async def wait_for(predicate, timeout: float = 20.0, interval: float = 0.1):
     raise AssertionError("condition not met in time")
 
 
-async def produce_values(client: TestClient, topic: str, start: int, count: int) -> list[bytes]:
+async def produce_values(client: MiniClient, topic: str, start: int, count: int) -> list[bytes]:
     acked = []
     for i in range(start, start + count):
         value = f"value-{i}".encode()
@@ -36,7 +36,7 @@ async def produce_values(client: TestClient, topic: str, start: int, count: int)
 
 async def test_replication_failover_and_rejoin(make_cluster):
     cluster = make_cluster(3)
-    client = TestClient(cluster.bootstrap)
+    client = MiniClient(cluster.bootstrap)
     try:
         assert await client.create_topic("orders", 1, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
         acked = await produce_values(client, "orders", 0, 20)
@@ -87,7 +87,7 @@ async def test_replication_failover_and_rejoin(make_cluster):
 
 async def test_not_enough_replicas_and_controlled_shutdown(make_cluster):
     cluster = make_cluster(3)
-    client = TestClient(cluster.bootstrap)
+    client = MiniClient(cluster.bootstrap)
     try:
         assert await client.create_topic("strict", 1, 2, {"min.insync.replicas": "2"}) == ErrorCode.none
         p, _ = await client.partition_state("strict")
@@ -118,7 +118,7 @@ async def test_not_enough_replicas_and_controlled_shutdown(make_cluster):
 
 async def test_empty_disk_restart_rejoins_only_under_the_new_epoch(make_cluster):
     cluster = make_cluster(3)
-    client = TestClient(cluster.bootstrap)
+    client = MiniClient(cluster.bootstrap)
     try:
         assert await client.create_topic("wiped", 1, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
         acked = await produce_values(client, "wiped", 0, 30)

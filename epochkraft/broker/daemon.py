@@ -216,6 +216,13 @@ class BrokerNode:
                 self.log.info(
                     "registered", broker_epoch=self.broker_epoch, incarnation=str(self.incarnation_id)
                 )
+                if self.events is not None:
+                    self.events.emit(
+                        "broker_started",
+                        broker=self.node_id,
+                        epoch=self.broker_epoch,
+                        incarnation=str(self.incarnation_id),
+                    )
                 return
             if response.error_code == ErrorCode.inconsistent_cluster_id:
                 raise SystemExit(
@@ -265,9 +272,9 @@ class BrokerNode:
                 self.state = State.PENDING_CONTROLLED_SHUTDOWN
 
     # ---- observability ----------------------------------------------------------------------------------
-    def observe_produce(self, ctx: Any, results: list[Any]) -> None:
+    def observe_produce(self, seconds: float) -> None:
         if self.metrics is not None:
-            self.metrics.observe_produce(results)
+            self.metrics.observe_produce_latency(seconds)
 
     def observe_fetch(self, is_follower: bool, seconds: float) -> None:
         if self.metrics is not None:

@@ -182,6 +182,7 @@ class ReplicaManager:
     def _become_leader(self, replica: Replica, reg: Any) -> None:
         p = replica.partition
         was_leader = p.role == Role.LEADER and p.leader_epoch == reg.leader_epoch
+        previous_isr = set(p.isr)
         applied = p.make_leader(
             now_ms(),
             leader_epoch=reg.leader_epoch,
@@ -194,6 +195,9 @@ class ReplicaManager:
         )
         if not applied:
             return
+        if was_leader:
+            # ISR changes decided by the controller (fencing, shutdown) count like our own.
+            self._count_isr_change(previous_isr, set(p.isr))
         if not was_leader:
             self._stop_fetching(replica)
             replica.log.epochs.assign(reg.leader_epoch, replica.log.log_end_offset)
@@ -420,6 +424,7 @@ class ReplicaManager:
         if replica is None:
             return
         p = replica.partition
+        previous_isr = set(p.isr)
         changed = p.on_alter_partition_result(
             item,
             result.error,
@@ -441,12 +446,15 @@ class ReplicaManager:
             )
             log.info("AlterPartition rejected", topic=key[0], partition=key[1], error=result.error.name)
         elif changed:
-            if item.kind == "expand":
-                self.stats["isr_expands"] += 1
-            elif item.kind == "shrink":
-                self.stats["isr_shrinks"] += 1
+            self._count_isr_change(previous_isr, set(p.isr))
             log.info("ISR changed", topic=key[0], partition=key[1], isr=list(p.isr), kind=item.kind)
         self._maybe_advance_hw(replica)
+
+    def _count_isr_change(self, before: set[int], after: set[int]) -> None:
+        if after - before:
+            self.stats["isr_expands"] += 1
+        if before - after:
+            self.stats["isr_shrinks"] += 1
 
     async def _isr_shrink_loop(self) -> None:
         interval = max(self.settings.replica_lag_time_max_ms / 2, 10) / 1000

@@ -8,6 +8,7 @@ is ``base_port + 100 + N`` and the controller's ``base_port + 100``. Port 0 pick
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +28,26 @@ class LocalCluster:
     controller_config: Path | None = None
     session_timeout_ms: int | None = None
     cluster_id: str = field(default_factory=lambda: f"epochkraft-{uuid.uuid4().hex[:12]}")
-    admin_ports: bool = True
+    admin_ports: bool = False
     extra_broker_args: list[str] = field(default_factory=list)
     controller: LocalProcess | None = None
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
+    _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
 
     def _port(self, offset: int) -> int:
         return 0 if self.base_port == 0 else self.base_port + offset
+
+    def _admin(self, offset: int) -> int | None:
+        """Admin HTTP port: base_port + offset, or a free port when ports are picked freely."""
+        if not self.admin_ports:
+            return None
+        if self.base_port:
+            return self.base_port + offset
+        if offset not in self._free_admin:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self._free_admin[offset] = sock.getsockname()[1]
+        return self._free_admin[offset]
 
     def _controller_process(self) -> LocalProcess:
         args = [
@@ -51,8 +65,8 @@ class LocalCluster:
             args += ["--metrics-dir", str(self.metrics_dir)]
         if self.controller_config is not None:
             args += ["--config", str(self.controller_config)]
-        if self.admin_ports and self.base_port:
-            args += ["--admin-port", str(self._port(100))]
+        if (admin := self._admin(100)) is not None:
+            args += ["--admin-port", str(admin)]
         return LocalProcess(
             "controller", args, self.data_dir / "logs" / "controller.log", self.data_dir / "controller"
         )
@@ -75,8 +89,8 @@ class LocalCluster:
             args += ["--metrics-dir", str(self.metrics_dir)]
         if self.broker_config is not None:
             args += ["--config", str(self.broker_config)]
-        if self.admin_ports and self.base_port:
-            args += ["--admin-port", str(self._port(100 + node_id))]
+        if (admin := self._admin(100 + node_id)) is not None:
+            args += ["--admin-port", str(admin)]
         args += self.extra_broker_args
         return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
 
@@ -107,7 +121,8 @@ class LocalCluster:
         return self.nodes[int(name)]
 
     def admin_port(self, node_id: int) -> int | None:
-        return self._port(100 + node_id) if self.admin_ports and self.base_port else None
+        """The admin HTTP port of broker ``node_id`` (0: the controller)."""
+        return self._admin(100 + node_id)
 
     def stop(self) -> None:
         for proc in self.nodes.values():

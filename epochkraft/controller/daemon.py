@@ -35,6 +35,15 @@ from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.records import iter_batches
 
 LOG_DIR_NAME = "__cluster_metadata-0"
+SNAPSHOT_INTERVAL_S = 2.0
+SNAPSHOT_FIELDS = (
+    "OfflinePartitionsCount",
+    "FencedBrokerCount",
+    "ActiveBrokerCount",
+    "UnderReplicatedPartitions",
+    "UnderMinIsrPartitionCount",
+    "GlobalPartitionCount",
+)
 SEGMENT_NAME = "00000000000000000000.log"
 
 
@@ -184,6 +193,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         metadata_offset=metadata_log.next_offset,
     )
     interval = settings.session_check_interval_ms / 1000
+    last_snapshot = 0.0
     try:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -192,6 +202,10 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
             if fenced:
                 log.info("fenced brokers whose session expired", brokers=fenced)
             node.ship_events()
+            if events is not None and time.monotonic() - last_snapshot >= SNAPSHOT_INTERVAL_S:
+                last_snapshot = time.monotonic()
+                state = controller.state()
+                events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
     finally:
         log.info("controller stopping")
         await server.stop()

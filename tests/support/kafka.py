@@ -22,7 +22,7 @@ def split(bootstrap: str) -> list[tuple[str, int]]:
     return [(h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap.split(","))]
 
 
-class TestClient:
+class MiniClient:
     """Routes requests to partition leaders using Metadata, like a (very small) real client."""
 
     def __init__(self, bootstrap: str) -> None:

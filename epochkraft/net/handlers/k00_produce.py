@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from kio.schema.produce.v11 import response as r11
 
@@ -24,6 +25,7 @@ from epochkraft.protocol.versions import downgrade_response
 
 @api(key=0, name="Produce", versions=(3, 11), listeners=(BROKER,))
 async def handle(request, ctx):
+    started = time.monotonic()
     if request.transactional_id is not None:
         results = {
             (t.name, p.index): (
@@ -45,7 +47,7 @@ async def handle(request, ctx):
             for p in t.partition_data
         ]
         done = await asyncio.gather(*appends)
-        ctx.node.observe_produce(ctx, done)
+        ctx.node.observe_produce(time.monotonic() - started)
         results = {
             key: (r.error, r.base_offset, r.log_start_offset, r.message)
             for key, r in zip(keys, done, strict=True)

@@ -1,0 +1,50 @@
+"""The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz, /v1/state (JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+
+class AdminServer:
+    def __init__(
+        self, host: str, port: int, registry: CollectorRegistry, state_fn: Callable[[], dict[str, Any]]
+    ):
+        self.host = host
+        self.requested_port = port
+        self.registry = registry
+        self.state_fn = state_fn
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/v1/state", self._state)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, self.host, self.requested_port)
+        await self._site.start()
+
+    @property
+    def port(self) -> int:
+        assert self._site is not None and self._site._server is not None
+        return self._site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _state(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.state_fn())

@@ -1,0 +1,117 @@
+"""Structured events as JSON lines, written off the event loop, rotated by size, flushed on close.
+
+Files: ``<metrics-dir>/dt=YYYY-MM-DD/node=<node>/events-<start-ms>-<seq>.jsonl`` (Hive-style partition
+folders, so Spark reads ``dt`` and ``node`` as columns). Each line: ``{"schema_version": 1, "ts_ms": ...,
+"node": ..., "event": ..., <fields>}`` as documented in SCHEMA.md. ``emit`` only appends to a queue;
+a writer thread renders (structlog's JSON renderer) and writes; ``close``/``aclose`` drain the queue,
+so a clean stop loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+SCHEMA_VERSION = 1
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class EventLog:
+    def __init__(
+        self, metrics_dir: str | Path | None, node: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    ) -> None:
+        self.enabled = metrics_dir is not None
+        self.root = Path(metrics_dir) if metrics_dir is not None else None
+        self.node = node
+        self.max_file_bytes = max_file_bytes
+        self._queue: deque[dict[str, Any]] = deque()
+        self._wakeup = threading.Event()
+        self._closed = False
+        self._render = structlog.processors.JSONRenderer(sort_keys=False)
+        self._file: Any = None
+        self._path: Path | None = None
+        self._written = 0
+        self._seq = 0
+        self._day = ""
+        self.emitted = 0
+        self._thread: threading.Thread | None = None
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, name=f"events-{node}", daemon=True)
+            self._thread.start()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Queues one event; cheap, never blocks, never raises into the caller."""
+        if not self.enabled or self._closed:
+            return
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "ts_ms": int(time.time() * 1000),
+            "node": self.node,
+            "event": event,
+        }
+        record.update(fields)
+        self._queue.append(record)
+        self.emitted += 1
+        if len(self._queue) >= 256:
+            self._wakeup.set()
+
+    # ---- writer thread ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            self._wakeup.wait(0.2)
+            self._wakeup.clear()
+            self._drain()
+            if self._closed and not self._queue:
+                break
+        if self._file is not None:
+            self._file.close()
+
+    def _drain(self) -> None:
+        lines = []
+        while self._queue:
+            record = self._queue.popleft()
+            lines.append((record["ts_ms"], self._render(None, "", record)))
+        for ts_ms, line in lines:
+            self._write(ts_ms, line + "\n")
+        if self._file is not None:
+            self._file.flush()
+
+    def _write(self, ts_ms: int, line: str) -> None:
+        day = datetime.datetime.fromtimestamp(ts_ms / 1000, datetime.UTC).strftime("%Y-%m-%d")
+        data = line.encode()
+        if self._file is None or day != self._day or self._written + len(data) > self.max_file_bytes:
+            self._rotate(day, ts_ms)
+        self._file.write(data)
+        self._written += len(data)
+
+    def _rotate(self, day: str, ts_ms: int) -> None:
+        if self._file is not None:
+            self._file.close()
+        assert self.root is not None
+        folder = self.root / f"dt={day}" / f"node={self.node}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._seq += 1
+        self._path = folder / f"events-{ts_ms}-{self._seq:04d}.jsonl"
+        self._file = open(self._path, "ab")  # noqa: SIM115 - kept open until rotation
+        self._day = day
+        self._written = 0
+
+    # ---- closing ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Writes every queued event and stops the writer."""
+        if not self.enabled or self._closed:
+            return
+        self._closed = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    async def aclose(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
