@@ -63,12 +63,8 @@ def write_report(results: dict[str, pd.DataFrame], out: Path, seconds: float) ->
     plot_outcomes(results["alter_partition_outcomes"], out / "alter_partition_outcomes.png")
     lines = ["# epochkraft cluster health report", "", f"Spark analysis took {seconds:.1f} s.", ""]
     for name, frame in results.items():
-        lines += [
-            f"## {name.replace('_', ' ')}",
-            "",
-            frame.to_markdown(index=False) if not frame.empty else "(none)",
-            "",
-        ]
+        table = frame.to_string(index=False) if not frame.empty else "(none)"
+        lines += [f"## {name.replace('_', ' ')}", "", "```", table, "```", ""]
     lines += [
         "![ISR size](isr_size_over_time.png)",
         "",
