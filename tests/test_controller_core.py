@@ -104,7 +104,13 @@ def test_controlled_shutdown_moves_leadership_then_allows_shutdown():
     partition = ctx.partition("foo")
     assert partition.leader == 2 and 1 not in partition.isr
     assert ctx.controller.cluster.brokers[1].in_controlled_shutdown
-    assert response.should_shut_down and not response.is_fenced
+    assert response.should_shut_down and response.is_fenced, (
+        "a completed controlled shutdown fences the broker"
+    )
+    assert ctx.controller.cluster.brokers[1].fenced
+    assert ctx.registration(1, incarnation=uuid.uuid4()).error_code == ErrorCode.none, (
+        "no session to wait out"
+    )
 
 
 def test_process_expired_broker_heartbeat():

@@ -237,7 +237,12 @@ class Controller:
                     self.replication.decide_remove_from_isrs(broker_id, self.cluster.is_active), now_ms
                 )
             leads = any(p.leader == broker_id for _, _, p in self.replication.partitions())
-            return reply(ErrorCode.none, caught_up, False, not leads)
+            if leads:
+                return reply(ErrorCode.none, caught_up, False, False)
+            # SHUTDOWN_NOW: Kafka fences a broker that completed its controlled shutdown, so its next
+            # incarnation can register at once instead of waiting out this session.
+            self._fence(now_ms, broker_id)
+            return reply(ErrorCode.none, caught_up, True, True)
         elif request.want_fence:
             self._fence(now_ms, broker_id)
         registration = self.cluster.brokers[broker_id]

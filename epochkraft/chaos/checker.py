@@ -1,0 +1,151 @@
+"""The chaos run's judge, as Kafka's replication system tests and Jepsen's Kafka workload check:
+every acknowledged value is consumed, one value per offset, offsets increase in every partition,
+replicas agree up to the high watermark, and the ISR shrank and re-expanded. Pure: histories in,
+a report out."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class History:
+    acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
+    consumed: list[tuple[int, int, bytes]] = field(
+        default_factory=list
+    )  # final read: (partition, offset, value)
+    replicas: dict[int, dict[int, list[tuple[int, bytes]]]] = field(
+        default_factory=dict
+    )  # broker -> partition
+    high_watermarks: dict[int, int] = field(default_factory=dict)  # partition -> HW all replicas must share
+    isr_sizes: list[tuple[int, int]] = field(default_factory=list)  # (partition, ISR size) as observed
+    replication_factor: int = 3
+    rejected_alter_partitions: dict[str, int] = field(default_factory=dict)  # Kafka error -> count
+    attempted: int = 0
+    failed_produces: int = 0
+
+
+@dataclass
+class Report:
+    attempted: int
+    acked: int
+    consumed: int
+    failed_produces: int
+    lost: list[str]
+    duplicated: list[str]
+    multi_value_offsets: list[str]
+    non_monotonic_partitions: list[int]
+    divergent_replicas: list[str]
+    isr_shrank: bool
+    isr_reexpanded: bool
+    rejected_alter_partitions: dict[str, int]
+    faults: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost
+            or self.duplicated
+            or self.multi_value_offsets
+            or self.non_monotonic_partitions
+            or self.divergent_replicas
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        for key in ("lost", "duplicated", "multi_value_offsets", "divergent_replicas"):
+            data[f"{key}_count"] = len(data[key])
+            data[key] = data[key][:50]
+        return data
+
+    def table(self) -> str:
+        rows = [
+            ("attempted", self.attempted),
+            ("acknowledged", self.acked),
+            ("consumed", self.consumed),
+            ("failed produces (not acked)", self.failed_produces),
+            ("LOST acknowledged", len(self.lost)),
+            ("duplicated", len(self.duplicated)),
+            ("offsets with >1 value", len(self.multi_value_offsets)),
+            ("non-monotonic partitions", len(self.non_monotonic_partitions)),
+            ("divergent replicas", len(self.divergent_replicas)),
+            ("ISR shrank / re-expanded", f"{self.isr_shrank} / {self.isr_reexpanded}"),
+        ]
+        rows += [
+            (f"AlterPartition rejected: {error}", n)
+            for error, n in sorted(self.rejected_alter_partitions.items())
+        ]
+        width = max(len(name) for name, _ in rows)
+        lines = [f"{name:<{width}}  {value}" for name, value in rows]
+        lines.append(f"{'verdict':<{width}}  {'PASS' if self.ok else 'FAIL'}")
+        return "\n".join(lines)
+
+
+def _show(value: bytes) -> str:
+    return value.decode(errors="replace")
+
+
+def check(history: History) -> Report:
+    consumed_values = Counter(v for _, _, v in history.consumed)
+    lost = sorted((_show(v) for v in history.acked if v not in consumed_values), key=lambda s: (len(s), s))
+    duplicated = sorted(_show(v) for v, n in consumed_values.items() if n > 1)
+
+    by_offset: dict[tuple[int, int], set[bytes]] = defaultdict(set)
+    for partition, offset, value in history.consumed:
+        by_offset[(partition, offset)].add(value)
+    for value, (partition, offset) in history.acked.items():
+        if offset >= 0:
+            by_offset[(partition, offset)].add(value)
+    multi = sorted(f"{p}@{o}" for (p, o), values in by_offset.items() if len(values) > 1)
+
+    last: dict[int, int] = {}
+    non_monotonic: set[int] = set()
+    for partition, offset, _ in history.consumed:
+        if partition in last and offset <= last[partition]:
+            non_monotonic.add(partition)
+        last[partition] = offset
+
+    divergent: list[str] = []
+    partitions = {p for logs in history.replicas.values() for p in logs}
+    for partition in sorted(partitions):
+        hw = history.high_watermarks.get(partition, 0)
+        views = {
+            broker: [entry for entry in logs.get(partition, []) if entry[0] < hw]
+            for broker, logs in history.replicas.items()
+            if partition in logs
+        }
+        reference = next(iter(views.values()), [])
+        for broker, view in views.items():
+            if view != reference:
+                first_diff = next(
+                    (a[0] for a, b in zip(view, reference, strict=False) if a != b),
+                    min(len(view), len(reference)),
+                )
+                divergent.append(f"partition {partition}: broker {broker} differs from offset {first_diff}")
+
+    shrank = any(size < history.replication_factor for _, size in history.isr_sizes)
+    reexpanded = False
+    seen_shrink: set[int] = set()
+    for partition, size in history.isr_sizes:
+        if size < history.replication_factor:
+            seen_shrink.add(partition)
+        elif partition in seen_shrink:
+            reexpanded = True
+
+    return Report(
+        attempted=history.attempted,
+        acked=len(history.acked),
+        consumed=len(history.consumed),
+        failed_produces=history.failed_produces,
+        lost=lost,
+        duplicated=duplicated,
+        multi_value_offsets=multi,
+        non_monotonic_partitions=sorted(non_monotonic),
+        divergent_replicas=divergent,
+        isr_shrank=shrank,
+        isr_reexpanded=reexpanded,
+        rejected_alter_partitions=dict(history.rejected_alter_partitions),
+    )
