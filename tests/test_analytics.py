@@ -14,8 +14,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
-from tests.support.kafka import MiniClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parent.parent

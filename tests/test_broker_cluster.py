@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
-from tests.support.kafka import MiniClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

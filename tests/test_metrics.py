@@ -12,9 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from epochkraft.analytics.schema import validate_event
+from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.metrics.events import EventLog
 from epochkraft.protocol.errors import ErrorCode
-from tests.support.kafka import MiniClient
 
 
 def read_events(root: Path) -> list[dict]:

@@ -30,6 +30,7 @@ class LocalCluster:
     cluster_id: str = field(default_factory=lambda: f"epochkraft-{uuid.uuid4().hex[:12]}")
     admin_ports: bool = False
     extra_broker_args: list[str] = field(default_factory=list)
+    controller_for: dict[int, str] = field(default_factory=dict)  # broker -> controller address (a proxy)
     controller: LocalProcess | None = None
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
     _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
@@ -81,7 +82,7 @@ class LocalCluster:
             "--listen",
             f"127.0.0.1:{self._port(node_id)}",
             "--controller",
-            f"127.0.0.1:{self.controller.port}",
+            self.controller_for.get(node_id, f"127.0.0.1:{self.controller.port}"),
             "--data-dir",
             str(data),
         ]
@@ -95,9 +96,15 @@ class LocalCluster:
         return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
 
     def start(self, timeout: float = 60.0) -> None:
+        self.start_controller(timeout)
+        self.start_brokers(timeout)
+
+    def start_controller(self, timeout: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.controller = self._controller_process()
         self.controller.start(timeout)
+
+    def start_brokers(self, timeout: float = 60.0) -> None:
         self.nodes = {n: self._broker_process(n) for n in range(1, self.brokers + 1)}
         for proc in self.nodes.values():  # launch all, then wait: brokers register in parallel
             proc.launch()

@@ -35,7 +35,9 @@ class Driver(Protocol):
 
     def stop(self, timeout: float = 15.0) -> int | None: ...
 
-    def restart(self, *, wipe: bool = False, power_loss: bool = False, timeout: float = 30.0) -> None: ...
+    def restart(
+        self, *, wipe: bool = False, power_loss: bool = False, clean: bool = False, timeout: float = 30.0
+    ) -> None: ...
 
     @property
     def alive(self) -> bool: ...
@@ -148,9 +150,15 @@ class LocalProcess:
             self.signal("KILL")
             self.wait(10)
 
-    def restart(self, *, wipe: bool = False, power_loss: bool = False, timeout: float = 30.0) -> None:
-        """Kills the process (SIGKILL), optionally simulates a lost disk or a power loss, and starts it."""
-        self.kill()
+    def restart(
+        self, *, wipe: bool = False, power_loss: bool = False, clean: bool = False, timeout: float = 30.0
+    ) -> None:
+        """Stops the process (SIGKILL, or SIGTERM when ``clean``), optionally simulates a lost disk or a
+        power loss, and starts it again."""
+        if clean:
+            self.stop()
+        else:
+            self.kill()
         if self.data_dir is not None:
             from epochkraft.broker.log import cut_to_recovery_point
             from epochkraft.broker.log import wipe as wipe_dir

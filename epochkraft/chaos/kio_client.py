@@ -1,4 +1,5 @@
-"""A tiny Kafka client on kio for tests: topics, metadata, produce and read-to-HW."""
+"""A small Kafka client on kio for scenarios and tests: topics, metadata, produce with leader routing,
+read to the high watermark. Exact control of every request, which real client libraries do not give."""
 
 from __future__ import annotations
 
@@ -43,12 +44,22 @@ class MiniClient:
                 last = exc
         raise last or RuntimeError("no broker")
 
-    async def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None):
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        rf: int = -1,
+        configs: dict[str, str] | None = None,
+        assignment: list[list[int]] | None = None,
+    ):
         topic = ct.CreatableTopic(
             name=name,
             num_partitions=partitions,
             replication_factor=rf,
-            assignments=(),
+            assignments=tuple(
+                ct.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(r))
+                for i, r in enumerate(assignment or [])
+            ),
             configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
         )
         response = await self.any_send(
