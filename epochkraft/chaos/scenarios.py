@@ -19,7 +19,6 @@ reaches the controller through its own fault proxy.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from epochkraft.chaos.checker import History, Report, check
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
+from epochkraft.chaos.runner import controller_rejections
 from epochkraft.protocol.errors import ErrorCode
 
 A, B = 1, 2
@@ -49,16 +49,6 @@ async def _until(predicate: Any, timeout: float, what: str, interval: float = 0.
             return result
         await asyncio.sleep(interval)
     raise TimeoutError(f"timed out waiting for {what}")
-
-
-def _rejections(metrics_dir: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for path in metrics_dir.rglob("node=controller-*/*.jsonl"):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            if event["event"] == "isr_change_rejected":
-                counts[event["error"]] = counts.get(event["error"], 0) + 1
-    return counts
 
 
 async def run_kafka_14139(work_dir: Path, *, unsafe: bool, log: Any = print) -> Report:
@@ -143,7 +133,7 @@ async def run_kafka_14139(work_dir: Path, *, unsafe: bool, log: Any = print) -> 
         for proxy in proxies.values():
             await proxy.stop()
     await asyncio.sleep(0.5)
-    history.rejected_alter_partitions = _rejections(work_dir / "metrics")
+    history.rejected_alter_partitions = controller_rejections(work_dir / "metrics")
     report = check(history)
     report.faults = ["clean-stop B", "hold AlterPartition", "pause A", "wipe+restart B", "release", "kill A"]
     return report

@@ -1,0 +1,80 @@
+"""``epochkraft chaos``: a workload plus seeded faults against a local cluster, judged by the checker;
+``--scenario kafka-14139`` stages the KIP-903 race twice (unsafe switch on, then the default)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from epochkraft.chaos.runner import FAULTS
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="epochkraft chaos", description=__doc__)
+    parser.add_argument("--scenario", choices=["kafka-14139"], help="run a staged scenario instead of faults")
+    parser.add_argument(
+        "--faults", default=",".join(FAULTS), help=f"comma-separated, from: {', '.join(FAULTS)}"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rounds", type=int, help="number of faults to apply (default: one of each)")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=300, help="produce rate, messages per second")
+    parser.add_argument("--work-dir", default="chaos-run", help="cluster data, logs, metrics and the report")
+    parser.add_argument("--report", help="JSON report path (default <work-dir>/report.json)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(args.work_dir)
+    report_path = Path(args.report) if args.report else work / "report.json"
+    started = time.monotonic()
+    if args.scenario == "kafka-14139":
+        from epochkraft.chaos.scenarios import run_kafka_14139
+
+        unsafe = asyncio.run(run_kafka_14139(work / "pre-kip903", unsafe=True))
+        safe = asyncio.run(run_kafka_14139(work / "kip903", unsafe=False))
+        print("\n== brokers with unsafe.pre.kip903.mode=true ==\n" + unsafe.table())
+        print("\n== default (KIP-903) ==\n" + safe.table())
+        data = {
+            "scenario": "kafka-14139",
+            "pre_kip903": unsafe.to_json(),
+            "kip903": safe.to_json(),
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(json.dumps(data, indent=2))
+        shown = unsafe.lost and not safe.lost and safe.rejected_alter_partitions.get("INELIGIBLE_REPLICA")
+        print(f"\nreport: {report_path}")
+        print(
+            "race reproduced: pre-KIP-903 lost acknowledged records, KIP-903 rejected the stale replica"
+            if shown
+            else "race NOT reproduced as expected"
+        )
+        return 0 if shown else 1
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        print(f"epochkraft chaos: unknown faults {unknown}; known: {', '.join(FAULTS)}", file=sys.stderr)
+        return 2
+    from epochkraft.chaos.runner import run_chaos
+
+    report = asyncio.run(
+        run_chaos(
+            work,
+            faults,
+            seed=args.seed,
+            rounds=args.rounds,
+            brokers=args.brokers,
+            rate=args.rate,
+            progress=not args.no_progress,
+        )
+    )
+    print("\nfaults applied:\n  " + "\n  ".join(report.faults))
+    print("\n" + report.table())
+    data = report.to_json() | {"seed": args.seed, "seconds": round(time.monotonic() - started, 1)}
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(data, indent=2))
+    print(f"\nreport: {report_path}")
+    return 0 if report.ok else 1

@@ -1,0 +1,65 @@
+"""Chaos on real processes: one run applying every fault with the checker passing, and the KAFKA-14139
+scenario with both outcomes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from epochkraft.chaos.runner import FAULTS
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def test_every_fault_once_and_the_checker_passes(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "epochkraft.cli",
+            "chaos",
+            "--work-dir",
+            str(tmp_path),
+            "--seed",
+            "7",
+            "--no-progress",
+            "--rate",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=380,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and report["lost_count"] == 0 and report["duplicated_count"] == 0
+    assert report["acked"] > 500 and report["consumed"] == report["acked"]
+    assert report["isr_shrank"] and report["isr_reexpanded"]
+    assert len(report["faults"]) == len(FAULTS)
+    assert "verdict" in result.stdout and "PASS" in result.stdout
+
+
+def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "epochkraft.cli",
+            "chaos",
+            "--scenario",
+            "kafka-14139",
+            "--work-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=380,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["pre_kip903"]["lost_count"] > 0, "the unsafe switch loses acknowledged records"
+    assert report["kip903"]["lost_count"] == 0
+    assert report["kip903"]["rejected_alter_partitions"].get("INELIGIBLE_REPLICA", 0) >= 1
