@@ -148,6 +148,8 @@ class LocalCluster:
         state = {
             "cluster_id": self.cluster_id,
             "base_port": self.base_port,
+            "admin_ports": self.admin_ports,
+            "free_admin_ports": {str(k): v for k, v in self._free_admin.items()},
             "bootstrap": self.bootstrap,
             "nodes": {
                 name: {
@@ -166,7 +168,13 @@ class LocalCluster:
     @classmethod
     def load(cls, data_dir: Path) -> LocalCluster:
         state = json.loads((data_dir / STATE_FILE).read_text())
-        cluster = cls(data_dir=data_dir, base_port=state["base_port"], cluster_id=state["cluster_id"])
+        cluster = cls(
+            data_dir=data_dir,
+            base_port=state["base_port"],
+            cluster_id=state["cluster_id"],
+            admin_ports=state.get("admin_ports", False),
+        )
+        cluster._free_admin = {int(k): v for k, v in state.get("free_admin_ports", {}).items()}
         for name, info in state["nodes"].items():
             proc = LocalProcess(
                 "controller" if name == "controller" else f"broker-{name}",

@@ -114,7 +114,11 @@ class LocalProcess:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
-        return True
+        try:  # a killed child that its parent has not reaped yet is a zombie, not alive
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return True
 
     def signal(self, name: str) -> None:
         sig = SIGNALS[name.upper()]

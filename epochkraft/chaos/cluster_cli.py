@@ -1,0 +1,144 @@
+"""``epochkraft cluster up|status|kill|restart``: a local cluster of daemon processes on loopback.
+
+``up`` starts a controller and brokers, waits until every broker is RUNNING, prints the bootstrap
+servers and stops them all on Ctrl-C or SIGTERM. The other commands act on a running cluster through
+its state file (``<data-dir>/cluster.json``), from another shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
+from epochkraft.chaos.processes import SIGNALS
+
+DEFAULT_DATA_DIR = "data/cluster"
+DEFAULT_BASE_PORT = 9092
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+
+
+def _up(args: argparse.Namespace) -> int:
+    data = Path(args.data_dir)
+    config_dir = Path(args.config_dir) if args.config_dir else CONFIG_DIR
+    broker_cfg = config_dir / "broker.properties"
+    controller_cfg = config_dir / "controller.properties"
+    cluster = LocalCluster(
+        data_dir=data,
+        brokers=args.brokers,
+        base_port=args.base_port,
+        metrics_dir=Path(args.metrics_dir) if args.metrics_dir else None,
+        broker_config=broker_cfg if broker_cfg.exists() else None,
+        controller_config=controller_cfg if controller_cfg.exists() else None,
+        admin_ports=True,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"starting a controller and {args.brokers} brokers (data in {data}) ...", flush=True)
+    try:
+        cluster.start()
+    except Exception as exc:
+        cluster.kill_all()
+        print(f"epochkraft cluster up: {exc}", file=sys.stderr)
+        return 1
+    print(f"controller:        {cluster.controller_address}")
+    print(f"bootstrap servers: {cluster.bootstrap}")
+    for node_id in cluster.nodes:
+        print(f"broker {node_id} admin:    http://127.0.0.1:{cluster.admin_port(node_id)}/metrics")
+    print("every broker is RUNNING. Ctrl-C stops the cluster.", flush=True)
+    stop.wait()
+    print("\nstopping (controlled shutdown of every broker) ...", flush=True)
+    cluster.stop()
+    return 0
+
+
+def _load(args: argparse.Namespace) -> LocalCluster:
+    path = Path(args.data_dir)
+    if not (path / STATE_FILE).exists():
+        raise SystemExit(f"no cluster state in {path} (start one with `epochkraft cluster up`)")
+    return LocalCluster.load(path)
+
+
+def _status(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    print(f"cluster {cluster.cluster_id}   bootstrap {cluster.bootstrap}")
+    print(f"{'node':<12}{'pid':>8}  {'alive':<6}{'port':>6}  state")
+    procs = {"controller": cluster.controller, **{str(n): p for n, p in cluster.nodes.items()}}
+    for name, proc in procs.items():
+        if proc is None:
+            continue
+        state = "-"
+        admin = cluster.admin_port(0 if name == "controller" else int(name))
+        if proc.alive and admin:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{admin}/v1/state", timeout=2) as response:
+                    data = json.loads(response.read())
+                state = data.get("state") or f"metadata offset {data.get('metadata_offset')}"
+                if "broker_epoch" in data:
+                    state += f", epoch {data['broker_epoch']}"
+            except OSError:
+                state = "no answer"
+        print(f"{name:<12}{proc.pid or 0:>8}  {proc.alive!s:<6}{proc.port:>6}  {state}")
+    return 0
+
+
+def _kill(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    cluster.node(args.node).signal(args.signal)
+    print(f"sent SIG{args.signal} to {args.node}")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    cluster = _load(args)
+    node = cluster.node(args.node)
+    node.restart(wipe=args.wipe, power_loss=args.power_loss)
+    cluster.save()
+    print(
+        f"{args.node} restarted (pid {node.pid}){' with an empty data dir' if args.wipe else ''}"
+        f"{' after a simulated power loss' if args.power_loss else ''}"
+    )
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="epochkraft cluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a controller and brokers, stop them on Ctrl-C")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=DEFAULT_BASE_PORT,
+        help="controller port; broker N gets base+N, admin ports base+100(+N) (default 9092)",
+    )
+    up.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    up.add_argument("--metrics-dir", help="where daemons write their events (for `epochkraft analyze`)")
+    up.add_argument("--config-dir", help="directory with broker.properties and controller.properties")
+    for name, help_ in (
+        ("status", "show every node"),
+        ("kill", "signal a node"),
+        ("restart", "restart a node"),
+    ):
+        cmd = sub.add_parser(name, help=help_)
+        cmd.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+        if name != "status":
+            cmd.add_argument("node", help="broker id, or 'controller'")
+        if name == "kill":
+            cmd.add_argument("--signal", default="KILL", choices=sorted(SIGNALS), type=str.upper)
+        if name == "restart":
+            group = cmd.add_mutually_exclusive_group()
+            group.add_argument(
+                "--wipe", action="store_true", help="start with an empty data dir (disk replaced)"
+            )
+            group.add_argument(
+                "--power-loss", action="store_true", help="cut logs back to their recovery point"
+            )
+    args = parser.parse_args(argv)
+    return {"up": _up, "status": _status, "kill": _kill, "restart": _restart}[args.command](args)

@@ -1,0 +1,84 @@
+"""``epochkraft cluster up|status|kill|restart`` on loopback, as a user would run them."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "epochkraft.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_up_status_kill_restart_and_ctrl_c(tmp_path):
+    base = random.randrange(20000, 50000, 1000)
+    data = tmp_path / "cluster"
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "epochkraft.cli",
+            "cluster",
+            "up",
+            "--brokers",
+            "3",
+            "--base-port",
+            str(base),
+            "--data-dir",
+            str(data),
+            "--metrics-dir",
+            str(tmp_path / "metrics"),
+            "--config-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    (tmp_path / "broker.properties").write_text("broker.heartbeat.interval.ms=200\n")
+    (tmp_path / "controller.properties").write_text("broker.session.timeout.ms=2000\n")
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            lines.append(line)
+            if "every broker is RUNNING" in line or not line:
+                break
+        output = "".join(lines)
+        assert "every broker is RUNNING" in output, output
+        assert f"bootstrap servers: 127.0.0.1:{base + 1},127.0.0.1:{base + 2},127.0.0.1:{base + 3}" in output
+
+        status = cli("cluster", "status", "--data-dir", str(data))
+        assert status.returncode == 0 and status.stdout.count("RUNNING") == 3, status.stdout
+
+        assert cli("cluster", "kill", "2", "--signal", "KILL", "--data-dir", str(data)).returncode == 0
+        time.sleep(0.5)
+        status = cli("cluster", "status", "--data-dir", str(data))
+        assert "2" in status.stdout and "False" in status.stdout
+
+        restart = cli("cluster", "restart", "2", "--wipe", "--data-dir", str(data))
+        assert restart.returncode == 0 and "empty data dir" in restart.stdout, restart.stderr
+        status = cli("cluster", "status", "--data-dir", str(data))
+        assert status.stdout.count("RUNNING") == 3, status.stdout
+
+        assert cli("cluster", "kill", "3", "--signal", "STOP", "--data-dir", str(data)).returncode == 0
+        assert cli("cluster", "kill", "3", "--signal", "CONT", "--data-dir", str(data)).returncode == 0
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+    assert up.returncode == 0
+    # The restarted broker was not started by `up`: stop it through the state file.
+    cli("cluster", "kill", "2", "--signal", "KILL", "--data-dir", str(data))
