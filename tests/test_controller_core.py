@@ -57,6 +57,23 @@ def test_duplicate_registration_allowed_after_session_expiry():
     assert ctx.registration(1, incarnation=uuid.uuid4()).error_code == ErrorCode.none
 
 
+def test_re_registration_removes_the_old_incarnation_from_isrs_and_leadership():
+    """Kafka's handleBrokerShutdown on re-registration: the new incarnation's log may be shorter, so the
+    old one leaves every ISR and leadership before the new registration record."""
+    ctx = ControllerContext(session_timeout_ms=2000)
+    ctx.brokers_ready(1, 2, 3)
+    ctx.create_topic("foo", [[1, 2, 3]])
+    before = ctx.partition("foo")
+    assert before.leader == 1
+    old_epoch = ctx.epoch(1)
+    again = ctx.registration(1, incarnation=uuid.uuid4(), previous_broker_epoch=old_epoch)
+    assert again.error_code == ErrorCode.none
+    after = ctx.partition("foo")
+    assert (after.leader, tuple(after.isr)) == (2, (2, 3))
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert again.broker_epoch > old_epoch and ctx.controller.cluster.brokers[1].fenced
+
+
 # ---- heartbeats ---------------------------------------------------------------------------------------
 
 

@@ -200,6 +200,10 @@ class Controller:
             previous_broker_epoch=getattr(request, "previous_broker_epoch", -1),
         )
         if record is not None:
+            if request.broker_id in self.cluster.brokers:
+                # A new incarnation after an unclean shutdown: its old self leaves every ISR and leadership
+                # first (Kafka's handleBrokerUncleanShutdown), so it cannot resume leading with a shorter log.
+                self._commit(self._remove_broker_changes(request.broker_id), now_ms)
             self._commit([record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
@@ -251,12 +255,16 @@ class Controller:
     def _fence(self, now_ms: int, broker_id: int) -> None:
         """ISR and leader changes first, then the fence record (Kafka's order)."""
         registration = self.cluster.brokers[broker_id]
+        self._commit(self._remove_broker_changes(broker_id), now_ms)
+        self._commit([FenceBrokerRecord(id=broker_id, epoch=registration.epoch)], now_ms)
+
+    def _remove_broker_changes(self, broker_id: int) -> list:
+        """ISR and leader changes taking ``broker_id`` out of every partition (the last ISR member stays)."""
 
         def acceptable(b: int) -> bool:
             return b != broker_id and self.cluster.is_active(b)
 
-        self._commit(self.replication.decide_remove_from_isrs(broker_id, acceptable), now_ms)
-        self._commit([FenceBrokerRecord(id=broker_id, epoch=registration.epoch)], now_ms)
+        return self.replication.decide_remove_from_isrs(broker_id, acceptable)
 
     def tick(self, now_ms: int) -> list[int]:
         """Fences brokers whose session expired, oldest first; returns their ids."""
@@ -275,10 +283,7 @@ class Controller:
                 error_message=f"broker {request.broker_id} is not registered",
             )
 
-        def acceptable(b: int) -> bool:
-            return b != request.broker_id and self.cluster.is_active(b)
-
-        self._commit(self.replication.decide_remove_from_isrs(request.broker_id, acceptable), now_ms)
+        self._commit(self._remove_broker_changes(request.broker_id), now_ms)
         self._commit(
             [UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)], now_ms
         )
