@@ -42,6 +42,7 @@ class World:
         self.default_link = default_link or LinkPolicy()
         self.links: dict[tuple[str, str], LinkPolicy] = {}
         self.cut: set[frozenset[str]] = set()
+        self.label_delays: dict[tuple[str, str, str], int] = {}  # (src, dst, message label) -> extra delay
         self.trace: list[str] = []
         self._queue: list[_Event] = []
         self._seq = itertools.count()
@@ -98,6 +99,7 @@ class World:
                 self.dropped += 1
                 continue
             delay = self.rng.randint(policy.min_delay_ms, policy.max_delay_ms)
+            delay += self.label_delays.get((src, dst, label), 0)
 
             def arrive(deliver: Callable[[], None] = deliver) -> None:
                 if self.isolated(src, dst):

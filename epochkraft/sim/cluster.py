@@ -1,0 +1,420 @@
+"""One seeded simulation run: controller, brokers and an acks=all producer on a simulated network, a fault
+schedule, and the replication invariants checked as the run goes.
+
+Invariants (a violation stops the run): no acknowledged record is missing from the current leader's log
+(unclean election is off); at most one leader per leader epoch; the leader is in the ISR; the ISR is
+within the replicas; leader and partition epochs never go back; a replica is never added to the ISR on
+the strength of a fetch from an older incarnation (KIP-903); ISR members agree with the leader up to the
+high watermark; a leader's high watermark never goes back.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.create_topics.v7 import request as ct
+
+from epochkraft.broker.partition import Role
+from epochkraft.controller.settings import ControllerSettings
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.sim.nodes import TOPIC, SimBroker, SimController, alter_partition_as_v3
+from epochkraft.sim.world import LinkPolicy, World
+
+FAULT_KINDS = (
+    "crash",
+    "power-loss",
+    "wipe",
+    "controller-restart",
+    "partition",
+    "slow-link",
+    "hold-alter-partition",
+)
+DURATION_MS = 12_000
+FAULTS_UNTIL_MS = 9_000
+REPLICATION_FACTOR = 2  # brokers 1 and 2 replicate; broker 3 stands by (as in the KAFKA-14139 report)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at_ms: int
+    kind: str
+    target: int = 0  # a broker id (0: the controller)
+    other: int = 0
+    length_ms: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "partition":
+            return f"t={self.at_ms}ms partition broker-{self.target} | broker-{self.other} for {self.length_ms}ms"
+        if self.kind == "slow-link":
+            return f"t={self.at_ms}ms delay broker-{self.target} -> controller by {self.other}ms for {self.length_ms}ms"
+        if self.kind == "hold-alter-partition":
+            return (
+                f"t={self.at_ms}ms hold AlterPartition from broker-{self.target} by {self.other}ms "
+                f"for {self.length_ms}ms"
+            )
+        if self.kind == "controller-restart":
+            return f"t={self.at_ms}ms controller restart"
+        return f"t={self.at_ms}ms {self.kind} broker-{self.target}, back after {self.length_ms}ms"
+
+
+class Violation(Exception):
+    pass
+
+
+def random_schedule(seed: int, kinds: tuple[str, ...] = FAULT_KINDS, brokers: int = 3) -> list[Fault]:
+    rng = random.Random(seed * 7919 + 1)
+    faults = []
+    for _ in range(rng.randint(3, 8)):
+        kind = rng.choice(kinds)
+        at = rng.randint(500, FAULTS_UNTIL_MS)
+        target = rng.randint(1, brokers)
+        if kind == "partition":
+            other = rng.choice([b for b in range(0, brokers + 1) if b != target])
+            faults.append(Fault(at, kind, target, other, rng.randint(200, 2000)))
+        elif kind == "slow-link":
+            faults.append(Fault(at, kind, target, rng.randint(100, 900), rng.randint(300, 3000)))
+        elif kind == "hold-alter-partition":
+            faults.append(Fault(at, kind, target, rng.randint(500, 4000), rng.randint(1000, 4000)))
+        elif kind == "controller-restart":
+            faults.append(Fault(at, kind, 0, 0, 0))
+        else:
+            faults.append(Fault(at, kind, target, 0, rng.randint(50, 2500)))
+    return sorted(faults, key=lambda f: f.at_ms)
+
+
+def race_schedule(seed: int) -> list[Fault]:
+    """Schedules from the fault grammar of KAFKA-14139 (follower restart, held AlterPartition, disk
+    replacement, partition, leader failure): the kinds are fixed, every timing and duration is random."""
+    rng = random.Random(seed * 104729 + 3)
+    t1 = rng.randint(1000, 3000)
+    t2 = t1 + rng.randint(0, 1500)
+    t3 = t2 + rng.randint(0, 2000)
+    t4 = t3 + rng.randint(0, 1000)
+    t5 = t4 + rng.randint(0, 3000)
+    faults = [
+        Fault(t1, "crash", 2, 0, rng.randint(200, 1200)),
+        Fault(t2, "hold-alter-partition", 1, rng.randint(1000, 4000), rng.randint(1000, 4000)),
+        Fault(t3, "wipe", 2, 0, rng.randint(100, 1500)),
+        Fault(t4, "partition", 2, 1, rng.randint(500, 4000)),
+        Fault(t5, "crash", 1, 0, rng.randint(1000, 3000)),
+    ]
+    return sorted((f for f in faults if f.at_ms <= FAULTS_UNTIL_MS), key=lambda f: f.at_ms)
+
+
+SCHEDULES = {"random": random_schedule, "kafka-14139": race_schedule}
+
+
+@dataclass
+class RunResult:
+    seed: int
+    violation: str | None
+    acked: int
+    events: int
+    schedule: list[Fault] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+
+
+class SimCluster:
+    def __init__(self, seed: int, schedule: list[Fault], *, unsafe: bool = False, brokers: int = 3) -> None:
+        self.world = World(seed, LinkPolicy(min_delay_ms=1, max_delay_ms=8))
+        self.schedule = schedule
+        self.unsafe = unsafe
+        settings = ControllerSettings(session_timeout_ms=1000, unsafe_disable_kip841_eligibility_check=unsafe)
+        self.controller = SimController(self.world, settings)
+        self.brokers = {b: SimBroker(self.world, b, self, unsafe) for b in range(1, brokers + 1)}
+        # (offset, value, {holder broker: its disk-loss count when the record was acknowledged})
+        self.acked: list[tuple[int, bytes, dict[int, int]]] = []
+        self.lost_without_fsync = 0
+        self.stale_admissions: list[str] = []
+        self.last_standing: dict[int, bool] = {}
+        self.previous_leader = -1
+        self.pending: list[tuple[int, int, int, int, bytes]] = []  # broker, generation, epoch, offset, value
+        # (leader, leader epoch, partition epoch, proposed ISR) -> member -> the member's true broker epoch
+        self.proposals: dict[tuple[int, int, int, tuple[int, ...]], dict[int, int]] = {}
+        self.fetch_epochs: dict[tuple[int, int], dict[int, int]] = {}
+        self.leaders_by_epoch: dict[int, int] = {}
+        self.last_epochs = (-1, -1)
+        self.hw_seen: dict[tuple[int, int, int], int] = {}
+        self.created = False
+        self.next_value = 0
+
+    # ---- hooks from the nodes ------------------------------------------------------------------------
+    def on_registered(self, broker: SimBroker) -> None:
+        self.world.log(f"broker-{broker.id} registered with epoch {broker.epoch}")
+        if not self.created and all(b.epoch >= 0 for b in self.brokers.values()):
+            self.created = True
+            self.world.after(300, self._create_topic)
+
+    def note_fetch(self, leader: SimBroker, request: dict[str, Any]) -> None:
+        self.fetch_epochs.setdefault((leader.id, leader.generation), {})[request["replica"]] = request[
+            "true_epoch"
+        ]
+
+    def note_proposal(self, leader: SimBroker, item: Any) -> None:
+        fetched = self.fetch_epochs.get((leader.id, leader.generation), {})
+        key = (leader.id, item.leader_epoch, item.partition_epoch, item.isr_ids)
+        self.proposals[key] = {b: fetched.get(b, -1) for b, _ in item.new_isr}
+
+    def on_alter_partition(self, core: Any, request: Any, version: int) -> Any:
+        topic = core.replication.topic(TOPIC)
+        before = set(topic.partitions[0].isr) if topic and 0 in topic.partitions else set()
+        response = core.alter_partition(self.world.now_ms, alter_partition_as_v3(request), version)
+        topic = core.replication.topic(TOPIC)
+        if topic is None or 0 not in topic.partitions:
+            return response
+        after = set(topic.partitions[0].isr)
+        sent = alter_partition_as_v3(request).topics[0].partitions[0]
+        key = (
+            request.broker_id,
+            sent.leader_epoch,
+            sent.partition_epoch,
+            tuple(s.broker_id for s in sent.new_isr_with_epochs),
+        )
+        proposal = self.proposals.get(key, {})
+        for member in after - before:
+            registration = core.cluster.brokers.get(member)
+            true_epoch = proposal.get(member, -1)
+            if registration is not None and true_epoch != registration.epoch:
+                message = (
+                    f"broker-{member} added to the ISR from a fetch of its incarnation with epoch {true_epoch}, "
+                    f"but its registration epoch is {registration.epoch} (stale replica admitted)"
+                )
+                if not self.unsafe:
+                    raise Violation(message)
+                # With the pre-KIP-903 switches this is the known hole: run on to see whether it loses data.
+                self.stale_admissions.append(message)
+                self.world.log(f"STALE REPLICA ADMITTED {message}")
+        if after != before:
+            self.world.log(
+                f"ISR {sorted(before)} -> {sorted(after)} (AlterPartition v{version} from broker-{request.broker_id})"
+            )
+        return response
+
+    def on_became_leader(self, broker: SimBroker) -> None:
+        self.world.log(
+            f"broker-{broker.id} leads epoch {broker.partition.leader_epoch} with {len(broker.log.entries)} records"
+        )
+        self._check_leader_has_acked(broker)
+
+    def on_high_watermark(self, broker: SimBroker) -> None:
+        p = broker.partition
+        key = (broker.id, broker.generation, p.leader_epoch)
+        if p.high_watermark < self.hw_seen.get(key, 0):
+            raise Violation(f"high watermark of broker-{broker.id} went back to {p.high_watermark}")
+        self.hw_seen[key] = p.high_watermark
+        still = []
+        for b, generation, epoch, offset, value in self.pending:
+            if b != broker.id or generation != broker.generation or epoch != p.leader_epoch:
+                still.append((b, generation, epoch, offset, value))
+                continue
+            result = p.acks_all_result(offset + 1)
+            if result is None:
+                still.append((b, generation, epoch, offset, value))
+            elif result == ErrorCode.none:
+                holders = {
+                    b.id: b.disk_losses
+                    for b in self.brokers.values()
+                    if b.up and len(b.log.entries) > offset and b.log.entries[offset][1] == value
+                }
+                self.world.send(
+                    broker.name,
+                    "client",
+                    lambda o=offset, v=value, h=holders: self.acked.append((o, v, h)),
+                    "ack",
+                )
+        self.pending = still
+
+    # ---- the client and the topic -------------------------------------------------------------------
+    def _create_topic(self) -> None:
+        request = ct.CreateTopicsRequest(
+            topics=(
+                ct.CreatableTopic(
+                    name=TOPIC,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=(
+                        ct.CreatableReplicaAssignment(
+                            partition_index=0, broker_ids=tuple(self.brokers)[:REPLICATION_FACTOR]
+                        ),
+                    ),
+                    configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value="1"),),
+                ),
+            ),
+            timeout=__import__("datetime").timedelta(seconds=1),
+            validate_only=False,
+        )
+        self.controller.core.create_topics(self.world.now_ms, request)
+        self.world.log("topic created")
+        self._produce_loop()
+
+    def _produce_loop(self) -> None:
+        core = self.controller.core
+        topic = core.replication.topic(TOPIC)
+        leader_id = topic.partitions[0].leader if topic and self.controller.up else -1
+        leader = self.brokers.get(leader_id)
+        if leader is not None and self.world.now_ms < DURATION_MS - 1000:
+            value = f"{self.next_value}".encode()
+            self.next_value += 1
+
+            def at_leader(leader: SimBroker = leader) -> None:
+                if not leader.up or leader.partition is None:
+                    return
+                error, offset = leader.produce(value)
+                if error == ErrorCode.none:
+                    self.pending.append(
+                        (leader.id, leader.generation, leader.partition.leader_epoch, offset, value)
+                    )
+                    self.on_high_watermark(leader)
+
+            self.world.send("client", leader.name, at_leader, "produce")
+        self.world.after(25, self._produce_loop)
+
+    # ---- invariants -----------------------------------------------------------------------------------
+    def _check_leader_has_acked(self, broker: SimBroker) -> None:
+        entries = broker.log.entries
+        for offset, value, holders in list(self.acked):
+            if offset >= len(entries) or entries[offset][1] != value:
+                epoch = broker.partition.leader_epoch
+                if all(self.brokers[b].disk_losses != losses for b, losses in holders.items()) or (
+                    self.last_standing.get(epoch) and broker.disk_losses != holders.get(broker.id, -1)
+                ):
+                    # Tolerated, as in Kafka: every replica holding it lost its unflushed tail or its disk
+                    # (no fsync), or the last ISR member came back with an empty disk and was re-elected
+                    # (the exception KIP-903 names; KIP-966 addresses it).
+                    self.acked.remove((offset, value, holders))
+                    self.lost_without_fsync += 1
+                    continue
+                cause = f" after {self.stale_admissions[-1]}" if self.stale_admissions else ""
+                raise Violation(
+                    f"acknowledged record {value.decode()} at offset {offset} is missing from broker-{broker.id}, "
+                    f"leader of epoch {epoch} ({len(entries)} records): lost{cause}"
+                )
+
+    def check(self) -> None:
+        core = self.controller.core
+        topic = core.replication.topic(TOPIC)
+        if topic is None or 0 not in topic.partitions:
+            return
+        p = topic.partitions[0]
+        if p.leader != -1 and p.leader_epoch not in self.leaders_by_epoch:
+            # Re-electing the last ISR member of an offline partition (the KIP-903 exception).
+            self.last_standing[p.leader_epoch] = self.previous_leader == -1 and tuple(p.isr) == (p.leader,)
+        self.previous_leader = p.leader
+        if p.leader != -1:
+            known = self.leaders_by_epoch.setdefault(p.leader_epoch, p.leader)
+            if known != p.leader:
+                raise Violation(f"two leaders ({known}, {p.leader}) in leader epoch {p.leader_epoch}")
+            if p.leader not in p.isr:
+                raise Violation(f"leader {p.leader} is not in the ISR {list(p.isr)}")
+        if not set(p.isr) <= set(p.replicas):
+            raise Violation(f"ISR {list(p.isr)} is not within the replicas {list(p.replicas)}")
+        if (p.leader_epoch, p.partition_epoch) < self.last_epochs or p.partition_epoch < self.last_epochs[1]:
+            raise Violation(f"epochs went back: {self.last_epochs} -> {(p.leader_epoch, p.partition_epoch)}")
+        self.last_epochs = (p.leader_epoch, p.partition_epoch)
+        leader = self.brokers.get(p.leader)
+        if (
+            leader is None
+            or not leader.up
+            or leader.partition is None
+            or leader.partition.role != Role.LEADER
+        ):
+            return
+        if leader.partition.leader_epoch != p.leader_epoch:
+            return
+        self._check_leader_has_acked(leader)
+        hw = leader.partition.high_watermark
+        for member in p.isr:
+            follower = self.brokers[member]
+            if member == p.leader or not follower.up:
+                continue
+            limit = min(hw, len(follower.log.entries))
+            if follower.log.entries[:limit] != leader.log.entries[:limit]:
+                raise Violation(
+                    f"broker-{member} (in the ISR) differs from the leader below the high watermark"
+                )
+
+    # ---- faults ----------------------------------------------------------------------------------------
+    def _schedule_faults(self) -> None:
+        for fault in self.schedule:
+            self.world.at(fault.at_ms, lambda f=fault: self._apply(f), "fault")
+
+    def _apply(self, fault: Fault) -> None:
+        self.world.log(f"FAULT {fault.describe()}")
+        if fault.kind == "controller-restart":
+            self.controller.restart()
+            return
+        if fault.kind == "partition":
+            a = f"broker-{fault.target}"
+            b = "controller" if fault.other == 0 else f"broker-{fault.other}"
+            self.world.partition(a, b)
+            self.world.after(fault.length_ms, lambda: self.world.heal(a, b))
+            return
+        if fault.kind == "slow-link":
+            src = f"broker-{fault.target}"
+            self.world.set_link(src, "controller", LinkPolicy(fault.other, fault.other + 5))
+            self.world.after(fault.length_ms, lambda: self.world.links.pop((src, "controller"), None))
+            return
+        if fault.kind == "hold-alter-partition":
+            key = (f"broker-{fault.target}", "controller", "AlterPartitionRequest")
+            self.world.label_delays[key] = fault.other
+            self.world.after(fault.length_ms, lambda: self.world.label_delays.pop(key, None))
+            return
+        broker = self.brokers[fault.target]
+        if not broker.up:
+            return
+        broker.crash()
+        if fault.kind == "power-loss":
+            broker.log.power_loss()
+            broker.disk_losses += 1
+        elif fault.kind == "wipe":
+            broker.log = type(broker.log)()
+            broker.disk_losses += 1
+        self.world.after(fault.length_ms, broker.start)
+
+    # ---- running ---------------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        for broker in self.brokers.values():
+            broker.start()
+
+        def tick() -> None:
+            self.controller.tick()
+            self.world.after(50, tick)
+
+        self.world.after(50, tick)
+        self._schedule_faults()
+        events = 0
+        violation = None
+        try:
+            while self.world._queue and self.world._queue[0].at_ms <= DURATION_MS:
+                self.world.run_until(self.world._queue[0].at_ms)
+                events += 1
+                self.check()
+        except Violation as exc:
+            violation = str(exc)
+            self.world.log(f"VIOLATION {violation}")
+        return RunResult(self.world.seed, violation, len(self.acked), events, self.schedule, self.world.trace)
+
+
+def run_seed(
+    seed: int, *, unsafe: bool = False, faults: str = "random", schedule: list[Fault] | None = None
+) -> RunResult:
+    schedule = SCHEDULES[faults](seed) if schedule is None else schedule
+    return SimCluster(seed, schedule, unsafe=unsafe).run()
+
+
+def shrink(result: RunResult, *, unsafe: bool) -> RunResult:
+    """Drops faults one at a time while the run still violates an invariant (same seed)."""
+    best = result
+    changed = True
+    while changed:
+        changed = False
+        for index in range(len(best.schedule)):
+            candidate = best.schedule[:index] + best.schedule[index + 1 :]
+            attempt = run_seed(best.seed, unsafe=unsafe, schedule=candidate)
+            if attempt.violation is not None:
+                best = attempt
+                changed = True
+                break
+    return best

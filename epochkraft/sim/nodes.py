@@ -1,0 +1,457 @@
+"""Simulated nodes around the real sans-IO cores: the Controller, and brokers built on Partition and
+AlterPartitionManager, with an in-memory log that can lose its unflushed tail or be wiped.
+
+Only the IO is simulated: messages travel through the World's network, time is the World's clock,
+and a disk is a Python list with a recovery point. Every decision is the real code's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.alter_partition.v2 import request as ap2
+from kio.schema.alter_partition.v3 import request as ap3
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
+
+from epochkraft.broker.alter_partition_manager import AlterPartitionManager
+from epochkraft.broker.log.epoch_cache import LeaderEpochCache
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.broker.partition import Partition, Role
+from epochkraft.controller.controller import Controller
+from epochkraft.controller.settings import ControllerSettings
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_codec import read_metadata_batches
+from epochkraft.sim.world import World
+
+CLUSTER_ID = "sim-cluster"
+TOPIC = "sim"
+HEARTBEAT_MS = 100
+FETCH_MS = 20
+METADATA_MS = 25
+LAG_MS = 3000
+FETCH_BATCH = 10  # records per follower fetch: re-replicating a log takes a while, as with real logs
+
+
+@dataclass
+class SimLog:
+    """A partition log: (leader epoch, value) per offset, a recovery point, a leader-epoch cache."""
+
+    entries: list[tuple[int, bytes]] = field(default_factory=list)
+    recovery_point: int = 0
+
+    def __post_init__(self) -> None:
+        self.epochs = LeaderEpochCache(None, lambda: len(self.entries))
+        self._rebuild_epochs()
+
+    def _rebuild_epochs(self) -> None:
+        self.epochs.entries = []
+        for offset, (epoch, _) in enumerate(self.entries):
+            self.epochs.assign(epoch, offset)
+
+    def append_leader(self, value: bytes, epoch: int) -> int:
+        self.epochs.assign(epoch, len(self.entries))
+        self.entries.append((epoch, value))
+        return len(self.entries) - 1
+
+    def append_follower(self, start: int, entries: list[tuple[int, bytes]]) -> None:
+        assert start == len(self.entries)
+        for epoch, value in entries:
+            self.epochs.assign(epoch, len(self.entries))
+            self.entries.append((epoch, value))
+
+    def truncate_to(self, offset: int) -> None:
+        del self.entries[max(offset, 0) :]
+        self.recovery_point = min(self.recovery_point, len(self.entries))
+        self.epochs.truncate_from_end(len(self.entries))
+
+    def flush(self) -> None:
+        self.recovery_point = len(self.entries)
+
+    def power_loss(self) -> None:
+        self.truncate_to(self.recovery_point)
+        self._rebuild_epochs()
+
+
+class SimController:
+    def __init__(self, world: World, settings: ControllerSettings) -> None:
+        self.world = world
+        self.settings = settings
+        self.core = Controller(CLUSTER_ID, settings)
+        self.core.bootstrap(world.now_ms)
+        self.up = True
+
+    def restart(self) -> None:
+        """A new process replays the metadata log (sessions start afresh)."""
+        data = self.core.log.read(0, 1 << 40)
+        self.core = Controller(CLUSTER_ID, self.settings)
+        self.core.load(data)
+
+    def tick(self) -> None:
+        if self.up:
+            self.core.tick(self.world.now_ms)
+            self.core.outbox.clear()
+
+
+class SimBroker:
+    def __init__(self, world: World, broker_id: int, cluster: Any, unsafe: bool) -> None:
+        self.world = world
+        self.id = broker_id
+        self.cluster = cluster
+        self.unsafe = unsafe
+        self.log = SimLog()
+        self.up = False
+        self.generation = 0  # bumps on every start, so timers of a dead incarnation stop
+        self.disk_losses = 0  # power losses and wipes suffered
+
+    @property
+    def name(self) -> str:
+        return f"broker-{self.id}"
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.up = True
+        self.generation += 1
+        self.incarnation = uuid.UUID(int=self.world.rng.getrandbits(128))
+        self.epoch = -1
+        self.cache = MetadataCache()
+        self.partition: Partition | None = None
+        self.manager = AlterPartitionManager(self.id, lambda: self.epoch, unsafe_pre_kip903=self.unsafe)
+        self.fetch_in_flight = False
+        self._every(0, self._register_or_heartbeat, HEARTBEAT_MS)
+        self._every(5, self._pull_metadata, METADATA_MS)
+        self._every(10, self._follower_fetch, FETCH_MS)
+        self._every(15, self._leader_duties, LAG_MS // 4)
+
+    def crash(self) -> None:
+        self.up = False
+        self.generation += 1
+
+    def _every(self, offset: int, action: Any, interval: int) -> None:
+        generation = self.generation
+
+        def run() -> None:
+            if not self.up or self.generation != generation:
+                return
+            action()
+            self.world.after(interval, run)
+
+        self.world.after(offset + self.world.rng.randint(0, interval), run)
+
+    def _send_controller(self, request: Any, handle: Any, version: int = 3) -> None:
+        generation = self.generation
+
+        def at_controller() -> None:
+            controller = self.cluster.controller
+            if not controller.up:
+                return
+            core = controller.core
+            now = self.world.now_ms
+            if isinstance(request, BrokerRegistrationRequest):
+                response = core.register_broker(now, request)
+            elif isinstance(request, BrokerHeartbeatRequest):
+                response = core.heartbeat(now, request)
+            else:
+                response = self.cluster.on_alter_partition(core, request, version)
+            core.outbox.clear()
+
+            def back() -> None:
+                if self.up and self.generation == generation:
+                    handle(response)
+
+            self.world.send("controller", self.name, back, "response")
+
+        self.world.send(self.name, "controller", at_controller, type(request).__name__)
+
+    def _register_or_heartbeat(self) -> None:
+        if self.epoch < 0:
+            request = BrokerRegistrationRequest(
+                broker_id=self.id,
+                cluster_id=CLUSTER_ID,
+                incarnation_id=self.incarnation,
+                listeners=(Listener(name="SIM", host=self.name, port=0, security_protocol=0),),
+                features=(),
+                rack=None,
+                is_migrating_zk_broker=False,
+                log_dirs=(),
+                previous_broker_epoch=-1,
+            )
+
+            def registered(response: Any) -> None:
+                if response.error_code == ErrorCode.none and self.epoch < 0:
+                    self.epoch = response.broker_epoch
+                    self.cluster.on_registered(self)
+
+            self._send_controller(request, registered)
+            return
+        request = BrokerHeartbeatRequest(
+            broker_id=self.id,
+            broker_epoch=self.epoch,
+            current_metadata_offset=self.cache.next_offset - 1,
+            want_fence=self.cache.next_offset <= self.epoch,
+            want_shut_down=False,
+            offline_log_dirs=(),
+        )
+
+        def answered(response: Any) -> None:
+            if response.error_code == ErrorCode.stale_broker_epoch:
+                self.epoch = -1
+
+        self._send_controller(request, answered)
+
+    # ---- metadata ----------------------------------------------------------------------------------------
+    def _pull_metadata(self) -> None:
+        if self.epoch < 0:
+            return  # as the daemon: follow the metadata log only once registered
+        offset = self.cache.next_offset
+        generation = self.generation
+
+        def at_controller() -> None:
+            controller = self.cluster.controller
+            if not controller.up:
+                return
+            data = controller.core.log.read(offset, 1 << 30)
+            if not data:
+                return
+
+            def back() -> None:
+                if self.up and self.generation == generation:
+                    self._apply_metadata(data)
+
+            self.world.send("controller", self.name, back, "metadata")
+
+        self.world.send(self.name, "controller", at_controller, "metadata-fetch")
+
+    def _apply_metadata(self, data: bytes) -> None:
+        changes = Changes()
+        for offset, record in read_metadata_batches(data):
+            if offset >= self.cache.next_offset:
+                self.cache.apply(offset, record, changes)
+        registration = self.cache.partition(TOPIC, 0)
+        topic = self.cache.topic(TOPIC)
+        if registration is None or topic is None or self.id not in registration.replicas:
+            return
+        if self.partition is None:
+            self.partition = Partition(
+                TOPIC,
+                topic.topic_id,
+                0,
+                self.id,
+                replica_lag_time_max_ms=LAG_MS,
+                unsafe_pre_kip903=self.unsafe,
+            )
+        p = self.partition
+        now = self.world.now_ms
+        if registration.leader == self.id:
+            was = (p.role, p.leader_epoch)
+            if p.make_leader(
+                now,
+                leader_epoch=registration.leader_epoch,
+                partition_epoch=registration.partition_epoch,
+                replicas=registration.replicas,
+                isr=registration.isr,
+                leader_recovery_state=int(registration.leader_recovery_state),
+                log_end_offset=len(self.log.entries),
+                min_insync_replicas=self.cache.min_insync(TOPIC, 1),
+            ):
+                if was != (Role.LEADER, registration.leader_epoch):
+                    self.log.epochs.assign(registration.leader_epoch, len(self.log.entries))
+                    self.cluster.on_became_leader(self)
+                    item = p.maybe_report_recovered(self.cache, self.epoch)
+                    if item is not None:
+                        self._submit(item)
+                self._advance_hw()
+        else:
+            p.make_follower(
+                leader=registration.leader,
+                leader_epoch=registration.leader_epoch,
+                partition_epoch=registration.partition_epoch,
+                replicas=registration.replicas,
+                isr=registration.isr,
+                leader_recovery_state=int(registration.leader_recovery_state),
+            )
+            p.high_watermark = min(p.high_watermark, len(self.log.entries))
+
+    # ---- replication -------------------------------------------------------------------------------------
+    def _follower_fetch(self) -> None:
+        p = self.partition
+        if p is None or p.role != Role.FOLLOWER or p.leader_id < 0 or self.fetch_in_flight:
+            return
+        leader = self.cluster.brokers.get(p.leader_id)
+        if leader is None:
+            return
+        self.fetch_in_flight = True
+        request = {
+            "replica": self.id,
+            "epoch": -1 if self.unsafe else self.epoch,
+            "true_epoch": self.epoch,
+            "offset": len(self.log.entries),
+            "last_epoch": self.log.epochs.latest_epoch,
+            "leader_epoch": p.leader_epoch,
+        }
+        generation = self.generation
+
+        def at_leader() -> None:
+            if not leader.up:
+                return
+            response = leader.serve_fetch(request)
+
+            def back() -> None:
+                if self.up and self.generation == generation:
+                    self.fetch_in_flight = False
+                    self._on_fetch_response(request, response)
+
+            self.world.send(leader.name, self.name, back, "fetch-response")
+
+        def timeout() -> None:
+            if self.generation == generation:
+                self.fetch_in_flight = False
+
+        self.world.send(self.name, leader.name, at_leader, "fetch")
+        self.world.after(200, timeout)
+
+    def serve_fetch(self, request: dict[str, Any]) -> dict[str, Any]:
+        p = self.partition
+        if p is None:
+            return {"error": ErrorCode.not_leader_or_follower}
+        error = p.check_follower_fetch(
+            request["replica"], request["epoch"], request["leader_epoch"], self.cache
+        )
+        if error != ErrorCode.none:
+            return {"error": error}
+        if request["last_epoch"] >= 0:
+            epoch, end = self.log.epochs.end_offset_for(request["last_epoch"])
+            if epoch == -1 or epoch < request["last_epoch"] or end < request["offset"]:
+                return {"error": ErrorCode.none, "diverging": (epoch, end), "hw": p.high_watermark}
+        offset = request["offset"]
+        if offset > len(self.log.entries):
+            return {"error": ErrorCode.offset_out_of_range}
+        self.cluster.note_fetch(self, request)
+        item = p.update_follower_fetch(
+            self.world.now_ms,
+            request["replica"],
+            request["epoch"],
+            offset,
+            len(self.log.entries),
+            self.cache,
+            self.epoch,
+        )
+        if item is not None:
+            self.cluster.note_proposal(self, item)
+            self._submit(item)
+        self._advance_hw()
+        return {
+            "error": ErrorCode.none,
+            "entries": self.log.entries[offset : offset + FETCH_BATCH],
+            "hw": p.high_watermark,
+        }
+
+    def _on_fetch_response(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        p = self.partition
+        if p is None or response["error"] != ErrorCode.none or p.role != Role.FOLLOWER:
+            return
+        if "diverging" in response:
+            epoch, end = response["diverging"]
+            mine_epoch, mine_end = self.log.epochs.end_offset_for(epoch)
+            target = end if mine_epoch == -1 else min(end, mine_end)
+            self.log.truncate_to(max(min(target, len(self.log.entries)), 0))
+            return
+        if request["offset"] != len(self.log.entries):
+            return
+        self.log.append_follower(request["offset"], response["entries"])
+        p.update_follower_high_watermark(response["hw"], len(self.log.entries))
+
+    def _advance_hw(self) -> None:
+        p = self.partition
+        if p is not None and p.maybe_increment_high_watermark(
+            self.world.now_ms, len(self.log.entries), self.cache
+        ):
+            self.cluster.on_high_watermark(self)
+
+    def _submit(self, item: Any) -> None:
+        self.manager.submit(item)
+        self._send_alter_partition()
+
+    def _send_alter_partition(self) -> None:
+        request = self.manager.poll(self.world.now_ms)
+        if request is None:
+            return
+
+        def answered(response: Any) -> None:
+            for result in self.manager.on_response(self.world.now_ms, response):
+                if self.partition is not None:
+                    self.partition.on_alter_partition_result(
+                        result.item,
+                        result.error,
+                        leader_epoch=result.leader_epoch,
+                        isr=result.isr,
+                        partition_epoch=result.partition_epoch,
+                        leader_recovery_state=result.leader_recovery_state,
+                    )
+            self._advance_hw()
+            self._send_alter_partition()
+
+        generation = self.generation
+
+        def lost() -> None:  # no answer: the manager resends, as on a network error
+            if self.generation == generation and self.manager.in_flight is not None:
+                self.manager.on_network_error(self.world.now_ms)
+                self._send_alter_partition()
+
+        self._send_controller(request, answered, version=self.manager.version)
+        self.world.after(1000, lost)
+
+    def _leader_duties(self) -> None:
+        p = self.partition
+        if p is None or p.role != Role.LEADER:
+            return
+        item = p.maybe_shrink_isr(self.world.now_ms, len(self.log.entries), self.cache, self.epoch)
+        if item is not None:
+            self._submit(item)
+        self._send_alter_partition()
+        self._advance_hw()
+        if self.world.rng.random() < 0.5:
+            self.log.flush()  # the flush policy: sometimes fsync'd, so a power loss cuts a random tail
+
+    # ---- produce -----------------------------------------------------------------------------------------
+    def produce(self, value: bytes) -> tuple[ErrorCode, int]:
+        p = self.partition
+        if p is None or p.role != Role.LEADER:
+            return ErrorCode.not_leader_or_follower, -1
+        error = p.check_enough_replicas_before_append(-1)
+        if error != ErrorCode.none:
+            return error, -1
+        offset = self.log.append_leader(value, p.leader_epoch)
+        self._advance_hw()
+        return ErrorCode.none, offset
+
+
+def alter_partition_as_v3(request: Any) -> Any:
+    """The controller takes v3; a v2 request (the unsafe mode) names no broker epochs."""
+    if isinstance(request, ap3.AlterPartitionRequest):
+        return request
+    assert isinstance(request, ap2.AlterPartitionRequest)
+    return ap3.AlterPartitionRequest(
+        broker_id=request.broker_id,
+        broker_epoch=request.broker_epoch,
+        topics=tuple(
+            ap3.TopicData(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    ap3.PartitionData(
+                        partition_index=p.partition_index,
+                        leader_epoch=p.leader_epoch,
+                        new_isr_with_epochs=tuple(
+                            ap3.BrokerState(broker_id=b, broker_epoch=-1) for b in p.new_isr
+                        ),
+                        leader_recovery_state=p.leader_recovery_state,
+                        partition_epoch=p.partition_epoch,
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )
