@@ -1,0 +1,1 @@
+"""Benchmarks: figures printed as a table and JSON (``epochkraft bench``), never timed tests."""

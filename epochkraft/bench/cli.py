@@ -1,0 +1,392 @@
+"""``epochkraft bench [--parts produce,latency,failover,rejoin,controller,scale]``: figures as a table and JSON.
+
+1. produce: librdkafka (confluent-kafka) throughput, 1 KiB and 100 B records, against (a) RF 3 acks=all
+   min.insync.replicas 2, (b) RF 1 acks=1, (c) the null broker, (d) librdkafka's mock cluster.
+2. latency: end-to-end produce (acks=all) to consumer receipt at about half of the measured maximum.
+3. failover: leader SIGKILLed under load, 2 s session timeout: time to fence, to elect, to the next ack.
+4. rejoin: a follower restarted N MB behind: time to catch up and be back in the ISR.
+5. controller: AlterPartition partition changes per second through one connection (1 and 1,000
+   partitions per request) and registration + heartbeats of 100 simulated brokers.
+6. scale: 10,000 partitions (RF 3) on 3 brokers: create time, restarted broker to RUNNING, RSS, replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from epochkraft.chaos.cluster import LocalCluster
+
+PARTS = ("produce", "latency", "failover", "rejoin", "controller", "scale")
+FAST = """broker.heartbeat.interval.ms=500
+replica.fetch.wait.max.ms=100
+replica.lag.time.max.ms=5000
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=3
+"""
+
+
+def _cluster(work: Path, brokers: int = 3, session_ms: int = 2000, extra: str = "") -> LocalCluster:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "broker.properties").write_text(FAST + extra)
+    (work / "controller.properties").write_text(f"broker.session.timeout.ms={session_ms}\n")
+    cluster = LocalCluster(
+        data_dir=work / "cluster",
+        brokers=brokers,
+        broker_config=work / "broker.properties",
+        controller_config=work / "controller.properties",
+    )
+    cluster.start()
+    return cluster
+
+
+def _create(bootstrap: str, name: str, partitions: int, rf: int, min_isr: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})])[
+        name
+    ].result(60)
+
+
+def _produce_rate(conf: dict[str, Any], topic: str, size: int, seconds: float) -> dict[str, float]:
+    """Produces for ``seconds`` as fast as librdkafka takes records; MB/s and records/s acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "log_level": 0,
+            **conf,
+        }
+    )
+    payload = os.urandom(size)
+    acked = [0]
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, payload, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.monotonic() - start
+    return {"records_per_s": round(acked[0] / elapsed), "mb_per_s": round(acked[0] * size / elapsed / 1e6, 2)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def part_produce(work: Path, seconds: float) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    cluster = _cluster(work / "produce")
+    try:
+        _create(cluster.bootstrap, "rf3", 6, 3, 2)
+        _create(cluster.bootstrap, "rf1", 6, 1, 1)
+        port = _free_port()
+        null = subprocess.Popen(
+            [sys.executable, "-m", "epochkraft.bench.null_broker", "--port", str(port), "--partitions", "6"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert "ready" in (null.stdout.readline() if null.stdout else "")
+        try:
+            for size in (1024, 100):
+                row = {
+                    "a_rf3_acks_all": _produce_rate(
+                        {"bootstrap.servers": cluster.bootstrap, "acks": "all"}, "rf3", size, seconds
+                    ),
+                    "b_rf1_acks_1": _produce_rate(
+                        {"bootstrap.servers": cluster.bootstrap, "acks": "1"}, "rf1", size, seconds
+                    ),
+                    "c_null_broker": _produce_rate(
+                        {"bootstrap.servers": f"127.0.0.1:{port}", "acks": "1"}, "bench", size, seconds
+                    ),
+                    "d_librdkafka_mock": _produce_rate(
+                        {"test.mock.num.brokers": 3, "acks": "all"}, "mock", size, seconds
+                    ),
+                }
+                a = row["a_rf3_acks_all"]["mb_per_s"]
+                for other, key in (
+                    ("b_rf1_acks_1", "a/b"),
+                    ("c_null_broker", "a/c"),
+                    ("d_librdkafka_mock", "a/d"),
+                ):
+                    row[key] = round(a / max(row[other]["mb_per_s"], 1e-9), 3)
+                results[f"{size}B"] = row
+        finally:
+            null.kill()
+    finally:
+        cluster.kill_all()
+    return results
+
+
+def part_latency(work: Path, seconds: float, max_rate: float) -> dict[str, Any]:
+    from confluent_kafka import Consumer, Producer
+
+    cluster = _cluster(work / "latency")
+    try:
+        _create(cluster.bootstrap, "lat", 3, 3, 2)
+        rate = max(int(max_rate / 2), 100)
+        latencies: list[float] = []
+        stop = threading.Event()
+
+        def consume() -> None:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": cluster.bootstrap,
+                    "group.id": "lat",
+                    "auto.offset.reset": "latest",
+                    "fetch.wait.max.ms": 10,
+                    "log_level": 0,
+                }
+            )
+            consumer.subscribe(["lat"])
+            while not stop.is_set():
+                msg = consumer.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    latencies.append(time.time() - float(msg.value()[:20]))
+            consumer.close()
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        time.sleep(3)
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1, "log_level": 0}
+        )
+        start = time.monotonic()
+        sent = 0
+        while time.monotonic() - start < seconds:
+            target = int((time.monotonic() - start) * rate)
+            while sent < target:
+                producer.produce("lat", f"{time.time():<20.6f}".encode() + b"x" * 1000)
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.001)
+        producer.flush(30)
+        time.sleep(1)
+        stop.set()
+        reader.join()
+        ordered = sorted(latencies)
+
+        def pct(q: float) -> float:
+            return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)] * 1000, 2) if ordered else -1
+
+        return {
+            "rate_records_per_s": rate,
+            "samples": len(ordered),
+            "p50_ms": pct(0.5),
+            "p99_ms": pct(0.99),
+            "p999_ms": pct(0.999),
+        }
+    finally:
+        cluster.kill_all()
+
+
+def part_failover(work: Path) -> dict[str, Any]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    cluster = _cluster(work / "failover", session_ms=2000)
+    try:
+        _create(cluster.bootstrap, "fo", 1, 3, 2)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        leader = admin.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
+        acks: list[float] = []
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "linger.ms": 1,
+                "log_level": 0,
+                "message.timeout.ms": 30000,
+            }
+        )
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is None:
+                acks.append(time.monotonic())
+
+        for _ in range(200):
+            producer.produce("fo", b"x" * 100, on_delivery=on_delivery)
+            producer.poll(0.005)
+        producer.flush(10)
+        killed = time.monotonic()
+        cluster.node(leader).kill()
+        elected_at = None
+        while time.monotonic() - killed < 20:
+            producer.produce("fo", b"y" * 100, on_delivery=on_delivery)
+            producer.poll(0.01)
+            if elected_at is None:
+                md = admin.list_topics("fo", timeout=5).topics["fo"].partitions[0]
+                if md.leader not in (-1, leader):
+                    elected_at = time.monotonic()
+            if elected_at is not None and acks and acks[-1] > elected_at:
+                break
+        producer.flush(20)
+        next_ack = next((t for t in acks if t > killed), None)
+        log = cluster.node("controller").log_text()
+        return {
+            "session_timeout_ms": 2000,
+            "seconds_to_elect_observed": round((elected_at or killed) - killed, 2),
+            "seconds_to_next_ack": round(next_ack - killed, 2) if next_ack else None,
+            "fenced_in_controller_log": "fenced brokers whose session expired" in log,
+        }
+    finally:
+        cluster.kill_all()
+
+
+def part_rejoin(work: Path, megabytes: int) -> dict[str, Any]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    cluster = _cluster(work / "rejoin")
+    try:
+        _create(cluster.bootstrap, "rj", 1, 3, 2)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        md = admin.list_topics("rj", timeout=10).topics["rj"].partitions[0]
+        follower = next(b for b in md.replicas if b != md.leader)
+        cluster.node(follower).stop()
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "log_level": 0,
+                "batch.size": 1_000_000,
+            }
+        )
+        payload = b"z" * 1024
+        for _ in range(megabytes * 1024):
+            while True:
+                try:
+                    producer.produce("rj", payload)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(120)
+        start = time.monotonic()
+        cluster.node(follower).start()
+        running = time.monotonic() - start
+        while time.monotonic() - start < 120:
+            md = admin.list_topics("rj", timeout=5).topics["rj"].partitions[0]
+            if follower in md.isrs:
+                break
+            time.sleep(0.05)
+        return {
+            "megabytes_behind": megabytes,
+            "seconds_to_running": round(running, 2),
+            "seconds_to_rejoin_isr": round(time.monotonic() - start, 2),
+        }
+    finally:
+        cluster.kill_all()
+
+
+def part_controller(work: Path) -> dict[str, Any]:
+    from epochkraft.bench.controller_load import run as run_controller
+
+    return asyncio.run(run_controller(work / "controller"))
+
+
+def part_scale(work: Path, partitions: int) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = _cluster(work / "scale", session_ms=9000)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        start = time.monotonic()
+        admin.create_topics([NewTopic("scale", partitions, 3)], operation_timeout=120)["scale"].result(180)
+        created = time.monotonic() - start
+
+        def rss(pid: int | None) -> float:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS"):
+                    return round(int(line.split()[1]) / 1024, 1)
+            return -1.0
+
+        memory = {"controller": rss(cluster.controller.pid if cluster.controller else None)}
+        memory |= {f"broker-{n}": rss(p.pid) for n, p in cluster.nodes.items()}
+        node = cluster.node(2)
+        node.stop()
+        start = time.monotonic()
+        node.start(timeout=180)
+        restarted = time.monotonic() - start
+        controller = cluster.node("controller")
+        controller.stop()
+        controller.start(timeout=180)
+        replay = [line for line in controller.log_text().splitlines() if "metadata log replayed" in line][-1]
+        seconds = replay.split("seconds=")[1].split()[0]
+        return {
+            "partitions": partitions,
+            "replication_factor": 3,
+            "seconds_to_create": round(created, 2),
+            "seconds_restarted_broker_to_running": round(restarted, 2),
+            "rss_mb": memory,
+            "metadata_replay_seconds": float(seconds),
+        }
+    finally:
+        cluster.kill_all()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="epochkraft bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each throughput measurement")
+    parser.add_argument("--partitions", type=int, default=10_000, help="partitions for the scale part")
+    parser.add_argument("--rejoin-mb", type=int, default=50)
+    parser.add_argument("--json", default="bench-results.json")
+    parser.add_argument("--work-dir")
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="epochkraft-bench-"))
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    max_rate = 5000.0
+    for part in parts:
+        started = time.monotonic()
+        print(f"== {part} ...", flush=True)
+        if part == "produce":
+            results[part] = part_produce(work, args.seconds)
+            max_rate = results[part]["1024B"]["a_rf3_acks_all"]["records_per_s"]
+        elif part == "latency":
+            results[part] = part_latency(work, args.seconds, max_rate)
+        elif part == "failover":
+            results[part] = part_failover(work)
+        elif part == "rejoin":
+            results[part] = part_rejoin(work, args.rejoin_mb)
+        elif part == "controller":
+            results[part] = part_controller(work)
+        elif part == "scale":
+            results[part] = part_scale(work, args.partitions)
+        else:
+            print(f"unknown part {part}", file=sys.stderr)
+            return 2
+        results[part]["bench_seconds"] = round(time.monotonic() - started, 1)
+        print(json.dumps(results[part], indent=2), flush=True)
+    Path(args.json).write_text(json.dumps(results, indent=2))
+    print(f"results: {args.json}")
+    return 0
