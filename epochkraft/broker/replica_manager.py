@@ -484,14 +484,18 @@ class ReplicaManager:
         last_flush = last_recovery = now_ms()
         while True:
             await asyncio.sleep(min(hw_interval, (flush_ms or 1e9) / 1000))
-            self.checkpoint_high_watermarks()
+            # Checkpoints fsync: they run on a worker thread so they never stall the event loop
+            # (a snapshot is taken here, on the loop, so the thread reads nothing that changes).
+            snapshot = {key: r.partition.high_watermark for key, r in self.replicas.items()}
+            await asyncio.to_thread(self.logs.checkpoint_high_watermarks, snapshot)
             now = now_ms()
             if flush_ms is not None and now - last_flush >= flush_ms:
-                for replica in self.replicas.values():
+                for replica in list(self.replicas.values()):
                     replica.log.flush()
                 last_flush = now
             if now - last_recovery >= recovery_every:
-                self.logs.checkpoint_recovery_points()
+                points = {key: r.log.recovery_point for key, r in self.replicas.items()}
+                await asyncio.to_thread(self.logs.checkpoint_recovery_points, points)
                 last_recovery = now
 
     # ---- observability --------------------------------------------------------------------------------------

@@ -139,22 +139,35 @@ def _write_scalar(
         raise ValueError(f"unsupported field type {kind}")
 
 
-def _write_struct(out: bytearray, spec: StructSpec, obj: Any, version: int) -> None:
-    tagged: list[tuple[int, bytes]] = []
+@cache
+def _write_plan(spec: StructSpec, version: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The fields a version writes, split into regular and tagged (sorted by tag), computed once."""
+    regular = []
+    tagged = []
     for field in spec.fields:
         if version not in field.versions:
             continue
-        value = getattr(obj, field.name)
         if version in field.tagged:
-            if value == _default(field):
-                continue
-            buf = bytearray()
-            _write_value(buf, field, value, version)
-            tagged.append((int(field.tag or 0), bytes(buf)))
+            tagged.append((int(field.tag or 0), field.name, field, _default(field)))
         else:
-            _write_value(out, field, value, version)
+            regular.append((field.name, field))
+    return tuple(regular), tuple(sorted(tagged, key=lambda entry: entry[0]))
+
+
+def _write_struct(out: bytearray, spec: StructSpec, obj: Any, version: int) -> None:
+    regular, tagged_fields = _write_plan(spec, version)
+    for name, field in regular:
+        _write_value(out, field, getattr(obj, name), version)
+    tagged: list[tuple[int, bytes]] = []
+    for tag, name, field, default in tagged_fields:
+        value = getattr(obj, name)
+        if value == default:
+            continue
+        buf = bytearray()
+        _write_value(buf, field, value, version)
+        tagged.append((tag, bytes(buf)))
     _write_uvarint(out, len(tagged))
-    for tag, data in sorted(tagged):
+    for tag, data in tagged:
         _write_uvarint(out, tag)
         _write_uvarint(out, len(data))
         out += data

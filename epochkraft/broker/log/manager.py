@@ -86,10 +86,10 @@ class LogManager:
         self.high_watermarks = dict(high_watermarks)
         write_offsets(self.data_dir / HW_CHECKPOINT, self.high_watermarks)
 
-    def checkpoint_recovery_points(self) -> None:
-        write_offsets(
-            self.data_dir / RECOVERY_CHECKPOINT, {key: plog.recovery_point for key, plog in self.logs.items()}
-        )
+    def checkpoint_recovery_points(self, points: dict[tuple[str, int], int] | None = None) -> None:
+        if points is None:
+            points = {key: plog.recovery_point for key, plog in self.logs.items()}
+        write_offsets(self.data_dir / RECOVERY_CHECKPOINT, points)
 
     def flush_all(self) -> None:
         for plog in self.logs.values():
