@@ -18,6 +18,7 @@ from kio.schema.alter_partition.v3 import request as ap3
 
 from epochkraft.broker.alter_partition_manager import AlterPartitionManager
 from epochkraft.broker.partition import Partition
+from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.protocol.errors import ErrorCode
 from tests.controller_context import ControllerContext
 
@@ -44,31 +45,7 @@ class CacheView:
 
 
 def deliver(ctx: ControllerContext, request, version: int):
-    upgraded = request
-    if version == 2:
-        upgraded = ap3.AlterPartitionRequest(
-            broker_id=request.broker_id,
-            broker_epoch=request.broker_epoch,
-            topics=tuple(
-                ap3.TopicData(
-                    topic_id=t.topic_id,
-                    partitions=tuple(
-                        ap3.PartitionData(
-                            partition_index=p.partition_index,
-                            leader_epoch=p.leader_epoch,
-                            new_isr_with_epochs=tuple(
-                                ap3.BrokerState(broker_id=b, broker_epoch=-1) for b in p.new_isr
-                            ),
-                            leader_recovery_state=p.leader_recovery_state,
-                            partition_epoch=p.partition_epoch,
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in request.topics
-            ),
-        )
-    return ctx.controller.alter_partition(ctx.now, upgraded, version)
+    return ctx.controller.alter_partition(ctx.now, alter_partition_v3(request), version)
 
 
 def run_race(unsafe: bool) -> dict:

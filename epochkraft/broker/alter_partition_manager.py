@@ -1,8 +1,14 @@
 """Sans-IO AlterPartition sender (Kafka's AlterPartitionManager).
 
 At most one queued change per partition, one request in flight, all queued partitions batched into the
-next request. A top-level STALE_BROKER_EPOCH or a network error puts the changes back and waits a
-backoff; per-partition results go back to the partitions that asked. The unsafe pre-KIP-903 mode sends
+next request. A top-level error (STALE_BROKER_EPOCH, NOT_CONTROLLER, ...) or a network error puts the changes back
+and waits a backoff, as Kafka leaves them unsent. Per-partition results go back to the partitions that
+asked, except errors the partition has no rule for (Kafka's Partition retries those): the same change is
+queued again and the partition stays pending.
+
+API: ``submit(item) -> bool``; ``poll(now_ms) -> AlterPartitionRequest | None``;
+``on_response(now_ms, response) -> list[PartitionResult]``; ``on_network_error(now_ms)``;
+``not_before_ms`` is when queued changes may be sent again. The unsafe pre-KIP-903 mode sends
 AlterPartition v2 (broker ids only), as brokers did before NewIsrWithEpochs.
 """
 
@@ -18,6 +24,21 @@ from kio.schema.alter_partition.v3 import request as v3
 
 from epochkraft.broker.partition import AlterPartitionItem
 from epochkraft.protocol.errors import ErrorCode
+
+# Per-partition answers the partition acts on (commit, revert, or wait for metadata); any other is resent.
+HANDLED_ERRORS = frozenset(
+    {
+        ErrorCode.none,
+        ErrorCode.ineligible_replica,
+        ErrorCode.operation_not_attempted,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unknown_topic_id,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.invalid_update_version,
+        ErrorCode.invalid_request,
+        ErrorCode.new_leader_elected,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,18 +150,21 @@ class AlterPartitionManager:
 
     def on_response(self, now_ms: int, response: Any) -> list[PartitionResult]:
         items = self.in_flight or []
-        if response.error_code == ErrorCode.stale_broker_epoch:
-            self._requeue(now_ms)  # our registration is changing; retry once it settles
-            return []
         if response.error_code != ErrorCode.none:
-            self.in_flight = None
-            return [PartitionResult(item, response.error_code) for item in items]
+            # STALE_BROKER_EPOCH: our registration is changing; others (NOT_CONTROLLER...): the controller
+            # is moving. Either way nothing was decided: resend after a backoff.
+            self._requeue(now_ms)
+            return []
         by_key = {(i.topic_id, i.partition): i for i in items}
         results = []
         for topic in response.topics:
             for p in topic.partitions:
                 item = by_key.pop((topic.topic_id, p.partition_index), None)
                 if item is None:
+                    continue
+                if p.error_code not in HANDLED_ERRORS:
+                    self.queue.setdefault((item.topic_id, item.partition), item)
+                    self.not_before_ms = now_ms + self.retry_backoff_ms
                     continue
                 results.append(
                     PartitionResult(

@@ -18,6 +18,7 @@ from typing import Any
 
 from epochkraft.protocol import metadata_records as records_module
 from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.framing import read_uvarint as _read_uvarint
 from epochkraft.protocol.metadata_records import RECORD_TYPES, MetadataRecord
 from epochkraft.protocol.metadata_schema import FieldSpec, RecordSchema, StructSpec, all_schemas
 from epochkraft.protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
@@ -43,22 +44,6 @@ def _write_uvarint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
-
-
-def _read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(data):
-            raise MetadataRecordError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise MetadataRecordError("varint too long")
 
 
 # ---- schema helpers -------------------------------------------------------------------------------

@@ -17,9 +17,10 @@ from typing import Any
 from kio.schema.create_topics.v7 import request as ct
 
 from epochkraft.broker.partition import Role
+from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.sim.nodes import TOPIC, SimBroker, SimController, alter_partition_as_v3
+from epochkraft.sim.nodes import TOPIC, SimBroker, SimController
 from epochkraft.sim.world import LinkPolicy, World
 
 FAULT_KINDS = (
@@ -160,12 +161,12 @@ class SimCluster:
     def on_alter_partition(self, core: Any, request: Any, version: int) -> Any:
         topic = core.replication.topic(TOPIC)
         before = set(topic.partitions[0].isr) if topic and 0 in topic.partitions else set()
-        response = core.alter_partition(self.world.now_ms, alter_partition_as_v3(request), version)
+        response = core.alter_partition(self.world.now_ms, alter_partition_v3(request), version)
         topic = core.replication.topic(TOPIC)
         if topic is None or 0 not in topic.partitions:
             return response
         after = set(topic.partitions[0].isr)
-        sent = alter_partition_as_v3(request).topics[0].partitions[0]
+        sent = alter_partition_v3(request).topics[0].partitions[0]
         key = (
             request.broker_id,
             sent.leader_epoch,

@@ -11,8 +11,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.alter_partition.v2 import request as ap2
-from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 
@@ -426,32 +424,3 @@ class SimBroker:
         offset = self.log.append_leader(value, p.leader_epoch)
         self._advance_hw()
         return ErrorCode.none, offset
-
-
-def alter_partition_as_v3(request: Any) -> Any:
-    """The controller takes v3; a v2 request (the unsafe mode) names no broker epochs."""
-    if isinstance(request, ap3.AlterPartitionRequest):
-        return request
-    assert isinstance(request, ap2.AlterPartitionRequest)
-    return ap3.AlterPartitionRequest(
-        broker_id=request.broker_id,
-        broker_epoch=request.broker_epoch,
-        topics=tuple(
-            ap3.TopicData(
-                topic_id=t.topic_id,
-                partitions=tuple(
-                    ap3.PartitionData(
-                        partition_index=p.partition_index,
-                        leader_epoch=p.leader_epoch,
-                        new_isr_with_epochs=tuple(
-                            ap3.BrokerState(broker_id=b, broker_epoch=-1) for b in p.new_isr
-                        ),
-                        leader_recovery_state=p.leader_recovery_state,
-                        partition_epoch=p.partition_epoch,
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in request.topics
-        ),
-    )

@@ -12,41 +12,14 @@
 
 from __future__ import annotations
 
-from kio.schema.alter_partition.v3 import request as v3
-
+from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.versions import downgrade_response
-
-
-def as_v3(request):
-    """v2 -> v3: every NewIsr member gets broker epoch -1 (unknown)."""
-    return v3.AlterPartitionRequest(
-        broker_id=request.broker_id,
-        broker_epoch=request.broker_epoch,
-        topics=tuple(
-            v3.TopicData(
-                topic_id=topic.topic_id,
-                partitions=tuple(
-                    v3.PartitionData(
-                        partition_index=p.partition_index,
-                        leader_epoch=p.leader_epoch,
-                        new_isr_with_epochs=tuple(
-                            v3.BrokerState(broker_id=b, broker_epoch=-1) for b in p.new_isr
-                        ),
-                        leader_recovery_state=p.leader_recovery_state,
-                        partition_epoch=p.partition_epoch,
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
-        ),
-    )
 
 
 @api(key=56, name="AlterPartition", versions=(2, 3), listeners=(CONTROLLER,))
 async def handle(request, ctx):
     node = ctx.node
-    upgraded = request if ctx.api_version == 3 else as_v3(request)
+    upgraded = alter_partition_v3(request)
     response = node.controller.alter_partition(node.now_ms(), upgraded, ctx.api_version)
     return downgrade_response(response, ctx.api_version)
