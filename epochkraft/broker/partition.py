@@ -10,6 +10,22 @@ AlterPartition is in flight the state is PendingExpandIsr (maximal ISR = committ
 PendingShrinkIsr (maximal ISR = committed). The high watermark advances over the maximal ISR, so a
 replica being added already holds the HW back, and a replica being removed still does until the
 controller confirms.
+
+API (all sans-IO; ``brokers`` is a ``BrokerView`` over the metadata cache):
+- ``make_leader(now_ms, *, leader_epoch, partition_epoch, replicas, isr, leader_recovery_state,
+  log_end_offset, min_insync_replicas=1) -> bool`` / ``make_follower(*, leader, leader_epoch,
+  partition_epoch, replicas, isr, leader_recovery_state=0) -> bool``: False if the partition epoch is stale.
+- ``check_follower_fetch(replica_id, replica_epoch, current_leader_epoch, brokers) -> ErrorCode``.
+- ``update_follower_fetch(now_ms, replica_id, replica_epoch, fetch_offset, leader_log_end, brokers,
+  local_broker_epoch) -> AlterPartitionItem | None`` (an expansion to submit).
+- ``maybe_shrink_isr(now_ms, leader_log_end, brokers, local_broker_epoch)`` and
+  ``maybe_report_recovered(brokers, local_broker_epoch)`` (KIP-704) -> ``AlterPartitionItem | None``.
+- ``maybe_increment_high_watermark(now_ms, leader_log_end, brokers) -> int | None`` (the new HW).
+- acks=all: ``check_enough_replicas_before_append(acks)`` and ``acks_all_result(required_offset) ->
+  ErrorCode | None`` (None: keep waiting for the HW).
+- ``on_alter_partition_result(item, error, *, leader_epoch, isr, partition_epoch, leader_recovery_state)
+  -> bool`` (True if the committed ISR changed); follower: ``update_follower_high_watermark``.
+Divergence (LastFetchedEpoch) is checked by the Fetch handler against the log's epoch cache.
 """
 
 from __future__ import annotations
