@@ -136,7 +136,6 @@ class LocalCluster:
             proc.stop()
         if self.controller is not None:
             self.controller.stop()
-        self.save()
 
     def kill_all(self) -> None:
         for proc in [*self.nodes.values(), *([self.controller] if self.controller else [])]:

@@ -54,7 +54,9 @@ def _up(args: argparse.Namespace) -> int:
     print("every broker is RUNNING. Ctrl-C stops the cluster.", flush=True)
     stop.wait()
     print("\nstopping (controlled shutdown of every broker) ...", flush=True)
-    cluster.stop()
+    # Nodes restarted from another shell have new pids: stop what the state file names, then our children.
+    LocalCluster.load(data).stop()
+    cluster.kill_all()
     return 0
 
 
