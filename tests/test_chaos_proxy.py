@@ -88,3 +88,27 @@ def test_hold_by_api_key_lets_other_requests_through_until_release():
         assert proxy.released_frames == 1
 
     asyncio.run(_with_proxy(_framed, body))
+
+
+def test_http_control_switches_the_proxy():
+    import aiohttp
+
+    from epochkraft.chaos.proxy import serve_control
+
+    async def body(proxy: FaultProxy, reader, writer) -> None:
+        runner, port = await serve_control(proxy)
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(f"http://127.0.0.1:{port}/delay?ms=150") as resp:
+                    assert (await resp.json())["mode"] == "delay"
+                assert proxy.delay_ms == 150
+                async with http.post(f"http://127.0.0.1:{port}/hold?api_key=56") as resp:
+                    assert (await resp.json())["hold_api_key"] == 56
+                async with http.post(f"http://127.0.0.1:{port}/release") as resp:
+                    assert (await resp.json())["hold_api_key"] is None
+                async with http.post(f"http://127.0.0.1:{port}/pass") as resp:
+                    assert (await resp.json())["mode"] == "pass"
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(_with_proxy(_echo, body))

@@ -141,3 +141,46 @@ class FaultProxy:
         self.released_frames += len(frames)
         for frame in frames:
             await self._forward(writer, frame)
+
+
+async def serve_control(proxy: FaultProxy, port: int = 0):
+    """HTTP control for a proxy running in another process: ``POST /pass``, ``/delay?ms=N``, ``/drop``,
+    ``/hold?api_key=N``, ``/release``; ``GET /state``. Returns the aiohttp runner (cleanup() to stop) and
+    the bound port."""
+    from aiohttp import web
+
+    async def state(_: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "mode": proxy.mode,
+                "delay_ms": proxy.delay_ms,
+                "hold_api_key": proxy.hold_api_key,
+                "held_frames": proxy.held_frames,
+                "released_frames": proxy.released_frames,
+            }
+        )
+
+    async def control(request: web.Request) -> web.Response:
+        action, query = request.match_info["action"], request.query
+        if action == "pass":
+            proxy.set_pass()
+        elif action == "delay":
+            proxy.set_delay(int(query.get("ms", "0")))
+        elif action == "drop":
+            proxy.set_drop()
+        elif action == "hold":
+            proxy.hold(int(query["api_key"]))
+        elif action == "release":
+            proxy.release()
+        else:
+            raise web.HTTPNotFound()
+        return await state(request)
+
+    app = web.Application()
+    app.router.add_get("/state", state)
+    app.router.add_post("/{action}", control)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
