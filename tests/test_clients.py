@@ -283,3 +283,46 @@ def test_leader_killed_while_confluent_producer_runs(tmp_path):
         assert set(acked) <= values, f"{len(set(acked) - values)} acknowledged messages lost"
     finally:
         cluster.kill_all()
+
+
+def test_committed_offsets_survive_broker_restarts(tmp_path):
+    broker_cfg, controller_cfg = write_fast_configs(tmp_path / "config")
+    cluster = LocalCluster(
+        data_dir=tmp_path / "restarts", brokers=3, broker_config=broker_cfg, controller_config=controller_cfg
+    )
+    cluster.start()
+    try:
+        create_topic(cluster.bootstrap, "durable", partitions=1)
+        produce(cluster.bootstrap, "durable", 30, acks="all")
+        conf = {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "durable-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+        consumer = Consumer(conf)
+        consumer.subscribe(["durable"])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition("durable", 0, 17)], asynchronous=False)
+        consumer.close()
+        for node in cluster.nodes.values():  # every broker dies at once, then comes back on its disk
+            node.kill()
+        for node in cluster.nodes.values():
+            node.launch()
+        for node in cluster.nodes.values():
+            node.wait_ready(60)
+        again = Consumer(conf)
+        deadline = time.monotonic() + 40
+        committed = None
+        while time.monotonic() < deadline:
+            result = again.committed([TopicPartition("durable", 0)], timeout=5)
+            if result and result[0].offset == 17:
+                committed = result[0].offset
+                break
+            time.sleep(0.5)
+        again.close()
+        assert committed == 17, "the committed offset was read back from __consumer_offsets after the restart"
+    finally:
+        cluster.kill_all()

@@ -388,5 +388,23 @@ def main(argv: list[str]) -> int:
         results[part]["bench_seconds"] = round(time.monotonic() - started, 1)
         print(json.dumps(results[part], indent=2), flush=True)
     Path(args.json).write_text(json.dumps(results, indent=2))
+    print("\n" + table(results))
     print(f"results: {args.json}")
     return 0
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [
+            row
+            for key, inner in value.items()
+            for row in _flatten(f"{prefix}.{key}" if prefix else key, inner)
+        ]
+    return [(prefix, value)]
+
+
+def table(results: dict[str, Any]) -> str:
+    """Every figure of every part, one per line."""
+    rows = [row for part in PARTS if part in results for row in _flatten(part, results[part])]
+    width = max((len(name) for name, _ in rows), default=10)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

@@ -17,6 +17,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
 
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
+from epochkraft.protocol.guard import check_lengths
 
 API_VERSIONS_KEY = 18
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -148,6 +149,7 @@ def decode_request_body(header: RequestHeader, data: bytes) -> Any:
     Metadata v12, for one) send fields a later schema added.
     """
     cls = request_class(header.api_key, header.api_version)
+    check_lengths(cls, data, header.header_size)  # before kio: its native reader aborts on absurd counts
     return decode_entity(cls, data, header.header_size, allow_trailing=True)
 
 

@@ -1,0 +1,138 @@
+"""A length pre-check of request bodies before kio decodes them.
+
+kio's native reader reserves memory for an array from its declared element count before reading the
+elements; a hostile count (say 2^31) makes that reservation fail and aborts the whole process. This pass
+walks a body by the same schema, checking only lengths and counts: every string, byte string, record set
+and array must fit in the bytes that remain (each array element takes at least one byte), so an
+impossible length becomes a ProtocolError on that connection instead of a dead daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import types
+import typing
+from functools import cache
+from typing import Any
+
+from epochkraft.protocol.errors import ProtocolError
+
+FIXED = {
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint16": 2,
+    "uint32": 4,
+    "float64": 8,
+    "bool": 1,
+    "uuid": 16,
+    "error_code": 2,
+    "timedelta_i32": 4,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+}
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    kafka_type: str | None  # None for nested entities
+    is_array: bool
+    nested: Any
+    tagged: bool
+
+
+@cache
+def _plan(cls: type) -> tuple[_Field, ...]:
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        is_array = typing.get_origin(hint) is tuple
+        inner = typing.get_args(hint)[0] if is_array else hint
+        if typing.get_origin(inner) in (typing.Union, types.UnionType):
+            inner = next(a for a in typing.get_args(inner) if a is not type(None))
+        nested = inner if dataclasses.is_dataclass(inner) else None
+        plan.append(_Field(f.metadata.get("kafka_type"), is_array, nested, "tag" in f.metadata))
+    return tuple(plan)
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview, pos: int, flexible: bool) -> None:
+        self.data = data
+        self.pos = pos
+        self.flexible = flexible
+
+    def need(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ProtocolError(f"declared length {n} exceeds the {len(self.data) - self.pos} bytes left")
+        self.pos += n
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        while True:
+            if self.pos >= len(self.data):
+                raise ProtocolError("truncated varint")
+            byte = self.data[self.pos]
+            self.pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise ProtocolError("varint too long")
+
+    def length(self, legacy: struct.Struct) -> int:
+        """A string/bytes length or array count; -1 for null."""
+        if self.flexible:
+            return self.uvarint() - 1
+        if self.pos + legacy.size > len(self.data):
+            raise ProtocolError("truncated length")
+        (value,) = legacy.unpack_from(self.data, self.pos)
+        self.pos += legacy.size
+        return value
+
+    def value(self, kafka_type: str | None) -> None:
+        if kafka_type in FIXED:
+            self.need(FIXED[kafka_type])
+        elif kafka_type == "string":
+            size = self.length(_I16)
+            if size > 0:
+                self.need(size)
+        elif kafka_type in ("bytes", "records"):
+            size = self.length(_I32)
+            if size > 0:
+                self.need(size)
+        else:
+            raise ProtocolError(f"unknown field type {kafka_type}")
+
+    def entity(self, cls: type) -> None:
+        for field in _plan(cls):
+            if field.tagged and self.flexible:
+                continue  # tagged fields live in the tagged section
+            if field.is_array:
+                count = self.length(_I32)
+                if count > len(self.data) - self.pos:
+                    raise ProtocolError(
+                        f"array of {count} elements cannot fit in {len(self.data) - self.pos} bytes"
+                    )
+                for _ in range(max(count, 0)):
+                    self.entity(field.nested) if field.nested is not None else self.value(field.kafka_type)
+            elif field.nested is not None:
+                self.entity(field.nested)
+            else:
+                self.value(field.kafka_type)
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self.need(self.uvarint())
+
+
+def check_lengths(cls: type, data: bytes | memoryview, offset: int = 0) -> None:
+    """ProtocolError if any declared length or count in the body cannot fit in the bytes present."""
+    _Reader(data, offset, bool(getattr(cls, "__flexible__", False))).entity(cls)
