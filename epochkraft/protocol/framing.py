@@ -149,11 +149,12 @@ def decode_request_body(header: RequestHeader, data: bytes) -> Any:
     Metadata v12, for one) send fields a later schema added.
     """
     cls = request_class(header.api_key, header.api_version)
-    check_lengths(cls, data, header.header_size)  # before kio: its native reader aborts on absurd counts
     return decode_entity(cls, data, header.header_size, allow_trailing=True)
 
 
 def decode_entity(cls: type, data: bytes, offset: int = 0, *, allow_trailing: bool = False) -> Any:
+    """Decodes a kio entity, requests and responses alike; ProtocolError when malformed."""
+    check_lengths(cls, data, offset)  # before kio: its native reader aborts the process on absurd counts
     try:
         obj, size = entity_reader(cls)(memoryview(data), offset)
     except ProtocolError:
