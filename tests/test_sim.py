@@ -53,7 +53,7 @@ def run_cli(*args: str, tmp_path) -> dict:
     return summary
 
 
-@pytest.mark.parametrize(("faults", "seeds"), [("random", 800), ("kafka-14139", 200)])
+@pytest.mark.parametrize(("faults", "seeds"), [("random", 2000), ("kafka-14139", 200)])
 def test_defaults_hold_every_invariant(tmp_path, faults, seeds):
     summary = run_cli("--seeds", str(seeds), "--faults", faults, tmp_path=tmp_path)
     assert summary["returncode"] == 0 and summary["violations"] == 0, summary["stdout"]
