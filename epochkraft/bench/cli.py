@@ -222,6 +222,11 @@ def part_failover(work: Path) -> dict[str, Any]:
                 "linger.ms": 1,
                 "log_level": 0,
                 "message.timeout.ms": 30000,
+                # Find the new leader quickly: short retry and reconnect backoffs, fast metadata refresh.
+                "retry.backoff.ms": 20,
+                "retry.backoff.max.ms": 100,
+                "reconnect.backoff.max.ms": 200,
+                "topic.metadata.refresh.fast.interval.ms": 50,
             }
         )
 
