@@ -47,6 +47,7 @@ class MetadataCache:
         self.configs: dict[str, dict[str, str]] = {}
         self.next_offset = 0  # offset after the last applied record
         self.cluster_id: str | None = None
+        self._apply = self._apply  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     # ---- BrokerView (for the partition core) ---------------------------------------------------------
     def is_fenced(self, broker_id: int) -> bool:

@@ -44,6 +44,7 @@ class ClusterControl:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.sessions: dict[int, Session] = {}  # not in the log
         self.started_ms: int | None = None  # brokers known from the log get a session from here
+        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     # ---- queries ------------------------------------------------------------------------------------
     def check_broker_epoch(self, broker_id: int, epoch: int) -> ErrorCode:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import singledispatchmethod
+from typing import NamedTuple
 
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
 from epochkraft.controller.state import (
@@ -31,6 +32,7 @@ from epochkraft.protocol.metadata_records import (
 )
 
 TOPIC_RESOURCE = 2
+RECOVERY_STATES = {int(state): state for state in LeaderRecoveryState}  # an enum call per change is slow
 MIN_INSYNC = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 MAX_TOPIC_NAME = 249
@@ -50,14 +52,13 @@ KNOWN_TOPIC_CONFIGS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class IsrMember:
+# Named tuples rather than dataclasses: one of each is built per partition of every AlterPartition.
+class IsrMember(NamedTuple):
     broker_id: int
     broker_epoch: int  # -1: not checked (AlterPartition v2, or a broker that did not report it)
 
 
-@dataclass(frozen=True, slots=True)
-class AlterPartitionItem:
+class AlterPartitionItem(NamedTuple):
     partition_index: int
     leader_epoch: int
     partition_epoch: int
@@ -65,8 +66,7 @@ class AlterPartitionItem:
     leader_recovery_state: int
 
 
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResult:
+class AlterPartitionResult(NamedTuple):
     partition_index: int
     error: ErrorCode
     partition: PartitionRegistration | None = None
@@ -109,6 +109,7 @@ class ReplicationControl:
         self.default_min_insync = default_min_insync
         self.default_unclean = default_unclean
         self._placement_start = 0
+        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     # ---- queries ------------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicInfo | None:
@@ -273,12 +274,15 @@ class ReplicationControl:
             return ErrorCode.invalid_request, None, None
         if item.partition_epoch < partition.partition_epoch:
             return ErrorCode.invalid_update_version, None, None
-        isr = tuple(m.broker_id for m in item.new_isr)
-        if len(set(isr)) != len(isr) or any(b not in partition.replicas for b in isr):
+        isr = tuple([m.broker_id for m in item.new_isr])
+        members = set(isr)
+        if len(members) != len(isr) or not members.issubset(partition.replicas):
             return ErrorCode.invalid_request, None, None
         if partition.leader not in isr:
             return ErrorCode.invalid_request, None, None
         recovering = LeaderRecoveryState.RECOVERING
+        if item.leader_recovery_state not in RECOVERY_STATES:
+            return ErrorCode.invalid_request, None, None
         if item.leader_recovery_state == recovering and len(isr) > 1:
             return ErrorCode.invalid_request, None, None
         if (
@@ -292,16 +296,15 @@ class ReplicationControl:
         change = (
             PartitionChangeBuilder(partition, topic.topic_id, item.partition_index, is_acceptable_leader)
             .set_target_isr(isr)
-            .set_target_recovery_state(LeaderRecoveryState(item.leader_recovery_state))
+            .set_target_recovery_state(RECOVERY_STATES[item.leader_recovery_state])
             .build()
         )
         if change is None:
             return ErrorCode.none, None, partition  # an idempotent retry: nothing to write
-        after = apply_change(partition, change.record)
         if change.leader != requester:
             code = ErrorCode.new_leader_elected if version >= 2 else ErrorCode.fenced_leader_epoch
             return code, change.record, None
-        return ErrorCode.none, change.record, after
+        return ErrorCode.none, change.record, partition  # the caller answers with the replayed state
 
     # ---- broker-driven changes ----------------------------------------------------------------------
     def decide_remove_from_isrs(self, broker_id: int, is_acceptable_leader: Callable[[int], bool]) -> list:
@@ -381,7 +384,7 @@ class ReplicationControl:
         )
 
     @replay.register
-    def _(self, record: PartitionChangeRecord) -> None:
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
         topic = self.topics.get(record.topic_id)
         if topic is None or record.partition_id not in topic.partitions:
             return
@@ -407,14 +410,14 @@ class ReplicationControl:
 
 def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
     """The partition after a change record: partition epoch +1; leader epoch +1 only on a leader change."""
-    changes: dict[str, object] = {"partition_epoch": partition.partition_epoch + 1}
-    if record.isr is not None:
-        changes["isr"] = tuple(record.isr)
-    if record.replicas is not None:
-        changes["replicas"] = tuple(record.replicas)
-    if record.leader != NO_LEADER_CHANGE:
-        changes["leader"] = record.leader
-        changes["leader_epoch"] = partition.leader_epoch + 1
-    if record.leader_recovery_state != -1:
-        changes["leader_recovery_state"] = LeaderRecoveryState(record.leader_recovery_state)
-    return replace(partition, **changes)
+    leader_changed = record.leader != NO_LEADER_CHANGE
+    return PartitionRegistration(
+        replicas=partition.replicas if record.replicas is None else tuple(record.replicas),
+        isr=partition.isr if record.isr is None else tuple(record.isr),
+        leader=record.leader if leader_changed else partition.leader,
+        leader_epoch=partition.leader_epoch + 1 if leader_changed else partition.leader_epoch,
+        partition_epoch=partition.partition_epoch + 1,
+        leader_recovery_state=partition.leader_recovery_state
+        if record.leader_recovery_state == -1
+        else LeaderRecoveryState(record.leader_recovery_state),
+    )

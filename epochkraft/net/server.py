@@ -176,7 +176,8 @@ class _Connection(asyncio.Protocol):
         response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
-        body = encode_entity(response)
+        # A handler on a hot path may hand back its body already encoded.
+        body = response if isinstance(response, bytes) else encode_entity(response)
         return encode_response(ctx.header.correlation_id, ctx.header.api_key, ctx.api_version, body)
 
     def _settle(self, task: asyncio.Task[bytes | None], future: asyncio.Future[bytes | None]) -> None:

@@ -37,19 +37,20 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Field:
-    kafka_type: str | None  # None for nested entities
-    is_array: bool
-    nested: Any
-    tagged: bool
+# Steps of a compiled plan: consecutive fixed-size fields fold into one FIXED step, so a body is checked
+# with a few calls per entity rather than one per field.
+FIXED_STEP, VALUE_STEP, ENTITY_STEP, ARRAY_STEP = range(4)
 
 
 @cache
-def _plan(cls: type) -> tuple[_Field, ...]:
+def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
+    """(step kind, argument, element argument) for the fields a version's body carries outside tags."""
     hints = typing.get_type_hints(cls)
-    plan = []
+    flexible = bool(getattr(cls, "__flexible__", False))
+    plan: list[tuple[int, Any, Any]] = []
     for f in dataclasses.fields(cls):
+        if "tag" in f.metadata and flexible:
+            continue  # tagged fields live in the tagged section
         hint = hints[f.name]
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
@@ -58,7 +59,18 @@ def _plan(cls: type) -> tuple[_Field, ...]:
         if typing.get_origin(inner) in (typing.Union, types.UnionType):
             inner = next(a for a in typing.get_args(inner) if a is not type(None))
         nested = inner if dataclasses.is_dataclass(inner) else None
-        plan.append(_Field(f.metadata.get("kafka_type"), is_array, nested, "tag" in f.metadata))
+        kafka_type = f.metadata.get("kafka_type")
+        if is_array:
+            plan.append((ARRAY_STEP, nested, kafka_type))
+        elif nested is not None:
+            plan.append((ENTITY_STEP, nested, None))
+        elif kafka_type in FIXED:
+            if plan and plan[-1][0] == FIXED_STEP:
+                plan[-1] = (FIXED_STEP, plan[-1][1] + FIXED[kafka_type], None)
+            else:
+                plan.append((FIXED_STEP, FIXED[kafka_type], None))
+        else:
+            plan.append((VALUE_STEP, kafka_type, None))
     return tuple(plan)
 
 
@@ -112,21 +124,29 @@ class _Reader:
             raise ProtocolError(f"unknown field type {kafka_type}")
 
     def entity(self, cls: type) -> None:
-        for field in _plan(cls):
-            if field.tagged and self.flexible:
-                continue  # tagged fields live in the tagged section
-            if field.is_array:
+        for kind, arg, element in _plan(cls):
+            if kind == FIXED_STEP:
+                self.need(arg)
+            elif kind == ARRAY_STEP:
                 count = self.length(_I32)
                 if count > len(self.data) - self.pos:
                     raise ProtocolError(
                         f"array of {count} elements cannot fit in {len(self.data) - self.pos} bytes"
                     )
-                for _ in range(max(count, 0)):
-                    self.entity(field.nested) if field.nested is not None else self.value(field.kafka_type)
-            elif field.nested is not None:
-                self.entity(field.nested)
+                if count <= 0:
+                    continue
+                if arg is not None:
+                    for _ in range(count):
+                        self.entity(arg)
+                elif element in FIXED:
+                    self.need(count * FIXED[element])
+                else:
+                    for _ in range(count):
+                        self.value(element)
+            elif kind == ENTITY_STEP:
+                self.entity(arg)
             else:
-                self.value(field.kafka_type)
+                self.value(arg)
         if self.flexible:
             for _ in range(self.uvarint()):
                 self.uvarint()

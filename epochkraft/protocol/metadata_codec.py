@@ -12,7 +12,7 @@ import dataclasses
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -76,98 +76,138 @@ def _struct_class(struct_spec: StructSpec) -> type:
 
 
 # ---- encoding -------------------------------------------------------------------------------------
-def _write_value(out: bytearray, field: FieldSpec, value: Any, version: int) -> None:
-    if field.is_array:
-        if value is None:
-            _write_uvarint(out, 0)
-            return
-        _write_uvarint(out, len(value) + 1)
-        for item in value:
-            _write_scalar(out, field.element_type, field.struct, item, version)
-    else:
-        _write_scalar(out, field.type, field.struct, value, version, nullable=version in field.nullable)
+# Writers are compiled once per (struct, version) into closures: the controller encodes a record for every
+# partition change, and walking the schema per record was most of its AlterPartition time.
+Writer = Callable[[bytearray, Any], None]
+_STRUCT_WRITERS: dict[tuple[int, int], Writer] = {}  # by (id of an immortal StructSpec, version)
 
 
-def _write_scalar(
-    out: bytearray,
-    kind: str,
-    struct_spec: StructSpec | None,
-    value: Any,
-    version: int,
-    nullable: bool = False,
-) -> None:
+def _scalar_writer(kind: str, struct_spec: StructSpec | None, version: int, nullable: bool) -> Writer:
     fixed = _FIXED.get(kind)
     if fixed is not None:
-        out += fixed.pack(value)
-    elif kind == "bool":
-        out.append(1 if value else 0)
-    elif kind == "string":
-        if value is None:
-            if not nullable:
-                raise ValueError("null in a non-nullable string field")
-            _write_uvarint(out, 0)
-        else:
+        pack = fixed.pack
+
+        def write_fixed(out: bytearray, value: Any) -> None:
+            out += pack(value)
+
+        return write_fixed
+    if kind == "bool":
+        return lambda out, value: out.append(1 if value else 0)
+    if kind == "string":
+
+        def write_string(out: bytearray, value: Any) -> None:
+            if value is None:
+                if not nullable:
+                    raise ValueError("null in a non-nullable string field")
+                out.append(0)
+                return
             data = value.encode()
             _write_uvarint(out, len(data) + 1)
             out += data
-    elif kind == "bytes":
-        if value is None:
-            _write_uvarint(out, 0)
-        else:
+
+        return write_string
+    if kind == "bytes":
+
+        def write_bytes(out: bytearray, value: Any) -> None:
+            if value is None:
+                out.append(0)
+                return
             _write_uvarint(out, len(value) + 1)
             out += value
-    elif kind == "uuid":
-        out += value.bytes
-    elif struct_spec is not None:
-        _write_struct(out, struct_spec, value, version)
-    else:
-        raise ValueError(f"unsupported field type {kind}")
+
+        return write_bytes
+    if kind == "uuid":
+
+        def write_uuid(out: bytearray, value: Any) -> None:
+            out += value.bytes
+
+        return write_uuid
+    if struct_spec is not None:
+        return _struct_writer(struct_spec, version)
+    raise ValueError(f"unsupported field type {kind}")
 
 
-@cache
-def _write_plan(spec: StructSpec, version: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The fields a version writes, split into regular and tagged (sorted by tag), computed once."""
-    regular = []
-    tagged = []
+def _field_writer(field: FieldSpec, version: int) -> Writer:
+    if not field.is_array:
+        return _scalar_writer(field.type, field.struct, version, version in field.nullable)
+    fixed = _FIXED.get(field.element_type)
+    if fixed is not None:
+        code = fixed.format[1:]
+
+        def write_fixed_array(out: bytearray, value: Any) -> None:
+            if value is None:
+                out.append(0)
+                return
+            _write_uvarint(out, len(value) + 1)
+            out += struct.pack(f">{len(value)}{code}", *value)
+
+        return write_fixed_array
+    write_item = _scalar_writer(field.element_type, field.struct, version, False)
+
+    def write_array(out: bytearray, value: Any) -> None:
+        if value is None:
+            out.append(0)
+            return
+        _write_uvarint(out, len(value) + 1)
+        for item in value:
+            write_item(out, item)
+
+    return write_array
+
+
+def _struct_writer(spec: StructSpec, version: int) -> Writer:
+    key = (id(spec), version)
+    writer = _STRUCT_WRITERS.get(key)
+    if writer is not None:
+        return writer
+    regular: list[tuple[str, Writer]] = []
+    tagged: list[tuple[int, str, Any, Writer]] = []
     for field in spec.fields:
         if version not in field.versions:
             continue
         if version in field.tagged:
-            tagged.append((int(field.tag or 0), field.name, field, _default(field)))
+            tagged.append((int(field.tag or 0), field.name, _default(field), _field_writer(field, version)))
         else:
-            regular.append((field.name, field))
-    return tuple(regular), tuple(sorted(tagged, key=lambda entry: entry[0]))
+            regular.append((field.name, _field_writer(field, version)))
+    tagged.sort(key=lambda entry: entry[0])
+
+    def write_struct(out: bytearray, obj: Any) -> None:
+        for name, write in regular:
+            write(out, getattr(obj, name))
+        present = []
+        for tag, name, default, write in tagged:
+            value = getattr(obj, name)
+            if value is not default and value != default:
+                present.append((tag, write, value))
+        _write_uvarint(out, len(present))
+        for tag, write, value in present:
+            buf = bytearray()
+            write(buf, value)
+            _write_uvarint(out, tag)
+            _write_uvarint(out, len(buf))
+            out += buf
+
+    _STRUCT_WRITERS[key] = write_struct
+    return write_struct
 
 
-def _write_struct(out: bytearray, spec: StructSpec, obj: Any, version: int) -> None:
-    regular, tagged_fields = _write_plan(spec, version)
-    for name, field in regular:
-        _write_value(out, field, getattr(obj, name), version)
-    tagged: list[tuple[int, bytes]] = []
-    for tag, name, field, default in tagged_fields:
-        value = getattr(obj, name)
-        if value == default:
-            continue
-        buf = bytearray()
-        _write_value(buf, field, value, version)
-        tagged.append((tag, bytes(buf)))
-    _write_uvarint(out, len(tagged))
-    for tag, data in tagged:
-        _write_uvarint(out, tag)
-        _write_uvarint(out, len(data))
-        out += data
-
-
-def encode_metadata_record(record: MetadataRecord, version: int | None = None) -> bytes:
-    schema = _schema_by_key(record.API_KEY)
+@cache
+def _record_writer(api_key: int, version: int | None) -> tuple[bytes, Writer]:
+    """(frame version, api key and version as varints; the struct writer) for one record version."""
+    schema = _schema_by_key(api_key)
     version = schema.valid.high if version is None else version
     if version is None or version not in schema.valid:
         raise ValueError(f"{schema.name} has no version {version}")
-    out = bytearray()
-    _write_uvarint(out, FRAME_VERSION)
-    _write_uvarint(out, schema.api_key)
-    _write_uvarint(out, version)
-    _write_struct(out, schema.struct, record, version)
+    prefix = bytearray()
+    for value in (FRAME_VERSION, schema.api_key, version):
+        _write_uvarint(prefix, value)
+    return bytes(prefix), _struct_writer(schema.struct, version)
+
+
+def encode_metadata_record(record: MetadataRecord, version: int | None = None) -> bytes:
+    prefix, write = _record_writer(record.API_KEY, version)
+    out = bytearray(prefix)
+    write(out, record)
     return bytes(out)
 
 

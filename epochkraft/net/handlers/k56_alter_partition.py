@@ -8,13 +8,48 @@
   NewIsrWithEpochs lets the controller refuse a stale incarnation (KIP-903).
 - A no-op change answers NONE with the current state; a change that elects another leader answers
   NEW_LEADER_ELECTED.
+- The response is encoded here rather than by kio's generic writer, which took about a sixth of the
+  controller's time on 1,000-partition requests; v2 and v3 share the layout, and tests compare the bytes
+  with kio's.
 """
 
 from __future__ import annotations
 
+import struct
+from typing import Any
+
 from epochkraft.controller.requests import alter_partition_v3
+from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import CONTROLLER, api
-from epochkraft.protocol.versions import downgrade_response
+
+_HEADER = struct.Struct(">ih")  # throttle_time_ms, error_code
+_PARTITION_HEAD = struct.Struct(">ihii")  # partition_index, error_code, leader_id, leader_epoch
+_PARTITION_TAIL = struct.Struct(">bib")  # leader_recovery_state, partition_epoch, no tagged fields
+_NO_TOPIC_ID = bytes(16)
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def encode_response(response: Any) -> bytes:
+    """The AlterPartition v2/v3 response body (flexible encoding, no tagged fields)."""
+    out = bytearray(_HEADER.pack(ms(response.throttle_time), response.error_code))
+    _uvarint(out, len(response.topics) + 1)
+    for topic in response.topics:
+        out += _NO_TOPIC_ID if topic.topic_id is None else topic.topic_id.bytes
+        _uvarint(out, len(topic.partitions) + 1)
+        for p in topic.partitions:
+            out += _PARTITION_HEAD.pack(p.partition_index, p.error_code, p.leader_id, p.leader_epoch)
+            _uvarint(out, len(p.isr) + 1)
+            out += struct.pack(f">{len(p.isr)}i", *p.isr)
+            out += _PARTITION_TAIL.pack(p.leader_recovery_state, p.partition_epoch, 0)
+        out.append(0)  # topic tagged fields
+    out.append(0)  # response tagged fields
+    return bytes(out)
 
 
 @api(key=56, name="AlterPartition", versions=(2, 3), listeners=(CONTROLLER,))
@@ -22,4 +57,4 @@ async def handle(request, ctx):
     node = ctx.node
     upgraded = alter_partition_v3(request)
     response = node.controller.alter_partition(node.now_ms(), upgraded, ctx.api_version)
-    return downgrade_response(response, ctx.api_version)
+    return encode_response(response)
