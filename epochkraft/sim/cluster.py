@@ -127,6 +127,9 @@ class SimCluster:
         self.brokers = {b: SimBroker(self.world, b, self, unsafe) for b in range(1, brokers + 1)}
         # (offset, value, {holder broker: its disk-loss count when the record was acknowledged})
         self.acked: list[tuple[int, bytes, dict[int, int]]] = []
+        # broker -> (its log, the log's truncation count, how many of ``acked`` that log was seen to hold):
+        # a log that was only appended to since still holds them, so each check scans only the new ones.
+        self.verified: dict[int, tuple[object, int, int]] = {}
         self.lost_without_fsync = 0
         self.stale_admissions: list[str] = []
         self.last_standing: dict[int, bool] = {}
@@ -275,23 +278,33 @@ class SimCluster:
     # ---- invariants -----------------------------------------------------------------------------------
     def _check_leader_has_acked(self, broker: SimBroker) -> None:
         entries = broker.log.entries
-        for offset, value, holders in list(self.acked):
-            if offset >= len(entries) or entries[offset][1] != value:
-                epoch = broker.partition.leader_epoch
-                if all(self.brokers[b].disk_losses != losses for b, losses in holders.items()) or (
-                    self.last_standing.get(epoch) and broker.disk_losses != holders.get(broker.id, -1)
-                ):
-                    # Tolerated, as in Kafka: every replica holding it lost its unflushed tail or its disk
-                    # (no fsync), or the last ISR member came back with an empty disk and was re-elected
-                    # (the exception KIP-903 names; KIP-966 addresses it).
-                    self.acked.remove((offset, value, holders))
-                    self.lost_without_fsync += 1
-                    continue
-                cause = f" after {self.stale_admissions[-1]}" if self.stale_admissions else ""
-                raise Violation(
-                    f"acknowledged record {value.decode()} at offset {offset} is missing from broker-{broker.id}, "
-                    f"leader of epoch {epoch} ({len(entries)} records): lost{cause}"
-                )
+        seen_log, seen_truncations, verified = self.verified.get(broker.id, (None, -1, 0))
+        if seen_log is not broker.log or seen_truncations != broker.log.truncations:
+            verified = 0
+        index = verified
+        while index < len(self.acked):
+            offset, value, holders = self.acked[index]
+            index += 1
+            if offset < len(entries) and entries[offset][1] == value:
+                continue
+            epoch = broker.partition.leader_epoch
+            if all(self.brokers[b].disk_losses != losses for b, losses in holders.items()) or (
+                self.last_standing.get(epoch) and broker.disk_losses != holders.get(broker.id, -1)
+            ):
+                # Tolerated, as in Kafka: every replica holding it lost its unflushed tail or its disk
+                # (no fsync), or the last ISR member came back with an empty disk and was re-elected
+                # (the exception KIP-903 names; KIP-966 addresses it).
+                index -= 1
+                del self.acked[index]
+                self.verified.clear()  # other brokers' counts referred to the list before this removal
+                self.lost_without_fsync += 1
+                continue
+            cause = f" after {self.stale_admissions[-1]}" if self.stale_admissions else ""
+            raise Violation(
+                f"acknowledged record {value.decode()} at offset {offset} is missing from broker-{broker.id}, "
+                f"leader of epoch {epoch} ({len(entries)} records): lost{cause}"
+            )
+        self.verified[broker.id] = (broker.log, broker.log.truncations, index)
 
     def check(self) -> None:
         core = self.controller.core
@@ -388,8 +401,8 @@ class SimCluster:
         events = 0
         violation = None
         try:
-            while self.world._queue and self.world._queue[0].at_ms <= DURATION_MS:
-                self.world.run_until(self.world._queue[0].at_ms)
+            while (next_ms := self.world.next_event_ms()) is not None and next_ms <= DURATION_MS:
+                self.world.run_until(next_ms)
                 events += 1
                 self.check()
         except Violation as exc:

@@ -39,6 +39,7 @@ class SimLog:
 
     entries: list[tuple[int, bytes]] = field(default_factory=list)
     recovery_point: int = 0
+    truncations: int = 0  # bumped whenever entries already written may change (lets checks be incremental)
 
     def __post_init__(self) -> None:
         self.epochs = LeaderEpochCache(None, lambda: len(self.entries))
@@ -61,6 +62,8 @@ class SimLog:
             self.entries.append((epoch, value))
 
     def truncate_to(self, offset: int) -> None:
+        if offset < len(self.entries):
+            self.truncations += 1
         del self.entries[max(offset, 0) :]
         self.recovery_point = min(self.recovery_point, len(self.entries))
         self.epochs.truncate_from_end(len(self.entries))

@@ -11,7 +11,7 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +24,9 @@ class LinkPolicy:
     duplicate: float = 0.0
 
 
-@dataclass(order=True, slots=True)
-class _Event:
-    at_ms: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
-    label: str = field(compare=False, default="")
+# (at_ms, insertion sequence, action, label): plain tuples so the heap compares in C; the sequence is
+# unique, so actions are never compared.
+_Event = tuple[int, int, Callable[[], None], str]
 
 
 class World:
@@ -51,19 +48,22 @@ class World:
 
     # ---- time ---------------------------------------------------------------------------------------
     def at(self, at_ms: int, action: Callable[[], None], label: str = "") -> None:
-        heapq.heappush(self._queue, _Event(max(at_ms, self.now_ms), next(self._seq), action, label))
+        heapq.heappush(self._queue, (max(at_ms, self.now_ms), next(self._seq), action, label))
 
     def after(self, delay_ms: int, action: Callable[[], None], label: str = "") -> None:
         self.at(self.now_ms + delay_ms, action, label)
 
     def run_until(self, end_ms: int, stop: Callable[[], bool] | None = None) -> None:
-        while self._queue and self._queue[0].at_ms <= end_ms:
-            event = heapq.heappop(self._queue)
-            self.now_ms = event.at_ms
-            event.action()
+        while self._queue and self._queue[0][0] <= end_ms:
+            at_ms, _seq, action, _label = heapq.heappop(self._queue)
+            self.now_ms = at_ms
+            action()
             if stop is not None and stop():
                 return
         self.now_ms = max(self.now_ms, end_ms)
+
+    def next_event_ms(self) -> int | None:
+        return self._queue[0][0] if self._queue else None
 
     def log(self, message: str) -> None:
         self.trace.append(f"{self.now_ms:>7} ms  {message}")
