@@ -81,3 +81,42 @@ def test_api_versions_response_always_uses_header_v0():
     assert response_header_version(0, 8) == 0
     data = encode_response(7, 56, 3, b"xyz")
     assert parse_response_header(56, 3, data[4:]) == (7, 5)
+
+
+@pytest.mark.parametrize("step", [1, 7, 300, 4096])
+def test_frames_larger_than_the_receive_buffer_arrive_whole_in_any_pieces(step):
+    # A 64-byte shared buffer: the 768-byte frame (and "hello world" once the buffer holds a partial
+    # frame) take the own-buffer path; the rest are cut from the shared buffer.
+    decoder = FrameDecoder(chunk_bytes=64)
+    out = []
+    for i in range(0, len(STREAM), step):
+        out += [
+            bytes(f) for f in decoder.feed(STREAM[i : i + step])
+        ]  # a large frame is valid until the next call
+    assert out == FRAMES
+    assert decoder.buffered == 0
+
+
+def test_a_large_frame_decodes_with_kio_and_is_not_copied():
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from epochkraft.protocol.framing import decode_request_body, encode_entity, encode_request
+
+    body = encode_entity(ApiVersionsRequest(client_software_name="x" * 500, client_software_version="1"))
+    data = encode_request(18, 3, 9, "c", body)
+    (received,) = FrameDecoder(chunk_bytes=64).feed(data)
+    assert isinstance(received, memoryview) and received.readonly  # its own buffer, handed out as is
+    request = decode_request_body(parse_request_header(received), received)
+    assert request.client_software_name == "x" * 500
+
+
+def test_receiving_through_get_buffer_as_a_buffered_protocol_does():
+    decoder = FrameDecoder(chunk_bytes=64)
+    out, data = [], memoryview(STREAM * 3)
+    while data:
+        target = decoder.get_buffer(-1)
+        n = min(len(target), len(data), 50)  # the transport fills at most what it was given
+        target[:n] = data[:n]
+        data = data[n:]
+        out += [bytes(f) for f in decoder.buffer_updated(n)]
+    assert out == FRAMES * 3

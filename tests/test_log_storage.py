@@ -89,6 +89,34 @@ def test_read_stops_at_max_offset_and_returns_at_least_one_batch(tmp_path):
     assert [o for o, _ in one] == [3, 4, 5], "a batch larger than max_bytes still comes back whole"
 
 
+def test_reads_match_a_batch_by_batch_reference_for_any_offset_budget_and_limit(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    for _ in range(60):
+        plog.append_as_leader(batch([bytes(rng.randrange(1, 90)) for _ in range(rng.randrange(1, 4))]), 0)
+    assert len(plog.segments) > 5
+    everything = plog.read(0, 1 << 30)
+    batches = [
+        (h.base_offset, h.next_offset, everything[pos : pos + h.size]) for pos, h in iter_batches(everything)
+    ]
+    assert batches[-1][1] == plog.log_end_offset
+    for _ in range(400):
+        offset = rng.randrange(0, plog.log_end_offset + 2)
+        max_bytes = rng.choice([1, 50, 200, 700, 5000])
+        max_offset = rng.choice([None, rng.randrange(0, plog.log_end_offset + 2)])
+        limit = plog.log_end_offset if max_offset is None else min(max_offset, plog.log_end_offset)
+        expected = b""
+        for base, next_offset, data in batches:
+            if next_offset <= offset or offset >= limit:
+                continue
+            if base >= limit or (expected and len(expected) + len(data) > max_bytes):
+                break
+            expected += data
+        assert plog.read(offset, max_bytes, max_offset) == expected, (offset, max_bytes, max_offset)
+
+
 def test_truncation_within_and_across_segments_truncates_the_epoch_cache(tmp_path):
     plog = PartitionLog.open(tmp_path / "t-0", SMALL)
     fill(plog, 10, epoch=1)

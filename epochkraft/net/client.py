@@ -3,7 +3,7 @@
 ``send(request)`` takes any kio request object (its class carries the API key and version), frames it,
 and returns the decoded response. Requests pipeline on the one connection; responses are matched by
 correlation id. A failed connection fails every in-flight request with ConnectionLost and is reopened
-lazily by the next ``send``.
+lazily by the next ``send``. Responses are received straight into the frame buffers (no stream copies).
 """
 
 from __future__ import annotations
@@ -22,6 +22,47 @@ from epochkraft.protocol.framing import (
     parse_response_header,
     response_class,
 )
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One TCP connection: receives straight into the FrameDecoder's buffers and hands frames to the
+    client; write flow control for ``drain``."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+        self.decoder = FrameDecoder(client.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            for frame in self.decoder.buffer_updated(nbytes):
+                self.client._deliver(frame)
+        except ProtocolError as exc:
+            self.client._lost(self, ConnectionLost(f"connection to {self.client.address} failed: {exc}"))
+            if self.transport is not None:
+                self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc else ""
+        self.client._lost(self, ConnectionLost(f"connection to {self.client.address} closed{reason}"))
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
 
 
 class KafkaClient:
@@ -43,49 +84,43 @@ class KafkaClient:
         self.max_frame_bytes = max_frame_bytes
         self._correlation = itertools.count(1)
         self._in_flight: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
-        self._reader_task: asyncio.Task[None] | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._connection: _Connection | None = None
         self._connect_lock = asyncio.Lock()
 
     @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        c = self._connection
+        return c is not None and c.transport is not None and not c.transport.is_closing()
 
     async def connect(self) -> None:
         async with self._connect_lock:
             if self.connected:
                 return
+            loop = asyncio.get_running_loop()
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+                _, connection = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Connection(self), self.host, self.port),
+                    self.connect_timeout_ms / 1000,
                 )
             except (OSError, TimeoutError) as exc:
-                raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-            self._writer = writer
-            self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+                raise ConnectionLost(f"cannot connect to {self.address}: {exc}") from exc
+            self._connection = connection
 
-    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder(self.max_frame_bytes)
-        error: Exception = ConnectionLost(f"connection to {self.host}:{self.port} closed")
-        try:
-            while True:
-                data = await reader.read(256 * 1024)
-                if not data:
-                    break
-                for frame in decoder.feed(data):
-                    self._deliver(frame)
-        except (OSError, ProtocolError) as exc:
-            error = ConnectionLost(f"connection to {self.host}:{self.port} failed: {exc}")
-        finally:
-            if self._writer is writer:
-                self._writer = None
-            writer.close()
-            for future, _, _ in self._in_flight.values():
-                if not future.done():
-                    future.set_exception(error)
-            self._in_flight.clear()
+    def _lost(self, connection: _Connection, error: Exception) -> None:
+        """Fails every request in flight on a connection that failed or closed."""
+        if self._connection is not connection:
+            return
+        self._connection = None
+        for future, _, _ in self._in_flight.values():
+            if not future.done():
+                future.set_exception(error)
+        self._in_flight.clear()
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | memoryview) -> None:
         if len(frame) < 4:
             raise ProtocolError("response shorter than its header")
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
@@ -109,8 +144,8 @@ class KafkaClient:
         if expect_response:
             future = asyncio.get_running_loop().create_future()
             self._in_flight[correlation_id] = (future, api_key, version)
-        assert self._writer is not None
-        self._writer.write(data)
+        assert self._connection is not None and self._connection.transport is not None
+        self._connection.transport.write(data)
         return correlation_id, future
 
     async def send(self, request: Any, *, timeout_ms: int | None = None, expect_response: bool = True) -> Any:
@@ -118,8 +153,8 @@ class KafkaClient:
             await self.connect()
         correlation_id, future = self._write(request, expect_response)
         if future is None:
-            assert self._writer is not None
-            await self._writer.drain()
+            assert self._connection is not None
+            await self._connection.drain()
             return None
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
@@ -147,14 +182,9 @@ class KafkaClient:
         return await self.send(cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__}))
 
     async def close(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-        if self._reader_task is not None:
-            try:
-                await asyncio.wait_for(self._reader_task, 1.0)
-            except (TimeoutError, asyncio.CancelledError):
-                self._reader_task.cancel()
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.transport is not None:
+            connection.transport.close()
         for future, _, _ in self._in_flight.values():
             if not future.done():
                 future.set_exception(ConnectionLost("client closed"))

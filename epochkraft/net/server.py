@@ -1,6 +1,6 @@
 """Asyncio Kafka protocol server: frames in, one handler per API key, responses out in request order.
 
-Each connection is an ``asyncio.Protocol`` feeding a sans-IO FrameDecoder. Every request runs as its own
+Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's buffers. Every request runs as its own
 task so a long-polling Fetch does not stall the connection's other requests, but responses are written
 strictly in request order, as Kafka requires. Hostile input never reaches beyond its connection: a
 malformed frame, an unknown API key or version, or an oversized size prefix closes that connection after
@@ -26,6 +26,7 @@ from epochkraft.protocol.framing import (
     decode_request_body,
     encode_entity,
     encode_response,
+    encode_response_entity,
     parse_request_header,
 )
 
@@ -93,7 +94,7 @@ class KafkaServer:
                     conn.close("idle connection (connections.max.idle.ms)")
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.decoder = FrameDecoder(server.max_frame_bytes)
@@ -105,7 +106,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.log = server.log
 
-    # ---- asyncio.Protocol ---------------------------------------------------------------------------
+    # ---- asyncio.BufferedProtocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
@@ -122,11 +123,14 @@ class _Connection(asyncio.Protocol):
             future.cancel()
         self.pending.clear()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
             self.close(f"bad frame: {exc}")
             return
@@ -141,7 +145,7 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     # ---- requests -----------------------------------------------------------------------------------
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytes | memoryview) -> None:
         try:
             header = parse_request_header(frame)
         except ProtocolError as exc:
@@ -176,9 +180,10 @@ class _Connection(asyncio.Protocol):
         response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
-        # A handler on a hot path may hand back its body already encoded.
-        body = response if isinstance(response, bytes) else encode_entity(response)
-        return encode_response(ctx.header.correlation_id, ctx.header.api_key, ctx.api_version, body)
+        header = ctx.header
+        if isinstance(response, bytes):  # a handler on a hot path may hand back its body already encoded
+            return encode_response(header.correlation_id, header.api_key, ctx.api_version, response)
+        return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
     def _settle(self, task: asyncio.Task[bytes | None], future: asyncio.Future[bytes | None]) -> None:
         if future.done():

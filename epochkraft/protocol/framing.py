@@ -7,6 +7,7 @@ versions use header v2 with tagged fields), and ApiVersions responses always use
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 from functools import cache
@@ -26,34 +27,99 @@ _HEADER_PREFIX = struct.Struct(">hhih")  # api key, api version, correlation id,
 
 
 class FrameDecoder:
-    """Splits a byte stream into frames. Raises FrameTooLarge / ProtocolError on a bad size prefix."""
+    """Splits a byte stream into frames; FrameTooLarge / ProtocolError on a bad size prefix.
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    Built for ``asyncio.BufferedProtocol``: the transport receives straight into ``get_buffer()`` and
+    reports with ``buffer_updated(n)``, so frame bytes are not copied after the kernel writes them. Small
+    frames are cut out of one shared receive buffer (one copy each). A frame larger than that is received
+    into a private anonymous mapping kept for the connection and handed out as a read-only memoryview,
+    valid until the next ``buffer_updated``/``feed`` call (decode it, as kio does, before returning).
+    Mapped pages become resident only as bytes arrive, so a hostile size prefix costs no memory, and a
+    reused mapping costs no page faults. ``feed(data)`` does the same for bytes already in hand.
+    """
+
+    KEEP_LARGE_BUFFER_BYTES = 8 * 1024 * 1024  # a connection keeps a mapping up to this size for reuse
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, chunk_bytes: int = 256 * 1024) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
+        self._buffer = bytearray(chunk_bytes)
+        self._view = memoryview(self._buffer)
+        self._start = 0  # first byte not yet handed out
+        self._end = 0  # end of the bytes received
+        self._large: memoryview | None = None  # the frame being received into its own buffer
+        self._large_filled = 0
+        self._spare: mmap.mmap | None = None  # the mapping kept for the next large frame
 
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buffer += data
-        frames: list[bytes] = []
-        buf = self._buffer
-        pos = 0
-        while len(buf) - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+    def _large_buffer(self, size: int) -> memoryview:
+        spare = self._spare
+        if spare is None or len(spare) < size:
+            spare = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            self._spare = spare if size <= self.KEEP_LARGE_BUFFER_BYTES else None
+        return memoryview(spare)[:size]
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        if self._large is not None:
+            return self._large[self._large_filled :]
+        if self._end == len(self._buffer):
+            # Full: move the partial frame at the tail to the front (it is shorter than the buffer).
+            pending = self._end - self._start
+            self._view[:pending] = self._view[self._start : self._end]
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[bytes | memoryview]:
+        if self._large is not None:
+            self._large_filled += nbytes
+            if self._large_filled < len(self._large):
+                return []
+            frames: list[bytes | memoryview] = [self._large.toreadonly()]  # kio reads read-only buffers only
+            self._large = None
+            return frames
+        self._end += nbytes
+        return self._split()
+
+    def _split(self) -> list[bytes | memoryview]:
+        frames: list[bytes | memoryview] = []
+        view, pos, end = self._view, self._start, self._end
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(view, pos)
             if size < 0:
                 raise ProtocolError(f"negative frame size {size}")
             if size > self.max_frame_bytes:
                 raise FrameTooLarge(size, self.max_frame_bytes)
-            if len(buf) - pos - 4 < size:
-                break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
+            if end - pos - 4 >= size:
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > len(self._buffer):
+                # Too large for the shared buffer: receive the rest of it into a buffer of its own.
+                have = end - pos - 4
+                large = self._large_buffer(size)
+                large[:have] = view[pos + 4 : end]
+                self._large, self._large_filled = large, have
+                pos = end
+            break
+        if pos == end:
+            pos = end = 0
+        self._start, self._end = pos, end
+        return frames
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
+        frames: list[bytes | memoryview] = []
+        data = memoryview(data)
+        while data:
+            target = self.get_buffer()
+            n = min(len(target), len(data))
+            target[:n] = data[:n]
+            data = data[n:]
+            frames += self.buffer_updated(n)
         return frames
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        if self._large is not None:
+            return self._large_filled + 4
+        return self._end - self._start
 
 
 def frame(payload: bytes) -> bytes:
@@ -120,7 +186,7 @@ def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint too long")
 
 
-def parse_request_header(data: bytes) -> RequestHeader:
+def parse_request_header(data: bytes | memoryview) -> RequestHeader:
     """Reads the request header (v1, or v2 when the API version is flexible)."""
     if len(data) < _HEADER_PREFIX.size:
         raise ProtocolError(f"request header truncated ({len(data)} bytes)")
@@ -131,7 +197,7 @@ def parse_request_header(data: bytes) -> RequestHeader:
         if pos + client_id_len > len(data):
             raise ProtocolError("client id runs past the end of the frame")
         try:
-            client_id = data[pos : pos + client_id_len].decode()
+            client_id = bytes(data[pos : pos + client_id_len]).decode()
         except UnicodeDecodeError as exc:
             raise ProtocolError("client id is not UTF-8") from exc
         pos += client_id_len
@@ -184,10 +250,25 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 def encode_response(correlation_id: int, api_key: int, api_version: int, body: bytes) -> bytes:
     """The full response frame: size, response header (v0 or v1), body."""
-    header = _SIZE.pack(correlation_id)
+    flexible = response_header_version(api_key, api_version) == 1
+    header = _SIZE.pack(len(body) + (5 if flexible else 4)) + _SIZE.pack(correlation_id)
+    return b"".join((header, b"\x00", body) if flexible else (header, body))
+
+
+def encode_response_entity(correlation_id: int, api_key: int, api_version: int, entity: Any) -> bytes:
+    """Like ``encode_response`` for a kio entity, written once into one buffer: a large body (a Fetch
+    response's records) is copied a single time on its way to the socket."""
+    import io
+
+    buf = io.BytesIO()
+    buf.write(_SIZE.pack(0) + _SIZE.pack(correlation_id))
     if response_header_version(api_key, api_version) == 1:
-        header += b"\x00"  # no tagged fields
-    return frame(header + body)
+        buf.write(b"\x00")  # no tagged fields
+    entity_writer(type(entity))(buf, entity)
+    size = buf.tell() - 4
+    with buf.getbuffer() as view:
+        _SIZE.pack_into(view, 0, size)
+    return buf.getvalue()
 
 
 def encode_request(

@@ -177,7 +177,9 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
         """Whole batches from the one holding ``offset``, stopping before ``max_offset`` (e.g. the high
-        watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka)."""
+        watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka).
+
+        Each segment is read with one pread of the byte budget; batch boundaries are found in memory."""
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return b""
@@ -187,21 +189,19 @@ class PartitionLog:
             position = segment.position_of(offset)
             if position is None:
                 continue
-            start = end = position
-            while end < segment.size:
-                header = parse_header(segment.read_at(end, HEADER_SIZE))
-                if header.base_offset >= limit:
-                    break
-                if (total or end > start) and total + end - start + header.size > max_bytes:
-                    break
-                end += header.size
-            if end > start:
-                out.append(segment.read_at(start, end - start))
-                total += end - start
-            if end < segment.size:
+            chunk = segment.read_at(
+                position, min(max(max_bytes - total, HEADER_SIZE), segment.size - position)
+            )
+            end, first_size, stopped = _whole_batches(chunk, limit)
+            if end == 0 and total == 0 and first_size:
+                chunk, end = segment.read_at(position, first_size), first_size  # one batch over the budget
+            if end:
+                out.append(chunk if end == len(chunk) else chunk[:end])
+                total += end
+            if stopped or position + end < segment.size:
                 break  # stopped by the limit or the byte budget, not by the segment's end
             offset = segment.next_offset
-        return b"".join(out)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     # ---- truncation ----------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
@@ -227,6 +227,20 @@ class PartitionLog:
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+
+def _whole_batches(chunk: bytes, limit: int) -> tuple[int, int, bool]:
+    """How many leading bytes of ``chunk`` are whole batches below offset ``limit``; the size of the
+    first batch if it did not fit; whether a batch at or past ``limit`` was reached."""
+    end = 0
+    while end + HEADER_SIZE <= len(chunk):
+        header = parse_header(chunk, end)
+        if header.base_offset >= limit:
+            return end, 0, True
+        if end + header.size > len(chunk):
+            return end, header.size if end == 0 else 0, False
+        end += header.size
+    return end, 0, False
 
 
 def _with_offset(header: BatchHeader, base_offset: int, leader_epoch: int) -> BatchHeader:
