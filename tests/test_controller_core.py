@@ -142,6 +142,21 @@ def test_process_expired_broker_heartbeat():
     assert partition.isr == (2, 3) and partition.leader == 2
 
 
+def test_next_session_expiry_is_when_the_oldest_session_expires():
+    ctx = ControllerContext(session_timeout_ms=2000)
+    ctx.brokers_ready(1, 2)
+    ctx.now += 500
+    ctx.unfence_brokers(2)  # 2 heartbeats 500 ms after 1 did
+    last_contact_of_1 = ctx.now - 500
+    expiry = ctx.controller.next_session_expiry_ms(ctx.now)
+    assert expiry == last_contact_of_1 + 2000 + 1, "the first instant past the session timeout"
+    assert ctx.advance(expiry - 1 - ctx.now) == [], "not fenced at exactly the session timeout"
+    assert ctx.advance(1) == [1]
+    assert ctx.controller.next_session_expiry_ms(ctx.now) == last_contact_of_1 + 500 + 2000 + 1
+    ctx.fence_brokers(2)
+    assert ctx.controller.next_session_expiry_ms(ctx.now) is None, "no unfenced broker, nothing to expire"
+
+
 def test_fence_multiple_brokers_keeps_the_last_replica_standing():
     ctx = ControllerContext()
     ctx.brokers_ready(1, 2, 3, 4)

@@ -81,6 +81,18 @@ class ClusterControl:
         ]
         return [b for _, b in sorted(expired)]
 
+    def next_expiry_ms(self, now_ms: int) -> int | None:
+        """The first instant an unfenced broker's session counts as expired (``expired_brokers`` would
+        return it), assuming no heartbeat arrives before; None when no broker is unfenced."""
+        return min(
+            (
+                self.last_contact(b, now_ms) + self.session_timeout_ms + 1
+                for b, reg in self.brokers.items()
+                if not reg.fenced
+            ),
+            default=None,
+        )
+
     def counts(self) -> dict[str, int]:
         fenced = sum(1 for r in self.brokers.values() if r.fenced)
         return {"FencedBrokerCount": fenced, "ActiveBrokerCount": len(self.brokers) - fenced}

@@ -279,6 +279,10 @@ class Controller:
             fenced.append(broker_id)
         return fenced
 
+    def next_session_expiry_ms(self, now_ms: int) -> int | None:
+        """When ``tick`` will next find a session to expire if no heartbeat comes first (None: never)."""
+        return self.cluster.next_expiry_ms(now_ms)
+
     def unregister_broker(self, now_ms: int, request: Any) -> UnregisterBrokerResponse:
         registration = self.cluster.brokers.get(request.broker_id)
         if registration is None:

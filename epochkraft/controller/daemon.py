@@ -192,12 +192,17 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         f"controller ready listen={listen[0]}:{server.port} cluster_id={args.cluster_id}",
         metadata_offset=metadata_log.next_offset,
     )
-    interval = settings.session_check_interval_ms / 1000
+    interval_ms = settings.session_check_interval_ms
     last_snapshot = 0.0
     try:
         while not stop.is_set():
+            # Wake when the earliest session expires, not at the next multiple of the interval: a dead
+            # broker is fenced (and its leaderships moved) right at broker.session.timeout.ms.
+            now = node.now_ms()
+            expiry = controller.next_session_expiry_ms(now)
+            wait_ms = interval_ms if expiry is None else min(interval_ms, max(expiry - now, 1))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
+                await asyncio.wait_for(stop.wait(), wait_ms / 1000)
             fenced = controller.tick(node.now_ms())
             if fenced:
                 log.info("fenced brokers whose session expired", brokers=fenced)

@@ -39,7 +39,8 @@ class ControllerSettings:
     session_check_interval_ms: int = prop(
         "controller.session.check.interval.ms",
         100,
-        "How often expired broker sessions are looked for.",
+        "Longest wait between looks for expired broker sessions (the controller also wakes when the "
+        "earliest session expires).",
         minimum=1,
     )
     max_fetch_bytes: int = prop(
