@@ -341,6 +341,16 @@ def restamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoc
     _PATCH_EPOCH.pack_into(buf, pos + 12, leader_epoch)
 
 
+STAMPED_PREFIX = 16  # baseOffset, batchLength, partitionLeaderEpoch: the bytes a leader stamps
+_PREFIX = struct.Struct(">qii")
+
+
+def stamped_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> bytes:
+    """The first bytes of a batch as the leader writes them; the rest is written unchanged (a copy-free
+    ``restamp``: the produced bytes stay as they arrived)."""
+    return _PREFIX.pack(base_offset, header.batch_length, leader_epoch)
+
+
 def decode_batch(data: bytes | memoryview, pos: int = 0) -> RecordBatch:
     """Decodes one batch fully (CRC checked, records decompressed)."""
     header = parse_header(data, pos)

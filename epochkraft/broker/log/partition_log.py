@@ -18,11 +18,12 @@ from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import Segment
 from epochkraft.protocol.records import (
     HEADER_SIZE,
+    STAMPED_PREFIX,
     BatchHeader,
     CorruptRecordError,
     iter_batches,
     parse_header,
-    restamp,
+    stamped_prefix,
     validate,
 )
 
@@ -102,22 +103,29 @@ class PartitionLog:
 
     # ---- appends -------------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes, leader_epoch: int) -> AppendInfo:
-        """Validates produced batches (CORRUPT_MESSAGE on failure), assigns offsets, stamps the epoch."""
-        data = bytearray(records)
-        headers = list(iter_batches(data))
+        """Validates produced batches (CORRUPT_MESSAGE on failure), assigns offsets, stamps the epoch.
+
+        The produced bytes are not copied: each batch is written as its stamped prefix followed by the
+        rest of its bytes as they arrived, in one pwritev."""
+        headers = list(iter_batches(records))
         if not headers:
             raise CorruptRecordError("no record batch in the produce request")
         for pos, header in headers:
-            validate(data, pos, header)
+            validate(records, pos, header)
         offset = self.log_end_offset
         first = offset
+        view = memoryview(records)
+        parts: list[bytes | memoryview] = []
         stamped = []
         for pos, header in headers:
-            restamp(data, pos, offset, leader_epoch)
+            parts += (
+                stamped_prefix(header, offset, leader_epoch),
+                view[pos + STAMPED_PREFIX : pos + header.size],
+            )
             stamped.append((pos, _with_offset(header, offset, leader_epoch)))
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
-        self._write(data, stamped)
+        self._write(parts, stamped)
         return AppendInfo(
             first,
             offset - 1,
@@ -148,9 +156,10 @@ class PartitionLog:
             tuple(h for _, h in headers),
         )
 
-    def _write(self, data: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
+    def _write(self, data: bytes | list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
+        size = len(data) if isinstance(data, bytes | bytearray | memoryview) else sum(map(len, data))
         active = self.segments[-1]
-        if active.size and active.size + len(data) > self.config.segment_bytes:
+        if active.size and active.size + size > self.config.segment_bytes:
             active = self._roll(headers[0][1].base_offset)
         active.append(data, headers)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
@@ -175,15 +184,16 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes | memoryview:
         """Whole batches from the one holding ``offset``, stopping before ``max_offset`` (e.g. the high
         watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka).
 
-        Each segment is read with one pread of the byte budget; batch boundaries are found in memory."""
+        Each segment is read with one pread of the byte budget; batch boundaries are found in memory, and
+        a partial batch read past the last whole one is cut off with a view, not a copy."""
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return b""
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         total = 0
         for segment in self.segments[self._segment_index(offset) :]:
             position = segment.position_of(offset)
@@ -196,7 +206,7 @@ class PartitionLog:
             if end == 0 and total == 0 and first_size:
                 chunk, end = segment.read_at(position, first_size), first_size  # one batch over the budget
             if end:
-                out.append(chunk if end == len(chunk) else chunk[:end])
+                out.append(chunk if end == len(chunk) else memoryview(chunk)[:end])
                 total += end
             if stopped or position + end < segment.size:
                 break  # stopped by the limit or the byte budget, not by the segment's end

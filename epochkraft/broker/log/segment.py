@@ -21,6 +21,7 @@ from epochkraft.protocol.records import (
 )
 
 INDEX_ENTRY = struct.Struct(">ii")
+IOV_MAX = 1024  # pieces per pwritev (Linux's limit)
 
 
 def segment_name(base_offset: int) -> str:
@@ -34,6 +35,7 @@ class Segment:
         self.index_path = directory / f"{segment_name(base_offset)}.index"
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._index_fd: int | None = None  # opened on the first append that adds an index entry
         self.size = os.fstat(self.fd).st_size
         self.index_offsets: list[int] = []  # absolute offsets
         self.index_positions: list[int] = []
@@ -103,18 +105,30 @@ class Segment:
         self._bytes_since_index += header.size
         return False
 
-    def append(self, data: bytes | bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
-        """Appends whole batches (``headers``: their positions within ``data``)."""
+    def append(
+        self, data: bytes | memoryview | list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]
+    ) -> None:
+        """Appends whole batches (``headers``: their positions within ``data``), given as one buffer or as
+        consecutive pieces written with one pwritev."""
         start = self.size
-        os.pwrite(self.fd, data, start)
+        if isinstance(data, list):
+            size = sum(map(len, data))
+            for i in range(0, len(data), IOV_MAX):
+                written = os.pwritev(self.fd, data[i : i + IOV_MAX], start + sum(map(len, data[:i])))
+                if written != sum(map(len, data[i : i + IOV_MAX])):
+                    raise OSError(f"short write to {self.log_path}")
+        else:
+            size = len(data)
+            os.pwrite(self.fd, data, start)
         new_entries = []
         for pos, header in headers:
             if self._maybe_index(header, start + pos):
                 new_entries.append(INDEX_ENTRY.pack(header.base_offset - self.base_offset, start + pos))
         if new_entries:
-            with open(self.index_path, "ab") as f:
-                f.write(b"".join(new_entries))
-        self.size += len(data)
+            if self._index_fd is None:
+                self._index_fd = os.open(self.index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(self._index_fd, b"".join(new_entries))
+        self.size += size
         self.next_offset = headers[-1][1].next_offset
 
     def _write_index(self) -> None:
@@ -159,6 +173,8 @@ class Segment:
 
     def close(self) -> None:
         os.close(self.fd)
+        if self._index_fd is not None:
+            os.close(self._index_fd)
 
     def delete(self) -> None:
         self.close()
