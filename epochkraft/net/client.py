@@ -140,12 +140,20 @@ class KafkaClient:
         api_key, version = int(request.__api_key__), int(request.__version__)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         data = encode_request(api_key, version, correlation_id, self.client_id, encode_entity(request))
+        connection = self._connection
+        assert connection is not None and connection.transport is not None
+        try:
+            connection.transport.write(data)
+        except RuntimeError as exc:
+            # uvloop closes a failed transport's handle before it delivers connection_lost; a write in
+            # between raises RuntimeError. It is a lost connection like any other.
+            error = ConnectionLost(f"connection to {self.address} closed: {exc}")
+            self._lost(connection, error)
+            raise error from exc
         future: asyncio.Future[Any] | None = None
-        if expect_response:
+        if expect_response:  # registered after the write; no response is read before we yield
             future = asyncio.get_running_loop().create_future()
             self._in_flight[correlation_id] = (future, api_key, version)
-        assert self._connection is not None and self._connection.transport is not None
-        self._connection.transport.write(data)
         return correlation_id, future
 
     async def send(self, request: Any, *, timeout_ms: int | None = None, expect_response: bool = True) -> Any:
