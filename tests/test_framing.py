@@ -90,9 +90,8 @@ def test_frames_larger_than_the_receive_buffer_arrive_whole_in_any_pieces(step):
     decoder = FrameDecoder(chunk_bytes=64)
     out = []
     for i in range(0, len(STREAM), step):
-        out += [
-            bytes(f) for f in decoder.feed(STREAM[i : i + step])
-        ]  # a large frame is valid until the next call
+        # Copied at once: a large frame's view is valid until the next call.
+        out += [bytes(f) for f in decoder.feed(STREAM[i : i + step])]
     assert out == FRAMES
     assert decoder.buffered == 0
 

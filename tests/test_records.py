@@ -1,10 +1,11 @@
-"""RecordBatch v2 codec: round trips per codec, CRC, restamping, and interop with kafka-python's codec."""
+"""RecordBatch v2 codec: round trips per codec, CRC, stamping, and interop with kafka-python's codec."""
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from epochkraft.protocol.records import (
     HEADER_SIZE,
+    STAMPED_PREFIX,
     Compression,
     CorruptRecordError,
     build_batch,
@@ -12,7 +13,7 @@ from epochkraft.protocol.records import (
     decode_batches,
     iter_batches,
     parse_header,
-    restamp,
+    stamped_prefix,
     validate,
     verify_crc,
 )
@@ -56,9 +57,9 @@ def test_crc_detects_a_flipped_bit_anywhere_after_the_crc():
             decode_batch(bytes(corrupt))
 
 
-def test_restamp_keeps_crc_valid():
-    data = bytearray(build_batch(ENTRIES))
-    restamp(data, 0, 5000, 42)
+def test_stamping_keeps_crc_valid():
+    produced = build_batch(ENTRIES)
+    data = stamped_prefix(parse_header(produced), 5000, 42) + produced[STAMPED_PREFIX:]
     header = parse_header(data)
     assert (header.base_offset, header.partition_leader_epoch) == (5000, 42)
     assert verify_crc(data, 0, header)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.metrics.events import read_events
 
 PARTS = ("produce", "latency", "failover", "rejoin", "controller", "scale")
 FAST = """broker.heartbeat.interval.ms=500
@@ -260,17 +261,10 @@ FAILOVER_PRODUCER = {
 }
 
 
-def _events(metrics_dir: Path, node: str) -> list[dict[str, Any]]:
-    events = []
-    for path in sorted(metrics_dir.glob(f"dt=*/node={node}/events-*.jsonl")):
-        events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return events
-
-
 def _controller_evidence(metrics_dir: Path, broker: int, topic: str) -> tuple[float, float, int] | None:
     """(fenced at, new leader elected at, new leader) from the controller's event log, wall-clock seconds."""
     fenced = elected = None
-    for event in _events(metrics_dir, "controller-0"):
+    for event in read_events(metrics_dir, "controller-0"):
         if event["event"] == "broker_fenced" and event["broker"] == broker and fenced is None:
             fenced = event["ts_ms"] / 1000
         if (

@@ -10,7 +10,6 @@ logs up to the high watermark.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 import threading
@@ -22,6 +21,7 @@ from epochkraft.chaos.checker import History, Report, check
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
+from epochkraft.metrics.events import read_events
 from epochkraft.protocol.errors import ErrorCode
 
 TOPIC = "chaos"
@@ -324,9 +324,7 @@ async def run_chaos(
 def controller_rejections(metrics_dir: Path) -> dict[str, int]:
     """AlterPartition rejections by Kafka error name, from the controller's event log."""
     counts: dict[str, int] = {}
-    for path in metrics_dir.rglob("node=controller-*/*.jsonl"):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            if event["event"] == "isr_change_rejected":
-                counts[event["error"]] = counts.get(event["error"], 0) + 1
+    for event in read_events(metrics_dir, "controller-*"):
+        if event["event"] == "isr_change_rejected":
+            counts[event["error"]] = counts.get(event["error"], 0) + 1
     return counts

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +117,12 @@ class EventLog:
 
     async def aclose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+
+def read_events(metrics_dir: Path, node: str = "*") -> Iterator[dict[str, Any]]:
+    """The events of the nodes whose name matches ``node`` (a glob such as ``controller-*``), each node's
+    in the order they were written."""
+    for path in sorted(Path(metrics_dir).glob(f"dt=*/node={node}/events-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                yield json.loads(line)

@@ -1,10 +1,11 @@
 """Asyncio Kafka protocol server: frames in, one handler per API key, responses out in request order.
 
-Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's buffers. Every request runs as its own
-task so a long-polling Fetch does not stall the connection's other requests, but responses are written
-strictly in request order, as Kafka requires. Hostile input never reaches beyond its connection: a
-malformed frame, an unknown API key or version, or an oversized size prefix closes that connection after
-one log line (ApiVersions at an unknown version is answered instead, per KIP-511).
+Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's
+buffers. Every request runs as its own task so a long-polling Fetch does not stall the connection's other
+requests, but responses are written strictly in request order, as Kafka requires. Hostile input never
+reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size
+prefix closes that connection after one log line (ApiVersions at an unknown version is answered instead,
+per KIP-511).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.paused = False
         self.log = server.log
 
-    # ---- asyncio.BufferedProtocol ---------------------------------------------------------------------------
+    # ---- asyncio.BufferedProtocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")

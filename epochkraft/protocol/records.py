@@ -5,8 +5,8 @@ baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32
 lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 | producerId i64 | producerEpoch i16 |
 baseSequence i32 | recordsCount i32 | records...
 
-CRC-32C covers attributes..end, so a leader rewrites baseOffset and partitionLeaderEpoch in place
-(``restamp``) without recomputing it. Timestamps stay in milliseconds (kio's own record reader rounds them
+CRC-32C covers attributes..end, so a leader stamps baseOffset and partitionLeaderEpoch (``stamped_prefix``)
+without recomputing it. Timestamps stay in milliseconds (kio's own record reader rounds them
 to seconds, which is why this codec exists). Compression via cramjam: gzip, snappy (xerial framing, as the
 Java and librdkafka producers write it), lz4 frame, zstd.
 """
@@ -27,8 +27,6 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede the length-counted part
 CRC_START = 21  # attributes begin here
-_PATCH_OFFSET = struct.Struct(">q")
-_PATCH_EPOCH = struct.Struct(">i")
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 TRANSACTIONAL_BIT = 0x10
@@ -335,19 +333,13 @@ def validate(buf: bytes | memoryview, pos: int, header: BatchHeader) -> None:
         )
 
 
-def restamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
-    """Sets base offset and partitionLeaderEpoch in place; both lie outside the CRC."""
-    _PATCH_OFFSET.pack_into(buf, pos, base_offset)
-    _PATCH_EPOCH.pack_into(buf, pos + 12, leader_epoch)
-
-
 STAMPED_PREFIX = 16  # baseOffset, batchLength, partitionLeaderEpoch: the bytes a leader stamps
 _PREFIX = struct.Struct(">qii")
 
 
 def stamped_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> bytes:
-    """The first bytes of a batch as the leader writes them; the rest is written unchanged (a copy-free
-    ``restamp``: the produced bytes stay as they arrived)."""
+    """The first ``STAMPED_PREFIX`` bytes of a batch as the leader writes them, with its offset and leader
+    epoch; the rest of the batch is written unchanged, as it arrived."""
     return _PREFIX.pack(base_offset, header.batch_length, leader_epoch)
 
 

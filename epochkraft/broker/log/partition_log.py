@@ -146,7 +146,7 @@ class PartitionLog:
             )
         for _, header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        self._write(data, headers)
+        self._write([data], headers)
         last = headers[-1][1]
         return AppendInfo(
             first,
@@ -156,12 +156,11 @@ class PartitionLog:
             tuple(h for _, h in headers),
         )
 
-    def _write(self, data: bytes | list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
-        size = len(data) if isinstance(data, bytes | bytearray | memoryview) else sum(map(len, data))
+    def _write(self, pieces: list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
         active = self.segments[-1]
-        if active.size and active.size + size > self.config.segment_bytes:
+        if active.size and active.size + sum(map(len, pieces)) > self.config.segment_bytes:
             active = self._roll(headers[0][1].base_offset)
-        active.append(data, headers)
+        active.append(pieces, headers)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
         if self.config.flush_messages is not None and self._unflushed_messages >= self.config.flush_messages:
             self.flush()

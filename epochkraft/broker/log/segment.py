@@ -105,21 +105,16 @@ class Segment:
         self._bytes_since_index += header.size
         return False
 
-    def append(
-        self, data: bytes | memoryview | list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]
-    ) -> None:
-        """Appends whole batches (``headers``: their positions within ``data``), given as one buffer or as
-        consecutive pieces written with one pwritev."""
-        start = self.size
-        if isinstance(data, list):
-            size = sum(map(len, data))
-            for i in range(0, len(data), IOV_MAX):
-                written = os.pwritev(self.fd, data[i : i + IOV_MAX], start + sum(map(len, data[:i])))
-                if written != sum(map(len, data[i : i + IOV_MAX])):
-                    raise OSError(f"short write to {self.log_path}")
-        else:
-            size = len(data)
-            os.pwrite(self.fd, data, start)
+    def append(self, pieces: list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
+        """Appends whole batches given as consecutive pieces, written with pwritev (``headers``: the
+        batches' positions within the pieces joined)."""
+        start = position = self.size
+        for i in range(0, len(pieces), IOV_MAX):
+            chunk = pieces[i : i + IOV_MAX]
+            size = sum(map(len, chunk))
+            if os.pwritev(self.fd, chunk, position) != size:
+                raise OSError(f"short write to {self.log_path}")
+            position += size
         new_entries = []
         for pos, header in headers:
             if self._maybe_index(header, start + pos):
@@ -128,7 +123,7 @@ class Segment:
             if self._index_fd is None:
                 self._index_fd = os.open(self.index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             os.write(self._index_fd, b"".join(new_entries))
-        self.size += size
+        self.size = position
         self.next_offset = headers[-1][1].next_offset
 
     def _write_index(self) -> None:
