@@ -28,10 +28,12 @@ from epochkraft.protocol.framing import (
     encode_entity,
     encode_response,
     encode_response_entity,
+    encode_response_pieces,
     parse_request_header,
 )
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
+Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
 
 
 class KafkaServer:
@@ -101,7 +103,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.decoder = FrameDecoder(server.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[Any, ...] | None = None
-        self.pending: deque[asyncio.Future[bytes | None]] = deque()
+        self.pending: deque[asyncio.Future[Response]] = deque()
         self.last_progress = time.monotonic()
         self.closed = False
         self.paused = False
@@ -172,21 +174,24 @@ class _Connection(asyncio.BufferedProtocol):
         ctx = RequestContext(
             self.server.listener, header, header.api_version, self.server.node, self.peer, self.log
         )
-        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
         task = asyncio.ensure_future(self._run(spec, request, ctx))
         task.add_done_callback(lambda t, f=future: self._settle(t, f))
 
-    async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> bytes | None:
+    async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
         response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
         header = ctx.header
-        if isinstance(response, bytes):  # a handler on a hot path may hand back its body already encoded
+        # A handler on a hot path may hand back its body already encoded, whole or in pieces.
+        if isinstance(response, bytes):
             return encode_response(header.correlation_id, header.api_key, ctx.api_version, response)
+        if isinstance(response, list):
+            return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
-    def _settle(self, task: asyncio.Task[bytes | None], future: asyncio.Future[bytes | None]) -> None:
+    def _settle(self, task: asyncio.Task[Response], future: asyncio.Future[Response]) -> None:
         if future.done():
             return
         if task.cancelled():
@@ -207,21 +212,27 @@ class _Connection(asyncio.BufferedProtocol):
         self._flush()
 
     def _queue_ready(self, data: bytes) -> None:
-        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         future.set_result(data)
         self.pending.append(future)
         self._flush()
 
     def _flush(self) -> None:
         """Writes every finished response at the head of the queue, keeping request order."""
-        chunks = []
+        chunks: list[bytes | memoryview] = []
+        served = 0
         while self.pending and self.pending[0].done():
             future = self.pending.popleft()
             if not future.cancelled() and (data := future.result()) is not None:
-                chunks.append(data)
+                if isinstance(data, list):
+                    chunks.extend(data)
+                else:
+                    chunks.append(data)
+                served += 1
         if chunks and self.transport is not None and not self.closed:
-            self.transport.write(b"".join(chunks) if len(chunks) > 1 else chunks[0])
-            self.server.requests_served += len(chunks)
+            # One writev of every piece: record bytes are not joined into a single buffer first.
+            self.transport.writelines(chunks)
+            self.server.requests_served += served
             self.last_progress = time.monotonic()
         if self.paused and len(self.pending) < MAX_IN_FLIGHT_PER_CONNECTION // 2 and self.transport:
             self.paused = False

@@ -170,6 +170,14 @@ def _skip_tagged_fields(data: bytes, pos: int) -> int:
     return pos
 
 
+def write_uvarint(out: bytearray, value: int) -> None:
+    """Appends an unsigned varint (compact lengths, tag counts)."""
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
@@ -253,6 +261,16 @@ def encode_response(correlation_id: int, api_key: int, api_version: int, body: b
     flexible = response_header_version(api_key, api_version) == 1
     header = _SIZE.pack(len(body) + (5 if flexible else 4)) + _SIZE.pack(correlation_id)
     return b"".join((header, b"\x00", body) if flexible else (header, body))
+
+
+def encode_response_pieces(
+    correlation_id: int, api_key: int, api_version: int, body: list[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """Like ``encode_response`` for a body in pieces, which stay as they are (a Fetch response's records
+    are not joined); the header goes in front of the first piece."""
+    flexible = response_header_version(api_key, api_version) == 1
+    header = _SIZE.pack(sum(map(len, body)) + (5 if flexible else 4)) + _SIZE.pack(correlation_id)
+    return [header + (b"\x00" if flexible else b"") + body[0], *body[1:]]
 
 
 def encode_response_entity(correlation_id: int, api_key: int, api_version: int, entity: Any) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any
 from epochkraft.protocol import metadata_records as records_module
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.framing import read_uvarint as _read_uvarint
+from epochkraft.protocol.framing import write_uvarint as _write_uvarint
 from epochkraft.protocol.metadata_records import RECORD_TYPES, MetadataRecord
 from epochkraft.protocol.metadata_schema import FieldSpec, RecordSchema, StructSpec, all_schemas
 from epochkraft.protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
@@ -36,14 +37,6 @@ _FIXED = {
 
 class MetadataRecordError(ProtocolError):
     """A metadata record that does not decode under its schema."""
-
-
-# ---- unsigned varints -----------------------------------------------------------------------------
-def _write_uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
 
 
 # ---- schema helpers -------------------------------------------------------------------------------

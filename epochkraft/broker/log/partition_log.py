@@ -166,6 +166,8 @@ class PartitionLog:
             self.flush()
 
     def _roll(self, base_offset: int) -> Segment:
+        if self.segments:
+            self.segments[-1].release_reserved()
         segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
         segment.next_offset = base_offset
         self.segments.append(segment)
@@ -184,14 +186,24 @@ class PartitionLog:
         return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes | memoryview:
+        """``read_chunks`` as one buffer."""
+        chunks = self.read_chunks(offset, max_bytes, max_offset)
+        if not chunks:
+            return b""
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read_chunks(
+        self, offset: int, max_bytes: int, max_offset: int | None = None
+    ) -> list[bytes | memoryview]:
         """Whole batches from the one holding ``offset``, stopping before ``max_offset`` (e.g. the high
-        watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka).
+        watermark) and after ``max_bytes`` (at least one batch is returned even if larger, as Kafka), as
+        one buffer per segment read: a Fetch response sends them to the socket as they are.
 
         Each segment is read with one pread of the byte budget; batch boundaries are found in memory, and
         a partial batch read past the last whole one is cut off with a view, not a copy."""
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
-            return b""
+            return []
         out: list[bytes | memoryview] = []
         total = 0
         for segment in self.segments[self._segment_index(offset) :]:
@@ -210,7 +222,7 @@ class PartitionLog:
             if stopped or position + end < segment.size:
                 break  # stopped by the limit or the byte budget, not by the segment's end
             offset = segment.next_offset
-        return out[0] if len(out) == 1 else b"".join(out)
+        return out
 
     # ---- truncation ----------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.protocol.framing import write_uvarint
 
 _HEADER = struct.Struct(">ih")  # throttle_time_ms, error_code
 _PARTITION_HEAD = struct.Struct(">ihii")  # partition_index, error_code, leader_id, leader_epoch
@@ -28,23 +29,16 @@ _PARTITION_TAIL = struct.Struct(">bib")  # leader_recovery_state, partition_epoc
 _NO_TOPIC_ID = bytes(16)
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def encode_response(response: Any) -> bytes:
     """The AlterPartition v2/v3 response body (flexible encoding, no tagged fields)."""
     out = bytearray(_HEADER.pack(ms(response.throttle_time), response.error_code))
-    _uvarint(out, len(response.topics) + 1)
+    write_uvarint(out, len(response.topics) + 1)
     for topic in response.topics:
         out += _NO_TOPIC_ID if topic.topic_id is None else topic.topic_id.bytes
-        _uvarint(out, len(topic.partitions) + 1)
+        write_uvarint(out, len(topic.partitions) + 1)
         for p in topic.partitions:
             out += _PARTITION_HEAD.pack(p.partition_index, p.error_code, p.leader_id, p.leader_epoch)
-            _uvarint(out, len(p.isr) + 1)
+            write_uvarint(out, len(p.isr) + 1)
             out += struct.pack(f">{len(p.isr)}i", *p.isr)
             out += _PARTITION_TAIL.pack(p.leader_recovery_state, p.partition_epoch, 0)
         out.append(0)  # topic tagged fields
