@@ -3,6 +3,8 @@ checkpoint formats and the leader-epoch cache (as Kafka's LogTest / LeaderEpochF
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog, cut_to_recovery_point
@@ -115,6 +117,45 @@ def test_reads_match_a_batch_by_batch_reference_for_any_offset_budget_and_limit(
                 break
             expected += data
         assert plog.read(offset, max_bytes, max_offset) == expected, (offset, max_bytes, max_offset)
+
+
+def test_appends_reserve_blocks_past_the_end_and_give_them_back(tmp_path):
+    """A segment's size is always its batches; blocks reserved past the end go when it stops being the
+    active segment (roll, close, truncation), and a crash's leftover reservation goes on the next open."""
+    path = tmp_path / "t-0"
+    plog = PartitionLog.open(path, LogConfig(segment_bytes=1536 * 1024))
+    for _ in range(16):
+        plog.append_as_leader(batch([bytes(64 * 1024)]), 0)
+    active = plog.segments[-1]
+    if not active._reserve:
+        pytest.skip("this file system cannot reserve blocks (fallocate FALLOC_FL_KEEP_SIZE)")
+
+    def allocated(segment) -> int:
+        return os.fstat(segment.fd).st_blocks * 512
+
+    def reserved_ahead(segment) -> bool:
+        return allocated(segment) >= segment._reserved_to > segment.size + 4096
+
+    assert os.fstat(active.fd).st_size == active.size > 1024 * 1024
+    assert reserved_ahead(active)
+    for _ in range(16):
+        plog.append_as_leader(batch([bytes(64 * 1024)]), 0)
+    first, active = plog.segments[0], plog.segments[-1]
+    assert len(plog.segments) == 2 and allocated(first) < first.size + 64 * 1024, "given back on roll"
+    assert reserved_ahead(active)
+    plog.truncate_to(first.next_offset + 2)
+    assert allocated(active) < active.size + 64 * 1024, "given back on truncation"
+    plog.truncate_to(20)
+    plog.append_as_leader(batch([bytes(64 * 1024)] * 8), 0)
+    assert reserved_ahead(plog.segments[-1])
+    crashed = PartitionLog.open(path, LogConfig(segment_bytes=1536 * 1024))  # the first was never closed
+    assert crashed.log_end_offset == plog.log_end_offset
+    assert allocated(crashed.segments[-1]) < crashed.segments[-1].size + 64 * 1024, "trimmed on open"
+    crashed.append_as_leader(batch([bytes(64 * 1024)] * 4), 0)
+    assert reserved_ahead(crashed.segments[-1])
+    crashed.close()
+    stat = os.stat(crashed.segments[-1].log_path)
+    assert stat.st_blocks * 512 < stat.st_size + 64 * 1024, "given back on close"
 
 
 def test_truncation_within_and_across_segments_truncates_the_epoch_cache(tmp_path):

@@ -60,7 +60,7 @@ class Segment:
         self._index_fd: int | None = None  # opened on the first append that adds an index entry
         stat = os.fstat(self.fd)
         self.size = stat.st_size
-        if stat.st_blocks * 512 > self.size + RESERVE_BYTES // 2:
+        if stat.st_blocks * 512 > self.size + 65536:
             os.ftruncate(self.fd, self.size)  # blocks a crash left reserved past the end
         self._reserved_to = self.size  # blocks are reserved up to here
         self._reserve = _fallocate is not None
