@@ -4,15 +4,16 @@ import datetime
 import importlib
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.alter_partition.v2 import response as v2
 from kio.schema.alter_partition.v3 import response as v3
 
-from epochkraft.net.handlers import k01_fetch as fetch
 from epochkraft.net.handlers._util import build
 from epochkraft.net.handlers.k56_alter_partition import encode_response
-from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol import fetch_response as fetch
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, response_class
 from epochkraft.protocol.versions import downgrade_response
 
@@ -136,3 +137,75 @@ def test_fetch_response_pieces_join_to_kio_bytes(version, topics):
     # Record buffers are handed on as they are, not copied into the encoding.
     records = [c for _, ps in by_version for a in ps if a.records for c in a.records if c]
     assert all(any(piece is c for piece in pieces) for c in records)
+
+
+def _kio_v16_partition(draw_records, index, error, hw, diverging, aborted):
+    from kio.schema.fetch.v16 import response as r16
+
+    return r16.PartitionData(
+        partition_index=index,
+        error_code=error,
+        high_watermark=hw,
+        last_stable_offset=hw,
+        log_start_offset=0,
+        diverging_epoch=r16.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+        if diverging
+        else r16.EpochEndOffset(epoch=-1, end_offset=-1),
+        aborted_transactions=tuple(
+            r16.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted
+        ),
+        preferred_read_replica=-1,
+        records=draw_records,
+    )
+
+
+fetched = st.tuples(
+    st.none() | st.binary(max_size=400),
+    int32,
+    st.sampled_from(list(ErrorCode)),
+    int64,
+    st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)),
+    st.lists(st.tuples(int64, int64), max_size=3),
+)
+
+
+@given(
+    version=st.integers(13, 16),
+    topics=st.lists(st.tuples(st.uuids(), st.lists(fetched, max_size=4)), max_size=3),
+    error=st.sampled_from([ErrorCode.none, ErrorCode.unknown_server_error]),
+    cut=st.integers(0, 10_000),
+)
+def test_follower_decode_reads_what_kio_encodes_and_refuses_truncated_frames(version, topics, error, cut):
+    from kio.schema.fetch.v16 import response as r16
+
+    response = r16.FetchResponse(
+        throttle_time=datetime.timedelta(0),
+        error_code=error,
+        session_id=0,
+        responses=tuple(
+            r16.FetchableTopicResponse(topic_id=tid, partitions=tuple(_kio_v16_partition(*p) for p in ps))
+            for tid, ps in topics
+        ),
+    )
+    body = encode_entity(downgrade_response(response, version))
+    top_error, partitions = fetch.decode_partitions(b"head" + body, 4)
+    assert top_error == error
+    expected = [
+        (tid, index, err, hw, records, tuple(diverging) if diverging else None)
+        for tid, ps in topics
+        for records, index, err, hw, diverging, _aborted in ps
+    ]
+    assert [
+        (
+            p.topic_id,
+            p.index,
+            p.error,
+            p.high_watermark,
+            None if p.records is None else bytes(p.records),
+            p.diverging,
+        )
+        for p in partitions
+    ] == expected
+    if cut < len(body):  # any truncation is a ProtocolError, never another exception
+        with pytest.raises(ProtocolError):
+            fetch.decode_partitions(body[:cut], 0)

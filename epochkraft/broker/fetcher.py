@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 from typing import Any
 
 import structlog
@@ -20,6 +21,7 @@ from kio.schema.fetch.v16 import request as f16
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
+from epochkraft.protocol.fetch_response import FetchedPartition, decode_partitions
 
 log = structlog.get_logger()
 BACKOFF_S = 0.1
@@ -75,25 +77,31 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
                 continue
             replicas = list(self.partitions.values())
+            by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
             try:
-                response = await client.send(self._request(replicas))
+                backoff = await client.send(
+                    self._request(replicas), on_frame=functools.partial(self._apply, by_key=by_key)
+                )
             except (NetworkError, ProtocolError, OSError) as exc:
                 log.debug("follower fetch failed", source=self.source_id, error=str(exc))
                 await asyncio.sleep(BACKOFF_S)
                 continue
-            if response.error_code != ErrorCode.none:
-                await asyncio.sleep(BACKOFF_S)
-                continue
-            backoff = False
-            by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
-            for topic in response.responses:
-                for data in topic.partitions:
-                    replica = by_key.get((topic.topic_id, data.partition_index))
-                    if replica is None or self.partitions.get(replica.key) is not replica:
-                        continue  # moved away while the fetch was in flight
-                    backoff |= not self._handle(replica, data)
             if backoff:
                 await asyncio.sleep(BACKOFF_S)
+
+    def _apply(self, frame: bytes | memoryview, pos: int, by_key: dict[Any, Any]) -> bool:
+        """Applies the leader's answer as it arrives (the records are views into the receive buffer, so
+        they go to the log without a copy); True when the fetcher should back off."""
+        error, partitions = decode_partitions(frame, pos)
+        if error != ErrorCode.none:
+            return True
+        backoff = False
+        for data in partitions:
+            replica = by_key.get((data.topic_id, data.index))
+            if replica is None or self.partitions.get(replica.key) is not replica:
+                continue  # moved away while the fetch was in flight
+            backoff |= not self._handle(replica, data)
+        return backoff
 
     def _request(self, replicas: list[Any]) -> Any:
         settings = self.manager.settings
@@ -139,9 +147,9 @@ class ReplicaFetcher:
             **common,
         )
 
-    def _handle(self, replica: Any, data: Any) -> bool:
+    def _handle(self, replica: Any, data: FetchedPartition) -> bool:
         """Applies one partition's answer; False when the fetcher should back off."""
-        error = data.error_code
+        error = data.error
         plog = replica.log
         p = replica.partition
         if error == ErrorCode.offset_out_of_range:
@@ -152,17 +160,17 @@ class ReplicaFetcher:
             return True
         if error != ErrorCode.none:
             return False
-        diverging = getattr(data, "diverging_epoch", None)
-        if diverging is not None and diverging.epoch >= 0:
-            epoch, end = plog.epochs.end_offset_for(diverging.epoch)
-            target = diverging.end_offset if epoch == -1 else min(diverging.end_offset, end)
+        if data.diverging is not None and data.diverging[0] >= 0:
+            diverging_epoch, diverging_end = data.diverging
+            epoch, end = plog.epochs.end_offset_for(diverging_epoch)
+            target = diverging_end if epoch == -1 else min(diverging_end, end)
             target = max(min(target, plog.log_end_offset), 0)
             log.info(
                 "follower truncating on divergence",
                 topic=p.topic,
                 partition=p.index,
                 to=target,
-                diverging_epoch=diverging.epoch,
+                diverging_epoch=diverging_epoch,
             )
             plog.truncate_to(target)
             replica.producers.truncate(target)

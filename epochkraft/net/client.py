@@ -1,7 +1,8 @@
 """Async Kafka protocol client: one connection, correlation ids, in-flight futures, timeouts, reconnects.
 
 ``send(request)`` takes any kio request object (its class carries the API key and version), frames it,
-and returns the decoded response. Requests pipeline on the one connection; responses are matched by
+and returns the decoded response (or, with ``on_frame``, what that function makes of the raw frame while
+it is still in the receive buffer). Requests pipeline on the one connection; responses are matched by
 correlation id. A failed connection fails every in-flight request with ConnectionLost and is reopened
 lazily by the next ``send``. Responses are received straight into the frame buffers (no stream copies).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from epochkraft.net.errors import ConnectionLost, RequestTimedOut
@@ -22,6 +24,8 @@ from epochkraft.protocol.framing import (
     parse_response_header,
     response_class,
 )
+
+OnFrame = Callable[[bytes | memoryview, int], Any]
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -83,7 +87,7 @@ class KafkaClient:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_bytes = max_frame_bytes
         self._correlation = itertools.count(1)
-        self._in_flight: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._in_flight: dict[int, tuple[asyncio.Future[Any], int, int, OnFrame | None]] = {}
         self._connection: _Connection | None = None
         self._connect_lock = asyncio.Lock()
 
@@ -115,7 +119,7 @@ class KafkaClient:
         if self._connection is not connection:
             return
         self._connection = None
-        for future, _, _ in self._in_flight.values():
+        for future, *_ in self._in_flight.values():
             if not future.done():
                 future.set_exception(error)
         self._in_flight.clear()
@@ -127,16 +131,21 @@ class KafkaClient:
         entry = self._in_flight.pop(correlation_id, None)
         if entry is None:
             return  # a response to a request that already timed out
-        future, api_key, version = entry
+        future, api_key, version, on_frame = entry
         if future.done():
-            return
+            return  # e.g. the caller was cancelled: nothing is applied
         try:
             _, header_size = parse_response_header(api_key, version, frame)
-            future.set_result(decode_entity(response_class(api_key, version), frame, header_size))
-        except ProtocolError as exc:
+            if on_frame is None:
+                future.set_result(decode_entity(response_class(api_key, version), frame, header_size))
+            else:
+                future.set_result(on_frame(frame, header_size))
+        except Exception as exc:  # a malformed response (or on_frame's own error) fails this request only
             future.set_exception(exc)
 
-    def _write(self, request: Any, expect_response: bool) -> tuple[int, asyncio.Future[Any] | None]:
+    def _write(
+        self, request: Any, expect_response: bool, on_frame: OnFrame | None = None
+    ) -> tuple[int, asyncio.Future[Any] | None]:
         api_key, version = int(request.__api_key__), int(request.__version__)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         data = encode_request(api_key, version, correlation_id, self.client_id, encode_entity(request))
@@ -153,13 +162,23 @@ class KafkaClient:
         future: asyncio.Future[Any] | None = None
         if expect_response:  # registered after the write; no response is read before we yield
             future = asyncio.get_running_loop().create_future()
-            self._in_flight[correlation_id] = (future, api_key, version)
+            self._in_flight[correlation_id] = (future, api_key, version, on_frame)
         return correlation_id, future
 
-    async def send(self, request: Any, *, timeout_ms: int | None = None, expect_response: bool = True) -> Any:
+    async def send(
+        self,
+        request: Any,
+        *,
+        timeout_ms: int | None = None,
+        expect_response: bool = True,
+        on_frame: OnFrame | None = None,
+    ) -> Any:
+        """The response to ``request``. ``on_frame(frame, body_position)``, if given, replaces kio's decoding:
+        it runs as the frame arrives, while views into the frame are valid (a follower appends the
+        records it fetched straight from the receive buffer), and its result is returned."""
         if not self.connected:
             await self.connect()
-        correlation_id, future = self._write(request, expect_response)
+        correlation_id, future = self._write(request, expect_response, on_frame)
         if future is None:
             assert self._connection is not None
             await self._connection.drain()
@@ -193,7 +212,7 @@ class KafkaClient:
         connection, self._connection = self._connection, None
         if connection is not None and connection.transport is not None:
             connection.transport.close()
-        for future, _, _ in self._in_flight.values():
+        for future, *_ in self._in_flight.values():
             if not future.done():
                 future.set_exception(ConnectionLost("client closed"))
         self._in_flight.clear()

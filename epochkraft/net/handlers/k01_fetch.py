@@ -10,34 +10,21 @@
   expand the ISR and advance the high watermark.
 - v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
   every response is a full one (session id 0), which clients accept.
-- The response is encoded here, not by kio: record bytes read from the log go to the socket as they are,
-  never copied into an encoding buffer. kio's single-buffer encoding took about an eighth of a broker's
-  time under RF 3 produce load (README, Benchmarks).
+- The response is encoded by ``protocol.fetch_response``, not kio: record bytes read from the log go to
+  the socket as they are, never copied into an encoding buffer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from epochkraft.broker.partition import Role
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.framing import write_uvarint
-
-
-class Answer(NamedTuple):
-    """One partition of the response."""
-
-    index: int
-    error: int
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: list[bytes | memoryview] | None = None  # None: null records (and aborted transactions)
-    diverging: tuple[int, int] | None = None  # (epoch, end offset) for a diverging follower, v12+
+from epochkraft.protocol.fetch_response import Answer, encode_response
 
 
 def _follower_identity(request, version):
@@ -136,70 +123,3 @@ async def _wait_any(events, timeout):
     finally:
         for w in waiters:
             w.cancel()
-
-
-# ---- response encoding --------------------------------------------------------------------------------
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
-_PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start (v5+)
-_PARTITION_V4 = struct.Struct(">ihqq")
-_DIVERGING = struct.Struct(">bbbiqb")  # one tagged field: tag 0, 13 bytes: epoch, end offset, no tags
-
-
-def encode_response(version: int, topics: list[tuple[Any, list[Answer]]]) -> list[bytes | memoryview]:
-    """The response body as pieces: encoded fields, and each partition's record buffers as the log read
-    them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
-    else name; answers). Tests compare the joined bytes with kio's at every version."""
-    flexible = version >= 12
-    pieces: list[bytes | memoryview] = []
-    out = bytearray()
-
-    def length(n: int) -> None:  # array, string or bytes length; -1 is null
-        if flexible:
-            write_uvarint(out, n + 1)
-        else:
-            out.extend(_I32.pack(n))
-
-    out += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
-    length(len(topics))
-    for topic, answers in topics:
-        if version >= 13:
-            out += topic.bytes
-        else:
-            name = (topic or "").encode()
-            if flexible:
-                length(len(name))
-            else:
-                out += _I16.pack(len(name))
-            out += name
-        length(len(answers))
-        for a in answers:
-            if version >= 5:
-                out += _PARTITION.pack(
-                    a.index, a.error, a.high_watermark, a.high_watermark, a.log_start_offset
-                )
-            else:
-                out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, a.high_watermark)
-            length(-1 if a.records is None else 0)  # aborted transactions: none (no transactions)
-            if version >= 11:
-                out += _I32.pack(-1)  # preferred read replica
-            if a.records is None:
-                length(-1)
-            else:
-                length(sum(map(len, a.records)))
-                if a.records:
-                    pieces.append(bytes(out))
-                    pieces.extend(a.records)
-                    out = bytearray()
-            if flexible:
-                if a.diverging is None:
-                    out.append(0)  # no tagged fields
-                else:
-                    out += _DIVERGING.pack(1, 0, 13, a.diverging[0], a.diverging[1], 0)
-        if flexible:
-            out.append(0)  # topic tagged fields
-    if flexible:
-        out.append(0)  # response tagged fields
-    pieces.append(bytes(out))
-    return pieces

@@ -1,0 +1,173 @@
+"""Fetch responses (key 1) encoded and decoded here rather than by kio, because they carry the records.
+
+- ``encode_response`` (the broker answering, v4-v16) returns pieces: encoded fields and each partition's
+  record buffers as the log read them, which the server writes to the socket without joining. kio's
+  single-buffer encoding took about an eighth of a broker's time under RF 3 produce load.
+- ``decode_partitions`` (a follower reading its leader's answer, v13-v16) yields each partition with its
+  records as a view into the received frame, so they reach the follower's log without a copy.
+Tests compare both with kio at every version.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any, NamedTuple
+
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.framing import read_uvarint, write_uvarint
+
+
+class Answer(NamedTuple):
+    """One partition of the response."""
+
+    index: int
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: list[bytes | memoryview] | None = None  # None: null records (and aborted transactions)
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) for a diverging follower, v12+
+
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
+_PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start (v5+)
+_PARTITION_V4 = struct.Struct(">ihqq")
+_DIVERGING = struct.Struct(">bbbiqb")  # one tagged field: tag 0, 13 bytes: epoch, end offset, no tags
+
+
+def encode_response(version: int, topics: list[tuple[Any, list[Answer]]]) -> list[bytes | memoryview]:
+    """The response body as pieces: encoded fields, and each partition's record buffers as the log read
+    them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
+    else name; answers). Tests compare the joined bytes with kio's at every version."""
+    flexible = version >= 12
+    pieces: list[bytes | memoryview] = []
+    out = bytearray()
+
+    def length(n: int) -> None:  # array, string or bytes length; -1 is null
+        if flexible:
+            write_uvarint(out, n + 1)
+        else:
+            out.extend(_I32.pack(n))
+
+    out += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
+    length(len(topics))
+    for topic, answers in topics:
+        if version >= 13:
+            out += topic.bytes
+        else:
+            name = (topic or "").encode()
+            if flexible:
+                length(len(name))
+            else:
+                out += _I16.pack(len(name))
+            out += name
+        length(len(answers))
+        for a in answers:
+            if version >= 5:
+                out += _PARTITION.pack(
+                    a.index, a.error, a.high_watermark, a.high_watermark, a.log_start_offset
+                )
+            else:
+                out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, a.high_watermark)
+            length(-1 if a.records is None else 0)  # aborted transactions: none (no transactions)
+            if version >= 11:
+                out += _I32.pack(-1)  # preferred read replica
+            if a.records is None:
+                length(-1)
+            else:
+                length(sum(map(len, a.records)))
+                if a.records:
+                    pieces.append(bytes(out))
+                    pieces.extend(a.records)
+                    out = bytearray()
+            if flexible:
+                if a.diverging is None:
+                    out.append(0)  # no tagged fields
+                else:
+                    out += _DIVERGING.pack(1, 0, 13, a.diverging[0], a.diverging[1], 0)
+        if flexible:
+            out.append(0)  # topic tagged fields
+    if flexible:
+        out.append(0)  # response tagged fields
+    pieces.append(bytes(out))
+    return pieces
+
+
+class FetchedPartition(NamedTuple):
+    """One partition of a leader's answer to a follower."""
+
+    topic_id: uuid.UUID
+    index: int
+    error: int
+    high_watermark: int
+    records: memoryview | None  # a view into the received frame: use it before the next frame arrives
+    diverging: tuple[int, int] | None  # (epoch, end offset)
+
+
+_EPOCH_END = struct.Struct(">iq")
+
+
+def decode_partitions(frame: bytes | memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
+    """The top-level error code and every partition of a v13-v16 response body starting at ``pos``;
+    ProtocolError on anything malformed."""
+    view = memoryview(frame)
+    try:
+        return _decode(view, pos)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise ProtocolError(f"malformed Fetch response: {exc}") from exc
+
+
+def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
+    _throttle, error, _session = _TOP.unpack_from(view, pos)
+    pos += _TOP.size
+    partitions: list[FetchedPartition] = []
+    topics, pos = _count(view, pos)
+    for _ in range(topics):
+        topic_id = uuid.UUID(bytes=bytes(view[pos : pos + 16]))
+        pos += 16
+        count, pos = _count(view, pos)
+        for _ in range(count):
+            index, p_error, hw, _lso, _start = _PARTITION.unpack_from(view, pos)
+            pos += _PARTITION.size
+            aborted, pos = _count(view, pos)
+            for _ in range(max(aborted, 0)):
+                pos = _skip_tags(view, pos + 16)  # producer id, first offset
+            pos += 4  # preferred read replica
+            size, pos = read_uvarint(view, pos)
+            records = None
+            if size:
+                end = pos + size - 1
+                if end > len(view):
+                    raise ProtocolError("Fetch response records run past the frame")
+                records, pos = view[pos:end], end
+            diverging = None
+            tags, pos = read_uvarint(view, pos)
+            for _ in range(tags):
+                tag, pos = read_uvarint(view, pos)
+                tag_size, pos = read_uvarint(view, pos)
+                if tag == 0:  # DivergingEpoch
+                    diverging = _EPOCH_END.unpack_from(view, pos)
+                pos += tag_size
+            partitions.append(FetchedPartition(topic_id, index, p_error, hw, records, diverging))
+        pos = _skip_tags(view, pos)
+    _skip_tags(view, pos)
+    return error, partitions
+
+
+def _count(view: memoryview, pos: int) -> tuple[int, int]:
+    """A compact array length (-1: null)."""
+    n, pos = read_uvarint(view, pos)
+    return n - 1, pos
+
+
+def _skip_tags(view: memoryview, pos: int) -> int:
+    tags, pos = read_uvarint(view, pos)
+    for _ in range(tags):
+        _tag, pos = read_uvarint(view, pos)
+        size, pos = read_uvarint(view, pos)
+        pos += size
+    if pos > len(view):
+        raise ProtocolError("Fetch response tagged fields run past the frame")
+    return pos
