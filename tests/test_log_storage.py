@@ -69,6 +69,19 @@ def test_follower_append_keeps_the_leaders_offsets_and_epochs(tmp_path):
         follower.append_as_follower(leader.read(3, 1 << 20))  # does not continue the log
 
 
+def test_follower_append_refuses_a_batch_with_a_bad_crc_and_appends_nothing(tmp_path):
+    """As Kafka's ReplicaFetcherThreadTest (corrupted message): a damaged batch is not replicated."""
+    leader = PartitionLog.open(tmp_path / "leader")
+    fill(leader, 3)
+    data = bytearray(leader.read(0, 1 << 20))
+    data[-1] ^= 0x5A  # the last batch's last record byte
+    follower = PartitionLog.open(tmp_path / "follower")
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        follower.append_as_follower(memoryview(bytes(data)))
+    assert follower.log_end_offset == 0 and follower.read(0, 1 << 20) == b""
+    assert follower.append_as_follower(memoryview(leader.read(0, 1 << 20))).last_offset == 8
+
+
 def test_segments_roll_and_reads_cross_segments_through_the_index(tmp_path):
     plog = PartitionLog.open(tmp_path / "t-0", SMALL)
     fill(plog, 40)

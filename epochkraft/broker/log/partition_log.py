@@ -25,6 +25,7 @@ from epochkraft.protocol.records import (
     parse_header,
     stamped_prefix,
     validate,
+    verify_crc,
 )
 
 log = structlog.get_logger()
@@ -134,11 +135,15 @@ class PartitionLog:
             tuple(h for _, h in stamped),
         )
 
-    def append_as_follower(self, data: bytes) -> AppendInfo | None:
-        """Appends the leader's batches as they are; they must continue the log."""
+    def append_as_follower(self, data: bytes | memoryview) -> AppendInfo | None:
+        """Appends the leader's batches as they are; they must continue the log and pass their CRC (as
+        Kafka's analyzeAndValidateRecords: a batch damaged on the leader's disk is not replicated)."""
         headers = list(iter_batches(data))
         if not headers:
             return None
+        for pos, header in headers:
+            if not verify_crc(data, pos, header):
+                raise CorruptRecordError(f"CRC-32C mismatch in the replicated batch at {header.base_offset}")
         first = headers[0][1].base_offset
         if first != self.log_end_offset:
             raise CorruptRecordError(
