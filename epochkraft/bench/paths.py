@@ -1,0 +1,155 @@
+"""Costs of the pieces of the replication data path, in CPU seconds per GB, measured one at a time.
+
+The end-to-end produce figures (``scripts/bench --parts produce``) move by several per cent from one run to
+the next on a shared VM; these isolate what each change to the data path saves:
+
+1. Fetch response decoding on a follower: kio's decoder (copies the records) against
+   ``protocol.fetch_response.decode_partitions`` (views into the frame).
+2. Fetch response encoding on a leader: kio's single-buffer encoding against ``encode_response``'s pieces.
+3. Appending to a segment file: blocks allocated page by page against blocks reserved ahead
+   (``fallocate`` FALLOC_FL_KEEP_SIZE, as ``Segment.append`` does).
+4. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
+   that hands freed memory back to the host, the second costs several times the first, and RF 3 writes
+   three times the bytes of RF 1 into the page cache.
+
+Run: ``scripts/bench_paths`` (under a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import resource
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+GB = 1 << 30
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _per_gb(work: Callable[[], int], repeat: int) -> float:
+    """CPU seconds per GB of ``work``, which returns the bytes it handled."""
+    start = _cpu()
+    handled = sum(work() for _ in range(repeat))
+    return round((_cpu() - start) / (handled / GB), 3)
+
+
+def fetch_codecs(partitions: int = 6, partition_bytes: int = 170_000) -> dict[str, float]:
+    from kio.schema.fetch.v16 import response as r16
+
+    from epochkraft.protocol import fetch_response
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.protocol.framing import decode_entity, encode_entity
+
+    topic_id = uuid.uuid4()
+    records = [os.urandom(partition_bytes) for _ in range(partitions)]
+    entity = r16.FetchResponse(
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(
+            r16.FetchableTopicResponse(
+                topic_id=topic_id,
+                partitions=tuple(
+                    r16.PartitionData(
+                        partition_index=i,
+                        error_code=ErrorCode.none,
+                        high_watermark=5,
+                        aborted_transactions=(),
+                        records=records[i],
+                    )
+                    for i in range(partitions)
+                ),
+            ),
+        ),
+    )
+    frame = memoryview(encode_entity(entity)).toreadonly()
+    size = len(frame)
+    answers = [fetch_response.Answer(i, 0, 5, 0, [records[i]]) for i in range(partitions)]
+
+    def kio_decode() -> int:
+        decode_entity(r16.FetchResponse, frame, 0)
+        return size
+
+    def our_decode() -> int:
+        fetch_response.decode_partitions(frame, 0)
+        return size
+
+    def kio_encode() -> int:
+        encode_entity(entity)
+        return size
+
+    def our_encode() -> int:
+        fetch_response.encode_response(16, [(topic_id, answers)])
+        return size
+
+    return {
+        "fetch_decode_kio_s_per_gb": _per_gb(kio_decode, 2000),
+        "fetch_decode_views_s_per_gb": _per_gb(our_decode, 2000),
+        "fetch_encode_kio_s_per_gb": _per_gb(kio_encode, 2000),
+        "fetch_encode_pieces_s_per_gb": _per_gb(our_encode, 2000),
+    }
+
+
+def _append(path: Path, megabytes: int, reserve: bool) -> float:
+    from epochkraft.broker.log import segment
+
+    chunk = os.urandom(1 << 20)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        start = _cpu()
+        reserved = 0
+        for i in range(megabytes):
+            end = (i + 1) << 20
+            if reserve and segment._fallocate is not None and end > reserved:
+                segment._fallocate(fd, segment._FALLOC_FL_KEEP_SIZE, reserved, 2 * end - reserved)
+                reserved = 2 * end
+            os.pwrite(fd, chunk, i << 20)
+        return (_cpu() - start) / (megabytes / 1024)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def page_cache(directory: Path, megabytes: int, idle_seconds: float) -> dict[str, float]:
+    results: dict[str, float] = {}
+    scratch = directory / "scratch"
+    for label, reserve in (("append_allocating", False), ("append_reserved", True)):
+        _append(scratch, megabytes, reserve)  # memory the kernel has just used, for both
+        results[f"{label}_s_per_gb"] = round(_append(scratch, megabytes, reserve), 3)
+    _append(scratch, 2 * megabytes, False)
+    results["write_into_memory_freed_just_now_s_per_gb"] = round(_append(scratch, megabytes, False), 3)
+    _append(scratch, 2 * megabytes, False)
+    time.sleep(idle_seconds)
+    results[f"write_into_memory_freed_{idle_seconds:g}s_before_s_per_gb"] = round(
+        _append(scratch, megabytes, False), 3
+    )
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dir", type=Path, default=None, help="where the scratch file goes (default: temp)")
+    parser.add_argument("--megabytes", type=int, default=1024, help="size of each page-cache measurement")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    results = fetch_codecs()
+    with tempfile.TemporaryDirectory(prefix="epochkraft-bench-paths-", dir=args.dir) as directory:
+        results |= page_cache(Path(directory), args.megabytes, args.idle_seconds)
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
