@@ -177,53 +177,78 @@ def part_produce(work: Path, seconds: float, warm_gb: float) -> dict[str, Any]:
     return results
 
 
+def _consume_latencies(
+    bootstrap: str, topic: str, ready: Any, stop: Any, samples: list[tuple[float, float]]
+) -> None:
+    """Appends (send time, seconds to receipt) for each record. Records are taken up to 100 at a time:
+    one call per record kept the consumer thread waiting for the producer's GIL, and a call waits until its
+    batch is full, so a large batch would add its own filling time (1,000 records: 11 ms at 90,000/s)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "lat",
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 10,
+            "log_level": 0,
+        }
+    )
+    consumer.subscribe([topic])
+    while not consumer.assignment():
+        consumer.poll(0.1)
+    ready.set()
+    while not stop.is_set():
+        messages = consumer.consume(num_messages=100, timeout=0.01)
+        now = time.time()
+        sent = (float(m.value()[:20]) for m in messages if m.error() is None)
+        samples += [(t, now - t) for t in sent]
+    consumer.close()
+
+
+LATENCY_WARM_UP_S = 1.0
+
+
 def part_latency(work: Path, seconds: float, max_rate: float) -> dict[str, Any]:
-    from confluent_kafka import Consumer, Producer
+    """Produces at half of (a)'s maximum rate for ``seconds`` after a warm-up second at the same rate, whose
+    records are not counted: they include the producer's and consumer's connection and metadata set-up
+    (up to 150 ms), which is no steady-state latency."""
+    from confluent_kafka import Producer
 
     cluster = _cluster(work / "latency")
     try:
         _create(cluster.bootstrap, "lat", 3, 3, 2)
         rate = max(int(max_rate / 2), 100)
-        latencies: list[float] = []
-        stop = threading.Event()
-
-        def consume() -> None:
-            consumer = Consumer(
-                {
-                    "bootstrap.servers": cluster.bootstrap,
-                    "group.id": "lat",
-                    "auto.offset.reset": "latest",
-                    "fetch.wait.max.ms": 10,
-                    "log_level": 0,
-                }
-            )
-            consumer.subscribe(["lat"])
-            while not stop.is_set():
-                msg = consumer.poll(0.1)
-                if msg is not None and msg.error() is None:
-                    latencies.append(time.time() - float(msg.value()[:20]))
-            consumer.close()
-
-        reader = threading.Thread(target=consume)
+        ready, stop = threading.Event(), threading.Event()
+        samples: list[tuple[float, float]] = []
+        reader = threading.Thread(
+            target=_consume_latencies, args=(cluster.bootstrap, "lat", ready, stop, samples), daemon=True
+        )
         reader.start()
-        time.sleep(3)
+        if not ready.wait(60):
+            raise RuntimeError("the latency consumer got no partitions within 60 s")
         producer = Producer(
             {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1, "log_level": 0}
         )
         start = time.monotonic()
+        measured_from = time.time() + LATENCY_WARM_UP_S
         sent = 0
-        while time.monotonic() - start < seconds:
+        while time.monotonic() - start < LATENCY_WARM_UP_S + seconds:
             target = int((time.monotonic() - start) * rate)
             while sent < target:
-                producer.produce("lat", f"{time.time():<20.6f}".encode() + b"x" * 1000)
+                try:
+                    producer.produce("lat", f"{time.time():<20.6f}".encode() + b"x" * 1000)
+                except BufferError:  # librdkafka's queue is full: the cluster is behind the rate
+                    producer.poll(0.001)
+                    continue
                 sent += 1
             producer.poll(0)
             time.sleep(0.001)
         producer.flush(30)
         time.sleep(1)
         stop.set()
-        reader.join()
-        ordered = sorted(latencies)
+        reader.join(30)
+        ordered = sorted(latency for sent_at, latency in samples if sent_at >= measured_from)
 
         def pct(q: float) -> float:
             return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)] * 1000, 2) if ordered else -1
@@ -519,13 +544,19 @@ def main(argv: list[str]) -> int:
         help="write and delete this much scratch data before the produce part (0: skip); see _warm_page_cache",
     )
     parser.add_argument("--failover-runs", type=int, default=3, help="failovers, each on a fresh cluster")
+    parser.add_argument(
+        "--max-rate",
+        type=float,
+        default=5000.0,
+        help="records/s taken as (a)'s maximum when the latency part runs without the produce part",
+    )
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="epochkraft-bench-"))
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
-    max_rate = 5000.0
+    max_rate = args.max_rate
     for part in parts:
         started = time.monotonic()
         print(f"== {part} ...", flush=True)
