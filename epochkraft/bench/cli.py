@@ -109,8 +109,9 @@ def _free_port() -> int:
 def _warm_page_cache(work: Path, gigabytes: float) -> float:
     """Writes and deletes a scratch file so the page cache the measurements write into is memory the
     machine has already handed out. On a VM a first touch of guest memory is far dearer than a reused page
-    (about 8x the kernel time per MB written here), and RF 3 writes three times the bytes of RF 1, so
-    without this the ratio a/b would measure the hypervisor. Returns the seconds it took."""
+    (about 8x the kernel time per MB written here), and RF 3 writes three times the bytes of RF 1. This
+    only partly helps on a VM that hands freed memory back to its host: memory freed 20 s before costs
+    about 5x memory freed just before (``scripts/bench_paths``). Returns the seconds it took."""
     start = time.monotonic()
     scratch = work / "page-cache-warm-up"
     chunk = bytes(64 * 1024 * 1024)
@@ -142,6 +143,9 @@ def part_produce(work: Path, seconds: float, warm_gb: float) -> dict[str, Any]:
 
         def on_cluster(topic: str, rf: int, min_isr: int, acks: str, size: int) -> dict[str, float]:
             # A topic of its own, deleted afterwards: its pages go back to the cache for the next one.
+            # Dirty pages left by the previous configuration are written out first, so the kernel's
+            # writeback of one configuration's data does not run during the next one's measurement.
+            os.sync()
             _create(cluster.bootstrap, topic, 6, rf, min_isr)
             try:
                 return _produce_rate(
