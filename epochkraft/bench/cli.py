@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -219,6 +220,7 @@ def part_latency(work: Path, seconds: float, max_rate: float) -> dict[str, Any]:
     (up to 150 ms), which is no steady-state latency."""
     from confluent_kafka import Producer
 
+    os.sync()  # the produce part's data is written out before, not during, this measurement
     cluster = _cluster(work / "latency")
     try:
         _create(cluster.bootstrap, "lat", 3, 3, 2)
@@ -559,29 +561,33 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="epochkraft-bench-"))
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
-    max_rate = args.max_rate
-    for part in parts:
-        started = time.monotonic()
-        print(f"== {part} ...", flush=True)
-        if part == "produce":
-            results[part] = part_produce(work, args.seconds, args.warm_page_cache_gb)
-            max_rate = results[part]["1024B"]["a_rf3_acks_all"]["records_per_s"]
-        elif part == "latency":
-            results[part] = part_latency(work, args.seconds, max_rate)
-        elif part == "failover":
-            results[part] = part_failover(work, args.failover_runs)
-        elif part == "rejoin":
-            results[part] = part_rejoin(work, args.rejoin_mb)
-        elif part == "controller":
-            results[part] = part_controller(work)
-        elif part == "scale":
-            results[part] = part_scale(work, args.partitions)
-        else:
-            print(f"unknown part {part}", file=sys.stderr)
-            return 2
-        results[part]["bench_seconds"] = round(time.monotonic() - started, 1)
-        print(json.dumps(results[part], indent=2), flush=True)
+    try:
+        results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+        max_rate = args.max_rate
+        for part in parts:
+            started = time.monotonic()
+            print(f"== {part} ...", flush=True)
+            if part == "produce":
+                results[part] = part_produce(work, args.seconds, args.warm_page_cache_gb)
+                max_rate = results[part]["1024B"]["a_rf3_acks_all"]["records_per_s"]
+            elif part == "latency":
+                results[part] = part_latency(work, args.seconds, max_rate)
+            elif part == "failover":
+                results[part] = part_failover(work, args.failover_runs)
+            elif part == "rejoin":
+                results[part] = part_rejoin(work, args.rejoin_mb)
+            elif part == "controller":
+                results[part] = part_controller(work)
+            elif part == "scale":
+                results[part] = part_scale(work, args.partitions)
+            else:
+                print(f"unknown part {part}", file=sys.stderr)
+                return 2
+            results[part]["bench_seconds"] = round(time.monotonic() - started, 1)
+            print(json.dumps(results[part], indent=2), flush=True)
+    finally:
+        if not args.work_dir:  # a work directory of our own (GBs after the scale part) goes
+            shutil.rmtree(work, ignore_errors=True)
     Path(args.json).write_text(json.dumps(results, indent=2))
     print("\n" + table(results))
     print(f"results: {args.json}")
