@@ -98,7 +98,20 @@ def _produce_rate(conf: dict[str, Any], topic: str, size: int, seconds: float) -
         producer.poll(0)
     producer.flush(120)
     elapsed = time.monotonic() - start
-    return {"records_per_s": round(acked[0] / elapsed), "mb_per_s": round(acked[0] * size / elapsed / 1e6, 2)}
+    return {
+        "records_per_s": round(acked[0] / elapsed),
+        "mb_per_s": round(acked[0] * size / elapsed / 1e6, 2),
+        "seconds": round(elapsed, 2),
+    }
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used (Linux /proc)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -149,9 +162,15 @@ def part_produce(work: Path, seconds: float, warm_gb: float) -> dict[str, Any]:
             os.sync()
             _create(cluster.bootstrap, topic, 6, rf, min_isr)
             try:
-                return _produce_rate(
+                pids = [p.pid for p in cluster.nodes.values() if p.pid]
+                before = _cpu_seconds(pids)
+                result = _produce_rate(
                     {"bootstrap.servers": cluster.bootstrap, "acks": acks}, topic, size, seconds
                 )
+                # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
+                gigabytes = result["mb_per_s"] * result["seconds"] / 1000
+                result["broker_cpu_s_per_gb"] = round((_cpu_seconds(pids) - before) / gigabytes, 2)
+                return result
             finally:
                 _delete(cluster.bootstrap, topic)
 
