@@ -82,8 +82,12 @@ class ReplicaFetcher:
                 backoff = await client.send(
                     self._request(replicas), on_frame=functools.partial(self._apply, by_key=by_key)
                 )
-            except (NetworkError, ProtocolError, OSError) as exc:
+            except (NetworkError, ProtocolError) as exc:
                 log.debug("follower fetch failed", source=self.source_id, error=str(exc))
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            except OSError as exc:  # this broker's own disk: the answer is appended as it arrives
+                log.warning("follower append failed", source=self.source_id, error=str(exc))
                 await asyncio.sleep(BACKOFF_S)
                 continue
             if backoff:
