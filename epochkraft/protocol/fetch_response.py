@@ -15,7 +15,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from epochkraft.protocol.errors import ProtocolError
-from epochkraft.protocol.framing import read_uvarint, write_uvarint
+from epochkraft.protocol.framing import read_uvarint, skip_tagged_fields, write_uvarint
 
 
 class Answer(NamedTuple):
@@ -133,7 +133,7 @@ def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
             pos += _PARTITION.size
             aborted, pos = _count(view, pos)
             for _ in range(max(aborted, 0)):
-                pos = _skip_tags(view, pos + 16)  # producer id, first offset
+                pos = skip_tagged_fields(view, pos + 16)  # producer id, first offset
             pos += 4  # preferred read replica
             size, pos = read_uvarint(view, pos)
             records = None
@@ -151,8 +151,8 @@ def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
                     diverging = _EPOCH_END.unpack_from(view, pos)
                 pos += tag_size
             partitions.append(FetchedPartition(topic_id, index, p_error, hw, records, diverging))
-        pos = _skip_tags(view, pos)
-    _skip_tags(view, pos)
+        pos = skip_tagged_fields(view, pos)
+    skip_tagged_fields(view, pos)
     return error, partitions
 
 
@@ -160,14 +160,3 @@ def _count(view: memoryview, pos: int) -> tuple[int, int]:
     """A compact array length (-1: null)."""
     n, pos = read_uvarint(view, pos)
     return n - 1, pos
-
-
-def _skip_tags(view: memoryview, pos: int) -> int:
-    tags, pos = read_uvarint(view, pos)
-    for _ in range(tags):
-        _tag, pos = read_uvarint(view, pos)
-        size, pos = read_uvarint(view, pos)
-        pos += size
-    if pos > len(view):
-        raise ProtocolError("Fetch response tagged fields run past the frame")
-    return pos

@@ -159,14 +159,15 @@ def is_flexible(api_key: int, api_version: int) -> bool:
         return False
 
 
-def _skip_tagged_fields(data: bytes, pos: int) -> int:
+def skip_tagged_fields(data: bytes | memoryview, pos: int) -> int:
+    """The position after a tagged-field section; ProtocolError if it runs past the data."""
     count, pos = read_uvarint(data, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(data, pos)
         size, pos = read_uvarint(data, pos)
         pos += size
         if pos > len(data):
-            raise ProtocolError("tagged field runs past the end of the header")
+            raise ProtocolError("tagged field runs past the end of the data")
     return pos
 
 
@@ -212,7 +213,7 @@ def parse_request_header(data: bytes | memoryview) -> RequestHeader:
     elif client_id_len != -1:
         raise ProtocolError(f"bad client id length {client_id_len}")
     if is_flexible(api_key, api_version):
-        pos = _skip_tagged_fields(data, pos)
+        pos = skip_tagged_fields(data, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
@@ -310,5 +311,5 @@ def parse_response_header(api_key: int, api_version: int, data: bytes) -> tuple[
     (correlation_id,) = _SIZE.unpack_from(data, 0)
     pos = 4
     if response_header_version(api_key, api_version) == 1:
-        pos = _skip_tagged_fields(data, pos)
+        pos = skip_tagged_fields(data, pos)
     return correlation_id, pos
