@@ -6,7 +6,7 @@ and scans headers from there. Reads use ``os.pread`` on a file descriptor kept o
 
 Appends reserve disk blocks ahead of the end of the file (``fallocate`` with FALLOC_FL_KEEP_SIZE, like
 Kafka's log.preallocate but without changing the file's size, so recovery is unchanged): writing into
-reserved blocks costs the kernel about a quarter less than allocating them page by page. The reservation
+reserved blocks costs the kernel a quarter to a third less than allocating them page by page. The reservation
 past the end is given back when the segment stops being the active one.
 """
 
