@@ -177,3 +177,49 @@ async def test_metadata_request_class_is_refused_on_controller():
         await client.close()
     finally:
         await server.stop()
+
+
+async def test_on_frame_sees_the_frame_its_errors_fail_one_request_and_late_frames_are_not_applied():
+    """``send(on_frame=...)`` (how followers append fetched records straight from the receive buffer): its
+    result is the answer, its exception fails only that request, and a frame arriving after its caller
+    gave up is not handed to it (a stopped fetcher must not append)."""
+    delays = [0.0, 0.0, 0.5, 0.0]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                request = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                return
+            await asyncio.sleep(delays.pop(0))
+            body = request[4:8] + struct.pack(">hi", 0, 0)  # correlation id; ApiVersions v0, no keys
+            writer.write(struct.pack(">i", len(body)) + body)
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    seen: list[bytes] = []
+
+    def on_frame(frame, pos):
+        seen.append(bytes(frame[pos:]))
+        return "applied"
+
+    def failing(frame, pos):
+        raise OSError("disk full")
+
+    try:
+        async with KafkaClient("127.0.0.1", port) as client:
+            assert await client.send(ApiVersionsV0(), on_frame=on_frame) == "applied"
+            assert seen == [struct.pack(">hi", 0, 0)]
+            with pytest.raises(OSError, match="disk full"):
+                await client.send(ApiVersionsV0(), on_frame=failing)
+            with pytest.raises(RequestTimedOut):
+                await client.send(ApiVersionsV0(), on_frame=on_frame, timeout_ms=100)
+            await asyncio.sleep(0.6)  # the late answer arrives now
+            assert len(seen) == 1, "a frame whose caller gave up was applied"
+            assert await client.send(ApiVersionsV0(), on_frame=on_frame) == "applied"
+            assert len(seen) == 2
+    finally:
+        server.close()
+        await server.wait_closed()
