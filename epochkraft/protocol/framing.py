@@ -257,11 +257,16 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if is_flexible(api_key, api_version) else 0
 
 
+def _response_header(correlation_id: int, api_key: int, api_version: int, body_size: int) -> bytes:
+    """The size prefix and response header (v0, or v1 with no tagged fields) for a body of this size."""
+    if response_header_version(api_key, api_version) == 1:
+        return _SIZE.pack(body_size + 5) + _SIZE.pack(correlation_id) + b"\x00"
+    return _SIZE.pack(body_size + 4) + _SIZE.pack(correlation_id)
+
+
 def encode_response(correlation_id: int, api_key: int, api_version: int, body: bytes) -> bytes:
     """The full response frame: size, response header (v0 or v1), body."""
-    flexible = response_header_version(api_key, api_version) == 1
-    header = _SIZE.pack(len(body) + (5 if flexible else 4)) + _SIZE.pack(correlation_id)
-    return b"".join((header, b"\x00", body) if flexible else (header, body))
+    return _response_header(correlation_id, api_key, api_version, len(body)) + body
 
 
 def encode_response_pieces(
@@ -269,25 +274,13 @@ def encode_response_pieces(
 ) -> list[bytes | memoryview]:
     """Like ``encode_response`` for a body in pieces, which stay as they are (a Fetch response's records
     are not joined); the header goes in front of the first piece."""
-    flexible = response_header_version(api_key, api_version) == 1
-    header = _SIZE.pack(sum(map(len, body)) + (5 if flexible else 4)) + _SIZE.pack(correlation_id)
-    return [header + (b"\x00" if flexible else b"") + body[0], *body[1:]]
+    header = _response_header(correlation_id, api_key, api_version, sum(map(len, body)))
+    return [header + body[0], *body[1:]]
 
 
 def encode_response_entity(correlation_id: int, api_key: int, api_version: int, entity: Any) -> bytes:
-    """Like ``encode_response`` for a kio entity, written once into one buffer: a large body (a Fetch
-    response's records) is copied a single time on its way to the socket."""
-    import io
-
-    buf = io.BytesIO()
-    buf.write(_SIZE.pack(0) + _SIZE.pack(correlation_id))
-    if response_header_version(api_key, api_version) == 1:
-        buf.write(b"\x00")  # no tagged fields
-    entity_writer(type(entity))(buf, entity)
-    size = buf.tell() - 4
-    with buf.getbuffer() as view:
-        _SIZE.pack_into(view, 0, size)
-    return buf.getvalue()
+    """Like ``encode_response`` for a kio entity."""
+    return encode_response(correlation_id, api_key, api_version, encode_entity(entity))
 
 
 def encode_request(
