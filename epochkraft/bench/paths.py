@@ -109,9 +109,10 @@ def _append(path: Path, megabytes: int, reserve: bool) -> float:
         reserved = 0
         for i in range(megabytes):
             end = (i + 1) << 20
-            if reserve and segment._fallocate is not None and end > reserved:
-                segment._fallocate(fd, segment._FALLOC_FL_KEEP_SIZE, reserved, 2 * end - reserved)
-                reserved = 2 * end
+            if reserve and end > reserved:  # as Segment.append reserves
+                target = segment.reservation_end(end)
+                if segment.reserve_blocks(fd, reserved, target):
+                    reserved = target
             os.pwrite(fd, chunk, i << 20)
         return (_cpu() - start) / (megabytes / 1024)
     finally:

@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from epochkraft.protocol.records import (
@@ -33,7 +34,7 @@ RESERVE_BYTES = 8 * 1024 * 1024  # at most this much reserved ahead of the end o
 _FALLOC_FL_KEEP_SIZE = 1
 
 
-def _load_fallocate() -> object | None:
+def _load_fallocate() -> Callable[..., int] | None:
     # The os module has posix_fallocate, which grows the file; reserving past the end needs the flag.
     try:
         fallocate = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).fallocate
@@ -44,6 +45,18 @@ def _load_fallocate() -> object | None:
 
 
 _fallocate = _load_fallocate()
+
+
+def reserve_blocks(fd: int, start: int, end: int) -> bool:
+    """Reserves disk blocks for bytes [start, end) without changing the file's size; False where this
+    system cannot (no fallocate, or e.g. EOPNOTSUPP from the file system)."""
+    return _fallocate is not None and _fallocate(fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0
+
+
+def reservation_end(end: int) -> int:
+    """How far to reserve when an append reaches ``end``: ahead by as much as the segment holds, up to
+    RESERVE_BYTES, so a quiet partition reserves little."""
+    return end + min(end, RESERVE_BYTES)
 
 
 def segment_name(base_offset: int) -> str:
@@ -138,8 +151,11 @@ class Segment:
         start = position = self.size
         end = start + sum(map(len, pieces))
         if self._reserve and end > self._reserved_to:
-            # Ahead by as much as the segment holds, up to RESERVE_BYTES: a quiet partition reserves little.
-            self._reserve_blocks(end + min(end, RESERVE_BYTES))
+            target = reservation_end(end)
+            if reserve_blocks(self.fd, self._reserved_to, target):
+                self._reserved_to = target
+            else:
+                self._reserve = False  # this file system allocates as writes come
         for i in range(0, len(pieces), IOV_MAX):
             chunk = pieces[i : i + IOV_MAX]
             size = sum(map(len, chunk))
@@ -156,13 +172,6 @@ class Segment:
             os.write(self._index_fd, b"".join(new_entries))
         self.size = position
         self.next_offset = headers[-1][1].next_offset
-
-    def _reserve_blocks(self, end: int) -> None:
-        assert _fallocate is not None
-        if _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, self._reserved_to, end - self._reserved_to) == 0:
-            self._reserved_to = end
-        else:
-            self._reserve = False  # e.g. EOPNOTSUPP: this file system allocates as writes come
 
     def release_reserved(self) -> None:
         """Gives back the blocks reserved past the end (the segment is no longer appended to)."""
