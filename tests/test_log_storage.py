@@ -10,6 +10,7 @@ import pytest
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog, cut_to_recovery_point
 from epochkraft.broker.log.checkpoints import read_offsets, write_offsets
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
+from epochkraft.broker.log.tail_cache import TailCache
 from epochkraft.protocol.records import (
     CorruptRecordError,
     build_batch,
@@ -130,6 +131,76 @@ def test_reads_match_a_batch_by_batch_reference_for_any_offset_budget_and_limit(
                 break
             expected += data
         assert plog.read(offset, max_bytes, max_offset) == expected, (offset, max_bytes, max_offset)
+
+
+def test_the_tail_cache_answers_every_read_as_the_log_does(tmp_path):
+    """A log keeping its recent leader appends in memory reads exactly as one reading its files, through
+    appends, evictions, truncations and follower appends; reads at the tail come from memory."""
+    import random
+
+    rng = random.Random(11)
+    cache = TailCache(max_bytes=900)  # a few batches: evictions happen all the time
+    cached = PartitionLog.open(tmp_path / "cached", SMALL, tail=cache)
+    plain = PartitionLog.open(tmp_path / "plain", SMALL)
+    scratch = PartitionLog.open(tmp_path / "scratch")
+    served_from_memory = 0
+    for step in range(300):
+        action = rng.random()
+        if action < 0.08 and plain.log_end_offset:
+            offset = rng.randrange(0, plain.log_end_offset)
+            cached.truncate_to(offset)
+            plain.truncate_to(offset)
+        elif action < 0.14:
+            # Batches stamped at the log end by another leader, appended as a follower would.
+            scratch.truncate_fully_and_start_at(plain.log_end_offset)
+            fill(scratch, rng.randrange(1, 3), epoch=step)
+            data = memoryview(scratch.read(plain.log_end_offset, 1 << 20))
+            cached.append_as_follower(data)
+            plain.append_as_follower(data)
+            assert cache.read(cached, plain.log_end_offset - 1, 1 << 20, plain.log_end_offset) is None
+        else:
+            records = b"".join(
+                batch([bytes(rng.randrange(1, 60)) for _ in range(rng.randrange(1, 4))])
+                for _ in range(rng.choice([1, 1, 2]))
+            )
+            first = plain.log_end_offset
+            cached.append_as_leader(records, 0)
+            plain.append_as_leader(records, 0)
+            if len(records) <= cache.max_bytes:
+                assert cache.read(cached, first, 1 << 20, plain.log_end_offset) is not None
+        assert cache.bytes <= cache.max_bytes
+        for _ in range(4):
+            offset = rng.randrange(0, plain.log_end_offset + 2)
+            max_bytes = rng.choice([1, 50, 200, 700, 5000])
+            max_offset = rng.choice([None, rng.randrange(0, plain.log_end_offset + 2)])
+            limit = plain.log_end_offset if max_offset is None else min(max_offset, plain.log_end_offset)
+            served_from_memory += cache.read(cached, offset, max_bytes, limit) is not None
+            expected = plain.read(offset, max_bytes, max_offset)
+            assert cached.read(offset, max_bytes, max_offset) == expected, (
+                step,
+                offset,
+                max_bytes,
+                max_offset,
+            )
+    assert served_from_memory > 100
+
+
+def test_the_tail_cache_keeps_one_budget_for_all_logs_and_evicts_the_oldest_first():
+    cache = TailCache(max_bytes=100)
+    cache.append("a", 0, 1, [b"a" * 40], 40)
+    cache.append("b", 0, 1, [b"b" * 40], 40)
+    cache.append("a", 1, 2, [b"c" * 40], 40)  # over budget: a's first batch goes
+    assert cache.bytes == 80
+    assert cache.read("a", 0, 1 << 20, 10) is None
+    assert cache.read("a", 1, 1 << 20, 10) == [b"c" * 40]
+    assert cache.read("b", 0, 1 << 20, 10) == [b"b" * 40]
+    cache.drop("b")  # its bytes are still held until they reach the eviction end
+    assert cache.read("b", 0, 1 << 20, 10) is None and cache.bytes == 80
+    cache.append("a", 5, 7, [b"d" * 30], 30)  # not contiguous: a's run starts over
+    assert cache.read("a", 1, 1 << 20, 10) is None
+    assert cache.read("a", 6, 1 << 20, 10) == [b"d" * 30]
+    cache.append("a", 7, 8, [b"e" * 101], 101)  # larger than the whole budget: not kept, run dropped
+    assert cache.read("a", 6, 1 << 20, 10) is None
 
 
 def test_appends_reserve_blocks_past_the_end_and_give_them_back(tmp_path):

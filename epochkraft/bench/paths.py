@@ -8,7 +8,9 @@ the next on a shared VM; these isolate what each change to the data path saves:
 2. Fetch response encoding on a leader: kio's single-buffer encoding against ``encode_response``'s pieces.
 3. Appending to a segment file: blocks allocated page by page against blocks reserved ahead
    (``fallocate`` FALLOC_FL_KEEP_SIZE, as ``Segment.append`` does).
-4. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
+4. A leader reading back, for two followers, each batch it just appended: a pread per read against the
+   tail cache's buffers (``log.tail.cache.bytes``).
+5. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
    that hands freed memory back to the host, the second costs several times the first, and RF 3 writes
    three times the bytes of RF 1 into the page cache.
 
@@ -136,6 +138,31 @@ def page_cache(directory: Path, megabytes: int, idle_seconds: float) -> dict[str
     return results
 
 
+def tail_reads(directory: Path, megabytes: int) -> dict[str, float]:
+    """A leader's reads for two followers of each batch it just appended: from the log (pread) against
+    from the tail cache. Only the reads are timed."""
+    from epochkraft.broker.log import PartitionLog
+    from epochkraft.broker.log.tail_cache import TailCache
+    from epochkraft.protocol.records import build_batch
+
+    records = build_batch([(None, os.urandom(1024), (), i) for i in range(170)])
+    results: dict[str, float] = {}
+    for label, tail in (("fetch_read_log", None), ("fetch_read_tail_cache", TailCache(32 << 20))):
+        plog = PartitionLog.open(directory / label, tail=tail)
+        spent = read = 0
+        try:
+            while read < megabytes << 20:
+                offset = plog.append_as_leader(records, 0).first_offset
+                start = _cpu()
+                for _follower in range(2):
+                    read += sum(map(len, plog.read_chunks(offset, 1 << 20)))
+                spent += _cpu() - start
+        finally:
+            plog.close()
+        results[f"{label}_s_per_gb"] = round(spent / (read / GB), 3)
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     results = fetch_codecs()
     with tempfile.TemporaryDirectory(prefix="epochkraft-bench-paths-", dir=args.dir) as directory:
+        results |= tail_reads(Path(directory), args.megabytes)
         results |= page_cache(Path(directory), args.megabytes, args.idle_seconds)
     width = max(map(len, results))
     for name, value in results.items():

@@ -79,7 +79,7 @@ class BrokerNode:
         self.broker_epoch = -1
         self.cluster_id: str | None = None
         self.cache = MetadataCache()
-        self.logs = LogManager(self.data_dir, log_config(settings))
+        self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
         self.control = KafkaClient(
             *controller, client_id=f"broker-{self.node_id}-control", request_timeout_ms=10_000
         )

@@ -39,6 +39,13 @@ class BrokerSettings:
     log_segment_bytes: int = prop(
         "log.segment.bytes", 1073741824, "Size at which a log segment rolls.", minimum=1024
     )
+    log_tail_cache_bytes: int = prop(
+        "log.tail.cache.bytes",
+        33554432,
+        "Bytes of recent leader appends kept in memory for the Fetches that follow (epochkraft's own "
+        "setting; 0: read every Fetch from the log).",
+        minimum=0,
+    )
     log_flush_interval_messages: int | None = prop(
         "log.flush.interval.messages", None, "fsync after this many messages (empty: never, rely on the OS)."
     )

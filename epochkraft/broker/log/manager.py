@@ -14,6 +14,7 @@ from pathlib import Path
 
 from epochkraft.broker.log.checkpoints import read_offsets, write_atomically, write_offsets
 from epochkraft.broker.log.partition_log import LogConfig, PartitionLog
+from epochkraft.broker.log.tail_cache import TailCache
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -26,10 +27,14 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class LogManager:
-    def __init__(self, data_dir: str | Path, config: LogConfig | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path, config: LogConfig | None = None, tail_cache_bytes: int = 0
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or LogConfig()
+        # One budget for the whole broker's recent leader appends (0: every Fetch reads the log).
+        self.tail = TailCache(tail_cache_bytes) if tail_cache_bytes > 0 else None
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.high_watermarks: dict[tuple[str, int], int] = read_offsets(self.data_dir / HW_CHECKPOINT)
         self._recovery_points = read_offsets(self.data_dir / RECOVERY_CHECKPOINT)
@@ -60,7 +65,9 @@ class LogManager:
             match = _PARTITION_DIR.match(path.name)
             if path.is_dir() and match:
                 key = (match["topic"], int(match["partition"]))
-                self.logs[key] = PartitionLog.open(path, self.config, self._recovery_points.get(key, 0))
+                self.logs[key] = PartitionLog.open(
+                    path, self.config, self._recovery_points.get(key, 0), self.tail
+                )
         return list(self.logs)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -71,7 +78,9 @@ class LogManager:
         plog = self.logs.get(key)
         if plog is None:
             path = self.data_dir / partition_dir_name(topic, partition)
-            plog = self.logs[key] = PartitionLog.open(path, self.config, self._recovery_points.get(key, 0))
+            plog = self.logs[key] = PartitionLog.open(
+                path, self.config, self._recovery_points.get(key, 0), self.tail
+            )
         return plog
 
     def delete(self, topic: str, partition: int) -> None:

@@ -16,6 +16,7 @@ import structlog
 
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import Segment
+from epochkraft.broker.log.tail_cache import TailCache
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     STAMPED_PREFIX,
@@ -48,9 +49,12 @@ class AppendInfo:
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, config: LogConfig, recovery_point: int = 0) -> None:
+    def __init__(
+        self, directory: Path, config: LogConfig, recovery_point: int = 0, tail: TailCache | None = None
+    ) -> None:
         self.dir = directory
         self.config = config
+        self.tail = tail  # the broker's cache of recent leader appends, if it keeps one
         self.recovery_point = recovery_point
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
@@ -58,9 +62,15 @@ class PartitionLog:
         self.epochs = LeaderEpochCache(directory / "leader-epoch-checkpoint", lambda: self.log_end_offset)
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig | None = None, recovery_point: int = 0) -> PartitionLog:
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        recovery_point: int = 0,
+        tail: TailCache | None = None,
+    ) -> PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config or LogConfig(), recovery_point)
+        plog = cls(directory, config or LogConfig(), recovery_point, tail)
         plog._load()
         return plog
 
@@ -127,6 +137,11 @@ class PartitionLog:
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
         self._write(parts, stamped)
+        if self.tail is not None and isinstance(records, bytes):  # kept only if it cannot change
+            for i, (_, header) in enumerate(stamped):
+                self.tail.append(
+                    self, header.base_offset, header.next_offset, parts[2 * i : 2 * i + 2], header.size
+                )
         return AppendInfo(
             first,
             offset - 1,
@@ -151,6 +166,8 @@ class PartitionLog:
             )
         for _, header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if self.tail is not None:
+            self.tail.drop(self)  # ``data`` is a view of a receive buffer: it is not kept
         self._write([data], headers)
         last = headers[-1][1]
         return AppendInfo(
@@ -209,6 +226,8 @@ class PartitionLog:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return []
+        if self.tail is not None and (cached := self.tail.read(self, offset, max_bytes, limit)) is not None:
+            return cached
         out: list[bytes | memoryview] = []
         total = 0
         for segment in self.segments[self._segment_index(offset) :]:
@@ -234,6 +253,8 @@ class PartitionLog:
         """Drops everything at or after ``offset`` (a follower diverged from its leader)."""
         if offset >= self.log_end_offset:
             return
+        if self.tail is not None:
+            self.tail.drop(self)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
@@ -242,6 +263,8 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        if self.tail is not None:
+            self.tail.drop(self)
         for segment in self.segments:
             segment.delete()
         self.segments.clear()
@@ -251,6 +274,8 @@ class PartitionLog:
         self.recovery_point = offset
 
     def close(self) -> None:
+        if self.tail is not None:
+            self.tail.drop(self)
         for segment in self.segments:
             segment.close()
 
