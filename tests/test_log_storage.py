@@ -242,6 +242,44 @@ def test_appends_reserve_blocks_past_the_end_and_give_them_back(tmp_path):
     assert stat.st_blocks * 512 < stat.st_size + 64 * 1024, "given back on close"
 
 
+def _in_page_cache(fd: int, position: int) -> bool:
+    """Whether the page at ``position`` is cached: a RWF_NOWAIT read fails rather than wait for the disk."""
+    try:
+        return os.preadv(fd, [bytearray(4096)], position - position % 4096, os.RWF_NOWAIT) > 0
+    except BlockingIOError:
+        return False
+
+
+def test_appends_drop_the_page_cache_well_behind_the_end(tmp_path):
+    """Pages more than twice the drop-behind distance behind the end leave the page cache once written
+    back; the pages near the end stay, and everything still reads back."""
+    probe = tmp_path / "probe"
+    probe.write_bytes(bytes(64 * 1024))
+    fd = os.open(probe, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    keeps_pages = _in_page_cache(fd, 0)
+    os.close(fd)
+    if keeps_pages:
+        pytest.skip("this file system keeps pages cached (tmpfs, or no DONTNEED)")
+    behind = 256 * 1024
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(drop_behind_bytes=behind))
+    for _ in range(10):
+        plog.append_as_leader(batch([os.urandom(60 * 1024)]), 0)
+    segment = plog.segments[-1]
+    os.fsync(segment.fd)  # the dirty pages are written back (as the kernel does, in its own time)
+    for _ in range(10):
+        plog.append_as_leader(batch([os.urandom(60 * 1024)]), 0)
+    assert segment.size > 4 * behind
+    assert not _in_page_cache(segment.fd, 0), "dropped: written back and far behind the end"
+    assert _in_page_cache(segment.fd, segment.size - 1), "kept: just appended"
+    assert [o for o, _ in values_of(plog.read(0, 1 << 30))] == list(range(20))
+    unchanged = PartitionLog.open(tmp_path / "t-1")  # 0: every page stays
+    for _ in range(20):
+        unchanged.append_as_leader(batch([os.urandom(60 * 1024)]), 0)
+    assert _in_page_cache(unchanged.segments[-1].fd, 0)
+
+
 def test_truncation_within_and_across_segments_truncates_the_epoch_cache(tmp_path):
     plog = PartitionLog.open(tmp_path / "t-0", SMALL)
     fill(plog, 10, epoch=1)

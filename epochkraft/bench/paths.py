@@ -10,7 +10,9 @@ the next on a shared VM; these isolate what each change to the data path saves:
    (``fallocate`` FALLOC_FL_KEEP_SIZE, as ``Segment.append`` does).
 4. A leader reading back, for two followers, each batch it just appended: a pread per read against the
    tail cache's buffers (``log.tail.cache.bytes``).
-5. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
+5. Appending 1 GB and fsyncing it, keeping every page cached against dropping pages well behind the end
+   (``log.page.cache.drop.behind.bytes``), in machine-wide CPU seconds.
+6. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
    that hands freed memory back to the host, the second costs several times the first, and RF 3 writes
    three times the bytes of RF 1 into the page cache.
 
@@ -163,6 +165,43 @@ def tail_reads(directory: Path, megabytes: int) -> dict[str, float]:
     return results
 
 
+def _machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (/proc/stat), kernel writeback threads included."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def drop_behind(directory: Path, megabytes: int) -> dict[str, float]:
+    """Appends to a partition log, then fsync, keeping every page cached against dropping pages well
+    behind the end (``log.page.cache.drop.behind.bytes``). Machine-wide CPU, so that the writeback the
+    kernel does in its own threads counts for both."""
+    from epochkraft.broker.log import LogConfig, PartitionLog
+    from epochkraft.broker.settings import BrokerSettings
+    from epochkraft.protocol.records import build_batch
+
+    records = build_batch([(None, os.urandom(1024), (), i) for i in range(1000)])
+    results: dict[str, float] = {}
+    for label, behind in (
+        ("append_keeping_pages", 0),
+        ("append_dropping_behind", BrokerSettings().log_page_cache_drop_behind_bytes),
+    ):
+        os.sync()
+        plog = PartitionLog.open(directory / label, LogConfig(drop_behind_bytes=behind))
+        try:
+            start = _machine_busy_seconds()
+            written = 0
+            while written < megabytes << 20:
+                plog.append_as_leader(records, 0)
+                written += len(records)
+            plog.flush()
+            results[f"{label}_then_fsync_machine_s_per_gb"] = round(
+                (_machine_busy_seconds() - start) / (written / GB), 3
+            )
+        finally:
+            plog.close()
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -174,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     results = fetch_codecs()
     with tempfile.TemporaryDirectory(prefix="epochkraft-bench-paths-", dir=args.dir) as directory:
         results |= tail_reads(Path(directory), args.megabytes)
+        results |= drop_behind(Path(directory), args.megabytes)
         results |= page_cache(Path(directory), args.megabytes, args.idle_seconds)
     width = max(map(len, results))
     for name, value in results.items():

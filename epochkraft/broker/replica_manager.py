@@ -526,5 +526,7 @@ class ReplicaManager:
 
 def log_config(settings: BrokerSettings) -> LogConfig:
     return LogConfig(
-        segment_bytes=settings.log_segment_bytes, flush_messages=settings.log_flush_interval_messages
+        segment_bytes=settings.log_segment_bytes,
+        flush_messages=settings.log_flush_interval_messages,
+        drop_behind_bytes=settings.log_page_cache_drop_behind_bytes,
     )

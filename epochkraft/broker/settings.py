@@ -46,6 +46,13 @@ class BrokerSettings:
         "setting; 0: read every Fetch from the log).",
         minimum=0,
     )
+    log_page_cache_drop_behind_bytes: int = prop(
+        "log.page.cache.drop.behind.bytes",
+        16777216,
+        "Page cache kept behind the end of a segment being appended to; older pages are dropped once "
+        "written back, so appends reuse freed memory (epochkraft's own setting; 0: keep all, as Kafka).",
+        minimum=0,
+    )
     log_flush_interval_messages: int | None = prop(
         "log.flush.interval.messages", None, "fsync after this many messages (empty: never, rely on the OS)."
     )

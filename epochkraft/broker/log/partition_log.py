@@ -37,6 +37,7 @@ class LogConfig:
     segment_bytes: int = 1024 * 1024 * 1024
     index_interval_bytes: int = 4096
     flush_messages: int | None = None  # None: never fsync on append (Kafka's default)
+    drop_behind_bytes: int = 0  # page cache kept behind a segment's end (0: all of it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,9 @@ class PartitionLog:
     def _load(self) -> None:
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
         for base in bases:
-            self.segments.append(Segment(self.dir, base, self.config.index_interval_bytes))
+            self.segments.append(
+                Segment(self.dir, base, self.config.index_interval_bytes, self.config.drop_behind_bytes)
+            )
         self._base_offsets = [s.base_offset for s in self.segments]
         if not self.segments:
             self._roll(0)
@@ -190,7 +193,9 @@ class PartitionLog:
     def _roll(self, base_offset: int) -> Segment:
         if self.segments:
             self.segments[-1].release_reserved()
-        segment = Segment(self.dir, base_offset, self.config.index_interval_bytes)
+        segment = Segment(
+            self.dir, base_offset, self.config.index_interval_bytes, self.config.drop_behind_bytes
+        )
         segment.next_offset = base_offset
         self.segments.append(segment)
         self._base_offsets.append(base_offset)
