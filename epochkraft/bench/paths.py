@@ -175,7 +175,7 @@ def drop_behind(directory: Path, megabytes: int) -> dict[str, float]:
     """Appends to a partition log, then fsync, keeping every page cached against dropping pages well
     behind the end (``log.page.cache.drop.behind.bytes``). Machine-wide CPU, so that the writeback the
     kernel does in its own threads counts for both."""
-    from epochkraft.broker.log import LogConfig, PartitionLog
+    from epochkraft.broker.log import LogConfig, PartitionLog, segment
     from epochkraft.broker.settings import BrokerSettings
     from epochkraft.protocol.records import build_batch
 
@@ -193,6 +193,7 @@ def drop_behind(directory: Path, megabytes: int) -> dict[str, float]:
             while written < megabytes << 20:
                 plog.append_as_leader(records, 0)
                 written += len(records)
+            segment.page_cache_drops.wait()
             plog.flush()
             results[f"{label}_then_fsync_machine_s_per_gb"] = round(
                 (_machine_busy_seconds() - start) / (written / GB), 3

@@ -22,7 +22,9 @@ import bisect
 import ctypes
 import ctypes.util
 import os
+import queue
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,6 +65,47 @@ def reservation_end(end: int) -> int:
     """How far to reserve when an append reaches ``end``: ahead by as much as the segment holds, up to
     RESERVE_BYTES, so a quiet partition reserves little."""
     return end + min(end, RESERVE_BYTES)
+
+
+class _PageCacheDropper:
+    """One thread for the whole process that asks the kernel to drop page-cache ranges: the call starts
+    writeback of dirty pages and can wait tens of milliseconds for the disk's queue, which must not stall
+    the event loop. Each request carries a duplicate of the segment's descriptor, so a segment closed
+    meanwhile is no concern."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[tuple[int, int, int]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    MAX_PENDING = 256  # beyond this the disk is far behind: those pages stay cached, nothing else
+
+    def drop(self, fd: int, start: int, length: int) -> None:
+        if self._requests.qsize() >= self.MAX_PENDING:
+            return
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="page-cache-drops", daemon=True)
+                self._thread.start()
+        self._requests.put((os.dup(fd), start, length))
+
+    def wait(self) -> None:
+        """Returns once every request so far has been made (for tests and benchmarks)."""
+        self._requests.join()
+
+    def _run(self) -> None:
+        while True:
+            fd, start, length = self._requests.get()
+            try:
+                os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass  # a file system without it keeps its pages cached: nothing is lost
+            finally:
+                os.close(fd)
+                self._requests.task_done()
+
+
+page_cache_drops = _PageCacheDropper()
 
 
 def segment_name(base_offset: int) -> str:
@@ -192,13 +235,10 @@ class Segment:
             self._drop_behind(position - behind)
 
     def _drop_behind(self, end: int) -> None:
-        """Asks the kernel to drop the cached pages before ``end``. It starts writing back the dirty ones
-        and skips them, so the range starts where the last one started: those are clean by now."""
+        """Has the kernel drop the cached pages before ``end``. It starts writing back the dirty ones and
+        skips them, so the range starts where the last one started: those are clean by now."""
         start, self._drop_from, self._dropped_to = self._drop_from, self._dropped_to, end
-        try:
-            os.posix_fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            self.drop_behind_bytes = 0  # a file system without it: keep everything cached
+        page_cache_drops.drop(self.fd, start, end - start)
 
     def release_reserved(self) -> None:
         """Gives back the blocks reserved past the end (the segment is no longer appended to)."""
