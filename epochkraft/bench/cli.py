@@ -70,6 +70,10 @@ def _create(bootstrap: str, name: str, partitions: int, rf: int, min_isr: int = 
     ].result(60)
 
 
+# The producer settings of the throughput and latency parts (batching on, as librdkafka's own benchmarks).
+PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "log_level": 0}
+
+
 def _produce_rate(conf: dict[str, Any], topic: str, size: int, seconds: float) -> dict[str, float]:
     """Produces for ``seconds`` as fast as librdkafka takes records; MB/s and records/s acknowledged.
 
@@ -78,7 +82,7 @@ def _produce_rate(conf: dict[str, Any], topic: str, size: int, seconds: float) -
     GB acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"linger.ms": 5, "batch.size": 1_000_000, "log_level": 0, **conf})
+    producer = Producer({**PRODUCER, **conf})
     payload = os.urandom(size)
     acked = [0]
 
@@ -275,9 +279,7 @@ def part_latency(work: Path, seconds: float, max_rate: float) -> dict[str, Any]:
         reader.start()
         if not ready.wait(60):
             raise RuntimeError("the latency consumer got no partitions within 60 s")
-        producer = Producer(
-            {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 1, "log_level": 0}
-        )
+        producer = Producer({**PRODUCER, "bootstrap.servers": cluster.bootstrap, "acks": "all"})
         start = time.monotonic()
         measured_from = time.time() + LATENCY_WARM_UP_S
         sent = 0
