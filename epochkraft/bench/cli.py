@@ -70,7 +70,7 @@ def _create(bootstrap: str, name: str, partitions: int, rf: int, min_isr: int = 
     ].result(60)
 
 
-# The producer settings of the throughput and latency parts (batching on, as librdkafka's own benchmarks).
+# The producer settings of the throughput and latency parts (batching on).
 PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "log_level": 0}
 
 
