@@ -34,7 +34,7 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or LogConfig()
         # One budget for the whole broker's recent leader appends (0: every Fetch reads the log).
-        self.tail = TailCache(tail_cache_bytes) if tail_cache_bytes > 0 else None
+        self.tail = TailCache(tail_cache_bytes)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.high_watermarks: dict[tuple[str, int], int] = read_offsets(self.data_dir / HW_CHECKPOINT)
         self._recovery_points = read_offsets(self.data_dir / RECOVERY_CHECKPOINT)

@@ -55,7 +55,8 @@ class PartitionLog:
     ) -> None:
         self.dir = directory
         self.config = config
-        self.tail = tail  # the broker's cache of recent leader appends, if it keeps one
+        # The broker's cache of recent leader appends; one of no bytes keeps nothing and answers no read.
+        self.tail = tail if tail is not None else TailCache(0)
         self.recovery_point = recovery_point
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
@@ -140,7 +141,7 @@ class PartitionLog:
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
         self._write(parts, stamped)
-        if self.tail is not None and isinstance(records, bytes):  # kept only if it cannot change
+        if isinstance(records, bytes):  # kept only if it cannot change
             for i, (_, header) in enumerate(stamped):
                 self.tail.append(
                     self, header.base_offset, header.next_offset, parts[2 * i : 2 * i + 2], header.size
@@ -169,8 +170,7 @@ class PartitionLog:
             )
         for _, header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        if self.tail is not None:
-            self.tail.drop(self)  # ``data`` is a view of a receive buffer: it is not kept
+        self.tail.drop(self)  # ``data`` is a view of a receive buffer: it is not kept
         self._write([data], headers)
         last = headers[-1][1]
         return AppendInfo(
@@ -231,7 +231,7 @@ class PartitionLog:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return []
-        if self.tail is not None and (cached := self.tail.read(self, offset, max_bytes, limit)) is not None:
+        if (cached := self.tail.read(self, offset, max_bytes, limit)) is not None:
             return cached
         out: list[bytes | memoryview] = []
         total = 0
@@ -258,8 +258,7 @@ class PartitionLog:
         """Drops everything at or after ``offset`` (a follower diverged from its leader)."""
         if offset >= self.log_end_offset:
             return
-        if self.tail is not None:
-            self.tail.drop(self)
+        self.tail.drop(self)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
@@ -268,8 +267,7 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        if self.tail is not None:
-            self.tail.drop(self)
+        self.tail.drop(self)
         for segment in self.segments:
             segment.delete()
         self.segments.clear()
@@ -279,8 +277,7 @@ class PartitionLog:
         self.recovery_point = offset
 
     def close(self) -> None:
-        if self.tail is not None:
-            self.tail.drop(self)
+        self.tail.drop(self)
         for segment in self.segments:
             segment.close()
 
