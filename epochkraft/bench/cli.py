@@ -70,7 +70,7 @@ def _create(bootstrap: str, name: str, partitions: int, rf: int, min_isr: int = 
     ].result(60)
 
 
-# The producer settings of the throughput and latency parts (batching on).
+# The producer settings of the throughput, latency and rejoin parts (batching on).
 PRODUCER = {"linger.ms": 5, "batch.size": 1_000_000, "log_level": 0}
 
 
@@ -505,15 +505,7 @@ def part_rejoin(work: Path, megabytes: int) -> dict[str, Any]:
         md = admin.list_topics("rj", timeout=10).topics["rj"].partitions[0]
         follower = next(b for b in md.replicas if b != md.leader)
         cluster.node(follower).stop()
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "linger.ms": 5,
-                "log_level": 0,
-                "batch.size": 1_000_000,
-            }
-        )
+        producer = Producer({**PRODUCER, "bootstrap.servers": cluster.bootstrap, "acks": "all"})
         payload = b"z" * 1024
         for _ in range(megabytes * 1024):
             while True:

@@ -146,11 +146,15 @@ def tail_reads(directory: Path, megabytes: int) -> dict[str, float]:
     from the tail cache. Only the reads are timed."""
     from epochkraft.broker.log import PartitionLog
     from epochkraft.broker.log.tail_cache import TailCache
+    from epochkraft.broker.settings import BrokerSettings
     from epochkraft.protocol.records import build_batch
 
     records = build_batch([(None, os.urandom(1024), (), i) for i in range(170)])
     results: dict[str, float] = {}
-    for label, tail in (("fetch_read_log", None), ("fetch_read_tail_cache", TailCache(32 << 20))):
+    for label, tail in (
+        ("fetch_read_log", None),
+        ("fetch_read_tail_cache", TailCache(BrokerSettings().log_tail_cache_bytes)),
+    ):
         plog = PartitionLog.open(directory / label, tail=tail)
         spent = read = 0
         try:
