@@ -88,9 +88,9 @@ def _kio_fetch_response(version, topics):
             "high_watermark": a.high_watermark,
             "last_stable_offset": a.high_watermark,
             "log_start_offset": a.log_start_offset,
-            "aborted_transactions": None if a.records is None else (),
+            "aborted_transactions": (),
             "preferred_read_replica": -1,
-            "records": None if a.records is None else b"".join(a.records),
+            "records": b"".join(a.records),  # never null, as Kafka: an error partition has empty records
         }
         if a.diverging is not None:
             fields["diverging_epoch"] = module.EpochEndOffset(epoch=a.diverging[0], end_offset=a.diverging[1])
@@ -118,7 +118,7 @@ answers = st.builds(
     error=st.sampled_from(list(ErrorCode)),
     high_watermark=int64,
     log_start_offset=int64,
-    records=st.none() | chunks,
+    records=chunks,
     diverging=st.none() | st.tuples(int32, int64),
 )
 

@@ -400,7 +400,7 @@ class Controller:
                         topic_config_error_code=0,
                         num_partitions=-1,
                         replication_factor=-1,
-                        configs=None,
+                        configs=(),
                     )
                 )
                 continue
@@ -436,7 +436,7 @@ class Controller:
                     topic_config_error_code=0,
                     num_partitions=created.num_partitions,
                     replication_factor=created.replication_factor,
-                    configs=configs if ok else None,
+                    configs=configs if ok else (),  # Kafka's default: an empty list, not null
                 )
             )
         return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))

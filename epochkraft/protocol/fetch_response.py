@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from epochkraft.protocol.errors import ProtocolError
@@ -25,7 +26,7 @@ class Answer(NamedTuple):
     error: int
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: list[bytes | memoryview] | None = None  # None: null records (and aborted transactions)
+    records: Sequence[bytes | memoryview] = ()  # never null: Kafka answers an error with empty records
     diverging: tuple[int, int] | None = None  # (epoch, end offset) for a diverging follower, v12+
 
 
@@ -71,17 +72,15 @@ def encode_response(version: int, topics: list[tuple[Any, list[Answer]]]) -> lis
                 )
             else:
                 out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, a.high_watermark)
-            length(-1 if a.records is None else 0)  # aborted transactions: none (no transactions)
+            length(0)  # aborted transactions: none (no transactions)
             if version >= 11:
                 out += _I32.pack(-1)  # preferred read replica
-            if a.records is None:
-                length(-1)
-            else:
-                length(sum(map(len, a.records)))
-                if a.records:
-                    pieces.append(bytes(out))
-                    pieces.extend(a.records)
-                    out = bytearray()
+            # Records are never null: librdkafka rejects a -1 MessageSetSize as a parse failure.
+            length(sum(map(len, a.records)))
+            if a.records:
+                pieces.append(bytes(out))
+                pieces.extend(a.records)
+                out = bytearray()
             if flexible:
                 if a.diverging is None:
                     out.append(0)  # no tagged fields

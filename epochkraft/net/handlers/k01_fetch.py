@@ -45,13 +45,14 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -
         return Answer(p.partition, ErrorCode.not_leader_or_follower), 0
     part = replica.partition
     plog = replica.log
+    current_leader_epoch = getattr(p, "current_leader_epoch", -1)  # v9+ (KIP-320)
     if is_follower:
-        error = part.check_follower_fetch(replica_id, replica_epoch, p.current_leader_epoch, node.cache)
+        error = part.check_follower_fetch(replica_id, replica_epoch, current_leader_epoch, node.cache)
     else:
         error = ErrorCode.none
-        if p.current_leader_epoch >= 0 and p.current_leader_epoch < part.leader_epoch:
+        if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
             error = ErrorCode.fenced_leader_epoch
-        elif p.current_leader_epoch > part.leader_epoch:
+        elif current_leader_epoch > part.leader_epoch:
             error = ErrorCode.unknown_leader_epoch
         elif part.role != Role.LEADER:
             error = ErrorCode.not_leader_or_follower

@@ -23,7 +23,7 @@ from epochkraft.protocol.versions import convert, downgrade_response
 METADATA_TOPIC_ID = uuid.UUID(int=METADATA_TOPIC_ID_INT)
 
 
-def _partition(index: int, error: ErrorCode, hw: int, records: bytes | None) -> v16.PartitionData:
+def _partition(index: int, error: ErrorCode, hw: int, records: bytes = b"") -> v16.PartitionData:
     return v16.PartitionData(
         partition_index=index,
         error_code=error,
@@ -56,9 +56,9 @@ async def handle(request, ctx):
         hw = log.next_offset
         if not ok:
             error = ErrorCode.unknown_topic_or_partition if version < 13 else ErrorCode.unknown_topic_id
-            data = _partition(p.partition, error, -1, None)
+            data = _partition(p.partition, error, -1)
         elif p.fetch_offset > hw or p.fetch_offset < 0:
-            data = _partition(p.partition, ErrorCode.offset_out_of_range, hw, None)
+            data = _partition(p.partition, ErrorCode.offset_out_of_range, hw)
         else:
             data = _partition(
                 p.partition, ErrorCode.none, hw, log.read(p.fetch_offset, p.partition_max_bytes)

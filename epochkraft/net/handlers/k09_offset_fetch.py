@@ -1,6 +1,6 @@
 """OffsetFetch (key 9), versions 1-7, broker listener.
 
-- Returns the group's committed offsets (-1 and no metadata where nothing is committed); v2+ accept null
+- Returns the group's committed offsets (-1 and empty metadata where nothing is committed); v2+ accept null
   topics meaning every partition the group committed, and carry a top-level error.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading.
 """
@@ -36,7 +36,8 @@ async def handle(request, ctx):
                 partition_index=partition,
                 committed_offset=-1 if committed is None else committed.offset,
                 committed_leader_epoch=-1 if committed is None else committed.leader_epoch,
-                metadata=None if committed is None else committed.metadata,
+                # Kafka writes "" (OffsetFetchResponse.NO_METADATA), never null.
+                metadata="" if committed is None else committed.metadata or "",
                 # v1 has no top-level error: coordinator errors go on each partition.
                 error_code=error if ctx.api_version < 2 else ErrorCode.none,
             )
