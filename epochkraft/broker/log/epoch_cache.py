@@ -6,6 +6,7 @@ of an epoch is the start offset of the next higher epoch, or the log end for the
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +52,17 @@ class LeaderEpochCache:
     def truncate_from_end(self, end_offset: int) -> None:
         """Drops epochs starting at or after ``end_offset`` (the log was truncated there)."""
         kept = [(e, s) for e, s in self.entries if s < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._save()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: epochs that ended before it go, and the one holding it
+        starts there (Kafka's LeaderEpochFileCache.truncateFromStart)."""
+        holding = bisect.bisect_right(self.entries, start_offset, key=lambda entry: entry[1]) - 1
+        if holding < 0:
+            return
+        kept = [(self.entries[holding][0], start_offset), *self.entries[holding + 1 :]]
         if kept != self.entries:
             self.entries = kept
             self._save()

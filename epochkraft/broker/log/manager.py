@@ -1,8 +1,10 @@
 """All partition logs of one broker's data dir, its checkpoints and meta.properties.
 
 Layout (as Kafka's): ``<data-dir>/meta.properties``, ``<data-dir>/<topic>-<partition>/`` per partition,
-and data-dir-level ``replication-offset-checkpoint`` (high watermarks) and
-``recovery-point-offset-checkpoint`` (the offset up to which each log was fsync'd).
+and data-dir-level ``replication-offset-checkpoint`` (high watermarks),
+``recovery-point-offset-checkpoint`` (the offset up to which each log was fsync'd) and
+``log-start-offset-checkpoint`` (log start offsets above the first segment's base). Files of deleted
+segments are renamed ``.deleted`` and removed once file.delete.delay.ms has passed.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import shutil
 import uuid
 from pathlib import Path
 
+import structlog
+
 from epochkraft.broker.log.checkpoints import read_offsets, write_atomically, write_offsets
 from epochkraft.broker.log.partition_log import LogConfig, PartitionLog
 from epochkraft.broker.log.tail_cache import TailCache
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META = "meta.properties"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+log = structlog.get_logger()
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -38,6 +44,8 @@ class LogManager:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.high_watermarks: dict[tuple[str, int], int] = read_offsets(self.data_dir / HW_CHECKPOINT)
         self._recovery_points = read_offsets(self.data_dir / RECOVERY_CHECKPOINT)
+        self._log_starts = read_offsets(self.data_dir / LOG_START_CHECKPOINT)
+        self._pending_removal: list[tuple[int, list[Path]]] = []  # (due at ms, files renamed .deleted)
 
     # ---- meta.properties ------------------------------------------------------------------------------
     def read_meta(self) -> dict[str, str]:
@@ -65,22 +73,24 @@ class LogManager:
             match = _PARTITION_DIR.match(path.name)
             if path.is_dir() and match:
                 key = (match["topic"], int(match["partition"]))
-                self.logs[key] = PartitionLog.open(
-                    path, self.config, self._recovery_points.get(key, 0), self.tail
-                )
+                self.logs[key] = self._open(key, path, self.config)
         return list(self.logs)
+
+    def _open(self, key: tuple[str, int], path: Path, config: LogConfig) -> PartitionLog:
+        return PartitionLog.open(
+            path, config, self._recovery_points.get(key, 0), self.tail, self._log_starts.get(key, 0)
+        )
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int) -> PartitionLog:
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """The partition's log, opened with ``config`` (the broker's defaults if None) if not yet open."""
         key = (topic, partition)
         plog = self.logs.get(key)
         if plog is None:
             path = self.data_dir / partition_dir_name(topic, partition)
-            plog = self.logs[key] = PartitionLog.open(
-                path, self.config, self._recovery_points.get(key, 0), self.tail
-            )
+            plog = self.logs[key] = self._open(key, path, config or self.config)
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
@@ -89,6 +99,8 @@ class LogManager:
             plog.close()
         shutil.rmtree(self.data_dir / partition_dir_name(topic, partition), ignore_errors=True)
         self.high_watermarks.pop((topic, partition), None)
+        self._recovery_points.pop((topic, partition), None)  # a topic created again starts afresh
+        self._log_starts.pop((topic, partition), None)
 
     # ---- checkpoints ---------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self, high_watermarks: dict[tuple[str, int], int]) -> None:
@@ -100,10 +112,46 @@ class LogManager:
             points = {key: plog.recovery_point for key, plog in self.logs.items()}
         write_offsets(self.data_dir / RECOVERY_CHECKPOINT, points)
 
+    def checkpoint_log_start_offsets(self, starts: dict[tuple[str, int], int] | None = None) -> None:
+        """Kafka's checkpointLogStartOffsets: only logs whose start is above their first segment's base
+        need an entry (``starts`` taken on the event loop when called from a worker thread)."""
+        if starts is None:
+            starts = self.log_start_offsets()
+        write_offsets(self.data_dir / LOG_START_CHECKPOINT, starts)
+
+    def log_start_offsets(self) -> dict[tuple[str, int], int]:
+        return {
+            key: plog.log_start_offset
+            for key, plog in self.logs.items()
+            if plog.log_start_offset > plog.segments[0].base_offset
+        }
+
+    # ---- segment deletion ----------------------------------------------------------------------------
+    def schedule_removal(self, now_ms: int, renamed: list[Path], delay_ms: int) -> None:
+        """Files a log renamed ``.deleted`` are removed after ``delay_ms`` (file.delete.delay.ms)."""
+        if renamed:
+            self._pending_removal.append((now_ms + delay_ms, renamed))
+
+    def due_removals(self, now_ms: int) -> list[Path]:
+        """The renamed files whose delay has passed (the caller removes them off the event loop)."""
+        due = [paths for at, paths in self._pending_removal if at <= now_ms]
+        self._pending_removal = [(at, paths) for at, paths in self._pending_removal if at > now_ms]
+        return [path for paths in due for path in paths]
+
+    @staticmethod
+    def remove_files(paths: list[Path]) -> None:
+        for path in paths:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("could not remove a deleted segment file", path=str(path), error=str(exc))
+
     def flush_all(self) -> None:
         for plog in self.logs.values():
             plog.flush()
         self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.remove_files(self.due_removals(2**62))
 
     def close(self) -> None:
         for plog in self.logs.values():
@@ -122,7 +170,7 @@ def cut_to_recovery_point(data_dir: str | Path) -> dict[tuple[str, int], int]:
             continue
         key = (match["topic"], int(match["partition"]))
         point = points.get(key, 0)
-        plog = PartitionLog.open(path, LogConfig(), recovery_point=point)
+        plog = PartitionLog.open(path, LogConfig(), recovery_point=point, log_start_offset=0)
         plog.truncate_to(point)
         cut[key] = plog.log_end_offset
         plog.close()

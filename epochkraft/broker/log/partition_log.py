@@ -1,27 +1,34 @@
 """A partition's log: segments of RecordBatch v2 bytes, the leader-epoch cache and the recovery point.
 
-As Kafka's UnifiedLog, minus retention and compaction: the leader appends produced batches after
-validating them and stamping offsets and its leader epoch in place (the CRC does not cover either);
-followers append the leader's batches as they are. On open, every segment from the one holding the
-recovery point onwards is scanned, a torn or corrupt tail is cut off and indexes are rebuilt.
+As Kafka's UnifiedLog: the leader appends produced batches after validating them and stamping offsets
+and its leader epoch in place (the CRC does not cover either); followers append the leader's batches as
+they are. The active segment rolls by ``segment.bytes``, ``segment.ms``, a full index, or an append
+whose offsets its indexes cannot address. The log start offset only moves forward (DeleteRecords, the
+leader's log start seen by a follower, retention); segments wholly below it, or past retention.ms /
+retention.bytes, are deleted below the high watermark, never the active one, by renaming them
+``.deleted`` for the caller to remove later. Lookups by timestamp go through the time indexes.
+On open, every segment from the one holding the recovery point onwards is scanned, a torn or corrupt tail
+is cut off, a segment holding offsets its indexes cannot address is split, and indexes are rebuilt.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
 
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
-from epochkraft.broker.log.segment import Segment
+from epochkraft.broker.log.segment import DELETED_SUFFIX, Segment
 from epochkraft.broker.log.tail_cache import TailCache
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     STAMPED_PREFIX,
     BatchHeader,
     CorruptRecordError,
+    decode_batch,
     iter_batches,
     parse_header,
     stamped_prefix,
@@ -32,12 +39,27 @@ from epochkraft.protocol.records import (
 log = structlog.get_logger()
 
 
+DAY_MS = 24 * 60 * 60 * 1000
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
+    """One log's settings: the broker's log.* defaults overridden by its topic's configs."""
+
     segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * DAY_MS
+    segment_index_bytes: int = 10 * 1024 * 1024
     index_interval_bytes: int = 4096
+    retention_ms: int = 7 * DAY_MS  # -1: no limit
+    retention_bytes: int = -1  # -1: no limit
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    file_delete_delay_ms: int = 60_000
     flush_messages: int | None = None  # None: never fsync on append (Kafka's default)
     drop_behind_bytes: int = 0  # page cache kept behind a segment's end (0: all of it)
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy.replace(" ", "").split(",")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +73,19 @@ class AppendInfo:
 
 class PartitionLog:
     def __init__(
-        self, directory: Path, config: LogConfig, recovery_point: int = 0, tail: TailCache | None = None
+        self,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        tail: TailCache | None = None,
+        log_start_offset: int = 0,
     ) -> None:
         self.dir = directory
         self.config = config
         # The broker's cache of recent leader appends; one of no bytes keeps nothing and answers no read.
         self.tail = tail if tail is not None else TailCache(0)
         self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset  # checkpointed value until _load reconciles it
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
         self._unflushed_messages = 0
@@ -70,30 +98,49 @@ class PartitionLog:
         config: LogConfig | None = None,
         recovery_point: int = 0,
         tail: TailCache | None = None,
+        log_start_offset: int = 0,
     ) -> PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config or LogConfig(), recovery_point, tail)
+        plog = cls(directory, config or LogConfig(), recovery_point, tail, log_start_offset)
         plog._load()
         return plog
 
     # ---- loading and recovery -------------------------------------------------------------------------
+    def _segment(self, base_offset: int) -> Segment:
+        c = self.config
+        return Segment(
+            self.dir, base_offset, c.index_interval_bytes, c.drop_behind_bytes, c.segment_index_bytes
+        )
+
     def _load(self) -> None:
-        bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
-        for base in bases:
-            self.segments.append(
-                Segment(self.dir, base, self.config.index_interval_bytes, self.config.drop_behind_bytes)
-            )
-        self._base_offsets = [s.base_offset for s in self.segments]
+        for leftover in self.dir.glob("*" + DELETED_SUFFIX):  # a deletion a restart interrupted
+            leftover.unlink(missing_ok=True)
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
+        self.segments = [self._segment(base) for base in bases]
+        checkpointed_start = self.log_start_offset
         if not self.segments:
-            self._roll(0)
+            self._base_offsets = []
+            self._roll(checkpointed_start)
             return
         cut = 0
-        recover_from = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
-        for index, segment in enumerate(self.segments):
+        recover_from = max(bisect.bisect_right(bases, self.recovery_point) - 1, 0)
+        index = 0
+        while index < len(self.segments):
+            segment = self.segments[index]
             if index >= recover_from or not segment.load_index():
                 cut += segment.recover()
-            else:
-                segment.next_offset = segment.last_batch_next_offset()
+                if segment.overflow_position is not None:
+                    split = segment.split_at_overflow(self.dir)
+                    log.warning(
+                        "log recovery split a segment whose offsets overflow its index",
+                        dir=str(self.dir),
+                        segment=segment.base_offset,
+                        new_segment=split.base_offset,
+                    )
+                    self.segments.insert(index + 1, split)
+                    recover_from = min(recover_from, index + 1)
+            index += 1
+        self._base_offsets = [s.base_offset for s in self.segments]
         # A segment emptied by recovery past the first one is dropped; offsets must stay contiguous.
         while len(self.segments) > 1 and self.segments[-1].size == 0:
             self.segments.pop().delete()
@@ -102,12 +149,20 @@ class PartitionLog:
         self.epochs.truncate_from_end(self.log_end_offset)
         if cut:
             log.warning("log recovery truncated a torn tail", dir=str(self.dir), bytes_cut=cut)
+        # Kafka's LogLoader: the log start offset is the checkpointed one or the first segment's base,
+        # whichever is larger; a log ending below its checkpointed start lost segments and starts over.
+        self.log_start_offset = max(checkpointed_start, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            log.warning(
+                "log ends below its checkpointed log start offset; starting it empty there",
+                dir=str(self.dir),
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
 
     # ---- state ---------------------------------------------------------------------------------------
-    @property
-    def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
-
     @property
     def log_end_offset(self) -> int:
         return self.segments[-1].next_offset
@@ -182,20 +237,41 @@ class PartitionLog:
         )
 
     def _write(self, pieces: list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
-        active = self.segments[-1]
-        if active.size and active.size + sum(map(len, pieces)) > self.config.segment_bytes:
-            active = self._roll(headers[0][1].base_offset)
+        active = self._maybe_roll(sum(map(len, pieces)), headers)
         active.append(pieces, headers)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
         if self.config.flush_messages is not None and self._unflushed_messages >= self.config.flush_messages:
             self.flush()
 
+    def _maybe_roll(self, size: int, headers: list[tuple[int, BatchHeader]]) -> Segment:
+        """The segment to append to, rolling first as Kafka's UnifiedLog.maybeRoll / LogSegment.shouldRoll:
+        the append would take the segment past segment.bytes, its timestamps are segment.ms past the
+        segment's first batch, an index is full, or its last offset cannot be stored relative to the
+        segment's base (the new segment starts at the append's first offset, so it always can)."""
+        active = self.segments[-1]
+        first, last = headers[0][1].base_offset, headers[-1][1].last_offset
+        if not active.size:
+            if active.can_convert_to_relative_offset(last):
+                return active
+            self.segments.pop().delete()  # empty: it is replaced by one the append's offsets fit
+            self._base_offsets.pop()
+            return self._roll(first)
+        c = self.config
+        max_timestamp = max(h.max_timestamp for _, h in headers)
+        started = active.first_batch_timestamp
+        if (
+            active.size + size > c.segment_bytes
+            or (started is not None and started >= 0 and max_timestamp - started > c.segment_ms)
+            or active.index_full
+            or not active.can_convert_to_relative_offset(last)
+        ):
+            return self._roll(first)
+        return active
+
     def _roll(self, base_offset: int) -> Segment:
         if self.segments:
-            self.segments[-1].release_reserved()
-        segment = Segment(
-            self.dir, base_offset, self.config.index_interval_bytes, self.config.drop_behind_bytes
-        )
+            self.segments[-1].on_become_inactive()
+        segment = self._segment(base_offset)
         segment.next_offset = base_offset
         self.segments.append(segment)
         self._base_offsets.append(base_offset)
@@ -258,6 +334,9 @@ class PartitionLog:
         """Drops everything at or after ``offset`` (a follower diverged from its leader)."""
         if offset >= self.log_end_offset:
             return
+        if offset < self.log_start_offset:  # as Kafka: nothing below the start is kept
+            self.truncate_fully_and_start_at(offset)
+            return
         self.tail.drop(self)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
@@ -275,11 +354,159 @@ class PartitionLog:
         self._roll(offset)
         self.epochs.clear()
         self.recovery_point = offset
+        self.log_start_offset = offset
+
+    # ---- log start offset and retention --------------------------------------------------------------
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Moves the log start offset forward to ``offset`` (never back, never past the log end); the
+        caller keeps it at or below the high watermark. True if it moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.epochs.truncate_from_start(offset)
+        return True
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> list[Path]:
+        """Kafka's UnifiedLog.deleteOldSegments: deletes the segments wholly below the log start offset,
+        then (with cleanup.policy delete) the oldest past retention.bytes, then those whose largest
+        timestamp is older than retention.ms. Only segments below the high watermark go, never the
+        active one. Returns the files renamed ``.deleted`` for the caller to remove after
+        file.delete.delay.ms."""
+        renamed = self._delete_segments(
+            lambda seg, nxt: nxt.base_offset <= self.log_start_offset, high_watermark
+        )
+        c = self.config
+        if not c.delete_enabled:
+            return renamed
+        if c.retention_bytes >= 0:
+            excess = self.size_bytes - c.retention_bytes
+
+            def over_size(seg: Segment, _next: Segment) -> bool:
+                nonlocal excess
+                if excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+
+            renamed += self._delete_segments(over_size, high_watermark)
+        if c.retention_ms >= 0:
+            renamed += self._delete_segments(
+                lambda seg, _next: now_ms - _largest_timestamp(seg) > c.retention_ms, high_watermark
+            )
+        return renamed
+
+    def _delete_segments(
+        self, predicate: Callable[[Segment, Segment], bool], high_watermark: int
+    ) -> list[Path]:
+        count = 0
+        while count + 1 < len(self.segments):
+            segment, following = self.segments[count], self.segments[count + 1]
+            if high_watermark < following.base_offset or not predicate(segment, following):
+                break
+            count += 1
+        if not count:
+            return []
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        del self._base_offsets[:count]
+        renamed = [path for segment in doomed for path in segment.rename_to_deleted()]
+        if self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+            self.epochs.truncate_from_start(self.log_start_offset)
+        log.info(
+            "deleted log segments",
+            dir=str(self.dir),
+            segments=[s.base_offset for s in doomed],
+            log_start_offset=self.log_start_offset,
+        )
+        return renamed
+
+    # ---- lookups by timestamp ------------------------------------------------------------------------
+    def fetch_offset_by_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record from the log start whose timestamp is at least
+        ``target``, or None if there is none below ``max_offset`` (the high watermark). Segments are
+        skipped by their largest timestamp (held in memory), then one time index lookup and a short
+        header scan find it: the work does not grow with the log's size."""
+        for segment in self.segments:
+            if segment.base_offset >= max_offset:
+                return None
+            if segment.max_timestamp < target or segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.find_offset_by_timestamp(target, self.log_start_offset)
+            if found is not None:
+                return found if found[1] < max_offset else None
+        return None
+
+    def fetch_max_timestamp(self, max_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record holding the log's largest timestamp (ListOffsets -3,
+        KIP-734), or None if the log holds no timestamp or that record is at or past ``max_offset``
+        (as Kafka's Partition.fetchOffsetForTimestamp). Each segment's largest timestamp is held in
+        memory; one batch is decoded."""
+        best: tuple[int, int] | None = None  # (timestamp, offset of the record)
+        best_segment: Segment | None = None
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset or segment.max_timestamp <= (
+                best[0] if best else -1
+            ):
+                continue
+            if (
+                segment.base_offset < self.log_start_offset
+                and self._batch_base(segment, segment.offset_of_max_timestamp) < self.log_start_offset
+            ):
+                # Its largest timestamp may lie below the log start (DeleteRecords inside this
+                # segment): only what remains counts, found by reading it.
+                top = self._max_timestamp_record(segment)
+                if top is not None and top[0] > (best[0] if best else -1):
+                    best, best_segment = top, None
+            else:
+                best, best_segment = (segment.max_timestamp, segment.offset_of_max_timestamp), segment
+        if best is None:
+            return None
+        if best_segment is not None:  # the offset is that of the batch: find the record in it
+            position = best_segment.position_of(best[1])
+            if position is None:
+                return None
+            header = parse_header(best_segment.read_at(position, HEADER_SIZE))
+            batch = decode_batch(best_segment.read_at(position, header.size))
+            best = next(
+                ((best[0], batch.offset_of(r)) for r in batch.records if batch.timestamp_of(r) == best[0]),
+                None,
+            )
+        return best if best is not None and best[1] < max_offset else None
+
+    @staticmethod
+    def _batch_base(segment: Segment, offset: int) -> int:
+        position = segment.position_of(offset)
+        if position is None:
+            return -1
+        return parse_header(segment.read_at(position, HEADER_SIZE)).base_offset
+
+    def _max_timestamp_record(self, segment: Segment) -> tuple[int, int] | None:
+        top: tuple[int, int] | None = None
+        data = self.read(self.log_start_offset, segment.size, segment.next_offset)
+        for pos, _header in iter_batches(data):
+            batch = decode_batch(data, pos)
+            for record in batch.records:
+                offset, timestamp = batch.offset_of(record), batch.timestamp_of(record)
+                if offset >= self.log_start_offset and timestamp > (top[0] if top else -1):
+                    top = (timestamp, offset)
+        return top
 
     def close(self) -> None:
         self.tail.drop(self)
         for segment in self.segments:
             segment.close()
+
+
+def _largest_timestamp(segment: Segment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the largest record timestamp, else the file's mtime."""
+    if segment.max_timestamp >= 0:
+        return segment.max_timestamp
+    try:
+        return int(segment.log_path.stat().st_mtime * 1000)
+    except FileNotFoundError:
+        return 0
 
 
 def _whole_batches(chunk: bytes, limit: int) -> tuple[int, int, bool]:

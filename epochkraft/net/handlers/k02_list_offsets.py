@@ -2,7 +2,8 @@
 
 - Timestamp -2: the log start offset; -1: the high watermark (the end a consumer can read to);
   -3 (v7+): the record with the largest timestamp; otherwise the first offset whose timestamp is at or
-  after the one given (-1 offset if none).
+  after the one given (-1 offset if none below the high watermark). Both go through the segments' time
+  indexes (``PartitionLog.fetch_offset_by_timestamp`` / ``fetch_max_timestamp``), never a scan of the log.
 - Only the leader answers (NOT_LEADER_OR_FOLLOWER), with the leader epoch checks of Fetch (v4+).
 """
 
@@ -14,32 +15,19 @@ from epochkraft.broker.partition import Role
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import decode_batch, iter_batches
 from epochkraft.protocol.versions import downgrade_response
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
 def _lookup(replica, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) for a timestamp query, scanning batch headers up to the high watermark."""
-    plog, hw = replica.log, replica.partition.high_watermark
-    data = plog.read(plog.log_start_offset, 1 << 62, max_offset=hw)
-    best: tuple[int, int] = (-1, -1)
-    for pos, header in iter_batches(data):
-        if timestamp == MAX_TIMESTAMP:
-            if header.max_timestamp > best[0]:
-                batch = decode_batch(data, pos)
-                for record in batch.records:
-                    ts = batch.timestamp_of(record)
-                    if ts == header.max_timestamp:
-                        best = (ts, batch.offset_of(record))
-                        break
-        elif header.max_timestamp >= timestamp:
-            batch = decode_batch(data, pos)
-            for record in batch.records:
-                if batch.timestamp_of(record) >= timestamp:
-                    return batch.timestamp_of(record), batch.offset_of(record)
-    return best
+    """(timestamp, offset) for a timestamp query below the high watermark, (-1, -1) if none."""
+    hw = replica.partition.high_watermark
+    if timestamp == MAX_TIMESTAMP:
+        found = replica.log.fetch_max_timestamp(hw)
+    else:
+        found = replica.log.fetch_offset_by_timestamp(timestamp, hw)
+    return found if found is not None else (-1, -1)
 
 
 def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:

@@ -1,0 +1,274 @@
+"""Log lifecycle: segment rolls (size, time, index fullness, offset overflow), the log start offset and its
+checkpoint, retention, asynchronous deletion, and lookups by timestamp through the time index (as Kafka's
+LogSegmentTest, UnifiedLogTest, LogLoaderTest and TimeIndexTest)."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
+from epochkraft.broker.log.checkpoints import read_offsets
+from epochkraft.broker.log.segment import INT32_MAX, TIME_INDEX_ENTRY
+from epochkraft.protocol.records import Record, RecordBatch, build_batch, decode_batches, encode_batch
+
+SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1)
+
+
+def batch(count: int, ts: int, step: int = 1) -> bytes:
+    return build_batch([(None, f"v{i}".encode(), (), ts + i * step) for i in range(count)])
+
+
+def wide_batch(base_offset: int, last_offset_delta: int, ts: int = 1_000) -> bytes:
+    """One record whose batch claims a wide offset range (as a compacted log's batches may)."""
+    records = [Record(0, 0, None, b"x")]
+    return encode_batch(RecordBatch(base_offset, 0, 0, last_offset_delta, ts, ts, records=records))
+
+
+def offsets_in(plog: PartitionLog) -> list[int]:
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    return [b.offset_of(r) for b in decode_batches(data) for r in b.records]
+
+
+# ---- rolls -------------------------------------------------------------------------------------------
+def test_segment_rolls_when_its_timestamps_span_segment_ms(tmp_path):
+    """LogTest.testTimeBasedLogRoll: rolled by the records' timestamps, counted from the first batch."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_ms=1000, retention_ms=-1))
+    plog.append_as_leader(batch(2, 10_000), 0)
+    plog.append_as_leader(batch(2, 10_900), 0)
+    assert len(plog.segments) == 1
+    plog.append_as_leader(batch(2, 11_001), 0)
+    assert [s.base_offset for s in plog.segments] == [0, 4]
+    plog.append_as_leader(batch(1, 11_500), 0)
+    assert len(plog.segments) == 2
+
+
+def test_segment_rolls_when_its_index_is_full(tmp_path):
+    """LogTest.testIndexRebuild's sibling: segment.index.bytes caps the entries of each index."""
+    config = LogConfig(segment_index_bytes=3 * 12, index_interval_bytes=1, retention_ms=-1)
+    plog = PartitionLog.open(tmp_path / "t-0", config)
+    for i in range(20):
+        plog.append_as_leader(batch(1, 1_000 + i), 0)
+    assert [len(s.time_index_offsets) for s in plog.segments[:-1]] == [3, 3, 3]
+    assert all(len(s.index_offsets) <= 4 for s in plog.segments)
+    assert offsets_in(plog) == list(range(20))
+
+
+def test_log_rolls_before_offsets_overflow_the_index(tmp_path):
+    """LogTest.testOverCompactedLogRecovery's roll side (UnifiedLog.maybeRoll with
+    canConvertToRelativeOffset): an append whose last offset is more than 2^31 - 1 past the active
+    segment's base starts a new segment at its first offset, and every index entry stays addressable."""
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(index_interval_bytes=1, retention_ms=-1))
+    plog.append_as_follower(wide_batch(0, 10))
+    plog.append_as_follower(wide_batch(11, INT32_MAX))
+    plog.append_as_follower(wide_batch(11 + INT32_MAX + 1, 0))
+    assert [s.base_offset for s in plog.segments] == [0, 11, 11 + INT32_MAX + 1]
+    plog.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", LogConfig(retention_ms=-1))
+    assert offsets_in(reopened) == [0, 11, 11 + INT32_MAX + 1]
+
+
+def test_recovery_splits_a_segment_whose_offsets_overflow_its_index(tmp_path):
+    """LogLoaderTest.testSplitOnOffsetOverflow: a segment file holding a batch more than 2^31 - 1 past
+    its base (written by another broker, or before this check existed) is split on open instead of
+    failing the broker's start, and loses nothing."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    far = 5 + INT32_MAX + 100
+    (directory / f"{0:020d}.log").write_bytes(wide_batch(0, 4) + wide_batch(far, 1) + wide_batch(far + 2, 0))
+    plog = PartitionLog.open(directory, LogConfig(index_interval_bytes=1, retention_ms=-1))
+    assert [s.base_offset for s in plog.segments] == [0, far]
+    assert offsets_in(plog) == [0, far, far + 2]
+    assert plog.log_end_offset == far + 3
+    plog.append_as_leader(batch(1, 2_000), 0)
+    assert offsets_in(plog)[-1] == far + 3
+
+
+# ---- log start offset --------------------------------------------------------------------------------
+def test_log_start_offset_only_moves_forward_and_survives_a_restart_through_its_checkpoint(tmp_path):
+    """UnifiedLogTest.testLogStartOffsetCheckpoint: Kafka's log-start-offset-checkpoint file."""
+    manager = LogManager(tmp_path, SMALL)
+    plog = manager.get_or_create("t", 0)
+    for i in range(5):
+        plog.append_as_leader(batch(4, 1_000 + i), 0)
+    assert plog.maybe_increment_log_start_offset(7)
+    assert not plog.maybe_increment_log_start_offset(3)
+    assert plog.log_start_offset == 7
+    manager.flush_all()
+    assert read_offsets(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 7}
+    manager.close()
+    again = LogManager(tmp_path, SMALL)
+    again.load_all()
+    assert again.get("t", 0).log_start_offset == 7
+    assert offsets_in(again.get("t", 0))[0] <= 7  # the batch holding 7 is still read whole
+
+
+def test_a_log_ending_below_its_checkpointed_start_starts_empty_there(tmp_path):
+    """LogLoaderTest.testLogEndLessThanStartAfterReopen."""
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    plog.append_as_leader(batch(3, 1_000), 0)
+    plog.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", SMALL, log_start_offset=50)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (50, 50)
+    assert reopened.append_as_leader(batch(1, 2_000), 0).first_offset == 50
+
+
+# ---- retention ---------------------------------------------------------------------------------------
+def fill_segments(plog: PartitionLog, count: int, ts: int = 1_000) -> None:
+    for i in range(count):
+        plog.append_as_leader(batch(10, ts + i * 100), 0)
+
+
+def test_retention_by_size_deletes_the_oldest_segments_below_the_high_watermark(tmp_path):
+    """UnifiedLogTest.shouldDeleteSizeBasedSegments (and never at or above the high watermark)."""
+    config = LogConfig(segment_bytes=600, retention_bytes=1500, retention_ms=-1)
+    plog = PartitionLog.open(tmp_path / "t-0", config)
+    fill_segments(plog, 24)
+    bases = [s.base_offset for s in plog.segments]
+    assert len(bases) > 4
+    assert plog.delete_old_segments(now_ms=10**13, high_watermark=bases[1]) != []
+    assert plog.log_start_offset == bases[1], "only the segment wholly below the high watermark went"
+    renamed = plog.delete_old_segments(now_ms=10**13, high_watermark=plog.log_end_offset)
+    assert all(p.name.endswith(".deleted") and p.exists() for p in renamed)
+    assert plog.size_bytes <= 1500 + plog.segments[0].size
+    assert plog.size_bytes - plog.segments[0].size < 1500
+    assert offsets_in(plog)[0] == plog.log_start_offset == plog.segments[0].base_offset
+    assert offsets_in(plog)[-1] == plog.log_end_offset - 1
+
+
+def test_retention_by_time_uses_each_segments_largest_timestamp_and_keeps_the_active_one(tmp_path):
+    """UnifiedLogTest.shouldDeleteTimeBasedSegmentsReadyToBeDeleted / testRetentionDeletesProducerState:
+    a segment goes when its largest timestamp is retention.ms old; the active segment never."""
+    config = LogConfig(segment_bytes=600, retention_ms=5_000)
+    plog = PartitionLog.open(tmp_path / "t-0", config)
+    fill_segments(plog, 12, ts=100_000)
+    newest = max(s.max_timestamp for s in plog.segments[:-1])
+    assert plog.delete_old_segments(now_ms=100_000 + 4_000, high_watermark=plog.log_end_offset) == []
+    plog.delete_old_segments(now_ms=plog.segments[1].max_timestamp + 5_001, high_watermark=10**9)
+    assert plog.segments[0].max_timestamp >= plog.segments[0].base_offset  # kept ones are younger
+    plog.delete_old_segments(now_ms=newest + 10**6, high_watermark=plog.log_end_offset)
+    assert len(plog.segments) == 1 and plog.log_start_offset == plog.segments[0].base_offset
+    assert plog.segments[0].size > 0, "the active segment stays"
+
+
+def test_segments_below_the_log_start_offset_go_whatever_the_cleanup_policy(tmp_path):
+    """UnifiedLogTest.shouldDeleteStartOffsetBreachedSegmentsWhenPolicyDoesNotIncludeDelete."""
+    config = LogConfig(segment_bytes=600, cleanup_policy="compact", retention_bytes=0, retention_ms=0)
+    manager = LogManager(tmp_path, config)
+    plog = manager.get_or_create("t", 0)
+    fill_segments(plog, 8)
+    third = plog.segments[2].base_offset
+    assert plog.delete_old_segments(now_ms=10**13, high_watermark=plog.log_end_offset) == []
+    plog.maybe_increment_log_start_offset(third + 1)
+    renamed = plog.delete_old_segments(now_ms=0, high_watermark=plog.log_end_offset)
+    assert plog.segments[0].base_offset == third and plog.log_start_offset == third + 1
+    manager.schedule_removal(1_000, renamed, delay_ms=60_000)
+    assert manager.due_removals(60_999) == []
+    due = manager.due_removals(61_000)
+    assert sorted(due) == sorted(renamed) and all(p.exists() for p in due)
+    manager.remove_files(due)
+    assert not any(p.exists() for p in due)
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))[0] == f"{third:020d}.log"
+
+
+def test_leftover_deleted_files_are_removed_on_open(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=600))
+    fill_segments(plog, 12)
+    plog.maybe_increment_log_start_offset(plog.segments[2].base_offset)
+    renamed = plog.delete_old_segments(now_ms=0, high_watermark=plog.log_end_offset)
+    plog.close()
+    assert renamed and all(p.exists() for p in renamed)
+    PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=600))
+    assert not any(p.exists() for p in renamed)
+
+
+# ---- time index --------------------------------------------------------------------------------------
+def test_time_index_files_use_kafkas_entry_layout(tmp_path):
+    """TimeIndexTest: 8-byte timestamp and 4-byte relative offset per entry, timestamps increasing."""
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    for i in range(40):
+        plog.append_as_leader(batch(2, 1_000 + 10 * i), 0)
+    plog.close()
+    first = PartitionLog.open(tmp_path / "t-0", SMALL).segments[0]
+    raw = first.time_index_path.read_bytes()
+    entries = [TIME_INDEX_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), 12)]
+    assert len(raw) % 12 == 0 and len(entries) >= 2
+    assert [t for t, _ in entries] == sorted({t for t, _ in entries})
+    assert entries[-1][0] == first.max_timestamp
+    assert struct.unpack(">q", raw[:8])[0] == entries[0][0]
+
+
+def brute_force_by_timestamp(plog: PartitionLog, target: int, max_offset: int) -> tuple[int, int] | None:
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    for b in decode_batches(data):
+        for r in b.records:
+            if b.offset_of(r) >= plog.log_start_offset and b.timestamp_of(r) >= target:
+                return (b.timestamp_of(r), b.offset_of(r)) if b.offset_of(r) < max_offset else None
+    return None
+
+
+def brute_force_max_timestamp(plog: PartitionLog, max_offset: int) -> tuple[int, int] | None:
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    best = None
+    for b in decode_batches(data):
+        for r in b.records:
+            if b.offset_of(r) >= plog.log_start_offset and b.timestamp_of(r) > (best or (-1,))[0]:
+                best = (b.timestamp_of(r), b.offset_of(r))
+    return best if best is not None and best[1] < max_offset else None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(
+        st.lists(st.integers(min_value=-1, max_value=2_000), min_size=1, max_size=6), min_size=1, max_size=60
+    ),
+    segment_bytes=st.sampled_from([300, 700, 5_000]),
+    interval=st.sampled_from([1, 150, 4096]),
+    start_fraction=st.floats(0, 1),
+    hw_fraction=st.floats(0, 1),
+    targets=st.lists(st.integers(min_value=-5, max_value=2_100), min_size=1, max_size=15),
+    reopen=st.booleans(),
+)
+def test_lookup_by_timestamp_matches_a_brute_force_scan(
+    tmp_path_factory, batches, segment_bytes, interval, start_fraction, hw_fraction, targets, reopen
+):
+    """UnifiedLogTest.testFetchOffsetByTimestampIncludesLeaderEpoch / LogSegmentTest
+    .testFindOffsetByTimestamp, as a property: for logs of many segments with timestamps in any order,
+    a log start moved by retention or DeleteRecords and any high watermark, the time-index lookup and the
+    max-timestamp lookup answer exactly as a scan of every record; also after a restart, whose recovery
+    rebuilds the active segment's time index and loads the others' from disk."""
+    directory = tmp_path_factory.mktemp("log")
+    config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval, retention_ms=-1)
+    plog = PartitionLog.open(directory, config)
+    for stamps in batches:
+        plog.append_as_leader(build_batch([(None, b"v", (), ts) for ts in stamps]), leader_epoch=0)
+    start = int(plog.log_end_offset * start_fraction)
+    plog.maybe_increment_log_start_offset(start)
+    plog.delete_old_segments(now_ms=0, high_watermark=plog.log_end_offset)
+    if reopen:
+        plog.flush()
+        recovery_point = plog.segments[-1].base_offset
+        plog.close()
+        plog = PartitionLog.open(directory, config, recovery_point, log_start_offset=start)
+    hw = plog.log_start_offset + int((plog.log_end_offset - plog.log_start_offset) * hw_fraction)
+    for target in targets:
+        assert plog.fetch_offset_by_timestamp(target, hw) == brute_force_by_timestamp(plog, target, hw)
+    assert plog.fetch_max_timestamp(hw) == brute_force_max_timestamp(plog, hw)
+    plog.close()
+
+
+def test_index_files_of_a_truncated_segment_stay_consistent(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL)
+    for i in range(30):
+        plog.append_as_leader(batch(3, 1_000 + 7 * i), 0)
+    plog.truncate_to(40)
+    assert plog.fetch_max_timestamp(10**9) == brute_force_max_timestamp(plog, 10**9)
+    for target in (0, 1_050, 1_100, 1_200, 5_000):
+        assert plog.fetch_offset_by_timestamp(target, 10**9) == brute_force_by_timestamp(plog, target, 10**9)
+    plog.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", SMALL, recovery_point=40)
+    assert os.path.getsize(reopened.segments[-1].time_index_path) % 12 == 0
+    assert reopened.fetch_max_timestamp(10**9) == brute_force_max_timestamp(reopened, 10**9)
