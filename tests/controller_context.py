@@ -5,12 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kio.schema.alter_configs.v2 import request as ac2
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+from kio.schema.incremental_alter_configs.v1 import request as iac1
 
+from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.state import PartitionRegistration
@@ -196,3 +199,48 @@ class ControllerContext:
         )
         response = self.controller.elect_leaders(self.now, request)
         return response.replica_election_results[0].partition_result[0].error_code
+
+    # ---- configs ------------------------------------------------------------------------------------
+    def incremental_alter_configs(
+        self,
+        resources: dict[tuple[int, str], dict[str, tuple[OpType, str | None]]],
+        validate_only: bool = False,
+    ) -> dict[tuple[int, str], tuple[ErrorCode, str | None]]:
+        """{(resource type, name): {key: (op, value)}} -> {(resource type, name): (error, message)}."""
+        request = iac1.IncrementalAlterConfigsRequest(
+            resources=tuple(
+                iac1.AlterConfigsResource(
+                    resource_type=rtype,
+                    resource_name=name,
+                    configs=tuple(
+                        iac1.AlterableConfig(name=k, config_operation=int(op), value=v)
+                        for k, (op, v) in ops.items()
+                    ),
+                )
+                for (rtype, name), ops in resources.items()
+            ),
+            validate_only=validate_only,
+        )
+        response = self.controller.incremental_alter_configs(self.now, request)
+        return {
+            (r.resource_type, r.resource_name): (r.error_code, r.error_message) for r in response.responses
+        }
+
+    def alter_configs(
+        self, resource_type: int, name: str, configs: dict[str, str | None], validate_only: bool = False
+    ) -> tuple[ErrorCode, str | None]:
+        request = ac2.AlterConfigsRequest(
+            resources=(
+                ac2.AlterConfigsResource(
+                    resource_type=resource_type,
+                    resource_name=name,
+                    configs=tuple(ac2.AlterableConfig(name=k, value=v) for k, v in configs.items()),
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        result = self.controller.alter_configs(self.now, request).responses[0]
+        return result.error_code, result.error_message
+
+    def configs(self, resource_type: int, name: str) -> dict[str, str]:
+        return self.controller.configuration.get(resource_type, name)

@@ -29,6 +29,7 @@ from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest,
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from epochkraft import logs
+from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from epochkraft.broker.group_service import GroupService
@@ -78,7 +79,8 @@ class BrokerNode:
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.cluster_id: str | None = None
-        self.cache = MetadataCache()
+        self.cache = MetadataCache(self.node_id)
+        self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
         self.control = KafkaClient(
             *controller, client_id=f"broker-{self.node_id}-control", request_timeout_ms=10_000

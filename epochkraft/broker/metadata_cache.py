@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
 
+from epochkraft.controller.config_schema import ResourceType
 from epochkraft.controller.replication_control import apply_change
 from epochkraft.controller.state import BrokerRegistration, Endpoint, PartitionRegistration, TopicInfo
 from epochkraft.protocol.metadata_records import (
@@ -28,6 +29,8 @@ from epochkraft.protocol.metadata_records import (
     UnregisterBrokerRecord,
 )
 
+TOPIC, BROKER = int(ResourceType.TOPIC), int(ResourceType.BROKER)
+
 
 @dataclass
 class Changes:
@@ -40,11 +43,12 @@ class Changes:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, node_id: int = -1) -> None:
+        self.node_id = node_id  # whose per-broker dynamic configs apply
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        self.configs: dict[str, dict[str, str]] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}  # (resource type, name) -> dynamic configs
         self.next_offset = 0  # offset after the last applied record
         self.cluster_id: str | None = None
         self._apply = self._apply  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
@@ -75,8 +79,20 @@ class MetadataCache:
         topic = self.topic(name)
         return None if topic is None else topic.partitions.get(index)
 
+    def dynamic_config(self, resource_type: int, name: str) -> dict[str, str]:
+        return self.configs.get((resource_type, name), {})
+
+    def topic_config(self, topic: str, key: str) -> str | None:
+        """The topic's own value, else this broker's dynamic value, else the cluster-wide dynamic default
+        (None: the static setting applies), in Kafka's precedence."""
+        for resource in ((TOPIC, topic), (BROKER, str(self.node_id)), (BROKER, "")):
+            value = self.configs.get(resource, {}).get(key)
+            if value is not None:
+                return value
+        return None
+
     def min_insync(self, topic: str, default: int) -> int:
-        value = self.configs.get(topic, {}).get("min.insync.replicas")
+        value = self.topic_config(topic, "min.insync.replicas")
         return int(value) if value is not None else default
 
     def alive_brokers(self) -> list[BrokerRegistration]:
@@ -169,21 +185,27 @@ class MetadataCache:
         topic = self.topics.pop(record.topic_id, None)
         if topic is not None:
             self.topic_ids.pop(topic.name, None)
-            self.configs.pop(topic.name, None)
+            self.configs.pop((TOPIC, topic.name), None)
             changes.deleted_topics.append(topic)
 
     @_apply.register
     def _(self, record: ConfigRecord, changes: Changes) -> None:
-        if record.resource_type != 2:
-            return
-        configs = self.configs.setdefault(record.resource_name, {})
+        resource = (record.resource_type, record.resource_name)
+        configs = self.configs.setdefault(resource, {})
         if record.value is None:
             configs.pop(record.name, None)
         else:
             configs[record.name] = record.value
-        topic = self.topic(record.resource_name)
-        if topic is not None:
-            changes.partitions.update((topic.name, i) for i in topic.partitions)
+        if not configs:
+            del self.configs[resource]
+        # Replicas re-read their configs (min.insync.replicas) when their partition is reported changed.
+        if record.resource_type == TOPIC:
+            topic = self.topic(record.resource_name)
+            if topic is not None:
+                changes.partitions.update((topic.name, i) for i in topic.partitions)
+        elif record.resource_type == BROKER and record.resource_name in ("", str(self.node_id)):
+            for topic in self.topics.values():
+                changes.partitions.update((topic.name, i) for i in topic.partitions)
 
     @_apply.register(FeatureLevelRecord)
     @_apply.register(NoOpRecord)

@@ -19,6 +19,7 @@ import datetime
 from functools import singledispatchmethod
 from typing import Any
 
+from kio.schema.alter_configs.v2 import response as alter_configs_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
@@ -26,9 +27,12 @@ from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
+from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
 from epochkraft.controller.cluster_control import CHANGE_NONE, ClusterControl
+from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
+from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.partition_change import Election
 from epochkraft.controller.replication_control import (
@@ -74,9 +78,13 @@ class Controller:
         self.node_id = node_id
         self.log = log if log is not None else MetadataLog()
         self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms)
-        self.replication = ReplicationControl(
-            self.settings.min_insync_replicas, self.settings.unclean_leader_election_enable
-        )
+        static = {
+            MIN_INSYNC: str(self.settings.min_insync_replicas),
+            UNCLEAN: str(self.settings.unclean_leader_election_enable).lower(),
+        }
+        self.replication = ReplicationControl()
+        self.configuration = ConfigurationControl(static, node_id, self.replication.topic_ids.__contains__)
+        self.replication.configuration = self.configuration
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
@@ -181,9 +189,12 @@ class Controller:
     @replay.register(PartitionRecord)
     @replay.register(PartitionChangeRecord)
     @replay.register(RemoveTopicRecord)
-    @replay.register(ConfigRecord)
     def _(self, record: Any) -> None:
         self.replication.replay(record)
+
+    @replay.register
+    def _(self, record: ConfigRecord) -> None:
+        self.configuration.replay(record)
 
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)
@@ -497,6 +508,71 @@ class Controller:
         return elect_resp.ElectLeadersResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results)
         )
+
+    # ---- configs ------------------------------------------------------------------------------------
+    def incremental_alter_configs(
+        self, now_ms: int, request: Any
+    ) -> incremental_resp.IncrementalAlterConfigsResponse:
+        """IncrementalAlterConfigs v1: SET/DELETE/APPEND/SUBTRACT per key, atomic per resource."""
+
+        def decide(resource: Any) -> tuple[ApiError, list]:
+            operations = []
+            for c in resource.configs:
+                try:
+                    operations.append((c.name, OpType(c.config_operation), c.value))
+                except ValueError:
+                    return ApiError(ErrorCode.invalid_request, f"Unknown operation {c.config_operation}."), []
+            return self.configuration.decide_incremental_alter(
+                (resource.resource_type, resource.resource_name), operations
+            )
+
+        results = self._alter_configs(now_ms, request, decide)
+        return incremental_resp.IncrementalAlterConfigsResponse(
+            throttle_time=NO_THROTTLE,
+            responses=tuple(incremental_resp.AlterConfigsResourceResponse(**r) for r in results),
+        )
+
+    def alter_configs(self, now_ms: int, request: Any) -> alter_configs_resp.AlterConfigsResponse:
+        """AlterConfigs v2: each resource's dynamic configs are replaced by the ones given."""
+
+        def decide(resource: Any) -> tuple[ApiError, list]:
+            configs = {c.name: c.value for c in resource.configs}
+            if len(configs) != len(resource.configs):
+                return ApiError(ErrorCode.invalid_request, "Duplicate config keys."), []
+            return self.configuration.decide_legacy_alter(
+                (resource.resource_type, resource.resource_name), configs
+            )
+
+        results = self._alter_configs(now_ms, request, decide)
+        return alter_configs_resp.AlterConfigsResponse(
+            throttle_time=NO_THROTTLE,
+            responses=tuple(alter_configs_resp.AlterConfigsResourceResponse(**r) for r in results),
+        )
+
+    def _alter_configs(self, now_ms: int, request: Any, decide: Any) -> list[dict[str, Any]]:
+        """Decides each resource, commits the accepted ones, then lets any leaderless partition whose
+        topic now allows unclean election elect (as Kafka's controller does after every write)."""
+        keys = [(r.resource_type, r.resource_name) for r in request.resources]
+        results = []
+        records: list = []
+        for resource, key in zip(request.resources, keys, strict=True):
+            if keys.count(key) > 1:
+                result = ApiError(ErrorCode.invalid_request, "Each resource may only appear once.")
+            else:
+                result, resource_records = decide(resource)
+                records += resource_records
+            results.append(
+                {
+                    "error_code": result.error,
+                    "error_message": result.message,
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                }
+            )
+        if not request.validate_only and records:
+            self._commit(records, now_ms)
+            self._commit(self.replication.maybe_elect_unclean_leaders(self.cluster.is_active), now_ms)
+        return results
 
     def describe_cluster(self) -> DescribeClusterResponse:
         """The controller listener describes the controller itself (endpoint type 2, as Kafka's)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import singledispatchmethod
 from typing import NamedTuple
 
+from epochkraft.controller.config_schema import ResourceType, validate
+from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
 from epochkraft.controller.state import (
     NO_LEADER,
@@ -31,25 +33,8 @@ from epochkraft.protocol.metadata_records import (
     TopicRecord,
 )
 
-TOPIC_RESOURCE = 2
 RECOVERY_STATES = {int(state): state for state in LeaderRecoveryState}  # an enum call per change is slow
-MIN_INSYNC = "min.insync.replicas"
-UNCLEAN = "unclean.leader.election.enable"
 MAX_TOPIC_NAME = 249
-KNOWN_TOPIC_CONFIGS = {
-    MIN_INSYNC,
-    UNCLEAN,
-    "cleanup.policy",
-    "compression.type",
-    "max.message.bytes",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "segment.ms",
-    "message.timestamp.type",
-    "flush.messages",
-    "flush.ms",
-}
 
 
 # Named tuples rather than dataclasses: one of each is built per partition of every AlterPartition.
@@ -102,12 +87,10 @@ def valid_topic_name(name: str) -> str | None:
 
 
 class ReplicationControl:
-    def __init__(self, default_min_insync: int = 1, default_unclean: bool = False) -> None:
+    def __init__(self, configuration: ConfigurationControl | None = None) -> None:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        self.configs: dict[str, dict[str, str]] = {}
-        self.default_min_insync = default_min_insync
-        self.default_unclean = default_unclean
+        self.configuration = configuration or ConfigurationControl({}, 0, self.topic_ids.__contains__)
         self._placement_start = 0
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
@@ -122,12 +105,10 @@ class ReplicationControl:
                 yield topic, index, partition
 
     def min_insync(self, topic_name: str) -> int:
-        value = self.configs.get(topic_name, {}).get(MIN_INSYNC)
-        return int(value) if value is not None else self.default_min_insync
+        return self.configuration.min_insync(topic_name)
 
     def unclean_allowed(self, topic_name: str) -> bool:
-        value = self.configs.get(topic_name, {}).get(UNCLEAN)
-        return value.lower() == "true" if value is not None else self.default_unclean
+        return self.configuration.unclean_leader_election_enabled_for_topic(topic_name)
 
     def counts(self) -> dict[str, int]:
         offline = under_replicated = under_min_isr = 0
@@ -153,12 +134,12 @@ class ReplicationControl:
         if spec.name in self.topic_ids:
             return CreatedTopic(ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists."), []
         for key, value in spec.configs.items():
-            if key not in KNOWN_TOPIC_CONFIGS:
-                return CreatedTopic(ErrorCode.invalid_config, f"unknown topic config {key}"), []
-            if key == MIN_INSYNC and (value is None or not value.isdigit() or int(value) < 1):
-                return CreatedTopic(ErrorCode.invalid_config, f"{MIN_INSYNC} must be an integer >= 1"), []
-            if key == UNCLEAN and (value or "").lower() not in ("true", "false"):
-                return CreatedTopic(ErrorCode.invalid_config, f"{UNCLEAN} must be true or false"), []
+            if value is None:
+                return CreatedTopic(
+                    ErrorCode.invalid_config, f"Null value not supported for topic configs: {key}"
+                ), []
+            if (why := validate(ResourceType.TOPIC, key, value)) is not None:
+                return CreatedTopic(ErrorCode.invalid_config, why), []
         if spec.assignments:
             if spec.num_partitions not in (-1, len(spec.assignments)) or spec.replication_factor != -1:
                 message = "both replica assignments and partition count / replication factor given"
@@ -192,7 +173,7 @@ class ReplicationControl:
         topic_id = uuid.uuid4()
         records: list = [TopicRecord(name=spec.name, topic_id=topic_id)]
         records += [
-            ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=spec.name, name=k, value=v)
+            ConfigRecord(resource_type=ResourceType.TOPIC, resource_name=spec.name, name=k, value=v)
             for k, v in sorted(spec.configs.items())
         ]
         for index, replicas in sorted(assignment.items()):
@@ -337,6 +318,18 @@ class ReplicationControl:
                 records.append(change.record)
         return records
 
+    def maybe_elect_unclean_leaders(self, is_acceptable_leader: Callable[[int], bool]) -> list:
+        """Unclean elections for leaderless partitions of topics that allow them (Kafka's
+        maybeTriggerUncleanLeaderElectionForLeaderlessPartitions), e.g. once the config is turned on."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if partition.leader != NO_LEADER or not self.unclean_allowed(topic.name):
+                continue
+            _error, record = self.decide_election(topic, index, Election.UNCLEAN, is_acceptable_leader)
+            if record is not None:
+                records.append(record)
+        return records
+
     def decide_election(
         self, topic: TopicInfo, index: int, election: Election, is_acceptable_leader: Callable[[int], bool]
     ) -> tuple[ErrorCode, PartitionChangeRecord | None]:
@@ -395,17 +388,7 @@ class ReplicationControl:
         topic = self.topics.pop(record.topic_id, None)
         if topic is not None:
             self.topic_ids.pop(topic.name, None)
-            self.configs.pop(topic.name, None)
-
-    @replay.register
-    def _(self, record: ConfigRecord) -> None:
-        if record.resource_type != TOPIC_RESOURCE:
-            return
-        configs = self.configs.setdefault(record.resource_name, {})
-        if record.value is None:
-            configs.pop(record.name, None)
-        else:
-            configs[record.name] = record.value
+            self.configuration.delete_topic_configs(topic.name)
 
 
 def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:

@@ -3,7 +3,7 @@
 - Controller listener: creates topics with explicit replica assignments or a partition count and
   replication factor (-1: the cluster default), placing replicas round robin over active brokers; the
   initial ISR is the active replicas. Topic configs such as min.insync.replicas and
-  unclean.leader.election.enable are stored as ConfigRecords. TOPIC_ALREADY_EXISTS,
+  unclean.leader.election.enable are validated as Kafka validates them and stored as ConfigRecords. TOPIC_ALREADY_EXISTS,
   INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_PARTITIONS, INVALID_CONFIG,
   INVALID_TOPIC_EXCEPTION as Kafka.
 - Broker listener: forwarded to the controller (clients send it to Metadata's controller id, a broker).

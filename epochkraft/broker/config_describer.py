@@ -1,0 +1,205 @@
+"""DescribeConfigs on the broker: topic and broker configs with value, source, type and synonyms.
+
+As Kafka's ConfigHelper.describeConfigs: a topic config's value is the first of its synonyms in precedence
+order (the topic's own dynamic value, then for each broker synonym this broker's dynamic value, the
+cluster-wide dynamic default, this broker's static setting, the default), and its source is that
+synonym's. A broker resource named by this broker's id lists every broker setting (read-only unless it
+may be set dynamically); the empty name lists the cluster-wide dynamic defaults.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import NamedTuple
+
+from kio.schema.describe_configs.v4 import response as dc
+
+from epochkraft.broker.metadata_cache import MetadataCache
+from epochkraft.broker.settings import BrokerSettings
+from epochkraft.config import property_fields
+from epochkraft.controller.config_schema import (
+    DYNAMIC_BROKER_CONFIGS,
+    INT_MAX,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigSource,
+    ConfigType,
+    ResourceType,
+)
+from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.protocol.errors import ErrorCode
+
+
+class StaticSetting(NamedTuple):
+    value: str | None
+    default: str | None
+    explicitly_set: bool  # differs from the default (so it came from the properties file)
+    type: ConfigType
+    doc: str
+
+
+class Synonym(NamedTuple):
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _setting_type(hint: object, default: object) -> ConfigType:
+    if hint is bool:
+        return ConfigType.BOOLEAN
+    if hint is str:
+        return ConfigType.STRING
+    if hint is int and isinstance(default, int) and abs(default) <= INT_MAX:
+        return ConfigType.INT
+    return ConfigType.LONG
+
+
+class ConfigDescriber:
+    def __init__(self, node_id: int, settings: BrokerSettings, cache: MetadataCache) -> None:
+        self.node_id = node_id
+        self.cache = cache
+        hints = typing.get_type_hints(BrokerSettings)
+        self.static: dict[str, StaticSetting] = {}
+        for name, f in property_fields(BrokerSettings).items():
+            value = getattr(settings, f.name)
+            self.static[name] = StaticSetting(
+                _text(value),
+                _text(f.default),
+                value != f.default,
+                _setting_type(hints[f.name], f.default),
+                f.metadata.get("doc", ""),
+            )
+
+    # ---- synonyms -------------------------------------------------------------------------------------
+    def _broker_synonyms(self, name: str, default: str | None) -> list[Synonym]:
+        """A broker property's values in precedence order (Kafka's DynamicBrokerConfig synonyms)."""
+        found = []
+        own = self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id)).get(name)
+        if own is not None:
+            found.append(Synonym(name, own, ConfigSource.DYNAMIC_BROKER_CONFIG))
+        cluster = self.cache.dynamic_config(ResourceType.BROKER, "").get(name)
+        if cluster is not None:
+            found.append(Synonym(name, cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        static = self.static.get(name)
+        if static is not None and static.explicitly_set:
+            found.append(Synonym(name, static.value, ConfigSource.STATIC_BROKER_CONFIG))
+        if default is not None:
+            found.append(Synonym(name, default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
+    def topic_entry(self, topic: str, definition: ConfigDef) -> list[Synonym]:
+        found = []
+        own = self.cache.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
+        if own is not None:
+            found.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        for index, broker_name in enumerate(definition.synonyms):
+            # The default is named after the first broker synonym (the others are other units of it);
+            # our broker's own default of that property where it has one, else Kafka's.
+            default = None
+            if index == 0:
+                static = self.static.get(broker_name)
+                has_own = static is not None and static.default is not None
+                default = static.default if has_own else definition.default  # type: ignore[union-attr]
+            found += self._broker_synonyms(broker_name, default)
+        if not definition.synonyms:
+            found.append(Synonym(definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
+    # ---- resources -------------------------------------------------------------------------------------
+    def describe(
+        self, resource_type: int, name: str, keys: tuple[str, ...] | None, synonyms: bool, documentation: bool
+    ) -> dc.DescribeConfigsResult:
+        def result(error: ErrorCode, message: str | None, configs: tuple = ()) -> dc.DescribeConfigsResult:
+            return dc.DescribeConfigsResult(
+                error_code=error,
+                error_message=message,
+                resource_type=resource_type,
+                resource_name=name,
+                configs=configs,
+            )
+
+        def wanted(key: str) -> bool:
+            return keys is None or key in keys
+
+        entries = []
+        if resource_type == ResourceType.TOPIC:
+            if (why := valid_topic_name(name)) is not None:
+                return result(ErrorCode.invalid_topic_exception, why)
+            if self.cache.topic(name) is None:
+                return result(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+            for definition in TOPIC_CONFIGS.values():
+                if wanted(definition.name):
+                    found = self.topic_entry(name, definition)
+                    entries.append(
+                        self._entry(
+                            definition.name,
+                            found,
+                            False,
+                            definition.type,
+                            definition.doc,
+                            synonyms,
+                            documentation,
+                        )
+                    )
+        elif resource_type == ResourceType.BROKER and name == "":
+            for key, value in sorted(self.cache.dynamic_config(ResourceType.BROKER, "").items()):
+                if wanted(key):
+                    definition = DYNAMIC_BROKER_CONFIGS.get(key)
+                    found = [Synonym(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                    kind = definition.type if definition else ConfigType.STRING
+                    doc = definition.doc if definition else ""
+                    entries.append(self._entry(key, found, False, kind, doc, synonyms, documentation))
+        elif resource_type == ResourceType.BROKER and name == str(self.node_id):
+            names = sorted(set(self.static) | set(DYNAMIC_BROKER_CONFIGS))
+            for key in names:
+                if not wanted(key):
+                    continue
+                definition = DYNAMIC_BROKER_CONFIGS.get(key)
+                static = self.static.get(key)
+                default = static.default if static is not None else definition.default  # type: ignore[union-attr]
+                found = self._broker_synonyms(key, default)
+                kind = static.type if static is not None else definition.type  # type: ignore[union-attr]
+                doc = static.doc if static is not None else definition.doc  # type: ignore[union-attr]
+                entries.append(
+                    self._entry(key, found, definition is None, kind, doc, synonyms, documentation)
+                )
+        elif resource_type == ResourceType.BROKER:
+            message = f"Unexpected broker id, expected {self.node_id} or empty string, but received {name}"
+            return result(ErrorCode.invalid_request, message)
+        else:
+            return result(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+        return result(ErrorCode.none, None, tuple(entries))
+
+    @staticmethod
+    def _entry(
+        name: str,
+        found: list[Synonym],
+        read_only: bool,
+        kind: ConfigType,
+        doc: str,
+        synonyms: bool,
+        documentation: bool,
+    ) -> dc.DescribeConfigsResourceResult:
+        first = found[0] if found else Synonym(name, None, ConfigSource.DEFAULT_CONFIG)
+        return dc.DescribeConfigsResourceResult(
+            name=name,
+            value=first.value,
+            read_only=read_only,
+            config_source=int(first.source),
+            is_sensitive=False,
+            synonyms=tuple(
+                dc.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in found
+            )
+            if synonyms
+            else (),
+            config_type=int(kind),
+            documentation=doc if documentation else None,
+        )

@@ -1,0 +1,182 @@
+"""Dynamic configs of topics and brokers, as Kafka's ConfigurationControlManager.
+
+Alterations are decided into ConfigRecords (validated against Kafka's config schema, INVALID_CONFIG with
+Kafka's message) and state changes only when those records are replayed. A topic's effective value of a
+config comes from the topic, else this controller's per-broker dynamic value, else the cluster-wide
+dynamic default (the broker resource with the empty name), else the static setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from epochkraft.controller.config_schema import (
+    MIN_INSYNC,
+    UNCLEAN,
+    ResourceType,
+    default_of,
+    is_list,
+    validate,
+)
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ConfigRecord
+
+CLUSTER_DEFAULT = ""  # the broker resource name of cluster-wide dynamic defaults
+
+
+class OpType(IntEnum):
+    """IncrementalAlterConfigs' config_operation (AlterConfigOp.OpType)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+NONE = ApiError()
+Resource = tuple[int, str]
+
+
+class ConfigurationControl:
+    def __init__(self, static: dict[str, str], node_id: int, topic_exists: Callable[[str], bool]) -> None:
+        self.configs: dict[Resource, dict[str, str]] = {}
+        self.static = static  # this controller's static settings by Kafka property name
+        self.node_id = node_id
+        self.topic_exists = topic_exists
+
+    # ---- queries ------------------------------------------------------------------------------------
+    def get(self, resource_type: ResourceType, name: str) -> dict[str, str]:
+        return self.configs.get((resource_type, name), {})
+
+    def effective(self, topic: str, key: str) -> str | None:
+        for resource in (
+            (ResourceType.TOPIC, topic),
+            (ResourceType.BROKER, str(self.node_id)),
+            (ResourceType.BROKER, CLUSTER_DEFAULT),
+        ):
+            value = self.configs.get(resource, {}).get(key)
+            if value is not None:
+                return value
+        return self.static.get(key, default_of(ResourceType.TOPIC, key))
+
+    def min_insync(self, topic: str) -> int:
+        return int(self.effective(topic, MIN_INSYNC) or 1)
+
+    def unclean_leader_election_enabled_for_topic(self, topic: str) -> bool:
+        return (self.effective(topic, UNCLEAN) or "false").lower() == "true"
+
+    # ---- decisions ----------------------------------------------------------------------------------
+    def check_resource(self, resource: Resource, newly_created: bool = False) -> ApiError:
+        """The resource must exist and be alterable (Kafka's ControllerConfigurationValidator)."""
+        resource_type, name = resource
+        if resource_type == ResourceType.TOPIC:
+            if not name:
+                return ApiError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+            if not newly_created and not self.topic_exists(name):
+                return ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+            return NONE
+        if resource_type == ResourceType.BROKER:
+            if name and not (name.isascii() and name.isdigit()):
+                return ApiError(ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number.")
+            return NONE
+        return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {int(resource_type)}.")
+
+    def decide_incremental_alter(
+        self,
+        resource: Resource,
+        operations: list[tuple[str, OpType, str | None]],
+        newly_created: bool = False,
+    ) -> tuple[ApiError, list[ConfigRecord]]:
+        """(result, records) for one resource's (name, op, value) operations; atomic per resource."""
+        error = self.check_resource(resource, newly_created)
+        if error.error != ErrorCode.none:
+            return error, []
+        resource_type = resource[0]
+        current = dict(self.get(*resource))
+        records: list[ConfigRecord] = []
+        seen: set[str] = set()
+        for key, op, value in operations:
+            if key in seen:
+                return ApiError(ErrorCode.invalid_request, f"Duplicate config key {key}."), []
+            seen.add(key)
+            old = current.get(key)
+            if op == OpType.SET:
+                new = value
+            elif op == OpType.DELETE:
+                new = None
+            elif op in (OpType.APPEND, OpType.SUBTRACT):
+                if not is_list(resource_type, key):
+                    return ApiError(
+                        ErrorCode.invalid_config,
+                        f"Can't {op.name} to key {key} because its type is not LIST.",
+                    ), []
+                parts = [
+                    p
+                    for p in (old if old is not None else default_of(resource_type, key) or "").split(",")
+                    if p
+                ]
+                for item in (value or "").split(","):
+                    if op == OpType.APPEND and item not in parts:
+                        parts.append(item)
+                    elif op == OpType.SUBTRACT and item in parts:
+                        parts.remove(item)
+                new = ",".join(parts)
+            else:
+                return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
+            if op != OpType.DELETE and (why := self._validate(resource_type, key, new)) is not None:
+                return ApiError(ErrorCode.invalid_config, why), []
+            if new != old or resource_type == ResourceType.BROKER:
+                # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
+                records.append(self._record(resource, key, new))
+        return NONE, records
+
+    def decide_legacy_alter(
+        self, resource: Resource, new_configs: dict[str, str | None], newly_created: bool = False
+    ) -> tuple[ApiError, list[ConfigRecord]]:
+        """AlterConfigs: the given configs replace all of the resource's dynamic configs."""
+        error = self.check_resource(resource, newly_created)
+        if error.error != ErrorCode.none:
+            return error, []
+        resource_type = resource[0]
+        current = self.get(*resource)
+        records: list[ConfigRecord] = []
+        for key, value in new_configs.items():
+            if (why := self._validate(resource_type, key, value)) is not None:
+                return ApiError(ErrorCode.invalid_config, why), []
+            if current.get(key) != value or resource_type == ResourceType.BROKER:
+                records.append(self._record(resource, key, value))
+        records += [self._record(resource, key, None) for key in current if key not in new_configs]
+        return NONE, records
+
+    @staticmethod
+    def _validate(resource_type: ResourceType, key: str, value: str | None) -> str | None:
+        if value is None and resource_type == ResourceType.TOPIC:
+            return f"Null value not supported for topic configs: {key}"
+        return validate(resource_type, key, value)
+
+    @staticmethod
+    def _record(resource: Resource, key: str, value: str | None) -> ConfigRecord:
+        return ConfigRecord(resource_type=int(resource[0]), resource_name=resource[1], name=key, value=value)
+
+    # ---- replay -------------------------------------------------------------------------------------
+    def replay(self, record: ConfigRecord) -> None:
+        resource = (record.resource_type, record.resource_name)  # IntEnum keys hash as their ints
+        configs = self.configs.setdefault(resource, {})
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        if not configs:
+            del self.configs[resource]
+
+    def delete_topic_configs(self, name: str) -> None:
+        """A deleted topic's configs go with it (replayed from its RemoveTopicRecord)."""
+        self.configs.pop((ResourceType.TOPIC, name), None)

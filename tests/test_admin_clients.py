@@ -1,0 +1,225 @@
+"""The admin APIs through real clients: confluent-kafka's AdminClient, kafka-python's KafkaAdminClient and
+aiokafka's admin client against one real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+
+from epochkraft.chaos.cluster import LocalCluster
+from tests.conftest import write_fast_configs
+
+pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("admin")
+    broker_cfg, controller_cfg = write_fast_configs(tmp / "config", broker_extra="min.insync.replicas=2\n")
+    cluster = LocalCluster(
+        data_dir=tmp / "cluster", brokers=3, broker_config=broker_cfg, controller_config=controller_cfg
+    )
+    cluster.start()
+    yield cluster
+    cluster.kill_all()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
+    """Polls ``check`` until it returns a truthy value (brokers apply metadata shortly after a write)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def create(admin: AdminClient, name: str, partitions: int = 1, rf: int = 3, **config: str) -> None:
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config)])[
+        name
+    ].result(15)
+
+
+def describe_topic(admin: AdminClient, name: str) -> dict:
+    resource = ConfigResource("topic", name)
+    return admin.describe_configs([resource], request_timeout=10)[resource].result(10)
+
+
+# ---- configs ------------------------------------------------------------------------------------------
+def test_confluent_describe_and_alter_topic_configs(admin):
+    create(admin, "cfg-confluent", **{"retention.ms": "3600000"})
+    configs = describe_topic(admin, "cfg-confluent")
+    assert len(configs) >= 25, "every topic config Kafka knows is described"
+    retention = configs["retention.ms"]
+    assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert [(s.name, s.source) for s in retention.synonyms.values()][:2] == [
+        ("retention.ms", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.retention.ms", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
+    min_isr = configs["min.insync.replicas"]
+    assert (min_isr.value, min_isr.source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
+    # confluent-kafka keys synonyms by name, so the broker property's two entries show as its last one
+    assert min_isr.synonyms["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    resource = ConfigResource(
+        "topic",
+        "cfg-confluent",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+    def applied() -> dict | None:
+        configs = describe_topic(admin, "cfg-confluent")
+        return (
+            configs
+            if configs["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            else None
+        )
+
+    configs = eventually(applied, what="the altered configs to be described")
+    assert configs["cleanup.policy"].value == "delete,compact"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    bad = ConfigResource(
+        "topic",
+        "cfg-confluent",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "0", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(Exception) as caught:
+        admin.incremental_alter_configs([bad])[bad].result(10)
+    error = caught.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "Value must be at least 1" in error.str()
+
+    missing = ConfigResource("topic", "no-such-topic")
+    with pytest.raises(Exception) as caught:
+        admin.describe_configs([missing])[missing].result(10)
+    assert caught.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_confluent_describe_broker_configs(admin):
+    resource = ConfigResource("broker", "1")
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["min.insync.replicas"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert configs["replica.lag.time.max.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert configs["replica.lag.time.max.ms"].is_read_only
+    assert configs["socket.request.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert not configs["min.insync.replicas"].is_read_only
+
+
+def test_kafka_python_describe_and_alter_configs(cluster, admin):
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    create(admin, "cfg-kafka-python")
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10000)
+    try:
+        result = client.alter_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "cfg-kafka-python", {"segment.ms": "60000"})]
+        )
+        assert result == {"topic": {"cfg-kafka-python": "OK"}}
+
+        def described() -> dict | None:
+            found = client.describe_configs(
+                [KConfigResource(ConfigResourceType.TOPIC, "cfg-kafka-python")], config_filter="all"
+            )
+            configs = found["topic"]["cfg-kafka-python"]
+            return configs if configs["segment.ms"]["value"] == "60000" else None
+
+        configs = eventually(described, what="kafka-python to see segment.ms")
+        assert len(configs) >= 25
+        refused = client.alter_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "cfg-kafka-python", {"segment.ms": "zero"})]
+        )
+        assert "InvalidConfig" in repr(refused["topic"]["cfg-kafka-python"]), refused
+    finally:
+        client.close()
+
+
+def test_aiokafka_describe_and_alter_configs(cluster, admin):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource as AConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AType
+
+    create(admin, "cfg-aiokafka")
+
+    async def run() -> tuple[Any, Any]:
+        client = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await client.start()
+        try:
+            altered = await client.alter_configs(
+                [AConfigResource(AType.TOPIC, "cfg-aiokafka", {"retention.bytes": "1000000"})]
+            )
+            for _ in range(100):
+                described = await client.describe_configs([AConfigResource(AType.TOPIC, "cfg-aiokafka")])
+                if "1000000" in str(described):
+                    break
+                await asyncio.sleep(0.2)
+            return altered, described
+        finally:
+            await client.close()
+
+    altered, described = asyncio.run(run())
+    assert all(r[0] == 0 for response in altered for r in response.resources), altered
+    entries = {c[0]: c for c in described[0].resources[0][4]}
+    assert entries["retention.bytes"][1] == "1000000"
+    assert len(entries) >= 25
+
+
+def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluster, admin):
+    """A topic's min.insync.replicas raised above its replica count refuses acks=all produces at once
+    (NOT_ENOUGH_REPLICAS); set back, the same producer's next records are acknowledged."""
+    create(admin, "live-min-isr", rf=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0})
+
+    def produce_one() -> KafkaError | None:
+        outcome: list = []
+        producer.produce("live-min-isr", b"v", on_delivery=lambda err, _msg: outcome.append(err))
+        producer.flush(10)
+        return outcome[0]
+
+    assert produce_one() is None
+
+    def set_min_isr(value: str) -> None:
+        resource = ConfigResource(
+            "topic",
+            "live-min-isr",
+            incremental_configs=[
+                ConfigEntry("min.insync.replicas", value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+
+    set_min_isr("4")
+    error = eventually(produce_one, what="acks=all to be refused")
+    assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    set_min_isr("2")
+    eventually(lambda: produce_one() is None, what="acks=all to be accepted again")
