@@ -1,23 +1,31 @@
-"""Wire conformance against a running broker: every advertised Fetch version answers, and error
-partitions carry empty records (length 0), never null, as Kafka's brokers write them."""
+"""Wire conformance: every advertised Fetch version answers and error partitions carry empty records
+(never null), as Kafka's brokers write them; a request whose handler fails gets its error response
+(UNKNOWN_SERVER_ERROR, as Kafka's getErrorResponse) on a connection that stays open, logged once."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import importlib
+import uuid
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
+from epochkraft.net.failure_log import FailureLog
 from epochkraft.net.handlers._util import build
-from epochkraft.protocol.api import BROKER, served
+from epochkraft.net.server import KafkaServer
+from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.framing import request_class
+from epochkraft.protocol.framing import API_VERSIONS_KEY, request_class
+from epochkraft.protocol.records import build_batch
 from tests.conftest import write_fast_configs
+from tests.support.kio_requests import Scenario, request_for
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -99,3 +107,59 @@ async def test_every_fetch_version_reads_and_answers_out_of_range_with_empty_rec
             data = (await client.send(fetch_request(version, 99, topic_id))).responses[0].partitions[0]
             assert data.error_code == ErrorCode.offset_out_of_range, version
             assert data.records == b"", (version, data.records)
+
+
+# ---- handler failures: Kafka's error response, the connection kept -----------------------------------
+def error_codes(entity) -> list[int]:
+    """Every error code in a decoded response."""
+    found = []
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.metadata.get("kafka_type") == "error_code":
+            found.append(value)
+        for item in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(item):
+                found += error_codes(item)
+    return found
+
+
+def every_version(listener: str) -> list[tuple[int, int]]:
+    return [(k, v) for k, s in served(listener).items() for v in range(s.min_version, s.max_version + 1)]
+
+
+@pytest.mark.parametrize("listener", [BROKER, CONTROLLER])
+async def test_a_failing_handler_gets_its_error_response_and_the_connection_stays_open(listener):
+    # No node behind the server: every handler that touches it raises.
+    server = KafkaServer(listener, node=None, host="127.0.0.1", port=0)
+    await server.start()
+    scenario = Scenario("failing", TOPIC, uuid.uuid4(), records=build_batch([(None, b"v", (), 0)]))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with KafkaClient("127.0.0.1", server.port) as client:
+                for key, version in every_version(listener):
+                    if key == API_VERSIONS_KEY:
+                        continue  # answered from the registry, no node needed
+                    for _ in range(3):  # identical failures: one log line
+                        response = await client.send(request_for(key, version, scenario))
+                        codes = error_codes(response)
+                        assert codes, (key, version, response)
+                        assert set(codes) == {ErrorCode.unknown_server_error}, (key, version, response)
+                        assert client.connected
+        failures = [e for e in logs if e["event"].startswith("request failed")]
+        assert len(failures) == len(every_version(listener)) - (
+            served(listener)[API_VERSIONS_KEY].max_version + 1
+        )
+        assert all(e["api"] and e["api_version"] is not None for e in failures)
+    finally:
+        await server.stop()
+
+
+def test_failure_log_admits_one_line_per_kind_per_interval():
+    log = FailureLog(interval_s=60, max_kinds=2)
+    key = ("Fetch", 4, "AttributeError", "k01_fetch.py:49")
+    assert log.admit(key, 0.0) == 0
+    assert [log.admit(key, t) for t in (1.0, 2.0, 59.0)] == [None, None, None]
+    assert log.admit(key, 60.5) == 3  # logged again, with the count it held back
+    assert log.admit(("Produce", 9, "KeyError", "x:1"), 61.0) == 0
+    assert log.admit(("Metadata", 12, "KeyError", "x:1"), 61.0) == 0  # bounded: the oldest kind goes
+    assert log.admit(key, 62.0) == 0

@@ -5,7 +5,8 @@ buffers. Every request runs as its own task so a long-polling Fetch does not sta
 requests, but responses are written strictly in request order, as Kafka requires. Hostile input never
 reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size
 prefix closes that connection after one log line (ApiVersions at an unknown version is answered instead,
-per KIP-511).
+per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
+as Kafka's ``getErrorResponse``) and the connection stays open; identical failures are logged once a minute.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 import structlog
 
 from epochkraft.net.context import RequestContext
+from epochkraft.net.failure_log import FailureLog, failure_key
 from epochkraft.protocol.api import ApiSpec, served
+from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.framing import (
     API_VERSIONS_KEY,
@@ -30,6 +33,7 @@ from epochkraft.protocol.framing import (
     encode_response_entity,
     encode_response_pieces,
     parse_request_header,
+    response_class,
 )
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
@@ -64,6 +68,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self.requests_served = 0
+        self.failures = FailureLog()
 
     @property
     def port(self) -> int:
@@ -95,6 +100,10 @@ class KafkaServer:
             for conn in list(self.connections):
                 if not conn.pending and now - conn.last_progress > self.idle_timeout_ms / 1000:
                     conn.close("idle connection (connections.max.idle.ms)")
+
+
+class _NoErrorResponse(Exception):
+    """A failed request Kafka answers by closing the connection (Produce with acks=0)."""
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -180,6 +189,12 @@ class _Connection(asyncio.BufferedProtocol):
         task.add_done_callback(lambda t, f=future: self._settle(t, f))
 
     async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
+        try:
+            return await self._handle(spec, request, ctx)
+        except Exception as exc:
+            return self._failed(spec, request, ctx, exc)
+
+    async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
         response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
@@ -191,18 +206,41 @@ class _Connection(asyncio.BufferedProtocol):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
+    def _failed(self, spec: ApiSpec, request: Any, ctx: RequestContext, exc: Exception) -> Response:
+        """The request's error response (Kafka's getErrorResponse); raises to close the connection where
+        Kafka has none to send (Produce with acks=0)."""
+        suppressed = self.server.failures.admit(
+            failure_key(spec.name, ctx.api_version, exc), time.monotonic()
+        )
+        if suppressed is not None:
+            self.log.error(
+                "request failed; answering UNKNOWN_SERVER_ERROR",
+                api=spec.name,
+                api_version=ctx.api_version,
+                error=f"{type(exc).__name__}: {exc}",
+                identical_failures_not_logged=suppressed,
+                exc_info=exc,
+            )
+        try:
+            body = error_response(request, response_class(spec.key, ctx.api_version))
+        except Exception as failure:
+            raise RuntimeError(f"no error response for {spec.name} v{ctx.api_version}") from failure
+        if body is None:
+            raise _NoErrorResponse(f"{spec.name} v{ctx.api_version} failed and has no response to send")
+        return encode_response_entity(ctx.header.correlation_id, spec.key, ctx.api_version, body)
+
     def _settle(self, task: asyncio.Task[Response], future: asyncio.Future[Response]) -> None:
         if future.done():
             return
         if task.cancelled():
             future.cancel()
         elif (exc := task.exception()) is not None:
-            self.log.error(
-                "handler failed; closing connection",
-                api_key=getattr(task, "api_key", None),
-                error=f"{type(exc).__name__}: {exc}",
-                exc_info=exc,
-            )
+            if not isinstance(exc, _NoErrorResponse):
+                self.log.error(
+                    "error response failed; closing connection",
+                    error=f"{type(exc).__name__}: {exc}",
+                    exc_info=exc,
+                )
             future.set_result(None)
             self._flush()
             self.close("handler error", quiet=True)
