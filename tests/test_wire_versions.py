@@ -1,6 +1,9 @@
-"""Wire conformance: every advertised Fetch version answers and error partitions carry empty records
-(never null), as Kafka's brokers write them; a request whose handler fails gets its error response
-(UNKNOWN_SERVER_ERROR, as Kafka's getErrorResponse) on a connection that stays open, logged once."""
+"""Wire conformance. The version sweep: every API key and version each listener advertises (read from the
+registry, so new APIs are swept), with realistic values and the error paths (unknown topic, offset out of
+range, unknown partition), and then with drawn values, answered by running daemons with a response kio
+decodes at that version, no handler failure, and the connection kept. Also: error partitions of Fetch
+carry empty records (never null), as Kafka's brokers write them, and a request whose handler fails gets its
+error response (UNKNOWN_SERVER_ERROR, as Kafka's getErrorResponse), logged once per kind."""
 
 from __future__ import annotations
 
@@ -13,9 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.failure_log import FailureLog
 from epochkraft.net.handlers._util import build
@@ -94,6 +100,7 @@ def fetch_request(version: int, offset: int, topic_id=None):
     )
 
 
+@pytest.mark.slow
 async def test_every_fetch_version_reads_and_answers_out_of_range_with_empty_records(broker):
     host, port = broker
     spec = served(BROKER)[1]
@@ -163,3 +170,160 @@ def test_failure_log_admits_one_line_per_kind_per_interval():
     assert log.admit(("Produce", 9, "KeyError", "x:1"), 61.0) == 0
     assert log.admit(("Metadata", 12, "KeyError", "x:1"), 61.0) == 0  # bounded: the oldest kind goes
     assert log.admit(key, 62.0) == 0
+
+
+# ---- the version sweep: every API, every advertised version, against running daemons -----------------
+UNKNOWN_TOPIC = "sweep-no-such-topic"
+DELETE_TOPICS_KEY = 20
+SPARE_BROKER = 99  # controller-listener requests name a broker that is not the cluster's
+
+
+@dataclasses.dataclass(frozen=True)
+class Daemons:
+    broker: tuple[str, int]
+    controller: tuple[str, int]
+    topic_id: uuid.UUID
+    cluster_id: str
+
+
+@pytest.fixture(scope="module")
+def daemons(cluster: LocalCluster, broker: tuple[str, int]) -> Daemons:
+    async def topic_id() -> uuid.UUID:
+        client = MiniClient(cluster.bootstrap)
+        try:
+            return (await client.metadata(TOPIC)).topics[0].topic_id
+        finally:
+            await client.close()
+
+    host, _, port = cluster.controller_address.rpartition(":")
+    return Daemons(broker, (host, int(port)), asyncio.run(topic_id()), cluster.cluster_id)
+
+
+def scenarios(listener: str, key: int, d: Daemons) -> list[Scenario]:
+    """The realistic case and the error paths every API is swept with."""
+    records = build_batch([(b"k", b"sweep", (), 1_700_000_000_000)])
+    common = {"records": records, "cluster_id": d.cluster_id}
+    if listener == CONTROLLER:
+        common["broker_id"] = SPARE_BROKER
+    topic, topic_id = TOPIC, d.topic_id
+    if listener == CONTROLLER and key == 1:  # the controller serves Fetch of the metadata log only
+        topic, topic_id = METADATA_TOPIC, uuid.UUID(int=METADATA_TOPIC_ID_INT)
+    cases = [
+        Scenario("existing", topic, topic_id, **common),
+        Scenario("unknown-topic", UNKNOWN_TOPIC, uuid.uuid4(), **common),
+        Scenario("out-of-range", topic, topic_id, offset=10**12, **common),
+        Scenario("unknown-partition", topic, topic_id, partition=7, **common),
+    ]
+    if key == DELETE_TOPICS_KEY:  # the swept topic must survive: deletion is swept on unknown topics
+        cases = [c for c in cases if c.topic == UNKNOWN_TOPIC]
+    return cases
+
+
+def sweep_cases() -> list[tuple[str, int, int]]:
+    return [(listener, k, v) for listener in (BROKER, CONTROLLER) for k, v in every_version(listener)]
+
+
+def sweep_id(case: tuple[str, int, int]) -> str:
+    listener, key, version = case
+    return f"{listener}-{served(listener)[key].name}-v{version}"
+
+
+def address(d: Daemons, listener: str) -> tuple[str, int]:
+    return d.broker if listener == BROKER else d.controller
+
+
+def check_answer(response) -> None:
+    """Decoded at the request's version already; no handler failed and nothing is null that Kafka
+    writes empty."""
+    assert ErrorCode.unknown_server_error not in error_codes(response), response
+    assert all(r is not None for r in records_fields(response)), response
+
+
+def records_fields(entity) -> list:
+    found = []
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.metadata.get("kafka_type") == "records":
+            found.append(value)
+        for item in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(item):
+                found += records_fields(item)
+    return found
+
+
+async def send_and_check(client: KafkaClient, request) -> object:
+    response = await client.send(request)
+    check_answer(response)
+    assert client.connected
+    assert (await client.api_versions(0)).error_code == ErrorCode.none  # the connection still serves
+    return response
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sweep_cases(), ids=sweep_id)
+async def test_version_sweep(daemons, case):
+    listener, key, version = case
+    async with KafkaClient(*address(daemons, listener)) as client:
+        for scenario in scenarios(listener, key, daemons):
+            group = f"sweep-{listener}-{key}-v{version}-{scenario.label}"  # no rebalance waits on others
+            scenario = dataclasses.replace(scenario, group=group)
+            response = await send_and_check(client, request_for(key, version, scenario))
+            if listener == BROKER and key == 1:
+                (partition,) = response.responses[0].partitions
+                expected = {
+                    "existing": ErrorCode.none,
+                    "unknown-topic": ErrorCode.unknown_topic_id
+                    if version >= 13
+                    else ErrorCode.unknown_topic_or_partition,
+                    "out-of-range": ErrorCode.offset_out_of_range,
+                    "unknown-partition": ErrorCode.unknown_topic_or_partition,
+                }[scenario.label]
+                assert partition.error_code == expected, (scenario.label, partition)
+                assert (partition.records != b"") == (scenario.label == "existing")
+
+
+def test_sweep_covers_every_advertised_version():
+    """The sweep's size, and that it reads the registry rather than a list of its own."""
+    cases = sweep_cases()
+    for listener in (BROKER, CONTROLLER):
+        for key, spec in served(listener).items():
+            assert {v for lst, k, v in cases if (lst, k) == (listener, key)} == set(
+                range(spec.min_version, spec.max_version + 1)
+            )
+
+
+int32 = st.integers(-(2**31), 2**31 - 1)
+swept_scenarios = st.builds(
+    Scenario,
+    label=st.just("drawn"),
+    topic=st.sampled_from([TOPIC, UNKNOWN_TOPIC]) | st.text(max_size=40),
+    topic_id=st.none() | st.uuids(),
+    partition=int32,
+    offset=st.integers(-(2**63), 2**63 - 1),
+    group=st.text(max_size=30),
+    member=st.sampled_from(["", "member-1"]) | st.text(max_size=30),
+    broker_id=st.integers(SPARE_BROKER + 1, 2**31 - 1) | st.integers(-(2**31), -1),
+    records=st.sampled_from([b"", build_batch([(b"k", b"v", (), 1_700_000_000_000)])])
+    | st.binary(max_size=120),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=st.sampled_from(sweep_cases()), scenario=swept_scenarios)
+def test_version_sweep_over_drawn_field_values(daemons, case, scenario):
+    """Any values in the fields a client fills (topics, partitions, offsets, groups, members, brokers):
+    an answer kio decodes, no handler failure, the connection kept."""
+    listener, key, version = case
+    if key == DELETE_TOPICS_KEY and scenario.topic == TOPIC:
+        scenario = dataclasses.replace(scenario, topic=UNKNOWN_TOPIC)
+    # A group of its own: a JoinGroup never waits for another example's member to rejoin.
+    scenario = dataclasses.replace(
+        scenario, group=f"{scenario.group}-{uuid.uuid4().hex[:8]}", cluster_id=daemons.cluster_id
+    )
+
+    async def exchange() -> None:
+        async with KafkaClient(*address(daemons, listener)) as client:
+            await send_and_check(client, request_for(key, version, scenario))
+
+    asyncio.run(exchange())

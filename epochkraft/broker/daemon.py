@@ -142,7 +142,7 @@ class BrokerNode:
     async def forward_to_controller(self, request: Any) -> Any:
         response = await self.control.send(request)
         created = [t.name for t in getattr(response, "topics", ()) if t.error_code == ErrorCode.none]
-        if created:
+        if created and not getattr(request, "validate_only", False):  # validate_only creates nothing
             # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and any(self.cache.topic(n) is None for n in created):
