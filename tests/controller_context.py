@@ -9,6 +9,7 @@ from kio.schema.alter_configs.v2 import request as ac2
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
+from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.incremental_alter_configs.v1 import request as iac1
@@ -129,6 +130,27 @@ class ControllerContext:
         result = response.topics[0]
         assert result.error_code == expected, (result.error_code, result.error_message)
         return result
+
+    def create_partitions(
+        self, *topics: tuple[str, int, list[list[int]] | None], validate_only: bool = False
+    ) -> list[tuple[ErrorCode, str | None]]:
+        """(name, new count, assignments of the new partitions or None) -> [(error, message)] per topic."""
+        request = cp.CreatePartitionsRequest(
+            topics=tuple(
+                cp.CreatePartitionsTopic(
+                    name=name,
+                    count=count,
+                    assignments=None
+                    if assignments is None
+                    else tuple(cp.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments),
+                )
+                for name, count, assignments in topics
+            ),
+            timeout=NO_TIMEOUT,
+            validate_only=validate_only,
+        )
+        response = self.controller.create_partitions(self.now, request)
+        return [(r.error_code, r.error_message) for r in response.results]
 
     def partition(self, topic: str, index: int = 0) -> PartitionRegistration:
         return self.controller.replication.topic(topic).partitions[index]

@@ -223,3 +223,153 @@ def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluste
     assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
     set_min_isr("2")
     eventually(lambda: produce_one() is None, what="acks=all to be accepted again")
+
+
+# ---- partitions, groups, log dirs, producers, elections ------------------------------------------------
+def kafka_python_admin(cluster):
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000)
+
+
+def produce_to(bootstrap: str, topic: str, partitions: list[int], **conf) -> list[tuple[int, int]]:
+    """(partition, offset) of one acknowledged record per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **conf})
+    acked: list[tuple[int, int]] = []
+    errors: list = []
+
+    def done(err, msg) -> None:
+        (errors.append(err) if err else acked.append((msg.partition(), msg.offset())))
+
+    for partition in partitions:
+        producer.produce(topic, f"to-{partition}".encode(), partition=partition, on_delivery=done)
+    assert producer.flush(20) == 0
+    assert not errors, errors
+    return sorted(acked)
+
+
+def test_create_partitions_then_produce_to_the_new_partitions(cluster, admin):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewPartitions as ANewPartitions
+    from confluent_kafka.admin import NewPartitions
+    from kafka.admin import NewPartitions as KNewPartitions
+
+    create(admin, "grow", partitions=1, rf=2)
+    admin.create_partitions([NewPartitions("grow", 3)])["grow"].result(15)
+    client = kafka_python_admin(cluster)
+    try:
+        client.create_partitions({"grow": KNewPartitions(total_count=4)})
+        with pytest.raises(Exception, match=r"(?i)invalid.?partitions"):
+            client.create_partitions({"grow": KNewPartitions(total_count=2)})
+    finally:
+        client.close()
+
+    async def grow_with_aiokafka() -> None:
+        client = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await client.start()
+        try:
+            await client.create_partitions({"grow": ANewPartitions(total_count=5)})
+        finally:
+            await client.close()
+
+    asyncio.run(grow_with_aiokafka())
+    topic = eventually(
+        lambda: (t := admin.list_topics("grow", timeout=10).topics["grow"]) and len(t.partitions) == 5 and t,
+        what="five partitions in Metadata",
+    )
+    assert all(len(p.replicas) == 2 and len(p.isrs) == 2 for p in topic.partitions.values())
+    assert produce_to(cluster.bootstrap, "grow", [1, 2, 3, 4]) == [(1, 0), (2, 0), (3, 0), (4, 0)]
+
+
+def commit_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, p, 1) for p in range(partitions)], asynchronous=False)
+    consumer.close()
+
+
+def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = admin.list_consumer_group_offsets(request)[group].result(10)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def test_delete_groups_and_offsets(cluster, admin):
+    create(admin, "grouped-admin", partitions=2, rf=3)
+    produce_to(cluster.bootstrap, "grouped-admin", [0, 1])
+    for group in ("gone-confluent", "gone-kafka-python", "trimmed"):
+        commit_offsets(cluster.bootstrap, group, "grouped-admin", 2)
+    assert committed_offsets(admin, "trimmed") == {("grouped-admin", 0): 1, ("grouped-admin", 1): 1}
+
+    admin.delete_consumer_groups(["gone-confluent"])["gone-confluent"].result(10)
+    with pytest.raises(Exception) as caught:
+        admin.delete_consumer_groups(["never-existed"])["never-existed"].result(10)
+    assert caught.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+    assert committed_offsets(admin, "gone-confluent") == {}
+
+    from kafka import TopicPartition as KTopicPartition
+
+    client = kafka_python_admin(cluster)
+    try:
+        results = client.delete_groups(["gone-kafka-python", "never"])
+        assert results["gone-kafka-python"] == "OK", results
+        assert "GroupIdNotFound" in results["never"], results
+        deleted = client.delete_group_offsets("trimmed", [KTopicPartition("grouped-admin", 0)])
+        assert {tp: e.__name__ for tp, e in deleted.items()} == {
+            KTopicPartition("grouped-admin", 0): "NoError"
+        }
+    finally:
+        client.close()
+    assert committed_offsets(admin, "gone-kafka-python") == {}
+    assert committed_offsets(admin, "trimmed") == {("grouped-admin", 1): 1}
+
+
+def test_describe_log_dirs_topic_partitions_and_producers(cluster, admin):
+    from kafka import TopicPartition as KTopicPartition
+
+    create(admin, "described", partitions=5, rf=3)
+    produce_to(cluster.bootstrap, "described", [0], **{"enable.idempotence": True})
+    client = kafka_python_admin(cluster)
+    try:
+        log_dirs = client.describe_log_dirs()
+        assert sorted(answer["broker"] for answer in log_dirs) == [1, 2, 3], "one answer per broker"
+        for answer in log_dirs:
+            (log_dir,) = answer["log_dirs"]
+            assert log_dir["error_code"] == 0 and log_dir["usable_bytes"] > 0
+            (topic,) = [t for t in log_dir["topics"] if t["name"] == "described"]
+            sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+            assert sizes[0] > 0 and sizes[1] == 0, "every replica holds the one record of partition 0"
+
+        first = client.describe_topic_partitions(["described"], response_partition_limit=2)
+        assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1]
+        assert first["next_cursor"] == {"topic_name": "described", "partition_index": 2}
+        rest = client.describe_topic_partitions(
+            ["described"], response_partition_limit=10, cursor=first["next_cursor"]
+        )
+        assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [2, 3, 4]
+        assert rest["next_cursor"] is None
+        assert all(len(p["isr_nodes"]) == 3 for p in rest["topics"][0]["partitions"])
+
+        producers = client.describe_producers([KTopicPartition("described", 0)])
+        (active,) = producers[KTopicPartition("described", 0)].active_producers
+        assert (active.producer_epoch, active.last_sequence) == (0, 0)
+    finally:
+        client.close()
+
+
+def test_elect_leaders_on_the_broker_listener(cluster, admin):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    create(admin, "elected", partitions=1, rf=3)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elected", 0)]).result(10)
+    assert result[TopicPartition("elected", 0)].code() == KafkaError.ELECTION_NOT_NEEDED
+    client = kafka_python_admin(cluster)
+    try:
+        response = client.elect_leaders(0, {"elected": [0]}, raise_errors=False)
+        (topic,) = response.replica_election_results
+        assert [(p.partition_id, p.error_code) for p in topic.partition_result] == [(0, 84)]  # NOT_NEEDED
+    finally:
+        client.close()

@@ -119,3 +119,32 @@ def test_receiving_through_get_buffer_as_a_buffered_protocol_does():
         data = data[n:]
         out += [bytes(f) for f in decoder.buffer_updated(n)]
     assert out == FRAMES * 3
+
+
+@pytest.mark.parametrize("with_cursor", [False, True])
+def test_nullable_struct_is_read_with_its_presence_marker(with_cursor):
+    """DescribeTopicPartitions' cursor is a nullable struct (int8 -1 or 1 first); the length pre-check
+    reads the marker instead of taking it for a string length, and still refuses a truncated body."""
+    import io
+
+    from kio.schema.describe_topic_partitions.v0.request import (
+        Cursor,
+        DescribeTopicPartitionsRequest,
+        TopicRequest,
+    )
+    from kio.serial import entity_writer
+
+    from epochkraft.protocol.framing import decode_entity
+
+    request = DescribeTopicPartitionsRequest(
+        topics=(TopicRequest(name="t"),),
+        response_partition_limit=2,
+        cursor=Cursor(topic_name="t", partition_index=2) if with_cursor else None,
+    )
+    buffer = io.BytesIO()
+    entity_writer(DescribeTopicPartitionsRequest)(buffer, request)
+    data = buffer.getvalue()
+    assert decode_entity(DescribeTopicPartitionsRequest, data) == request
+    assert decode_entity(DescribeTopicPartitionsRequest, data + b"\x00", allow_trailing=True) == request
+    with pytest.raises(ProtocolError):
+        decode_entity(DescribeTopicPartitionsRequest, data[:-3])

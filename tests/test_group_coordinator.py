@@ -253,3 +253,46 @@ def test_java_string_hash(value, expected):
 def test_coordinator_partition_in_range():
     assert 0 <= coordinator_partition("polygenelubricants", 50) < 50
     assert coordinator_partition("hello", 50) == 99162322 % 50
+
+
+def subscription(*topics: str) -> bytes:
+    """A consumer protocol Subscription v0: version, topics, no user data."""
+    body = b"".join(len(t).to_bytes(2, "big") + t.encode() for t in topics)
+    return b"\x00\x00" + len(topics).to_bytes(4, "big") + body + b"\xff\xff\xff\xff"
+
+
+def committed(ctx: Ctx, group: str, *partitions: tuple[str, int]) -> None:
+    for topic, partition in partitions:
+        ctx.c.apply_offset(group, topic, partition, CommittedOffset(5, 0, None, ctx.now))
+
+
+def test_delete_groups_of_empty_non_empty_and_unknown_groups():
+    """GroupCoordinatorTest.testDeleteGroups / testDeleteNonEmptyGroup / testDeleteGroupsUnknownGroup."""
+    ctx = Ctx()
+    committed(ctx, "standalone", ("t", 0), ("t", 1))
+    ctx.join_with_id(group="busy")
+    assert ctx.c.decide_delete_group("standalone") == (ErrorCode.none, [("t", 0), ("t", 1)])
+    assert ctx.c.decide_delete_group("busy") == (ErrorCode.non_empty_group, [])
+    assert ctx.c.decide_delete_group("nobody") == (ErrorCode.group_id_not_found, [])
+    ctx.c.remove_group("standalone")
+    ctx.c.remove_group("busy")
+    assert "standalone" not in ctx.c.groups and "busy" in ctx.c.groups, "a group with members stays"
+
+
+@pytest.mark.parametrize(
+    ("members_subscribe", "expected"),
+    [
+        (None, {("t", 0): ErrorCode.none, ("u", 0): ErrorCode.none}),
+        (("t",), {("t", 0): ErrorCode.group_subscribed_to_topic, ("u", 0): ErrorCode.none}),
+    ],
+)
+def test_delete_offsets_of_empty_and_stable_consumer_groups(members_subscribe, expected):
+    """GroupCoordinatorTest.testDeleteOffsetOfEmptyConsumerGroup / ...OfStableConsumerGroup: offsets of
+    topics the members subscribe to stay."""
+    ctx = Ctx()
+    committed(ctx, "g", ("t", 0), ("u", 0))
+    if members_subscribe is not None:
+        member, token = ctx.join_with_id(protocols=(("range", subscription(*members_subscribe)),))
+        ctx.sync(member, ctx.results[token].generation_id, {member: b""})
+    assert ctx.c.decide_delete_offsets("g", [("t", 0), ("u", 0)]) == (ErrorCode.none, expected)
+    assert ctx.c.decide_delete_offsets("other", [("t", 0)]) == (ErrorCode.group_id_not_found, {})

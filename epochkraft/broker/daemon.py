@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,14 @@ class BrokerNode:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.follower.progress.wait(), 0.5)
         return response
+
+    async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = 5.0) -> None:
+        """Returns once ``applied()`` holds for our metadata cache (or the wait ends), so a client's next
+        request to this broker sees what the controller has just written."""
+        deadline = time.monotonic() + timeout_s
+        while not applied() and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.follower.progress.wait(), 0.5)
 
     async def auto_create_topic(self, name: str) -> None:
         from kio.schema.create_topics.v7 import request as ct

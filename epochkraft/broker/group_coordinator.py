@@ -346,6 +346,42 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return dict(group.offsets) if group else {}
 
+    # ---- deletion (DeleteGroups, OffsetDelete) -------------------------------------------------------
+    def decide_delete_group(self, group_id: str) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        """(error, the offsets to tombstone): only a group without members may go (Kafka's deleteGroups)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found, []
+        if group.members:
+            return ErrorCode.non_empty_group, []
+        return ErrorCode.none, sorted(group.offsets)
+
+    def remove_group(self, group_id: str) -> None:
+        """Forgets a deleted group once its offsets' tombstones are durable."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            del self.groups[group_id]
+
+    def decide_delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """(top-level error, per-partition errors) as Kafka's deleteOffsets: an empty group loses any
+        offset; a consumer group keeps the offsets of topics its members subscribe to
+        (GROUP_SUBSCRIBED_TO_TOPIC); a non-empty group of another protocol type is NON_EMPTY_GROUP."""
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        subscribed: set[str] = set()
+        if group.members:
+            if group.protocol_type != "consumer":
+                return ErrorCode.non_empty_group, {}
+            for member in group.members.values():
+                subscribed |= subscribed_topics(member.metadata_for(group.protocol_name or ""))
+        return ErrorCode.none, {
+            tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none
+            for tp in partitions
+        }
+
     def unload_groups(self, predicate) -> list[Completion]:  # type: ignore[no-untyped-def]
         """Drops groups (e.g. when this broker stops leading their offsets partition); waiters get
         NOT_COORDINATOR so clients look the coordinator up again."""
@@ -493,3 +529,17 @@ def parse_offset_record(
         partition,
         CommittedOffset(data["offset"], data["leader_epoch"], data["metadata"], data["commit_timestamp_ms"]),
     )
+
+
+def subscribed_topics(subscription: bytes) -> set[str]:
+    """The topics of a consumer protocol Subscription (version, then an array of topic names)."""
+    try:
+        (count,) = struct.unpack_from(">i", subscription, 2)
+        position, topics = 6, set()
+        for _ in range(max(count, 0)):
+            (length,) = struct.unpack_from(">h", subscription, position)
+            topics.add(subscription[position + 2 : position + 2 + length].decode())
+            position += 2 + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

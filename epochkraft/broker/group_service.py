@@ -192,6 +192,43 @@ class GroupService:
             return dict(stored)
         return {tp: stored.get(tp) for tp in partitions}
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """Tombstones the group's offsets with acks=all, then forgets the group."""
+        error = self.coordinator_error(group_id)
+        if error != ErrorCode.none:
+            return error
+        error, offsets = self.coordinator.decide_delete_group(group_id)
+        if error == ErrorCode.none:
+            error = await self._tombstone(group_id, offsets)
+        if error == ErrorCode.none:
+            self.coordinator.remove_group(group_id)
+        return error
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        error = self.coordinator_error(group_id)
+        if error != ErrorCode.none:
+            return error, {}
+        error, results = self.coordinator.decide_delete_offsets(group_id, partitions)
+        stored = self.coordinator.committed_offsets(group_id)
+        deletable = [tp for tp, e in results.items() if e == ErrorCode.none and tp in stored]
+        if error == ErrorCode.none and deletable:
+            written = await self._tombstone(group_id, deletable)
+            if written != ErrorCode.none:
+                return written, {}
+        return error, results
+
+    async def _tombstone(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
+        if not partitions:
+            return ErrorCode.none
+        records = [(offset_record_key(group_id, t, p), None) for t, p in partitions]
+        error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        if error == ErrorCode.none:
+            for topic, partition in partitions:
+                self.coordinator.apply_offset(group_id, topic, partition, None)
+        return error
+
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group this broker coordinates."""
         return [

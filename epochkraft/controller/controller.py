@@ -23,6 +23,7 @@ from kio.schema.alter_configs.v2 import response as alter_configs_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
+from kio.schema.create_partitions.v3 import response as create_partitions_resp
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
@@ -475,6 +476,32 @@ class Controller:
                 )
             )
         return delete_resp.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))
+
+    def create_partitions(self, now_ms: int, request: Any) -> create_partitions_resp.CreatePartitionsResponse:
+        """CreatePartitions v3: each topic's partition count raised, all or nothing per topic."""
+        active = [b for b, r in self.cluster.brokers.items() if r.active]
+        names = [t.name for t in request.topics]
+        results = []
+        for topic in request.topics:
+            if names.count(topic.name) > 1:
+                error, message, records = ErrorCode.invalid_request, "Duplicate topic in request.", []
+            else:
+                assignments = (
+                    None if topic.assignments is None else [tuple(a.broker_ids) for a in topic.assignments]
+                )
+                error, message, records = self.replication.decide_create_partitions(
+                    topic.name, topic.count, assignments, active, set(self.cluster.brokers)
+                )
+            if error == ErrorCode.none and not request.validate_only:
+                self._commit(records, now_ms)
+            results.append(
+                create_partitions_resp.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=error, error_message=message
+                )
+            )
+        return create_partitions_resp.CreatePartitionsResponse(
+            throttle_time=NO_THROTTLE, results=tuple(results)
+        )
 
     def elect_leaders(self, now_ms: int, request: Any) -> elect_resp.ElectLeadersResponse:
         election = ELECTION_TYPES.get(request.election_type)

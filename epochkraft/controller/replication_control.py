@@ -196,6 +196,96 @@ class ReplicationControl:
         rf = len(next(iter(assignment.values())))
         return CreatedTopic(ErrorCode.none, None, topic_id, len(assignment), rf), records
 
+    def decide_create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[tuple[int, ...]] | None,
+        active_brokers: list[int],
+        registered: set[int],
+    ) -> tuple[ErrorCode, str | None, list]:
+        """(error, message, PartitionRecords) raising a topic's partition count to ``count``, in the order of
+        Kafka's ReplicationControlManager.createPartitions: new replicas placed round robin over active
+        brokers with the topic's replication factor, or as assigned; the ISR is the active replicas."""
+        topic = self.topic(name)
+        if topic is None:
+            return ErrorCode.unknown_topic_or_partition, None, []
+        current = len(topic.partitions)
+        if count == current:
+            return ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).", []
+        if count < current:
+            message = (
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase."
+            )
+            return ErrorCode.invalid_partitions, message, []
+        additional = count - current
+        rf = len(next(iter(topic.partitions.values())).replicas)
+        active = set(active_brokers)
+        if assignments is not None:
+            if len(assignments) != additional:
+                message = (
+                    f"Attempted to add {additional} additional partition(s), but only {len(assignments)} "
+                    "assignment(s) were specified."
+                )
+                return ErrorCode.invalid_replica_assignment, message, []
+            for offset, replicas in enumerate(assignments):
+                if (why := self._invalid_manual_assignment(replicas, rf, registered)) is not None:
+                    return ErrorCode.invalid_replica_assignment, why, []
+                if not active.intersection(replicas):
+                    message = (
+                        "All brokers specified in the manual partition assignment for partition "
+                        f"{current + offset} are fenced or in controlled shutdown."
+                    )
+                    return ErrorCode.invalid_replica_assignment, message, []
+            placed = dict(enumerate(assignments, start=current))
+        else:
+            if rf > len(active):
+                why = (
+                    "All brokers are currently fenced or in controlled shutdown."
+                    if not active
+                    else f"The target replication factor of {rf} cannot be reached because only "
+                    f"{len(active)} broker(s) are registered."
+                )
+                message = f"Unable to replicate the partition {rf} time(s): {why}"
+                return ErrorCode.invalid_replication_factor, message, []
+            placed = {current + p: r for p, r in self._place(additional, rf, sorted(active)).items()}
+        records = []
+        for index, replicas in sorted(placed.items()):
+            isr = tuple(b for b in replicas if b in active)
+            records.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic.topic_id,
+                    replicas=tuple(replicas),
+                    isr=isr,
+                    leader=isr[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        return ErrorCode.none, None, records
+
+    @staticmethod
+    def _invalid_manual_assignment(
+        replicas: tuple[int, ...], rf: int | None, registered: set[int]
+    ) -> str | None:
+        """Kafka's validateManualPartitionAssignment."""
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in registered:
+                return f"The manual partition assignment includes broker {broker}, but no such broker is registered."
+            if broker == previous:
+                return f"The manual partition assignment includes the broker {broker} more than once."
+            previous = broker
+        if rf is not None and len(replicas) != rf:
+            return (
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                f"this is not consistent with previous partitions, which have {rf} replica(s)."
+            )
+        return None
+
     def _place(self, partitions: int, rf: int, brokers: list[int]) -> dict[int, tuple[int, ...]]:
         """Round robin from a rotating start, so leaders spread over the brokers as topics are added."""
         start = self._placement_start

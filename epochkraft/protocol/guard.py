@@ -39,7 +39,7 @@ _I32 = struct.Struct(">i")
 
 # Steps of a compiled plan: consecutive fixed-size fields fold into one FIXED step, so a body is checked
 # with a few calls per entity rather than one per field.
-FIXED_STEP, VALUE_STEP, ENTITY_STEP, ARRAY_STEP = range(4)
+FIXED_STEP, VALUE_STEP, ENTITY_STEP, ARRAY_STEP, NULLABLE_ENTITY_STEP = range(5)
 
 
 @cache
@@ -52,7 +52,8 @@ def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
         if "tag" in f.metadata and flexible:
             continue  # tagged fields live in the tagged section
         hint = hints[f.name]
-        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        if nullable:
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         is_array = typing.get_origin(hint) is tuple
         inner = typing.get_args(hint)[0] if is_array else hint
@@ -63,7 +64,8 @@ def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
         if is_array:
             plan.append((ARRAY_STEP, nested, kafka_type))
         elif nested is not None:
-            plan.append((ENTITY_STEP, nested, None))
+            # A nullable struct (DescribeTopicPartitions' cursor) is prefixed by an int8: -1 null, 1 present.
+            plan.append((NULLABLE_ENTITY_STEP if nullable else ENTITY_STEP, nested, None))
         elif kafka_type in FIXED:
             if plan and plan[-1][0] == FIXED_STEP:
                 plan[-1] = (FIXED_STEP, plan[-1][1] + FIXED[kafka_type], None)
@@ -145,6 +147,13 @@ class _Reader:
                         self.value(element)
             elif kind == ENTITY_STEP:
                 self.entity(arg)
+            elif kind == NULLABLE_ENTITY_STEP:
+                if self.pos >= len(self.data):
+                    raise ProtocolError("truncated nullable struct marker")
+                present = self.data[self.pos] != 0xFF
+                self.pos += 1
+                if present:
+                    self.entity(arg)
             else:
                 self.value(arg)
         if self.flexible:

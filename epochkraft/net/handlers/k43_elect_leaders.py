@@ -1,4 +1,4 @@
-"""ElectLeaders (key 43), versions 0-2, controller listener.
+"""ElectLeaders (key 43), versions 0-2, on both listeners (the broker listener forwards to the controller).
 
 - PREFERRED (type 0; the only type of v0): move leadership to the first replica when it is in the ISR and
   active (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE otherwise).
@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
 
-from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
-@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(CONTROLLER,))
+@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER, CONTROLLER))
 async def handle(request, ctx):
     upgraded = convert(request, ElectLeadersRequest)
     if ctx.api_version == 0:
         upgraded = ElectLeadersRequest(
             election_type=0, topic_partitions=upgraded.topic_partitions, timeout=upgraded.timeout
         )
-    response = ctx.node.controller.elect_leaders(ctx.node.now_ms(), upgraded)
+    if ctx.listener == BROKER:
+        response = await ctx.node.forward_to_controller(upgraded)
+    else:
+        response = ctx.node.controller.elect_leaders(ctx.node.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,49 @@
+"""DescribeProducers (key 61), version 0, broker listener.
+
+- For each partition asked for, the idempotent producers its leader remembers: producer id, epoch and
+  last sequence (no last timestamp or transaction: -1, as Kafka reports none). NOT_LEADER_OR_FOLLOWER
+  from a broker that does not lead the partition, UNKNOWN_TOPIC_OR_PARTITION for one that does not exist.
+"""
+
+from __future__ import annotations
+
+from kio.schema.describe_producers.v0 import response as r0
+
+from epochkraft.broker.replica_views import active_producers
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+
+
+@api(key=61, name="DescribeProducers", versions=(0, 0), listeners=(BROKER,))
+async def handle(request, ctx):
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            if ctx.node.cache.partition(topic.name, index) is None:
+                error, producers = ErrorCode.unknown_topic_or_partition, []
+            else:
+                error, producers = active_producers(
+                    ctx.node.replica_manager.replicas.get((topic.name, index))
+                )
+            partitions.append(
+                r0.PartitionResponse(
+                    partition_index=index,
+                    error_code=error,
+                    error_message=None,
+                    active_producers=tuple(
+                        r0.ProducerState(
+                            producer_id=p.producer_id,
+                            producer_epoch=p.producer_epoch,
+                            last_sequence=p.last_sequence,
+                            last_timestamp=-1,
+                            coordinator_epoch=-1,
+                            current_txn_start_offset=-1,
+                        )
+                        for p in producers
+                    ),
+                )
+            )
+        topics.append(r0.TopicResponse(name=topic.name, partitions=tuple(partitions)))
+    return r0.DescribeProducersResponse(throttle_time=NO_THROTTLE, topics=tuple(topics))
