@@ -130,6 +130,11 @@ def error_codes(entity) -> list[int]:
     return found
 
 
+# Responses with nowhere to put an error for a request naming nothing: DescribeLogDirs v1-2 asking for
+# every log dir (Kafka's error response is then empty too; the top-level error code arrived in v3).
+NO_ERROR_FIELD = {(35, 1), (35, 2)}
+
+
 def every_version(listener: str) -> list[tuple[int, int]]:
     return [(k, v) for k, s in served(listener).items() for v in range(s.min_version, s.max_version + 1)]
 
@@ -149,6 +154,9 @@ async def test_a_failing_handler_gets_its_error_response_and_the_connection_stay
                     for _ in range(3):  # identical failures: one log line
                         response = await client.send(request_for(key, version, scenario))
                         codes = error_codes(response)
+                        if (key, version) in NO_ERROR_FIELD:
+                            assert not codes and client.connected
+                            continue
                         assert codes, (key, version, response)
                         assert set(codes) == {ErrorCode.unknown_server_error}, (key, version, response)
                         assert client.connected
