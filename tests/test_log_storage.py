@@ -390,7 +390,7 @@ def test_meta_properties_and_load_all(tmp_path):
     ("requested", "expected"),
     [
         (-1, (-1, -1)),  # undefined
-        (0, (-1, -1)),  # below the first epoch
+        (0, (0, 0)),  # below the first epoch: ends where the first known one starts
         (2, (2, 10)),  # ends where epoch 4 starts
         (3, (2, 10)),  # unknown epoch between: the previous one's end
         (4, (4, 25)),

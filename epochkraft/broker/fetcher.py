@@ -157,10 +157,7 @@ class ReplicaFetcher:
         plog = replica.log
         p = replica.partition
         if error == ErrorCode.offset_out_of_range:
-            # Our log is ahead of or behind what the leader holds: start over from the leader's log.
-            log.warning("follower offset out of range; truncating fully", topic=p.topic, partition=p.index)
-            plog.truncate_fully_and_start_at(0)
-            replica.producers.truncate(0)
+            self._handle_out_of_range(replica, data)
             return True
         if error != ErrorCode.none:
             return False
@@ -198,4 +195,38 @@ class ReplicaFetcher:
                         header.last_offset,
                     )
         p.update_follower_high_watermark(data.high_watermark, plog.log_end_offset)
+        # The leader's log start offset, as far as this replica's high watermark (Kafka's follower
+        # maybeIncrementLogStartOffset): what the leader deleted is deleted here at the next retention pass.
+        plog.maybe_increment_log_start_offset(min(data.log_start_offset, p.high_watermark))
         return True
+
+    def _handle_out_of_range(self, replica: Any, data: FetchedPartition) -> None:
+        """Kafka's AbstractFetcherThread.handleOutOfRangeError: a fetch offset below the leader's log
+        start offset (retention or DeleteRecords removed what this replica still needs) starts the log
+        afresh there; one past the leader's end truncates to the leader's high watermark and fetches on."""
+        plog, p = replica.log, replica.partition
+        leader_start = data.log_start_offset
+        if leader_start > plog.log_end_offset or data.high_watermark < 0:
+            start = max(leader_start, 0)
+            log.warning(
+                "follower behind the leader's log start offset; starting the log there",
+                topic=p.topic,
+                partition=p.index,
+                log_end_offset=plog.log_end_offset,
+                leader_log_start_offset=start,
+            )
+            plog.truncate_fully_and_start_at(start)
+            replica.producers.truncate(0)
+            p.high_watermark = start
+            return
+        target = max(data.high_watermark, leader_start)
+        log.warning(
+            "follower ahead of the leader's log; truncating to its high watermark",
+            topic=p.topic,
+            partition=p.index,
+            log_end_offset=plog.log_end_offset,
+            to=target,
+        )
+        plog.truncate_to(target)
+        replica.producers.truncate(target)
+        p.high_watermark = min(p.high_watermark, plog.log_end_offset)

@@ -85,8 +85,16 @@ class ReplicaState:
     last_fetch_ms: int = 0
     last_fetch_leader_log_end: int = -1
     broker_epoch: int = NO_EPOCH  # from the follower's last Fetch (ReplicaState, v15+)
+    log_start_offset: int = -1  # the follower's, from its last Fetch (DeleteRecords waits on it)
 
-    def update_fetch(self, now_ms: int, fetch_offset: int, leader_log_end: int, broker_epoch: int) -> None:
+    def update_fetch(
+        self,
+        now_ms: int,
+        fetch_offset: int,
+        leader_log_end: int,
+        broker_epoch: int,
+        log_start_offset: int = -1,
+    ) -> None:
         # Kafka's lastCaughtUpTime: this fetch reached the leader's end, or the previous fetch reached the
         # end as of then.
         if fetch_offset >= leader_log_end:
@@ -97,6 +105,7 @@ class ReplicaState:
         self.last_fetch_leader_log_end = leader_log_end
         self.last_fetch_ms = now_ms
         self.broker_epoch = broker_epoch
+        self.log_start_offset = log_start_offset
 
     def is_caught_up(self, leader_log_end: int, now_ms: int, lag_max_ms: int) -> bool:
         return self.log_end_offset == leader_log_end or now_ms - self.last_caught_up_ms <= lag_max_ms
@@ -160,6 +169,7 @@ class Partition:
                     state.last_caught_up_ms = now_ms if broker_id in isr else 0
                     state.log_end_offset = -1
                     state.last_fetch_leader_log_end = -1
+                    state.log_start_offset = -1
         if new_term:
             self.leader_epoch_start_offset = log_end_offset
         return True
@@ -215,12 +225,13 @@ class Partition:
         leader_log_end: int,
         brokers: BrokerView,
         local_broker_epoch: int,
+        log_start_offset: int = -1,
     ) -> AlterPartitionItem | None:
-        """Records a follower's fetch position; may propose adding it to the ISR."""
+        """Records a follower's fetch position (and log start offset); may propose adding it to the ISR."""
         state = self.remote.get(replica_id)
         if state is None or self.role != Role.LEADER:
             return None
-        state.update_fetch(now_ms, fetch_offset, leader_log_end, replica_epoch)
+        state.update_fetch(now_ms, fetch_offset, leader_log_end, replica_epoch, log_start_offset)
         return self.maybe_expand_isr(state, brokers, local_broker_epoch)
 
     def is_replica_isr_eligible(self, state: ReplicaState, brokers: BrokerView) -> bool:

@@ -21,6 +21,8 @@ import structlog
 
 from epochkraft.broker.alter_partition_manager import AlterPartitionManager
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
+from epochkraft.broker.log.partition_log import TOPIC_CONFIGS
+from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
 from epochkraft.broker.producer_state import ProducerStateTable
@@ -94,6 +96,7 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.stats = {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
+        self.lifecycle = LogLifecycle(self)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -101,6 +104,7 @@ class ReplicaManager:
             asyncio.create_task(self._alter_partition_loop(), name="alter-partition"),
             asyncio.create_task(self._isr_shrink_loop(), name="isr-shrink"),
             asyncio.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
+            asyncio.create_task(self.lifecycle.run(), name="log-retention"),
         ]
 
     async def stop(self) -> None:
@@ -133,6 +137,7 @@ class ReplicaManager:
                 self._remove(name, index, delete=True)
                 continue
             replica = self._get_or_create(name, index, topic.topic_id)
+            replica.log.config = self.topic_log_config(name)  # topic configs may have changed
             if registration.leader == self.node_id:
                 self._become_leader(replica, registration)
             else:
@@ -143,10 +148,15 @@ class ReplicaManager:
                 if replica.partition.role == Role.LEADER:
                     self._maybe_advance_hw(replica)
 
+    def topic_log_config(self, topic: str) -> LogConfig:
+        """The broker's log.* defaults overridden by the topic's configs (and dynamic broker defaults)."""
+        configs = {name: self.cache.topic_config(topic, name) for name in TOPIC_CONFIGS}
+        return self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
+
     def _get_or_create(self, topic: str, index: int, topic_id: uuid.UUID) -> Replica:
         replica = self.replicas.get((topic, index))
         if replica is None:
-            plog = self.logs.get_or_create(topic, index)
+            plog = self.logs.get_or_create(topic, index, self.topic_log_config(topic))
             partition = Partition(
                 topic,
                 topic_id,
@@ -231,6 +241,7 @@ class ReplicaManager:
             return
         if was[0] == Role.LEADER:
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+            self.lifecycle.on_leadership_lost(replica.key)
             for listener in self.leadership_listeners:
                 listener(p.topic, p.index, False)
         p.high_watermark = min(p.high_watermark, replica.log.log_end_offset)
@@ -253,6 +264,7 @@ class ReplicaManager:
             return
         self._stop_fetching(replica)
         self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+        self.lifecycle.on_leadership_lost(replica.key)
         if replica.partition.role == Role.LEADER:
             for listener in self.leadership_listeners:
                 listener(topic, index, False)
@@ -359,7 +371,12 @@ class ReplicaManager:
         return self.replicas.get((topic, index))
 
     def on_follower_fetch(
-        self, replica: Replica, replica_id: int, replica_epoch: int, fetch_offset: int
+        self,
+        replica: Replica,
+        replica_id: int,
+        replica_epoch: int,
+        fetch_offset: int,
+        log_start_offset: int = -1,
     ) -> None:
         p = replica.partition
         item = p.update_follower_fetch(
@@ -370,10 +387,12 @@ class ReplicaManager:
             replica.log.log_end_offset,
             self.cache,
             self.broker_epoch(),
+            log_start_offset,
         )
         if item is not None:
             self._submit(item)
         self._maybe_advance_hw(replica)
+        self.lifecycle.on_follower_fetch(replica)
 
     # ---- ISR changes -------------------------------------------------------------------------------------
     def _submit(self, item: AlterPartitionItem) -> None:
@@ -525,8 +544,24 @@ class ReplicaManager:
 
 
 def log_config(settings: BrokerSettings) -> LogConfig:
+    """The broker's log.* defaults, which topic configs override."""
+    if settings.log_retention_ms is not None:
+        retention_ms = settings.log_retention_ms
+    elif settings.log_retention_minutes is not None:
+        retention_ms = settings.log_retention_minutes * 60_000
+    else:
+        retention_ms = settings.log_retention_hours * 3_600_000
     return LogConfig(
         segment_bytes=settings.log_segment_bytes,
+        segment_ms=settings.log_roll_ms
+        if settings.log_roll_ms is not None
+        else settings.log_roll_hours * 3_600_000,
+        segment_index_bytes=settings.log_index_size_max_bytes,
+        index_interval_bytes=settings.log_index_interval_bytes,
+        retention_ms=retention_ms if retention_ms >= 0 else -1,
+        retention_bytes=settings.log_retention_bytes,
+        cleanup_policy=settings.log_cleanup_policy,
+        file_delete_delay_ms=settings.log_segment_delete_delay_ms,
         flush_messages=settings.log_flush_interval_messages,
         drop_behind_bytes=settings.log_page_cache_drop_behind_bytes,
     )

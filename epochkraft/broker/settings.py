@@ -39,6 +39,67 @@ class BrokerSettings:
     log_segment_bytes: int = prop(
         "log.segment.bytes", 1073741824, "Size at which a log segment rolls.", minimum=1024
     )
+    log_roll_ms: int | None = prop(
+        "log.roll.ms",
+        None,
+        "A segment rolls once its records' timestamps span this long (empty: log.roll.hours); topic: "
+        "segment.ms.",
+    )
+    log_roll_hours: int = prop("log.roll.hours", 168, "log.roll.ms in hours.", minimum=1)
+    log_index_size_max_bytes: int = prop(
+        "log.index.size.max.bytes",
+        10485760,
+        "Largest offset index (and time index) of a segment; a full one rolls the segment. Topic: "
+        "segment.index.bytes.",
+        minimum=12,
+    )
+    log_index_interval_bytes: int = prop(
+        "log.index.interval.bytes",
+        4096,
+        "Bytes of batches between index entries. Topic: index.interval.bytes.",
+        minimum=1,
+    )
+    log_retention_ms: int | None = prop(
+        "log.retention.ms",
+        None,
+        "Segments whose newest record is older than this are deleted (-1: no limit; empty: "
+        "log.retention.minutes, then log.retention.hours). Topic: retention.ms.",
+    )
+    log_retention_minutes: int | None = prop(
+        "log.retention.minutes", None, "log.retention.ms in minutes (empty: log.retention.hours)."
+    )
+    log_retention_hours: int = prop("log.retention.hours", 168, "log.retention.ms in hours.")
+    log_retention_bytes: int = prop(
+        "log.retention.bytes",
+        -1,
+        "Oldest segments are deleted while a partition's log is larger than this (-1: no limit). "
+        "Topic: retention.bytes.",
+    )
+    log_retention_check_interval_ms: int = prop(
+        "log.retention.check.interval.ms",
+        300000,
+        "How often logs are checked for segments to delete (retention, log start offset).",
+        minimum=10,
+    )
+    log_cleanup_policy: str = prop(
+        "log.cleanup.policy",
+        "delete",
+        "delete: segments past retention are deleted; compact: retention deletes nothing (records are "
+        "not compacted: such logs keep every record above the log start offset). Topic: cleanup.policy.",
+    )
+    log_segment_delete_delay_ms: int = prop(
+        "log.segment.delete.delay.ms",
+        60000,
+        "A deleted segment's files are renamed .deleted and removed this much later. Topic: "
+        "file.delete.delay.ms.",
+        minimum=0,
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = prop(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        60000,
+        "How often log start offsets are checkpointed (also after each retention pass).",
+        minimum=10,
+    )
     log_tail_cache_bytes: int = prop(
         "log.tail.cache.bytes",
         33554432,

@@ -3,8 +3,10 @@
 As Kafka's KafkaConfigSchema with LogConfig's topic configs: every topic config Kafka knows is accepted,
 validated and described with its type, default and broker synonyms (the broker properties that supply
 its default, in precedence order). Values are stored as Kafka stores them, as strings in ConfigRecords.
-Of the topic configs, min.insync.replicas and unclean.leader.election.enable change behaviour here; the
-others (retention, compaction, segment sizes...) are stored and described for the tools that set them.
+Of the topic configs, min.insync.replicas, unclean.leader.election.enable, the retention and segment
+configs (retention.ms/bytes, segment.bytes/ms/index.bytes, index.interval.bytes, cleanup.policy,
+file.delete.delay.ms) change behaviour here; the others are stored and described for the tools that set
+them.
 """
 
 from __future__ import annotations

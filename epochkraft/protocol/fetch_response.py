@@ -103,6 +103,7 @@ class FetchedPartition(NamedTuple):
     high_watermark: int
     records: memoryview | None  # a view into the received frame: use it before the next frame arrives
     diverging: tuple[int, int] | None  # (epoch, end offset)
+    log_start_offset: int = -1
 
 
 _EPOCH_END = struct.Struct(">iq")
@@ -128,7 +129,7 @@ def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
         pos += 16
         count, pos = _count(view, pos)
         for _ in range(count):
-            index, p_error, hw, _lso, _start = _PARTITION.unpack_from(view, pos)
+            index, p_error, hw, _lso, log_start = _PARTITION.unpack_from(view, pos)
             pos += _PARTITION.size
             aborted, pos = _count(view, pos)
             for _ in range(max(aborted, 0)):
@@ -149,7 +150,7 @@ def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
                 if tag == 0:  # DivergingEpoch
                     diverging = _EPOCH_END.unpack_from(view, pos)
                 pos += tag_size
-            partitions.append(FetchedPartition(topic_id, index, p_error, hw, records, diverging))
+            partitions.append(FetchedPartition(topic_id, index, p_error, hw, records, diverging, log_start))
         pos = skip_tagged_fields(view, pos)
     skip_tagged_fields(view, pos)
     return error, partitions

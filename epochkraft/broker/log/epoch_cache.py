@@ -43,7 +43,9 @@ class LeaderEpochCache:
         if requested == self.entries[-1][0]:
             return requested, self._log_end_offset()
         if requested < self.entries[0][0]:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            # Older than every epoch kept (the cache was truncated from the start, or the epoch never led
+            # here): it ends where the first known one starts, as Kafka's LeaderEpochFileCache.endOffsetFor.
+            return requested, self.entries[0][1]
         for index, (epoch, _start) in enumerate(self.entries):
             if epoch > requested:
                 return self.entries[index - 1][0], self.entries[index][1]

@@ -61,6 +61,35 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy.replace(" ", "").split(",")
 
+    def with_topic_configs(self, configs: dict[str, str]) -> LogConfig:
+        """These defaults overridden by a topic's configs (Kafka's names); an unparsable value keeps
+        the default."""
+        overrides: dict[str, int | str] = {}
+        for name, field in TOPIC_CONFIGS.items():
+            value = configs.get(name)
+            if value is None:
+                continue
+            if field == "cleanup_policy":
+                overrides[field] = value
+                continue
+            try:
+                overrides[field] = int(value)
+            except ValueError:
+                log.warning("ignored an unparsable topic config", config=name, value=value)
+        return replace(self, **overrides) if overrides else self
+
+
+TOPIC_CONFIGS = {  # topic config -> LogConfig field
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:

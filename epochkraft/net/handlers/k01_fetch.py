@@ -69,7 +69,9 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -
     limit = end if is_follower else hw
     chunks = plog.read_chunks(p.fetch_offset, min(p.partition_max_bytes, max(budget, 1)), max_offset=limit)
     if is_follower:
-        manager.on_follower_fetch(replica, replica_id, replica_epoch, p.fetch_offset)
+        manager.on_follower_fetch(
+            replica, replica_id, replica_epoch, p.fetch_offset, getattr(p, "log_start_offset", -1)
+        )
         hw = part.high_watermark
     return Answer(p.partition, ErrorCode.none, hw, start, chunks), sum(map(len, chunks))
 

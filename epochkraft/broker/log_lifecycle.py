@@ -1,0 +1,136 @@
+"""The log lifecycle at the broker's asyncio edge: retention passes on every replica, removal of deleted
+segments' files, log start offset checkpoints, and DeleteRecords waiting for the followers.
+
+Every ``log.retention.check.interval.ms`` each hosted log deletes its segments wholly below its log
+start offset, past retention.bytes or past retention.ms, below its high watermark (Kafka's
+LogManager.cleanupLogs and UnifiedLog.deleteOldSegments), on leaders and followers alike; the files
+renamed ``.deleted`` are removed ``file.delete.delay.ms`` later on a worker thread. DeleteRecords moves
+the leader's log start offset and answers once the low watermark (the smallest log start offset over the
+leader and its alive followers, which report theirs in every Fetch) has reached it, as Kafka's
+ReplicaManager.deleteRecords with DelayedDeleteRecords.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from epochkraft.broker.partition import Role
+from epochkraft.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from epochkraft.broker.replica_manager import Replica, ReplicaManager
+
+log = structlog.get_logger()
+HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogLifecycle:
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.manager = manager
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        self._checkpointed_starts: dict[tuple[str, int], int] = {}
+
+    # ---- retention -----------------------------------------------------------------------------------
+    def retention_pass(self, now_ms: int) -> None:
+        """Deletes what each hosted log may delete (below its high watermark) and schedules the files."""
+        logs = self.manager.logs
+        for replica in list(self.manager.replicas.values()):
+            plog = replica.log
+            renamed = plog.delete_old_segments(now_ms, replica.partition.high_watermark)
+            logs.schedule_removal(now_ms, renamed, plog.config.file_delete_delay_ms)
+
+    async def run(self) -> None:
+        """Retention passes, file removals and log start checkpoints, for as long as the broker runs;
+        a pass that fails is logged and the next one runs as usual."""
+        settings = self.manager.settings
+        interval_ms = settings.log_retention_check_interval_ms
+        checkpoint_ms = settings.log_flush_start_offset_checkpoint_interval_ms
+        last_retention = last_checkpoint = _now_ms()
+        while True:
+            await asyncio.sleep(min(interval_ms, checkpoint_ms, 1000) / 1000)
+            now = _now_ms()
+            try:
+                if now - last_retention >= interval_ms:
+                    last_retention = now
+                    self.retention_pass(now)
+                due = self.manager.logs.due_removals(now)
+                if due:
+                    await asyncio.to_thread(self.manager.logs.remove_files, due)
+                starts = self.manager.logs.log_start_offsets()
+                if starts != self._checkpointed_starts or now - last_checkpoint >= checkpoint_ms:
+                    last_checkpoint = now
+                    await asyncio.to_thread(self.manager.logs.checkpoint_log_start_offsets, starts)
+                    self._checkpointed_starts = starts
+            except OSError as exc:
+                log.error("log retention pass failed; retrying at the next interval", error=str(exc))
+
+    # ---- DeleteRecords -------------------------------------------------------------------------------
+    def low_watermark(self, replica: Replica) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset over the leader and the
+        followers on alive brokers (-1 for a follower that has not fetched since this leader began)."""
+        low = replica.log.log_start_offset
+        cache = self.manager.cache
+        for broker_id, state in replica.partition.remote.items():
+            if not cache.is_fenced(broker_id):
+                low = min(low, state.log_start_offset)
+        return low
+
+    async def delete_records(
+        self, topic: str, index: int, offset: int, timeout_ms: int
+    ) -> tuple[ErrorCode, int]:
+        """(error, low watermark): moves the leader's log start offset to ``offset`` (or the high
+        watermark for -1) and waits until every alive follower's has moved as well."""
+        replica = self.manager.replica(topic, index)
+        if replica is None:
+            known = self.manager.cache.topic(topic)
+            if known is None or index not in known.partitions:
+                return ErrorCode.unknown_topic_or_partition, -1
+            return ErrorCode.not_leader_or_follower, -1
+        p = replica.partition
+        if p.role != Role.LEADER:
+            return ErrorCode.not_leader_or_follower, -1
+        if not replica.log.config.delete_enabled:
+            return ErrorCode.policy_violation, -1
+        target = p.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > p.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        if replica.log.maybe_increment_log_start_offset(target):
+            log.info("log start offset moved by DeleteRecords", topic=topic, partition=index, offset=target)
+        if self.low_watermark(replica) >= target:
+            return ErrorCode.none, self.low_watermark(replica)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(replica.key, [])
+        waiters.append((target, future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+        except TimeoutError:
+            return ErrorCode.request_timed_out, self.low_watermark(replica)
+        finally:
+            if (target, future) in waiters:
+                waiters.remove((target, future))
+        if p.role != Role.LEADER or self.manager.replica(topic, index) is not replica:
+            return ErrorCode.not_leader_or_follower, -1
+        return ErrorCode.none, self.low_watermark(replica)
+
+    def on_follower_fetch(self, replica: Replica) -> None:
+        """A follower reported its log start offset: completes the DeleteRecords it satisfies."""
+        waiters = self._waiters.get(replica.key)
+        if not waiters:
+            return
+        low = self.low_watermark(replica)
+        for target, future in list(waiters):
+            if low >= target and not future.done():
+                future.set_result(None)
+
+    def on_leadership_lost(self, key: tuple[str, int]) -> None:
+        for _target, future in self._waiters.pop(key, []):
+            if not future.done():
+                future.set_result(None)
