@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +62,26 @@ def make_cluster(tmp_path: Path) -> Iterator:
     yield make
     for cluster in started:
         cluster.kill_all()
+
+
+@pytest.fixture(scope="session")
+def kafka_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A real Apache Kafka cluster (one controller, three brokers) for the whole session, started once.
+
+    ``EPOCHKRAFT_KAFKA_PEER=<run dir>`` reuses one that ``scripts/peers kafka up --dir ...`` started.
+    Skips, with the reason, where Kafka's jars cannot be fetched (no Maven, Java or network)."""
+    from epochkraft.peers.fetch import PeerUnavailable, kafka_libs
+    from epochkraft.peers.kafka import KafkaPeer
+
+    reuse = os.environ.get("EPOCHKRAFT_KAFKA_PEER")
+    if reuse:
+        yield KafkaPeer.load(Path(reuse) / "kafka" if (Path(reuse) / "kafka").is_dir() else Path(reuse))
+        return
+    try:
+        kafka_libs()
+    except PeerUnavailable as exc:
+        pytest.skip(f"Apache Kafka peer unavailable: {exc}")
+    peer = KafkaPeer(run_dir=tmp_path_factory.mktemp("kafka-peer"), brokers=3, heap_mb=384)
+    peer.start(timeout=240)
+    yield peer
+    peer.stop(timeout=20)

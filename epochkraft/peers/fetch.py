@@ -1,0 +1,88 @@
+"""Where the peers come from: the pinned versions (``peers/kafka/pom.xml``, ``peers/kfake/go.mod``), the
+cache they are fetched into (``~/.cache/epochkraft/peers``, or ``$EPOCHKRAFT_PEERS_CACHE``), and the
+fetching itself, by Maven and by ``go build``. Nothing of theirs is kept in the repository."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+PEERS_DIR = Path(__file__).resolve().parents[2] / "peers"
+KAFKA_POM = PEERS_DIR / "kafka" / "pom.xml"
+KFAKE_DIR = PEERS_DIR / "kfake"
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer cannot be fetched here (no Maven, Go or Java, or no network): tests skip with the reason."""
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("EPOCHKRAFT_PEERS_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base if env else base / "epochkraft" / "peers"
+
+
+def kafka_version() -> str:
+    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", KAFKA_POM.read_text())
+    if match is None:
+        raise PeerUnavailable(f"no kafka.version in {KAFKA_POM}")
+    return match.group(1)
+
+
+def kafka_libs() -> Path:
+    """The directory of Kafka's jars (server, tools, clients and their dependencies), fetched once."""
+    libs = cache_dir() / f"kafka-{kafka_version()}" / "libs"
+    done = libs / ".complete"
+    if done.exists():
+        return libs
+    for tool in ("mvn", "java"):
+        if shutil.which(tool) is None:
+            raise PeerUnavailable(f"{tool} is not installed")
+    libs.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [
+            "mvn", "-q", "-B", "-f", str(KAFKA_POM), "dependency:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+        ],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise PeerUnavailable(f"mvn could not fetch Kafka {kafka_version()}: {result.stdout[-2000:]}")
+    done.write_text(kafka_version() + "\n")
+    return libs
+
+
+def kafka_classpath() -> str:
+    return str(kafka_libs() / "*")
+
+
+def java_command(main_class: str, args: list[str], *, heap_mb: int = 256, jvm: list[str] = ()) -> list[str]:
+    """A JVM running one of Kafka's main classes (the shell scripts are not in the Maven artifacts)."""
+    return [
+        "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 128)}m", "-XX:+UseG1GC",
+        "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+        *jvm, "-cp", kafka_classpath(), main_class, *args,
+    ]  # fmt: skip
+
+
+def kfake_binary() -> Path:
+    """franz-go's kfake behind peers/kfake/main.go, built once per go.sum."""
+    digest = hashlib.sha256((KFAKE_DIR / "go.sum").read_bytes() + (KFAKE_DIR / "main.go").read_bytes())
+    binary = cache_dir() / f"kfake-{digest.hexdigest()[:12]}"
+    if binary.exists():
+        return binary
+    if shutil.which("go") is None:
+        raise PeerUnavailable("go is not installed")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        ["go", "build", "-o", str(binary), "."],
+        cwd=KFAKE_DIR, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "GOFLAGS": "-mod=readonly"},
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise PeerUnavailable(f"go could not build kfake: {result.stderr[-2000:]}")
+    return binary
