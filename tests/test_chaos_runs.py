@@ -43,6 +43,11 @@ def test_every_fault_once_and_the_checker_passes(tmp_path):
 
 
 def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):
+    # An earlier run's data in the same work dir: another cluster's data dir and old events.
+    for run in ("pre-kip903", "kip903"):
+        (tmp_path / run / "cluster" / "broker-2").mkdir(parents=True)
+        (tmp_path / run / "cluster" / "broker-2" / "meta.properties").write_text("cluster.id=earlier\n")
+        (tmp_path / run / "metrics" / "dt=2026-01-01" / "node=0").mkdir(parents=True)
     result = subprocess.run(
         [
             sys.executable,

@@ -20,7 +20,16 @@ def main(argv: list[str]) -> int:
     if not Path(args.metrics).is_dir():
         print(f"epochkraft analyze: no metrics dir at {args.metrics}", file=sys.stderr)
         return 2
-    from epochkraft.analytics.report import analyze
+    try:
+        from epochkraft.analytics.report import analyze
+    except ModuleNotFoundError as exc:
+        print(
+            f"epochkraft analyze: {(exc.name or 'a module').split('.')[0]} is not installed; it comes with the analytics extra:"
+            " pip install -c constraints.txt -e '.[analytics]' from a clone (scripts/venv installs it"
+            " into .venv), and Spark needs Java 17",
+            file=sys.stderr,
+        )
+        return 2
 
     results = analyze(args.metrics, args.out, args.master)
     seconds = results.pop("_seconds")["seconds"][0]

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from epochkraft.chaos.runner import FAULTS
+from epochkraft.chaos.runner import FAULTS, WorkDirBusy, start_clean
 
 
 def main(argv: list[str]) -> int:
@@ -23,13 +23,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, help="number of faults to apply (default: one of each)")
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--rate", type=int, default=300, help="produce rate, messages per second")
-    parser.add_argument("--work-dir", default="chaos-run", help="cluster data, logs, metrics and the report")
+    parser.add_argument(
+        "--work-dir",
+        default="chaos-run",
+        help="cluster data, logs, metrics and the report; an earlier run's data there is removed first",
+    )
     parser.add_argument("--report", help="JSON report path (default <work-dir>/report.json)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     work = Path(args.work_dir)
     report_path = Path(args.report) if args.report else work / "report.json"
     started = time.monotonic()
+    try:
+        for run_dir in [work / "pre-kip903", work / "kip903"] if args.scenario else [work]:
+            start_clean(run_dir)
+    except WorkDirBusy as exc:
+        print(f"epochkraft chaos: {exc}", file=sys.stderr)
+        return 2
     if args.scenario == "kafka-14139":
         from epochkraft.chaos.scenarios import run_kafka_14139
 

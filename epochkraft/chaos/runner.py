@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import sys
 import threading
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.metrics.events import read_events
@@ -45,6 +46,30 @@ group.initial.rebalance.delay.ms=0
 offsets.topic.num.partitions=3
 """
 SESSION_TIMEOUT_MS = 2000
+
+
+class WorkDirBusy(Exception):
+    """A cluster started by an earlier run in the same work dir is still running."""
+
+
+def start_clean(work_dir: Path) -> None:
+    """Removes an earlier run's cluster data and metrics from ``work_dir``: a new run's controller has a
+    new cluster id, which the old data dirs would refuse, and the old events would be counted again."""
+    cluster_dir = work_dir / "cluster"
+    if (cluster_dir / STATE_FILE).exists():
+        try:
+            earlier = LocalCluster.load(cluster_dir)
+        except (OSError, ValueError, KeyError):  # an unreadable state file names no process to wait for
+            earlier = None
+        procs = [] if earlier is None else [earlier.controller, *earlier.nodes.values()]
+        pids = [str(p.pid) for p in procs if p is not None and p.alive]
+        if pids:
+            raise WorkDirBusy(
+                f"a cluster from an earlier run in {cluster_dir} is still running (pids {', '.join(pids)}):"
+                f" stop it, or remove {cluster_dir}, or choose another --work-dir"
+            )
+    for name in ("cluster", "metrics"):
+        shutil.rmtree(work_dir / name, ignore_errors=True)
 
 
 class Workload:
