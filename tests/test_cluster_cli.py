@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -56,7 +57,13 @@ def test_up_status_kill_restart_and_ctrl_c(tmp_path):
                 break
         output = "".join(lines)
         assert "every broker is RUNNING" in output, output
-        assert f"bootstrap servers: 127.0.0.1:{base + 1},127.0.0.1:{base + 2},127.0.0.1:{base + 3}" in output
+        # Kafka's quick-start layout: broker 1 on the base port, the controller next.
+        assert f"bootstrap servers: 127.0.0.1:{base},127.0.0.1:{base + 2},127.0.0.1:{base + 3}" in output
+        assert f"controller:        127.0.0.1:{base + 1}" in output
+        assert f"broker 1 admin:    http://127.0.0.1:{base + 100}/metrics" in output
+        # `kcat -b localhost:9092 -L`: Metadata answered on the base port, naming every broker.
+        metadata = AdminClient({"bootstrap.servers": f"localhost:{base}"}).list_topics(timeout=20)
+        assert sorted(b.port for b in metadata.brokers.values()) == [base, base + 2, base + 3]
 
         status = cli("cluster", "status", "--data-dir", str(data))
         assert status.returncode == 0 and status.stdout.count("RUNNING") == 3, status.stdout

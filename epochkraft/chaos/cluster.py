@@ -1,8 +1,9 @@
 """A local cluster: one controller and N brokers as processes on loopback, described in a state file
 (``<data-dir>/cluster.json``) so ``epochkraft cluster status|kill|restart`` can act on it from another shell.
 
-Ports: the controller listens on ``base_port``, broker N on ``base_port + N``; broker N's admin HTTP port
-is ``base_port + 100 + N`` and the controller's ``base_port + 100``. Port 0 picks free ports (tests).
+Ports, as Kafka's quick start (base_port 9092): broker 1 listens on ``base_port``, the controller on
+``base_port + 1``, broker N > 1 on ``base_port + N`` (9092, 9093, then 9094, 9095...); each daemon's admin
+HTTP port is its Kafka port + 100. Port 0 picks free ports (tests).
 """
 
 from __future__ import annotations
@@ -35,20 +36,24 @@ class LocalCluster:
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
     _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
 
-    def _port(self, offset: int) -> int:
-        return 0 if self.base_port == 0 else self.base_port + offset
+    def _offset(self, node_id: int) -> int:
+        """A daemon's port above base_port: broker 1 on base_port itself, the controller (0) next."""
+        return {0: 1, 1: 0}.get(node_id, node_id)
 
-    def _admin(self, offset: int) -> int | None:
-        """Admin HTTP port: base_port + offset, or a free port when ports are picked freely."""
+    def _port(self, node_id: int) -> int:
+        return 0 if self.base_port == 0 else self.base_port + self._offset(node_id)
+
+    def _admin(self, node_id: int) -> int | None:
+        """Admin HTTP port: the daemon's Kafka port + 100, or a free port when ports are picked freely."""
         if not self.admin_ports:
             return None
         if self.base_port:
-            return self.base_port + offset
-        if offset not in self._free_admin:
+            return self.base_port + 100 + self._offset(node_id)
+        if node_id not in self._free_admin:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
-                self._free_admin[offset] = sock.getsockname()[1]
-        return self._free_admin[offset]
+                self._free_admin[node_id] = sock.getsockname()[1]
+        return self._free_admin[node_id]
 
     def _controller_process(self) -> LocalProcess:
         args = [
@@ -66,7 +71,7 @@ class LocalCluster:
             args += ["--metrics-dir", str(self.metrics_dir)]
         if self.controller_config is not None:
             args += ["--config", str(self.controller_config)]
-        if (admin := self._admin(100)) is not None:
+        if (admin := self._admin(0)) is not None:
             args += ["--admin-port", str(admin)]
         return LocalProcess(
             "controller", args, self.data_dir / "logs" / "controller.log", self.data_dir / "controller"
@@ -90,7 +95,7 @@ class LocalCluster:
             args += ["--metrics-dir", str(self.metrics_dir)]
         if self.broker_config is not None:
             args += ["--config", str(self.broker_config)]
-        if (admin := self._admin(100 + node_id)) is not None:
+        if (admin := self._admin(node_id)) is not None:
             args += ["--admin-port", str(admin)]
         args += self.extra_broker_args
         return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
@@ -129,7 +134,7 @@ class LocalCluster:
 
     def admin_port(self, node_id: int) -> int | None:
         """The admin HTTP port of broker ``node_id`` (0: the controller)."""
-        return self._admin(100 + node_id)
+        return self._admin(node_id)
 
     def stop(self) -> None:
         for proc in self.nodes.values():

@@ -118,7 +118,8 @@ def main(argv: list[str]) -> int:
         "--base-port",
         type=int,
         default=DEFAULT_BASE_PORT,
-        help="controller port; broker N gets base+N, admin ports base+100(+N) (default 9092)",
+        help="broker 1's port (default 9092, as Kafka's quick start); the controller gets base+1, broker N>1 "
+        "base+N, and each daemon's admin HTTP port is its port+100",
     )
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     up.add_argument("--metrics-dir", help="where daemons write their events (for `epochkraft analyze`)")
