@@ -131,7 +131,9 @@ class BrokerSettings:
         "default.replication.factor", 1, "Replication factor of auto-created topics.", minimum=1
     )
     auto_create_topics_enable: bool = prop(
-        "auto.create.topics.enable", False, "Create a topic when a client asks Metadata for an unknown one."
+        "auto.create.topics.enable",
+        True,
+        "Create a topic when a client asks Metadata for an unknown one (and allows it), as Kafka.",
     )
     offsets_topic_num_partitions: int = prop(
         "offsets.topic.num.partitions", 10, "Partitions of __consumer_offsets.", minimum=1
@@ -147,6 +149,16 @@ class BrokerSettings:
         3000,
         "Wait for more members before the first rebalance.",
         minimum=0,
+    )
+    message_max_bytes: int = prop(
+        "message.max.bytes",
+        1048588,
+        "Largest record batch a producer may send (MESSAGE_TOO_LARGE above it); a topic's "
+        "max.message.bytes overrides it.",
+        minimum=0,
+    )
+    fetch_max_bytes: int = prop(
+        "fetch.max.bytes", 57671680, "Most record bytes one Fetch response returns.", minimum=1024
     )
     socket_request_max_bytes: int = prop(
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.", minimum=1024

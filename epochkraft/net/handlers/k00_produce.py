@@ -1,6 +1,7 @@
 """Produce (key 0), versions 3-11, broker listener.
 
-- The leader validates each batch (CRC-32C and record count: CORRUPT_MESSAGE), assigns offsets and stamps
+- The leader validates each batch (CRC-32C and record count: CORRUPT_MESSAGE; larger than the topic's
+  max.message.bytes, else message.max.bytes (1048588): MESSAGE_TOO_LARGE), assigns offsets and stamps
   its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
   -1 (all) once the high watermark passes the batch.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,

@@ -2,7 +2,10 @@
 
 - Group keys (key_type 0) map to ``__consumer_offsets`` partition abs(hash(group)) % partitions; the
   coordinator is that partition's leader. While the topic is being created: COORDINATOR_NOT_AVAILABLE.
-- Transaction coordinators (key_type 1) are not supported: COORDINATOR_NOT_AVAILABLE.
+- Transaction coordinators (key_type 1): transactions are not supported, answered with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (librdkafka's
+  rd_kafka_txn_handle_FindCoordinator, the Java TransactionManager's FindCoordinatorHandler), so a
+  transactional producer fails at once instead of retrying COORDINATOR_NOT_AVAILABLE until it times out.
 - v4 batches keys in ``coordinator_keys``; v0-3 carry one ``key`` and answer at the top level.
 """
 
@@ -15,6 +18,8 @@ from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
 
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this cluster"
+
 
 @api(key=10, name="FindCoordinator", versions=(0, 4), listeners=(BROKER,))
 async def handle(request, ctx):
@@ -23,11 +28,13 @@ async def handle(request, ctx):
     key_type = getattr(request, "key_type", 0)
     coordinators = []
     for key in keys:
+        message = None
         if key_type != 0:
-            error, node, host, port = ErrorCode.coordinator_not_available, -1, "", -1
+            error, node, host, port = ErrorCode.transactional_id_authorization_failed, -1, "", -1
+            message = TRANSACTIONS_UNSUPPORTED
         else:
             error, node, host, port = await ctx.node.groups.find_coordinator(key)
-        message = None if error == ErrorCode.none else error.name.upper()
+            message = None if error == ErrorCode.none else error.name.upper()
         coordinators.append(
             Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
         )

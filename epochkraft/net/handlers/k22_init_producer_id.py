@@ -2,8 +2,8 @@
 
 - Idempotent producers (no transactional id) get a fresh producer id, epoch 0, from the broker's
   allocator (ids derived from the broker epoch, unique across the cluster without a controller call).
-- Transactions are not supported: FindCoordinator never names a transaction coordinator, so a request with a
-  transactional id can only come from a confused client; it gets NOT_COORDINATOR.
+- Transactions are not supported: a request with a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+  fatal to the producer in every client, as FindCoordinator answers for a transaction coordinator.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from epochkraft.protocol.versions import downgrade_response
 async def handle(request, ctx):
     if request.transactional_id is not None:
         response = InitProducerIdResponse(
-            throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator, producer_id=-1, producer_epoch=-1
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            producer_id=-1,
+            producer_epoch=-1,
         )
     else:
         response = InitProducerIdResponse(
