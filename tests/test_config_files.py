@@ -45,3 +45,24 @@ def test_config_file_shows_every_setting_and_its_default(filename, settings):
         if f.default is not dataclasses.MISSING
     }
     assert documented(CONFIG / filename) == expected
+
+
+def served_line(listener: str) -> str:
+    from epochkraft.protocol.api import served
+
+    def versions(spec) -> str:
+        if spec.min_version == spec.max_version:
+            return str(spec.min_version)
+        return f"{spec.min_version}-{spec.max_version}"
+
+    name = {1: "Fetch of `__cluster_metadata`"} if listener == "controller" else {}
+    items = ", ".join(
+        f"{name.get(key, spec.name)} ({key}) {versions(spec)}" for key, spec in served(listener).items()
+    )
+    return f"| {listener} | {items} |"
+
+
+def test_readme_what_is_served_table_is_the_registry():
+    readme = (CONFIG.parent / "README.md").read_text()
+    for listener in ("broker", "controller"):
+        assert served_line(listener) in readme, served_line(listener)
