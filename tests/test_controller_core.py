@@ -113,7 +113,9 @@ def test_fenced_broker_wanting_shutdown_shuts_down_now():
     assert response.should_shut_down and response.is_fenced
 
 
-def test_controlled_shutdown_moves_leadership_then_allows_shutdown():
+def test_controlled_shutdown_moves_leadership_then_waits_for_active_brokers():
+    """Leadership moves at once; the broker may stop only once every active broker has replayed those
+    records (Kafka's controlled shutdown offset), and stopping fences it."""
     ctx = ControllerContext()
     ctx.brokers_ready(1, 2, 3)
     ctx.create_topic("foo", [[1, 2, 3]])
@@ -121,13 +123,29 @@ def test_controlled_shutdown_moves_leadership_then_allows_shutdown():
     partition = ctx.partition("foo")
     assert partition.leader == 2 and 1 not in partition.isr
     assert ctx.controller.cluster.brokers[1].in_controlled_shutdown
-    assert response.should_shut_down and response.is_fenced, (
-        "a completed controlled shutdown fences the broker"
-    )
+    assert not response.should_shut_down and not response.is_fenced
+    shutdown_offset = ctx.controller.log.next_offset - 1
+    assert ctx.controller.cluster.controlled_shutdown_offset(1) == shutdown_offset
+    assert not ctx.heartbeat(1, want_shut_down=True).should_shut_down, "2 and 3 have not replayed it"
+    ctx.heartbeat(2, metadata_offset=shutdown_offset)
+    assert not ctx.heartbeat(1, want_shut_down=True).should_shut_down, "3 has not replayed it"
+    ctx.heartbeat(3, metadata_offset=shutdown_offset)
+    done = ctx.heartbeat(1, want_shut_down=True)
+    assert done.should_shut_down and done.is_fenced, "a completed controlled shutdown fences the broker"
     assert ctx.controller.cluster.brokers[1].fenced
     assert ctx.registration(1, incarnation=uuid.uuid4()).error_code == ErrorCode.none, (
         "no session to wait out"
     )
+
+
+def test_broker_leading_nothing_shuts_down_now():
+    """BrokerHeartbeatManager: UNFENCED + want_shut_down without leaderships -> SHUTDOWN_NOW."""
+    ctx = ControllerContext()
+    ctx.brokers_ready(1, 2, 3)
+    ctx.create_topic("foo", [[2, 3, 1]])
+    response = ctx.heartbeat(1, want_shut_down=True)
+    assert response.should_shut_down and response.is_fenced
+    assert 1 not in ctx.partition("foo").isr
 
 
 def test_process_expired_broker_heartbeat():

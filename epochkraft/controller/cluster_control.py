@@ -3,15 +3,21 @@
 Registrations are metadata-log state: they change only in ``replay``. A broker's epoch is the offset of
 its RegisterBrokerRecord in the metadata log, so every new incarnation gets a higher epoch.
 
-Heartbeat sessions (last contact, reported metadata offset) are deliberately outside the log, as in
-Kafka's BrokerHeartbeatManager: after a controller restart every broker starts a fresh session and must
-heartbeat within the session timeout to stay unfenced.
+Heartbeat sessions (last contact, reported metadata offset, controlled shutdown offset) are deliberately
+outside the log, as in Kafka's BrokerHeartbeatManager: after a controller restart every broker starts a
+fresh session and must heartbeat within the session timeout to stay unfenced. The heartbeat state machine
+(``calculate_next_broker_state``) is Kafka's: a fenced broker is unfenced once it has replayed its own
+RegisterBrokerRecord (the record's offset, which follows any ISR removals written for its previous
+incarnation); a broker in controlled shutdown may stop once it leads nothing and every active broker has
+replayed the records that moved its leaderships away.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import Enum
 from functools import singledispatchmethod
 
 from epochkraft.controller.state import BrokerRegistration, Endpoint
@@ -31,10 +37,20 @@ CHANGE_FENCE = 1
 CHANGE_UNFENCE = -1
 
 
+class BrokerControlState(Enum):
+    """Kafka's BrokerControlState: what a heartbeat moves a broker to."""
+
+    FENCED = "fenced"
+    UNFENCED = "unfenced"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+    SHUTDOWN_NOW = "shutdown_now"
+
+
 @dataclass(slots=True)
 class Session:
     last_contact_ms: int
     metadata_offset: int = -1
+    controlled_shutdown_offset: int = -1  # set once, when the broker enters controlled shutdown
 
 
 class ClusterControl:
@@ -43,6 +59,7 @@ class ClusterControl:
         self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerRegistration] = {}
         self.sessions: dict[int, Session] = {}  # not in the log
+        self.register_offsets: dict[int, int] = {}  # broker id -> offset of its RegisterBrokerRecord
         self.started_ms: int | None = None  # brokers known from the log get a session from here
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
@@ -134,15 +151,82 @@ class ClusterControl:
         return ErrorCode.none, next_offset, record
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
-        self.sessions[broker_id] = Session(now_ms, metadata_offset)
+        """Records a heartbeat (Kafka's touch); a fenced broker leaves controlled shutdown."""
+        session = self.sessions.get(broker_id)
+        registration = self.brokers.get(broker_id)
+        keep = session is not None and registration is not None and not registration.fenced
+        shutdown_offset = session.controlled_shutdown_offset if keep and session else -1
+        self.sessions[broker_id] = Session(now_ms, metadata_offset, shutdown_offset)
+
+    # ---- heartbeat state machine (Kafka's BrokerHeartbeatManager) ------------------------------------
+    def lowest_active_offset(self) -> int:
+        """The lowest metadata offset reported by an active broker (unfenced, not shutting down); a broker
+        that has not heartbeated to this controller counts as -1. No active broker: no bound."""
+        offsets = [
+            session.metadata_offset if (session := self.sessions.get(b)) is not None else -1
+            for b, registration in self.brokers.items()
+            if registration.active
+        ]
+        return min(offsets, default=1 << 62)
+
+    def controlled_shutdown_offset(self, broker_id: int) -> int | None:
+        session = self.sessions.get(broker_id)
+        if session is None or session.controlled_shutdown_offset < 0:
+            return None
+        return session.controlled_shutdown_offset
+
+    def maybe_update_controlled_shutdown_offset(self, broker_id: int, offset: int, now_ms: int) -> None:
+        """The offset at which the broker's controlled shutdown is complete; only the first one counts."""
+        session = self.sessions.setdefault(broker_id, Session(now_ms))
+        if session.controlled_shutdown_offset < 0:
+            session.controlled_shutdown_offset = offset
+
+    def current_state(self, broker_id: int) -> BrokerControlState:
+        registration = self.brokers[broker_id]
+        if registration.fenced:
+            return BrokerControlState.FENCED
+        if registration.in_controlled_shutdown:
+            return BrokerControlState.CONTROLLED_SHUTDOWN
+        return BrokerControlState.UNFENCED
+
+    def calculate_next_broker_state(
+        self,
+        broker_id: int,
+        *,
+        want_fence: bool,
+        want_shut_down: bool,
+        current_metadata_offset: int,
+        has_leaderships: Callable[[], bool],
+    ) -> tuple[BrokerControlState, BrokerControlState]:
+        """(current, next), as Kafka's BrokerHeartbeatManager.calculateNextBrokerState."""
+        current = self.current_state(broker_id)
+        state = BrokerControlState
+        if current == state.FENCED:
+            if want_shut_down:
+                return current, state.SHUTDOWN_NOW
+            if not want_fence and current_metadata_offset >= self.register_offsets.get(broker_id, 1 << 62):
+                return current, state.UNFENCED
+            return current, state.FENCED
+        if current == state.UNFENCED:
+            if want_fence:
+                return current, state.SHUTDOWN_NOW if want_shut_down else state.FENCED
+            if want_shut_down:
+                return current, state.CONTROLLED_SHUTDOWN if has_leaderships() else state.SHUTDOWN_NOW
+            return current, state.UNFENCED
+        if has_leaderships():
+            return current, state.CONTROLLED_SHUTDOWN
+        shutdown_offset = self.controlled_shutdown_offset(broker_id)
+        if shutdown_offset is not None and shutdown_offset <= self.lowest_active_offset():
+            return current, state.SHUTDOWN_NOW
+        return current, state.CONTROLLED_SHUTDOWN
 
     # ---- replay -------------------------------------------------------------------------------------
     @singledispatchmethod
-    def replay(self, record: object) -> None:
+    def replay(self, record: object, offset: int = -1) -> None:
         raise TypeError(f"ClusterControl cannot replay {type(record).__name__}")
 
     @replay.register
-    def _(self, record: RegisterBrokerRecord) -> None:
+    def _(self, record: RegisterBrokerRecord, offset: int = -1) -> None:
         self.brokers[record.broker_id] = BrokerRegistration(
             broker_id=record.broker_id,
             epoch=record.broker_epoch,
@@ -153,17 +237,18 @@ class ClusterControl:
             in_controlled_shutdown=record.in_controlled_shutdown,
         )
         self.sessions.pop(record.broker_id, None)  # a new incarnation starts a new session
+        self.register_offsets[record.broker_id] = offset
 
     @replay.register
-    def _(self, record: FenceBrokerRecord) -> None:
+    def _(self, record: FenceBrokerRecord, offset: int = -1) -> None:
         self._update(record.id, record.epoch, fenced=True)
 
     @replay.register
-    def _(self, record: UnfenceBrokerRecord) -> None:
+    def _(self, record: UnfenceBrokerRecord, offset: int = -1) -> None:
         self._update(record.id, record.epoch, fenced=False)
 
     @replay.register
-    def _(self, record: BrokerRegistrationChangeRecord) -> None:
+    def _(self, record: BrokerRegistrationChangeRecord, offset: int = -1) -> None:
         changes: dict[str, bool] = {}
         if record.fenced == CHANGE_FENCE:
             changes["fenced"] = True
@@ -174,11 +259,12 @@ class ClusterControl:
         self._update(record.broker_id, record.broker_epoch, **changes)
 
     @replay.register
-    def _(self, record: UnregisterBrokerRecord) -> None:
+    def _(self, record: UnregisterBrokerRecord, offset: int = -1) -> None:
         registration = self.brokers.get(record.broker_id)
         if registration is not None and registration.epoch == record.broker_epoch:
             del self.brokers[record.broker_id]
             self.sessions.pop(record.broker_id, None)
+            self.register_offsets.pop(record.broker_id, None)
 
     def _update(self, broker_id: int, epoch: int, **changes: bool) -> None:
         registration = self.brokers.get(broker_id)

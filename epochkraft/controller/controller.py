@@ -31,7 +31,7 @@ from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
-from epochkraft.controller.cluster_control import CHANGE_NONE, ClusterControl
+from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.metadata_log import MetadataLog
@@ -101,8 +101,8 @@ class Controller:
     def load(self, data: bytes) -> int:
         """Rebuilds state from metadata-log bytes read from disk; returns the number of records."""
         count = 0
-        for _offset, record in self.log.load(data):
-            self.replay(record)
+        for offset, record in self.log.load(data):
+            self.replay(record, offset)
             count += 1
         return count
 
@@ -116,7 +116,7 @@ class Controller:
             if type(record) is PartitionChangeRecord:  # most records; skips two dispatch layers
                 replay_partition_change(record)
             else:
-                self.replay(record)
+                self.replay(record, offset)
         return base
 
     def _note(self, offset: int, record: object) -> None:
@@ -175,7 +175,7 @@ class Controller:
 
     # ---- replay: the only place state changes -------------------------------------------------------
     @singledispatchmethod
-    def replay(self, record: object) -> None:
+    def replay(self, record: object, offset: int = -1) -> None:
         raise TypeError(f"no replay for {type(record).__name__}")
 
     @replay.register(RegisterBrokerRecord)
@@ -183,24 +183,24 @@ class Controller:
     @replay.register(UnfenceBrokerRecord)
     @replay.register(BrokerRegistrationChangeRecord)
     @replay.register(UnregisterBrokerRecord)
-    def _(self, record: Any) -> None:
-        self.cluster.replay(record)
+    def _(self, record: Any, offset: int = -1) -> None:
+        self.cluster.replay(record, offset)
 
     @replay.register(TopicRecord)
     @replay.register(PartitionRecord)
     @replay.register(PartitionChangeRecord)
     @replay.register(RemoveTopicRecord)
-    def _(self, record: Any) -> None:
+    def _(self, record: Any, offset: int = -1) -> None:
         self.replication.replay(record)
 
     @replay.register
-    def _(self, record: ConfigRecord) -> None:
+    def _(self, record: ConfigRecord, offset: int = -1) -> None:
         self.configuration.replay(record)
 
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)
     @replay.register(ProducerIdsRecord)
-    def _(self, record: Any) -> None:
+    def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
 
     # ---- registration and heartbeats ----------------------------------------------------------------
@@ -226,30 +226,32 @@ class Controller:
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
 
     def heartbeat(self, now_ms: int, request: Any) -> BrokerHeartbeatResponse:
+        """Kafka's processBrokerHeartbeat: the next broker state from the current one and the request,
+        the records of the transition, then the session is touched."""
         broker_id, epoch = request.broker_id, request.broker_epoch
-
-        def reply(error: ErrorCode, caught_up: bool = False, fenced: bool = True, shutdown: bool = False):
+        if self.cluster.check_broker_epoch(broker_id, epoch) != ErrorCode.none:
             return BrokerHeartbeatResponse(
                 throttle_time=NO_THROTTLE,
-                error_code=error,
-                is_caught_up=caught_up,
-                is_fenced=fenced,
-                should_shut_down=shutdown,
+                error_code=ErrorCode.stale_broker_epoch,
+                is_caught_up=False,
+                is_fenced=True,
+                should_shut_down=False,
             )
-
-        if self.cluster.check_broker_epoch(broker_id, epoch) != ErrorCode.none:
-            return reply(ErrorCode.stale_broker_epoch)
-        self.cluster.touch(broker_id, now_ms, request.current_metadata_offset)
-        registration = self.cluster.brokers[broker_id]
-        caught_up = request.current_metadata_offset >= registration.epoch
-        if registration.fenced:
-            if request.want_shut_down:
-                return reply(ErrorCode.none, caught_up, True, True)
-            if not request.want_fence and caught_up:
+        current, next_state = self.cluster.calculate_next_broker_state(
+            broker_id,
+            want_fence=request.want_fence,
+            want_shut_down=request.want_shut_down,
+            current_metadata_offset=request.current_metadata_offset,
+            has_leaderships=lambda: any(p.leader == broker_id for _, _, p in self.replication.partitions()),
+        )
+        if current != next_state:
+            if next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
+                if not self.cluster.brokers[broker_id].fenced:
+                    self._fence(now_ms, broker_id)
+            elif next_state == BrokerControlState.UNFENCED:
                 self._commit([UnfenceBrokerRecord(id=broker_id, epoch=epoch)], now_ms)
                 self._commit(self.replication.decide_leaderless_elections(self.cluster.is_active), now_ms)
-        elif registration.in_controlled_shutdown or request.want_shut_down:
-            if not registration.in_controlled_shutdown:
+            elif next_state == BrokerControlState.CONTROLLED_SHUTDOWN:
                 change = BrokerRegistrationChangeRecord(
                     broker_id=broker_id, broker_epoch=epoch, fenced=CHANGE_NONE, in_controlled_shutdown=1
                 )
@@ -257,17 +259,17 @@ class Controller:
                 self._commit(
                     self.replication.decide_remove_from_isrs(broker_id, self.cluster.is_active), now_ms
                 )
-            leads = any(p.leader == broker_id for _, _, p in self.replication.partitions())
-            if leads:
-                return reply(ErrorCode.none, caught_up, False, False)
-            # SHUTDOWN_NOW: Kafka fences a broker that completed its controlled shutdown, so its next
-            # incarnation can register at once instead of waiting out this session.
-            self._fence(now_ms, broker_id)
-            return reply(ErrorCode.none, caught_up, True, True)
-        elif request.want_fence:
-            self._fence(now_ms, broker_id)
-        registration = self.cluster.brokers[broker_id]
-        return reply(ErrorCode.none, caught_up, registration.fenced, False)
+        self.cluster.touch(broker_id, now_ms, request.current_metadata_offset)
+        if next_state == BrokerControlState.CONTROLLED_SHUTDOWN:
+            # Complete once every active broker has replayed the records that moved its leaderships.
+            self.cluster.maybe_update_controlled_shutdown_offset(broker_id, self.log.next_offset - 1, now_ms)
+        return BrokerHeartbeatResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            is_caught_up=request.current_metadata_offset >= self.cluster.register_offsets.get(broker_id, 0),
+            is_fenced=next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW),
+            should_shut_down=next_state == BrokerControlState.SHUTDOWN_NOW,
+        )
 
     def _fence(self, now_ms: int, broker_id: int) -> None:
         """ISR and leader changes first, then the fence record (Kafka's order)."""
