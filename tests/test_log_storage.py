@@ -390,12 +390,12 @@ def test_meta_properties_and_load_all(tmp_path):
     ("requested", "expected"),
     [
         (-1, (-1, -1)),  # undefined
-        (0, (0, 0)),  # below the first epoch: ends where the first known one starts
+        (0, (0, 0)),  # below the first epoch: the requested epoch and the first epoch's start
         (2, (2, 10)),  # ends where epoch 4 starts
         (3, (2, 10)),  # unknown epoch between: the previous one's end
         (4, (4, 25)),
         (6, (6, 40)),  # latest: the log end
-        (9, (6, 40)),  # above the latest: the latest
+        (9, (-1, -1)),  # above the latest: undefined
     ],
 )
 def test_leader_epoch_end_offsets(requested, expected):

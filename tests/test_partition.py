@@ -267,9 +267,9 @@ def test_acks_all_min_insync():
 def test_kip704_unclean_leader_reports_recovered_before_expanding():
     brokers = Brokers()
     p = leader(isr=(1,), recovery=RECOVERING)
-    assert p.update_follower_fetch(1, 2, 102, 10, 10, brokers, 101) is None
-    item = p.maybe_report_recovered(brokers, 101)
-    assert item is not None and item.leader_recovery_state == RECOVERED and item.isr_ids == (1,)
+    item = p.update_follower_fetch(1, 2, 102, 10, 10, brokers, 101)
+    assert item is not None and item.kind == "recovered", "no expansion while RECOVERING: report first"
+    assert item.leader_recovery_state == RECOVERED and item.isr_ids == (1,)
     p.on_alter_partition_result(
         item, ErrorCode.none, leader_epoch=5, isr=(1,), partition_epoch=10, leader_recovery_state=RECOVERED
     )

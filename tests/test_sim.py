@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from epochkraft.sim.cluster import Fault, SimCluster, random_schedule, run_seed
+from epochkraft.broker import fetch_rules
+from epochkraft.sim.cluster import Fault, SimCluster, random_schedule, run_seed, shrink
 
 # 2,000 seeds take about 70 s on 2 cores; the deadlines leave room for a machine several times slower.
 pytestmark = pytest.mark.timeout(600)
@@ -66,3 +67,18 @@ def test_unsafe_switches_let_the_simulator_find_kafka_14139(tmp_path):
     assert "lost" in summary["violation"] and "stale replica admitted" in summary["violation"]
     assert 2 <= len(summary["shrunk_schedule"]) <= 5
     assert "shrunk schedule" in summary["stdout"]
+
+
+def test_liveness_check_finds_and_shrinks_a_follower_that_never_rejoins(monkeypatch):
+    """The liveness check, shown able to fail: with the old answer to a follower whose last fetched epoch
+    is older than the leader's first (DivergingEpoch(-1, -1), ignored by the follower) switched back on,
+    the simulator finds the partition that never heals and shrinks the schedule; without it, the same
+    seed heals."""
+    assert run_seed(6).violation is None and run_seed(6).healthy_after_ms is not None
+    monkeypatch.setattr(fetch_rules, "LEGACY_UNDEFINED_DIVERGENCE_FOR_TESTS", True)
+    found = run_seed(6)
+    assert found.violation is not None and "not healed" in found.violation
+    assert "without progress" in found.violation and "does not hold every replica" in found.violation
+    shrunk = shrink(found, unsafe=False)
+    assert shrunk.violation is not None and "not healed" in shrunk.violation
+    assert 1 <= len(shrunk.schedule) < len(found.schedule)

@@ -4,6 +4,11 @@ Each Fetch carries this broker's id and broker epoch in ReplicaState (v15+, KIP-
 the current leader epoch and the epoch of the last fetched batch, so the leader can answer with a
 diverging epoch; the follower then truncates and fetches again. The unsafe pre-KIP-903 mode sends
 Fetch v14 with only the replica id, as brokers did before.
+
+The leader's answer is applied with the follower rules of ``fetch_rules``: a DivergingEpoch truncates to
+``truncation_offset``; OFFSET_OUT_OF_RANGE restarts at the leader's log start when our log ends before it,
+else at the leader's high watermark. A fetcher that fails for any reason logs it and starts again after a
+backoff; once stopped it never starts again, so nothing is appended or truncated after the broker stops.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import structlog
 from kio.schema.fetch.v14 import request as f14
 from kio.schema.fetch.v16 import request as f16
 
+from epochkraft.broker.fetch_rules import truncation_offset
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -36,9 +42,13 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], Any] = {}
         self._changed = asyncio.Event()
         self._client: KafkaClient | None = None
-        self._task = asyncio.create_task(self._run(), name=f"fetcher-{source_id}")
+        self.stopped = False
+        self.restarts = 0
+        self._task = asyncio.create_task(self._supervise(), name=f"fetcher-{source_id}")
 
     def add(self, replica: Any) -> None:
+        if self.stopped:
+            return
         self.partitions[replica.key] = replica
         self._changed.set()
 
@@ -47,11 +57,31 @@ class ReplicaFetcher:
             self._changed.set()
 
     async def stop(self) -> None:
+        """Stops for good: when this returns, no answer is applied to any log any more."""
+        self.stopped = True
+        self.partitions.clear()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
         if self._client is not None:
             await self._client.close()
+
+    async def _supervise(self) -> None:
+        """Runs the fetch loop; a failure of any kind is logged and the loop starts again on a new
+        connection after a backoff (a fetcher never vanishes while the broker runs)."""
+        while not self.stopped:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.restarts += 1
+                log.exception("replica fetcher failed; restarting", source=self.source_id)
+                client, self._client = self._client, None
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        await client.close()
+                await asyncio.sleep(BACKOFF_S)
 
     def _connect(self) -> KafkaClient | None:
         endpoint = self.manager.cache.endpoint(self.source_id)
@@ -67,7 +97,7 @@ class ReplicaFetcher:
         return self._client
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopped:
             if not self.partitions:
                 self._changed.clear()
                 await self._changed.wait()
@@ -161,22 +191,20 @@ class ReplicaFetcher:
             return True
         if error != ErrorCode.none:
             return False
-        if data.diverging is not None and data.diverging[0] >= 0:
-            diverging_epoch, diverging_end = data.diverging
-            epoch, end = plog.epochs.end_offset_for(diverging_epoch)
-            target = diverging_end if epoch == -1 else min(diverging_end, end)
-            target = max(min(target, plog.log_end_offset), 0)
+        if data.diverging is not None:
+            end = plog.log_end_offset
+            target = max(truncation_offset(plog.epochs, end, p.high_watermark, data.diverging), 0)
             log.info(
                 "follower truncating on divergence",
                 topic=p.topic,
                 partition=p.index,
                 to=target,
-                diverging_epoch=diverging_epoch,
+                diverging_epoch=data.diverging[0],
             )
             plog.truncate_to(target)
             replica.producers.truncate(target)
             p.high_watermark = min(p.high_watermark, plog.log_end_offset)
-            return True
+            return target < end  # no progress: back off rather than ask the same again at once
         records = data.records
         if records:
             try:

@@ -22,10 +22,12 @@ API (all sans-IO; ``brokers`` is a ``BrokerView`` over the metadata cache):
   ``maybe_report_recovered(brokers, local_broker_epoch)`` (KIP-704) -> ``AlterPartitionItem | None``.
 - ``maybe_increment_high_watermark(now_ms, leader_log_end, brokers) -> int | None`` (the new HW).
 - acks=all: ``check_enough_replicas_before_append(acks)`` and ``acks_all_result(required_offset) ->
-  ErrorCode | None`` (None: keep waiting for the HW).
+  ErrorCode | None`` (None: keep waiting for the HW), both against ``effective_min_isr``
+  (min.insync.replicas capped at the replication factor, as Kafka).
 - ``on_alter_partition_result(item, error, *, leader_epoch, isr, partition_epoch, leader_recovery_state)
   -> bool`` (True if the committed ISR changed); follower: ``update_follower_high_watermark``.
-Divergence (LastFetchedEpoch) is checked by the Fetch handler against the log's epoch cache.
+Divergence (LastFetchedEpoch) is checked by ``fetch_rules.plan_read`` against the log's epoch cache; the
+AlterPartition glue (submit, refusal, answers, ticks) is ``replica_set.ReplicaSet``.
 """
 
 from __future__ import annotations
@@ -249,7 +251,8 @@ class Partition:
         if self.pending is not None or state.broker_id in self.isr:
             return None
         if self.leader_recovery_state == RECOVERING:
-            return None  # KIP-704: report RECOVERED first
+            # KIP-704: report RECOVERED first (again, if an earlier report was dropped or refused).
+            return self.maybe_report_recovered(brokers, local_broker_epoch)
         caught_up = (
             state.log_end_offset >= self.high_watermark
             and state.log_end_offset >= self.leader_epoch_start_offset
@@ -262,9 +265,12 @@ class Partition:
     def maybe_shrink_isr(
         self, now_ms: int, leader_log_end: int, brokers: BrokerView, local_broker_epoch: int
     ) -> AlterPartitionItem | None:
-        """Every replica.lag.time.max.ms / 2: propose dropping followers that stopped keeping up."""
+        """Every replica.lag.time.max.ms / 2: propose dropping followers that stopped keeping up; a leader
+        still RECOVERING (KIP-704) reports RECOVERED instead, so a lost report is made again."""
         if self.role != Role.LEADER or self.pending is not None:
             return None
+        if self.leader_recovery_state == RECOVERING:
+            return self.maybe_report_recovered(brokers, local_broker_epoch)
         out_of_sync = [
             b
             for b in self.isr
@@ -315,6 +321,19 @@ class Partition:
 
     # ---- leader side: high watermark and acks=all ----------------------------------------------------------
     @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas, capped at the replication factor (Kafka's effectiveMinIsr)."""
+        return min(self.min_insync_replicas, max(len(self.replicas), 1))
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.role == Role.LEADER and len(self.isr) < self.effective_min_isr
+
+    @property
+    def is_at_min_isr(self) -> bool:
+        return self.role == Role.LEADER and len(self.isr) == self.effective_min_isr
+
+    @property
     def maximal_isr(self) -> tuple[int, ...]:
         if self.pending is not None and self.pending.kind == "expand":
             return tuple(dict.fromkeys((*self.isr, *self.pending.isr_ids)))
@@ -325,9 +344,7 @@ class Partition:
     ) -> int | None:
         """The new high watermark if it moved: min log end over the maximal ISR and over caught-up eligible
         replicas about to join; never backwards; frozen while the committed ISR is under min ISR."""
-        if self.role != Role.LEADER:
-            return None
-        if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+        if self.role != Role.LEADER or self.is_under_min_isr:
             return None
         new_hw = leader_log_end
         maximal = self.maximal_isr
@@ -347,7 +364,7 @@ class Partition:
     def check_enough_replicas_before_append(self, acks: int) -> ErrorCode:
         if self.role != Role.LEADER:
             return ErrorCode.not_leader_or_follower
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        if acks == -1 and len(self.isr) < self.effective_min_isr:
             return ErrorCode.not_enough_replicas
         return ErrorCode.none
 
@@ -358,7 +375,7 @@ class Partition:
             return ErrorCode.not_leader_or_follower
         if self.high_watermark < required_offset:
             return None
-        if len(self.maximal_isr) >= self.min_insync_replicas:
+        if len(self.maximal_isr) >= self.effective_min_isr:
             return ErrorCode.none
         return ErrorCode.not_enough_replicas_after_append
 

@@ -1,8 +1,9 @@
 """The broker's replicas: partition logs, leader/follower transitions, produce and fetch, ISR actions.
 
-This is the asyncio edge around the sans-IO ``Partition`` core: it reads the clock, executes the core's
-decisions (AlterPartition items go to the AlterPartitionManager, high-watermark moves release acks=all
-producers and long-polling consumers), and owns the logs and the follower fetchers.
+This is the asyncio driver of the sans-IO ``ReplicaSet``: it reads the clock, feeds the replica set
+metadata, appends, follower fetches, AlterPartition answers and ticks, and carries out what it decides
+(become leader or follower on the logs and fetchers, send AlterPartition, release acks=all producers and
+long-polling consumers when a high watermark moves).
 """
 
 from __future__ import annotations
@@ -12,20 +13,19 @@ import contextlib
 import heapq
 import itertools
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from epochkraft.broker.alter_partition_manager import AlterPartitionManager
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
 from epochkraft.broker.log.partition_log import TOPIC_CONFIGS
 from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
-from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
+from epochkraft.broker.partition import Partition
 from epochkraft.broker.producer_state import ProducerStateTable
+from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CorruptRecordError, iter_batches
@@ -68,6 +68,9 @@ class ProduceResult:
 
 
 class ReplicaManager:
+    """Drives the sans-IO ``ReplicaSet`` with asyncio: logs, acks=all futures, long-poll wakeups, fetchers
+    and the AlterPartition sender loop."""
+
     def __init__(
         self,
         node_id: int,
@@ -86,17 +89,28 @@ class ReplicaManager:
         self.send_alter_partition = send_alter_partition
         self.events = events
         self.replicas: dict[tuple[str, int], Replica] = {}
-        self.alter_manager = AlterPartitionManager(
-            node_id, broker_epoch, unsafe_pre_kip903=settings.unsafe_pre_kip903_mode
+        self.replica_set = ReplicaSet(
+            node_id,
+            broker_epoch,
+            cache,
+            self,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            min_insync_replicas=settings.min_insync_replicas,
+            unsafe_pre_kip903=settings.unsafe_pre_kip903_mode,
         )
+        self.alter_manager = self.replica_set.alter
         self._alter_wakeup = asyncio.Event()
         self._seq = itertools.count()
         self.fetchers: dict[int, Any] = {}  # source broker id -> ReplicaFetcher
         self.fetcher_factory: Callable[[int], Any] | None = None
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
         self.tasks: list[asyncio.Task[None]] = []
-        self.stats = {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
+        self.stopped = False
         self.lifecycle = LogLifecycle(self)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self.replica_set.stats
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -108,11 +122,14 @@ class ReplicaManager:
         ]
 
     async def stop(self) -> None:
+        """Stops for good: no fetcher starts again and none appends or truncates after this returns."""
+        self.stopped = True
         for task in self.tasks:
             task.cancel()
-        for fetcher in self.fetchers.values():
-            await fetcher.stop()
+        fetchers = list(self.fetchers.values())
         self.fetchers.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()
         for replica in self.replicas.values():
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
         self.checkpoint_high_watermarks()
@@ -122,54 +139,43 @@ class ReplicaManager:
         if self.events is not None:
             self.events.emit(event, **fields)
 
-    # ---- metadata ----------------------------------------------------------------------------------------
-    def on_metadata(self, changes: Changes) -> None:
-        """Applies partition changes from the metadata log: become leader, follower, or drop the replica."""
-        for topic in changes.deleted_topics:
-            for index in list(topic.partitions):
-                self._remove(topic.name, index, delete=True)
-        for name, index in sorted(changes.partitions):
-            registration = self.cache.partition(name, index)
-            topic = self.cache.topic(name)
-            if registration is None or topic is None:
-                continue
-            if self.node_id not in registration.replicas:
-                self._remove(name, index, delete=True)
-                continue
-            replica = self._get_or_create(name, index, topic.topic_id)
-            replica.log.config = self.topic_log_config(name)  # topic configs may have changed
-            if registration.leader == self.node_id:
-                self._become_leader(replica, registration)
-            else:
-                self._become_follower(replica, registration)
-        if changes.brokers:
-            # A broker's fencing or new epoch can make a follower eligible, or free a stuck HW.
-            for replica in self.replicas.values():
-                if replica.partition.role == Role.LEADER:
-                    self._maybe_advance_hw(replica)
+    # ---- ReplicaHost (storage for the replica set) -----------------------------------------------------------
+    def open_replica(self, key: tuple[str, int]) -> int:
+        self.logs.get_or_create(*key, self.topic_log_config(key[0]))
+        return self.logs.high_watermarks.get(key, 0)
+
+    def log_end_offset(self, key: tuple[str, int]) -> int:
+        replica = self.replicas.get(key)
+        if replica is not None:
+            return replica.log.log_end_offset
+        return self.logs.get_or_create(*key, self.topic_log_config(key[0])).log_end_offset
 
     def topic_log_config(self, topic: str) -> LogConfig:
         """The broker's log.* defaults overridden by the topic's configs (and dynamic broker defaults)."""
         configs = {name: self.cache.topic_config(topic, name) for name in TOPIC_CONFIGS}
         return self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
 
-    def _get_or_create(self, topic: str, index: int, topic_id: uuid.UUID) -> Replica:
-        replica = self.replicas.get((topic, index))
-        if replica is None:
-            plog = self.logs.get_or_create(topic, index, self.topic_log_config(topic))
-            partition = Partition(
-                topic,
-                topic_id,
-                index,
-                self.node_id,
-                replica_lag_time_max_ms=self.settings.replica_lag_time_max_ms,
-                unsafe_pre_kip903=self.settings.unsafe_pre_kip903_mode,
-            )
-            checkpointed = self.logs.high_watermarks.get((topic, index), 0)
-            partition.high_watermark = min(checkpointed, plog.log_end_offset)
-            replica = self.replicas[(topic, index)] = Replica(partition, plog)
-            self._rebuild_producer_state(replica)
-        return replica
+    # ---- metadata ----------------------------------------------------------------------------------------
+    def on_metadata(self, changes: Changes) -> None:
+        """Applies partition changes from the metadata log, then carries out what the replica set decided."""
+        transitions = self.replica_set.apply_metadata(now_ms(), changes)
+        for transition in transitions:
+            key = transition.key
+            if transition.kind == "removed":
+                self._remove(key, was_leader=transition.was_leader)
+                continue
+            replica = self.replicas.get(key)
+            if replica is None:
+                partition = self.replica_set.partitions[key]
+                plog = self.logs.get_or_create(*key, self.topic_log_config(key[0]))
+                replica = self.replicas[key] = Replica(partition, plog)
+                self._rebuild_producer_state(replica)
+            replica.log.config = self.topic_log_config(key[0])  # topic configs may have changed
+            if transition.kind == "leader":
+                self._became_leader(replica, transition)
+            else:
+                self._became_follower(replica, transition)
+        self._after_replica_set()
 
     def _rebuild_producer_state(self, replica: Replica) -> None:
         position = replica.log.log_start_offset
@@ -189,28 +195,11 @@ class ReplicaManager:
                 )
                 position = header.next_offset
 
-    def _become_leader(self, replica: Replica, reg: Any) -> None:
+    def _became_leader(self, replica: Replica, transition: Transition) -> None:
         p = replica.partition
-        was_leader = p.role == Role.LEADER and p.leader_epoch == reg.leader_epoch
-        previous_isr = set(p.isr)
-        applied = p.make_leader(
-            now_ms(),
-            leader_epoch=reg.leader_epoch,
-            partition_epoch=reg.partition_epoch,
-            replicas=reg.replicas,
-            isr=reg.isr,
-            leader_recovery_state=int(reg.leader_recovery_state),
-            log_end_offset=replica.log.log_end_offset,
-            min_insync_replicas=self.cache.min_insync(p.topic, self.settings.min_insync_replicas),
-        )
-        if not applied:
-            return
-        if was_leader:
-            # ISR changes decided by the controller (fencing, shutdown) count like our own.
-            self._count_isr_change(previous_isr, set(p.isr))
-        if not was_leader:
+        if transition.new_term:
             self._stop_fetching(replica)
-            replica.log.epochs.assign(reg.leader_epoch, replica.log.log_end_offset)
+            replica.log.epochs.assign(p.leader_epoch, replica.log.log_end_offset)
             log.info(
                 "became leader",
                 topic=p.topic,
@@ -220,37 +209,21 @@ class ReplicaManager:
             )
             for listener in self.leadership_listeners:
                 listener(p.topic, p.index, True)
-            recovered = p.maybe_report_recovered(self.cache, self.broker_epoch())
-            if recovered is not None:
-                self._submit(recovered)
-        self._maybe_advance_hw(replica)
         wake(replica)
 
-    def _become_follower(self, replica: Replica, reg: Any) -> None:
+    def _became_follower(self, replica: Replica, transition: Transition) -> None:
         p = replica.partition
-        was = (p.role, p.leader_id, p.leader_epoch)
-        applied = p.make_follower(
-            leader=reg.leader,
-            leader_epoch=reg.leader_epoch,
-            partition_epoch=reg.partition_epoch,
-            replicas=reg.replicas,
-            isr=reg.isr,
-            leader_recovery_state=int(reg.leader_recovery_state),
-        )
-        if not applied:
-            return
-        if was[0] == Role.LEADER:
+        if transition.was_leader:
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
             self.lifecycle.on_leadership_lost(replica.key)
             for listener in self.leadership_listeners:
                 listener(p.topic, p.index, False)
-        p.high_watermark = min(p.high_watermark, replica.log.log_end_offset)
-        if was != (Role.FOLLOWER, reg.leader, reg.leader_epoch):
+        if transition.new_term:
             self._stop_fetching(replica)
-            if reg.leader >= 0 and self.fetcher_factory is not None:
-                fetcher = self.fetchers.get(reg.leader)
+            if transition.leader >= 0 and self.fetcher_factory is not None and not self.stopped:
+                fetcher = self.fetchers.get(transition.leader)
                 if fetcher is None:
-                    fetcher = self.fetchers[reg.leader] = self.fetcher_factory(reg.leader)
+                    fetcher = self.fetchers[transition.leader] = self.fetcher_factory(transition.leader)
                 fetcher.add(replica)
         wake(replica)
 
@@ -258,27 +231,57 @@ class ReplicaManager:
         for fetcher in self.fetchers.values():
             fetcher.remove(replica.key)
 
-    def _remove(self, topic: str, index: int, delete: bool) -> None:
-        replica = self.replicas.pop((topic, index), None)
-        if replica is None:
-            return
-        self._stop_fetching(replica)
-        self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
-        self.lifecycle.on_leadership_lost(replica.key)
-        if replica.partition.role == Role.LEADER:
+    def _remove(self, key: tuple[str, int], was_leader: bool) -> None:
+        replica = self.replicas.pop(key, None)
+        if replica is not None:
+            self._stop_fetching(replica)
+            self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+            self.lifecycle.on_leadership_lost(key)
+        if was_leader:
             for listener in self.leadership_listeners:
-                listener(topic, index, False)
-        if delete:
-            self.logs.delete(topic, index)
+                listener(*key, False)
+        self.logs.delete(*key)
+
+    def _after_replica_set(self) -> None:
+        """Carries out what the replica set recorded: wake waiters of moved HWs, send ISR changes, log."""
+        rs = self.replica_set
+        moved, rs.hw_moved = rs.hw_moved, set()
+        for key in moved:
+            replica = self.replicas.get(key)
+            if replica is not None:
+                wake(replica)
+        events, rs.isr_events = rs.isr_events, []
+        for event in events:
+            item = event.item
+            topic, index = event.key
+            if event.kind == "requested" and item is not None:
+                self._emit(
+                    "isr_change_requested",
+                    topic=topic,
+                    partition=index,
+                    kind=item.kind,
+                    isr=list(item.isr_ids),
+                    partition_epoch=item.partition_epoch,
+                )
+                self._alter_wakeup.set()
+            elif event.kind == "rejected" and item is not None:
+                self._emit(
+                    "isr_change_rejected",
+                    topic=topic,
+                    partition=index,
+                    kind=item.kind,
+                    isr=list(item.isr_ids),
+                    error=event.error.name.upper(),
+                    error_code=int(event.error),
+                )
+                log.info("AlterPartition rejected", topic=topic, partition=index, error=event.error.name)
+            elif event.kind == "changed" and item is not None:
+                log.info("ISR changed", topic=topic, partition=index, isr=list(event.isr), kind=item.kind)
+        for replica in self.replicas.values():
+            if replica.hw_waiters:
+                self._release_waiters(replica)
 
     # ---- high watermark and acks=all ---------------------------------------------------------------------
-    def _maybe_advance_hw(self, replica: Replica) -> None:
-        p = replica.partition
-        new_hw = p.maybe_increment_high_watermark(now_ms(), replica.log.log_end_offset, self.cache)
-        if new_hw is not None:
-            wake(replica)
-        self._release_waiters(replica)
-
     def _release_waiters(self, replica: Replica) -> None:
         waiters = replica.hw_waiters
         while waiters:
@@ -318,13 +321,6 @@ class ReplicaManager:
             headers = list(iter_batches(records))
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
-        limit = self.max_message_bytes(topic)
-        for _pos, header in headers:  # Kafka's UnifiedLog.analyzeAndValidateRecords
-            if header.size > limit:
-                return ProduceResult(
-                    ErrorCode.message_too_large,
-                    message=f"record batch of {header.size} bytes exceeds max.message.bytes {limit}",
-                )
         # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
         for _pos, header in headers:
             check = replica.producers.check(
@@ -354,13 +350,9 @@ class ReplicaManager:
                 header.last_offset,
             )
         wake(replica)  # followers long-polling this partition fetch the new batch at once
-        self._maybe_advance_hw(replica)
+        self.replica_set.on_append(now_ms(), replica.key)
+        self._after_replica_set()
         return await self._await_acks(replica, info.first_offset, info.last_offset + 1, acks, timeout_ms)
-
-    def max_message_bytes(self, topic: str) -> int:
-        """The topic's max.message.bytes, else the broker's message.max.bytes."""
-        value = self.cache.topic_config(topic, "max.message.bytes")
-        return int(value) if value is not None else self.settings.message_max_bytes
 
     async def _await_acks(
         self, replica: Replica, base_offset: int, required: int, acks: int, timeout_ms: int
@@ -388,46 +380,21 @@ class ReplicaManager:
         replica_id: int,
         replica_epoch: int,
         fetch_offset: int,
+        leader_log_end: int,
         log_start_offset: int = -1,
     ) -> None:
-        p = replica.partition
-        item = p.update_follower_fetch(
-            now_ms(),
-            replica_id,
-            replica_epoch,
-            fetch_offset,
-            replica.log.log_end_offset,
-            self.cache,
-            self.broker_epoch(),
-            log_start_offset,
+        self.replica_set.on_follower_fetch(
+            now_ms(), replica.key, replica_id, replica_epoch, fetch_offset, leader_log_end, log_start_offset
         )
-        if item is not None:
-            self._submit(item)
-        self._maybe_advance_hw(replica)
+        self._after_replica_set()
         self.lifecycle.on_follower_fetch(replica)
 
     # ---- ISR changes -------------------------------------------------------------------------------------
-    def _submit(self, item: AlterPartitionItem) -> None:
-        if self.alter_manager.submit(item):
-            self._emit(
-                "isr_change_requested",
-                topic=self._topic_name(item.topic_id),
-                partition=item.partition,
-                kind=item.kind,
-                isr=list(item.isr_ids),
-                partition_epoch=item.partition_epoch,
-            )
-            self._alter_wakeup.set()
-
-    def _topic_name(self, topic_id: uuid.UUID) -> str:
-        topic = self.cache.topics.get(topic_id)
-        return topic.name if topic else str(topic_id)
-
     async def _alter_partition_loop(self) -> None:
         from epochkraft.net.errors import NetworkError
 
         while True:
-            request = self.alter_manager.poll(now_ms())
+            request = self.replica_set.poll_alter_partition(now_ms())
             if request is None:
                 self._alter_wakeup.clear()
                 # Queued changes are backing off: wake when the backoff ends; else when a change arrives.
@@ -443,64 +410,17 @@ class ReplicaManager:
                 response = await self.send_alter_partition(request)
             except (NetworkError, OSError) as exc:
                 log.warning("AlterPartition failed; will resend", error=str(exc))
-                self.alter_manager.on_network_error(now_ms())
+                self.replica_set.on_alter_partition_network_error(now_ms())
                 continue
-            for result in self.alter_manager.on_response(now_ms(), response):
-                self._on_alter_result(result)
-
-    def _on_alter_result(self, result: Any) -> None:
-        item = result.item
-        key = (self._topic_name(item.topic_id), item.partition)
-        replica = self.replicas.get(key)
-        if replica is None:
-            return
-        p = replica.partition
-        previous_isr = set(p.isr)
-        changed = p.on_alter_partition_result(
-            item,
-            result.error,
-            leader_epoch=result.leader_epoch,
-            isr=result.isr,
-            partition_epoch=result.partition_epoch,
-            leader_recovery_state=result.leader_recovery_state,
-        )
-        if result.error != ErrorCode.none:
-            self.stats["failed_isr_updates"] += 1
-            self._emit(
-                "isr_change_rejected",
-                topic=key[0],
-                partition=key[1],
-                kind=item.kind,
-                isr=list(item.isr_ids),
-                error=result.error.name.upper(),
-                error_code=int(result.error),
-            )
-            log.info("AlterPartition rejected", topic=key[0], partition=key[1], error=result.error.name)
-        elif changed:
-            self._count_isr_change(previous_isr, set(p.isr))
-            log.info("ISR changed", topic=key[0], partition=key[1], isr=list(p.isr), kind=item.kind)
-        self._maybe_advance_hw(replica)
-
-    def _count_isr_change(self, before: set[int], after: set[int]) -> None:
-        if after - before:
-            self.stats["isr_expands"] += 1
-        if before - after:
-            self.stats["isr_shrinks"] += 1
+            self.replica_set.on_alter_partition_response(now_ms(), response)
+            self._after_replica_set()
 
     async def _isr_shrink_loop(self) -> None:
         interval = max(self.settings.replica_lag_time_max_ms / 2, 10) / 1000
         while True:
             await asyncio.sleep(interval)
-            for replica in list(self.replicas.values()):
-                p = replica.partition
-                if p.role != Role.LEADER:
-                    continue
-                item = p.maybe_shrink_isr(
-                    now_ms(), replica.log.log_end_offset, self.cache, self.broker_epoch()
-                )
-                if item is not None:
-                    self._submit(item)
-                self._maybe_advance_hw(replica)
+            self.replica_set.tick(now_ms())
+            self._after_replica_set()
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self) -> None:

@@ -1,11 +1,17 @@
 """One seeded simulation run: controller, brokers and an acks=all producer on a simulated network, a fault
 schedule, and the replication invariants checked as the run goes.
 
-Invariants (a violation stops the run): no acknowledged record is missing from the current leader's log
-(unclean election is off); at most one leader per leader epoch; the leader is in the ISR; the ISR is
+Safety invariants (a violation stops the run): no acknowledged record is missing from the current leader's
+log (unclean election is off); at most one leader per leader epoch; the leader is in the ISR; the ISR is
 within the replicas; leader and partition epochs never go back; a replica is never added to the ISR on
 the strength of a fetch from an older incarnation (KIP-903); ISR members agree with the leader up to the
 high watermark; a leader's high watermark never goes back.
+
+Liveness (partitions heal): within ``LIVENESS_BOUND_MS`` of the moment the last fault heals (every process
+up, every link whole, no message held) and the producer stops, the partition has a leader that knows it
+leads, its ISR holds every replica, the leader's high watermark equals its log end and every replica's log
+ends there too, no AlterPartition is pending on any broker, the leader recovery state is RECOVERED, and
+no follower has been fetching in a loop without progress. A violation is shrunk like a safety one.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ FAULT_KINDS = (
 )
 DURATION_MS = 12_000
 FAULTS_UNTIL_MS = 9_000
+LIVENESS_BOUND_MS = 10_000  # session expiry (1 s), ISR shrink checks (LAG_MS/4), re-replicating a full log
+SPIN_FETCHES = 20  # follower fetches in a row without progress that count as a loop
 REPLICATION_FACTOR = 2  # brokers 1 and 2 replicate; broker 3 stands by (as in the KAFKA-14139 report)
 
 
@@ -115,11 +123,22 @@ class RunResult:
     events: int
     schedule: list[Fault] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
+    healthy_after_ms: int | None = None  # how long after the last fault healed the partition was healthy
 
 
 class SimCluster:
-    def __init__(self, seed: int, schedule: list[Fault], *, unsafe: bool = False, brokers: int = 3) -> None:
+    def __init__(
+        self,
+        seed: int,
+        schedule: list[Fault],
+        *,
+        unsafe: bool = False,
+        brokers: int = 3,
+        check_liveness: bool = True,
+    ) -> None:
         self.world = World(seed, LinkPolicy(min_delay_ms=1, max_delay_ms=8))
+        self.check_liveness = check_liveness
+        self.healthy_after_ms: int | None = None
         self.schedule = schedule
         self.unsafe = unsafe
         settings = ControllerSettings(session_timeout_ms=1000, unsafe_disable_kip841_eligibility_check=unsafe)
@@ -349,6 +368,77 @@ class SimCluster:
                     f"broker-{member} (in the ISR) differs from the leader below the high watermark"
                 )
 
+    # ---- liveness -------------------------------------------------------------------------------------
+    def healed_at_ms(self) -> int:
+        """When the last fault has healed: every process up, every link whole, no message held back."""
+        healed = DURATION_MS - 1000  # the producer stops here
+        for fault in self.schedule:
+            extra = fault.other if fault.kind in ("slow-link", "hold-alter-partition") else 0
+            healed = max(healed, fault.at_ms + fault.length_ms + extra)
+        return healed
+
+    def liveness_problems(self) -> list[str]:
+        """What keeps the partition from being healthy now (empty: healthy)."""
+        core = self.controller.core
+        topic = core.replication.topic(TOPIC)
+        if topic is None or 0 not in topic.partitions:
+            return ["the topic does not exist"]
+        p = topic.partitions[0]
+        problems = []
+        if p.leader == -1:
+            problems.append(f"no leader (ISR {list(p.isr)})")
+        if set(p.isr) != set(p.replicas):
+            problems.append(f"ISR {list(p.isr)} does not hold every replica {list(p.replicas)}")
+        if int(p.leader_recovery_state) != 0:
+            problems.append("leader recovery state is still RECOVERING")
+        leader = self.brokers.get(p.leader)
+        lp = leader.partition if leader is not None else None
+        if leader is not None and (lp is None or lp.role != Role.LEADER or lp.leader_epoch != p.leader_epoch):
+            problems.append(f"broker-{p.leader} does not know it leads epoch {p.leader_epoch}")
+        elif leader is not None and lp is not None:
+            end = len(leader.log.entries)
+            if lp.high_watermark != end:
+                problems.append(f"leader's high watermark {lp.high_watermark} != its log end {end}")
+            for member in p.replicas:
+                follower = self.brokers[member]
+                if member != p.leader and len(follower.log.entries) != end:
+                    problems.append(
+                        f"broker-{member}'s log ends at {len(follower.log.entries)}, the leader's at {end}"
+                    )
+        for broker in self.brokers.values():
+            if not broker.up:
+                problems.append(f"broker-{broker.id} is down")
+                continue
+            pending = broker.replicas.pending_alter_partitions
+            bp = broker.partition
+            if pending or (bp is not None and bp.pending is not None):
+                problems.append(f"broker-{broker.id} has an AlterPartition pending")
+            if broker.fetches_without_progress >= SPIN_FETCHES:
+                problems.append(
+                    f"broker-{broker.id} fetched {broker.fetches_without_progress} times in a row without progress"
+                )
+        return problems
+
+    def _await_liveness(self, events: int) -> int:
+        """Runs on (checking safety) until the last fault has healed, then until the partition is healthy;
+        a violation names what is still wrong at the deadline."""
+        healed = self.healed_at_ms()
+        deadline = healed + LIVENESS_BOUND_MS
+        while True:
+            if self.world.now_ms >= healed and not self.liveness_problems():
+                self.healthy_after_ms = self.world.now_ms - healed
+                self.world.log(f"healthy {self.healthy_after_ms} ms after the last fault healed")
+                return events
+            if self.world.now_ms >= deadline:
+                problems = "; ".join(self.liveness_problems())
+                raise Violation(f"not healed {LIVENESS_BOUND_MS} ms after the last fault healed: {problems}")
+            step_end = min(max(self.world.now_ms, healed) + 100, deadline)
+            while (next_ms := self.world.next_event_ms()) is not None and next_ms <= step_end:
+                self.world.run_until(next_ms)
+                events += 1
+                self.check()
+            self.world.now_ms = max(self.world.now_ms, step_end)
+
     # ---- faults ----------------------------------------------------------------------------------------
     def _schedule_faults(self) -> None:
         for fault in self.schedule:
@@ -405,10 +495,20 @@ class SimCluster:
                 self.world.run_until(next_ms)
                 events += 1
                 self.check()
+            if self.check_liveness:
+                events = self._await_liveness(events)
         except Violation as exc:
             violation = str(exc)
             self.world.log(f"VIOLATION {violation}")
-        return RunResult(self.world.seed, violation, len(self.acked), events, self.schedule, self.world.trace)
+        return RunResult(
+            self.world.seed,
+            violation,
+            len(self.acked),
+            events,
+            self.schedule,
+            self.world.trace,
+            self.healthy_after_ms,
+        )
 
 
 def run_seed(

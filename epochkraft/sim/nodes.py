@@ -1,5 +1,6 @@
-"""Simulated nodes around the real sans-IO cores: the Controller, and brokers built on Partition and
-AlterPartitionManager, with an in-memory log that can lose its unflushed tail or be wiped.
+"""Simulated nodes around the real sans-IO cores: the Controller, and brokers that drive the broker's own
+``ReplicaSet`` and ``fetch_rules`` (as ReplicaManager, the Fetch handler and the fetcher do), with an
+in-memory log that can lose its unflushed tail or be wiped.
 
 Only the IO is simulated: messages travel through the World's network, time is the World's clock,
 and a disk is a Python list with a recovery point. Every decision is the real code's.
@@ -14,10 +15,11 @@ from typing import Any
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 
-from epochkraft.broker.alter_partition_manager import AlterPartitionManager
+from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncation_offset
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition, Role
+from epochkraft.broker.replica_set import ReplicaSet
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.protocol.errors import ErrorCode
@@ -26,6 +28,7 @@ from epochkraft.sim.world import World
 
 CLUSTER_ID = "sim-cluster"
 TOPIC = "sim"
+KEY = (TOPIC, 0)
 HEARTBEAT_MS = 100
 FETCH_MS = 20
 METADATA_MS = 25
@@ -118,13 +121,31 @@ class SimBroker:
         self.incarnation = uuid.UUID(int=self.world.rng.getrandbits(128))
         self.epoch = -1
         self.cache = MetadataCache()
-        self.partition: Partition | None = None
-        self.manager = AlterPartitionManager(self.id, lambda: self.epoch, unsafe_pre_kip903=self.unsafe)
+        self.replicas = ReplicaSet(
+            self.id,
+            lambda: self.epoch,
+            self.cache,
+            self,
+            replica_lag_time_max_ms=LAG_MS,
+            unsafe_pre_kip903=self.unsafe,
+        )
         self.fetch_in_flight = False
+        self.fetches_without_progress = 0  # follower fetches in a row that moved nothing while behind
         self._every(0, self._register_or_heartbeat, HEARTBEAT_MS)
         self._every(5, self._pull_metadata, METADATA_MS)
         self._every(10, self._follower_fetch, FETCH_MS)
         self._every(15, self._leader_duties, LAG_MS // 4)
+
+    @property
+    def partition(self) -> Partition | None:
+        return self.replicas.partitions.get(KEY) if self.up else None
+
+    # ---- ReplicaHost --------------------------------------------------------------------------------------
+    def open_replica(self, key: tuple[str, int]) -> int:
+        return 0  # no high-watermark checkpoint: a restarted replica learns the HW from its leader
+
+    def log_end_offset(self, key: tuple[str, int]) -> int:
+        return len(self.log.entries)
 
     def crash(self) -> None:
         self.up = False
@@ -230,50 +251,27 @@ class SimBroker:
         for offset, record in read_metadata_batches(data):
             if offset >= self.cache.next_offset:
                 self.cache.apply(offset, record, changes)
-        registration = self.cache.partition(TOPIC, 0)
-        topic = self.cache.topic(TOPIC)
-        if registration is None or topic is None or self.id not in registration.replicas:
-            return
-        if self.partition is None:
-            self.partition = Partition(
-                TOPIC,
-                topic.topic_id,
-                0,
-                self.id,
-                replica_lag_time_max_ms=LAG_MS,
-                unsafe_pre_kip903=self.unsafe,
-            )
-        p = self.partition
-        now = self.world.now_ms
-        if registration.leader == self.id:
-            was = (p.role, p.leader_epoch)
-            if p.make_leader(
-                now,
-                leader_epoch=registration.leader_epoch,
-                partition_epoch=registration.partition_epoch,
-                replicas=registration.replicas,
-                isr=registration.isr,
-                leader_recovery_state=int(registration.leader_recovery_state),
-                log_end_offset=len(self.log.entries),
-                min_insync_replicas=self.cache.min_insync(TOPIC, 1),
-            ):
-                if was != (Role.LEADER, registration.leader_epoch):
-                    self.log.epochs.assign(registration.leader_epoch, len(self.log.entries))
-                    self.cluster.on_became_leader(self)
-                    item = p.maybe_report_recovered(self.cache, self.epoch)
-                    if item is not None:
-                        self._submit(item)
-                self._advance_hw()
-        else:
-            p.make_follower(
-                leader=registration.leader,
-                leader_epoch=registration.leader_epoch,
-                partition_epoch=registration.partition_epoch,
-                replicas=registration.replicas,
-                isr=registration.isr,
-                leader_recovery_state=int(registration.leader_recovery_state),
-            )
-            p.high_watermark = min(p.high_watermark, len(self.log.entries))
+        for transition in self.replicas.apply_metadata(self.world.now_ms, changes):
+            p = self.replicas.partitions.get(transition.key)
+            if transition.kind == "leader" and transition.new_term and p is not None:
+                self.log.epochs.assign(p.leader_epoch, len(self.log.entries))
+                self.cluster.on_became_leader(self)
+        self._after_replica_set()
+
+    def _after_replica_set(self) -> None:
+        """Carries out what the replica set recorded, as ReplicaManager does."""
+        rs = self.replicas
+        if rs.hw_moved:
+            rs.hw_moved.clear()
+            self.cluster.on_high_watermark(self)
+        events, rs.isr_events = rs.isr_events, []
+        requested = False
+        for event in events:
+            if event.kind == "requested" and event.item is not None:
+                self.cluster.note_proposal(self, event.item)
+                requested = True
+        if requested:
+            self._send_alter_partition()
 
     # ---- replication -------------------------------------------------------------------------------------
     def _follower_fetch(self) -> None:
@@ -314,106 +312,94 @@ class SimBroker:
         self.world.after(200, timeout)
 
     def serve_fetch(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The leader's answer, by the Fetch handler's rules (``fetch_rules.plan_read``)."""
         p = self.partition
         if p is None:
             return {"error": ErrorCode.not_leader_or_follower}
-        error = p.check_follower_fetch(
-            request["replica"], request["epoch"], request["leader_epoch"], self.cache
+        end = len(self.log.entries)
+        plan = plan_read(
+            p,
+            self.log.epochs,
+            log_start_offset=0,
+            log_end_offset=end,
+            fetch_offset=request["offset"],
+            last_fetched_epoch=request["last_epoch"],
+            current_leader_epoch=request["leader_epoch"],
+            replica_id=request["replica"],
+            replica_epoch=request["epoch"],
+            brokers=self.cache,
         )
-        if error != ErrorCode.none:
-            return {"error": error}
-        if request["last_epoch"] >= 0:
-            epoch, end = self.log.epochs.end_offset_for(request["last_epoch"])
-            if epoch == -1 or epoch < request["last_epoch"] or end < request["offset"]:
-                return {"error": ErrorCode.none, "diverging": (epoch, end), "hw": p.high_watermark}
+        if not plan.reads:
+            return {
+                "error": plan.error,
+                "diverging": plan.diverging,
+                "hw": plan.high_watermark,
+                "start": plan.log_start_offset,
+            }
         offset = request["offset"]
-        if offset > len(self.log.entries):
-            return {"error": ErrorCode.offset_out_of_range}
         self.cluster.note_fetch(self, request)
-        item = p.update_follower_fetch(
-            self.world.now_ms,
-            request["replica"],
-            request["epoch"],
-            offset,
-            len(self.log.entries),
-            self.cache,
-            self.epoch,
+        self.replicas.on_follower_fetch(
+            self.world.now_ms, KEY, request["replica"], request["epoch"], offset, end
         )
-        if item is not None:
-            self.cluster.note_proposal(self, item)
-            self._submit(item)
-        self._advance_hw()
+        self._after_replica_set()
         return {
             "error": ErrorCode.none,
-            "entries": self.log.entries[offset : offset + FETCH_BATCH],
+            "diverging": None,
+            "entries": self.log.entries[offset : min(offset + FETCH_BATCH, plan.max_offset)],
             "hw": p.high_watermark,
+            "leader_end": end,
         }
 
     def _on_fetch_response(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        """The follower's side, by the fetcher's rules (``truncation_offset``, ``out_of_range_reset``)."""
         p = self.partition
-        if p is None or response["error"] != ErrorCode.none or p.role != Role.FOLLOWER:
+        if p is None or p.role != Role.FOLLOWER:
             return
-        if "diverging" in response:
-            epoch, end = response["diverging"]
-            mine_epoch, mine_end = self.log.epochs.end_offset_for(epoch)
-            target = end if mine_epoch == -1 else min(end, mine_end)
-            self.log.truncate_to(max(min(target, len(self.log.entries)), 0))
+        before = len(self.log.entries)
+        if response["error"] == ErrorCode.offset_out_of_range:
+            target = out_of_range_reset(before, response["start"], response["hw"])
+            self.log.truncate_to(min(target, before))
+        elif response["error"] != ErrorCode.none:
             return
-        if request["offset"] != len(self.log.entries):
-            return
-        self.log.append_follower(request["offset"], response["entries"])
-        p.update_follower_high_watermark(response["hw"], len(self.log.entries))
-
-    def _advance_hw(self) -> None:
-        p = self.partition
-        if p is not None and p.maybe_increment_high_watermark(
-            self.world.now_ms, len(self.log.entries), self.cache
-        ):
-            self.cluster.on_high_watermark(self)
-
-    def _submit(self, item: Any) -> None:
-        self.manager.submit(item)
-        self._send_alter_partition()
+        elif response["diverging"] is not None:
+            self.log.truncate_to(
+                max(truncation_offset(self.log.epochs, before, p.high_watermark, response["diverging"]), 0)
+            )
+            p.high_watermark = min(p.high_watermark, len(self.log.entries))
+        elif request["offset"] == before:
+            self.log.append_follower(request["offset"], response["entries"])
+            p.update_follower_high_watermark(response["hw"], len(self.log.entries))
+            if response["leader_end"] <= before:
+                self.fetches_without_progress = 0  # caught up: nothing to fetch is not a spin
+                return
+        progressed = len(self.log.entries) != before
+        self.fetches_without_progress = 0 if progressed else self.fetches_without_progress + 1
 
     def _send_alter_partition(self) -> None:
-        request = self.manager.poll(self.world.now_ms)
+        request = self.replicas.poll_alter_partition(self.world.now_ms)
         if request is None:
             return
-
-        def answered(response: Any) -> None:
-            for result in self.manager.on_response(self.world.now_ms, response):
-                if self.partition is not None:
-                    self.partition.on_alter_partition_result(
-                        result.item,
-                        result.error,
-                        leader_epoch=result.leader_epoch,
-                        isr=result.isr,
-                        partition_epoch=result.partition_epoch,
-                        leader_recovery_state=result.leader_recovery_state,
-                    )
-            self._advance_hw()
-            self._send_alter_partition()
-
         generation = self.generation
 
-        def lost() -> None:  # no answer: the manager resends, as on a network error
-            if self.generation == generation and self.manager.in_flight is not None:
-                self.manager.on_network_error(self.world.now_ms)
+        def answered(response: Any) -> None:
+            self.replicas.on_alter_partition_response(self.world.now_ms, response)
+            self._after_replica_set()
+            self._send_alter_partition()
+
+        def lost() -> None:  # no answer: the sender resends, as on a network error
+            if self.generation == generation and self.replicas.alter.in_flight is not None:
+                self.replicas.on_alter_partition_network_error(self.world.now_ms)
                 self._send_alter_partition()
 
-        self._send_controller(request, answered, version=self.manager.version)
+        self._send_controller(request, answered, version=self.replicas.alter.version)
         self.world.after(1000, lost)
 
     def _leader_duties(self) -> None:
+        self.replicas.tick(self.world.now_ms)
+        self._after_replica_set()
+        self._send_alter_partition()  # changes backing off after an error go out again
         p = self.partition
-        if p is None or p.role != Role.LEADER:
-            return
-        item = p.maybe_shrink_isr(self.world.now_ms, len(self.log.entries), self.cache, self.epoch)
-        if item is not None:
-            self._submit(item)
-        self._send_alter_partition()
-        self._advance_hw()
-        if self.world.rng.random() < 0.5:
+        if p is not None and p.role == Role.LEADER and self.world.rng.random() < 0.5:
             self.log.flush()  # the flush policy: sometimes fsync'd, so a power loss cuts a random tail
 
     # ---- produce -----------------------------------------------------------------------------------------
@@ -425,5 +411,6 @@ class SimBroker:
         if error != ErrorCode.none:
             return error, -1
         offset = self.log.append_leader(value, p.leader_epoch)
-        self._advance_hw()
+        self.replicas.on_append(self.world.now_ms, KEY)
+        self._after_replica_set()
         return ErrorCode.none, offset

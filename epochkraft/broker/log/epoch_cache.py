@@ -26,6 +26,10 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
 
+    @property
+    def first_epoch(self) -> int:
+        return self.entries[0][0] if self.entries else UNDEFINED_EPOCH
+
     def start_offset_of(self, epoch: int) -> int | None:
         return next((start for e, start in self.entries if e == epoch), None)
 
@@ -37,19 +41,22 @@ class LeaderEpochCache:
         self._save()
 
     def end_offset_for(self, requested: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetForLeaderEpoch: the largest known epoch <= requested and where it ends."""
+        """(epoch, end offset) for OffsetForLeaderEpoch and fetch divergence, as Kafka's
+        LeaderEpochFileCache.endOffsetFor: the latest epoch ends at the log end; an older one where the
+        next higher epoch starts, answered with the largest known epoch <= requested; below the first
+        known epoch, the requested epoch and the first epoch's start offset (the log before it is gone, so
+        a follower truncates there and replicates from it); undefined (-1, -1) for no epoch, an empty
+        cache, or an epoch above the latest."""
         if requested == UNDEFINED_EPOCH or not self.entries:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         if requested == self.entries[-1][0]:
             return requested, self._log_end_offset()
-        if requested < self.entries[0][0]:
-            # Older than every epoch kept (the cache was truncated from the start, or the epoch never led
-            # here): it ends where the first known one starts, as Kafka's LeaderEpochFileCache.endOffsetFor.
+        higher = bisect.bisect_right(self.entries, requested, key=lambda entry: entry[0])
+        if higher == len(self.entries):
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if higher == 0:
             return requested, self.entries[0][1]
-        for index, (epoch, _start) in enumerate(self.entries):
-            if epoch > requested:
-                return self.entries[index - 1][0], self.entries[index][1]
-        return self.entries[-1][0], self._log_end_offset()
+        return self.entries[higher - 1][0], self.entries[higher][1]
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drops epochs starting at or after ``end_offset`` (the log was truncated there)."""

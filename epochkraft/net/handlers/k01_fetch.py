@@ -1,8 +1,5 @@
 """Fetch (key 1), versions 4-16, broker listener: consumers and follower replicas.
 
-- A response holds at most min(MaxBytes, fetch.max.bytes (55 MB)) of records, each partition at most its
-  PartitionMaxBytes, except that the first partition with data returns at least one whole batch (Kafka's
-  KafkaApis.handleFetchRequest and ReplicaManager.readFromLocalLog).
 - Consumers read up to the high watermark from the leader, with MaxWait/MinBytes long polling (woken as
   soon as the HW moves). OFFSET_OUT_OF_RANGE outside the log, NOT_LEADER_OR_FOLLOWER on a non-leader,
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's leader epoch is older / newer.
@@ -23,7 +20,7 @@ import asyncio
 import time
 from typing import Any
 
-from epochkraft.broker.partition import Role
+from epochkraft.broker.fetch_rules import plan_read
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -37,9 +34,8 @@ def _follower_identity(request, version):
     return request.replica_id, -1
 
 
-def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one) -> tuple[Answer, int]:
-    """One partition's answer (and the bytes it used): at most ``budget`` bytes, or one whole batch over it
-    while ``min_one`` (no partition before it returned data), as Kafka's ReplicaManager.readFromLocalLog."""
+def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -> tuple[Answer, int]:
+    """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``."""
     manager = node.replica_manager
     replica = manager.replica(topic_name, p.partition)
     if replica is None:
@@ -47,40 +43,35 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget, m
         if known is None or p.partition not in known.partitions:
             return Answer(p.partition, ErrorCode.unknown_topic_or_partition), 0
         return Answer(p.partition, ErrorCode.not_leader_or_follower), 0
-    part = replica.partition
     plog = replica.log
-    current_leader_epoch = getattr(p, "current_leader_epoch", -1)  # v9+ (KIP-320)
-    if is_follower:
-        error = part.check_follower_fetch(replica_id, replica_epoch, current_leader_epoch, node.cache)
-    else:
-        error = ErrorCode.none
-        if current_leader_epoch >= 0 and current_leader_epoch < part.leader_epoch:
-            error = ErrorCode.fenced_leader_epoch
-        elif current_leader_epoch > part.leader_epoch:
-            error = ErrorCode.unknown_leader_epoch
-        elif part.role != Role.LEADER:
-            error = ErrorCode.not_leader_or_follower
-    if error != ErrorCode.none:
-        return Answer(p.partition, error), 0
-    hw, start, end = part.high_watermark, plog.log_start_offset, plog.log_end_offset
-    last_fetched = getattr(p, "last_fetched_epoch", -1)
-    if last_fetched >= 0:
-        epoch, epoch_end = plog.epochs.end_offset_for(last_fetched)
-        if epoch == -1 or epoch < last_fetched or epoch_end < p.fetch_offset:
-            return Answer(p.partition, ErrorCode.none, hw, start, [], (epoch, epoch_end)), 0
-    if p.fetch_offset < start or p.fetch_offset > end:
-        return Answer(p.partition, ErrorCode.offset_out_of_range, hw, start), 0
-    limit = end if is_follower else hw
-    max_bytes = min(p.partition_max_bytes, budget)
-    chunks = plog.read_chunks(p.fetch_offset, max_bytes, max_offset=limit) if max_bytes > 0 or min_one else []
-    if not min_one and sum(map(len, chunks)) > max_bytes:
-        chunks = []  # only a first batch over the budget came back: that allowance is the first partition's
+    end = plog.log_end_offset
+    plan = plan_read(
+        replica.partition,
+        plog.epochs,
+        log_start_offset=plog.log_start_offset,
+        log_end_offset=end,
+        fetch_offset=p.fetch_offset,
+        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+        current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
+        replica_id=replica_id if is_follower else -1,
+        replica_epoch=replica_epoch,
+        brokers=node.cache,
+    )
+    if plan.error != ErrorCode.none:
+        return Answer(p.partition, plan.error, plan.high_watermark, plan.log_start_offset), 0
+    if plan.diverging is not None:
+        return Answer(
+            p.partition, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
+        ), 0
+    limit = min(p.partition_max_bytes, max(budget, 1))
+    chunks = plog.read_chunks(p.fetch_offset, limit, max_offset=plan.max_offset)
+    hw = plan.high_watermark
     if is_follower:
         manager.on_follower_fetch(
-            replica, replica_id, replica_epoch, p.fetch_offset, getattr(p, "log_start_offset", -1)
+            replica, replica_id, replica_epoch, p.fetch_offset, end, getattr(p, "log_start_offset", -1)
         )
-        hw = part.high_watermark
-    return Answer(p.partition, ErrorCode.none, hw, start, chunks), sum(map(len, chunks))
+        hw = replica.partition.high_watermark
+    return Answer(p.partition, ErrorCode.none, hw, plan.log_start_offset, chunks), sum(map(len, chunks))
 
 
 @api(key=1, name="Fetch", versions=(4, 16), listeners=(BROKER,))
@@ -99,8 +90,7 @@ async def handle(request, ctx):
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     started = time.monotonic()
     while True:
-        # fetch.max.bytes caps the response whatever the request asks (KafkaApis.handleFetchRequest).
-        budget = max(min(request.max_bytes, node.settings.fetch_max_bytes), 0)
+        budget = request.max_bytes
         total = 0
         answers: list[tuple[Any, str | None, list[Answer]]] = []
         waits = []
@@ -110,10 +100,8 @@ async def handle(request, ctx):
                 if name is None:
                     parts.append(Answer(p.partition, ErrorCode.unknown_topic_id))
                     continue
-                answer, used = _read(
-                    node, name, p, replica_id, replica_epoch, is_follower, budget, min_one=total == 0
-                )
-                budget = max(budget - used, 0)
+                answer, used = _read(node, name, p, replica_id, replica_epoch, is_follower, budget)
+                budget -= used
                 total += used
                 parts.append(answer)
                 replica = node.replica_manager.replica(name, p.partition)
