@@ -224,3 +224,55 @@ def test_delete_records_through_confluent_kafka_and_kafka_python_moves_every_rep
     )
     records = consume_from(bootstrap, "trimmed", 0, 200)
     assert [o for o, _, _ in records] == list(range(120, 200))
+
+
+def test_a_compacted_consumer_offsets_still_resumes_every_group_after_a_full_restart(make_cluster):
+    """LogCleanerIntegrationTest with GroupMetadataManagerTest.testLoadOffsetsAndGroup's restart: groups
+    commit over and over, __consumer_offsets (cleanup.policy=compact, small segments) is compacted on
+    every replica, every broker is killed at once and restarted on its disk, and every group reads back
+    its last committed offsets."""
+    cluster = make_cluster(3, broker_extra="offsets.topic.segment.bytes=1024\nlog.cleaner.backoff.ms=200\n")
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("work", num_partitions=3, replication_factor=3)])["work"].result(15)
+    groups = [f"group-{g}" for g in range(4)]
+    last: dict[str, list[int]] = {}
+    for g, group in enumerate(groups):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        for round_ in range(40):
+            offsets = [TopicPartition("work", p, 1 + round_ * 7 + p + g) for p in range(3)]
+            consumer.commit(offsets=offsets, asynchronous=False)
+        last[group] = [o.offset for o in offsets]
+        consumer.close()
+
+    def compacted_everywhere():
+        def dropped_records(line: str) -> bool:
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            return int(fields["records_kept"]) < int(fields["records_read"])
+
+        logs = [(cluster.data_dir / "logs" / f"broker-{b}.log").read_text() for b in (1, 2, 3)]
+        return all(
+            any(
+                dropped_records(line)
+                for line in text.splitlines()
+                if "log compacted" in line and "topic=__consumer_offsets" in line
+            )
+            for text in logs
+        )
+
+    wait_until(compacted_everywhere, what="__consumer_offsets compacted on every broker")
+    for node in cluster.nodes.values():
+        node.kill()
+    for node in cluster.nodes.values():
+        node.launch()
+    for node in cluster.nodes.values():
+        node.wait_ready(60)
+    for group in groups:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+
+        def resumed(consumer=consumer, expected=last[group]):
+            result = consumer.committed([TopicPartition("work", p) for p in range(3)], timeout=5)
+            return result is not None and [tp.offset for tp in result] == expected
+
+        wait_until(resumed, what=f"{group} resumed")
+        consumer.close()

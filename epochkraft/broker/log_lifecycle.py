@@ -7,7 +7,9 @@ LogManager.cleanupLogs and UnifiedLog.deleteOldSegments), on leaders and followe
 renamed ``.deleted`` are removed ``file.delete.delay.ms`` later on a worker thread. DeleteRecords moves
 the leader's log start offset and answers once the low watermark (the smallest log start offset over the
 leader and its alive followers, which report theirs in every Fetch) has reached it, as Kafka's
-ReplicaManager.deleteRecords with DelayedDeleteRecords.
+ReplicaManager.deleteRecords with DelayedDeleteRecords. Every ``log.cleaner.backoff.ms`` each log whose
+cleanup.policy includes compact and whose cleanable segments changed (or whose tombstones may have come
+of age) is compacted on a worker thread, one log at a time (``log.cleaner``, Kafka's LogCleaner).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from epochkraft.broker.log.cleaner import compact
 from epochkraft.broker.partition import Role
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import CorruptRecordError
 
 if TYPE_CHECKING:
     from epochkraft.broker.replica_manager import Replica, ReplicaManager
@@ -37,6 +41,9 @@ class LogLifecycle:
         self.manager = manager
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
         self._checkpointed_starts: dict[tuple[str, int], int] = {}
+        # per log: the cleanable segments (base, size) of its last pass, and when it ran
+        self._cleaned: dict[tuple[str, int], tuple[tuple[tuple[int, int], ...], int]] = {}
+        self.cleaner_stats = {"bytes_read": 0, "bytes_written": 0, "seconds": 0.0, "passes": 0}
 
     # ---- retention -----------------------------------------------------------------------------------
     def retention_pass(self, now_ms: int) -> None:
@@ -71,6 +78,65 @@ class LogLifecycle:
                     self._checkpointed_starts = starts
             except OSError as exc:
                 log.error("log retention pass failed; retrying at the next interval", error=str(exc))
+
+    # ---- compaction ----------------------------------------------------------------------------------
+    async def run_cleaner(self) -> None:
+        """Compaction passes for as long as the broker runs; a pass that fails is logged and skipped."""
+        settings = self.manager.settings
+        if not settings.log_cleaner_enable:
+            return
+        while True:
+            await asyncio.sleep(settings.log_cleaner_backoff_ms / 1000)
+            for key, replica in list(self.manager.replicas.items()):
+                if not replica.log.config.compact_enabled:
+                    continue
+                try:
+                    await self.clean(key, replica)
+                except (OSError, CorruptRecordError) as exc:
+                    log.error("log compaction failed", topic=key[0], partition=key[1], error=str(exc))
+
+    async def clean(self, key: tuple[str, int], replica: Replica) -> bool:
+        """One compaction pass over the log's cleanable segments, if they changed since the last one or
+        its tombstones may have come of age; True if cleaned segments were swapped in."""
+        plog = replica.log
+        snapshots = plog.cleanable_snapshots(replica.partition.high_watermark)
+        if not snapshots:
+            return False
+        shape = tuple((s.base_offset, s.size) for s in snapshots)
+        now = _now_ms()
+        last = self._cleaned.get(key)
+        if last is not None and last[0] == shape and now - last[1] < plog.config.delete_retention_ms:
+            return False
+        cleaned, stats = await asyncio.to_thread(
+            compact,
+            plog.dir,
+            snapshots,
+            now,
+            plog.config.delete_retention_ms,
+            self.manager.settings.log_cleaner_io_max_bytes_per_second,
+        )
+        if self.manager.replica(*key) is not replica or not plog.replace_cleaned(cleaned):
+            return False  # the log changed meanwhile (moved, deleted, truncated): the next pass retries
+        shape = tuple(
+            (s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.partition.high_watermark)
+        )
+        self._cleaned[key] = (shape, now)
+        self.cleaner_stats["bytes_read"] += stats.bytes_read
+        self.cleaner_stats["bytes_written"] += stats.bytes_written
+        self.cleaner_stats["seconds"] += stats.seconds
+        self.cleaner_stats["passes"] += 1
+        log.info(
+            "log compacted",
+            topic=key[0],
+            partition=key[1],
+            segments=len(snapshots),
+            bytes_read=stats.bytes_read,
+            bytes_written=stats.bytes_written,
+            records_kept=stats.records_kept,
+            records_read=stats.records_read,
+            seconds=round(stats.seconds, 3),
+        )
+        return True
 
     # ---- DeleteRecords -------------------------------------------------------------------------------
     def low_watermark(self, replica: Replica) -> int:

@@ -49,7 +49,13 @@ class OffsetsTopic:
             num_partitions=self.num_partitions,
             replication_factor=rf,
             assignments=(),
-            configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value=str(min(2, rf))),),
+            configs=(  # as Kafka's offsets topic: compacted, so its size follows the groups, not the commits
+                ct.CreatableTopicConfig(name="min.insync.replicas", value=str(min(2, rf))),
+                ct.CreatableTopicConfig(name="cleanup.policy", value="compact"),
+                ct.CreatableTopicConfig(
+                    name="segment.bytes", value=str(self.node.settings.offsets_topic_segment_bytes)
+                ),
+            ),
         )
         request = ct.CreateTopicsRequest(
             topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False

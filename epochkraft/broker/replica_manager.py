@@ -119,6 +119,7 @@ class ReplicaManager:
             asyncio.create_task(self._isr_shrink_loop(), name="isr-shrink"),
             asyncio.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
             asyncio.create_task(self.lifecycle.run(), name="log-retention"),
+            asyncio.create_task(self.lifecycle.run_cleaner(), name="log-cleaner"),
         ]
 
     async def stop(self) -> None:
@@ -494,6 +495,7 @@ def log_config(settings: BrokerSettings) -> LogConfig:
         retention_bytes=settings.log_retention_bytes,
         cleanup_policy=settings.log_cleanup_policy,
         file_delete_delay_ms=settings.log_segment_delete_delay_ms,
+        delete_retention_ms=settings.log_cleaner_delete_retention_ms,
         flush_messages=settings.log_flush_interval_messages,
         drop_behind_bytes=settings.log_page_cache_drop_behind_bytes,
     )

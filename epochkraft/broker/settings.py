@@ -84,8 +84,29 @@ class BrokerSettings:
     log_cleanup_policy: str = prop(
         "log.cleanup.policy",
         "delete",
-        "delete: segments past retention are deleted; compact: retention deletes nothing (records are "
-        "not compacted: such logs keep every record above the log start offset). Topic: cleanup.policy.",
+        "delete: segments past retention are deleted; compact: the cleaner keeps the latest record per "
+        "key and retention deletes nothing; compact,delete: both. Topic: cleanup.policy.",
+    )
+    log_cleaner_enable: bool = prop(
+        "log.cleaner.enable", True, "Compact logs whose cleanup.policy includes compact."
+    )
+    log_cleaner_backoff_ms: int = prop(
+        "log.cleaner.backoff.ms",
+        15000,
+        "How often compacted logs are looked at for new segments to clean.",
+        minimum=10,
+    )
+    log_cleaner_io_max_bytes_per_second: float = prop(
+        "log.cleaner.io.max.bytes.per.second",
+        1.7976931348623157e308,
+        "Bytes per second the cleaner reads at most (it runs on a worker thread).",
+        minimum=1,
+    )
+    log_cleaner_delete_retention_ms: int = prop(
+        "log.cleaner.delete.retention.ms",
+        86400000,
+        "How long a compacted log keeps tombstones (null values) once cleaned. Topic: delete.retention.ms.",
+        minimum=0,
     )
     log_segment_delete_delay_ms: int = prop(
         "log.segment.delete.delay.ms",
@@ -137,6 +158,12 @@ class BrokerSettings:
     )
     offsets_topic_num_partitions: int = prop(
         "offsets.topic.num.partitions", 10, "Partitions of __consumer_offsets.", minimum=1
+    )
+    offsets_topic_segment_bytes: int = prop(
+        "offsets.topic.segment.bytes",
+        104857600,
+        "segment.bytes of __consumer_offsets (a compacted topic: small segments are cleaned sooner).",
+        minimum=1024,
     )
     offsets_topic_replication_factor: int = prop(
         "offsets.topic.replication.factor",

@@ -14,12 +14,15 @@ is cut off, a segment holding offsets its indexes cannot address is split, and i
 from __future__ import annotations
 
 import bisect
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
 
+from epochkraft.broker.log.cleaner import CLEANING_DIR, CleanedSegment, SegmentSnapshot
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import DELETED_SUFFIX, Segment
 from epochkraft.broker.log.tail_cache import TailCache
@@ -53,6 +56,7 @@ class LogConfig:
     retention_ms: int = 7 * DAY_MS  # -1: no limit
     retention_bytes: int = -1  # -1: no limit
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = DAY_MS  # how long a compacted log keeps tombstones
     file_delete_delay_ms: int = 60_000
     flush_messages: int | None = None  # None: never fsync on append (Kafka's default)
     drop_behind_bytes: int = 0  # page cache kept behind a segment's end (0: all of it)
@@ -60,6 +64,10 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy.replace(" ", "").split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy.replace(" ", "").split(",")
 
     def with_topic_configs(self, configs: dict[str, str]) -> LogConfig:
         """These defaults overridden by a topic's configs (Kafka's names); an unparsable value keeps
@@ -87,6 +95,7 @@ TOPIC_CONFIGS = {  # topic config -> LogConfig field
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
 }
 
@@ -144,6 +153,7 @@ class PartitionLog:
     def _load(self) -> None:
         for leftover in self.dir.glob("*" + DELETED_SUFFIX):  # a deletion a restart interrupted
             leftover.unlink(missing_ok=True)
+        shutil.rmtree(self.dir / CLEANING_DIR, ignore_errors=True)  # a cleaning pass never swapped in
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
         self.segments = [self._segment(base) for base in bases]
         checkpointed_start = self.log_start_offset
@@ -248,7 +258,7 @@ class PartitionLog:
             if not verify_crc(data, pos, header):
                 raise CorruptRecordError(f"CRC-32C mismatch in the replicated batch at {header.base_offset}")
         first = headers[0][1].base_offset
-        if first != self.log_end_offset:
+        if first < self.log_end_offset:  # past it is fine: a compacted leader's log has gaps
             raise CorruptRecordError(
                 f"follower append at {first} does not continue the log at {self.log_end_offset}"
             )
@@ -450,6 +460,48 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
         )
         return renamed
+
+    # ---- compaction ----------------------------------------------------------------------------------
+    def cleanable_snapshots(self, high_watermark: int) -> list[SegmentSnapshot]:
+        """The segments a compaction pass may rewrite: inactive and wholly below the high watermark."""
+        return [
+            SegmentSnapshot(segment.base_offset, segment.size, segment.max_timestamp, segment.log_path)
+            for segment, following in zip(self.segments, self.segments[1:], strict=False)
+            if following.base_offset <= high_watermark
+        ]
+
+    def replace_cleaned(self, cleaned: list[CleanedSegment]) -> bool:
+        """Swaps cleaned copies in for their segments (on the event loop, between reads); False, and
+        nothing changed, if any of those segments changed since the pass began."""
+        work = self.dir / CLEANING_DIR
+        position = {segment.base_offset: i for i, segment in enumerate(self.segments)}
+        for copy in cleaned:
+            i = position.get(copy.snapshot.base_offset)
+            if i is None or i == len(self.segments) - 1 or self.segments[i].size != copy.snapshot.size:
+                shutil.rmtree(work, ignore_errors=True)
+                return False
+        self.tail.drop(self)
+        for copy in cleaned:
+            i = position[copy.snapshot.base_offset]
+            old = self.segments[i]
+            old.close()
+            # The indexes go first: a crash before the new ones are in place rebuilds them on open.
+            old.index_path.unlink(missing_ok=True)
+            old.time_index_path.unlink(missing_ok=True)
+            for path in (old.log_path, old.index_path, old.time_index_path):
+                os.replace(copy.directory / path.name, path)
+            new = self._segment(old.base_offset)
+            if not new.load_index():
+                new.recover()
+            self.segments[i] = new
+        # Segments the pass emptied go (never the first: it holds the log start; Kafka merges them).
+        emptied = [s for s in self.segments[1:-1] if s.size == 0]
+        for segment in emptied:
+            self.segments.remove(segment)
+            segment.delete()
+        self._base_offsets = [s.base_offset for s in self.segments]
+        shutil.rmtree(work, ignore_errors=True)
+        return True
 
     # ---- lookups by timestamp ------------------------------------------------------------------------
     def fetch_offset_by_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:
