@@ -296,3 +296,28 @@ def test_delete_offsets_of_empty_and_stable_consumer_groups(members_subscribe, e
         ctx.sync(member, ctx.results[token].generation_id, {member: b""})
     assert ctx.c.decide_delete_offsets("g", [("t", 0), ("u", 0)]) == (ErrorCode.none, expected)
     assert ctx.c.decide_delete_offsets("other", [("t", 0)]) == (ErrorCode.group_id_not_found, {})
+
+
+def test_offsets_of_a_group_expire_only_once_it_has_been_empty_for_the_retention():
+    """GroupMetadataManagerTest.testOffsetExpirationOfActiveGroupSemantics / testExpireOffset (KIP-211):
+    a group with members keeps its offsets however old; once empty, each offset goes retention after the
+    later of its commit and the moment the group became empty; simple consumers' groups alike."""
+    ctx = Ctx()
+    ctx.c.settings = GroupSettings(initial_rebalance_delay_ms=0, offsets_retention_ms=10_000)
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    ctx.c.apply_offset("g", "t", 0, CommittedOffset(5, 0, None, ctx.now))
+    ctx.c.apply_offset("solo", "t", 1, CommittedOffset(7, 0, None, ctx.now))
+    ctx.tick(50_000)
+    assert "g" not in ctx.c.decide_expired_offsets(ctx.now), "a group with members keeps its offsets"
+    assert ctx.c.decide_expired_offsets(ctx.now) == {"solo": [("t", 1)]}
+    ctx.c.leave_group(ctx.now, group_id="g", member_ids=[a])
+    ctx.tick(100)
+    left_at = ctx.now
+    ctx.c.apply_offset("g", "t", 2, CommittedOffset(9, 0, None, left_at + 5_000))
+    ctx.tick(9_000)
+    assert "g" not in ctx.c.decide_expired_offsets(ctx.now)
+    ctx.tick(1_000)
+    assert ctx.c.decide_expired_offsets(ctx.now)["g"] == [("t", 0)]
+    ctx.tick(5_000)
+    assert ctx.c.decide_expired_offsets(ctx.now)["g"] == [("t", 0), ("t", 2)]

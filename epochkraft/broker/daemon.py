@@ -104,8 +104,12 @@ class BrokerNode:
         self.groups = GroupService(
             self.offsets_topic,
             GroupCoordinator(
-                GroupSettings(initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms)
+                GroupSettings(
+                    initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
+                    offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+                )
             ),
+            settings.offsets_retention_check_interval_ms,
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.producer_ids = ProducerIdAllocator(0)

@@ -98,6 +98,9 @@ class Group:
     # member ids handed out with MEMBER_ID_REQUIRED, with the deadline to come back by
     pending_members: dict[str, int] = field(default_factory=dict)
     rebalance_deadline_ms: int = 0
+    empty_since_ms: int | None = (
+        None  # when tick() first saw it without members (Kafka's currentStateTimestamp)
+    )
     join_not_before_ms: int = 0
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
 
@@ -109,6 +112,7 @@ class GroupSettings:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes
 
 
 def java_string_hash(value: str) -> int:
@@ -292,6 +296,10 @@ class GroupCoordinator:
         """Expires sessions, pending member ids and rebalance deadlines."""
         done: list[Completion] = []
         for group in list(self.groups.values()):
+            if group.members or group.state != GroupState.EMPTY:
+                group.empty_since_ms = None
+            elif group.empty_since_ms is None:
+                group.empty_since_ms = now_ms
             for pending, deadline in list(group.pending_members.items()):
                 if now_ms >= deadline:
                     del group.pending_members[pending]
@@ -345,6 +353,31 @@ class GroupCoordinator:
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         group = self.groups.get(group_id)
         return dict(group.offsets) if group else {}
+
+    def decide_expired_offsets(self, now_ms: int) -> dict[str, list[tuple[str, int]]]:
+        """Offsets to tombstone, per group (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): only a
+        group without members loses offsets, each once offsets.retention.minutes have passed since the
+        later of its commit and the moment the group became empty (since the commit alone for a group
+        of simple consumers, which never had members)."""
+        expired: dict[str, list[tuple[str, int]]] = {}
+        retention = self.settings.offsets_retention_ms
+        for group in self.groups.values():
+            if group.members:
+                continue
+            if group.protocol_type is None:  # simple consumers' commits: from each commit
+                since = 0
+            elif group.empty_since_ms is None:
+                continue
+            else:
+                since = group.empty_since_ms
+            gone = [
+                tp
+                for tp, committed in group.offsets.items()
+                if max(committed.commit_timestamp_ms, since) + retention <= now_ms
+            ]
+            if gone:
+                expired[group.group_id] = sorted(gone)
+        return expired
 
     # ---- deletion (DeleteGroups, OffsetDelete) -------------------------------------------------------
     def decide_delete_group(self, group_id: str) -> tuple[ErrorCode, list[tuple[str, int]]]:

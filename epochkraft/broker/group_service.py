@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
@@ -28,6 +30,7 @@ from epochkraft.broker.group_coordinator import (
 )
 from epochkraft.protocol.errors import ErrorCode
 
+log = structlog.get_logger()
 TICK_INTERVAL_S = 0.1
 
 
@@ -58,9 +61,15 @@ class OffsetCommitEntry:
 
 
 class GroupService:
-    def __init__(self, offsets_topic: OffsetsTopic, coordinator: GroupCoordinator | None = None) -> None:
+    def __init__(
+        self,
+        offsets_topic: OffsetsTopic,
+        coordinator: GroupCoordinator | None = None,
+        offsets_retention_check_interval_ms: int = 600_000,
+    ) -> None:
         self.offsets_topic = offsets_topic
         self.coordinator = coordinator or GroupCoordinator()
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
         self._loaded: set[int] = set()
@@ -82,9 +91,25 @@ class GroupService:
         self._waiters.clear()
 
     async def _tick_loop(self) -> None:
+        last_expiry = self.now_ms()
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
-            self._complete(self.coordinator.tick(self.now_ms()))
+            now = self.now_ms()
+            self._complete(self.coordinator.tick(now))
+            if now - last_expiry >= self.offsets_retention_check_interval_ms:
+                last_expiry = now
+                await self.expire_offsets(now)
+
+    async def expire_offsets(self, now_ms: int) -> None:
+        """Kafka's cleanupGroupMetadata: tombstones the expired offsets of empty groups (acks=all, so the
+        compacted __consumer_offsets drops them too) and forgets groups left with nothing."""
+        for group_id, partitions in self.coordinator.decide_expired_offsets(now_ms).items():
+            if self.coordinator_error(group_id) != ErrorCode.none:
+                continue
+            if await self._tombstone(group_id, partitions) == ErrorCode.none:
+                log.info("expired committed offsets", group=group_id, partitions=len(partitions))
+                if not self.coordinator.committed_offsets(group_id):
+                    self.coordinator.remove_group(group_id)
 
     def _complete(self, completions: Iterable[Completion]) -> None:
         for completion in completions:

@@ -159,6 +159,19 @@ class BrokerSettings:
     offsets_topic_num_partitions: int = prop(
         "offsets.topic.num.partitions", 10, "Partitions of __consumer_offsets.", minimum=1
     )
+    offsets_retention_minutes: int = prop(
+        "offsets.retention.minutes",
+        10080,
+        "A group without members loses each committed offset this long after the later of the commit "
+        "and the group becoming empty.",
+        minimum=1,
+    )
+    offsets_retention_check_interval_ms: int = prop(
+        "offsets.retention.check.interval.ms",
+        600000,
+        "How often expired committed offsets are looked for.",
+        minimum=1,
+    )
     offsets_topic_segment_bytes: int = prop(
         "offsets.topic.segment.bytes",
         104857600,
