@@ -7,12 +7,14 @@ from typing import Any
 
 from kio.schema.alter_configs.v2 import request as ac2
 from kio.schema.alter_partition.v3 import request as ap3
+from kio.schema.alter_partition_reassignments.v1 import request as apr
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.incremental_alter_configs.v1 import request as iac1
+from kio.schema.list_partition_reassignments.v0 import request as lpr
 
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
@@ -266,3 +268,44 @@ class ControllerContext:
 
     def configs(self, resource_type: int, name: str) -> dict[str, str]:
         return self.controller.configuration.get(resource_type, name)
+
+    # ---- reassignment -------------------------------------------------------------------------------
+    def reassign(
+        self, topic: str, targets: dict[int, list[int] | None], allow_rf_change: bool = True
+    ) -> dict[int, tuple[ErrorCode, str | None]]:
+        """{partition: target replicas, or None to cancel} -> {partition: (error, message)}."""
+        request = apr.AlterPartitionReassignmentsRequest(
+            timeout=NO_TIMEOUT,
+            allow_replication_factor_change=allow_rf_change,
+            topics=(
+                apr.ReassignableTopic(
+                    name=topic,
+                    partitions=tuple(
+                        apr.ReassignablePartition(partition_index=i, replicas=None if r is None else tuple(r))
+                        for i, r in targets.items()
+                    ),
+                ),
+            ),
+        )
+        response = self.controller.alter_partition_reassignments(self.now, request)
+        return {p.partition_index: (p.error_code, p.error_message) for p in response.responses[0].partitions}
+
+    def reassignments(
+        self, topics: dict[str, list[int]] | None = None
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """{(topic, partition): (replicas, adding, removing)} of the reassignments in progress."""
+        request = lpr.ListPartitionReassignmentsRequest(
+            timeout=NO_TIMEOUT,
+            topics=None
+            if topics is None
+            else tuple(
+                lpr.ListPartitionReassignmentsTopics(name=n, partition_indexes=tuple(p))
+                for n, p in topics.items()
+            ),
+        )
+        response = self.controller.list_partition_reassignments(request)
+        return {
+            (t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in response.topics
+            for p in t.partitions
+        }

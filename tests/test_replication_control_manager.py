@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from epochkraft.controller.configuration_control import OpType
 from epochkraft.protocol.errors import ErrorCode
 from tests.controller_context import ControllerContext
 
@@ -106,3 +109,146 @@ def test_create_partitions_fails_with_manual_assignment_with_all_fenced():
     assert ctx.create_partitions(("foo", 2, [[0, 0, 1]]))[0][1] == (
         "The manual partition assignment includes the broker 0 more than once."
     )
+
+
+# ---- reassignment (KIP-455) -------------------------------------------------------------------------
+def reassigning_context() -> ControllerContext:
+    ctx = ControllerContext()
+    ctx.brokers_ready(0, 1, 2, 3)
+    ctx.create_topic("foo", [[1, 2, 3], [3, 2, 1]])
+    ctx.create_topic("bar", [[1, 2, 3]])
+    return ctx
+
+
+def test_reassign_partitions():
+    """testReassignPartitions: a reorder completes at once; adding 0 and removing 3 waits for the ISR; the
+    leader's AlterPartition that brings 0 into the ISR completes it and moves leadership off 3
+    (NEW_LEADER_ELECTED, v2+; FENCED_LEADER_EPOCH before)."""
+    ctx = reassigning_context()
+    assert ctx.reassignments() == {}
+    assert ctx.reassign("foo", {0: [3, 2, 1], 1: [0, 2, 1], 2: [0, 2, 1]}) == {
+        0: OK,
+        1: OK,
+        2: (ErrorCode.unknown_topic_or_partition, "Unable to find partition foo:2."),
+    }
+    assert (ctx.partition("foo", 0).replicas, ctx.partition("foo", 0).leader_epoch) == ((3, 2, 1), 0)
+    ongoing = {("foo", 1): ((0, 2, 1, 3), (0,), (3,))}
+    assert ctx.reassignments() == ongoing
+    assert ctx.reassignments({"bar": [0, 1, 2]}) == {}
+    assert ctx.reassignments({"foo": [0, 1, 2]}) == ongoing
+    moving = ctx.partition("foo", 1)
+    assert (moving.isr, moving.leader, moving.leader_epoch, moving.partition_epoch) == ((3, 2, 1), 3, 0, 1)
+
+    _top, answer = ctx.alter_partition(3, "foo", [3, 0, 2, 1], index=1)
+    assert answer.error_code == ErrorCode.new_leader_elected
+    done = ctx.partition("foo", 1)
+    assert (done.replicas, done.isr, done.leader, done.leader_epoch) == ((0, 2, 1), (0, 2, 1), 0, 1)
+    assert (done.adding_replicas, done.removing_replicas) == ((), ())
+    assert ctx.reassignments() == {}
+
+
+def test_reassign_partitions_completion_waits_for_every_target_replica_in_the_isr():
+    """Until every target replica is in the ISR nothing is removed, and an ineligible (fenced) adding
+    replica cannot join the ISR (KIP-841), so the reassignment cannot complete through it."""
+    ctx = reassigning_context()
+    ctx.brokers_ready(4)
+    assert ctx.reassign("bar", {0: [1, 2, 3, 4, 0]}) == {0: OK}
+    assert ctx.reassignments() == {("bar", 0): ((1, 2, 3, 4, 0), (0, 4), ())}
+    ctx.alter_partition(1, "bar", [1, 2, 3, 4])
+    assert ctx.partition("bar", 0).adding_replicas == (0, 4), "0 is not in the ISR yet"
+    ctx.fence_brokers(0)
+    _top, answer = ctx.alter_partition(1, "bar", [1, 2, 3, 4, 0])
+    assert answer.error_code == ErrorCode.ineligible_replica
+    assert ctx.reassignments() == {("bar", 0): ((1, 2, 3, 4, 0), (0, 4), ())}
+    ctx.unfence_brokers(0)
+    _top, answer = ctx.alter_partition(1, "bar", [1, 2, 3, 4, 0])
+    assert answer.error_code == ErrorCode.none
+    assert ctx.reassignments() == {}
+    assert ctx.partition("bar", 0).replicas == (1, 2, 3, 4, 0)
+
+
+def test_reassign_partitions_that_only_removes_replicas_completes_at_once():
+    ctx = reassigning_context()
+    assert ctx.reassign("bar", {0: [2, 3]}) == {0: OK}
+    p = ctx.partition("bar", 0)
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch) == ((2, 3), (2, 3), 2, 1)
+    assert ctx.reassignments() == {}
+
+
+def test_cancel_reassign_partitions():
+    """testCancelReassignPartitions: cancelling drops the adding replicas and keeps the removing ones;
+    NO_REASSIGNMENT_IN_PROGRESS where none runs; a revert that would need an unclean election is refused
+    unless the topic allows one."""
+    ctx = reassigning_context()
+    ctx.reassign("foo", {1: [0, 2, 1]})
+    assert ctx.reassign("foo", {0: None, 1: None}) == {
+        0: (ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress."),
+        1: OK,
+    }
+    p = ctx.partition("foo", 1)
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch) == ((2, 1, 3), (3, 2, 1), 3, 1)
+    assert ctx.reassignments() == {}
+
+    ctx.brokers_ready(4)
+    ctx.reassign("bar", {0: [0, 4]})
+    ctx.alter_partition(1, "bar", [1, 2, 3, 0])
+    ctx.fence_brokers(1, 2, 3)  # the ISR is down to 0, a replica being added
+    assert (ctx.partition("bar", 0).isr, ctx.partition("bar", 0).leader) == ((0,), 0)
+    assert ctx.reassign("bar", {0: None}) == {
+        0: (
+            ErrorCode.invalid_replica_assignment,
+            "Unable to revert partition assignment for bar:0 because it would require an unclean leader election.",
+        )
+    }
+    ctx.incremental_alter_configs({(2, "bar"): {"unclean.leader.election.enable": (OpType.SET, "true")}})
+    assert ctx.reassign("bar", {0: None}) == {0: OK}
+    p = ctx.partition("bar", 0)
+    assert (p.replicas, p.isr, p.leader, p.leader_recovery_state) == ((1, 2, 3), (1,), -1, 0)
+
+
+def test_reassign_partitions_handles_new_reassignment_that_removes_previously_adding_replicas():
+    ctx = reassigning_context()
+    ctx.reassign("bar", {0: [0, 1, 2]})
+    assert ctx.reassignments() == {("bar", 0): ((0, 1, 2, 3), (0,), (3,))}
+    ctx.reassign("bar", {0: [1, 2, 3]})
+    p = ctx.partition("bar", 0)
+    assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas) == ((1, 2, 3), (1, 2, 3), (), ())
+
+
+@pytest.mark.parametrize(
+    ("target", "error", "message"),
+    [
+        (
+            [],
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        (
+            [1, 1],
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes the broker 1 more than once.",
+        ),
+        (
+            [1, 9],
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes broker 9, but no such broker is registered.",
+        ),
+    ],
+)
+def test_reassign_partitions_refuses_invalid_assignments(target, error, message):
+    ctx = reassigning_context()
+    assert ctx.reassign("bar", {0: target}) == {0: (error, message)}
+    assert ctx.reassign("missing", {0: [1]}) == {
+        0: (ErrorCode.unknown_topic_or_partition, "Unable to find a topic named missing.")
+    }
+
+
+def test_reassign_partitions_replication_factor_change_needs_permission():
+    """AlterPartitionReassignments v1 (KIP-860): allowReplicationFactorChange=false refuses 3 -> 4."""
+    ctx = reassigning_context()
+    assert ctx.reassign("bar", {0: [1, 2, 3, 0]}, allow_rf_change=False) == {
+        0: (
+            ErrorCode.invalid_replication_factor,
+            "The replication factor is changed from 3 to 4 but allowReplicationFactorChange is false.",
+        )
+    }

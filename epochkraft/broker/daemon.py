@@ -48,6 +48,7 @@ from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 
+CREATE_TOPICS_KEY = 19
 LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
 
 
@@ -146,13 +147,11 @@ class BrokerNode:
 
     async def forward_to_controller(self, request: Any) -> Any:
         response = await self.control.send(request)
-        created = [t.name for t in getattr(response, "topics", ()) if t.error_code == ErrorCode.none]
-        if created and not getattr(request, "validate_only", False):  # validate_only creates nothing
-            # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and any(self.cache.topic(n) is None for n in created):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.follower.progress.wait(), 0.5)
+        if response.__api_key__ != CREATE_TOPICS_KEY or getattr(request, "validate_only", False):
+            return response  # validate_only creates nothing
+        created = [t.name for t in response.topics if t.error_code == ErrorCode.none]
+        # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
+        await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
         return response
 
     async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = 5.0) -> None:

@@ -169,6 +169,8 @@ class MetadataCache:
             leader_epoch=record.leader_epoch,
             partition_epoch=record.partition_epoch,
             leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
+            removing_replicas=tuple(record.removing_replicas),
+            adding_replicas=tuple(record.adding_replicas),
         )
         changes.partitions.add((topic.name, record.partition_id))
 

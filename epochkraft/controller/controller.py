@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.alter_configs.v2 import response as alter_configs_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
+from kio.schema.alter_partition_reassignments.v1 import response as reassign_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
 from kio.schema.create_partitions.v3 import response as create_partitions_resp
@@ -29,6 +30,7 @@ from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
+from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
@@ -127,7 +129,7 @@ class Controller:
             if topic is None or before is None:
                 return
             where = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
-            if record.leader != NO_LEADER_CHANGE:
+            if record.leader != NO_LEADER_CHANGE and record.leader != before.leader:
                 unclean = record.leader_recovery_state == 1
                 self.outbox.append(
                     (
@@ -503,6 +505,74 @@ class Controller:
             )
         return create_partitions_resp.CreatePartitionsResponse(
             throttle_time=NO_THROTTLE, results=tuple(results)
+        )
+
+    def alter_partition_reassignments(
+        self, now_ms: int, request: Any
+    ) -> reassign_resp.AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments v1: start (replicas) or cancel (null) each partition's reassignment."""
+        registered = set(self.cluster.brokers)
+        allow_rf_change = getattr(request, "allow_replication_factor_change", True)
+        records: list = []
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                error, message, record = self.replication.decide_alter_partition_reassignment(
+                    topic.name,
+                    p.partition_index,
+                    None if p.replicas is None else tuple(p.replicas),
+                    registered,
+                    self.cluster.is_active,
+                    allow_rf_change,
+                )
+                if record is not None:
+                    records.append(record)
+                partitions.append(
+                    reassign_resp.ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=error, error_message=message
+                    )
+                )
+            topics.append(
+                reassign_resp.ReassignableTopicResponse(name=topic.name, partitions=tuple(partitions))
+            )
+        self._commit(records, now_ms)
+        return reassign_resp.AlterPartitionReassignmentsResponse(
+            throttle_time=NO_THROTTLE,
+            allow_replication_factor_change=allow_rf_change,
+            error_code=ErrorCode.none,
+            error_message=None,
+            responses=tuple(topics),
+        )
+
+    def list_partition_reassignments(
+        self, request: Any
+    ) -> list_reassign_resp.ListPartitionReassignmentsResponse:
+        """ListPartitionReassignments v0: the ongoing reassignments (of the partitions asked for)."""
+        wanted = (
+            None
+            if request.topics is None
+            else {(t.name, index) for t in request.topics for index in t.partition_indexes}
+        )
+        by_topic: dict[str, list] = {}
+        for topic, index, p in self.replication.reassignments():
+            if wanted is None or (topic.name, index) in wanted:
+                by_topic.setdefault(topic.name, []).append(
+                    list_reassign_resp.OngoingPartitionReassignment(
+                        partition_index=index,
+                        replicas=p.replicas,
+                        adding_replicas=p.adding_replicas,
+                        removing_replicas=p.removing_replicas,
+                    )
+                )
+        return list_reassign_resp.ListPartitionReassignmentsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            topics=tuple(
+                list_reassign_resp.OngoingTopicReassignment(name=name, partitions=tuple(parts))
+                for name, parts in sorted(by_topic.items())
+            ),
         )
 
     def elect_leaders(self, now_ms: int, request: Any) -> elect_resp.ElectLeadersResponse:

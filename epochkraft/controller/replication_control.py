@@ -296,6 +296,69 @@ class ReplicationControl:
     def decide_delete_topic(self, topic_id: uuid.UUID) -> list:
         return [RemoveTopicRecord(topic_id=topic_id)]
 
+    # ---- reassignment (KIP-455) ----------------------------------------------------------------------
+    def decide_alter_partition_reassignment(
+        self,
+        name: str,
+        index: int,
+        target: tuple[int, ...] | None,
+        registered: set[int],
+        is_acceptable_leader: Callable[[int], bool],
+        allow_replication_factor_change: bool = True,
+    ) -> tuple[ErrorCode, str | None, PartitionChangeRecord | None]:
+        """(error, message, record) starting (``target`` replicas) or cancelling (None) one partition's
+        reassignment, as Kafka's ReplicationControlManager.alterPartitionReassignment. The new replicas are
+        added to the replica list at once; the reassignment completes, in a later change, when the ISR holds
+        every target replica (PartitionChangeBuilder), or at once when it already does."""
+        topic = self.topic(name)
+        if topic is None:
+            return ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {name}.", None
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{index}.", None
+        election = Election.UNCLEAN if self.unclean_allowed(name) else Election.CLEAN
+        builder = PartitionChangeBuilder(partition, topic.topic_id, index, is_acceptable_leader, election)
+        if target is None:
+            if not partition.reassignment_in_progress:
+                return (
+                    ErrorCode.no_reassignment_in_progress,
+                    "No partition reassignment is in progress.",
+                    None,
+                )
+            # Kafka's PartitionReassignmentRevert: drop the replicas being added, keep those being removed.
+            replicas = tuple(b for b in partition.replicas if b not in partition.adding_replicas)
+            isr = tuple(b for b in partition.isr if b not in partition.adding_replicas)
+            if not isr:
+                if election != Election.UNCLEAN:
+                    message = (
+                        f"Unable to revert partition assignment for {name}:{index} because it would "
+                        "require an unclean leader election."
+                    )
+                    return ErrorCode.invalid_replica_assignment, message, None
+                isr = replicas[:1]
+            change = builder.set_target_replicas(replicas).set_target_isr(isr).build()
+            return ErrorCode.none, None, None if change is None else change.record
+        if (why := self._invalid_manual_assignment(target, None, registered)) is not None:
+            return ErrorCode.invalid_replica_assignment, why, None
+        original = tuple(b for b in partition.replicas if b not in partition.adding_replicas)
+        if not allow_replication_factor_change and len(target) != len(original):
+            message = (
+                f"The replication factor is changed from {len(original)} to {len(target)} but "
+                "allowReplicationFactorChange is false."
+            )
+            return ErrorCode.invalid_replication_factor, message, None
+        # Kafka's PartitionReassignmentReplicas: the target, then the current replicas it drops.
+        removing = tuple(sorted(set(partition.replicas) - set(target)))
+        adding = tuple(sorted(set(target) - set(partition.replicas)))
+        change = builder.set_target_replicas(tuple(target) + removing, removing, adding).build()
+        return ErrorCode.none, None, None if change is None else change.record
+
+    def reassignments(self) -> Iterator[tuple[TopicInfo, int, PartitionRegistration]]:
+        """The partitions with a reassignment in progress (ListPartitionReassignments)."""
+        for topic, index, partition in self.partitions():
+            if partition.reassignment_in_progress:
+                yield topic, index, partition
+
     # ---- AlterPartition -----------------------------------------------------------------------------
     def decide_alter_partition(
         self,
@@ -464,6 +527,8 @@ class ReplicationControl:
             leader_epoch=record.leader_epoch,
             partition_epoch=record.partition_epoch,
             leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
+            removing_replicas=tuple(record.removing_replicas),
+            adding_replicas=tuple(record.adding_replicas),
         )
 
     @replay.register
@@ -493,4 +558,10 @@ def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord
         leader_recovery_state=partition.leader_recovery_state
         if record.leader_recovery_state == -1
         else LeaderRecoveryState(record.leader_recovery_state),
+        removing_replicas=partition.removing_replicas
+        if record.removing_replicas is None
+        else tuple(record.removing_replicas),
+        adding_replicas=partition.adding_replicas
+        if record.adding_replicas is None
+        else tuple(record.adding_replicas),
     )

@@ -49,6 +49,13 @@ class PartitionRegistration:
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    # KIP-455: during a reassignment ``replicas`` holds the target replicas plus those being removed
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassignment_in_progress(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
 
 @dataclass(slots=True)
