@@ -195,18 +195,18 @@ def test_aiokafka_describe_and_alter_configs(cluster, admin):
 
 
 def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluster, admin):
-    """A topic's min.insync.replicas raised above its replica count refuses acks=all produces at once
-    (NOT_ENOUGH_REPLICAS); set back, the same producer's next records are acknowledged."""
+    """With one of three replicas down (ISR of 2), raising the topic's min.insync.replicas to 3 refuses
+    acks=all produces at once (NOT_ENOUGH_REPLICAS); set back to 2, the same producer is acknowledged."""
     create(admin, "live-min-isr", rf=3)
+    partition = admin.list_topics("live-min-isr", timeout=10).topics["live-min-isr"].partitions[0]
+    follower = next(r for r in partition.replicas if r != partition.leader)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0})
 
     def produce_one() -> KafkaError | None:
         outcome: list = []
-        producer.produce("live-min-isr", b"v", on_delivery=lambda err, _msg: outcome.append(err))
+        producer.produce("live-min-isr", b"v", partition=0, on_delivery=lambda err, _msg: outcome.append(err))
         producer.flush(10)
         return outcome[0]
-
-    assert produce_one() is None
 
     def set_min_isr(value: str) -> None:
         resource = ConfigResource(
@@ -218,11 +218,22 @@ def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluste
         )
         admin.incremental_alter_configs([resource])[resource].result(10)
 
-    set_min_isr("4")
-    error = eventually(produce_one, what="acks=all to be refused")
-    assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
-    set_min_isr("2")
-    eventually(lambda: produce_one() is None, what="acks=all to be accepted again")
+    cluster.node(follower).kill()
+    try:
+
+        def isr_of_two() -> bool:
+            p = admin.list_topics("live-min-isr", timeout=10).topics["live-min-isr"].partitions[0]
+            return len(p.isrs) == 2
+
+        eventually(isr_of_two, what="the ISR to shrink to two")
+        assert produce_one() is None, "two in-sync replicas satisfy the static min.insync.replicas=2"
+        set_min_isr("3")
+        error = eventually(produce_one, what="acks=all to be refused")
+        assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+        set_min_isr("2")
+        eventually(lambda: produce_one() is None, what="acks=all to be accepted again")
+    finally:
+        cluster.node(follower).start()
 
 
 # ---- partitions, groups, log dirs, producers, elections ------------------------------------------------
