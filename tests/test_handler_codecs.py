@@ -13,6 +13,7 @@ from kio.schema.alter_partition.v3 import response as v3
 from epochkraft.net.handlers._util import build
 from epochkraft.net.handlers.k56_alter_partition import encode_response
 from epochkraft.protocol import fetch_response as fetch
+from epochkraft.protocol.api import BROKER, served
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, response_class
 from epochkraft.protocol.versions import downgrade_response
@@ -124,7 +125,7 @@ answers = st.builds(
 
 
 @given(
-    version=st.integers(4, 16),
+    version=st.integers(4, served(BROKER)[1].max_version),
     topics=st.lists(st.tuples(st.uuids(), st.text(max_size=20), st.lists(answers, max_size=5)), max_size=3),
 )
 def test_fetch_response_pieces_join_to_kio_bytes(version, topics):

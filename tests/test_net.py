@@ -54,14 +54,14 @@ async def assert_still_serving(port: int) -> None:
         assert response.error_code == ErrorCode.none
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 async def test_api_versions_lists_the_listener_table(controller_server, version):
     async with KafkaClient("127.0.0.1", controller_server.port) as client:
         response = await client.api_versions(version)
     assert response.error_code == ErrorCode.none
     table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert table == {key: (s.min_version, s.max_version) for key, s in served(CONTROLLER).items()}
-    assert table[18] == (0, 3)
+    assert table[18] == (0, 4)
 
 
 def test_listeners_serve_different_tables():

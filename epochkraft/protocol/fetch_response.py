@@ -1,6 +1,6 @@
 """Fetch responses (key 1) encoded and decoded here rather than by kio, because they carry the records.
 
-- ``encode_response`` (the broker answering, v4-v16) returns pieces: encoded fields and each partition's
+- ``encode_response`` (the broker answering, v4-v18) returns pieces: encoded fields and each partition's
   record buffers as the log read them, which the server writes to the socket without joining. kio's
   single-buffer encoding took about an eighth of a broker's time under RF 3 produce load.
 - ``decode_partitions`` (a follower reading its leader's answer, v13-v16) yields each partition with its

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11, broker listener.
+"""Produce (key 0), versions 3-13, broker listener.
 
 - The leader validates each batch (CRC-32C and record count: CORRUPT_MESSAGE; larger than the topic's
   max.message.bytes, else message.max.bytes (1048588): MESSAGE_TOO_LARGE), assigns offsets and stamps
@@ -9,6 +9,7 @@
 - NOT_LEADER_OR_FOLLOWER on a non-leader (clients refresh metadata), UNKNOWN_TOPIC_OR_PARTITION for
   unknown partitions. Idempotent producers: duplicates answered with their first offsets,
   OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH as Kafka.
+- v13 names topics by id (UNKNOWN_TOPIC_ID for an id the broker does not know); v12 is v11 (KIP-890).
 """
 
 from __future__ import annotations
@@ -17,62 +18,78 @@ import asyncio
 import time
 
 from kio.schema.produce.v11 import response as r11
+from kio.schema.produce.v13 import response as r13
 
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
+TOPIC_IDS_FROM = 13
 
-@api(key=0, name="Produce", versions=(3, 11), listeners=(BROKER,))
+
+def _answers(
+    partitions, error: ErrorCode, message: str | None
+) -> list[tuple[ErrorCode, int, int, str | None]]:
+    return [(error, -1, -1, message)] * len(partitions)
+
+
+@api(key=0, name="Produce", versions=(3, TOPIC_IDS_FROM), listeners=(BROKER,))
 async def handle(request, ctx):
     started = time.monotonic()
+    version = ctx.api_version
+    by_id = version >= TOPIC_IDS_FROM
+    names = []
+    for t in request.topic_data:
+        info = ctx.node.cache.topics.get(t.topic_id) if by_id else None
+        names.append(t.name if not by_id else info.name if info else None)
+    # (error, base offset, log start offset, message) per partition, in request order
+    results: list[list[tuple[ErrorCode, int, int, str | None]]] = []
     if request.transactional_id is not None:
-        results = {
-            (t.name, p.index): (
-                ErrorCode.transactional_id_authorization_failed,
-                -1,
-                -1,
-                "transactions are not supported",
-            )
-            for t in request.topic_data
-            for p in t.partition_data
-        }
+        error = ErrorCode.transactional_id_authorization_failed
+        results = [
+            _answers(t.partition_data, error, "transactions are not supported") for t in request.topic_data
+        ]
     else:
         manager = ctx.node.replica_manager
         timeout = ms(request.timeout)
-        keys = [(t.name, p.index) for t in request.topic_data for p in t.partition_data]
         appends = [
-            manager.append(t.name, p.index, p.records or b"", request.acks, timeout)
-            for t in request.topic_data
+            manager.append(name, p.index, p.records or b"", request.acks, timeout)
+            for t, name in zip(request.topic_data, names, strict=True)
+            if name is not None
             for p in t.partition_data
         ]
-        done = await asyncio.gather(*appends)
+        done = iter(await asyncio.gather(*appends))
         ctx.node.observe_produce(time.monotonic() - started)
-        results = {
-            key: (r.error, r.base_offset, r.log_start_offset, r.message)
-            for key, r in zip(keys, done, strict=True)
-        }
+        for t, name in zip(request.topic_data, names, strict=True):
+            if name is None:
+                results.append(_answers(t.partition_data, ErrorCode.unknown_topic_id, None))
+                continue
+            answers = [next(done) for _ in t.partition_data]
+            results.append([(r.error, r.base_offset, r.log_start_offset, r.message) for r in answers])
     if request.acks == 0:
         return None
-    response = r11.ProduceResponse(
+    schema = r13 if by_id else r11
+    response = schema.ProduceResponse(
         responses=tuple(
-            r11.TopicProduceResponse(
-                name=t.name,
+            schema.TopicProduceResponse(
+                **({"topic_id": t.topic_id} if by_id else {"name": t.name}),
                 partition_responses=tuple(
-                    r11.PartitionProduceResponse(
+                    schema.PartitionProduceResponse(
                         index=p.index,
-                        error_code=results[(t.name, p.index)][0],
-                        base_offset=results[(t.name, p.index)][1],
-                        log_start_offset=results[(t.name, p.index)][2],
+                        error_code=error,
+                        base_offset=base_offset,
+                        log_start_offset=log_start_offset,
                         record_errors=(),
-                        error_message=results[(t.name, p.index)][3],
+                        error_message=message,
                     )
-                    for p in t.partition_data
+                    for p, (error, base_offset, log_start_offset, message) in zip(
+                        t.partition_data, answers, strict=True
+                    )
                 ),
             )
-            for t in request.topic_data
+            for t, answers in zip(request.topic_data, results, strict=True)
         ),
         throttle_time=NO_THROTTLE,
     )
-    return downgrade_response(response, ctx.api_version)
+    return downgrade_response(response, version)

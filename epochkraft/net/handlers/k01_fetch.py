@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-16, broker listener: consumers and follower replicas.
+"""Fetch (key 1), versions 4-18, broker listener: consumers and follower replicas.
 
 - Consumers read up to the high watermark from the leader, with MaxWait/MinBytes long polling (woken as
   soon as the HW moves). OFFSET_OUT_OF_RANGE outside the log, NOT_LEADER_OR_FOLLOWER on a non-leader,
@@ -9,7 +9,8 @@
   DivergingEpoch and no data, reads up to its log end, and records the follower's position, which may
   expand the ISR and advance the high watermark.
 - v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
-  every response is a full one (session id 0), which clients accept.
+  every response is a full one (session id 0), which clients accept. v17 and v18 add request fields a
+  leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
 - The response is encoded by ``protocol.fetch_response``, not kio: record bytes read from the log go to
   the socket as they are, never copied into an encoding buffer.
 """
@@ -74,7 +75,7 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -
     return Answer(p.partition, ErrorCode.none, hw, plan.log_start_offset, chunks), sum(map(len, chunks))
 
 
-@api(key=1, name="Fetch", versions=(4, 16), listeners=(BROKER,))
+@api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
 async def handle(request, ctx):
     node = ctx.node
     version = ctx.api_version

@@ -1,9 +1,11 @@
-"""ListOffsets (key 2), versions 1-8, broker listener.
+"""ListOffsets (key 2), versions 1-11, broker listener.
 
 - Timestamp -2: the log start offset; -1: the high watermark (the end a consumer can read to);
   -3 (v7+): the record with the largest timestamp; otherwise the first offset whose timestamp is at or
   after the one given (-1 offset if none below the high watermark). Both go through the segments' time
   indexes (``PartitionLog.fetch_offset_by_timestamp`` / ``fetch_max_timestamp``), never a scan of the log.
+- -4 (v8+, earliest local) is the log start offset and -5 (v9+, latest tiered) and -6 (v11+, earliest
+  pending upload) have no offset (-1), as Kafka's UnifiedLog.fetchOffsetByTimestamp without remote storage.
 - Only the leader answers (NOT_LEADER_OR_FOLLOWER), with the leader epoch checks of Fetch (v4+).
 """
 
@@ -18,6 +20,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 
 
 def _lookup(replica, timestamp: int) -> tuple[int, int]:
@@ -53,7 +56,9 @@ def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:
         return result(ErrorCode.unknown_leader_epoch)
     if part.role != Role.LEADER:
         return result(ErrorCode.not_leader_or_follower)
-    if p.timestamp == EARLIEST:
+    if p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no remote storage
+        return result(ErrorCode.none, -1, -1, -1)
+    if p.timestamp in (EARLIEST, EARLIEST_LOCAL):
         return result(ErrorCode.none, -1, replica.log.log_start_offset, part.leader_epoch)
     if p.timestamp == LATEST:
         return result(ErrorCode.none, -1, part.high_watermark, part.leader_epoch)
@@ -61,7 +66,7 @@ def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:
     return result(ErrorCode.none, timestamp, offset, part.leader_epoch if offset >= 0 else -1)
 
 
-@api(key=2, name="ListOffsets", versions=(1, 8), listeners=(BROKER,))
+@api(key=2, name="ListOffsets", versions=(1, 11), listeners=(BROKER,))
 async def handle(request, ctx):
     response = r8.ListOffsetsResponse(
         throttle_time=NO_THROTTLE,

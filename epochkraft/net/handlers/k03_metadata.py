@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12, broker listener.
+"""Metadata (key 3), versions 0-13, broker listener (v13 adds a top-level error code, KIP-1102: none).
 
 - Brokers: every unfenced registered broker. Controller id: a broker that accepts CreateTopics (the lowest
   live broker id; brokers forward to the controller), so admin clients work unchanged.
@@ -62,7 +62,7 @@ def _missing(name: str | None, error: ErrorCode) -> r12.MetadataResponseTopic:
     )
 
 
-@api(key=3, name="Metadata", versions=(0, 12), listeners=(BROKER,))
+@api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
 async def handle(request, ctx):
     node = ctx.node
     cache = node.cache

@@ -1,19 +1,18 @@
-"""OffsetCommit (key 8), versions 2-8, broker listener.
+"""OffsetCommit (key 8), versions 2-10, broker listener.
 
 - Validates membership and generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS);
   generation -1 with an empty member id is a standalone commit.
 - Writes the offsets to the replicated ``__consumer_offsets`` partition with acks=all and answers once they
   are committed, so they survive broker restarts and leader changes.
-- v6+ carry the committed leader epoch; v2-4 a retention time (ignored, as Kafka 2.1+ does).
+- v6+ carry the committed leader epoch; v2-4 a retention time (ignored, as Kafka 2.1+ does); v9 is v8 for
+  classic groups (KIP-848's member epoch is the generation here); v10 names topics by id (UNKNOWN_TOPIC_ID
+  for an id the broker does not know).
 """
 
 from __future__ import annotations
 
-from kio.schema.offset_commit.v8.response import (
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
+from kio.schema.offset_commit.v9 import response as v9
+from kio.schema.offset_commit.v10 import response as v10
 
 from epochkraft.broker.group_service import OffsetCommitEntry
 from epochkraft.net.handlers._util import NO_THROTTLE
@@ -21,19 +20,28 @@ from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
+TOPIC_IDS_FROM = 10
 
-@api(key=8, name="OffsetCommit", versions=(2, 8), listeners=(BROKER,))
+
+@api(key=8, name="OffsetCommit", versions=(2, TOPIC_IDS_FROM), listeners=(BROKER,))
 async def handle(request, ctx):
-    groups = ctx.node.groups
+    version = ctx.api_version
+    by_id = version >= TOPIC_IDS_FROM
+    groups, cache = ctx.node.groups, ctx.node.cache
+    names = []
+    for topic in request.topics:
+        info = cache.topics.get(topic.topic_id) if by_id else None
+        names.append(info.name if info else None if by_id else topic.name)
     entries = [
         OffsetCommitEntry(
-            topic.name,
+            name,
             p.partition_index,
             p.committed_offset,
             getattr(p, "committed_leader_epoch", -1),
             p.committed_metadata,
         )
-        for topic in request.topics
+        for topic, name in zip(request.topics, names, strict=True)
+        if name is not None
         for p in topic.partitions
     ]
     error = groups.coordinator_error(request.group_id)
@@ -44,17 +52,21 @@ async def handle(request, ctx):
             member_id=request.member_id,
             entries=entries,
         )
-    response = OffsetCommitResponse(
+    schema = v10 if by_id else v9
+    response = schema.OffsetCommitResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
-            OffsetCommitResponseTopic(
-                name=topic.name,
+            schema.OffsetCommitResponseTopic(
+                **({"topic_id": topic.topic_id} if by_id else {"name": topic.name}),
                 partitions=tuple(
-                    OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+                    schema.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=error if name is not None else ErrorCode.unknown_topic_id,
+                    )
                     for p in topic.partitions
                 ),
             )
-            for topic in request.topics
+            for topic, name in zip(request.topics, names, strict=True)
         ),
     )
-    return downgrade_response(response, ctx.api_version)
+    return downgrade_response(response, version)

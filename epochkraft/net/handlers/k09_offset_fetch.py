@@ -1,50 +1,125 @@
-"""OffsetFetch (key 9), versions 1-7, broker listener.
+"""OffsetFetch (key 9), versions 1-10, broker listener.
 
 - Returns the group's committed offsets (-1 and empty metadata where nothing is committed); v2+ accept null
   topics meaning every partition the group committed, and carry a top-level error.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading.
+- v8+ ask for several groups at once, each answered with its own error; v9 adds the member id and epoch of
+  KIP-848's consumer groups (groups here are classic ones: not checked); v10 names topics by id
+  (UNKNOWN_TOPIC_ID for an id the broker does not know).
 """
 
 from __future__ import annotations
 
-from kio.schema.offset_fetch.v7.response import (
-    OffsetFetchResponse,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponseTopic,
-)
+import uuid
+
+from kio.schema.offset_fetch.v7 import response as v7
+from kio.schema.offset_fetch.v9 import response as v9
+from kio.schema.offset_fetch.v10 import response as v10
 
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
+GROUPS_FROM, TOPIC_IDS_FROM = 8, 10
+Partition = tuple[int, int, int, str, ErrorCode]  # index, offset, leader epoch, metadata, error
+TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id, partitions
 
-@api(key=9, name="OffsetFetch", versions=(1, 7), listeners=(BROKER,))
-async def handle(request, ctx):
-    groups = ctx.node.groups
-    requested = (
-        None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
-    )
-    error = groups.coordinator_error(request.group_id)
-    offsets = groups.fetch_offsets(request.group_id, requested) if error == ErrorCode.none else {}
+
+def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode, list[TopicOffsets]]:
+    """The group's error and its committed offsets for ``topics`` (None: every committed partition)."""
+    groups, cache = node.groups, node.cache
+    by_id = version >= TOPIC_IDS_FROM
+    unknown: list[TopicOffsets] = []
+    requested: list[tuple[str, int]] | None = None
+    if topics is not None:
+        requested = []
+        for t in topics:
+            info = cache.topics.get(t.topic_id) if by_id else None
+            name = info.name if info else None if by_id else t.name
+            if name is None:
+                missing = [(p, -1, -1, "", ErrorCode.unknown_topic_id) for p in t.partition_indexes]
+                unknown.append((None, t.topic_id, missing))
+                continue
+            requested += [(name, p) for p in t.partition_indexes]
+    error = groups.coordinator_error(group_id)
+    offsets = groups.fetch_offsets(group_id, requested) if error == ErrorCode.none else {}
     if error != ErrorCode.none and requested is not None:
         offsets = dict.fromkeys(requested)
-    by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}
+    partition_error = error if version < 2 else ErrorCode.none  # v1 has no top-level error
+    by_topic: dict[str, list[Partition]] = {}
     for (topic, partition), committed in sorted(offsets.items()):
         by_topic.setdefault(topic, []).append(
-            OffsetFetchResponsePartition(
-                partition_index=partition,
-                committed_offset=-1 if committed is None else committed.offset,
-                committed_leader_epoch=-1 if committed is None else committed.leader_epoch,
-                # Kafka writes "" (OffsetFetchResponse.NO_METADATA), never null.
-                metadata="" if committed is None else committed.metadata or "",
-                # v1 has no top-level error: coordinator errors go on each partition.
-                error_code=error if ctx.api_version < 2 else ErrorCode.none,
+            (partition, -1, -1, "", partition_error)
+            if committed is None  # Kafka writes "" (OffsetFetchResponse.NO_METADATA), never null
+            else (
+                partition,
+                committed.offset,
+                committed.leader_epoch,
+                committed.metadata or "",
+                partition_error,
             )
         )
-    response = OffsetFetchResponse(
-        throttle_time=NO_THROTTLE,
-        topics=tuple(OffsetFetchResponseTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        error_code=error,
-    )
-    return downgrade_response(response, ctx.api_version)
+    found: list[TopicOffsets] = []
+    for name, partitions in by_topic.items():
+        info = cache.topic(name)
+        if by_id and info is None:
+            continue  # a deleted topic has no id to answer with
+        found.append((name, info.topic_id if info else None, partitions))
+    return error, found + unknown
+
+
+@api(key=9, name="OffsetFetch", versions=(1, TOPIC_IDS_FROM), listeners=(BROKER,))
+async def handle(request, ctx):
+    version = ctx.api_version
+    if version < GROUPS_FROM:
+        error, topics = _group_offsets(ctx.node, request.group_id, request.topics, version)
+        response = v7.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            topics=tuple(
+                v7.OffsetFetchResponseTopic(
+                    name=name,
+                    partitions=tuple(
+                        v7.OffsetFetchResponsePartition(
+                            partition_index=index,
+                            committed_offset=offset,
+                            committed_leader_epoch=epoch,
+                            metadata=metadata,
+                            error_code=partition_error,
+                        )
+                        for index, offset, epoch, metadata, partition_error in partitions
+                    ),
+                )
+                for name, _, partitions in topics
+            ),
+            error_code=error,
+        )
+        return downgrade_response(response, version)
+    schema = v10 if version >= TOPIC_IDS_FROM else v9
+    answers = []
+    for group in request.groups:
+        error, topics = _group_offsets(ctx.node, group.group_id, group.topics, version)
+        answers.append(
+            schema.OffsetFetchResponseGroup(
+                group_id=group.group_id,
+                topics=tuple(
+                    schema.OffsetFetchResponseTopics(
+                        **({"topic_id": topic_id} if version >= TOPIC_IDS_FROM else {"name": name}),
+                        partitions=tuple(
+                            schema.OffsetFetchResponsePartitions(
+                                partition_index=index,
+                                committed_offset=offset,
+                                committed_leader_epoch=epoch,
+                                metadata=metadata,
+                                error_code=partition_error,
+                            )
+                            for index, offset, epoch, metadata, partition_error in partitions
+                        ),
+                    )
+                    for name, topic_id, partitions in topics
+                ),
+                error_code=error,
+            )
+        )
+    response = schema.OffsetFetchResponse(throttle_time=NO_THROTTLE, groups=tuple(answers))
+    return downgrade_response(response, version)

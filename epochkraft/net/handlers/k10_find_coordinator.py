@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10), versions 0-4, broker listener.
+"""FindCoordinator (key 10), versions 0-6, broker listener.
 
 - Group keys (key_type 0) map to ``__consumer_offsets`` partition abs(hash(group)) % partitions; the
   coordinator is that partition's leader. While the topic is being created: COORDINATOR_NOT_AVAILABLE.
@@ -6,22 +6,26 @@
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (librdkafka's
   rd_kafka_txn_handle_FindCoordinator, the Java TransactionManager's FindCoordinatorHandler), so a
   transactional producer fails at once instead of retrying COORDINATOR_NOT_AVAILABLE until it times out.
-- v4 batches keys in ``coordinator_keys``; v0-3 carry one ``key`` and answer at the top level.
+- Share groups (key_type 2, v6, KIP-932) are not supported: INVALID_REQUEST.
+- v4+ batch keys in ``coordinator_keys``; v0-3 carry one ``key`` and answer at the top level; v5 is v4
+  (it allows TRANSACTION_ABORTABLE, KIP-890).
 """
 
 from __future__ import annotations
 
-from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinatorResponse
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
 
 from epochkraft.net.handlers._util import NO_THROTTLE, build
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
+from epochkraft.protocol.versions import downgrade_response
 
+GROUP, TRANSACTION = 0, 1  # key types
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this cluster"
 
 
-@api(key=10, name="FindCoordinator", versions=(0, 4), listeners=(BROKER,))
+@api(key=10, name="FindCoordinator", versions=(0, 6), listeners=(BROKER,))
 async def handle(request, ctx):
     version = ctx.api_version
     keys = tuple(request.coordinator_keys) if version >= 4 else (request.key,)
@@ -29,9 +33,12 @@ async def handle(request, ctx):
     coordinators = []
     for key in keys:
         message = None
-        if key_type != 0:
+        if key_type == TRANSACTION:
             error, node, host, port = ErrorCode.transactional_id_authorization_failed, -1, "", -1
             message = TRANSACTIONS_UNSUPPORTED
+        elif key_type != GROUP:
+            error, node, host, port = ErrorCode.invalid_request, -1, "", -1
+            message = f"coordinator key type {key_type} is not supported"
         else:
             error, node, host, port = await ctx.node.groups.find_coordinator(key)
             message = None if error == ErrorCode.none else error.name.upper()
@@ -39,7 +46,8 @@ async def handle(request, ctx):
             Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
         )
     if version >= 4:
-        return FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+        response = FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+        return downgrade_response(response, version)
     first = coordinators[0]
     return build(
         response_class(10, version),

@@ -1,22 +1,23 @@
-"""JoinGroup (key 11), versions 0-7, broker listener.
+"""JoinGroup (key 11), versions 0-9, broker listener.
 
 - The first join of a new member (v4+) gets MEMBER_ID_REQUIRED with its member id (KIP-394).
 - Waits until every member has rejoined (or the rebalance timeout), then answers with the generation;
   the leader also gets every member's protocol metadata.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate the group.
-- v0 has no rebalance timeout (the session timeout is used); v5+ carries group.instance.id.
+- v0 has no rebalance timeout (the session timeout is used); v5+ carries group.instance.id; v8+ a
+  reason (KIP-800, not kept); v9 answers SkipAssignment false (no member skips the assignment here).
 """
 
 from __future__ import annotations
 
-from kio.schema.join_group.v7.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
-LATEST = 7
+LATEST = 9
 
 
 @api(key=11, name="JoinGroup", versions=(0, LATEST), listeners=(BROKER,))
@@ -61,6 +62,7 @@ async def handle(request, ctx):
         # Versions before 7 cannot carry a null protocol name.
         protocol_name=protocol_name if protocol_name is not None or ctx.api_version >= 7 else "",
         leader=leader,
+        skip_assignment=False,
         member_id=member_id,
         members=tuple(
             JoinGroupResponseMember(member_id=mid, group_instance_id=instance, metadata=meta)

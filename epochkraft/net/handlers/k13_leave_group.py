@@ -1,12 +1,13 @@
-"""LeaveGroup (key 13), versions 0-4, broker listener.
+"""LeaveGroup (key 13), versions 0-5, broker listener.
 
-- v0-2 name one ``member_id``; v3+ a batch of members with per-member errors (KIP-345).
+- v0-2 name one ``member_id``; v3+ a batch of members with per-member errors (KIP-345); v5 adds a
+  reason per member (KIP-800, not kept).
 - Leaving members trigger a rebalance of the rest.
 """
 
 from __future__ import annotations
 
-from kio.schema.leave_group.v4.response import LeaveGroupResponse, MemberResponse
+from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
 from epochkraft.net.handlers._util import NO_THROTTLE, build
 from epochkraft.protocol.api import BROKER, api
@@ -15,7 +16,7 @@ from epochkraft.protocol.framing import response_class
 from epochkraft.protocol.versions import downgrade_response
 
 
-@api(key=13, name="LeaveGroup", versions=(0, 4), listeners=(BROKER,))
+@api(key=13, name="LeaveGroup", versions=(0, 5), listeners=(BROKER,))
 async def handle(request, ctx):
     version = ctx.api_version
     if version >= 3:

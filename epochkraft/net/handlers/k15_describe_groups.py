@@ -1,12 +1,13 @@
-"""DescribeGroups (key 15), versions 0-5, broker listener.
+"""DescribeGroups (key 15), versions 0-6, broker listener.
 
 - State, protocol and members (metadata and assignment) of each named group; NOT_COORDINATOR for groups
-  coordinated elsewhere; an unknown group is described as Dead with no members, as Kafka does.
+  coordinated elsewhere; an unknown group is described as Dead with no members, as Kafka does, and from
+  v6 also carries GROUP_ID_NOT_FOUND with a message (KIP-1043).
 """
 
 from __future__ import annotations
 
-from kio.schema.describe_groups.v5.response import (
+from kio.schema.describe_groups.v6.response import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsResponse,
@@ -19,13 +20,17 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
 
-def _describe(service, group_id: str) -> DescribedGroup:
+def _describe(service, group_id: str, version: int) -> DescribedGroup:
     error = service.coordinator_error(group_id)
     group = service.coordinator.groups.get(group_id) if error == ErrorCode.none else None
     if group is None:
         state = GroupState.DEAD if error == ErrorCode.none else ""
+        message = None
+        if error == ErrorCode.none and version >= GROUP_ID_NOT_FOUND_FROM:
+            error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
         return DescribedGroup(
             error_code=error,
+            error_message=message,
             group_id=group_id,
             group_state=str(state),
             protocol_type="",
@@ -46,6 +51,7 @@ def _describe(service, group_id: str) -> DescribedGroup:
     )
     return DescribedGroup(
         error_code=ErrorCode.none,
+        error_message=None,
         group_id=group_id,
         group_state=str(group.state),
         protocol_type=group.protocol_type or "",
@@ -55,9 +61,11 @@ def _describe(service, group_id: str) -> DescribedGroup:
     )
 
 
-@api(key=15, name="DescribeGroups", versions=(0, 5), listeners=(BROKER,))
+GROUP_ID_NOT_FOUND_FROM = 6
+
+
+@api(key=15, name="DescribeGroups", versions=(0, GROUP_ID_NOT_FOUND_FROM), listeners=(BROKER,))
 async def handle(request, ctx):
-    response = DescribeGroupsResponse(
-        throttle_time=NO_THROTTLE, groups=tuple(_describe(ctx.node.groups, g) for g in request.groups)
-    )
+    groups = tuple(_describe(ctx.node.groups, g, ctx.api_version) for g in request.groups)
+    response = DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=groups)
     return downgrade_response(response, ctx.api_version)

@@ -1,10 +1,11 @@
-"""ApiVersions (key 18), versions 0-3, on both listeners.
+"""ApiVersions (key 18), versions 0-4, on both listeners.
 
 - Lists the APIs this listener serves, built from the handler registry, so the advertised ranges can
   never drift from what is dispatched.
-- A request at a version above 3 never reaches here: the server answers it with UNSUPPORTED_VERSION in a
+- A request at a version above 4 never reaches here: the server answers it with UNSUPPORTED_VERSION in a
   v0 body listing our range (KIP-511), and the response header is always v0.
-- v3 carries client software name/version (logged nowhere) and answers with empty feature lists.
+- v3 carries client software name/version (logged nowhere) and answers with empty feature lists; v4
+  is v3 (KAFKA-17011 only allows a feature minimum of 0).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
 
-@api(key=18, name="ApiVersions", versions=(0, 3), listeners=(BROKER, CONTROLLER))
+@api(key=18, name="ApiVersions", versions=(0, 4), listeners=(BROKER, CONTROLLER))
 async def handle(request, ctx):
     table = tuple(
         ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
