@@ -68,3 +68,19 @@ def test_report_json_counts():
         and data["lost_count"] == 0
         and data["rejected_alter_partitions"] == {"INELIGIBLE_REPLICA": 1}
     )
+
+
+def test_values_removed_by_retention_are_not_lost_but_a_retained_one_missing_is():
+    """Under retention the final read starts at the log start offset: what lies below it was removed by
+    retention; a value at or above it that is not read back is lost. Replicas are compared only from
+    the latest first offset any of them still holds."""
+    history = clean()
+    history.log_start_offsets = {0: 4}
+    history.consumed = [r for r in history.consumed if r[1] >= 4]
+    history.replicas[2][0] = history.replicas[2][0][2:]  # broker 2 deleted its segments sooner
+    history.replicas[3][0] = [(0, b"other"), *history.replicas[3][0][1:]]  # differs only below the start
+    report = check(history)
+    assert report.ok and report.removed_by_retention == 4 and report.lost == []
+    history.consumed = [r for r in history.consumed if r[2] != b"6"]
+    report = check(history)
+    assert report.lost == ["6"] and report.removed_by_retention == 4 and not report.ok

@@ -1,7 +1,8 @@
 """The chaos run's judge, as Kafka's replication system tests and Jepsen's Kafka workload check:
 every acknowledged value is consumed, one value per offset, offsets increase in every partition,
-replicas agree up to the high watermark, and the ISR shrank and re-expanded. Pure: histories in,
-a report out."""
+replicas agree up to the high watermark, and the ISR shrank and re-expanded. Under retention, an
+acknowledged value below its partition's log start offset at the final read was removed by retention,
+not lost; everything at or above it must be there. Pure: histories in, a report out."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class History:
     rejected_alter_partitions: dict[str, int] = field(default_factory=dict)  # Kafka error -> count
     attempted: int = 0
     failed_produces: int = 0
+    # partition -> the leader's log start offset at the final read (what retention had removed below it)
+    log_start_offsets: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Report:
     isr_reexpanded: bool
     rejected_alter_partitions: dict[str, int]
     faults: list[str] = field(default_factory=list)
+    removed_by_retention: int = 0
 
     @property
     def ok(self) -> bool:
@@ -67,6 +71,7 @@ class Report:
             ("acknowledged", self.acked),
             ("consumed", self.consumed),
             ("failed produces (not acked)", self.failed_produces),
+            ("removed by retention", self.removed_by_retention),
             ("LOST acknowledged", len(self.lost)),
             ("duplicated", len(self.duplicated)),
             ("offsets with >1 value", len(self.multi_value_offsets)),
@@ -90,7 +95,14 @@ def _show(value: bytes) -> str:
 
 def check(history: History) -> Report:
     consumed_values = Counter(v for _, _, v in history.consumed)
-    lost = sorted((_show(v) for v in history.acked if v not in consumed_values), key=lambda s: (len(s), s))
+    starts = history.log_start_offsets
+
+    def retained(partition: int, offset: int) -> bool:
+        return offset < 0 or offset >= starts.get(partition, 0)
+
+    missing = [(v, where) for v, where in history.acked.items() if v not in consumed_values]
+    removed = [v for v, (p, o) in missing if not retained(p, o)]
+    lost = sorted((_show(v) for v, (p, o) in missing if retained(p, o)), key=lambda s: (len(s), s))
     duplicated = sorted(_show(v) for v, n in consumed_values.items() if n > 1)
 
     by_offset: dict[tuple[int, int], set[bytes]] = defaultdict(set)
@@ -112,8 +124,13 @@ def check(history: History) -> Report:
     partitions = {p for logs in history.replicas.values() for p in logs}
     for partition in sorted(partitions):
         hw = history.high_watermarks.get(partition, 0)
+        # Replicas delete segments at their own pace: compare from the latest first offset any holds.
+        floor = max(
+            [starts.get(partition, 0)]
+            + [logs[partition][0][0] for logs in history.replicas.values() if logs.get(partition)]
+        )
         views = {
-            broker: [entry for entry in logs.get(partition, []) if entry[0] < hw]
+            broker: [entry for entry in logs.get(partition, []) if floor <= entry[0] < hw]
             for broker, logs in history.replicas.items()
             if partition in logs
         }
@@ -148,4 +165,5 @@ def check(history: History) -> Report:
         isr_shrank=shrank,
         isr_reexpanded=reexpanded,
         rejected_alter_partitions=dict(history.rejected_alter_partitions),
+        removed_by_retention=len(removed),
     )

@@ -30,6 +30,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--report", help="JSON report path (default <work-dir>/report.json)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--retention",
+        action="store_true",
+        help="small segments (16 KiB) and retention.bytes 64 KiB: the checker counts what retention removed",
+    )
     args = parser.parse_args(argv)
     work = Path(args.work_dir)
     report_path = Path(args.report) if args.report else work / "report.json"
@@ -78,6 +83,7 @@ def main(argv: list[str]) -> int:
             rounds=args.rounds,
             brokers=args.brokers,
             rate=args.rate,
+            retention=args.retention,
             progress=not args.no_progress,
         )
     )

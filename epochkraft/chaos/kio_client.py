@@ -121,9 +121,14 @@ class MiniClient:
 
     async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
         """Every record up to the high watermark, from the leader."""
+        return (await self.read_retained(topic, partition))[1]
+
+    async def read_retained(self, topic: str, partition: int = 0) -> tuple[int, list[tuple[int, bytes]]]:
+        """(log start offset, every record from it up to the high watermark), from the leader; a read
+        below the log start (retention ran meanwhile) goes on from the new one."""
         p, brokers = await self.partition_state(topic, partition)
         client = self._client(brokers[p.leader_id])
-        offset, out = 0, []
+        offset, out, start = 0, [], 0
         while True:
             request = f12.FetchRequest(
                 replica_id=-1,
@@ -152,12 +157,16 @@ class MiniClient:
                 rack_id="",
             )
             data = (await client.send(request)).responses[0].partitions[0]
+            if data.error_code == ErrorCode.offset_out_of_range and offset < data.log_start_offset:
+                offset = start = data.log_start_offset
+                continue
             assert data.error_code == ErrorCode.none, data.error_code
+            start = max(start, data.log_start_offset)
             batches = decode_batches(data.records or b"")
             for batch in batches:
                 out += [(batch.offset_of(r), r.value) for r in batch.records if batch.offset_of(r) >= offset]
             if not batches or out[-1][0] + 1 >= data.high_watermark:
-                return out
+                return start, out
             offset = out[-1][0] + 1
 
     async def close(self) -> None:

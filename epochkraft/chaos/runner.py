@@ -46,6 +46,11 @@ group.initial.rebalance.delay.ms=0
 offsets.topic.num.partitions=3
 """
 SESSION_TIMEOUT_MS = 2000
+# --retention: small segments, short retention, deletion checked often on every replica
+RETENTION_BROKER_CONFIG = """log.retention.check.interval.ms=500
+log.segment.delete.delay.ms=1000
+"""
+RETENTION_TOPIC_CONFIG = {"segment.bytes": "16384", "retention.bytes": "65536"}
 
 
 class WorkDirBusy(Exception):
@@ -265,6 +270,7 @@ async def run_chaos(
     rate: int = 300,
     progress: bool = True,
     log: Any = print,
+    retention: bool = False,
 ) -> Report:
     rng = random.Random(seed)
     rounds = rounds or len(faults)
@@ -272,9 +278,10 @@ async def run_chaos(
     rng.shuffle(plan)
     work_dir.mkdir(parents=True, exist_ok=True)
     broker_cfg = work_dir / "broker.properties"
-    broker_cfg.write_text(BROKER_CONFIG)
+    broker_cfg.write_text(BROKER_CONFIG + (RETENTION_BROKER_CONFIG if retention else ""))
     controller_cfg = work_dir / "controller.properties"
     controller_cfg.write_text(f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}\n")
+    topic_config = {"min.insync.replicas": "2", **(RETENTION_TOPIC_CONFIG if retention else {})}
     cluster = LocalCluster(
         data_dir=work_dir / "cluster",
         brokers=brokers,
@@ -298,9 +305,7 @@ async def run_chaos(
             cluster.controller_for[broker] = f"127.0.0.1:{proxy.port}"
         await asyncio.to_thread(cluster.start_brokers)
         client = MiniClient(cluster.bootstrap)
-        error = await client.create_topic(
-            TOPIC, PARTITIONS, history.replication_factor, {"min.insync.replicas": "2"}
-        )
+        error = await client.create_topic(TOPIC, PARTITIONS, history.replication_factor, topic_config)
         assert error == ErrorCode.none, error
         workload = Workload(cluster.bootstrap, rate)
         workload.start()
@@ -324,9 +329,11 @@ async def run_chaos(
         bar.show(len(plan), "done", workload)
         watcher.cancel()
         await asyncio.to_thread(workload.stop)
-        history.consumed = [
-            (p, offset, value) for p in range(PARTITIONS) for offset, value in await client.read_all(TOPIC, p)
-        ]
+        history.consumed = []
+        for p in range(PARTITIONS):
+            start, records = await client.read_retained(TOPIC, p)
+            history.log_start_offsets[p] = start
+            history.consumed += [(p, offset, value) for offset, value in records]
     finally:
         if workload is not None:
             workload.stop()
