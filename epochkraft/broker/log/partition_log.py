@@ -6,7 +6,8 @@ they are. The active segment rolls by ``segment.bytes``, ``segment.ms``, a full 
 whose offsets its indexes cannot address. The log start offset only moves forward (DeleteRecords, the
 leader's log start seen by a follower, retention); segments wholly below it, or past retention.ms /
 retention.bytes, are deleted below the high watermark, never the active one, by renaming them
-``.deleted`` for the caller to remove later. Lookups by timestamp go through the time indexes.
+``.deleted`` for the caller to remove later. Lookups by timestamp go through the time indexes. Compaction
+(``log.cleaner``) rewrites inactive segments off the event loop; ``replace_cleaned`` swaps them in.
 On open, every segment from the one holding the recovery point onwards is scanned, a torn or corrupt tail
 is cut off, a segment holding offsets its indexes cannot address is split, and indexes are rebuilt.
 """
