@@ -1,4 +1,4 @@
-"""``epochkraft bench [--parts produce,latency,failover,rejoin,controller,scale]``: figures as a table and JSON.
+"""``epochkraft bench [--parts produce,latency,failover,rejoin,reassign,controller,scale]``: figures as a table and JSON.
 
 1. produce: librdkafka (confluent-kafka) throughput, 1 KiB and 100 B records, against (a) RF 3 acks=all
    min.insync.replicas 2, (b) RF 1 acks=1, (c) the null broker, (d) librdkafka's mock cluster, in
@@ -35,7 +35,7 @@ from typing import Any
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.metrics.events import read_events
 
-PARTS = ("produce", "latency", "failover", "rejoin", "controller", "scale")
+PARTS = ("produce", "latency", "failover", "rejoin", "reassign", "controller", "scale")
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
 replica.lag.time.max.ms=5000
@@ -533,6 +533,57 @@ def part_rejoin(work: Path, megabytes: int) -> dict[str, Any]:
         cluster.kill_all()
 
 
+def part_reassign(work: Path, megabytes: int) -> dict[str, Any]:
+    """A partition of ``megabytes`` MB reassigned from 3 replicas to 4 (KIP-455): seconds from the
+    AlterPartitionReassignments answer until the controller lists it no more (the new replica caught up
+    and joined the ISR) and Metadata shows the 4 replicas in the ISR."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    cluster = _cluster(work / "reassign", brokers=4)
+    try:
+        _create(cluster.bootstrap, "ra", 1, 3, 2)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        replicas = list(admin.list_topics("ra", timeout=10).topics["ra"].partitions[0].replicas)
+        spare = next(b for b in range(1, 5) if b not in replicas)
+        producer = Producer({**PRODUCER, "bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        payload = b"z" * 1024
+        for _ in range(megabytes * 1024):
+            while True:
+                try:
+                    producer.produce("ra", payload)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(120)
+        client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+        try:
+            start = time.monotonic()
+            client.alter_partition_reassignments({TopicPartition("ra", 0): [*replicas, spare]})
+            while client.list_partition_reassignments() and time.monotonic() - start < 300:
+                time.sleep(0.05)
+            completed = time.monotonic() - start
+            while time.monotonic() - start < 300:
+                md = admin.list_topics("ra", timeout=5).topics["ra"].partitions[0]
+                if len(md.isrs) == 4:
+                    break
+                time.sleep(0.05)
+            in_metadata = time.monotonic() - start
+        finally:
+            client.close()
+        return {
+            "megabytes": megabytes,
+            "seconds_to_complete": round(completed, 2),
+            "seconds_to_four_in_isr_in_metadata": round(in_metadata, 2),
+            "megabytes_per_s": round(megabytes / completed, 1),
+        }
+    finally:
+        cluster.kill_all()
+
+
 def part_controller(work: Path) -> dict[str, Any]:
     from epochkraft.bench.controller_load import run as run_controller
 
@@ -590,6 +641,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions for the scale part")
     parser.add_argument("--rejoin-mb", type=int, default=50)
+    parser.add_argument("--reassign-mb", type=int, default=100, help="size of the reassigned partition")
     parser.add_argument(
         "--warm-page-cache-gb",
         type=float,
@@ -623,6 +675,8 @@ def main(argv: list[str]) -> int:
                 results[part] = part_failover(work, args.failover_runs)
             elif part == "rejoin":
                 results[part] = part_rejoin(work, args.rejoin_mb)
+            elif part == "reassign":
+                results[part] = part_reassign(work, args.reassign_mb)
             elif part == "controller":
                 results[part] = part_controller(work)
             elif part == "scale":
