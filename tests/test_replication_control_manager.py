@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from epochkraft.controller.configuration_control import OpType
@@ -252,3 +254,20 @@ def test_reassign_partitions_replication_factor_change_needs_permission():
             "The replication factor is changed from 3 to 4 but allowReplicationFactorChange is false.",
         )
     }
+
+
+def test_reassign_partitions_adding_replica_with_a_stale_broker_epoch_cannot_join_the_isr():
+    """KIP-903 during a reassignment: an adding replica that re-registered (new broker epoch) after its
+    leader last saw it is INELIGIBLE_REPLICA, so the reassignment cannot complete on a stale incarnation."""
+    ctx = reassigning_context()
+    assert ctx.reassign("bar", {0: [1, 2, 3, 0]}) == {0: OK}
+    stale = ctx.epoch(0)
+    ctx.registration(0, incarnation=uuid.uuid4(), previous_broker_epoch=stale)  # a restart
+    assert ctx.epoch(0) != stale
+    ctx.unfence_brokers(0)
+    _top, answer = ctx.alter_partition(1, "bar", [1, 2, 3, (0, stale)])
+    assert answer.error_code == ErrorCode.ineligible_replica
+    assert ctx.reassignments() == {("bar", 0): ((1, 2, 3, 0), (0,), ())}
+    _top, answer = ctx.alter_partition(1, "bar", [1, 2, 3, 0])
+    assert answer.error_code == ErrorCode.none
+    assert ctx.reassignments() == {}

@@ -1,0 +1,133 @@
+"""DescribeConfigs' answer on the broker, after Kafka's ConfigHelper / DynamicBrokerConfig synonyms: a value's
+source is the first of the topic's own value, this broker's dynamic value, the cluster-wide dynamic
+default, this broker's static setting, and the default."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from epochkraft.broker.config_describer import ConfigDescriber
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.broker.settings import BrokerSettings
+from epochkraft.controller.config_schema import ConfigSource, ConfigType, ResourceType
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ConfigRecord, TopicRecord
+
+TOPIC, BROKER = int(ResourceType.TOPIC), int(ResourceType.BROKER)
+S = ConfigSource
+
+
+def describer(static_min_isr: int | None = None, **dynamic: tuple[int, str, str]) -> ConfigDescriber:
+    cache = MetadataCache(node_id=1)
+    records = [TopicRecord(name="orders", topic_id=uuid.uuid4())]
+    records += [
+        ConfigRecord(resource_type=t, resource_name=r, name=k, value=v) for t, r, k, v in dynamic.values()
+    ]
+    for offset, record in enumerate(records):
+        cache.apply(offset, record, Changes())
+    settings = (
+        BrokerSettings() if static_min_isr is None else BrokerSettings(min_insync_replicas=static_min_isr)
+    )
+    return ConfigDescriber(1, settings, cache)
+
+
+def min_isr_entry(d: ConfigDescriber) -> tuple[str | None, int, list[tuple[str, str | None, int]]]:
+    result = d.describe(TOPIC, "orders", ("min.insync.replicas",), synonyms=True, documentation=False)
+    (entry,) = result.configs
+    return entry.value, entry.config_source, [(s.name, s.value, s.source) for s in entry.synonyms]
+
+
+@pytest.mark.parametrize(
+    ("static", "dynamic", "expected"),
+    [
+        (None, {}, ("1", S.DEFAULT_CONFIG, [("min.insync.replicas", "1", S.DEFAULT_CONFIG)])),
+        (
+            2,
+            {},
+            (
+                "2",
+                S.STATIC_BROKER_CONFIG,
+                [
+                    ("min.insync.replicas", "2", S.STATIC_BROKER_CONFIG),
+                    ("min.insync.replicas", "1", S.DEFAULT_CONFIG),
+                ],
+            ),
+        ),
+        (
+            2,
+            {
+                "cluster": (BROKER, "", "min.insync.replicas", "3"),
+                "node": (BROKER, "1", "min.insync.replicas", "4"),
+            },
+            (
+                "4",
+                S.DYNAMIC_BROKER_CONFIG,
+                [
+                    ("min.insync.replicas", "4", S.DYNAMIC_BROKER_CONFIG),
+                    ("min.insync.replicas", "3", S.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                    ("min.insync.replicas", "2", S.STATIC_BROKER_CONFIG),
+                    ("min.insync.replicas", "1", S.DEFAULT_CONFIG),
+                ],
+            ),
+        ),
+        (
+            None,
+            {
+                "other_node": (BROKER, "2", "min.insync.replicas", "4"),
+                "topic": (TOPIC, "orders", "min.insync.replicas", "5"),
+            },
+            (
+                "5",
+                S.DYNAMIC_TOPIC_CONFIG,
+                [
+                    ("min.insync.replicas", "5", S.DYNAMIC_TOPIC_CONFIG),
+                    ("min.insync.replicas", "1", S.DEFAULT_CONFIG),
+                ],
+            ),
+        ),
+    ],
+)
+def test_topic_config_value_source_and_synonyms_in_precedence_order(static, dynamic, expected):
+    assert min_isr_entry(describer(static, **dynamic)) == expected
+
+
+def test_every_topic_config_is_described_with_its_type_and_documentation_when_asked():
+    result = describer().describe(TOPIC, "orders", None, synonyms=False, documentation=True)
+    assert result.error_code == ErrorCode.none
+    entries = {c.name: c for c in result.configs}
+    assert len(entries) == 29
+    assert entries["cleanup.policy"].config_type == ConfigType.LIST
+    assert entries["retention.ms"].config_type == ConfigType.LONG
+    assert entries["unclean.leader.election.enable"].config_type == ConfigType.BOOLEAN
+    assert all(c.documentation and not c.read_only and c.synonyms == () for c in result.configs)
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "name", "error"),
+    [
+        (TOPIC, "missing", ErrorCode.unknown_topic_or_partition),
+        (TOPIC, "bad/name", ErrorCode.invalid_topic_exception),
+        (BROKER, "2", ErrorCode.invalid_request),
+        (int(ResourceType.BROKER_LOGGER), "1", ErrorCode.invalid_request),
+    ],
+)
+def test_resources_that_cannot_be_described(resource_type, name, error):
+    assert describer().describe(resource_type, name, None, False, False).error_code == error
+
+
+def test_broker_resources_list_settings_read_only_unless_dynamic_and_the_cluster_defaults():
+    d = describer(2, cluster=(BROKER, "", "unclean.leader.election.enable", "true"))
+    own = {c.name: c for c in d.describe(BROKER, "1", None, False, False).configs}
+    assert (own["min.insync.replicas"].value, own["min.insync.replicas"].config_source) == (
+        "2",
+        S.STATIC_BROKER_CONFIG,
+    )
+    assert not own["min.insync.replicas"].read_only and own["replica.lag.time.max.ms"].read_only
+    unclean = own["unclean.leader.election.enable"]
+    assert (unclean.value, unclean.config_source) == ("true", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    defaults = d.describe(BROKER, "", None, False, False).configs
+    assert [(c.name, c.value, c.config_source) for c in defaults] == [
+        ("unclean.leader.election.enable", "true", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
