@@ -68,20 +68,40 @@ def property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
     return {f.metadata["property"]: f for f in dataclasses.fields(cls) if "property" in f.metadata}
 
 
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """``--override KEY=VALUE`` flags (as Kafka's start script takes) -> {property: raw value}."""
+    result: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override: expected KEY=VALUE, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
 def load_settings(
-    cls: type[T], config_file: str | Path | None = None, overrides: dict[str, Any] | None = None
+    cls: type[T],
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    properties: dict[str, str] | None = None,
 ) -> T:
-    """Builds ``cls`` from defaults, then the config file, then ``overrides`` (field name -> value)."""
+    """Builds ``cls`` from defaults, then the config file, then ``properties`` (Kafka property -> raw
+    value, from --override), then ``overrides`` (field name -> value)."""
     hints = typing.get_type_hints(cls)
     by_property = property_fields(cls)
     values: dict[str, Any] = {}
+    sources: list[tuple[str, str, str]] = []  # (property, raw value, where)
     if config_file is not None:
-        for key, (raw, line) in read_properties(config_file).items():
-            if key not in by_property:
-                known = ", ".join(sorted(by_property))
-                raise ConfigError(f"{config_file}:{line}: unknown property {key!r} (known: {known})")
-            field = by_property[key]
-            values[field.name] = _parse(raw, hints[field.name], f"{config_file}:{line}: {key}")
+        sources += [
+            (k, raw, f"{config_file}:{line}") for k, (raw, line) in read_properties(config_file).items()
+        ]
+    sources += [(k, raw, "--override") for k, raw in (properties or {}).items()]
+    for key, raw, where in sources:
+        if key not in by_property:
+            known = ", ".join(sorted(by_property))
+            raise ConfigError(f"{where}: unknown property {key!r} (known: {known})")
+        field = by_property[key]
+        values[field.name] = _parse(raw, hints[field.name], f"{where}: {key}")
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value

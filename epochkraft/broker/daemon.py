@@ -1,7 +1,10 @@
 """The broker daemon: registration and heartbeats, the metadata log follower, replicas, client APIs.
 
-``epochkraft broker --node-id N --listen HOST:PORT --controller HOST:PORT --data-dir DIR
-[--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]``
+``epochkraft broker --node-id N (--listen HOST:PORT | --override listeners=...) --controller HOST:PORT
+--data-dir DIR [--metrics-dir DIR] [--admin-port P [--admin-host H]] [--config FILE]
+[--override KEY=VALUE ...] [--check-config]``
+
+Listeners are Kafka's named listeners (``epochkraft.net.listeners``); ``--listen`` is the one-listener form.
 
 Lifecycle, as Kafka's BrokerLifecycleManager: STARTING (registering a new incarnation) -> RECOVERY
 (registered and fenced, catching up with the metadata log) -> RUNNING (unfenced; the ready line is
@@ -41,9 +44,10 @@ from epochkraft.broker.offsets_topic import OffsetsTopic
 from epochkraft.broker.producer_state import ProducerIdAllocator
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
-from epochkraft.config import ConfigError, load_settings, parse_host_port
+from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
+from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
@@ -67,13 +71,15 @@ class BrokerNode:
         self,
         args: argparse.Namespace,
         settings: BrokerSettings,
-        listen: tuple[str, int],
+        listeners: Listeners,
         controller: tuple[str, int],
         log: Any,
     ) -> None:
         self.node_id: int = args.node_id
         self.settings = settings
-        self.listen = listen
+        self.listeners = listeners
+        # What is registered: the advertised endpoints, with the ports bound once the servers start.
+        self.endpoints: tuple[ListenerEndpoint, ...] = listeners.registered({})
         self.controller_address = controller
         self.data_dir = Path(args.data_dir)
         self.log = log
@@ -115,7 +121,7 @@ class BrokerNode:
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.producer_ids = ProducerIdAllocator(0)
         self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
-        self.server: KafkaServer | None = None
+        self.servers: list[KafkaServer] = []
         self.metrics: Any = None
         self.unfenced = asyncio.Event()
 
@@ -206,8 +212,14 @@ class BrokerNode:
                 broker_id=self.node_id,
                 cluster_id=self.cluster_id or "",
                 incarnation_id=self.incarnation_id,
-                listeners=(
-                    Listener(name="PLAINTEXT", host=self.listen[0], port=self.listen[1], security_protocol=0),
+                listeners=tuple(
+                    Listener(
+                        name=e.name,
+                        host=e.host,
+                        port=e.port,
+                        security_protocol=self.listeners.security_protocol_id(e.name),
+                    )
+                    for e in self.endpoints
                 ),
                 features=(
                     Feature(name="metadata.version", min_supported_version=1, max_supported_version=20),
@@ -327,42 +339,58 @@ def _event_log(metrics_dir: str | None, node: str) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="epochkraft broker", description="Run a broker daemon.")
     parser.add_argument("--node-id", type=int, required=True, help="this broker's id (>= 0)")
-    parser.add_argument("--listen", required=True, help="HOST:PORT of the client listener (port 0: any free)")
+    parser.add_argument(
+        "--listen",
+        help="HOST:PORT of the one listener, named PLAINTEXT (port 0: any free); or the listeners property",
+    )
     parser.add_argument("--controller", required=True, help="HOST:PORT of the controller listener")
     parser.add_argument("--data-dir", required=True, help="directory holding this broker's logs")
     parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
-    parser.add_argument("--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /v1/state)")
+    parser.add_argument(
+        "--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /readyz, /v1/state)"
+    )
+    parser.add_argument(
+        "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
+    )
     parser.add_argument("--config", help="a .properties file (see config/broker.properties)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a property, over the config file's (repeatable)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
     return parser
 
 
 async def serve(
-    args: argparse.Namespace, settings: BrokerSettings, listen: tuple[str, int], controller: tuple[str, int]
+    args: argparse.Namespace, settings: BrokerSettings, listeners: Listeners, controller: tuple[str, int]
 ) -> int:
     log = logs.configure(f"broker-{args.node_id}", args.log_level)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    node = BrokerNode(args, settings, listen, controller, log)
+    node = BrokerNode(args, settings, listeners, controller, log)
     started = time.monotonic()
     loaded = node.logs.load_all()
     log.info("logs recovered", partitions=len(loaded), seconds=round(time.monotonic() - started, 3))
-    server = KafkaServer(
-        BROKER,
-        node,
-        listen[0],
-        listen[1],
-        max_frame_bytes=settings.socket_request_max_bytes,
-        max_connections=settings.max_connections,
-        idle_timeout_ms=settings.connections_max_idle_ms,
-        log=log,
-    )
-    await server.start()
-    node.server = server
-    node.listen = (listen[0], server.port)
+    for endpoint in listeners.bind:
+        server = KafkaServer(
+            BROKER,
+            node,
+            endpoint.host,
+            endpoint.port,
+            max_frame_bytes=settings.socket_request_max_bytes,
+            max_connections=settings.max_connections,
+            idle_timeout_ms=settings.connections_max_idle_ms,
+            log=log,
+            listener_name=endpoint.name,
+        )
+        await server.start()
+        node.servers.append(server)
+    node.endpoints = listeners.registered({s.listener_name: s.port for s in node.servers})
     node.cluster_id = await node.discover_cluster_id()
     meta = node.logs.read_meta()
     if meta.get("cluster.id") and meta["cluster.id"] != node.cluster_id:
@@ -378,8 +406,10 @@ async def serve(
     stop_wait = asyncio.create_task(stopping.wait())
     await asyncio.wait([ready, stop_wait, heartbeats], return_when=asyncio.FIRST_COMPLETED)
     if node.unfenced.is_set():
+        inter = next(e for e in node.endpoints if e.name == listeners.inter_broker)
         log.info(
-            f"broker ready node_id={node.node_id} listen={node.listen[0]}:{node.listen[1]}",
+            f"broker ready node_id={node.node_id} listen={inter.host}:{inter.port}",
+            listeners=",".join(str(e) for e in node.endpoints),
             broker_epoch=node.broker_epoch,
         )
     await stop_wait
@@ -388,7 +418,8 @@ async def serve(
         await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
     heartbeats.cancel()
     node.state = State.SHUTTING_DOWN
-    await server.stop()
+    for server in node.servers:
+        await server.stop()
     await node.follower.stop()
     await node.groups.stop()
     await node.replica_manager.stop()
@@ -417,29 +448,42 @@ async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> Any:
         return None
     from epochkraft.metrics.admin_http import AdminServer
 
-    admin = AdminServer("127.0.0.1", args.admin_port, node.metrics.registry, node.state_json)
+    admin = AdminServer(
+        args.admin_host,
+        args.admin_port,
+        node.metrics.registry,
+        node.state_json,
+        ready_fn=lambda: node.state == State.RUNNING,
+    )
     await admin.start()
     return admin
 
 
-def load(args: argparse.Namespace) -> tuple[BrokerSettings, tuple[str, int], tuple[str, int]]:
+def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, tuple[str, int]]:
     if args.node_id < 0:
         raise ConfigError("--node-id must be >= 0")
-    listen = parse_host_port(args.listen)
+    listen = parse_host_port(args.listen) if args.listen is not None else None
     controller = parse_host_port(args.controller)
-    settings = load_settings(BrokerSettings, args.config)
-    return settings, listen, controller
+    settings = load_settings(BrokerSettings, args.config, properties=parse_overrides(args.override))
+    listeners = resolve_listeners(
+        listen,
+        settings.listeners,
+        settings.advertised_listeners,
+        settings.listener_security_protocol_map,
+        settings.inter_broker_listener_name,
+    )
+    return settings, listeners, controller
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings, listen, controller = load(args)
+        settings, listeners, controller = load(args)
     except ConfigError as exc:
         print(f"epochkraft broker: configuration error: {exc}", file=sys.stderr)
         return 2
     if args.check_config:
-        print(f"configuration ok: {settings}")
+        print(f"configuration ok: {settings}; listeners {', '.join(map(str, listeners.bind))}")
         return 0
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(serve(args, settings, listen, controller))
+        return runner.run(serve(args, settings, listeners, controller))

@@ -84,7 +84,9 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
 
     def _connect(self) -> KafkaClient | None:
-        endpoint = self.manager.cache.endpoint(self.source_id)
+        endpoint = self.manager.cache.endpoint(
+            self.source_id, self.manager.settings.inter_broker_listener_name
+        )
         if endpoint is None:
             return None
         if self._client is None or (self._client.host, self._client.port) != (endpoint.host, endpoint.port):

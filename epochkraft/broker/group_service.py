@@ -39,8 +39,9 @@ class OffsetsTopic(Protocol):
 
     num_partitions: int
 
-    def leader_of(self, partition: int) -> tuple[int, str, int] | None:
-        """(node id, host, port) of the partition's leader, or None if unknown / topic missing."""
+    def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
+        """(node id, host, port) of the partition's leader on the named listener, or None if unknown,
+        the topic is missing or the leader has no such listener."""
 
     def is_local_leader(self, partition: int) -> bool: ...
 
@@ -121,9 +122,12 @@ class GroupService:
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self.offsets_topic.num_partitions)
 
-    async def find_coordinator(self, group_id: str) -> tuple[ErrorCode, int, str, int]:
-        """(error, node id, host, port) of the broker leading the group's offsets partition."""
-        leader = self.offsets_topic.leader_of(self.partition_for(group_id))
+    async def find_coordinator(
+        self, group_id: str, listener_name: str | None = None
+    ) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the broker leading the group's offsets partition, its endpoint
+        on the listener the request came in on (Kafka: getAliveBrokerNode(id, listenerName))."""
+        leader = self.offsets_topic.leader_of(self.partition_for(group_id), listener_name)
         if leader is None:
             await self.offsets_topic.ensure()
             return ErrorCode.coordinator_not_available, -1, "", -1

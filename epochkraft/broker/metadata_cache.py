@@ -67,9 +67,14 @@ class MetadataCache:
         return None if reg is None else reg.epoch
 
     # ---- queries -------------------------------------------------------------------------------------
-    def endpoint(self, broker_id: int) -> Endpoint | None:
+    def endpoint(self, broker_id: int, listener_name: str | None = None) -> Endpoint | None:
+        """The broker's endpoint on the named listener (None: its first), or None if it has none."""
         reg = self.brokers.get(broker_id)
-        return reg.endpoints[0] if reg is not None and reg.endpoints else None
+        if reg is None or not reg.endpoints:
+            return None
+        if listener_name is None:
+            return reg.endpoints[0]
+        return next((e for e in reg.endpoints if e.name == listener_name), None)
 
     def topic(self, name: str) -> TopicInfo | None:
         topic_id = self.topic_ids.get(name)

@@ -22,11 +22,11 @@ class OffsetsTopic:
         self.num_partitions = node.settings.offsets_topic_num_partitions
         self._creating: asyncio.Task[None] | None = None
 
-    def leader_of(self, partition: int) -> tuple[int, str, int] | None:
+    def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
         reg = self.node.cache.partition(OFFSETS_TOPIC, partition)
         if reg is None or reg.leader < 0:
             return None
-        endpoint = self.node.cache.endpoint(reg.leader)
+        endpoint = self.node.cache.endpoint(reg.leader, listener_name)
         return None if endpoint is None else (reg.leader, endpoint.host, endpoint.port)
 
     def is_local_leader(self, partition: int) -> bool:

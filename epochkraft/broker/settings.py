@@ -210,6 +210,25 @@ class BrokerSettings:
     controlled_shutdown_timeout_ms: int = prop(
         "controlled.shutdown.timeout.ms", 10000, "How long SIGTERM waits for leaderships to move.", minimum=0
     )
+    listeners: str = prop(
+        "listeners",
+        "",
+        "Comma-separated NAME://HOST:PORT listeners (empty HOST: every interface); --listen HOST:PORT is "
+        "the one-listener form PLAINTEXT://HOST:PORT.",
+    )
+    advertised_listeners: str = prop(
+        "advertised.listeners",
+        "",
+        "NAME://HOST:PORT endpoints registered for clients, a subset of listeners by name (empty: listeners).",
+    )
+    listener_security_protocol_map: str = prop(
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "NAME:PROTOCOL for every listener (only PLAINTEXT is served).",
+    )
+    inter_broker_listener_name: str = prop(
+        "inter.broker.listener.name", "PLAINTEXT", "The listener followers fetch from leaders on."
+    )
     unsafe_pre_kip903_mode: bool = prop(
         "unsafe.pre.kip903.mode",
         False,

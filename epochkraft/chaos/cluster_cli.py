@@ -2,7 +2,8 @@
 
 ``up`` starts a controller and brokers, waits until every broker is RUNNING, prints the bootstrap
 servers and stops them all on Ctrl-C or SIGTERM. The other commands act on a running cluster through
-its state file (``<data-dir>/cluster.json``), from another shell.
+its state file (``<data-dir>/cluster.json``), from another shell; ``status --bootstrap/--admin`` asks any
+running cluster (``epochkraft.chaos.remote_status``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def _load(args: argparse.Namespace) -> LocalCluster:
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.bootstrap or args.admin:
+        from epochkraft.chaos.remote_status import remote_status
+
+        status = remote_status(args.bootstrap, args.admin)
+        print("\n".join(status.lines))
+        return 0 if status.reached else 1
     cluster = _load(args)
     print(f"cluster {cluster.cluster_id}   bootstrap {cluster.bootstrap}")
     print(f"{'node':<12}{'pid':>8}  {'alive':<6}{'port':>6}  state")
@@ -131,6 +138,15 @@ def main(argv: list[str]) -> int:
     ):
         cmd = sub.add_parser(name, help=help_)
         cmd.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+        if name == "status":
+            cmd.add_argument(
+                "--bootstrap",
+                help="HOST:PORT,... of brokers of a running cluster (e.g. under Docker Compose): ask them",
+            )
+            cmd.add_argument(
+                "--admin",
+                help="HOST:PORT,... of daemons' admin ports: their /v1/state (the controller's lists all)",
+            )
         if name != "status":
             cmd.add_argument("node", help="broker id, or 'controller'")
         if name == "kill":

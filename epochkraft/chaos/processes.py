@@ -96,7 +96,9 @@ class LocalProcess:
         raise TimeoutError(f"{self.name} not ready within {timeout}s:\n{self.log_text()[-3000:]}")
 
     def _pin_port(self) -> None:
-        """A restarted daemon comes back on the port it first bound."""
+        """A restarted daemon comes back on the port it first bound (named listeners: as configured)."""
+        if "--listen" not in self.args:
+            return
         index = self.args.index("--listen") + 1
         host = self.args[index].rpartition(":")[0]
         self.args[index] = f"{host}:{self.port}"

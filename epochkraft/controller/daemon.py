@@ -25,7 +25,7 @@ from typing import Any
 import uvloop
 
 from epochkraft import logs
-from epochkraft.config import ConfigError, load_settings, parse_host_port
+from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.settings import ControllerSettings
@@ -141,8 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--session-timeout-ms", type=int, help="broker.session.timeout.ms (default 9000)")
     parser.add_argument("--data-dir", help="directory for the metadata log (default: in memory only)")
     parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
-    parser.add_argument("--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /v1/state)")
+    parser.add_argument(
+        "--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /readyz, /v1/state)"
+    )
+    parser.add_argument(
+        "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
+    )
     parser.add_argument("--config", help="a .properties file (see config/controller.properties)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a property, over the config file's (repeatable)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
     return parser
@@ -152,7 +163,12 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
     listen = parse_host_port(args.listen)
     if not args.cluster_id.strip():
         raise ConfigError("--cluster-id must not be empty")
-    settings = load_settings(ControllerSettings, args.config, {"session_timeout_ms": args.session_timeout_ms})
+    settings = load_settings(
+        ControllerSettings,
+        args.config,
+        {"session_timeout_ms": args.session_timeout_ms},
+        parse_overrides(args.override),
+    )
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
     return settings, listen
@@ -241,7 +257,7 @@ async def _admin_server(args: argparse.Namespace, controller: Controller) -> Any
     from epochkraft.metrics.registry import controller_registry
 
     registry = controller_registry(controller)
-    server = AdminServer("127.0.0.1", args.admin_port, registry, controller.state)
+    server = AdminServer(args.admin_host, args.admin_port, registry, controller.state)
     await server.start()
     return server
 

@@ -1,4 +1,6 @@
-"""The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz, /v1/state (JSON)."""
+"""The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz (the process
+answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; 503 until then)
+and /v1/state (JSON)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 class AdminServer:
     def __init__(
-        self, host: str, port: int, registry: CollectorRegistry, state_fn: Callable[[], dict[str, Any]]
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        state_fn: Callable[[], dict[str, Any]],
+        ready_fn: Callable[[], bool] | None = None,
     ):
         self.host = host
+        self.ready_fn = ready_fn
         self.requested_port = port
         self.registry = registry
         self.state_fn = state_fn
@@ -24,6 +32,7 @@ class AdminServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/v1/state", self._state)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -45,6 +54,12 @@ class AdminServer:
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        if self.ready_fn is None or self.ready_fn():
+            return web.json_response({"status": "ready"})
+        state = self.state_fn().get("state")
+        return web.json_response({"status": "not ready", "state": state}, status=503)
 
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.state_fn())

@@ -17,6 +17,7 @@ class RequestContext:
     node: Any  # the daemon object: the controller or the broker
     peer: tuple[Any, ...] | None
     log: Any
+    listener_name: str = "PLAINTEXT"  # the named listener the request came in on
 
     @staticmethod
     def now_ms() -> int:

@@ -54,8 +54,10 @@ class KafkaServer:
         max_connections: int = 1000,
         idle_timeout_ms: int = 600_000,
         log: Any = None,
+        listener_name: str = "PLAINTEXT",
     ) -> None:
         self.listener = listener
+        self.listener_name = listener_name  # the named listener (listeners property) it serves
         self.node = node
         self.host = host
         self.requested_port = port
@@ -181,7 +183,13 @@ class _Connection(asyncio.BufferedProtocol):
             self.close(f"malformed {spec.name} v{header.api_version} body: {exc}")
             return
         ctx = RequestContext(
-            self.server.listener, header, header.api_version, self.server.node, self.peer, self.log
+            self.server.listener,
+            header,
+            header.api_version,
+            self.server.node,
+            self.peer,
+            self.log,
+            self.server.listener_name,
         )
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)

@@ -1,6 +1,8 @@
 """Metadata (key 3), versions 0-13, broker listener (v13 adds a top-level error code, KIP-1102: none).
 
-- Brokers: every unfenced registered broker. Controller id: a broker that accepts CreateTopics (the lowest
+- Brokers: every unfenced registered broker with an endpoint on the listener the request came in on, and
+  that endpoint (named listeners: clients inside and outside a network each get addresses they reach; a
+  broker without that listener is left out, as Kafka's getAliveBrokerNodes(listenerName)). Controller id: a broker that accepts CreateTopics (the lowest
   live broker id; brokers forward to the controller), so admin clients work unchanged.
 - Topics (null: all; v0: an empty list means all) with topic ids (v10+), partitions with leader, leader
   epoch (v7+), replicas, ISR and offline replicas (fenced or unregistered). LEADER_NOT_AVAILABLE for a
@@ -9,6 +11,8 @@
   (LEADER_NOT_AVAILABLE meanwhile). INVALID_TOPIC_EXCEPTION for a name no topic can have, whether or not
   the client asked for creation (Kafka's AutoTopicCreationManager and Topic.validate), so an
   auto-creating producer fails at once instead of timing out.
+  A leader without the request's listener: no leader, LISTENER_NOT_FOUND from v6 on and LEADER_NOT_AVAILABLE
+  before (KafkaApis.handleTopicMetadataRequest, errorUnavailableListeners).
 """
 
 from __future__ import annotations
@@ -24,17 +28,21 @@ from epochkraft.protocol.versions import downgrade_response
 INTERNAL_TOPICS = {"__consumer_offsets"}
 
 
-def _topic(node, name: str) -> r12.MetadataResponseTopic:
+def _topic(node, name: str, listener_name: str, version: int) -> r12.MetadataResponseTopic:
     cache = node.cache
     info = cache.topic(name)
     partitions = []
     for index, reg in sorted(info.partitions.items()):
         offline = tuple(b for b in reg.replicas if cache.is_fenced(b))
+        leader, error = reg.leader, ErrorCode.none if reg.leader >= 0 else ErrorCode.leader_not_available
+        if leader >= 0 and cache.endpoint(leader, listener_name) is None and leader in cache.brokers:
+            leader = -1
+            error = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
         partitions.append(
             r12.MetadataResponsePartition(
-                error_code=ErrorCode.none if reg.leader >= 0 else ErrorCode.leader_not_available,
+                error_code=error,
                 partition_index=index,
-                leader_id=reg.leader,
+                leader_id=leader,
                 leader_epoch=reg.leader_epoch,
                 replica_nodes=tuple(reg.replicas),
                 isr_nodes=tuple(reg.isr),
@@ -83,20 +91,23 @@ async def handle(request, ctx):
         if name is None:
             topics.append(_missing(None, ErrorCode.unknown_topic_id))
         elif cache.topic(name) is not None:
-            topics.append(_topic(node, name))
+            topics.append(_topic(node, name, ctx.listener_name, version))
         elif valid_topic_name(name) is not None:
             topics.append(_missing(name, ErrorCode.invalid_topic_exception))
         elif node.settings.auto_create_topics_enable and allow_create:
             await node.auto_create_topic(name)
             topics.append(
-                _topic(node, name) if cache.topic(name) else _missing(name, ErrorCode.leader_not_available)
+                _topic(node, name, ctx.listener_name, version)
+                if cache.topic(name)
+                else _missing(name, ErrorCode.leader_not_available)
             )
         else:
             topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))
     brokers = tuple(
         r12.MetadataResponseBroker(node_id=reg.broker_id, host=ep.host, port=ep.port, rack=reg.rack)
         for reg in cache.alive_brokers()
-        for ep in reg.endpoints[:1]
+        for ep in reg.endpoints
+        if ep.name == ctx.listener_name
     )
     controller_id = brokers[0].node_id if brokers else -1
     response = r12.MetadataResponse(

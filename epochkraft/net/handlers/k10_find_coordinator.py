@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), versions 0-6, broker listener.
 
 - Group keys (key_type 0) map to ``__consumer_offsets`` partition abs(hash(group)) % partitions; the
-  coordinator is that partition's leader. While the topic is being created: COORDINATOR_NOT_AVAILABLE.
+  coordinator is that partition's leader, answered with its endpoint on the listener the request came in
+  on. While the topic is being created, or the leader has no such listener: COORDINATOR_NOT_AVAILABLE.
 - Transaction coordinators (key_type 1): transactions are not supported, answered with
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (librdkafka's
   rd_kafka_txn_handle_FindCoordinator, the Java TransactionManager's FindCoordinatorHandler), so a
@@ -40,7 +41,7 @@ async def handle(request, ctx):
             error, node, host, port = ErrorCode.invalid_request, -1, "", -1
             message = f"coordinator key type {key_type} is not supported"
         else:
-            error, node, host, port = await ctx.node.groups.find_coordinator(key)
+            error, node, host, port = await ctx.node.groups.find_coordinator(key, ctx.listener_name)
             message = None if error == ErrorCode.none else error.name.upper()
         coordinators.append(
             Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)

@@ -1,0 +1,134 @@
+"""``epochkraft cluster status --bootstrap HOST:PORT,... | --admin HOST:PORT,...``: the state of a running
+cluster this shell did not start (containers, another machine), from a broker's Metadata answer and from
+the daemons' admin ports (/v1/state: the controller's view of every broker and partition, a broker's own
+lifecycle state)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kio.schema.metadata.v12 import request as md
+
+from epochkraft.config import parse_host_port
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+
+
+@dataclass
+class RemoteStatus:
+    lines: list[str] = field(default_factory=list)
+    reached: bool = False  # something answered
+
+    def add(self, line: str = "") -> None:
+        self.lines.append(line)
+
+
+async def _metadata(addresses: list[tuple[str, int]]) -> tuple[tuple[str, int], Any] | None:
+    request = md.MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    for address in addresses:
+        client = KafkaClient(*address, request_timeout_ms=5_000)
+        try:
+            return address, await asyncio.wait_for(client.send(request), 8)
+        except (NetworkError, OSError, TimeoutError):
+            continue
+        finally:
+            await client.close()
+    return None
+
+
+class PartitionView(NamedTuple):
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def _partition_lines(partitions: list[PartitionView], status: RemoteStatus) -> None:
+    under = {p for p in partitions if len(p.isr) < len(p.replicas)}
+    offline = {p for p in partitions if p.leader < 0}
+    status.add(
+        f"partitions: {len(partitions)} in {len({p.topic for p in partitions})} topics, "
+        f"{len(under)} under-replicated, {len(offline)} without a leader"
+    )
+    for p in sorted(under | offline):
+        status.add(
+            f"  {p.topic}-{p.partition}: leader {p.leader}, replicas {list(p.replicas)}, isr {list(p.isr)}"
+        )
+
+
+def from_bootstrap(bootstrap: str, status: RemoteStatus) -> None:
+    addresses = [parse_host_port(a.strip()) for a in bootstrap.split(",") if a.strip()]
+    answer = asyncio.run(_metadata(addresses))
+    if answer is None:
+        status.add(f"bootstrap {bootstrap}: no broker answered Metadata")
+        return
+    status.reached = True
+    (host, port), response = answer
+    status.add(f"cluster {response.cluster_id}   (Metadata from {host}:{port})")
+    status.add(f"{'broker':<8}{'endpoint':<28}rack")
+    for broker in sorted(response.brokers, key=lambda b: b.node_id):
+        status.add(f"{broker.node_id:<8}{f'{broker.host}:{broker.port}':<28}{broker.rack or '-'}")
+    partitions = [
+        PartitionView(t.name, p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
+        for t in response.topics
+        for p in t.partitions
+    ]
+    _partition_lines(partitions, status)
+
+
+def _state(address: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://{address}/v1/state", timeout=3) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+
+
+def from_admin(admin: str, status: RemoteStatus) -> None:
+    for address in (a.strip() for a in admin.split(",") if a.strip()):
+        parse_host_port(address)
+        state = _state(address)
+        if state is None:
+            status.add(f"admin {address}: no answer")
+            continue
+        status.reached = True
+        if "node_id" in state:  # a broker's own view
+            status.add(
+                f"admin {address}: broker {state['node_id']} {state.get('state')}, "
+                f"epoch {state.get('broker_epoch')}, metadata offset {state.get('metadata_offset')}"
+            )
+            continue
+        status.add(f"admin {address}: controller of cluster {state.get('cluster_id')}")
+        status.add(f"{'broker':<8}{'epoch':>8}  {'state':<22}endpoints")
+        for broker in state.get("brokers", []):
+            if broker.get("fenced"):
+                condition = "fenced"
+            elif broker.get("in_controlled_shutdown"):
+                condition = "controlled shutdown"
+            else:
+                condition = "unfenced"
+            endpoints = ", ".join(broker.get("endpoints", []))
+            status.add(f"{broker['id']:<8}{broker['epoch']:>8}  {condition:<22}{endpoints}")
+        partitions = [
+            PartitionView(p["topic"], p["partition"], p["leader"], tuple(p["replicas"]), tuple(p["isr"]))
+            for p in state.get("partitions", [])
+        ]
+        _partition_lines(partitions, status)
+
+
+def remote_status(bootstrap: str | None, admin: str | None) -> RemoteStatus:
+    status = RemoteStatus()
+    if bootstrap:
+        from_bootstrap(bootstrap, status)
+    if admin:
+        if status.lines:
+            status.add()
+        from_admin(admin, status)
+    return status
