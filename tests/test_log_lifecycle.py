@@ -137,6 +137,7 @@ def test_retention_by_size_deletes_the_oldest_segments_below_the_high_watermark(
     assert plog.size_bytes - plog.segments[0].size < 1500
     assert offsets_in(plog)[0] == plog.log_start_offset == plog.segments[0].base_offset
     assert offsets_in(plog)[-1] == plog.log_end_offset - 1
+    assert plog.recovery_point == plog.segments[0].base_offset, "nothing below the first segment to recover"
 
 
 def test_retention_by_time_uses_each_segments_largest_timestamp_and_keeps_the_active_one(tmp_path):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import structlog
 
+from epochkraft.broker.log import time_lookup
 from epochkraft.broker.log.cleaner import CLEANING_DIR, CleanedSegment, SegmentSnapshot
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import DELETED_SUFFIX, Segment
@@ -32,7 +33,6 @@ from epochkraft.protocol.records import (
     STAMPED_PREFIX,
     BatchHeader,
     CorruptRecordError,
-    decode_batch,
     iter_batches,
     parse_header,
     stamped_prefix,
@@ -454,6 +454,8 @@ class PartitionLog:
         if self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
             self.epochs.truncate_from_start(self.log_start_offset)
+        # Nothing below the first segment is left to recover (Kafka moves its recovery point along too).
+        self.recovery_point = max(self.recovery_point, self.segments[0].base_offset)
         log.info(
             "deleted log segments",
             dir=str(self.dir),
@@ -506,74 +508,12 @@ class PartitionLog:
 
     # ---- lookups by timestamp ------------------------------------------------------------------------
     def fetch_offset_by_timestamp(self, target: int, max_offset: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record from the log start whose timestamp is at least
-        ``target``, or None if there is none below ``max_offset`` (the high watermark). Segments are
-        skipped by their largest timestamp (held in memory), then one time index lookup and a short
-        header scan find it: the work does not grow with the log's size."""
-        for segment in self.segments:
-            if segment.base_offset >= max_offset:
-                return None
-            if segment.max_timestamp < target or segment.next_offset <= self.log_start_offset:
-                continue
-            found = segment.find_offset_by_timestamp(target, self.log_start_offset)
-            if found is not None:
-                return found if found[1] < max_offset else None
-        return None
+        """``time_lookup.offset_by_timestamp`` over this log's segments from its log start."""
+        return time_lookup.offset_by_timestamp(self.segments, self.log_start_offset, target, max_offset)
 
     def fetch_max_timestamp(self, max_offset: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record holding the log's largest timestamp (ListOffsets -3,
-        KIP-734), or None if the log holds no timestamp or that record is at or past ``max_offset``
-        (as Kafka's Partition.fetchOffsetForTimestamp). Each segment's largest timestamp is held in
-        memory; one batch is decoded."""
-        best: tuple[int, int] | None = None  # (timestamp, offset of the record)
-        best_segment: Segment | None = None
-        for segment in self.segments:
-            if segment.next_offset <= self.log_start_offset or segment.max_timestamp <= (
-                best[0] if best else -1
-            ):
-                continue
-            if (
-                segment.base_offset < self.log_start_offset
-                and self._batch_base(segment, segment.offset_of_max_timestamp) < self.log_start_offset
-            ):
-                # Its largest timestamp may lie below the log start (DeleteRecords inside this
-                # segment): only what remains counts, found by reading it.
-                top = self._max_timestamp_record(segment)
-                if top is not None and top[0] > (best[0] if best else -1):
-                    best, best_segment = top, None
-            else:
-                best, best_segment = (segment.max_timestamp, segment.offset_of_max_timestamp), segment
-        if best is None:
-            return None
-        if best_segment is not None:  # the offset is that of the batch: find the record in it
-            position = best_segment.position_of(best[1])
-            if position is None:
-                return None
-            header = parse_header(best_segment.read_at(position, HEADER_SIZE))
-            batch = decode_batch(best_segment.read_at(position, header.size))
-            best = next(
-                ((best[0], batch.offset_of(r)) for r in batch.records if batch.timestamp_of(r) == best[0]),
-                None,
-            )
-        return best if best is not None and best[1] < max_offset else None
-
-    @staticmethod
-    def _batch_base(segment: Segment, offset: int) -> int:
-        position = segment.position_of(offset)
-        if position is None:
-            return -1
-        return parse_header(segment.read_at(position, HEADER_SIZE)).base_offset
-
-    def _max_timestamp_record(self, segment: Segment) -> tuple[int, int] | None:
-        top: tuple[int, int] | None = None
-        data = self.read(self.log_start_offset, segment.size, segment.next_offset)
-        for pos, _header in iter_batches(data):
-            batch = decode_batch(data, pos)
-            for record in batch.records:
-                offset, timestamp = batch.offset_of(record), batch.timestamp_of(record)
-                if offset >= self.log_start_offset and timestamp > (top[0] if top else -1):
-                    top = (timestamp, offset)
-        return top
+        """``time_lookup.max_timestamp`` over this log's segments from its log start."""
+        return time_lookup.max_timestamp(self.segments, self.log_start_offset, max_offset, self.read)
 
     def close(self) -> None:
         self.tail.drop(self)
