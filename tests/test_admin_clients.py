@@ -4,8 +4,12 @@ aiokafka's admin client against one real cluster."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -384,3 +388,31 @@ def test_elect_leaders_on_the_broker_listener(cluster, admin):
         assert [(p.partition_id, p.error_code) for p in topic.partition_result] == [(0, 84)]  # NOT_NEEDED
     finally:
         client.close()
+
+
+# ---- Go's sarama ---------------------------------------------------------------------------------------
+SARAMA_ADMIN = Path(__file__).resolve().parent.parent / "scripts" / "clients" / "sarama_admin"
+
+
+def test_sarama_cluster_admin(cluster, tmp_path):
+    """sarama's ClusterAdmin: ListTopics (which calls DescribeConfigs), IncrementalAlterConfig,
+    AlterConfig, CreatePartitions, DeleteConsumerGroupOffset, DeleteConsumerGroup, DescribeLogDirs,
+    AlterPartitionReassignments and ListPartitionReassignments (scripts/clients/sarama_admin/main.go).
+    Skipped where Go or the sarama module (fetched once by `go mod download`) is not on the machine."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no Go toolchain")
+    binary = tmp_path / "sarama_admin"
+    build = subprocess.run(
+        [go, "build", "-o", str(binary), "."],
+        cwd=SARAMA_ADMIN,
+        env={**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if build.returncode != 0:
+        pytest.skip(f"sarama is not in the Go module cache: {build.stderr[-300:]}")
+    run = subprocess.run([str(binary), cluster.bootstrap], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout + run.stderr
+    assert "Null value not supported for topic configs" in run.stdout
