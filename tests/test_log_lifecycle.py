@@ -363,3 +363,27 @@ def test_a_cleaned_copy_is_not_swapped_in_over_a_segment_that_changed(tmp_path):
     assert not plog.replace_cleaned(cleaned)
     assert records_of(plog) == before
     assert not (plog.dir / ".cleaning").exists()
+
+
+def test_unreadable_checkpoints_never_stop_a_broker_from_loading_its_logs(tmp_path):
+    """A broker whose checkpoint files are damaged starts anyway (never a crash loop): offset checkpoints
+    are dropped with a warning (each is safe to lose) and the leader-epoch cache is rebuilt from the
+    batches, as Kafka's segment recovery rebuilds it."""
+    manager = LogManager(tmp_path, SMALL)
+    plog = manager.get_or_create("t", 0)
+    for epoch in (0, 0, 2, 2, 5):
+        plog.append_as_leader(batch(3, 1_000), epoch)
+    expected_epochs = list(plog.epochs.entries)
+    manager.flush_all()
+    manager.checkpoint_high_watermarks({("t", 0): 15})
+    manager.close()
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        (tmp_path / name).write_text("0\n1\nt 0 not-a-number\n")
+    (tmp_path / "log-start-offset-checkpoint").write_bytes(b"\xff\xfe")
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n")
+    again = LogManager(tmp_path, SMALL)
+    assert again.load_all() == [("t", 0)] and again.high_watermarks == {}
+    reopened = again.get("t", 0)
+    assert reopened.log_end_offset == 15 and offsets_in(reopened) == list(range(15))
+    assert reopened.epochs.entries == expected_epochs == [(0, 0), (2, 6), (5, 12)]
+    assert reopened.epochs.end_offset_for(2) == (2, 12)

@@ -20,7 +20,11 @@ class LeaderEpochCache:
     def __init__(self, path: Path | None, log_end_offset: Callable[[], int]) -> None:
         self.path = path
         self._log_end_offset = log_end_offset
-        self.entries: list[tuple[int, int]] = read_epochs(path) if path is not None else []
+        self.unreadable = False  # the checkpoint file could not be read: the log rebuilds the cache
+        try:
+            self.entries: list[tuple[int, int]] = read_epochs(path) if path is not None else []
+        except (ValueError, UnicodeDecodeError):
+            self.entries, self.unreadable = [], True
 
     @property
     def latest_epoch(self) -> int:
@@ -75,6 +79,15 @@ class LeaderEpochCache:
         if kept != self.entries:
             self.entries = kept
             self._save()
+
+    def rebuild(self, epochs_and_starts: list[tuple[int, int]]) -> None:
+        """Replaces the entries with those read back from the log's batches, and saves them."""
+        self.entries = []
+        for epoch, start in epochs_and_starts:
+            if epoch >= 0 and (not self.entries or epoch > self.entries[-1][0]):
+                self.entries.append((epoch, start))
+        self.unreadable = False
+        self._save()
 
     def clear(self) -> None:
         if self.entries:

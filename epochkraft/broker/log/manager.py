@@ -42,9 +42,9 @@ class LogManager:
         # One budget for the whole broker's recent leader appends (0: every Fetch reads the log).
         self.tail = TailCache(tail_cache_bytes)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
-        self.high_watermarks: dict[tuple[str, int], int] = read_offsets(self.data_dir / HW_CHECKPOINT)
-        self._recovery_points = read_offsets(self.data_dir / RECOVERY_CHECKPOINT)
-        self._log_starts = read_offsets(self.data_dir / LOG_START_CHECKPOINT)
+        self.high_watermarks: dict[tuple[str, int], int] = _read_checkpoint(self.data_dir / HW_CHECKPOINT)
+        self._recovery_points = _read_checkpoint(self.data_dir / RECOVERY_CHECKPOINT)
+        self._log_starts = _read_checkpoint(self.data_dir / LOG_START_CHECKPOINT)
         self._pending_removal: list[tuple[int, list[Path]]] = []  # (due at ms, files renamed .deleted)
 
     # ---- meta.properties ------------------------------------------------------------------------------
@@ -156,6 +156,17 @@ class LogManager:
     def close(self) -> None:
         for plog in self.logs.values():
             plog.close()
+
+
+def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """An offset checkpoint, or none if the file cannot be read: a broker must not fail to start over
+    it, and each is safe to lose (high watermarks are learned again from the leaders, recovery points
+    of 0 recover every segment, log start offsets fall back to the first segments' bases)."""
+    try:
+        return read_offsets(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("unreadable checkpoint file; starting without it", path=str(path), error=str(exc))
+        return {}
 
 
 def cut_to_recovery_point(data_dir: str | Path) -> dict[tuple[str, int], int]:

@@ -201,6 +201,12 @@ class PartitionLog:
             )
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
+        if self.epochs.unreadable:
+            log.warning("leader-epoch-checkpoint unreadable; rebuilding it from the log", dir=str(self.dir))
+            self.epochs.rebuild(
+                [(h.partition_leader_epoch, h.base_offset) for s in self.segments for h in s.headers()]
+            )
+            self.epochs.truncate_from_start(self.log_start_offset)
 
     # ---- state ---------------------------------------------------------------------------------------
     @property

@@ -416,6 +416,16 @@ class Segment:
             position += header.size
         return None
 
+    def headers(self) -> list[BatchHeader]:
+        """Every batch header, one read per batch (for rebuilding what the log does not checkpoint)."""
+        out = []
+        position = 0
+        while position + HEADER_SIZE <= self.size:
+            header = parse_header(self.read_at(position, HEADER_SIZE))
+            out.append(header)
+            position += header.size
+        return out
+
     def find_offset_by_timestamp(self, target: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``starting_offset`` whose timestamp is
         at least ``target``, or None (Kafka's LogSegment.findOffsetByTimestamp): the time index gives the
