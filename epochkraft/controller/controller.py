@@ -7,7 +7,8 @@ then move leaderships) decide and commit in two steps, as Kafka's controller wri
 
 Requests and responses are kio objects at the newest version served: BrokerRegistration v3,
 BrokerHeartbeat v1, AlterPartition v3 (with the version the broker used), CreateTopics v7,
-DeleteTopics v6, UnregisterBroker v0, ElectLeaders v2, DescribeCluster v1.
+DeleteTopics v6, UnregisterBroker v0, ElectLeaders v2, DescribeCluster v1; the admin operations
+(CreatePartitions, reassignment, configs) live in ``admin_operations.AdminOperations``, which it inherits.
 
 Domain events (broker fenced, leader elected, ISR change committed or rejected...) are appended to
 ``outbox`` for the daemon to ship; the controller itself never does IO.
@@ -19,23 +20,19 @@ import datetime
 from functools import singledispatchmethod
 from typing import Any
 
-from kio.schema.alter_configs.v2 import response as alter_configs_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
-from kio.schema.alter_partition_reassignments.v1 import response as reassign_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
-from kio.schema.create_partitions.v3 import response as create_partitions_resp
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
-from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
-from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
+from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
-from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
+from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.partition_change import Election
 from epochkraft.controller.replication_control import (
@@ -68,7 +65,7 @@ METADATA_VERSION = 20  # the metadata.version feature level written at bootstrap
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 
 
-class Controller:
+class Controller(AdminOperations):
     def __init__(
         self,
         cluster_id: str,
@@ -481,100 +478,6 @@ class Controller:
             )
         return delete_resp.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))
 
-    def create_partitions(self, now_ms: int, request: Any) -> create_partitions_resp.CreatePartitionsResponse:
-        """CreatePartitions v3: each topic's partition count raised, all or nothing per topic."""
-        active = [b for b, r in self.cluster.brokers.items() if r.active]
-        names = [t.name for t in request.topics]
-        results = []
-        for topic in request.topics:
-            if names.count(topic.name) > 1:
-                error, message, records = ErrorCode.invalid_request, "Duplicate topic in request.", []
-            else:
-                assignments = (
-                    None if topic.assignments is None else [tuple(a.broker_ids) for a in topic.assignments]
-                )
-                error, message, records = self.replication.decide_create_partitions(
-                    topic.name, topic.count, assignments, active, set(self.cluster.brokers)
-                )
-            if error == ErrorCode.none and not request.validate_only:
-                self._commit(records, now_ms)
-            results.append(
-                create_partitions_resp.CreatePartitionsTopicResult(
-                    name=topic.name, error_code=error, error_message=message
-                )
-            )
-        return create_partitions_resp.CreatePartitionsResponse(
-            throttle_time=NO_THROTTLE, results=tuple(results)
-        )
-
-    def alter_partition_reassignments(
-        self, now_ms: int, request: Any
-    ) -> reassign_resp.AlterPartitionReassignmentsResponse:
-        """AlterPartitionReassignments v1: start (replicas) or cancel (null) each partition's reassignment."""
-        registered = set(self.cluster.brokers)
-        allow_rf_change = getattr(request, "allow_replication_factor_change", True)
-        records: list = []
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                error, message, record = self.replication.decide_alter_partition_reassignment(
-                    topic.name,
-                    p.partition_index,
-                    None if p.replicas is None else tuple(p.replicas),
-                    registered,
-                    self.cluster.is_active,
-                    allow_rf_change,
-                )
-                if record is not None:
-                    records.append(record)
-                partitions.append(
-                    reassign_resp.ReassignablePartitionResponse(
-                        partition_index=p.partition_index, error_code=error, error_message=message
-                    )
-                )
-            topics.append(
-                reassign_resp.ReassignableTopicResponse(name=topic.name, partitions=tuple(partitions))
-            )
-        self._commit(records, now_ms)
-        return reassign_resp.AlterPartitionReassignmentsResponse(
-            throttle_time=NO_THROTTLE,
-            allow_replication_factor_change=allow_rf_change,
-            error_code=ErrorCode.none,
-            error_message=None,
-            responses=tuple(topics),
-        )
-
-    def list_partition_reassignments(
-        self, request: Any
-    ) -> list_reassign_resp.ListPartitionReassignmentsResponse:
-        """ListPartitionReassignments v0: the ongoing reassignments (of the partitions asked for)."""
-        wanted = (
-            None
-            if request.topics is None
-            else {(t.name, index) for t in request.topics for index in t.partition_indexes}
-        )
-        by_topic: dict[str, list] = {}
-        for topic, index, p in self.replication.reassignments():
-            if wanted is None or (topic.name, index) in wanted:
-                by_topic.setdefault(topic.name, []).append(
-                    list_reassign_resp.OngoingPartitionReassignment(
-                        partition_index=index,
-                        replicas=p.replicas,
-                        adding_replicas=p.adding_replicas,
-                        removing_replicas=p.removing_replicas,
-                    )
-                )
-        return list_reassign_resp.ListPartitionReassignmentsResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.none,
-            error_message=None,
-            topics=tuple(
-                list_reassign_resp.OngoingTopicReassignment(name=name, partitions=tuple(parts))
-                for name, parts in sorted(by_topic.items())
-            ),
-        )
-
     def elect_leaders(self, now_ms: int, request: Any) -> elect_resp.ElectLeadersResponse:
         election = ELECTION_TYPES.get(request.election_type)
         if election is None:
@@ -607,71 +510,6 @@ class Controller:
         return elect_resp.ElectLeadersResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results)
         )
-
-    # ---- configs ------------------------------------------------------------------------------------
-    def incremental_alter_configs(
-        self, now_ms: int, request: Any
-    ) -> incremental_resp.IncrementalAlterConfigsResponse:
-        """IncrementalAlterConfigs v1: SET/DELETE/APPEND/SUBTRACT per key, atomic per resource."""
-
-        def decide(resource: Any) -> tuple[ApiError, list]:
-            operations = []
-            for c in resource.configs:
-                try:
-                    operations.append((c.name, OpType(c.config_operation), c.value))
-                except ValueError:
-                    return ApiError(ErrorCode.invalid_request, f"Unknown operation {c.config_operation}."), []
-            return self.configuration.decide_incremental_alter(
-                (resource.resource_type, resource.resource_name), operations
-            )
-
-        results = self._alter_configs(now_ms, request, decide)
-        return incremental_resp.IncrementalAlterConfigsResponse(
-            throttle_time=NO_THROTTLE,
-            responses=tuple(incremental_resp.AlterConfigsResourceResponse(**r) for r in results),
-        )
-
-    def alter_configs(self, now_ms: int, request: Any) -> alter_configs_resp.AlterConfigsResponse:
-        """AlterConfigs v2: each resource's dynamic configs are replaced by the ones given."""
-
-        def decide(resource: Any) -> tuple[ApiError, list]:
-            configs = {c.name: c.value for c in resource.configs}
-            if len(configs) != len(resource.configs):
-                return ApiError(ErrorCode.invalid_request, "Duplicate config keys."), []
-            return self.configuration.decide_legacy_alter(
-                (resource.resource_type, resource.resource_name), configs
-            )
-
-        results = self._alter_configs(now_ms, request, decide)
-        return alter_configs_resp.AlterConfigsResponse(
-            throttle_time=NO_THROTTLE,
-            responses=tuple(alter_configs_resp.AlterConfigsResourceResponse(**r) for r in results),
-        )
-
-    def _alter_configs(self, now_ms: int, request: Any, decide: Any) -> list[dict[str, Any]]:
-        """Decides each resource, commits the accepted ones, then lets any leaderless partition whose
-        topic now allows unclean election elect (as Kafka's controller does after every write)."""
-        keys = [(r.resource_type, r.resource_name) for r in request.resources]
-        results = []
-        records: list = []
-        for resource, key in zip(request.resources, keys, strict=True):
-            if keys.count(key) > 1:
-                result = ApiError(ErrorCode.invalid_request, "Each resource may only appear once.")
-            else:
-                result, resource_records = decide(resource)
-                records += resource_records
-            results.append(
-                {
-                    "error_code": result.error,
-                    "error_message": result.message,
-                    "resource_type": resource.resource_type,
-                    "resource_name": resource.resource_name,
-                }
-            )
-        if not request.validate_only and records:
-            self._commit(records, now_ms)
-            self._commit(self.replication.maybe_elect_unclean_leaders(self.cluster.is_active), now_ms)
-        return results
 
     def describe_cluster(self) -> DescribeClusterResponse:
         """The controller listener describes the controller itself (endpoint type 2, as Kafka's)."""
