@@ -466,6 +466,9 @@ class ReplicaManager:
                     "isr": list(p.isr),
                     "replicas": list(p.replicas),
                     "log_end_offset": r.log.log_end_offset,
+                    "log_start_offset": r.log.log_start_offset,
+                    "size_bytes": r.log.size_bytes,
+                    "segments": len(r.log.segments),
                     "high_watermark": p.high_watermark,
                     "min_insync_replicas": p.min_insync_replicas,
                     "follower_lag": {

@@ -71,6 +71,9 @@ class BrokerMetrics:
             labels = {"topic": p["topic"], "partition": str(p["partition"])}
             out += [
                 ("LogEndOffset", labels, float(p["log_end_offset"])),
+                ("LogStartOffset", labels, float(p["log_start_offset"])),  # Kafka's kafka.log:type=Log
+                ("Size", labels, float(p["size_bytes"])),
+                ("NumLogSegments", labels, float(p["segments"])),
                 ("HighWatermark", labels, float(p["high_watermark"])),
                 ("IsrSize", labels, float(len(p["isr"]))),
             ]
