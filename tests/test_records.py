@@ -8,6 +8,7 @@ from epochkraft.protocol.records import (
     STAMPED_PREFIX,
     Compression,
     CorruptRecordError,
+    InvalidRecordError,
     build_batch,
     decode_batch,
     decode_batches,
@@ -17,6 +18,7 @@ from epochkraft.protocol.records import (
     validate,
     verify_crc,
 )
+from tests.support.lying_batches import LYING_BATCHES, lying_batch
 
 ENTRIES = [
     (b"k1", b"v1", (), 1_700_000_000_123),
@@ -85,7 +87,7 @@ def test_validate_rejects_count_mismatch():
     import crc32c
 
     data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
-    with pytest.raises(CorruptRecordError, match="record count"):
+    with pytest.raises(InvalidRecordError, match="inconsistent batch offset range"):
         validate(data, 0, parse_header(data))
 
 
@@ -129,3 +131,25 @@ def test_kafka_python_reads_our_batches(codec):
 def test_garbage_is_a_corrupt_record_error(garbage):
     with pytest.raises(CorruptRecordError):
         decode_batch(garbage)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_validate_accepts_every_codec(codec):
+    data = build_batch(ENTRIES, compression=codec)
+    validate(data, 0, parse_header(data))
+
+
+@pytest.mark.parametrize(("name", "error", "message"), [(n, e, m) for n, (e, m, _) in LYING_BATCHES.items()])
+def test_validate_refuses_lying_batches_as_log_validator(name, error, message):
+    """LogValidatorTest's invalid-batch cases (count vs offsets, count vs records present, record sizes,
+    headers, control batches from clients) plus a compression bomb: each refused with its own message."""
+    data = lying_batch(name)
+    with pytest.raises(error, match=message):
+        validate(data, 0, parse_header(data))
+
+
+def test_validate_bounds_the_decompressed_size():
+    data = build_batch([(None, b"\0" * (1 << 20), (), 0)], compression=Compression.ZSTD)
+    validate(data, 0, parse_header(data), max_decompressed=2 << 20)
+    with pytest.raises(InvalidRecordError, match="does not decompress within"):
+        validate(data, 0, parse_header(data), max_decompressed=1 << 19)

@@ -28,7 +28,7 @@ from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import CorruptRecordError, iter_batches
+from epochkraft.protocol.records import CorruptRecordError, InvalidRecordError, iter_batches
 
 log = structlog.get_logger()
 
@@ -339,6 +339,8 @@ class ReplicaManager:
                 )
         try:
             info = replica.log.append_as_leader(records, p.leader_epoch)
+        except InvalidRecordError as exc:
+            return ProduceResult(ErrorCode.invalid_record, message=str(exc))
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
         for header in info.headers:

@@ -86,6 +86,13 @@ class MiniClient:
     ):
         """(error, base offset) from the partition's leader, retrying leader moves like a client."""
         batch = build_batch([(None, v, (), 1_700_000_000_000 + i) for i, v in enumerate(values)])
+        error, base_offset, _message = await self.produce_batch(topic, partition, batch, acks, retries)
+        return error, base_offset
+
+    async def produce_batch(
+        self, topic: str, partition: int, batch: bytes, acks: int = -1, retries: int = 40
+    ) -> tuple[ErrorCode, int, str | None]:
+        """(error, base offset, error message) for the record bytes ``batch`` sent as they are."""
         request = pr.ProduceRequest(
             transactional_id=None,
             acks=acks,
@@ -116,8 +123,8 @@ class MiniClient:
             ):
                 await asyncio.sleep(0.25)
                 continue
-            return error, result.base_offset
-        return error, -1
+            return error, result.base_offset, result.error_message
+        return error, -1, None
 
     async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
         """Every record up to the high watermark, from the leader."""

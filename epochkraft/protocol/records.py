@@ -20,6 +20,8 @@ from enum import IntEnum
 
 import cramjam
 import crc32c as _crc32c
+from aiokafka.errors import CorruptRecordException as _AiokafkaCorrupt
+from aiokafka.record.default_records import DefaultRecordBatch as _CRecordBatch
 
 from epochkraft.protocol.errors import ProtocolError
 
@@ -36,6 +38,10 @@ TIMESTAMP_TYPE_BIT = 0x08
 
 class CorruptRecordError(ProtocolError):
     """A batch that fails validation: bad CRC, magic, structure or counts (Kafka's CORRUPT_MESSAGE)."""
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A batch whose CRC holds but whose records break Kafka's rules (InvalidRecordException: INVALID_RECORD)."""
 
 
 class Compression(IntEnum):
@@ -323,14 +329,151 @@ def verify_crc(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
     return _crc32c.crc32c(view) == header.crc
 
 
-def validate(buf: bytes | memoryview, pos: int, header: BatchHeader) -> None:
-    """The leader's checks on a produced batch: CRC and record count (CORRUPT_MESSAGE otherwise)."""
+MAX_DECOMPRESSED_BATCH_BYTES = 16 * 1024 * 1024  # a produced batch may not inflate past this
+MIN_RECORD_BYTES = 7  # length, attributes, timestamp and offset deltas, key, value, header count
+
+
+def validate(
+    buf: bytes | memoryview,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed: int = MAX_DECOMPRESSED_BATCH_BYTES,
+) -> None:
+    """The leader's checks on a produced batch, as Kafka's LogValidator.validateBatch and the record
+    iterator behind validateRecord: CRC (CORRUPT_MESSAGE); then INVALID_RECORD for a control batch, an
+    offset range that does not match the record count, a producer id without a sequence, a compressed
+    payload that does not decompress within ``max_decompressed`` bytes, and records that do not parse to
+    exactly the declared count with offset deltas 0..count-1, lengths that match their fields, UTF-8
+    header keys and nothing left over. The records are parsed by aiokafka's Cython record reader (each
+    record's bounds are checked; a ``bytes`` object ends in a NUL, which ends a varint running off its end)."""
     if not verify_crc(buf, pos, header):
         raise CorruptRecordError("CRC-32C mismatch")
-    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
-        raise CorruptRecordError(
-            f"record count {header.record_count} does not match last offset delta {header.last_offset_delta}"
+    validate_header(header)
+    if header.is_control:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} for producer {header.producer_id}"
         )
+    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    codec = header.attributes & 0x07
+    if codec == Compression.NONE:
+        if header.record_count > len(payload) // MIN_RECORD_BYTES:
+            raise InvalidRecordError(
+                f"record count {header.record_count} cannot fit in {len(payload)} bytes of records"
+            )
+        whole = isinstance(buf, bytes) and pos == 0 and header.size == len(buf)
+        raw = buf if whole else bytes(memoryview(buf)[pos : pos + header.size])
+    else:
+        inflated = decompress_bounded(codec, payload, max_decompressed)
+        if header.record_count > len(inflated) // MIN_RECORD_BYTES:
+            raise InvalidRecordError(
+                f"record count {header.record_count} cannot fit in {len(inflated)} decompressed bytes"
+            )
+        head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
+        head[CRC_START + 1] &= 0xF8  # the reader sees an uncompressed batch of the inflated records
+        raw = bytes(head) + inflated
+    _check_records(raw, header)
+
+
+def validate_header(header: BatchHeader) -> None:
+    """The batch-level counts (LogValidator.validateBatch): a positive record count matching the offset
+    range. Followers check these too, so a leader's bad batch is never replicated."""
+    if header.last_offset_delta < 0:
+        raise InvalidRecordError(
+            f"batch has an invalid offset range: last offset delta {header.last_offset_delta}"
+        )
+    if header.record_count <= 0:
+        raise InvalidRecordError(f"invalid reported count for record batch: {header.record_count}")
+    if header.last_offset_delta + 1 != header.record_count:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range [0, {header.last_offset_delta}] "
+            f"and count of records {header.record_count}"
+        )
+
+
+def _check_records(raw: bytes, header: BatchHeader) -> None:
+    base = header.base_offset
+    expected = base
+    try:
+        for record in _CRecordBatch(raw):
+            if record.offset != expected:
+                raise InvalidRecordError(
+                    f"record {expected - base} has offset delta {record.offset - base}, expected {expected - base}"
+                )
+            expected += 1
+    except InvalidRecordError:
+        raise
+    except (_AiokafkaCorrupt, UnicodeDecodeError, MemoryError, OverflowError, ValueError) as exc:
+        raise InvalidRecordError(
+            f"record {expected - base} of {header.record_count} is malformed: {exc}"
+        ) from exc
+
+
+def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:
+    """``data`` decompressed, never allocating more than ``limit`` bytes of output: INVALID_RECORD past it,
+    CORRUPT_MESSAGE when it does not decompress."""
+    name = Compression(codec).name if 0 <= codec <= 4 else str(codec)
+    if codec == Compression.SNAPPY:
+        return _snappy_bounded(bytes(data), limit)
+    into = {
+        Compression.GZIP: cramjam.gzip.decompress_into,
+        Compression.LZ4: cramjam.lz4.decompress_into,
+        Compression.ZSTD: cramjam.zstd.decompress_into,
+    }.get(codec)
+    if into is None:
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    source = bytes(data)
+    size = min(limit, max(4 * len(source), 1 << 16))
+    while True:
+        out = bytearray(size)
+        try:
+            n = into(source, out)
+        except Exception as exc:  # cramjam: output full, or not valid compressed data
+            if size >= limit:
+                raise InvalidRecordError(
+                    f"{name} payload does not decompress within {limit} bytes: {exc}"
+                ) from exc
+            size = min(limit, size * 4)
+            continue
+        return bytes(memoryview(out)[:n])
+
+
+def _snappy_bounded(data: bytes, limit: int) -> bytes:
+    blocks: list[bytes] = []
+    if data.startswith(_XERIAL_MAGIC):
+        pos = 16
+        while pos < len(data):
+            if pos + 4 > len(data):
+                raise CorruptRecordError("truncated xerial snappy block")
+            (size,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if size < 0 or pos + size > len(data):
+                raise CorruptRecordError("bad xerial snappy block size")
+            blocks.append(data[pos : pos + size])
+            pos += size
+    else:
+        blocks.append(data)
+    out = bytearray()
+    for block in blocks:
+        if len(out) + _snappy_length(block) > limit:
+            raise InvalidRecordError(f"SNAPPY payload does not decompress within {limit} bytes")
+        try:
+            out += cramjam.snappy.decompress_raw(block)
+        except Exception as exc:
+            raise CorruptRecordError(f"cannot decompress SNAPPY: {exc}") from exc
+    return bytes(out)
+
+
+def _snappy_length(block: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (an unsigned varint at its start)."""
+    result = shift = 0
+    for pos in range(min(len(block), 10)):
+        result |= (block[pos] & 0x7F) << shift
+        if not block[pos] & 0x80:
+            return result
+        shift += 7
+    raise CorruptRecordError("bad snappy length preamble")
 
 
 STAMPED_PREFIX = 16  # baseOffset, batchLength, partitionLeaderEpoch: the bytes a leader stamps

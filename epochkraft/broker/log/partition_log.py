@@ -33,6 +33,7 @@ from epochkraft.protocol.records import (
     STAMPED_PREFIX,
     BatchHeader,
     CorruptRecordError,
+    InvalidRecordError,
     iter_batches,
     parse_header,
     stamped_prefix,
@@ -257,13 +258,19 @@ class PartitionLog:
 
     def append_as_follower(self, data: bytes | memoryview) -> AppendInfo | None:
         """Appends the leader's batches as they are; they must continue the log and pass their CRC (as
-        Kafka's analyzeAndValidateRecords: a batch damaged on the leader's disk is not replicated)."""
+        Kafka's analyzeAndValidateRecords: a batch damaged on the leader's disk is not replicated) and no
+        more records than their offset range holds."""
         headers = list(iter_batches(data))
         if not headers:
             return None
         for pos, header in headers:
             if not verify_crc(data, pos, header):
                 raise CorruptRecordError(f"CRC-32C mismatch in the replicated batch at {header.base_offset}")
+            if not 0 <= header.record_count <= header.last_offset_delta + 1:  # compaction may empty a batch
+                raise InvalidRecordError(
+                    f"replicated batch at {header.base_offset} counts {header.record_count} records "
+                    f"in {header.last_offset_delta + 1} offsets"
+                )
         first = headers[0][1].base_offset
         if first < self.log_end_offset:  # past it is fine: a compacted leader's log has gaps
             raise CorruptRecordError(

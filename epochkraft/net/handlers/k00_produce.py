@@ -1,8 +1,10 @@
 """Produce (key 0), versions 3-13, broker listener.
 
-- The leader validates each batch (CRC-32C and record count: CORRUPT_MESSAGE; larger than the topic's
-  max.message.bytes, else message.max.bytes (1048588): MESSAGE_TOO_LARGE), assigns offsets and stamps
-  its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
+- The leader validates each batch as Kafka's LogValidator: CRC-32C (CORRUPT_MESSAGE); record count against
+  the offset range and the records present, offset deltas, record lengths, varints, headers, no control
+  batches from clients, compressed payloads decompressed within 16 MiB (INVALID_RECORD, with a message);
+  nothing of a refused batch is appended. A batch larger than the topic's max.message.bytes, else
+  message.max.bytes (1048588), gets MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
   -1 (all) once the high watermark passes the batch.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank while waiting, REQUEST_TIMED_OUT after the request timeout.
