@@ -4,10 +4,17 @@ being served and the broker's memory stays bounded."""
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import build_batch
 from tests.support.lying_batches import LYING_BATCHES, lying_batch
 from tests.test_broker_cluster import wait_for
 from tests.test_fuzz import rss_mb
@@ -45,3 +52,73 @@ async def test_produce_with_invalid_records_is_refused(make_cluster):
         assert rss_grown < 120, f"leader grew by {rss_grown:.0f} MB on lying batches"
     finally:
         await client.close()
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Iterator[None]:
+    """A tmpfs of ``size`` mounted at ``path`` for the test (skips where mounting is not allowed)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem: {mounted.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_full_disk_answers_kafka_storage_error_and_moves_leadership(make_cluster, tmp_path):
+    """As Kafka's LogDirFailureTest.testProduceErrorFromFailureOnLogRoll / testIOExceptionDuringLogRoll:
+    a leader whose only log dir fills up answers KAFKA_STORAGE_ERROR (the connection stays up), takes the
+    dir offline and halts; the controller moves its leaderships, producing continues on the new leader,
+    and every acknowledged record is still there."""
+    with small_filesystem(tmp_path / "cluster" / "broker-1", "24m"):
+        cluster = make_cluster(3)
+        client = MiniClient(cluster.bootstrap)
+        try:
+            assert (
+                await client.create_topic(
+                    "full", configs={"min.insync.replicas": "2"}, assignment=[[1, 2, 3]]
+                )
+                == 0
+            )
+            assert (
+                await client.create_topic(
+                    "other", configs={"min.insync.replicas": "2"}, assignment=[[2, 3, 1]]
+                )
+                == 0
+            )
+            acked: list[bytes] = []
+            error = ErrorCode.none
+            for i in range(200):
+                value = f"{i:06d}".encode() + bytes(500_000)
+                error, _, message = await client.produce_batch("full", 0, build_batch([(None, value, (), 0)]))
+                if error != ErrorCode.none:
+                    break
+                acked.append(value)
+            assert error == ErrorCode.kafka_storage_error, (error, message)
+            assert "offline" in (message or "")
+            failed_at = time.monotonic()
+
+            async def moved():
+                state, _ = await client.partition_state("full")
+                return state.leader_id in (2, 3) and state
+
+            assert await wait_for(moved, timeout=60)
+            print(f"leadership moved {time.monotonic() - failed_at:.1f} s after KAFKA_STORAGE_ERROR")
+            assert not cluster.node(1).alive
+            log_text = (tmp_path / "cluster" / "logs" / "broker-1.log").read_text()
+            assert "have failed" in log_text and "Traceback" not in log_text
+            error, _ = await client.produce("full", 0, [b"after"])
+            assert error == ErrorCode.none
+            error, _ = await client.produce("other", 0, [b"elsewhere"])
+            assert error == ErrorCode.none
+            values = [v for _, v in await client.read_all("full")]
+            assert values[: len(acked)] == acked and values[-1] == b"after"
+        finally:
+            await client.close()
+            cluster.kill_all()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -54,6 +55,8 @@ from epochkraft.protocol.errors import ErrorCode
 
 CREATE_TOPICS_KEY = 19
 LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
+SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
+LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 
 
 class State(Enum):
@@ -372,10 +375,30 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    node = BrokerNode(args, settings, listeners, controller, log)
     started = time.monotonic()
-    loaded = node.logs.load_all()
+    try:
+        node = BrokerNode(args, settings, listeners, controller, log)
+        loaded = node.logs.load_all()
+    except OSError as exc:  # one line saying what and where, not a traceback
+        log.error(
+            f"cannot open the log dir {args.data_dir}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else "")
+        )
+        return 1
     log.info("logs recovered", partitions=len(loaded), seconds=round(time.monotonic() - started, 3))
+    exit_code = 0
+    halting: list[asyncio.Task[None]] = []
+
+    def log_dir_offline(reason: str) -> None:
+        halting.append(loop.create_task(_halt(log, node, reason), name="log-dir-failure"))
+
+    def background_task_failed(reason: str) -> None:
+        nonlocal exit_code
+        exit_code = 1
+        stopping.set()
+
+    node.replica_manager.log_dir_failures.listeners.append(log_dir_offline)
+    node.replica_manager.on_fatal = background_task_failed
     for endpoint in listeners.bind:
         server = KafkaServer(
             BROKER,
@@ -418,13 +441,19 @@ async def serve(
         await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
     heartbeats.cancel()
     node.state = State.SHUTTING_DOWN
-    for server in node.servers:
-        await server.stop()
-    await node.follower.stop()
-    await node.groups.stop()
-    await node.replica_manager.stop()
-    if admin is not None:
-        await admin.stop()
+    try:
+        async with asyncio.timeout(SHUTDOWN_STEPS_TIMEOUT_S):
+            # Fetchers and every other writer stop for good before the logs close.
+            for server in node.servers:
+                await server.stop()
+            await node.follower.stop()
+            await node.groups.stop()
+            await node.replica_manager.stop()
+            if admin is not None:
+                await admin.stop()
+    except TimeoutError:
+        log.error(f"broker shutdown steps took over {SHUTDOWN_STEPS_TIMEOUT_S} s; exiting without them")
+        return 1
     if node.metrics is not None:
         node.metrics.stop()
     (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
@@ -434,7 +463,16 @@ async def serve(
     if node.events is not None:
         await node.events.aclose()
     log.info("broker stopped")
-    return 0
+    return exit_code
+
+
+async def _halt(log: Any, node: BrokerNode, reason: str) -> None:
+    """Kafka's ReplicaManager.handleLogDirFailure with no online log dir left: the broker halts without
+    touching the disk again, and the controller moves its leaderships when its session expires. The
+    error answers already written get a moment to leave first."""
+    log.critical(f"Shutdown broker because all log dirs in {node.data_dir} have failed", reason=reason)
+    await asyncio.sleep(LOG_DIR_FAILURE_GRACE_S)
+    os._exit(1)
 
 
 async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> Any:

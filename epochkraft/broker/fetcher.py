@@ -120,6 +120,7 @@ class ReplicaFetcher:
                 continue
             except OSError as exc:  # this broker's own disk: the answer is appended as it arrives
                 log.warning("follower append failed", source=self.source_id, error=str(exc))
+                self.manager.log_dir_failed("error appending replicated records", exc)
                 await asyncio.sleep(BACKOFF_S)
                 continue
             if backoff:

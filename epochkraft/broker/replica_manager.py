@@ -21,6 +21,7 @@ import structlog
 
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
 from epochkraft.broker.log.partition_log import TOPIC_CONFIGS
+from epochkraft.broker.log_dir_failure import LogDirFailureChannel
 from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition
@@ -88,6 +89,9 @@ class ReplicaManager:
         self.broker_epoch = broker_epoch
         self.send_alter_partition = send_alter_partition
         self.events = events
+        self.log_dir_failures = LogDirFailureChannel(logs.data_dir)
+        # called once when a background task dies of an unexpected error: the daemon stops
+        self.on_fatal: Callable[[str], None] | None = None
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.replica_set = ReplicaSet(
             node_id,
@@ -121,6 +125,23 @@ class ReplicaManager:
             asyncio.create_task(self.lifecycle.run(), name="log-retention"),
             asyncio.create_task(self.lifecycle.run_cleaner(), name="log-cleaner"),
         ]
+        for task in self.tasks:
+            task.add_done_callback(self._background_task_done)
+
+    def _background_task_done(self, task: asyncio.Task[None]) -> None:
+        """A background task runs until the broker stops; one that ends otherwise is logged and stops
+        the daemon rather than vanish (its work would silently stop being done)."""
+        if self.stopped or task.cancelled():
+            return
+        error = task.exception()
+        reason = f"background task {task.get_name()} ended: {error!r}"
+        log.critical("background task failed; stopping the broker", task=task.get_name(), exc_info=error)
+        if self.on_fatal is not None:
+            self.on_fatal(reason)
+
+    def log_dir_failed(self, message: str, error: OSError) -> None:
+        """A storage error on the data dir (a write, flush or checkpoint failed): the dir goes offline."""
+        self.log_dir_failures.maybe_add_offline_log_dir(message, error)
 
     async def stop(self) -> None:
         """Stops for good: no fetcher starts again and none appends or truncates after this returns."""
@@ -313,6 +334,10 @@ class ReplicaManager:
                 else ErrorCode.unknown_topic_or_partition
             )
         p = replica.partition
+        if self.log_dir_failures.offline:
+            return ProduceResult(
+                ErrorCode.kafka_storage_error, message=f"log dir {self.logs.data_dir} is offline"
+            )
         error = p.check_enough_replicas_before_append(acks)
         if error != ErrorCode.none:
             return ProduceResult(
@@ -343,6 +368,11 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.invalid_record, message=str(exc))
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+        except OSError as exc:  # the disk, not the client: KafkaStorageException
+            self.log_dir_failed(f"error appending to {topic}-{index}", exc)
+            return ProduceResult(
+                ErrorCode.kafka_storage_error, message=f"log dir {self.logs.data_dir} is offline: {exc}"
+            )
         for header in info.headers:
             replica.producers.record(
                 header.producer_id,
@@ -432,25 +462,35 @@ class ReplicaManager:
         )
 
     async def _checkpoint_loop(self) -> None:
+        """High watermark and recovery point checkpoints and the configured flushes, for as long as the
+        broker runs. A storage error takes the log dir offline (Kafka's checkpointHighWatermarks); any
+        other failure is logged and the next round runs as usual."""
         hw_interval = self.settings.replica_high_watermark_checkpoint_interval_ms / 1000
         flush_ms = self.settings.log_flush_interval_ms
         recovery_every = self.settings.log_flush_offset_checkpoint_interval_ms
         last_flush = last_recovery = now_ms()
         while True:
             await asyncio.sleep(min(hw_interval, (flush_ms or 1e9) / 1000))
-            # Checkpoints fsync: they run on a worker thread so they never stall the event loop
-            # (a snapshot is taken here, on the loop, so the thread reads nothing that changes).
-            snapshot = {key: r.partition.high_watermark for key, r in self.replicas.items()}
-            await asyncio.to_thread(self.logs.checkpoint_high_watermarks, snapshot)
-            now = now_ms()
-            if flush_ms is not None and now - last_flush >= flush_ms:
-                for replica in list(self.replicas.values()):
-                    replica.log.flush()
-                last_flush = now
-            if now - last_recovery >= recovery_every:
-                points = {key: r.log.recovery_point for key, r in self.replicas.items()}
-                await asyncio.to_thread(self.logs.checkpoint_recovery_points, points)
-                last_recovery = now
+            if self.log_dir_failures.offline:
+                continue
+            try:
+                # Checkpoints fsync: they run on a worker thread so they never stall the event loop
+                # (a snapshot is taken here, on the loop, so the thread reads nothing that changes).
+                snapshot = {key: r.partition.high_watermark for key, r in self.replicas.items()}
+                await asyncio.to_thread(self.logs.checkpoint_high_watermarks, snapshot)
+                now = now_ms()
+                if flush_ms is not None and now - last_flush >= flush_ms:
+                    for replica in list(self.replicas.values()):
+                        replica.log.flush()
+                    last_flush = now
+                if now - last_recovery >= recovery_every:
+                    points = {key: r.log.recovery_point for key, r in self.replicas.items()}
+                    await asyncio.to_thread(self.logs.checkpoint_recovery_points, points)
+                    last_recovery = now
+            except OSError as exc:
+                self.log_dir_failed("error writing checkpoints or flushing logs", exc)
+            except Exception:
+                log.exception("checkpoint round failed; retrying at the next interval")
 
     # ---- observability --------------------------------------------------------------------------------------
     def partition_metrics(self) -> list[dict[str, Any]]:
