@@ -122,3 +122,27 @@ async def test_full_disk_answers_kafka_storage_error_and_moves_leadership(make_c
         finally:
             await client.close()
             cluster.kill_all()
+
+
+@pytest.mark.timeout(120)
+async def test_unreadable_segment_at_startup_is_one_line(make_cluster):
+    """A segment the broker cannot open at startup: the broker exits 1 with one line naming the error and
+    the file, not a traceback."""
+    cluster = make_cluster(1)
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("unreadable", 1, 1) == ErrorCode.none
+        assert (await client.produce("unreadable", 0, [b"x"]))[0] == ErrorCode.none
+    finally:
+        await client.close()
+    broker = cluster.node(1)
+    assert broker.stop() == 0
+    segment = broker.data_dir / "unreadable-0" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()  # unreadable as a segment even for root, which file permissions do not stop
+    broker.launch()
+    assert broker.wait(60) == 1
+    text = broker.log_text()
+    assert "Traceback" not in text
+    [line] = [line for line in text.splitlines() if "cannot open the log dir" in line]
+    assert str(segment) in line and "Is a directory" in line
