@@ -1,6 +1,7 @@
 """Regenerates constraints.txt: pip resolves every extra of pyproject.toml and this writes one exact
 version per package. Keeps the current pins where the ranges still allow them; --upgrade moves every
-package to the newest version its range allows.
+package to the newest version its range allows. Versions that need a newer Python than Debian bookworm's
+3.11.2 (the images' Python) are passed over.
 
     python3 scripts/pin.py [--upgrade]
 """
@@ -14,14 +15,44 @@ import sys
 import tempfile
 from pathlib import Path
 
+try:
+    from packaging.specifiers import SpecifierSet
+except ImportError:  # pip always carries a copy
+    from pip._vendor.packaging.specifiers import SpecifierSet
+
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints.txt"
 EXTRAS = "test,notebook"
+BUILD_REQUIRES = ["setuptools>=68"]  # [build-system] requires in pyproject.toml
+FLOOR_PYTHON = "3.11.2"
 
 
 def header(text: str) -> str:
     lines = text.splitlines(keepends=True)
     return "".join(line for line in lines if line.startswith("#"))
+
+
+def resolve(constraints: list[str], tmp: Path) -> list[dict[str, str]]:
+    report = tmp / "report.json"
+    # setuptools too: the images build the package without build isolation.
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+    command += ["--report", str(report), "-e", f"{ROOT}[{EXTRAS}]", *BUILD_REQUIRES]
+    if constraints:
+        kept = tmp / "constraints.txt"
+        kept.write_text("\n".join(constraints) + "\n")
+        command += ["-c", str(kept)]
+    subprocess.run(command, check=True)
+    return [item["metadata"] for item in json.loads(report.read_text())["install"]]
+
+
+def newest_for_floor(name: str, tmp: Path) -> str:
+    """The newest version of ``name`` with a wheel for FLOOR_PYTHON (pip downloads that one wheel)."""
+    target = tmp / f"floor-{name}"
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--only-binary=:all:"]
+    command += ["--python-version", FLOOR_PYTHON, "-d", str(target), name]
+    subprocess.run(command, check=True)
+    wheel = next(target.glob("*.whl")).name
+    return wheel.split("-")[1]
 
 
 def main() -> int:
@@ -31,24 +62,28 @@ def main() -> int:
     parser.add_argument("--upgrade", action="store_true", help="ignore the current pins")
     args = parser.parse_args()
     current = CONSTRAINTS.read_text()
+    pinned = [] if args.upgrade else [line for line in current.splitlines() if line and line[0] != "#"]
+    floor: list[str] = []  # name==version for packages whose resolved version needs a newer Python
     with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-        command += ["--report", str(report), "-e", f"{ROOT}[{EXTRAS}]"]
-        if not args.upgrade:
-            # Without the project's own line, so an edited range can still move a pin.
-            kept = Path(tmp) / "kept.txt"
-            kept.write_text(current)
-            command += ["-c", str(kept)]
-        subprocess.run(command, check=True)
-        resolved = json.loads(report.read_text())["install"]
-    pins = sorted(
-        ((item["metadata"]["name"], item["metadata"]["version"]) for item in resolved),
-        key=lambda pin: pin[0].lower(),
-    )
-    pins = [(name, version) for name, version in pins if name != "epochkraft"]
-    CONSTRAINTS.write_text(header(current) + "".join(f"{name}=={version}\n" for name, version in pins))
-    print(f"{CONSTRAINTS.relative_to(ROOT)}: {len(pins)} packages")
+        for _ in range(3):
+            resolved = resolve(pinned + floor, Path(tmp))
+            too_new = [
+                m["name"]
+                for m in resolved
+                if m.get("requires_python") and FLOOR_PYTHON not in SpecifierSet(m["requires_python"])
+            ]
+            if not too_new:
+                break
+            names = {name.lower() for name in too_new}
+            pinned = [p for p in pinned if p.split("==")[0].lower() not in names]
+            floor += [f"{name}=={newest_for_floor(name, Path(tmp))}" for name in too_new]
+            print(f"newer than Python {FLOOR_PYTHON} allows, taking: {', '.join(floor)}")
+        else:
+            raise SystemExit(f"no resolution for Python {FLOOR_PYTHON}")
+    pins = sorted(((m["name"], m["version"]) for m in resolved), key=lambda pin: pin[0].lower())
+    body = "".join(f"{name}=={version}\n" for name, version in pins if name != "epochkraft")
+    CONSTRAINTS.write_text(header(current) + body)
+    print(f"{CONSTRAINTS.relative_to(ROOT)}: {len(pins) - 1} packages")
     return 0
 
 

@@ -1,8 +1,12 @@
-"""docker-compose.yml checked without a Docker engine: structure, volumes, health checks, loopback-only
-ports, and every daemon service's command run locally in config-check mode."""
+"""docker-compose.yml and the Dockerfile checked without a Docker engine: structure, volumes, readiness
+health checks, loopback-only ports, listeners the host can reach, stop grace, nothing pulled, no root, and
+every daemon service's command run locally in config-check mode. scripts/compose-test runs the stack for
+real."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +37,71 @@ def test_services_volumes_and_health_checks():
         )
     assert services["notebook"]["environment"]["EPOCHKRAFT_METRICS_DIR"] == "/metrics"
     assert (ROOT / "Dockerfile").exists() and "ENTRYPOINT" in (ROOT / "Dockerfile").read_text()
+
+
+def option(command: list[str], name: str) -> str:
+    """The value of ``--override name=...`` or ``--name`` in a service's command."""
+    for flag, value in itertools.pairwise(command):
+        if flag == "--override" and value.startswith(f"{name}="):
+            return value.split("=", 1)[1]
+        if flag == f"--{name}":
+            return value
+    raise AssertionError(f"{name} not in {command}")
+
+
+def test_nothing_is_pulled_and_daemons_stop_within_their_grace():
+    from epochkraft.broker.settings import BrokerSettings
+    from epochkraft.config import load_settings
+
+    shutdown_ms = load_settings(
+        BrokerSettings, ROOT / "config" / "broker.properties"
+    ).controlled_shutdown_timeout_ms
+    for name, service in COMPOSE["services"].items():
+        assert service.get("pull_policy") == "never", f"{name} would be pulled from a registry"
+        image = service["image"]
+        assert any(s.get("build") and s["image"] == image for s in COMPOSE["services"].values()), name
+        grace = service.get("stop_grace_period", "10s")
+        assert grace.endswith("s") and int(grace[:-1]) * 1000 > shutdown_ms, f"{name}: {grace}"
+    images = {s["image"] for s in COMPOSE["services"].values()}
+    assert len(images) == 2, "a slim daemon image and a notebook image"
+
+
+def test_health_checks_ask_for_readiness_on_admin_ports_open_to_the_network():
+    for name in DAEMONS:
+        service = COMPOSE["services"][name]
+        admin = option(service["command"], "admin-port")
+        assert option(service["command"], "admin-host") == "0.0.0.0"
+        assert f"http://127.0.0.1:{admin}/readyz" in " ".join(service["healthcheck"]["test"]), name
+
+
+def test_brokers_advertise_the_service_name_inside_and_the_published_port_outside():
+    for node in (1, 2, 3):
+        service = COMPOSE["services"][f"broker-{node}"]
+        command = service["command"]
+        endpoint = re.compile(r"(\w+)://([\w.-]*):(\d+)")
+        listeners = {name: port for name, _, port in endpoint.findall(option(command, "listeners"))}
+        advertised = {
+            name: (host, port)
+            for name, host, port in endpoint.findall(option(command, "advertised.listeners"))
+        }
+        assert advertised["INTERNAL"] == (f"broker-{node}", listeners["INTERNAL"])
+        host, port = advertised["EXTERNAL"]
+        assert host == "127.0.0.1" and port == f"{node}9092"
+        assert f"127.0.0.1:{port}:{listeners['EXTERNAL']}" in service["ports"]
+        assert option(command, "inter.broker.listener.name") == "INTERNAL"
+
+
+def test_images_run_as_a_user_and_compose_needs_v2():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=" in dockerfile and "FROM ${BASE_IMAGE}" in dockerfile
+    assert dockerfile.count("USER epochkraft") == 2, "both images end as the non-root user"
+    assert "EXPOSE" not in dockerfile
+    assert "amd64" not in dockerfile
+    assert dockerfile.index("pip install -c constraints.txt") < dockerfile.index("COPY epochkraft")
+    assert "--allow-root" not in (ROOT / "docker-compose.yml").read_text()
+    assert COMPOSE["name"] == "epochkraft"
+    readme = (ROOT / "README.md").read_text()
+    assert "Compose v2" in readme and "scripts/compose-test" in readme
 
 
 @pytest.mark.parametrize("service", DAEMONS)
