@@ -50,12 +50,14 @@ def option(command: list[str], name: str) -> str:
 
 
 def test_nothing_is_pulled_and_daemons_stop_within_their_grace():
+    from epochkraft.broker.daemon import SHUTDOWN_STEPS_TIMEOUT_S
     from epochkraft.broker.settings import BrokerSettings
     from epochkraft.config import load_settings
 
-    shutdown_ms = load_settings(
-        BrokerSettings, ROOT / "config" / "broker.properties"
-    ).controlled_shutdown_timeout_ms
+    shutdown_ms = (
+        SHUTDOWN_STEPS_TIMEOUT_S * 1000
+        + load_settings(BrokerSettings, ROOT / "config" / "broker.properties").controlled_shutdown_timeout_ms
+    )
     for name, service in COMPOSE["services"].items():
         assert service.get("pull_policy") == "never", f"{name} would be pulled from a registry"
         image = service["image"]
