@@ -4,6 +4,7 @@ being served and the broker's memory stays bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import time
@@ -146,3 +147,85 @@ async def test_unreadable_segment_at_startup_is_one_line(make_cluster):
     assert "Traceback" not in text
     [line] = [line for line in text.splitlines() if "cannot open the log dir" in line]
     assert str(segment) in line and "Is a directory" in line
+
+
+async def _flood(port: int, count: int) -> list[asyncio.StreamWriter]:
+    writers = []
+    for _ in range(count):
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writers.append(writer)
+    return writers
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_connection_flood_keeps_room_for_replication_and_registration(make_cluster):
+    """As Kafka's ConnectionQuotasTest (max.connections with inter-broker connections still accepted):
+    with both the leader's and the controller's listeners flooded past max.connections, a restarted
+    follower registers, fetches and rejoins the ISR, and the flood's memory stays bounded."""
+    cluster = make_cluster(2, broker_extra="max.connections=300\nmax.connections.reserved.inter.broker=20\n")
+    client = MiniClient(cluster.bootstrap)
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        assert (
+            await client.create_topic("flood", configs={"min.insync.replicas": "1"}, assignment=[[1, 2]]) == 0
+        )
+        assert (await client.produce("flood", 0, [b"before"]))[0] == ErrorCode.none
+        leader = cluster.node(1)
+        rss_before = rss_mb(leader.pid)
+        cluster.node(2).stop()
+        writers += await _flood(leader.port, 600)
+        writers += await _flood(cluster.node("controller").port, 1200)
+        await asyncio.sleep(1)
+        rss_flooded = rss_mb(leader.pid)
+        started = time.monotonic()
+        cluster.node(2).start()  # registers with the flooded controller, fetches from the flooded leader
+
+        async def rejoined():
+            state, _ = await client.partition_state("flood")
+            return sorted(state.isr_nodes) == [1, 2] and state
+
+        assert await wait_for(rejoined, timeout=90)
+        print(
+            f"follower back in the ISR {time.monotonic() - started:.1f} s after its restart under a flood; "
+            f"leader RSS {rss_before:.0f} -> {rss_flooded:.0f} MB with 600 connection attempts"
+        )
+        assert leader.alive and cluster.node("controller").alive
+        assert rss_flooded - rss_before < 200
+    finally:
+        for writer in writers:
+            writer.close()
+        await client.close()
+
+
+async def test_max_connections_per_ip_and_overrides():
+    """As Kafka's ConnectionQuotasTest.testMaxConnectionsPerIp and testMaxConnectionsPerIpOverrides: a
+    client address gets at most its limit, an override replaces it for its address, and a closed
+    connection frees its slot."""
+    from epochkraft.net.server import KafkaServer, parse_ip_overrides
+    from epochkraft.protocol.api import BROKER
+
+    assert parse_ip_overrides("127.0.0.1:5, ::1:7") == {"127.0.0.1": 5, "::1": 7}
+    with pytest.raises(ValueError):
+        parse_ip_overrides("127.0.0.1")
+    for overrides, allowed in (({}, 3), ({"127.0.0.1": 5}, 5)):
+        server = KafkaServer(
+            BROKER, None, "127.0.0.1", 0, max_connections_per_ip=3, max_connections_per_ip_overrides=overrides
+        )
+        await server.start()
+        try:
+            writers = await _flood(server.port, 8)
+            await asyncio.sleep(0.3)
+            assert len(server.connections) == allowed
+            assert server.refused_connections == 8 - allowed
+            writers[0].close()
+            await asyncio.sleep(0.3)
+            assert (
+                len(server.connections) == allowed - 1
+                and server.connections_per_ip["127.0.0.1"] == allowed - 1
+            )
+            for writer in writers:
+                writer.close()
+        finally:
+            await server.stop()

@@ -49,7 +49,7 @@ from epochkraft.config import ConfigError, load_settings, parse_host_port, parse
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
-from epochkraft.net.server import KafkaServer
+from epochkraft.net.server import KafkaServer, parse_ip_overrides
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 
@@ -410,6 +410,9 @@ async def serve(
             idle_timeout_ms=settings.connections_max_idle_ms,
             log=log,
             listener_name=endpoint.name,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
+            reserved_connections=settings.max_connections_reserved_inter_broker,
         )
         await server.start()
         node.servers.append(server)
@@ -503,6 +506,10 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, tuple[str
     listen = parse_host_port(args.listen) if args.listen is not None else None
     controller = parse_host_port(args.controller)
     settings = load_settings(BrokerSettings, args.config, properties=parse_overrides(args.override))
+    try:
+        parse_ip_overrides(settings.max_connections_per_ip_overrides)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(
         listen,
         settings.listeners,

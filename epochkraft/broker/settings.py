@@ -204,6 +204,20 @@ class BrokerSettings:
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.", minimum=1024
     )
     max_connections: int = prop("max.connections", 1000, "Connections accepted on the listener.", minimum=1)
+    max_connections_per_ip: int = prop(
+        "max.connections.per.ip", 2147483647, "Connections accepted from one client address.", minimum=0
+    )
+    max_connections_per_ip_overrides: str = prop(
+        "max.connections.per.ip.overrides",
+        "",
+        "Comma-separated ADDRESS:COUNT limits that replace max.connections.per.ip for those addresses.",
+    )
+    max_connections_reserved_inter_broker: int = prop(
+        "max.connections.reserved.inter.broker",
+        64,
+        "Of max.connections, the last ones kept for replica fetchers and other brokers' clients.",
+        minimum=0,
+    )
     connections_max_idle_ms: int = prop(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
     )

@@ -36,6 +36,8 @@ from epochkraft.protocol.records import iter_batches
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 SNAPSHOT_INTERVAL_S = 2.0
+# listener slots kept for brokers' registration, heartbeat and metadata clients during a connection flood
+CONTROLLER_RESERVED_CONNECTIONS = 64
 SNAPSHOT_FIELDS = (
     "OfflinePartitionsCount",
     "FencedBrokerCount",
@@ -196,7 +198,9 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     events = _event_log(args)
     node = ControllerNode(controller, log, events)
     controller.bootstrap(node.now_ms())
-    server = KafkaServer(CONTROLLER, node, listen[0], listen[1], log=log)
+    server = KafkaServer(
+        CONTROLLER, node, listen[0], listen[1], log=log, reserved_connections=CONTROLLER_RESERVED_CONNECTIONS
+    )
     await server.start()
     controller.listener_endpoint = (listen[0], server.port)
     admin = await _admin_server(args, controller)

@@ -2,10 +2,12 @@
 
 Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's
 buffers. Every request runs as its own task so a long-polling Fetch does not stall the connection's other
-requests, but responses are written strictly in request order, as Kafka requires. Hostile input never
-reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size
-prefix closes that connection after one log line (ApiVersions at an unknown version is answered instead,
-per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
+requests, but responses are written strictly in request order, as Kafka requires. Connections are
+limited per listener (max.connections) and per client address (max.connections.per.ip and its
+overrides); the last slots are kept for the daemons' own clients, so a flood of connections cannot keep
+a follower or a broker's registration out. Hostile input never reaches beyond its connection: a
+malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
+after one log line (ApiVersions at an unknown version is answered instead, per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
 as Kafka's ``getErrorResponse``) and the connection stays open; identical failures are logged once a minute.
 """
 
@@ -37,7 +39,23 @@ from epochkraft.protocol.framing import (
 )
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
+UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
+# Client ids the daemons' own clients use (replica fetchers; a broker's controller and metadata clients):
+# the reserved connection slots admit only these, so a flood of clients cannot lock out replication.
+INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``ADDRESS:COUNT,...`` (the count after the last colon, so IPv6
+    addresses work) -> {address: count}; ValueError on a malformed entry."""
+    overrides = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        address, sep, count = item.rpartition(":")
+        if not sep or not address or not count.isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides entry {item!r} is not ADDRESS:COUNT")
+        overrides[address] = int(count)
+    return overrides
 
 
 class KafkaServer:
@@ -55,6 +73,9 @@ class KafkaServer:
         idle_timeout_ms: int = 600_000,
         log: Any = None,
         listener_name: str = "PLAINTEXT",
+        max_connections_per_ip: int = UNLIMITED,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
+        reserved_connections: int = 0,
     ) -> None:
         self.listener = listener
         self.listener_name = listener_name  # the named listener (listeners property) it serves
@@ -63,6 +84,14 @@ class KafkaServer:
         self.requested_port = port
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = max_connections_per_ip_overrides or {}
+        self.reserved_connections = min(reserved_connections, max_connections)
+        self.connections_per_ip: dict[str, int] = {}
+        self.unidentified: dict[
+            _Connection, None
+        ] = {}  # reserved slots before their first request, oldest first
+        self.refused_connections = 0
         self.idle_timeout_ms = idle_timeout_ms
         self.log = log or structlog.get_logger().bind(listener=listener)
         self.apis: dict[int, ApiSpec] = served(listener)
@@ -71,6 +100,17 @@ class KafkaServer:
         self._idle_task: asyncio.Task[None] | None = None
         self.requests_served = 0
         self.failures = FailureLog()
+
+    def ip_limit(self, ip: str) -> int:
+        return self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+
+    def refuse(self, conn: _Connection, reason: str) -> None:
+        """Closes a connection over a limit; logged once a minute per reason, whatever the flood."""
+        self.refused_connections += 1
+        suppressed = self.failures.admit(("connection", 0, reason, ""), time.monotonic())
+        if suppressed is not None:
+            self.log.warning("connection refused", reason=reason, refused_since_last=suppressed)
+        conn.close(reason, quiet=True)
 
     @property
     def port(self) -> int:
@@ -119,20 +159,48 @@ class _Connection(asyncio.BufferedProtocol):
         self.closed = False
         self.paused = False
         self.log = server.log
+        self.ip = "?"
+        self.reserved_slot = False  # holds one of the slots kept for inter-broker traffic
 
     # ---- asyncio.BufferedProtocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
         self.log = self.server.log.bind(peer=f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?")
-        if len(self.server.connections) >= self.server.max_connections:
-            self.close(f"connection limit of {self.server.max_connections} reached")
+        server = self.server
+        ip = str(self.peer[0]) if self.peer else "?"
+        if len(server.connections) >= server.max_connections:
+            if not server.unidentified:
+                server.refuse(self, f"max.connections {server.max_connections} reached")
+                return
+            # Every slot is taken: the reserved slot held longest without a first request goes to this
+            # connection instead, so idle connections cannot keep the daemons' own clients out.
+            oldest = next(iter(server.unidentified))
+            server.refuse(oldest, "reserved connection slot sent no request before a newer connection came")
+        if server.connections_per_ip.get(ip, 0) >= server.ip_limit(ip):
+            server.refuse(self, f"max.connections.per.ip {server.ip_limit(ip)} reached for {ip}")
             return
-        self.server.connections.add(self)
+        # In the reserved slots, only the daemons' own clients are served (checked on the first request).
+        self.reserved_slot = len(server.connections) >= server.max_connections - server.reserved_connections
+        self.ip = ip
+        if self.reserved_slot:
+            server.unidentified[self] = None
+        server.connections.add(self)
+        server.connections_per_ip[ip] = server.connections_per_ip.get(ip, 0) + 1
+
+    def _release(self) -> None:
+        self.server.unidentified.pop(self, None)
+        if self in self.server.connections:
+            self.server.connections.discard(self)
+            left = self.server.connections_per_ip.get(self.ip, 1) - 1
+            if left > 0:
+                self.server.connections_per_ip[self.ip] = left
+            else:
+                self.server.connections_per_ip.pop(self.ip, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        self._release()
         for future in self.pending:
             future.cancel()
         self.pending.clear()
@@ -165,6 +233,12 @@ class _Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
+        if self.reserved_slot:
+            if not (header.client_id or "").startswith(INTER_BROKER_CLIENT_PREFIXES):
+                self.server.refuse(self, "connection slot reserved for inter-broker traffic")
+                return
+            self.reserved_slot = False
+            self.server.unidentified.pop(self, None)
         spec = self.server.apis.get(header.api_key)
         if spec is None:
             self.close(f"API key {header.api_key} is not served on the {self.server.listener} listener")
@@ -306,6 +380,6 @@ class _Connection(asyncio.BufferedProtocol):
         if not quiet:
             self.log.warning("closing connection", reason=reason)
         self.closed = True
-        self.server.connections.discard(self)
+        self._release()
         if self.transport is not None:
             self.transport.close()
