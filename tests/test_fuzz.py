@@ -21,7 +21,16 @@ from epochkraft.net.errors import ConnectionLost
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, encode_request, request_class
 from epochkraft.protocol.guard import check_lengths
-from epochkraft.protocol.records import Compression, build_batch, decode_batch, iter_batches
+from epochkraft.protocol.records import (
+    Compression,
+    CorruptRecordError,
+    build_batch,
+    decode_batch,
+    iter_batches,
+    parse_header,
+    validate,
+)
+from tests.support.lying_batches import LYING_BATCHES, batch, lying_batch
 
 REQUEST_TYPES = [(0, 9), (1, 12), (1, 16), (3, 12), (11, 7), (18, 3), (19, 7), (56, 3), (62, 3), (63, 1)]
 
@@ -61,6 +70,41 @@ def test_random_bytes_are_only_protocol_errors_for_batches(data):
 def test_random_request_bodies_are_only_protocol_errors(key_version, data):
     with contextlib.suppress(ProtocolError):
         decode_entity(request_class(*key_version), data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries,
+    st.sampled_from(list(Compression)),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
+    st.integers(-5, 2**31 - 1),
+)
+def test_produced_batches_with_lying_bytes_are_only_record_errors(values, codec, flips, count):
+    """A valid batch's records with bytes changed and any declared count, its CRC made correct again:
+    validation accepts it or refuses it with CORRUPT_MESSAGE / INVALID_RECORD, never anything else."""
+    data = build_batch(values, compression=codec)
+    payload = bytearray(data[61:])
+    for position, value in flips:
+        payload[position % len(payload)] = value
+    lying = batch(bytes(payload), count, last_offset_delta=count - 1, attributes=int(codec))
+    with contextlib.suppress(CorruptRecordError):
+        validate(lying, 0, parse_header(lying))
+
+
+def produce_frame(records: bytes, correlation_id: int = 9) -> bytes:
+    from kio.schema.produce.v9 import request as pr
+
+    request = pr.ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout=__import__("datetime").timedelta(seconds=5),
+        topic_data=(
+            pr.TopicProduceData(
+                name="fuzz", partition_data=(pr.PartitionProduceData(index=0, records=records),)
+            ),
+        ),
+    )
+    return encode_request(0, 9, correlation_id, "fuzz", encode_entity(request))
 
 
 def well_formed_requests() -> list:
@@ -162,6 +206,7 @@ def hostile_frames(rng: random.Random) -> list[bytes]:
     ]
     key, version = rng.choice(REQUEST_TYPES)
     frames.append(encode_request(key, version, 7, "fuzz", rng.randbytes(rng.randint(0, 300))))
+    frames.append(produce_frame(lying_batch(rng.choice(sorted(LYING_BATCHES)))))  # lying counts and lengths
     return frames
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch
 from tests.support.lying_batches import LYING_BATCHES, lying_batch
@@ -229,3 +230,37 @@ async def test_max_connections_per_ip_and_overrides():
                 writer.close()
         finally:
             await server.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_metadata_naming_a_million_topics_is_refused_without_stalling(make_cluster):
+    """A Metadata request naming 1,000,000 topics (about 30 MB) is over Metadata's request size limit:
+    its connection is closed before anything is decoded, another client's requests are answered
+    meanwhile, and the broker's memory stays bounded."""
+    from kio.schema.metadata.v12 import request as md
+
+    from epochkraft.protocol.framing import encode_entity, encode_request
+
+    cluster = make_cluster(1)
+    broker = cluster.node(1)
+    names = tuple(md.MetadataRequestTopic(topic_id=None, name=f"t{i:07d}") for i in range(1_000_000))
+    body = encode_entity(
+        md.MetadataRequest(
+            topics=names, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+    )
+    frame = encode_request(3, 12, 1, "hostile", body)
+    rss_before = rss_mb(broker.pid)
+    async with KafkaClient("127.0.0.1", broker.port) as steady:
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        writer.write(frame)
+        worst = 0.0
+        for _ in range(20):
+            started = time.monotonic()
+            assert (await steady.api_versions()).error_code == ErrorCode.none
+            worst = max(worst, time.monotonic() - started)
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # closed, not answered
+        writer.close()
+    print(f"Metadata of {len(frame) / 1e6:.0f} MB refused; worst ApiVersions meanwhile {worst * 1000:.0f} ms")
+    assert broker.alive
+    assert rss_mb(broker.pid) - rss_before < 80

@@ -40,6 +40,16 @@ from epochkraft.protocol.framing import (
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
+# Request frames larger than this for APIs whose real requests are small (a list of names) close the
+# connection, as an oversized frame does: decoding and answering e.g. a Metadata request naming a million
+# topics would hold the event loop for seconds (512 KiB: about 12,000 topic names, 0.2 s here).
+MAX_REQUEST_BYTES_PER_API = {
+    18: 64 * 1024,  # ApiVersions
+    3: 512 * 1024,  # Metadata
+    10: 512 * 1024,  # FindCoordinator
+    15: 512 * 1024,  # DescribeGroups
+    20: 512 * 1024,  # DeleteTopics
+}
 # Client ids the daemons' own clients use (replica fetchers; a broker's controller and metadata clients):
 # the reserved connection slots admit only these, so a flood of clients cannot lock out replication.
 INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
@@ -239,6 +249,10 @@ class _Connection(asyncio.BufferedProtocol):
                 return
             self.reserved_slot = False
             self.server.unidentified.pop(self, None)
+        limit = MAX_REQUEST_BYTES_PER_API.get(header.api_key)
+        if limit is not None and len(frame) > limit:
+            self.close(f"API key {header.api_key} request of {len(frame)} bytes exceeds its limit of {limit}")
+            return
         spec = self.server.apis.get(header.api_key)
         if spec is None:
             self.close(f"API key {header.api_key} is not served on the {self.server.listener} listener")

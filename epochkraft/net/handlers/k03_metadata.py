@@ -85,6 +85,7 @@ async def handle(request, ctx):
                 info = cache.topics.get(t.topic_id)
                 name = info.name if info else None
             names.append(name)
+        names = list(dict.fromkeys(names))  # each topic answered once, as Kafka's set of names
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     topics = []
     for name in names:
