@@ -146,3 +146,78 @@ async def test_empty_disk_restart_rejoins_only_under_the_new_epoch(make_cluster)
         assert "ISR changed" in leader_log
     finally:
         await client.close()
+
+
+async def follower_fetches_served(port: int) -> float:
+    """The leader's count of follower Fetch requests served (its Prometheus histogram)."""
+    import urllib.request
+
+    def read() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    text = await asyncio.to_thread(read)
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("kafka_FetchRequestLatencySeconds_count") and 'kind="follower"' in line
+    )
+    return float(line.rsplit(" ", 1)[1])
+
+
+async def test_followers_behind_a_leader_on_an_empty_disk_rejoin_without_spinning(make_cluster):
+    """Both followers die, then the leader (the last ISR member); the leader comes back on an empty disk
+    and is re-elected (the exception KIP-903 names), then the followers come back holding older epochs
+    than any the leader has: each truncates to the leader's first epoch's start and rejoins the ISR, and
+    none keeps fetching in a loop."""
+    cluster = make_cluster(3, admin=True)
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("healing", 1, 3) == ErrorCode.none
+        await produce_values(client, "healing", 0, 20)
+        p, _ = await client.partition_state("healing")
+        leader = p.leader_id
+        followers = [b for b in p.replica_nodes if b != leader]
+        for follower in followers:
+            cluster.node(follower).kill()
+
+        async def only_leader():
+            state, _ = await client.partition_state("healing")
+            return list(state.isr_nodes) == [leader]
+
+        await wait_for(only_leader)
+        await produce_values(client, "healing", 20, 10)  # the followers miss these
+        cluster.node(leader).restart(wipe=True)
+        await client.close()
+        client = MiniClient(cluster.bootstrap)
+
+        async def leads_again():
+            state, _ = await client.partition_state("healing")
+            return state.leader_id == leader
+
+        await wait_for(leads_again, timeout=30)
+        await produce_values(client, "healing", 100, 5)
+        for follower in followers:
+            cluster.node(follower).start()
+        started = time.monotonic()
+
+        async def full_isr():
+            state, _ = await client.partition_state("healing")
+            return sorted(state.isr_nodes) == sorted([leader, *followers])
+
+        await wait_for(full_isr, timeout=30)
+        print(f"both followers back in the ISR {time.monotonic() - started:.2f}s after their restart")
+        # No spin: a quiet follower long-polls (replica.fetch.wait.max.ms=200), a spinning one does not wait.
+        port = cluster.admin_port(leader)
+        before = await follower_fetches_served(port)
+        await asyncio.sleep(2.0)
+        served = await follower_fetches_served(port) - before
+        long_polls = 2 * 2.0 / 0.2  # two followers, one long poll per 200 ms each
+        assert served <= 5 * long_polls, f"{served} follower fetches in 2 s: a follower is spinning"
+        for follower in followers:
+            truncations = cluster.node(follower).log_text().count("follower truncating on divergence")
+            assert 1 <= truncations <= 3, truncations
+        values = [v for _, v in await client.read_all("healing")]
+        assert values == [f"value-{i}".encode() for i in range(100, 105)]
+    finally:
+        await client.close()

@@ -1,7 +1,7 @@
 """``epochkraft sim``: run the deterministic cluster simulation over many seeds.
 
 ``--faults random`` draws any mix of crashes, power losses, disk replacements, controller restarts,
-partitions, slow links and held AlterPartitions; ``--faults kafka-14139`` draws random timings of the
+partitions, slow links, held AlterPartitions and replica fetcher failures; ``--faults kafka-14139`` draws random timings of the
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
 without epochs and skip the epoch comparison; the controller skips the KIP-841 check). The first
 violation is shrunk to the fewest faults that still break an invariant and printed with its trace.

@@ -37,6 +37,7 @@ FAULT_KINDS = (
     "partition",
     "slow-link",
     "hold-alter-partition",
+    "fetcher-failure",
 )
 DURATION_MS = 12_000
 FAULTS_UNTIL_MS = 9_000
@@ -65,6 +66,8 @@ class Fault:
             )
         if self.kind == "controller-restart":
             return f"t={self.at_ms}ms controller restart"
+        if self.kind == "fetcher-failure":
+            return f"t={self.at_ms}ms broker-{self.target}'s replica fetcher fails and restarts"
         return f"t={self.at_ms}ms {self.kind} broker-{self.target}, back after {self.length_ms}ms"
 
 
@@ -86,8 +89,8 @@ def random_schedule(seed: int, kinds: tuple[str, ...] = FAULT_KINDS, brokers: in
             faults.append(Fault(at, kind, target, rng.randint(100, 900), rng.randint(300, 3000)))
         elif kind == "hold-alter-partition":
             faults.append(Fault(at, kind, target, rng.randint(500, 4000), rng.randint(1000, 4000)))
-        elif kind == "controller-restart":
-            faults.append(Fault(at, kind, 0, 0, 0))
+        elif kind in ("controller-restart", "fetcher-failure"):
+            faults.append(Fault(at, kind, target if kind == "fetcher-failure" else 0, 0, 0))
         else:
             faults.append(Fault(at, kind, target, 0, rng.randint(50, 2500)))
     return sorted(faults, key=lambda f: f.at_ms)
@@ -448,6 +451,9 @@ class SimCluster:
         self.world.log(f"FAULT {fault.describe()}")
         if fault.kind == "controller-restart":
             self.controller.restart()
+            return
+        if fault.kind == "fetcher-failure":
+            self.brokers[fault.target].fail_fetcher()
             return
         if fault.kind == "partition":
             a = f"broker-{fault.target}"

@@ -33,6 +33,7 @@ HEARTBEAT_MS = 100
 FETCH_MS = 20
 METADATA_MS = 25
 LAG_MS = 3000
+FETCHER_BACKOFF_MS = 100  # the ReplicaFetcher's restart backoff
 FETCH_BATCH = 10  # records per follower fetch: re-replicating a log takes a while, as with real logs
 
 
@@ -130,6 +131,8 @@ class SimBroker:
             unsafe_pre_kip903=self.unsafe,
         )
         self.fetch_in_flight = False
+        self.fetcher_generation = 0  # bumps when the fetcher fails: its fetch in flight is dropped
+        self.fetch_paused_until_ms = 0
         self.fetches_without_progress = 0  # follower fetches in a row that moved nothing while behind
         self._every(0, self._register_or_heartbeat, HEARTBEAT_MS)
         self._every(5, self._pull_metadata, METADATA_MS)
@@ -274,9 +277,19 @@ class SimBroker:
             self._send_alter_partition()
 
     # ---- replication -------------------------------------------------------------------------------------
+    def fail_fetcher(self) -> None:
+        """The replica fetcher dies of an exception: as ReplicaFetcher, it drops what was in flight and
+        starts again after its backoff."""
+        if self.up:
+            self.fetcher_generation += 1
+            self.fetch_in_flight = False
+            self.fetch_paused_until_ms = self.world.now_ms + FETCHER_BACKOFF_MS
+
     def _follower_fetch(self) -> None:
         p = self.partition
         if p is None or p.role != Role.FOLLOWER or p.leader_id < 0 or self.fetch_in_flight:
+            return
+        if self.world.now_ms < self.fetch_paused_until_ms:
             return
         leader = self.cluster.brokers.get(p.leader_id)
         if leader is None:
@@ -291,6 +304,7 @@ class SimBroker:
             "leader_epoch": p.leader_epoch,
         }
         generation = self.generation
+        fetcher_generation = self.fetcher_generation
 
         def at_leader() -> None:
             if not leader.up:
@@ -298,14 +312,18 @@ class SimBroker:
             response = leader.serve_fetch(request)
 
             def back() -> None:
-                if self.up and self.generation == generation:
+                if (
+                    self.up
+                    and self.generation == generation
+                    and self.fetcher_generation == fetcher_generation
+                ):
                     self.fetch_in_flight = False
                     self._on_fetch_response(request, response)
 
             self.world.send(leader.name, self.name, back, "fetch-response")
 
         def timeout() -> None:
-            if self.generation == generation:
+            if self.generation == generation and self.fetcher_generation == fetcher_generation:
                 self.fetch_in_flight = False
 
         self.world.send(self.name, leader.name, at_leader, "fetch")
