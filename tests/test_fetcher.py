@@ -21,11 +21,13 @@ class FailingCache(MetadataCache):
         self.failures = failures
         self.lookups = 0
 
-    def endpoint(self, broker_id: int):
+    def endpoint(self, broker_id: int, *args, **kwargs):
         self.lookups += 1
         if self.lookups <= self.failures:
             raise RuntimeError("injected fetcher failure")
-        return super().endpoint(broker_id)  # unknown broker: the fetcher waits and asks again
+        return super().endpoint(
+            broker_id, *args, **kwargs
+        )  # unknown broker: the fetcher waits and asks again
 
 
 @dataclass
