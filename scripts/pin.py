@@ -1,7 +1,8 @@
 """Regenerates constraints.txt: pip resolves every extra of pyproject.toml and this writes one exact
 version per package. Keeps the current pins where the ranges still allow them; --upgrade moves every
 package to the newest version its range allows. Versions that need a newer Python than Debian bookworm's
-3.11.2 (the images' Python) are passed over.
+3.11.2 (the images' Python), and yanked ones where pip reports them, are passed over for the newest
+wheel 3.11.2 can use.
 
     python3 scripts/pin.py [--upgrade]
 """
@@ -42,7 +43,10 @@ def resolve(constraints: list[str], tmp: Path) -> list[dict[str, str]]:
         kept.write_text("\n".join(constraints) + "\n")
         command += ["-c", str(kept)]
     subprocess.run(command, check=True)
-    return [item["metadata"] for item in json.loads(report.read_text())["install"]]
+    return [
+        item["metadata"] | {"yanked": item.get("is_yanked", False)}
+        for item in json.loads(report.read_text())["install"]
+    ]
 
 
 def newest_for_floor(name: str, tmp: Path) -> str:
@@ -70,7 +74,8 @@ def main() -> int:
             too_new = [
                 m["name"]
                 for m in resolved
-                if m.get("requires_python") and FLOOR_PYTHON not in SpecifierSet(m["requires_python"])
+                if m["yanked"]
+                or (m.get("requires_python") and FLOOR_PYTHON not in SpecifierSet(m["requires_python"]))
             ]
             if not too_new:
                 break
