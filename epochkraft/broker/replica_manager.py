@@ -134,6 +134,8 @@ class ReplicaManager:
         if self.stopped or task.cancelled():
             return
         error = task.exception()
+        if error is None:  # finished its work (e.g. the cleaner with log.cleaner.enable=false)
+            return
         reason = f"background task {task.get_name()} ended: {error!r}"
         log.critical("background task failed; stopping the broker", task=task.get_name(), exc_info=error)
         if self.on_fatal is not None:
