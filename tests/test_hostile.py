@@ -41,6 +41,9 @@ async def test_produce_with_invalid_records_is_refused(make_cluster):
             assert error == ErrorCode.invalid_record, (name, error, message)
             assert message, name
         rss_grown = rss_mb(leader.pid) - rss_before
+        print(
+            f"{len(LYING_BATCHES)} lying batches refused; leader RSS {rss_before:.0f} MB, +{rss_grown:.0f} MB"
+        )
         error, after = await client.produce("lies", 0, [b"after"])
         assert (error, after) == (ErrorCode.none, 1)  # nothing was appended in between
         assert [v for _, v in await client.read_all("lies")] == [b"before", b"after"]
