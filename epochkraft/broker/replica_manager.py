@@ -349,6 +349,13 @@ class ReplicaManager:
             headers = list(iter_batches(records))
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+        limit = self.max_message_bytes(topic)
+        for _pos, header in headers:  # Kafka's UnifiedLog.analyzeAndValidateRecords
+            if header.size > limit:
+                return ProduceResult(
+                    ErrorCode.message_too_large,
+                    message=f"record batch of {header.size} bytes exceeds max.message.bytes {limit}",
+                )
         # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
         for _pos, header in headers:
             check = replica.producers.check(
@@ -388,6 +395,11 @@ class ReplicaManager:
         self.replica_set.on_append(now_ms(), replica.key)
         self._after_replica_set()
         return await self._await_acks(replica, info.first_offset, info.last_offset + 1, acks, timeout_ms)
+
+    def max_message_bytes(self, topic: str) -> int:
+        """The topic's max.message.bytes, else the broker's message.max.bytes."""
+        value = self.cache.topic_config(topic, "max.message.bytes")
+        return int(value) if value is not None else self.settings.message_max_bytes
 
     async def _await_acks(
         self, replica: Replica, base_offset: int, required: int, acks: int, timeout_ms: int

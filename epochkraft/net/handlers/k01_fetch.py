@@ -1,5 +1,8 @@
 """Fetch (key 1), versions 4-18, broker listener: consumers and follower replicas.
 
+- A response holds at most min(MaxBytes, fetch.max.bytes (55 MB)) of records, each partition at most its
+  PartitionMaxBytes, except that the first partition with data returns at least one whole batch (Kafka's
+  KafkaApis.handleFetchRequest and ReplicaManager.readFromLocalLog).
 - Consumers read up to the high watermark from the leader, with MaxWait/MinBytes long polling (woken as
   soon as the HW moves). OFFSET_OUT_OF_RANGE outside the log, NOT_LEADER_OR_FOLLOWER on a non-leader,
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's leader epoch is older / newer.
@@ -35,8 +38,10 @@ def _follower_identity(request, version):
     return request.replica_id, -1
 
 
-def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -> tuple[Answer, int]:
-    """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``."""
+def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one) -> tuple[Answer, int]:
+    """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``; at
+    most ``budget`` bytes, or one whole batch over it while ``min_one`` (no partition before it returned
+    data), as Kafka's ReplicaManager.readFromLocalLog."""
     manager = node.replica_manager
     replica = manager.replica(topic_name, p.partition)
     if replica is None:
@@ -64,8 +69,14 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget) -
         return Answer(
             p.partition, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
         ), 0
-    limit = min(p.partition_max_bytes, max(budget, 1))
-    chunks = plog.read_chunks(p.fetch_offset, limit, max_offset=plan.max_offset)
+    max_bytes = min(p.partition_max_bytes, budget)
+    chunks = (
+        plog.read_chunks(p.fetch_offset, max_bytes, max_offset=plan.max_offset)
+        if max_bytes > 0 or min_one
+        else []
+    )
+    if not min_one and sum(map(len, chunks)) > max_bytes:
+        chunks = []  # only a first batch over the budget came back: that allowance is the first partition's
     hw = plan.high_watermark
     if is_follower:
         manager.on_follower_fetch(
@@ -91,7 +102,8 @@ async def handle(request, ctx):
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     started = time.monotonic()
     while True:
-        budget = request.max_bytes
+        # fetch.max.bytes caps the response whatever the request asks (KafkaApis.handleFetchRequest).
+        budget = max(min(request.max_bytes, node.settings.fetch_max_bytes), 0)
         total = 0
         answers: list[tuple[Any, str | None, list[Answer]]] = []
         waits = []
@@ -101,8 +113,10 @@ async def handle(request, ctx):
                 if name is None:
                     parts.append(Answer(p.partition, ErrorCode.unknown_topic_id))
                     continue
-                answer, used = _read(node, name, p, replica_id, replica_epoch, is_follower, budget)
-                budget -= used
+                answer, used = _read(
+                    node, name, p, replica_id, replica_epoch, is_follower, budget, min_one=total == 0
+                )
+                budget = max(budget - used, 0)
                 total += used
                 parts.append(answer)
                 replica = node.replica_manager.replica(name, p.partition)
