@@ -26,7 +26,10 @@ VALUE = b"r" * 1000
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp: Path = tmp_path_factory.mktemp("reassignment")
-    broker_cfg, controller_cfg = write_fast_configs(tmp / "config")
+    # Replicas copy 64 KiB a fetch, so a new replica is still copying a 30 MB partition when the test looks.
+    broker_cfg, controller_cfg = write_fast_configs(
+        tmp / "config", broker_extra="replica.fetch.max.bytes=65536\n"
+    )
     cluster = LocalCluster(
         data_dir=tmp / "cluster", brokers=4, broker_config=broker_cfg, controller_config=controller_cfg
     )
