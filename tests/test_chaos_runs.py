@@ -71,7 +71,7 @@ def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):
 
 
 def test_chaos_with_small_segments_and_short_retention_loses_nothing_retained(tmp_path):
-    """Faults while retention deletes 16 KiB segments past 64 KiB on every replica: every acknowledged
+    """Faults while retention deletes 4 KiB segments past 8 KiB on every replica: every acknowledged
     value still at or above its partition's log start offset is read back, once, and retention did
     remove some (the checker counts those apart)."""
     result = subprocess.run(

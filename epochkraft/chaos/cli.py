@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--retention",
         action="store_true",
-        help="small segments (16 KiB) and retention.bytes 64 KiB: the checker counts what retention removed",
+        help="small segments (4 KiB) and retention.bytes 8 KiB: the checker counts what retention removed",
     )
     args = parser.parse_args(argv)
     work = Path(args.work_dir)

@@ -50,7 +50,7 @@ SESSION_TIMEOUT_MS = 2000
 RETENTION_BROKER_CONFIG = """log.retention.check.interval.ms=500
 log.segment.delete.delay.ms=1000
 """
-RETENTION_TOPIC_CONFIG = {"segment.bytes": "16384", "retention.bytes": "65536"}
+RETENTION_TOPIC_CONFIG = {"segment.bytes": "4096", "retention.bytes": "8192"}
 
 
 class WorkDirBusy(Exception):
