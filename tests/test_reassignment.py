@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import KafkaAdminClient
 
@@ -26,10 +33,7 @@ VALUE = b"r" * 1000
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp: Path = tmp_path_factory.mktemp("reassignment")
-    # Replicas copy 64 KiB a fetch, so a new replica is still copying a 30 MB partition when the test looks.
-    broker_cfg, controller_cfg = write_fast_configs(
-        tmp / "config", broker_extra="replica.fetch.max.bytes=65536\n"
-    )
+    broker_cfg, controller_cfg = write_fast_configs(tmp / "config")
     cluster = LocalCluster(
         data_dir=tmp / "cluster", brokers=4, broker_config=broker_cfg, controller_config=controller_cfg
     )
@@ -128,6 +132,30 @@ def setup_topic(cluster: LocalCluster, topic: str) -> tuple[AdminClient, KafkaAd
     )
 
 
+def throttle(admin: AdminClient, broker: int, rate: str | None) -> None:
+    """Sets (or removes, with None) the broker's follower replication throttle, and throttles every
+    replica of the topics this module moves on the follower side."""
+    op = AlterConfigOpType.SET if rate is not None else AlterConfigOpType.DELETE
+    resources = [
+        ConfigResource(
+            ResourceType.BROKER,
+            str(broker),
+            incremental_configs=[
+                ConfigEntry("follower.replication.throttled.rate", rate, incremental_operation=op)
+            ],
+        ),
+        ConfigResource(
+            ResourceType.TOPIC,
+            "rebuilt",
+            incremental_configs=[
+                ConfigEntry("follower.replication.throttled.replicas", "*", incremental_operation=op)
+            ],
+        ),
+    ]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(15)
+
+
 def check_nothing_lost(cluster: LocalCluster, topic: str, acked: dict[int, bytes]) -> None:
     found = read_all(cluster.bootstrap, topic, max(acked) + 1)
     lost = [offset for offset, value in acked.items() if found.get(offset) != value]
@@ -169,6 +197,9 @@ def test_reassignment_survives_a_new_replica_restarted_with_an_empty_disk_mid_ca
     try:
         with Load(cluster.bootstrap, "rebuilt") as load:
             eventually(lambda: len(load.acked) > 200, what="load to start")
+            # Throttled as kafka-reassign-partitions --throttle does, so the copy is still under way when
+            # the new replica is restarted, however fast the machine.
+            throttle(admin, spare, "1000000")
             client.alter_partition_reassignments({KTopicPartition("rebuilt", 0): [*replicas, spare]})
 
             def copying() -> bool:
@@ -176,6 +207,9 @@ def test_reassignment_survives_a_new_replica_restarted_with_an_empty_disk_mid_ca
                 return size > 0 and spare not in partition_state(admin, "rebuilt").isrs
 
             caught_mid_copy = eventually(copying, timeout=30, what="the new replica to start copying")
+            time.sleep(3)  # 30 MB at 1 MB/s after a 10 MB burst: the throttle keeps it copying
+            assert spare not in partition_state(admin, "rebuilt").isrs, "the throttled copy is not done"
+            throttle(admin, spare, None)
             cluster.node(spare).restart(wipe=True)
             eventually(lambda: not client.list_partition_reassignments(), what="the reassignment to complete")
             eventually(lambda: len(load.acked) > 1000, what="produces to go on")

@@ -24,12 +24,20 @@ from kio.schema.fetch.v14 import request as f14
 from kio.schema.fetch.v16 import request as f16
 
 from epochkraft.broker.fetch_rules import truncation_offset
+from epochkraft.broker.replication_quota import (
+    FOLLOWER_REPLICAS,
+    ReplicationQuota,
+    follower_rate,
+    is_throttled,
+)
+from epochkraft.controller.config_schema import ResourceType
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.fetch_response import FetchedPartition, decode_partitions
 
 log = structlog.get_logger()
+TOPIC = int(ResourceType.TOPIC)
 BACKOFF_S = 0.1
 
 
@@ -44,6 +52,7 @@ class ReplicaFetcher:
         self._client: KafkaClient | None = None
         self.stopped = False
         self.restarts = 0
+        self.quota = ReplicationQuota()
         self._task = asyncio.create_task(self._supervise(), name=f"fetcher-{source_id}")
 
     def add(self, replica: Any) -> None:
@@ -108,7 +117,10 @@ class ReplicaFetcher:
             if client is None:
                 await asyncio.sleep(BACKOFF_S)
                 continue
-            replicas = list(self.partitions.values())
+            replicas = self._fetchable(asyncio.get_running_loop().time())
+            if not replicas:  # every one throttled: wait for the measured rate to fall below the bound
+                await asyncio.sleep(BACKOFF_S)
+                continue
             by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
             try:
                 backoff = await client.send(
@@ -125,6 +137,22 @@ class ReplicaFetcher:
                 continue
             if backoff:
                 await asyncio.sleep(BACKOFF_S)
+
+    def _fetchable(self, now: float) -> list[Any]:
+        """The replicas to fetch now: all of them, less the throttled ones outside the ISR while the
+        follower replication quota is exceeded (Kafka's ReplicaFetcherThread.shouldFollowerThrottle)."""
+        replicas = list(self.partitions.values())
+        rate = follower_rate(self.manager.cache.dynamic_config, self.manager.node_id)
+        if rate is None or not self.quota.exceeded(rate, now):
+            return replicas
+        return [r for r in replicas if not self._throttled(r)]
+
+    def _throttled(self, replica: Any) -> bool:
+        p = replica.partition
+        if self.manager.node_id in p.isr:
+            return False
+        config = self.manager.cache.dynamic_config(TOPIC, p.topic).get(FOLLOWER_REPLICAS)
+        return is_throttled(config, p.index, self.manager.node_id)
 
     def _apply(self, frame: bytes | memoryview, pos: int, by_key: dict[Any, Any]) -> bool:
         """Applies the leader's answer as it arrives (the records are views into the receive buffer, so
@@ -215,6 +243,8 @@ class ReplicaFetcher:
             except ProtocolError as exc:
                 log.warning("follower append failed", topic=p.topic, partition=p.index, error=str(exc))
                 return False
+            if self._throttled(replica):  # only throttled replicas' bytes count against the quota
+                self.quota.record(len(records), asyncio.get_running_loop().time())
             if info is not None:
                 for header in info.headers:
                     replica.producers.record(

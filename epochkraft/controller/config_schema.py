@@ -379,11 +379,23 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     )
 }
 
-# Broker properties that may be set dynamically (per broker, or cluster-wide with the empty name), and that
-# take effect here: the cluster defaults of the two topic configs that change behaviour.
+# Broker properties that may be set dynamically (per broker, or cluster-wide with the empty name): the
+# cluster defaults of the two topic configs that change behaviour, and the replication throttles that
+# kafka-reassign-partitions --throttle sets (the follower's is enforced, see broker/replication_quota.py;
+# the leader's is stored and described only).
 DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
     MIN_INSYNC: TOPIC_CONFIGS[MIN_INSYNC],
     UNCLEAN: TOPIC_CONFIGS[UNCLEAN],
+    **{
+        name: _def(name, LONG, str(LONG_MAX), doc, at_least(0))
+        for name, doc in (
+            (
+                "follower.replication.throttled.rate",
+                "Bytes per second a follower fetches for throttled replicas.",
+            ),
+            ("leader.replication.throttled.rate", "Bytes per second a leader serves to throttled replicas."),
+        )
+    },
 }
 
 
