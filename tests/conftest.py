@@ -7,8 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from epochkraft.chaos.cluster import LocalCluster
+
+# Property tests check behaviour, not speed: no per-example deadline, which a loaded machine would miss.
+settings.register_profile("epochkraft", deadline=None)
+settings.load_profile("epochkraft")
 
 FAST_BROKER = """
 broker.heartbeat.interval.ms=200
