@@ -9,6 +9,7 @@ from epochkraft.protocol.records import (
     Compression,
     CorruptRecordError,
     InvalidRecordError,
+    RecordValidationError,
     build_batch,
     decode_batch,
     decode_batches,
@@ -153,3 +154,47 @@ def test_validate_bounds_the_decompressed_size():
     validate(data, 0, parse_header(data), max_decompressed=2 << 20)
     with pytest.raises(InvalidRecordError, match="does not decompress within"):
         validate(data, 0, parse_header(data), max_decompressed=1 << 19)
+
+
+def test_testCompactedTopicConstraints(tmp_path):
+    """As Kafka's UnifiedLogTest.testCompactedTopicConstraints: a compacted log refuses records without a
+    key, each named by its index in the batch (RecordValidationException's record errors) with
+    LogValidator.processRecordErrors' summary as the message; keyed records are appended."""
+    from epochkraft.broker.log import LogConfig, PartitionLog
+
+    plog = PartitionLog.open(tmp_path / "compact-0", LogConfig(cleanup_policy="compact"))
+    keyed, unkeyed = (b"k", b"v", (), 0), (None, b"v", (), 0)
+    with pytest.raises(RecordValidationError) as refused:
+        plog.append_as_leader(build_batch([unkeyed]), 0)
+    assert refused.value.record_errors == ((0, "Compacted topic cannot accept message without key"),)
+    assert str(refused.value) == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing the "
+        "first three errors at most: [RecordError(batchIndex=0, message='Compacted topic cannot accept "
+        "message without key')]"
+    )
+    with pytest.raises(RecordValidationError) as refused:
+        plog.append_as_leader(build_batch([keyed, unkeyed, keyed, unkeyed], compression=Compression.GZIP), 0)
+    assert [index for index, _ in refused.value.record_errors] == [1, 3]
+    assert plog.log_end_offset == 0
+    assert (
+        plog.append_as_leader(build_batch([keyed, keyed], compression=Compression.ZSTD), 0).first_offset == 0
+    )
+    assert plog.log_end_offset == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("offset_delta_gap", 1),
+        ("negative_record_length", 0),
+        ("trailing_record", 1),
+        ("count_5_one_record", 1),
+    ],
+)
+def test_record_errors_name_the_record_in_its_batch(name, index):
+    """Errors of single records carry the record's index in its batch (Produce's record_errors)."""
+    data = lying_batch(name)
+    with pytest.raises(RecordValidationError) as refused:
+        validate(data, 0, parse_header(data))
+    assert [i for i, _ in refused.value.record_errors] == [index]
+    assert str(refused.value).startswith("One or more records have been rejected due to 1 record errors")

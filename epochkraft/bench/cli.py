@@ -11,6 +11,9 @@
 5. controller: AlterPartition partition changes per second through one connection (1 and 1,000
    partitions per request) and registration + heartbeats of 100 simulated brokers.
 6. scale: 10,000 partitions (RF 3) on 3 brokers: create time, restarted broker to RUNNING, RSS, replay.
+7. bombs: a small client's latency while others send record bombs, validated on the event loop and on
+   worker threads (epochkraft/bench/hostile.py).
+8. idle: broker RSS per 1,000 idle connections.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.metrics.events import read_events
 
-PARTS = ("produce", "latency", "failover", "rejoin", "reassign", "controller", "scale")
+PARTS = ("produce", "latency", "failover", "rejoin", "reassign", "controller", "scale", "bombs", "idle")
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
 replica.lag.time.max.ms=5000
@@ -681,6 +684,14 @@ def main(argv: list[str]) -> int:
                 results[part] = part_controller(work)
             elif part == "scale":
                 results[part] = part_scale(work, args.partitions)
+            elif part == "bombs":
+                from epochkraft.bench.hostile import part_bombs
+
+                results[part] = part_bombs(work, args.seconds)
+            elif part == "idle":
+                from epochkraft.bench.hostile import part_idle
+
+                results[part] = part_idle(work)
             else:
                 print(f"unknown part {part}", file=sys.stderr)
                 return 2

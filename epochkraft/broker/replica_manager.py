@@ -25,11 +25,18 @@ from epochkraft.broker.log_dir_failure import LogDirFailureChannel
 from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition
+from epochkraft.broker.produce_validation import BatchValidator
 from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import CorruptRecordError, InvalidRecordError, iter_batches
+from epochkraft.protocol.records import (
+    BatchHeader,
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordValidationError,
+    iter_batches,
+)
 
 log = structlog.get_logger()
 
@@ -66,6 +73,8 @@ class ProduceResult:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # (index of the record in its batch, message) per invalid record: Produce's record_errors (v8+)
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class ReplicaManager:
@@ -111,6 +120,9 @@ class ReplicaManager:
         self.tasks: list[asyncio.Task[None]] = []
         self.stopped = False
         self.lifecycle = LogLifecycle(self)
+        self.validator = BatchValidator(settings.produce_validation_threads)
+        # per partition: resolved once the latest produce to it has been appended (or refused)
+        self._append_turns: dict[tuple[str, int], asyncio.Future[None]] = {}
 
     @property
     def stats(self) -> dict[str, int]:
@@ -156,6 +168,7 @@ class ReplicaManager:
             await fetcher.stop()
         for replica in self.replicas.values():
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+        self.validator.close()
         self.checkpoint_high_watermarks()
         self.logs.flush_all()
 
@@ -327,6 +340,67 @@ class ReplicaManager:
     async def append(
         self, topic: str, index: int, records: bytes, acks: int, timeout_ms: int
     ) -> ProduceResult:
+        """Validates the batches (off the event loop when that is heavy), then appends them as leader.
+        Leadership, the log dir and the ISR are checked before validating and again after, since they
+        may change while a worker thread validates; produces to one partition are appended in the order
+        they arrived whichever finishes validating first, as Kafka's one request at a time per connection
+        keeps a producer's pipelined batches in order."""
+        refused = self._refuse_append(topic, index, acks)
+        if refused is not None:
+            return refused
+        key = (topic, index)
+        previous = self._append_turns.get(key)
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_turns[key] = turn
+        try:
+            outcome = await self._validate(self.replicas[key], records)
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)  # the produces that came before are appended first
+            if isinstance(outcome, ProduceResult):
+                return outcome
+            appended = self._refuse_append(topic, index, acks) or self._append_validated(
+                self.replicas[key], records, outcome
+            )
+        finally:
+            turn.set_result(None)
+            if self._append_turns.get(key) is turn:
+                del self._append_turns[key]
+        if isinstance(appended, ProduceResult):
+            return appended
+        replica, first_offset, end_offset = appended
+        return await self._await_acks(replica, first_offset, end_offset, acks, timeout_ms)
+
+    async def _validate(
+        self, replica: Replica, records: bytes
+    ) -> list[tuple[int, BatchHeader]] | ProduceResult:
+        """The batches' headers once they pass Kafka's checks, else the error to answer."""
+        topic = replica.partition.topic
+        try:
+            headers = list(iter_batches(records))
+            if not headers:
+                raise CorruptRecordError("no record batch in the produce request")
+        except CorruptRecordError as exc:
+            return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+        limit = self.max_message_bytes(topic)
+        for _pos, header in headers:  # Kafka's UnifiedLog.analyzeAndValidateRecords
+            if header.size > limit:
+                return ProduceResult(
+                    ErrorCode.message_too_large,
+                    message=f"record batch of {header.size} bytes exceeds max.message.bytes {limit}",
+                )
+        try:  # Kafka's LogValidator.validateMessagesAndAssignOffsets
+            await self.validator.validate(records, headers, compacted=replica.log.config.compact_enabled)
+        except RecordValidationError as exc:  # ReplicaManager: RecordValidationException's record errors
+            return ProduceResult(ErrorCode.invalid_record, message=str(exc), record_errors=exc.record_errors)
+        except InvalidRecordError as exc:
+            return ProduceResult(ErrorCode.invalid_record, message=str(exc))
+        except CorruptRecordError as exc:
+            return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+        return headers
+
+    def _refuse_append(self, topic: str, index: int, acks: int) -> ProduceResult | None:
+        """The answer to a produce this broker cannot take now (not the leader, log dir offline, ISR too
+        small), else None."""
         replica = self.replicas.get((topic, index))
         if replica is None:
             known = self.cache.topic(topic)
@@ -345,17 +419,13 @@ class ReplicaManager:
             return ProduceResult(
                 error, message=f"ISR {list(p.isr)} below min.insync.replicas {p.min_insync_replicas}"
             )
-        try:
-            headers = list(iter_batches(records))
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
-        limit = self.max_message_bytes(topic)
-        for _pos, header in headers:  # Kafka's UnifiedLog.analyzeAndValidateRecords
-            if header.size > limit:
-                return ProduceResult(
-                    ErrorCode.message_too_large,
-                    message=f"record batch of {header.size} bytes exceeds max.message.bytes {limit}",
-                )
+        return None
+
+    def _append_validated(
+        self, replica: Replica, records: bytes, headers: list[tuple[int, BatchHeader]]
+    ) -> tuple[Replica, int, int] | ProduceResult:
+        """Appends validated batches: (replica, first offset, end offset) to await acks for, or an error."""
+        topic, index = replica.key
         # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
         for _pos, header in headers:
             check = replica.producers.check(
@@ -364,19 +434,9 @@ class ReplicaManager:
             if check.error != ErrorCode.none:
                 return ProduceResult(check.error)
             if check.duplicate_of is not None:
-                return await self._await_acks(
-                    replica,
-                    check.duplicate_of.first_offset,
-                    check.duplicate_of.last_offset + 1,
-                    acks,
-                    timeout_ms,
-                )
+                return replica, check.duplicate_of.first_offset, check.duplicate_of.last_offset + 1
         try:
-            info = replica.log.append_as_leader(records, p.leader_epoch)
-        except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.invalid_record, message=str(exc))
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+            info = replica.log.append_as_leader(records, replica.partition.leader_epoch, validated=True)
         except OSError as exc:  # the disk, not the client: KafkaStorageException
             self.log_dir_failed(f"error appending to {topic}-{index}", exc)
             return ProduceResult(
@@ -394,7 +454,7 @@ class ReplicaManager:
         wake(replica)  # followers long-polling this partition fetch the new batch at once
         self.replica_set.on_append(now_ms(), replica.key)
         self._after_replica_set()
-        return await self._await_acks(replica, info.first_offset, info.last_offset + 1, acks, timeout_ms)
+        return replica, info.first_offset, info.last_offset + 1
 
     def max_message_bytes(self, topic: str) -> int:
         """The topic's max.message.bytes, else the broker's message.max.bytes."""

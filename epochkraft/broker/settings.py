@@ -221,6 +221,13 @@ class BrokerSettings:
     connections_max_idle_ms: int = prop(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
     )
+    produce_validation_threads: int = prop(
+        "produce.validation.threads",
+        1,
+        "Worker threads that validate compressed or large produced batches (inflating and parsing them) "
+        "off the event loop, as Kafka's request handler threads do; 0 validates on the event loop.",
+        minimum=0,
+    )
     controlled_shutdown_timeout_ms: int = prop(
         "controlled.shutdown.timeout.ms", 10000, "How long SIGTERM waits for leaderships to move.", minimum=0
     )

@@ -93,6 +93,16 @@ class MiniClient:
         self, topic: str, partition: int, batch: bytes, acks: int = -1, retries: int = 40
     ) -> tuple[ErrorCode, int, str | None]:
         """(error, base offset, error message) for the record bytes ``batch`` sent as they are."""
+        result = await self.produce_response(topic, partition, batch, acks, retries)
+        if result is None:
+            return ErrorCode.unknown_server_error, -1, None
+        return result.error_code, result.base_offset, result.error_message
+
+    async def produce_response(
+        self, topic: str, partition: int, batch: bytes, acks: int = -1, retries: int = 40
+    ):
+        """The partition's ProduceResponse (with record_errors) for ``batch`` sent as it is to the leader,
+        retrying leader moves like a client; None if no leader answered."""
         request = pr.ProduceRequest(
             transactional_id=None,
             acks=acks,
@@ -103,7 +113,7 @@ class MiniClient:
                 ),
             ),
         )
-        error = ErrorCode.unknown_server_error
+        result = None
         for _ in range(retries):
             p, brokers = await self.partition_state(topic, partition)
             if p.leader_id < 0 or p.leader_id not in brokers:
@@ -115,16 +125,15 @@ class MiniClient:
                 await asyncio.sleep(0.25)
                 continue
             result = response.responses[0].partition_responses[0]
-            error = result.error_code
-            if error in (
+            if result.error_code in (
                 ErrorCode.not_leader_or_follower,
                 ErrorCode.not_enough_replicas,
                 ErrorCode.request_timed_out,
             ):
                 await asyncio.sleep(0.25)
                 continue
-            return error, result.base_offset, result.error_message
-        return error, -1, None
+            return result
+        return result
 
     async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
         """Every record up to the high watermark, from the leader."""

@@ -44,6 +44,20 @@ class InvalidRecordError(CorruptRecordError):
     """A batch whose CRC holds but whose records break Kafka's rules (InvalidRecordException: INVALID_RECORD)."""
 
 
+class RecordValidationError(InvalidRecordError):
+    """Records of a batch that break Kafka's rules (LogValidator's RecordValidationException): INVALID_RECORD
+    with each bad record's index in its batch and message, for ProduceResponse's record_errors (v8+), and
+    the summary LogValidator.processRecordErrors gives as the error message."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        self.record_errors = tuple(record_errors)
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
+        super().__init__(
+            f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]"
+        )
+
+
 class Compression(IntEnum):
     NONE = 0
     GZIP = 1
@@ -338,13 +352,17 @@ def validate(
     pos: int,
     header: BatchHeader,
     max_decompressed: int = MAX_DECOMPRESSED_BATCH_BYTES,
+    *,
+    compacted: bool = False,
 ) -> None:
     """The leader's checks on a produced batch, as Kafka's LogValidator.validateBatch and the record
     iterator behind validateRecord: CRC (CORRUPT_MESSAGE); then INVALID_RECORD for a control batch, an
     offset range that does not match the record count, a producer id without a sequence, a compressed
     payload that does not decompress within ``max_decompressed`` bytes, and records that do not parse to
     exactly the declared count with offset deltas 0..count-1, lengths that match their fields, UTF-8
-    header keys and nothing left over. The records are parsed by aiokafka's Cython record reader (each
+    header keys and nothing left over, and (``compacted``) a key on every record. Errors of single records
+    (a record that does not parse, a wrong offset delta, no key for a compacted topic) raise
+    RecordValidationError naming each record's index in the batch. The records are parsed by aiokafka's Cython record reader (each
     record's bounds are checked; a ``bytes`` object ends in a NUL, which ends a varint running off its end)."""
     if not verify_crc(buf, pos, header):
         raise CorruptRecordError("CRC-32C mismatch")
@@ -373,7 +391,7 @@ def validate(
         head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
         head[CRC_START + 1] &= 0xF8  # the reader sees an uncompressed batch of the inflated records
         raw = bytes(head) + inflated
-    _check_records(raw, header)
+    _check_records(raw, header, compacted)
 
 
 def validate_header(header: BatchHeader) -> None:
@@ -392,22 +410,25 @@ def validate_header(header: BatchHeader) -> None:
         )
 
 
-def _check_records(raw: bytes, header: BatchHeader) -> None:
+def _check_records(raw: bytes, header: BatchHeader, compacted: bool) -> None:
+    """Each record in turn, as LogValidator's per-record loop: errors are collected with the record's index
+    in the batch (batchIndex); a record that does not parse ends the walk, since the next cannot be found."""
     base = header.base_offset
-    expected = base
+    index = 0
+    errors: list[tuple[int, str]] = []
     try:
         for record in _CRecordBatch(raw):
-            if record.offset != expected:
-                raise InvalidRecordError(
-                    f"record {expected - base} has offset delta {record.offset - base}, expected {expected - base}"
+            if record.offset != base + index:
+                errors.append(
+                    (index, f"record {index} has offset delta {record.offset - base}, expected {index}")
                 )
-            expected += 1
-    except InvalidRecordError:
-        raise
+            elif compacted and record.key is None:
+                errors.append((index, "Compacted topic cannot accept message without key"))
+            index += 1
     except (_AiokafkaCorrupt, UnicodeDecodeError, MemoryError, OverflowError, ValueError) as exc:
-        raise InvalidRecordError(
-            f"record {expected - base} of {header.record_count} is malformed: {exc}"
-        ) from exc
+        errors.append((index, f"record {index} of {header.record_count} is malformed: {exc}"))
+    if errors:
+        raise RecordValidationError(errors)
 
 
 def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:

@@ -219,16 +219,19 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     # ---- appends -------------------------------------------------------------------------------------
-    def append_as_leader(self, records: bytes, leader_epoch: int) -> AppendInfo:
-        """Validates produced batches (CORRUPT_MESSAGE on failure), assigns offsets, stamps the epoch.
+    def append_as_leader(self, records: bytes, leader_epoch: int, *, validated: bool = False) -> AppendInfo:
+        """Validates produced batches (CORRUPT_MESSAGE or INVALID_RECORD on failure) unless the caller
+        already did (``validated``: the broker validates heavy batches off its event loop), assigns
+        offsets, stamps the epoch.
 
         The produced bytes are not copied: each batch is written as its stamped prefix followed by the
         rest of its bytes as they arrived, in one pwritev."""
         headers = list(iter_batches(records))
         if not headers:
             raise CorruptRecordError("no record batch in the produce request")
-        for pos, header in headers:
-            validate(records, pos, header)
+        if not validated:
+            for pos, header in headers:
+                validate(records, pos, header, compacted=self.config.compact_enabled)
         offset = self.log_end_offset
         first = offset
         view = memoryview(records)

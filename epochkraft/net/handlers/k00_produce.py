@@ -3,7 +3,10 @@
 - The leader validates each batch as Kafka's LogValidator: CRC-32C (CORRUPT_MESSAGE); record count against
   the offset range and the records present, offset deltas, record lengths, varints, headers, no control
   batches from clients, compressed payloads decompressed within 16 MiB (INVALID_RECORD, with a message);
-  nothing of a refused batch is appended. A batch larger than the topic's max.message.bytes, else
+  nothing of a refused batch is appended. Errors of single records (one that does not parse, a wrong
+  offset delta, no key in a compacted topic) fill record_errors (v8+: each record's index in its batch and
+  message) and error_message with LogValidator.processRecordErrors' summary. Compressed or large batches
+  are validated on worker threads (produce.validation.threads), so the event loop keeps serving. A batch larger than the topic's max.message.bytes, else
   message.max.bytes (1048588), gets MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
   -1 (all) once the high watermark passes the batch.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,
@@ -30,10 +33,11 @@ from epochkraft.protocol.versions import downgrade_response
 TOPIC_IDS_FROM = 13
 
 
-def _answers(
-    partitions, error: ErrorCode, message: str | None
-) -> list[tuple[ErrorCode, int, int, str | None]]:
-    return [(error, -1, -1, message)] * len(partitions)
+Answer = tuple[ErrorCode, int, int, str | None, tuple[tuple[int, str], ...]]
+
+
+def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
+    return [(error, -1, -1, message, ())] * len(partitions)
 
 
 @api(key=0, name="Produce", versions=(3, TOPIC_IDS_FROM), listeners=(BROKER,))
@@ -45,8 +49,8 @@ async def handle(request, ctx):
     for t in request.topic_data:
         info = ctx.node.cache.topics.get(t.topic_id) if by_id else None
         names.append(t.name if not by_id else info.name if info else None)
-    # (error, base offset, log start offset, message) per partition, in request order
-    results: list[list[tuple[ErrorCode, int, int, str | None]]] = []
+    # (error, base offset, log start offset, message, record errors) per partition, in request order
+    results: list[list[Answer]] = []
     if request.transactional_id is not None:
         error = ErrorCode.transactional_id_authorization_failed
         results = [
@@ -68,7 +72,9 @@ async def handle(request, ctx):
                 results.append(_answers(t.partition_data, ErrorCode.unknown_topic_id, None))
                 continue
             answers = [next(done) for _ in t.partition_data]
-            results.append([(r.error, r.base_offset, r.log_start_offset, r.message) for r in answers])
+            results.append(
+                [(r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors) for r in answers]
+            )
     if request.acks == 0:
         return None
     schema = r13 if by_id else r11
@@ -82,10 +88,13 @@ async def handle(request, ctx):
                         error_code=error,
                         base_offset=base_offset,
                         log_start_offset=log_start_offset,
-                        record_errors=(),
+                        record_errors=tuple(
+                            schema.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
+                            for i, text in record_errors
+                        ),
                         error_message=message,
                     )
-                    for p, (error, base_offset, log_start_offset, message) in zip(
+                    for p, (error, base_offset, log_start_offset, message, record_errors) in zip(
                         t.partition_data, answers, strict=True
                     )
                 ),
