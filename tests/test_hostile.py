@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import statistics
 import subprocess
 import time
@@ -120,6 +121,40 @@ async def test_record_bombs_are_refused_while_other_clients_are_served(make_clus
     finally:
         for c in (client, *bombers):
             await c.close()
+
+
+@pytest.mark.timeout(120)
+async def test_pipelined_produces_are_appended_in_arrival_order(make_cluster):
+    """A large zstd batch (validated on a worker thread) and a small uncompressed one (validated at once)
+    pipelined on one connection to one partition are appended in the order they were sent, as Kafka's
+    one request at a time per connection keeps them."""
+    from kio.schema.produce.v9 import request as pr
+
+    from epochkraft.bench.hostile import record_bomb
+
+    cluster = make_cluster(1)
+    client = MiniClient(cluster.bootstrap)
+    large, count = record_bomb(400_000, malformed=False)
+    try:
+        assert await client.create_topic("order", 1, 1) == ErrorCode.none
+        assert await client.produce("order", 0, [b"first"]) == (ErrorCode.none, 0)
+
+        def produce(records: bytes) -> pr.ProduceRequest:
+            data = pr.TopicProduceData(
+                name="order", partition_data=(pr.PartitionProduceData(index=0, records=records),)
+            )
+            return pr.ProduceRequest(
+                transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10), topic_data=(data,)
+            )
+
+        small = build_batch([(None, b"small", (), 0)])
+        conn = next(iter(client.clients.values()))
+        answers = await conn.send_many([produce(large), produce(small), produce(small)])
+        results = [(a.responses[0].partition_responses[0]) for a in answers]
+        assert [r.error_code for r in results] == [ErrorCode.none] * 3
+        assert [r.base_offset for r in results] == [1, 1 + count, 2 + count]
+    finally:
+        await client.close()
 
 
 @contextlib.contextmanager

@@ -45,16 +45,18 @@ def _record(offset_delta: int, length: int | None = None) -> bytes:
     return _varint(len(body) if length is None else length) + body
 
 
-def record_bomb(max_bytes: int = MAX_BATCH_BYTES) -> tuple[bytes, int]:
+def record_bomb(max_bytes: int = MAX_BATCH_BYTES, *, malformed: bool = True) -> tuple[bytes, int]:
     """A zstd RecordBatch v2 of at most ``max_bytes`` whose records all parse but the last (its length runs
-    past the batch): (bytes, record count). Its CRC is right, so only parsing every record finds it."""
+    past the batch; all of them with ``malformed=False``): (bytes, record count). Its CRC is right, so only
+    parsing every record finds it."""
     import struct
 
     import crc32c
 
     count = 1_200_000
     while True:
-        raw = b"".join(_record(i) for i in range(count - 1)) + _record(count - 1, length=50)
+        last = _record(count - 1, length=50 if malformed else None)
+        raw = b"".join(_record(i) for i in range(count - 1)) + last
         payload = bytes(cramjam.zstd.compress(raw))
         tail = struct.pack(">hiqqqhii", int(Compression.ZSTD), count - 1, 0, 0, -1, -1, -1, count) + payload
         body = struct.pack(">ibI", -1, 2, crc32c.crc32c(tail)) + tail
