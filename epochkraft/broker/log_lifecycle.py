@@ -1,5 +1,7 @@
 """The log lifecycle at the broker's asyncio edge: retention passes on every replica, removal of deleted
-segments' files, log start offset checkpoints, and DeleteRecords waiting for the followers.
+segments' files, log start offset checkpoints, and DeleteRecords waiting for the followers. A disk error
+in any of them, or in the cleaner, takes the log dir offline (Kafka's LogDirFailureChannel), as a failed
+write does.
 
 Every ``log.retention.check.interval.ms`` each hosted log deletes its segments wholly below its log
 start offset, past retention.bytes or past retention.ms, below its high watermark (Kafka's
@@ -63,6 +65,8 @@ class LogLifecycle:
         last_retention = last_checkpoint = _now_ms()
         while True:
             await asyncio.sleep(min(interval_ms, checkpoint_ms, 1000) / 1000)
+            if self.manager.log_dir_failures.offline:
+                continue  # the broker halts; nothing more is deleted from a failed dir
             now = _now_ms()
             try:
                 if now - last_retention >= interval_ms:
@@ -76,8 +80,12 @@ class LogLifecycle:
                     last_checkpoint = now
                     await asyncio.to_thread(self.manager.logs.checkpoint_log_start_offsets, starts)
                     self._checkpointed_starts = starts
-            except OSError as exc:
-                log.error("log retention pass failed; retrying at the next interval", error=str(exc))
+            except (
+                OSError
+            ) as exc:  # Kafka's maybeHandleIOException around deleteOldSegments and the checkpoint
+                self.manager.log_dir_failed(
+                    "error deleting old segments or checkpointing log start offsets", exc
+                )
 
     # ---- compaction ----------------------------------------------------------------------------------
     async def run_cleaner(self) -> None:
@@ -88,11 +96,13 @@ class LogLifecycle:
         while True:
             await asyncio.sleep(settings.log_cleaner_backoff_ms / 1000)
             for key, replica in list(self.manager.replicas.items()):
-                if not replica.log.config.compact_enabled:
+                if not replica.log.config.compact_enabled or self.manager.log_dir_failures.offline:
                     continue
                 try:
                     await self.clean(key, replica)
-                except (OSError, CorruptRecordError) as exc:
+                except OSError as exc:  # as Kafka's LogCleaner.cleanLog: an IOException takes the dir offline
+                    self.manager.log_dir_failed(f"error cleaning {key[0]}-{key[1]}", exc)
+                except CorruptRecordError as exc:
                     log.error("log compaction failed", topic=key[0], partition=key[1], error=str(exc))
 
     async def clean(self, key: tuple[str, int], replica: Replica) -> bool:

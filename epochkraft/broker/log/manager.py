@@ -9,6 +9,7 @@ segments are renamed ``.deleted`` and removed once file.delete.delay.ms has pass
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import uuid
@@ -140,18 +141,25 @@ class LogManager:
 
     @staticmethod
     def remove_files(paths: list[Path]) -> None:
+        """Removes every file it can; then raises the first error (Kafka's deleteSegmentFiles: an
+        IOException takes the log dir offline)."""
+        failure: OSError | None = None
         for path in paths:
             try:
                 path.unlink(missing_ok=True)
             except OSError as exc:
                 log.warning("could not remove a deleted segment file", path=str(path), error=str(exc))
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def flush_all(self) -> None:
         for plog in self.logs.values():
             plog.flush()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
-        self.remove_files(self.due_removals(2**62))
+        with contextlib.suppress(OSError):  # stopping: each file that stays was logged; recovery finds it
+            self.remove_files(self.due_removals(2**62))
 
     def close(self) -> None:
         for plog in self.logs.values():
