@@ -19,7 +19,8 @@ SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, retention_ms=-1)
 
 
 def batch(count: int, ts: int, step: int = 1) -> bytes:
-    return build_batch([(None, f"v{i}".encode(), (), ts + i * step) for i in range(count)])
+    """Keyed records (a compacted log refuses records without a key)."""
+    return build_batch([(f"k{i}".encode(), f"v{i}".encode(), (), ts + i * step) for i in range(count)])
 
 
 def wide_batch(base_offset: int, last_offset_delta: int, ts: int = 1_000) -> bytes:
