@@ -459,7 +459,7 @@ def test_unclean_sets_leader_recovering_state():
 
 
 def test_no_leader_epoch_bump_on_isr_shrink():
-    from epochkraft.controller.replication_control import apply_change
+    from epochkraft.metadata.image import apply_change
 
     change = PartitionChangeBuilder(BASE, uuid.UUID(int=1), 0, lambda b: True).set_target_isr((2, 1)).build()
     assert change is not None and change.record.leader == -2

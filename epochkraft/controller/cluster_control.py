@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
-from functools import singledispatchmethod
 
 from epochkraft.controller.state import BrokerRegistration, Endpoint
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,
@@ -33,8 +33,13 @@ from epochkraft.protocol.metadata_records import (
 
 # BrokerRegistrationChangeRecord.fenced / in_controlled_shutdown values
 CHANGE_NONE = 0
-CHANGE_FENCE = 1
-CHANGE_UNFENCE = -1
+BrokerRecord = (
+    RegisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | UnregisterBrokerRecord
+)
 
 
 class BrokerControlState(Enum):
@@ -54,14 +59,14 @@ class Session:
 
 
 class ClusterControl:
-    def __init__(self, cluster_id: str, session_timeout_ms: int) -> None:
+    def __init__(self, cluster_id: str, session_timeout_ms: int, image: MetadataImage | None = None) -> None:
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
-        self.brokers: dict[int, BrokerRegistration] = {}
+        self.image = image if image is not None else MetadataImage()
+        self.brokers: dict[int, BrokerRegistration] = self.image.brokers
         self.sessions: dict[int, Session] = {}  # not in the log
         self.register_offsets: dict[int, int] = {}  # broker id -> offset of its RegisterBrokerRecord
         self.started_ms: int | None = None  # brokers known from the log get a session from here
-        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     # ---- queries ------------------------------------------------------------------------------------
     def check_broker_epoch(self, broker_id: int, epoch: int) -> ErrorCode:
@@ -221,53 +226,12 @@ class ClusterControl:
         return current, state.CONTROLLED_SHUTDOWN
 
     # ---- replay -------------------------------------------------------------------------------------
-    @singledispatchmethod
-    def replay(self, record: object, offset: int = -1) -> None:
-        raise TypeError(f"ClusterControl cannot replay {type(record).__name__}")
-
-    @replay.register
-    def _(self, record: RegisterBrokerRecord, offset: int = -1) -> None:
-        self.brokers[record.broker_id] = BrokerRegistration(
-            broker_id=record.broker_id,
-            epoch=record.broker_epoch,
-            incarnation_id=record.incarnation_id,
-            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points),
-            rack=record.rack,
-            fenced=record.fenced,
-            in_controlled_shutdown=record.in_controlled_shutdown,
-        )
-        self.sessions.pop(record.broker_id, None)  # a new incarnation starts a new session
-        self.register_offsets[record.broker_id] = offset
-
-    @replay.register
-    def _(self, record: FenceBrokerRecord, offset: int = -1) -> None:
-        self._update(record.id, record.epoch, fenced=True)
-
-    @replay.register
-    def _(self, record: UnfenceBrokerRecord, offset: int = -1) -> None:
-        self._update(record.id, record.epoch, fenced=False)
-
-    @replay.register
-    def _(self, record: BrokerRegistrationChangeRecord, offset: int = -1) -> None:
-        changes: dict[str, bool] = {}
-        if record.fenced == CHANGE_FENCE:
-            changes["fenced"] = True
-        elif record.fenced == CHANGE_UNFENCE:
-            changes["fenced"] = False
-        if record.in_controlled_shutdown == 1:
-            changes["in_controlled_shutdown"] = True
-        self._update(record.broker_id, record.broker_epoch, **changes)
-
-    @replay.register
-    def _(self, record: UnregisterBrokerRecord, offset: int = -1) -> None:
-        registration = self.brokers.get(record.broker_id)
-        if registration is not None and registration.epoch == record.broker_epoch:
-            del self.brokers[record.broker_id]
+    def replay(self, record: BrokerRecord, offset: int = -1) -> None:
+        """Applies a registration record to the image, then this manager's bookkeeping beside it."""
+        self.image.replay(record)
+        if isinstance(record, RegisterBrokerRecord):
+            self.sessions.pop(record.broker_id, None)  # a new incarnation starts a new session
+            self.register_offsets[record.broker_id] = offset
+        elif isinstance(record, UnregisterBrokerRecord) and record.broker_id not in self.brokers:
             self.sessions.pop(record.broker_id, None)
             self.register_offsets.pop(record.broker_id, None)
-
-    def _update(self, broker_id: int, epoch: int, **changes: bool) -> None:
-        registration = self.brokers.get(broker_id)
-        if registration is None or registration.epoch != epoch:
-            return  # a record for an older incarnation changes nothing
-        self.brokers[broker_id] = replace(registration, **changes)

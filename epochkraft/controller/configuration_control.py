@@ -20,6 +20,7 @@ from epochkraft.controller.config_schema import (
     is_list,
     validate,
 )
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
 
@@ -46,8 +47,15 @@ Resource = tuple[int, str]
 
 
 class ConfigurationControl:
-    def __init__(self, static: dict[str, str], node_id: int, topic_exists: Callable[[str], bool]) -> None:
-        self.configs: dict[Resource, dict[str, str]] = {}
+    def __init__(
+        self,
+        static: dict[str, str],
+        node_id: int,
+        topic_exists: Callable[[str], bool],
+        image: MetadataImage | None = None,
+    ) -> None:
+        self.image = image if image is not None else MetadataImage(node_id)
+        self.configs: dict[Resource, dict[str, str]] = self.image.configs
         self.static = static  # this controller's static settings by Kafka property name
         self.node_id = node_id
         self.topic_exists = topic_exists
@@ -168,15 +176,4 @@ class ConfigurationControl:
 
     # ---- replay -------------------------------------------------------------------------------------
     def replay(self, record: ConfigRecord) -> None:
-        resource = (record.resource_type, record.resource_name)  # IntEnum keys hash as their ints
-        configs = self.configs.setdefault(resource, {})
-        if record.value is None:
-            configs.pop(record.name, None)
-        else:
-            configs[record.name] = record.value
-        if not configs:
-            del self.configs[resource]
-
-    def delete_topic_configs(self, name: str) -> None:
-        """A deleted topic's configs go with it (replayed from its RemoveTopicRecord)."""
-        self.configs.pop((ResourceType.TOPIC, name), None)
+        self.image.replay(record)

@@ -43,6 +43,7 @@ from epochkraft.controller.replication_control import (
 )
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerRegistrationChangeRecord,
@@ -77,14 +78,17 @@ class Controller(AdminOperations):
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.log = log if log is not None else MetadataLog()
-        self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms)
+        # One metadata image, the one brokers build too; each manager keeps its bookkeeping beside it.
+        self.image = MetadataImage(node_id)
+        self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms, self.image)
         static = {
             MIN_INSYNC: str(self.settings.min_insync_replicas),
             UNCLEAN: str(self.settings.unclean_leader_election_enable).lower(),
         }
-        self.replication = ReplicationControl()
-        self.configuration = ConfigurationControl(static, node_id, self.replication.topic_ids.__contains__)
-        self.replication.configuration = self.configuration
+        self.configuration = ConfigurationControl(
+            static, node_id, self.image.topic_ids.__contains__, self.image
+        )
+        self.replication = ReplicationControl(self.configuration, self.image)
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
@@ -109,7 +113,7 @@ class Controller(AdminOperations):
         if not records:
             return self.log.next_offset
         base = self.log.append(records, now_ms)
-        replay_partition_change = self.replication.replay_partition_change
+        replay_partition_change = self.image.replay_partition_change
         for offset, record in enumerate(records, start=base):
             self._note(offset, record)
             if type(record) is PartitionChangeRecord:  # most records; skips two dispatch layers

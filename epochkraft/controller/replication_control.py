@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import singledispatchmethod
 from typing import NamedTuple
 
 from epochkraft.controller.config_schema import ResourceType, validate
@@ -19,11 +18,11 @@ from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
 from epochkraft.controller.state import (
     NO_LEADER,
-    NO_LEADER_CHANGE,
     LeaderRecoveryState,
     PartitionRegistration,
     TopicInfo,
 )
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     ConfigRecord,
@@ -87,12 +86,16 @@ def valid_topic_name(name: str) -> str | None:
 
 
 class ReplicationControl:
-    def __init__(self, configuration: ConfigurationControl | None = None) -> None:
-        self.topics: dict[uuid.UUID, TopicInfo] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
-        self.configuration = configuration or ConfigurationControl({}, 0, self.topic_ids.__contains__)
+    def __init__(
+        self, configuration: ConfigurationControl | None = None, image: MetadataImage | None = None
+    ) -> None:
+        self.image = image if image is not None else MetadataImage()
+        self.topics: dict[uuid.UUID, TopicInfo] = self.image.topics
+        self.topic_ids: dict[str, uuid.UUID] = self.image.topic_ids
+        self.configuration = configuration or ConfigurationControl(
+            {}, 0, self.topic_ids.__contains__, self.image
+        )
         self._placement_start = 0
-        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     # ---- queries ------------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicInfo | None:
@@ -508,60 +511,7 @@ class ReplicationControl:
         return ErrorCode.none, change.record
 
     # ---- replay -------------------------------------------------------------------------------------
-    @singledispatchmethod
-    def replay(self, record: object) -> None:
-        raise TypeError(f"ReplicationControl cannot replay {type(record).__name__}")
-
-    @replay.register
-    def _(self, record: TopicRecord) -> None:
-        self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id)
-        self.topic_ids[record.name] = record.topic_id
-
-    @replay.register
-    def _(self, record: PartitionRecord) -> None:
-        topic = self.topics[record.topic_id]
-        topic.partitions[record.partition_id] = PartitionRegistration(
-            replicas=tuple(record.replicas),
-            isr=tuple(record.isr),
-            leader=record.leader,
-            leader_epoch=record.leader_epoch,
-            partition_epoch=record.partition_epoch,
-            leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
-            removing_replicas=tuple(record.removing_replicas),
-            adding_replicas=tuple(record.adding_replicas),
-        )
-
-    @replay.register
-    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
-        topic = self.topics.get(record.topic_id)
-        if topic is None or record.partition_id not in topic.partitions:
-            return
-        topic.partitions[record.partition_id] = apply_change(topic.partitions[record.partition_id], record)
-
-    @replay.register
-    def _(self, record: RemoveTopicRecord) -> None:
-        topic = self.topics.pop(record.topic_id, None)
-        if topic is not None:
-            self.topic_ids.pop(topic.name, None)
-            self.configuration.delete_topic_configs(topic.name)
-
-
-def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
-    """The partition after a change record: partition epoch +1; leader epoch +1 only on a leader change."""
-    leader_changed = record.leader != NO_LEADER_CHANGE
-    return PartitionRegistration(
-        replicas=partition.replicas if record.replicas is None else tuple(record.replicas),
-        isr=partition.isr if record.isr is None else tuple(record.isr),
-        leader=record.leader if leader_changed else partition.leader,
-        leader_epoch=partition.leader_epoch + 1 if leader_changed else partition.leader_epoch,
-        partition_epoch=partition.partition_epoch + 1,
-        leader_recovery_state=partition.leader_recovery_state
-        if record.leader_recovery_state == -1
-        else LeaderRecoveryState(record.leader_recovery_state),
-        removing_replicas=partition.removing_replicas
-        if record.removing_replicas is None
-        else tuple(record.removing_replicas),
-        adding_replicas=partition.adding_replicas
-        if record.adding_replicas is None
-        else tuple(record.adding_replicas),
-    )
+    def replay(
+        self, record: TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord
+    ) -> None:
+        self.image.replay(record)

@@ -1,0 +1,76 @@
+"""One metadata image for the controller and the brokers: the controller's state is exactly what a broker
+builds by replaying the controller's metadata log, after a simulated run with faults (registrations,
+fencing, ISR changes, elections) and after config changes and a topic deletion."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.delete_topics.v6 import request as dt
+from kio.schema.incremental_alter_configs.v1 import request as iac
+
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.controller.controller import Controller
+from epochkraft.sim.cluster import SCHEDULES, SimCluster
+from tests.controller_context import ControllerContext
+
+
+def rebuilt_from_the_log(controller: Controller) -> MetadataCache:
+    cache = MetadataCache(controller.node_id)
+    for offset, record in controller.log.records():
+        cache.apply(offset, record, Changes())
+    return cache
+
+
+def assert_same_image(controller: Controller) -> None:
+    cache = rebuilt_from_the_log(controller)
+    image = controller.image
+    assert cache.brokers == image.brokers
+    assert cache.topic_ids == image.topic_ids
+    assert {t: (i.name, i.partitions) for t, i in cache.topics.items()} == {
+        t: (i.name, i.partitions) for t, i in image.topics.items()
+    }
+    assert cache.configs == image.configs
+    # The managers read the image itself, not copies of it.
+    assert controller.cluster.brokers is image.brokers and controller.replication.topics is image.topics
+    assert controller.configuration.configs is image.configs
+
+
+def test_controller_state_is_the_image_its_log_builds_after_a_faulty_run():
+    for seed in (1, 2, 3):
+        sim = SimCluster(seed, SCHEDULES["random"](seed))
+        result = sim.run()
+        assert result.violation is None
+        assert len(sim.controller.core.image.brokers) == 3
+        assert_same_image(sim.controller.core)
+
+
+def test_configs_and_deleted_topics_leave_the_same_image():
+    ctx = ControllerContext()
+    ctx.brokers_ready(1, 2, 3)
+    ctx.create_topic("kept", [[1, 2, 3]])
+    ctx.create_topic("gone", [[2, 3, 1]])
+    request = iac.IncrementalAlterConfigsRequest(
+        resources=tuple(
+            iac.AlterConfigsResource(
+                resource_type=resource_type,
+                resource_name=name,
+                configs=(iac.AlterableConfig(name="min.insync.replicas", config_operation=0, value="2"),),
+            )
+            for resource_type, name in ((2, "kept"), (2, "gone"), (4, ""))
+        ),
+        validate_only=False,
+    )
+    results = ctx.controller.incremental_alter_configs(ctx.now, request).responses
+    assert [r.error_code for r in results] == [0, 0, 0]
+    deleted = ctx.controller.delete_topics(
+        ctx.now,
+        dt.DeleteTopicsRequest(
+            topics=(dt.DeleteTopicState(name="gone", topic_id=None),), timeout=datetime.timedelta(seconds=1)
+        ),
+    )
+    assert deleted.responses[0].error_code == 0
+    image = ctx.controller.image
+    assert image.topic("gone") is None and (2, "gone") not in image.configs, "its configs went with it"
+    assert image.configs[(2, "kept")] == {"min.insync.replicas": "2"}
+    assert_same_image(ctx.controller)
