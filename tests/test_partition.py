@@ -109,7 +109,13 @@ def test_unsafe_pre_kip903_mode_skips_the_epoch_comparison_and_sends_no_epochs()
 
 @pytest.mark.parametrize(
     ("fetch_epoch", "expected"),
-    [(103, ErrorCode.none), (90, ErrorCode.not_leader_or_follower), (-1, ErrorCode.none)],
+    [
+        (103, ErrorCode.none),
+        (90, ErrorCode.not_leader_or_follower),
+        (-1, ErrorCode.none),
+        # made up: a broker epoch the metadata does not hold is no incarnation of the replica
+        (10**9, ErrorCode.not_leader_or_follower),
+    ],
 )
 def test_fence_follower_fetch_with_stale_broker_epoch(fetch_epoch, expected):
     p = leader()
@@ -132,6 +138,8 @@ def test_leader_epoch_checks_on_fetch(current_leader_epoch, expected):
 def test_fetch_to_a_follower_or_from_an_unknown_replica():
     p = leader()
     assert p.check_follower_fetch(9, -1, 5, Brokers()) == ErrorCode.unknown_leader_epoch
+    # Without a leader epoch (Fetch before v9 style): NOT_LEADER_OR_FOLLOWER, as followerReplicaOrThrow
+    assert p.check_follower_fetch(9, -1, -1, Brokers()) == ErrorCode.not_leader_or_follower
     p.make_follower(leader=2, leader_epoch=6, partition_epoch=10, replicas=(1, 2, 3), isr=(1, 2))
     assert p.check_follower_fetch(3, 103, 6, Brokers()) == ErrorCode.not_leader_or_follower
 
@@ -274,3 +282,9 @@ def test_kip704_unclean_leader_reports_recovered_before_expanding():
         item, ErrorCode.none, leader_epoch=5, isr=(1,), partition_epoch=10, leader_recovery_state=RECOVERED
     )
     assert p.update_follower_fetch(2, 2, 102, 10, 10, brokers, 101) is not None
+
+
+def test_follower_fetch_from_an_unregistered_broker_with_an_epoch_is_refused():
+    brokers = Brokers()
+    brokers.epochs.pop(3)
+    assert leader().check_follower_fetch(3, 103, 5, brokers) == ErrorCode.not_leader_or_follower

@@ -52,6 +52,7 @@ from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listen
 from epochkraft.net.server import KafkaServer, parse_ip_overrides
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security.node import NodeSecurity, controller_protocol
 
 CREATE_TOPICS_KEY = 19
 LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
@@ -93,10 +94,18 @@ class BrokerNode:
         self.cache = MetadataCache(self.node_id)
         self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
+        self.security = NodeSecurity.build(settings)
+        self.authorizer = self.security.authorizer
+        to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
         self.control = KafkaClient(
-            *controller, client_id=f"broker-{self.node_id}-control", request_timeout_ms=10_000
+            *controller,
+            client_id=f"broker-{self.node_id}-control",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
         )
-        self.metadata_client = KafkaClient(*controller, client_id=f"broker-{self.node_id}-metadata")
+        self.metadata_client = KafkaClient(
+            *controller, client_id=f"broker-{self.node_id}-metadata", ssl_context=to_controller
+        )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(
             self.node_id,
@@ -108,7 +117,11 @@ class BrokerNode:
             self.events,
         )
         self.replica_manager.fetcher_factory = lambda source: ReplicaFetcher(
-            source, self.replica_manager, lambda: self.broker_epoch, settings.unsafe_pre_kip903_mode
+            source,
+            self.replica_manager,
+            lambda: self.broker_epoch,
+            settings.unsafe_pre_kip903_mode,
+            self.security.client_ssl(listeners.inter_broker_protocol),
         )
         self.offsets_topic = OffsetsTopic(self)
         self.groups = GroupService(
@@ -413,6 +426,7 @@ async def serve(
             max_connections_per_ip=settings.max_connections_per_ip,
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
+            ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name]),
         )
         await server.start()
         node.servers.append(server)
@@ -517,6 +531,12 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, tuple[str
         settings.listener_security_protocol_map,
         settings.inter_broker_listener_name,
     )
+    # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
+    security = NodeSecurity.build(settings)
+    for endpoint in listeners.bind:
+        security.server_ssl(listeners.protocols[endpoint.name])
+    security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
+    security.client_ssl(listeners.inter_broker_protocol)
     return settings, listeners, controller
 
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import functools
+import ssl
 from typing import Any
 
 import structlog
@@ -42,8 +43,16 @@ BACKOFF_S = 0.1
 
 
 class ReplicaFetcher:
-    def __init__(self, source_id: int, manager: Any, broker_epoch: Any, unsafe_pre_kip903: bool) -> None:
+    def __init__(
+        self,
+        source_id: int,
+        manager: Any,
+        broker_epoch: Any,
+        unsafe_pre_kip903: bool,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.source_id = source_id
+        self.ssl_context = ssl_context  # TLS to an SSL inter-broker listener
         self.manager = manager
         self.broker_epoch = broker_epoch
         self.unsafe = unsafe_pre_kip903
@@ -104,6 +113,7 @@ class ReplicaFetcher:
                 endpoint.port,
                 client_id=f"replica-fetcher-{self.manager.node_id}",
                 request_timeout_ms=self.manager.settings.replica_fetch_wait_max_ms + 10_000,
+                ssl_context=self.ssl_context,
             )
         return self._client
 

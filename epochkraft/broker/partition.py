@@ -212,10 +212,15 @@ class Partition:
         if self.role != Role.LEADER:
             return ErrorCode.not_leader_or_follower
         if replica_id not in self.remote:
-            return ErrorCode.unknown_leader_epoch
-        known = brokers.broker_epoch(replica_id)
-        if replica_epoch != NO_EPOCH and known is not None and known > replica_epoch:
-            return ErrorCode.not_leader_or_follower  # a fetch from an older incarnation (KIP-903)
+            # Not an assigned replica (Partition.followerReplicaOrThrow): with a leader epoch, the pair
+            # (replica, epoch) may be valid soon (a reassignment adding it); without one, retry too.
+            if current_leader_epoch != NO_EPOCH:
+                return ErrorCode.unknown_leader_epoch
+            return ErrorCode.not_leader_or_follower
+        # v15+ names the broker epoch: only the incarnation the metadata holds may fetch (KIP-903); an
+        # older one, a made-up one or an unregistered broker is refused, and the follower retries.
+        if replica_epoch != NO_EPOCH and brokers.broker_epoch(replica_id) != replica_epoch:
+            return ErrorCode.not_leader_or_follower
         return ErrorCode.none
 
     def update_follower_fetch(

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from epochkraft.config import prop
+from epochkraft.security.settings import SecuritySettings
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerSettings:
+class BrokerSettings(SecuritySettings):
     heartbeat_interval_ms: int = prop(
         "broker.heartbeat.interval.ms", 2000, "How often the broker heartbeats to the controller.", minimum=10
     )
@@ -241,11 +242,6 @@ class BrokerSettings:
         "advertised.listeners",
         "",
         "NAME://HOST:PORT endpoints registered for clients, a subset of listeners by name (empty: listeners).",
-    )
-    listener_security_protocol_map: str = prop(
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        "NAME:PROTOCOL for every listener (only PLAINTEXT is served).",
     )
     inter_broker_listener_name: str = prop(
         "inter.broker.listener.name", "PLAINTEXT", "The listener followers fetch from leaders on."

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ssl
 
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.fetch.v12 import request as f12
@@ -26,13 +27,16 @@ def split(bootstrap: str) -> list[tuple[str, int]]:
 class MiniClient:
     """Routes requests to partition leaders using Metadata, like a (very small) real client."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, ssl_context: ssl.SSLContext | None = None) -> None:
         self.addresses = split(bootstrap)
+        self.ssl_context = ssl_context
         self.clients: dict[tuple[str, int], KafkaClient] = {}
 
     def _client(self, address: tuple[str, int]) -> KafkaClient:
         if address not in self.clients:
-            self.clients[address] = KafkaClient(*address, request_timeout_ms=15_000)
+            self.clients[address] = KafkaClient(
+                *address, request_timeout_ms=15_000, ssl_context=self.ssl_context
+            )
         return self.clients[address]
 
     async def any_send(self, request):

@@ -29,10 +29,12 @@ from epochkraft.config import ConfigError, load_settings, parse_host_port, parse
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.settings import ControllerSettings
+from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.records import iter_batches
+from epochkraft.security.node import NodeSecurity, controller_protocol
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 SNAPSHOT_INTERVAL_S = 2.0
@@ -97,8 +99,10 @@ class MetadataLogFile:
 class ControllerNode:
     """What handlers on the controller listener reach through ``ctx.node``."""
 
-    def __init__(self, controller: Controller, log: Any, events: Any = None) -> None:
+    def __init__(self, controller: Controller, log: Any, events: Any = None, security: Any = None) -> None:
         self.controller = controller
+        self.security: NodeSecurity | None = security
+        self.authorizer = security.authorizer if security is not None else None
         self.log = log
         self.events = events
         self._log_grew = asyncio.Event()
@@ -173,7 +177,15 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
     )
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
+    # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
+    NodeSecurity.build(settings).server_ssl(listener_protocol(settings))
     return settings, listen
+
+
+def listener_protocol(settings: ControllerSettings) -> str:
+    """The security protocol of the --listen listener: the first of controller.listener.names in
+    listener.security.protocol.map (PLAINTEXT when controller.listener.names is empty)."""
+    return controller_protocol(settings, parse_protocol_map(settings.listener_security_protocol_map))
 
 
 async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]) -> int:
@@ -196,10 +208,17 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         log_file.open()
         metadata_log.listeners.append(log_file.append)
     events = _event_log(args)
-    node = ControllerNode(controller, log, events)
+    security = NodeSecurity.build(settings)
+    node = ControllerNode(controller, log, events, security)
     controller.bootstrap(node.now_ms())
     server = KafkaServer(
-        CONTROLLER, node, listen[0], listen[1], log=log, reserved_connections=CONTROLLER_RESERVED_CONNECTIONS
+        CONTROLLER,
+        node,
+        listen[0],
+        listen[1],
+        log=log,
+        reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
+        ssl_context=security.server_ssl(listener_protocol(settings)),
     )
     await server.start()
     controller.listener_endpoint = (listen[0], server.port)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from epochkraft.config import prop
+from epochkraft.security.settings import SecuritySettings
 
 
 @dataclass(frozen=True, slots=True)
-class ControllerSettings:
+class ControllerSettings(SecuritySettings):
     session_timeout_ms: int = prop(
         "broker.session.timeout.ms",
         9000,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -79,8 +80,10 @@ class KafkaClient:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_frame_bytes: int = 512 * 1024 * 1024,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context  # TLS to an SSL listener
         self.port = port
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -107,10 +110,16 @@ class KafkaClient:
             loop = asyncio.get_running_loop()
             try:
                 _, connection = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Connection(self), self.host, self.port),
+                    loop.create_connection(
+                        lambda: _Connection(self),
+                        self.host,
+                        self.port,
+                        ssl=self.ssl_context,
+                        server_hostname=self.host if self.ssl_context is not None else None,
+                    ),
                     self.connect_timeout_ms / 1000,
                 )
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
                 raise ConnectionLost(f"cannot connect to {self.address}: {exc}") from exc
             self._connection = connection
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochkraft.protocol.framing import RequestHeader
+from epochkraft.security.authorizer import AclOperation, ResourceType, StandardAuthorizer
+from epochkraft.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +20,30 @@ class RequestContext:
     peer: tuple[Any, ...] | None
     log: Any
     listener_name: str = "PLAINTEXT"  # the named listener the request came in on
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
+    authorizer: StandardAuthorizer | None = None  # None: every request is allowed (no authorizer.class.name)
 
     @staticmethod
     def now_ms() -> int:
         """Wall-clock milliseconds: the state machines take time as an argument, read here at the edge."""
         return int(time.time() * 1000)
+
+    @property
+    def client_host(self) -> str:
+        return str(self.peer[0]) if self.peer else ""
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Kafka's AuthHelper.authorize: always true without an authorizer."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorized_cluster(self, operation: AclOperation) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_cluster(self.principal, self.client_host, operation)
+
+    @property
+    def is_super_user(self) -> bool:
+        """Without an authorizer everyone may do everything, as in Kafka."""
+        return self.authorizer is None or self.authorizer.is_super_user(self.principal)

@@ -4,8 +4,8 @@
 Each listener is ``NAME://HOST:PORT``; an empty HOST binds every interface. A broker registers every
 advertised listener with the controller, and Metadata and FindCoordinator answer with the endpoints of the
 listener the request came in on, so clients inside a network and clients outside it each get addresses
-they can reach. Followers fetch from leaders on the inter-broker listener. Only the PLAINTEXT security
-protocol is served; the others are refused at start-up. The checks follow Kafka's KafkaConfig
+they can reach. Followers fetch from leaders on the inter-broker listener. The PLAINTEXT and SSL security
+protocols are served; the others are refused at start-up. The checks follow Kafka's KafkaConfig
 (``validateValues``) and ListenerInfo (ephemeral ports and wildcard hosts in what is registered).
 """
 
@@ -21,7 +21,7 @@ from epochkraft.config import ConfigError
 DEFAULT_LISTENER_NAME = "PLAINTEXT"
 # Kafka's default listener.security.protocol.map
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
-SERVED_PROTOCOLS = {"PLAINTEXT": 0}  # security protocol -> Kafka's id (SecurityProtocol.id)
+SERVED_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1}  # security protocol -> Kafka's id (SecurityProtocol.id)
 KNOWN_PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):(-?\d+)$")
 
@@ -92,6 +92,10 @@ class Listeners:
     def security_protocol_id(self, name: str) -> int:
         return SERVED_PROTOCOLS[self.protocols[name]]
 
+    @property
+    def inter_broker_protocol(self) -> str:
+        return self.protocols[self.inter_broker]
+
 
 def resolve_listeners(
     listen: tuple[str, int] | None,
@@ -122,7 +126,8 @@ def resolve_listeners(
             )
         if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(
-                f"listener {endpoint.name}: security protocol {protocol} is not served (PLAINTEXT only)"
+                f"listener {endpoint.name}: security protocol {protocol} is not served "
+                f"({', '.join(SERVED_PROTOCOLS)})"
             )
     bound_names = {e.name for e in bind}
     for endpoint in advertised:

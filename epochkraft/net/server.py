@@ -14,6 +14,7 @@ as Kafka's ``getErrorResponse``) and the connection stays open; identical failur
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections import deque
 from typing import Any
@@ -24,7 +25,7 @@ from epochkraft.net.context import RequestContext
 from epochkraft.net.failure_log import FailureLog, failure_key
 from epochkraft.protocol.api import ApiSpec, served
 from epochkraft.protocol.error_response import error_response
-from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import (
     API_VERSIONS_KEY,
     DEFAULT_MAX_FRAME_BYTES,
@@ -37,6 +38,8 @@ from epochkraft.protocol.framing import (
     parse_request_header,
     response_class,
 )
+from epochkraft.security.operations import CLUSTER_OPERATIONS
+from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
@@ -86,8 +89,10 @@ class KafkaServer:
         max_connections_per_ip: int = UNLIMITED,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         reserved_connections: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.listener = listener
+        self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
         self.listener_name = listener_name  # the named listener (listeners property) it serves
         self.node = node
         self.host = host
@@ -130,7 +135,12 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.requested_port, reuse_address=True, backlog=1024
+            lambda: _Connection(self),
+            self.host,
+            self.requested_port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=self.ssl_context,
         )
         self._idle_task = asyncio.create_task(self._close_idle_connections(), name=f"{self.listener}-idle")
 
@@ -171,11 +181,15 @@ class _Connection(asyncio.BufferedProtocol):
         self.log = server.log
         self.ip = "?"
         self.reserved_slot = False  # holds one of the slots kept for inter-broker traffic
+        self.principal = ANONYMOUS
 
     # ---- asyncio.BufferedProtocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # the TLS handshake is done: the client certificate names the principal
+            self.principal = principal_from_peer_certificate(ssl_object.getpeercert())
         self.log = self.server.log.bind(peer=f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?")
         server = self.server
         ip = str(self.peer[0]) if self.peer else "?"
@@ -278,6 +292,8 @@ class _Connection(asyncio.BufferedProtocol):
             self.peer,
             self.log,
             self.server.listener_name,
+            self.principal,
+            getattr(self.server.node, "authorizer", None),
         )
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
@@ -291,7 +307,16 @@ class _Connection(asyncio.BufferedProtocol):
             return self._failed(spec, request, ctx, exc)
 
     async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
-        response = await spec.handler(request, ctx)
+        operation = CLUSTER_OPERATIONS[self.server.listener].get(spec.key)
+        if operation is not None and not ctx.authorized_cluster(operation):
+            self.log.info(
+                "request refused", api=spec.name, principal=str(ctx.principal), operation=operation.name
+            )
+            response = error_response(
+                request, response_class(spec.key, ctx.api_version), ErrorCode.cluster_authorization_failed
+            )
+        else:
+            response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
         header = ctx.header

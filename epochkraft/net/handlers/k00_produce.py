@@ -15,6 +15,9 @@
   unknown partitions. Idempotent producers: duplicates answered with their first offsets,
   OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH as Kafka.
 - v13 names topics by id (UNKNOWN_TOPIC_ID for an id the broker does not know); v12 is v11 (KIP-890).
+- With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED; internal
+  topics (``__consumer_offsets``) take no client's records: INVALID_TOPIC_EXCEPTION (Kafka's
+  KafkaApis.handleProduceRequest, then ReplicaManager.appendToLocalLog).
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import INTERNAL_TOPICS
+
+# The client id Kafka's own tools use to write internal topics (AdminUtils.ADMIN_CLIENT_ID).
+ADMIN_CLIENT_ID = "__admin_client"
 
 TOPIC_IDS_FROM = 13
 
@@ -49,6 +57,12 @@ async def handle(request, ctx):
     for t in request.topic_data:
         info = ctx.node.cache.topics.get(t.topic_id) if by_id else None
         names.append(t.name if not by_id else info.name if info else None)
+    refused: dict[str, tuple[ErrorCode, str | None]] = {}
+    for name in filter(None, names):
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name):
+            refused[name] = (ErrorCode.topic_authorization_failed, None)
+        elif name in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
+            refused[name] = (ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
     # (error, base offset, log start offset, message, record errors) per partition, in request order
     results: list[list[Answer]] = []
     if request.transactional_id is not None:
@@ -62,7 +76,7 @@ async def handle(request, ctx):
         appends = [
             manager.append(name, p.index, p.records or b"", request.acks, timeout)
             for t, name in zip(request.topic_data, names, strict=True)
-            if name is not None
+            if name is not None and name not in refused
             for p in t.partition_data
         ]
         done = iter(await asyncio.gather(*appends))
@@ -70,6 +84,9 @@ async def handle(request, ctx):
         for t, name in zip(request.topic_data, names, strict=True):
             if name is None:
                 results.append(_answers(t.partition_data, ErrorCode.unknown_topic_id, None))
+                continue
+            if name in refused:
+                results.append(_answers(t.partition_data, *refused[name]))
                 continue
             answers = [next(done) for _ in t.partition_data]
             results.append(

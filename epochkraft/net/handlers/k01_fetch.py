@@ -11,6 +11,8 @@
   metadata cache's (NOT_LEADER_OR_FOLLOWER), answers a diverging LastFetchedEpoch (v12+) with
   DivergingEpoch and no data, reads up to its log end, and records the follower's position, which may
   expand the ISR and advance the high watermark.
+- With an authorizer, a follower's Fetch needs CLUSTER_ACTION on the cluster and a consumer's READ on each
+  topic; every partition refused gets TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleFetchRequest).
 - v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
   every response is a full one (session id 0), which clients accept. v17 and v18 add request fields a
   leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
@@ -29,6 +31,7 @@ from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
 
 
 def _follower_identity(request, version):
@@ -99,6 +102,18 @@ async def handle(request, ctx):
             names.append((topic, info.name if info else None))
         else:
             names.append((topic, topic.topic))
+    # The follower must have ClusterAction on the cluster to fetch partition data; consumers READ per topic.
+    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    readable = {
+        name
+        for _, name in names
+        if name is not None
+        and (
+            ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
+            if not is_follower
+            else follower_allowed
+        )
+    }
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     started = time.monotonic()
     while True:
@@ -112,6 +127,9 @@ async def handle(request, ctx):
             for p in topic.partitions:
                 if name is None:
                     parts.append(Answer(p.partition, ErrorCode.unknown_topic_id))
+                    continue
+                if name not in readable:
+                    parts.append(Answer(p.partition, ErrorCode.topic_authorization_failed))
                     continue
                 answer, used = _read(
                     node, name, p, replica_id, replica_epoch, is_follower, budget, min_one=total == 0

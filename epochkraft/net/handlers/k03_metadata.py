@@ -24,6 +24,8 @@ from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 
 INTERNAL_TOPICS = {"__consumer_offsets"}
 
@@ -76,7 +78,10 @@ async def handle(request, ctx):
     cache = node.cache
     version = ctx.api_version
     if request.topics is None or (version == 0 and not request.topics):
-        names = sorted(cache.topic_ids)
+        # every topic the principal may DESCRIBE (KafkaApis.handleTopicMetadataRequest)
+        names = [
+            n for n in sorted(cache.topic_ids) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+        ]
     else:
         names = []
         for t in request.topics:
@@ -92,9 +97,21 @@ async def handle(request, ctx):
         if name is None:
             topics.append(_missing(None, ErrorCode.unknown_topic_id))
         elif cache.topic(name) is not None:
-            topics.append(_topic(node, name, ctx.listener_name, version))
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_topic(node, name, ctx.listener_name, version))
+            else:
+                topics.append(_missing(name, ErrorCode.topic_authorization_failed))
         elif valid_topic_name(name) is not None:
             topics.append(_missing(name, ErrorCode.invalid_topic_exception))
+        elif name == CLUSTER_METADATA_TOPIC:  # never created by a client, auto-creation included
+            topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))
+        elif (
+            node.settings.auto_create_topics_enable
+            and allow_create
+            and not ctx.authorized_cluster(AclOperation.CREATE)
+            and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+        ):
+            topics.append(_missing(name, ErrorCode.topic_authorization_failed))
         elif node.settings.auto_create_topics_enable and allow_create:
             await node.auto_create_topic(name)
             topics.append(

@@ -7,20 +7,67 @@
   INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_PARTITIONS, INVALID_CONFIG,
   INVALID_TOPIC_EXCEPTION as Kafka.
 - Broker listener: forwarded to the controller (clients send it to Metadata's controller id, a broker).
+- On either listener, before anything is created (ControllerApis.createTopics): ``__cluster_metadata`` is
+  never created (INVALID_REQUEST), and with an authorizer a topic needs CREATE on the cluster or on the
+  topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from kio.schema.create_topics.v7 import response as r7
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
 
+from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
+
+
+def _refused(name: str, error: ErrorCode, message: str) -> r7.CreatableTopicResult:
+    return r7.CreatableTopicResult(
+        name=name,
+        topic_id=None,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER, CONTROLLER))
 async def handle(request, ctx):
+    request = convert(request, CreateTopicsRequest)
+    cluster_create = ctx.authorized_cluster(AclOperation.CREATE)
+    refused = []
+    for topic in request.topics:
+        if topic.name == CLUSTER_METADATA_TOPIC:
+            refused.append(
+                _refused(
+                    topic.name,
+                    ErrorCode.invalid_request,
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+                )
+            )
+        elif not cluster_create and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+            refused.append(
+                _refused(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
+            )
+    if refused:
+        names = {r.name for r in refused}
+        request = replace(request, topics=tuple(t for t in request.topics if t.name not in names))
     if ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(convert(request, CreateTopicsRequest))
+        response = await ctx.node.forward_to_controller(request) if request.topics or not refused else None
     else:
-        response = ctx.node.controller.create_topics(ctx.node.now_ms(), convert(request, CreateTopicsRequest))
+        response = ctx.node.controller.create_topics(ctx.node.now_ms(), request)
+    if refused:
+        results = (response.topics if response is not None else ()) + tuple(refused)
+        response = r7.CreateTopicsResponse(
+            throttle_time=response.throttle_time if response is not None else NO_THROTTLE, topics=results
+        )
     return downgrade_response(response, ctx.api_version)

@@ -2,14 +2,50 @@
 
 - By name (v1-5) or by name or topic id (v6); UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for unknown
   topics. The broker listener forwards to the controller.
+- On either listener, before anything is deleted: ``__cluster_metadata`` is never deleted
+  (INVALID_REQUEST, as ControllerApis refuses to create it); with an authorizer a topic needs DELETE
+  (TOPIC_AUTHORIZATION_FAILED, ControllerApis.deleteTopics), and an internal topic (``__consumer_offsets``)
+  a super user.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from kio.schema.delete_topics.v6 import response as r6
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 
+from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
+
+
+def _topic_name(ctx, state: DeleteTopicState) -> str | None:
+    if state.name is not None:
+        return state.name
+    if ctx.listener == BROKER:
+        info = ctx.node.cache.topics.get(state.topic_id)
+    else:
+        info = ctx.node.controller.replication.topics.get(state.topic_id)
+    return info.name if info is not None else None
+
+
+def _refusal(ctx, name: str | None) -> tuple[ErrorCode, str | None] | None:
+    if name is None:
+        return None  # an unknown id: the controller answers UNKNOWN_TOPIC_ID
+    if name == CLUSTER_METADATA_TOPIC:
+        return (
+            ErrorCode.invalid_request,
+            f"Deletion of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        )
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed, None
+    if name in INTERNAL_TOPICS and not ctx.is_super_user:
+        return ErrorCode.topic_authorization_failed, f"Deleting internal topic {name} takes a super user."
+    return None
 
 
 @api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER, CONTROLLER))
@@ -21,8 +57,27 @@ async def handle(request, ctx):
             topics=tuple(DeleteTopicState(name=name, topic_id=None) for name in request.topic_names),
             timeout=request.timeout,
         )
-    if ctx.listener == BROKER:
+    allowed, refused = [], []
+    for state in upgraded.topics:
+        refusal = _refusal(ctx, _topic_name(ctx, state))
+        if refusal is None:
+            allowed.append(state)
+        else:
+            refused.append(
+                r6.DeletableTopicResult(
+                    name=_topic_name(ctx, state),
+                    topic_id=state.topic_id,
+                    error_code=refusal[0],
+                    error_message=refusal[1],
+                )
+            )
+    upgraded = replace(upgraded, topics=tuple(allowed))
+    if not allowed and refused:
+        response = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
+    elif ctx.listener == BROKER:
         response = await ctx.node.forward_to_controller(upgraded)
     else:
         response = ctx.node.controller.delete_topics(ctx.node.now_ms(), upgraded)
+    if refused:
+        response = replace(response, responses=response.responses + tuple(refused))
     return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,1 @@
+"""Listener security as Kafka has it: principals, TLS, SASL and the authorizer."""

@@ -1,0 +1,70 @@
+"""A daemon's security, built once from its settings: the authorizer (or none), the TLS context of its SSL
+listeners and the one its own clients use."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+
+from epochkraft.config import ConfigError
+from epochkraft.security import tls
+from epochkraft.security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer
+from epochkraft.security.principal import parse_super_users
+from epochkraft.security.settings import SecuritySettings
+
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+PLAINTEXT = "PLAINTEXT"
+
+
+def build_authorizer(settings: SecuritySettings) -> StandardAuthorizer | None:
+    name = settings.authorizer_class_name.strip()
+    if not name:
+        return None
+    if name not in (STANDARD_AUTHORIZER, "StandardAuthorizer"):
+        raise ConfigError(f"authorizer.class.name: only {STANDARD_AUTHORIZER} is served, got {name!r}")
+    try:
+        super_users = parse_super_users(settings.super_users)
+    except ValueError as exc:
+        raise ConfigError(f"super.users: {exc}") from exc
+    return StandardAuthorizer(super_users, settings.allow_everyone_if_no_acl_found)
+
+
+def controller_protocol(settings: SecuritySettings, protocols: dict[str, str]) -> str:
+    """The controller listener's security protocol: that of the first of controller.listener.names."""
+    names = [n.strip().upper() for n in settings.controller_listener_names.split(",") if n.strip()]
+    if not names:
+        return PLAINTEXT
+    protocol = protocols.get(names[0])
+    if protocol is None:
+        raise ConfigError(
+            f"controller.listener.names {names[0]} has no security protocol in listener.security.protocol.map"
+        )
+    return protocol
+
+
+@dataclass
+class NodeSecurity:
+    settings: SecuritySettings
+    authorizer: StandardAuthorizer | None
+    _server_ssl: ssl.SSLContext | None = field(default=None, repr=False)
+    _client_ssl: ssl.SSLContext | None = field(default=None, repr=False)
+
+    @staticmethod
+    def build(settings: SecuritySettings) -> NodeSecurity:
+        return NodeSecurity(settings, build_authorizer(settings))
+
+    def server_ssl(self, protocol: str) -> ssl.SSLContext | None:
+        """The TLS context of a listener with ``protocol`` (None: not TLS)."""
+        if protocol not in TLS_PROTOCOLS:
+            return None
+        if self._server_ssl is None:
+            self._server_ssl = tls.server_context(self.settings)
+        return self._server_ssl
+
+    def client_ssl(self, protocol: str) -> ssl.SSLContext | None:
+        """The TLS context this daemon's clients use towards a listener with ``protocol``."""
+        if protocol not in TLS_PROTOCOLS:
+            return None
+        if self._client_ssl is None:
+            self._client_ssl = tls.client_context(self.settings)
+        return self._client_ssl

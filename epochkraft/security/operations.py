@@ -1,0 +1,26 @@
+"""The cluster operation an API needs before its handler runs, per listener (Kafka's ControllerApis
+``authHelper.authorizeClusterOperation`` and the same checks in KafkaApis). A request without it gets its
+error response with CLUSTER_AUTHORIZATION_FAILED. Per-topic and per-group checks are in the handlers."""
+
+from __future__ import annotations
+
+from epochkraft.protocol.api import BROKER, CONTROLLER
+from epochkraft.security.authorizer import AclOperation
+
+CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
+    CONTROLLER: {
+        1: AclOperation.CLUSTER_ACTION,  # Fetch of __cluster_metadata (handleFetch)
+        43: AclOperation.ALTER,  # ElectLeaders
+        45: AclOperation.ALTER,  # AlterPartitionReassignments
+        46: AclOperation.DESCRIBE,  # ListPartitionReassignments
+        56: AclOperation.CLUSTER_ACTION,  # AlterPartition
+        62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
+        63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
+        64: AclOperation.ALTER,  # UnregisterBroker
+    },
+    BROKER: {
+        43: AclOperation.ALTER,  # ElectLeaders
+        45: AclOperation.ALTER,  # AlterPartitionReassignments
+        46: AclOperation.DESCRIBE,  # ListPartitionReassignments
+    },
+}

@@ -1,0 +1,57 @@
+"""Security settings both daemons take, with Kafka's property names; the default is today's: PLAINTEXT
+everywhere and no authorizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochkraft.config import prop
+
+
+@dataclass(frozen=True, slots=True)
+class SecuritySettings:
+    listener_security_protocol_map: str = prop(
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "NAME:PROTOCOL for every listener (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
+    )
+    controller_listener_names: str = prop(
+        "controller.listener.names",
+        "",
+        "The controller's listener name (its security protocol comes from listener.security.protocol.map); "
+        "a broker connects to the controller with the first one's protocol. Empty: PLAINTEXT.",
+    )
+    authorizer_class_name: str = prop(
+        "authorizer.class.name",
+        "",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACL authorization (empty: none).",
+    )
+    super_users: str = prop(
+        "super.users",
+        "",
+        "Principals allowed everything, separated by semicolons (User:CN=broker,O=x;User:admin).",
+    )
+    allow_everyone_if_no_acl_found: bool = prop(
+        "allow.everyone.if.no.acl.found", False, "Allow access to a resource that has no ACL at all."
+    )
+    ssl_keystore_location: str = prop(
+        "ssl.keystore.location", "", "PEM file with this daemon's private key and certificate chain."
+    )
+    ssl_key_password: str = prop(
+        "ssl.key.password", "", "Password of the private key (empty: not encrypted)."
+    )
+    ssl_truststore_location: str = prop(
+        "ssl.truststore.location",
+        "",
+        "PEM file of the CA certificates peers' certificates are checked against.",
+    )
+    ssl_client_auth: str = prop(
+        "ssl.client.auth",
+        "none",
+        "none, requested or required: whether SSL listeners ask clients for a certificate.",
+    )
+    ssl_endpoint_identification_algorithm: str = prop(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        "https: this daemon's clients check the server certificate's host name; empty: they do not.",
+    )

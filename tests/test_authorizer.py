@@ -1,0 +1,117 @@
+"""The StandardAuthorizer's decisions, table by table, as Kafka's StandardAuthorizerTest: super users,
+literal, wildcard and prefixed patterns, DENY over ALLOW, the operations ALLOW implies, and
+allow.everyone.if.no.acl.found; and principals from certificates (DefaultKafkaPrincipalBuilder)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from epochkraft.security.authorizer import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    StandardAuthorizer,
+)
+from epochkraft.security.principal import (
+    ANONYMOUS,
+    KafkaPrincipal,
+    parse_super_users,
+    principal_from_peer_certificate,
+)
+
+ALICE = KafkaPrincipal("User", "alice")
+BOB = KafkaPrincipal("User", "bob")
+TOPIC = ResourceType.TOPIC
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
+
+
+def acl(name, op, permission=ALLOW, principal="User:alice", pattern=LITERAL, host="*", rtype=TOPIC):
+    return AclBinding(rtype, name, pattern, principal, host, op, permission)
+
+
+def authorizer(*acls, allow_everyone=False, super_users=""):
+    result = StandardAuthorizer(parse_super_users(super_users), allow_everyone)
+    for binding in acls:
+        result.add(uuid.uuid4(), binding)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("acls", "principal", "op", "name", "allowed"),
+    [
+        ([acl("foo", AclOperation.READ)], ALICE, AclOperation.READ, "foo", True),
+        ([acl("foo", AclOperation.READ)], BOB, AclOperation.READ, "foo", False),
+        ([acl("foo", AclOperation.READ)], ALICE, AclOperation.WRITE, "foo", False),
+        ([acl("foo", AclOperation.READ)], ALICE, AclOperation.READ, "foobar", False),
+        ([acl("*", AclOperation.READ)], ALICE, AclOperation.READ, "anything", True),
+        ([acl("foo", AclOperation.READ, pattern=PREFIXED)], ALICE, AclOperation.READ, "foobar", True),
+        ([acl("foo", AclOperation.READ, pattern=PREFIXED)], ALICE, AclOperation.READ, "fo", False),
+        ([acl("foo", AclOperation.READ, principal="User:*")], BOB, AclOperation.READ, "foo", True),
+        ([acl("foo", AclOperation.ALL)], ALICE, AclOperation.DELETE, "foo", True),
+        # READ, WRITE, DELETE, ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS (ALLOW only)
+        ([acl("foo", AclOperation.WRITE)], ALICE, AclOperation.DESCRIBE, "foo", True),
+        ([acl("foo", AclOperation.ALTER_CONFIGS)], ALICE, AclOperation.DESCRIBE_CONFIGS, "foo", True),
+        ([acl("foo", AclOperation.CREATE)], ALICE, AclOperation.DESCRIBE, "foo", False),
+        (
+            [acl("foo", AclOperation.ALL), acl("foo", AclOperation.READ, DENY)],
+            ALICE,
+            AclOperation.DESCRIBE,
+            "foo",
+            True,  # a DENY of READ does not deny DESCRIBE
+        ),
+        # DENY wins over ALLOW, whichever pattern carries it
+        (
+            [acl("foo", AclOperation.READ), acl("f", AclOperation.READ, DENY, pattern=PREFIXED)],
+            ALICE,
+            AclOperation.READ,
+            "foo",
+            False,
+        ),
+        ([acl("foo", AclOperation.READ, host="10.0.0.1")], ALICE, AclOperation.READ, "foo", False),
+        ([acl("foo", AclOperation.READ, host="127.0.0.1")], ALICE, AclOperation.READ, "foo", True),
+    ],
+)
+def test_testAuthorizationWithManyAcls(acls, principal, op, name, allowed):
+    assert authorizer(*acls).authorize(principal, "127.0.0.1", op, TOPIC, name) is allowed
+
+
+def test_testAllowEveryoneIfNoAclFound():
+    # no ACL at all on the resource: the setting decides; once it has one, what is not allowed is denied
+    assert authorizer(allow_everyone=True).authorize(BOB, "h", AclOperation.READ, TOPIC, "foo")
+    assert not authorizer().authorize(BOB, "h", AclOperation.READ, TOPIC, "foo")
+    with_acl = authorizer(acl("foo", AclOperation.READ), allow_everyone=True)
+    assert not with_acl.authorize(BOB, "h", AclOperation.READ, TOPIC, "foo")
+    assert with_acl.authorize(BOB, "h", AclOperation.READ, TOPIC, "other")
+
+
+def test_testSuperUserHasAccess():
+    denied = authorizer(
+        acl("foo", AclOperation.ALL, DENY, principal="User:*"), super_users="User:admin;User:CN=b,O=x"
+    )
+    assert denied.authorize(KafkaPrincipal("User", "admin"), "h", AclOperation.READ, TOPIC, "foo")
+    assert denied.authorize(
+        KafkaPrincipal("User", "CN=b,O=x"), "h", AclOperation.CLUSTER_ACTION, TOPIC, "foo"
+    )
+    assert not denied.authorize(ALICE, "h", AclOperation.READ, TOPIC, "foo")
+
+
+def test_acl_filters_match_as_kafka_binding_filters():
+    binding = acl("foo", AclOperation.READ, pattern=PREFIXED)
+    assert AclFilter().matches(binding)
+    assert AclFilter(resource_type=TOPIC, resource_name="foo", pattern_type=PREFIXED).matches(binding)
+    assert not AclFilter(resource_type=TOPIC, resource_name="foo", pattern_type=LITERAL).matches(binding)
+    assert AclFilter(resource_name="foobar", pattern_type=PatternType.MATCH).matches(binding)
+    assert not AclFilter(principal="User:bob").matches(binding)
+
+
+def test_ssl_principal_is_the_certificate_dn_in_rfc2253_order():
+    cert = {"subject": ((("organizationName", "epochkraft"),), (("commonName", "broker-1"),))}
+    assert str(principal_from_peer_certificate(cert)) == "User:CN=broker-1,O=epochkraft"
+    assert principal_from_peer_certificate({}) == ANONYMOUS
+    assert principal_from_peer_certificate(None) == ANONYMOUS
