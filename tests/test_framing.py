@@ -148,3 +148,25 @@ def test_nullable_struct_is_read_with_its_presence_marker(with_cursor):
     assert decode_entity(DescribeTopicPartitionsRequest, data + b"\x00", allow_trailing=True) == request
     with pytest.raises(ProtocolError):
         decode_entity(DescribeTopicPartitionsRequest, data[:-3])
+
+
+@pytest.mark.parametrize("step", [1, 7, 300, 4096, 100_000])
+def test_the_receive_buffer_starts_small_and_grows_for_busy_connections(step):
+    """An idle connection holds a 4 KiB receive buffer; receives that fill it grow it fourfold up to
+    chunk_bytes, and frames up to chunk_bytes are cut from it whole whatever the pieces they arrive in."""
+    frames = [bytes([i % 251]) * size for i, size in enumerate([10, 20_000, 5, 70_000, 200_000, 3, 250_000])]
+    stream = b"".join(frame(f) for f in frames)
+    decoder = FrameDecoder()
+    assert len(decoder.get_buffer()) == 4 * 1024
+    out = []
+    data = memoryview(stream)
+    while data:
+        target = decoder.get_buffer()
+        n = min(len(target), len(data), step)
+        target[:n] = data[:n]
+        data = data[n:]
+        received = decoder.buffer_updated(n)
+        assert all(isinstance(f, bytes) for f in received)  # none took the own-buffer path
+        out += received
+    assert out == frames
+    assert decoder.buffered == 0 and len(decoder._buffer) == 256 * 1024

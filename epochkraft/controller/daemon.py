@@ -219,6 +219,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         log=log,
         reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
         ssl_context=security.server_ssl(listener_protocol(settings)),
+        idle_timeout_ms=settings.connections_max_idle_ms,
     )
     await server.start()
     controller.listener_endpoint = (listen[0], server.port)

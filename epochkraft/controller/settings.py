@@ -50,3 +50,6 @@ class ControllerSettings(SecuritySettings):
         "Cap on one metadata Fetch response.",
         minimum=1024,
     )
+    connections_max_idle_ms: int = prop(
+        "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
+    )

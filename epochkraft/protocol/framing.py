@@ -31,7 +31,10 @@ class FrameDecoder:
 
     Built for ``asyncio.BufferedProtocol``: the transport receives straight into ``get_buffer()`` and
     reports with ``buffer_updated(n)``, so frame bytes are not copied after the kernel writes them. Small
-    frames are cut out of one shared receive buffer (one copy each). A frame larger than that is received
+    frames are cut out of the connection's receive buffer (one copy each), which starts at
+    ``initial_bytes`` and grows fourfold up to ``chunk_bytes`` each time a receive fills it, so an idle
+    connection holds 4 KiB, not 256 (a bytearray is zeroed, so all of it is resident at once). A frame
+    larger than ``chunk_bytes`` is received
     into a private anonymous mapping kept for the connection and handed out as a read-only memoryview,
     valid until the next ``buffer_updated``/``feed`` call (decode it, as kio does, before returning).
     Mapped pages become resident only as bytes arrive, so a hostile size prefix costs no memory, and a
@@ -40,9 +43,15 @@ class FrameDecoder:
 
     KEEP_LARGE_BUFFER_BYTES = 8 * 1024 * 1024  # a connection keeps a mapping up to this size for reuse
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, chunk_bytes: int = 256 * 1024) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        chunk_bytes: int = 256 * 1024,
+        initial_bytes: int = 4 * 1024,
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray(chunk_bytes)
+        self.chunk_bytes = chunk_bytes
+        self._buffer = bytearray(min(initial_bytes, chunk_bytes))
         self._view = memoryview(self._buffer)
         self._start = 0  # first byte not yet handed out
         self._end = 0  # end of the bytes received
@@ -61,9 +70,15 @@ class FrameDecoder:
         if self._large is not None:
             return self._large[self._large_filled :]
         if self._end == len(self._buffer):
-            # Full: move the partial frame at the tail to the front (it is shorter than the buffer).
             pending = self._end - self._start
-            self._view[:pending] = self._view[self._start : self._end]
+            if len(self._buffer) < self.chunk_bytes:
+                # Full: a busy connection (or a frame larger than the buffer) gets a larger buffer.
+                grown = bytearray(min(self.chunk_bytes, 4 * len(self._buffer)))
+                grown[:pending] = self._view[self._start : self._end]
+                self._buffer, self._view = grown, memoryview(grown)
+            else:
+                # Full: move the partial frame at the tail to the front (it is shorter than the buffer).
+                self._view[:pending] = self._view[self._start : self._end]
             self._start, self._end = 0, pending
         return self._view[self._end :]
 
@@ -91,8 +106,8 @@ class FrameDecoder:
                 frames.append(bytes(view[pos + 4 : pos + 4 + size]))
                 pos += 4 + size
                 continue
-            if size + 4 > len(self._buffer):
-                # Too large for the shared buffer: receive the rest of it into a buffer of its own.
+            if size + 4 > self.chunk_bytes:
+                # Too large for the receive buffer: receive the rest of it into a buffer of its own.
                 have = end - pos - 4
                 large = self._large_buffer(size)
                 large[:have] = view[pos + 4 : end]
