@@ -51,7 +51,10 @@ async def _halted_and_moved(cluster, client: MiniClient, topic: str, reason: str
     async def halted():
         return not broker.alive
 
-    assert await wait_for(halted, timeout=60)
+    try:
+        await wait_for(halted, timeout=60)
+    except AssertionError:
+        raise AssertionError(f"broker 1 did not halt; its log ends:\n{broker.log_text()[-4000:]}") from None
     text = broker.log_text()
     assert "log dir offline" in text and reason in text, text[-3000:]
     assert "have failed" in text and "Traceback" not in text
@@ -60,7 +63,11 @@ async def _halted_and_moved(cluster, client: MiniClient, topic: str, reason: str
         state, _ = await client.partition_state(topic)
         return state.leader_id in (2, 3) and state
 
-    assert await wait_for(moved, timeout=60)
+    try:
+        await wait_for(moved, timeout=60)
+    except AssertionError:
+        state, _ = await client.partition_state(topic)
+        raise AssertionError(f"leadership did not move from broker 1: {state}") from None
     error, _, _ = await client.produce_batch(topic, 0, build_batch([(b"key", b"after", (), 0)]))
     assert error == ErrorCode.none
 

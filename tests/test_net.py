@@ -43,6 +43,8 @@ async def raw_exchange(port: int, payload: bytes, read_timeout: float = 2.0) -> 
             chunks.append(data)
     except TimeoutError:
         pass
+    except ConnectionResetError:  # closed with bytes of ours unread: the kernel resets rather than ends it
+        pass
     finally:
         writer.close()
     return b"".join(chunks)
