@@ -67,7 +67,7 @@ def test_named_listeners_register_the_advertised_endpoints_with_bound_ports():
         ({"listeners": "PLAINTEXT:/127.0.0.1:1"}, "NAME://HOST:PORT"),
         ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, "out of range"),
         ({"listeners": "INTERNAL://127.0.0.1:1", "inter": "INTERNAL"}, "no security protocol"),
-        ({"listeners": "SASL_SSL://127.0.0.1:1", "inter": "SASL_SSL"}, "is not served"),
+        ({"listeners": "SASL_SSL://127.0.0.1:1", "inter": "SASL_SSL"}, "must be PLAINTEXT or SSL"),
         ({"listeners": "PLAINTEXT://:1", "advertised": "OTHER://h:1"}, "not in listeners"),
         ({"listeners": "PLAINTEXT://0.0.0.0:1"}, "0.0.0.0"),
         ({"listeners": "PLAINTEXT://127.0.0.1:1", "inter": "INTERNAL"}, "inter.broker.listener.name"),

@@ -58,6 +58,21 @@ SAMPLES = [
     mr.ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=1000),
     mr.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=5, fenced=-1, in_controlled_shutdown=1),
     mr.NoOpRecord(),
+    mr.UserScramCredentialRecord(
+        name="alice", mechanism=2, salt=b"s" * 32, stored_key=b"k" * 64, server_key=b"v" * 64, iterations=4096
+    ),
+    mr.RemoveUserScramCredentialRecord(name="alice", mechanism=2),
+    mr.AccessControlEntryRecord(
+        id=uuid.UUID(int=7),
+        resource_type=2,
+        resource_name="orders-",
+        pattern_type=4,
+        principal="User:alice",
+        host="*",
+        operation=3,
+        permission_type=3,
+    ),
+    mr.RemoveAccessControlEntryRecord(id=uuid.UUID(int=7)),
 ]
 
 

@@ -96,6 +96,8 @@ class BrokerNode:
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
         self.security = NodeSecurity.build(settings)
         self.authorizer = self.security.authorizer
+        if self.authorizer is not None:
+            self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
         self.control = KafkaClient(
             *controller,
@@ -427,6 +429,9 @@ async def serve(
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name]),
+            sasl=node.security.sasl_sessions(
+                listeners.protocols[endpoint.name], node.cache.scram_credentials
+            ),
         )
         await server.start()
         node.servers.append(server)
@@ -535,6 +540,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, tuple[str
     security = NodeSecurity.build(settings)
     for endpoint in listeners.bind:
         security.server_ssl(listeners.protocols[endpoint.name])
+        security.sasl_sessions(listeners.protocols[endpoint.name], {})
     security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
     security.client_ssl(listeners.inter_broker_protocol)
     return settings, listeners, controller

@@ -29,6 +29,7 @@ from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, Descr
 from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
+from epochkraft.controller import security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
@@ -46,6 +47,7 @@ from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -55,10 +57,13 @@ from epochkraft.protocol.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 NO_THROTTLE = datetime.timedelta(0)
@@ -200,11 +205,40 @@ class Controller(AdminOperations):
     def _(self, record: ConfigRecord, offset: int = -1) -> None:
         self.configuration.replay(record)
 
+    @replay.register(UserScramCredentialRecord)
+    @replay.register(RemoveUserScramCredentialRecord)
+    @replay.register(AccessControlEntryRecord)
+    @replay.register(RemoveAccessControlEntryRecord)
+    def _(self, record: Any, offset: int = -1) -> None:
+        self.image.replay(record)
+
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)
     @replay.register(ProducerIdsRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
+
+    # ---- SCRAM credentials and ACLs (security_control decides, replay applies) ----------------------
+    def alter_scram_credentials(self, now_ms: int, request: Any) -> list[Any]:
+        records, results = security_control.alter_scram_credentials(self.image, request)
+        self._commit(records, now_ms)
+        return results
+
+    def add_scram_credentials(self, now_ms: int, records: list[UserScramCredentialRecord]) -> int:
+        """Bootstrap credentials (``--add-scram``): written for users the log does not know yet."""
+        new = [r for r in records if (r.name, r.mechanism) not in self.image.scram_credentials]
+        self._commit(new, now_ms)
+        return len(new)
+
+    def create_acls(self, now_ms: int, request: Any) -> list[Any]:
+        records, results = security_control.create_acls(self.image, request)
+        self._commit(records, now_ms)
+        return results
+
+    def delete_acls(self, now_ms: int, request: Any) -> list[Any]:
+        records, results = security_control.delete_acls(self.image, request)
+        self._commit(records, now_ms)
+        return results
 
     # ---- registration and heartbeats ----------------------------------------------------------------
     def register_broker(self, now_ms: int, request: Any) -> BrokerRegistrationResponse:

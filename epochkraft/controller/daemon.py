@@ -28,13 +28,16 @@ from epochkraft import logs
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.metadata_records import UserScramCredentialRecord
 from epochkraft.protocol.records import iter_batches
 from epochkraft.security.node import NodeSecurity, controller_protocol
+from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 SNAPSHOT_INTERVAL_S = 2.0
@@ -160,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a property, over the config file's (repeatable)",
     )
+    parser.add_argument(
+        "--add-scram",
+        action="append",
+        metavar="MECHANISM=[name=USER,password=PASSWORD]",
+        help="a SCRAM credential written into the metadata log at start-up unless the user already has one "
+        "for that mechanism, as kafka-storage format --add-scram (repeatable)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
     return parser
@@ -179,7 +189,21 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     NodeSecurity.build(settings).server_ssl(listener_protocol(settings))
+    bootstrap_scram(args.add_scram)
     return settings, listen
+
+
+def bootstrap_scram(values: list[str] | None) -> list[UserScramCredentialRecord]:
+    """--add-scram values -> the UserScramCredentialRecords to write (random salts)."""
+    records = []
+    for value in values or []:
+        try:
+            mechanism, user, password, iterations = parse_add_scram(value)
+            made = credential(mechanism, password, iterations=iterations)
+        except ValueError as exc:
+            raise ConfigError(f"--add-scram: {exc}") from exc
+        records.append(scram_record(user, MECHANISMS[mechanism][0], made))
+    return records
 
 
 def listener_protocol(settings: ControllerSettings) -> str:
@@ -209,8 +233,13 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         metadata_log.listeners.append(log_file.append)
     events = _event_log(args)
     security = NodeSecurity.build(settings)
+    if security.authorizer is not None:
+        security.authorizer.acls = controller.image.acls  # the ACLs the metadata log holds
     node = ControllerNode(controller, log, events, security)
     controller.bootstrap(node.now_ms())
+    added = controller.add_scram_credentials(node.now_ms(), bootstrap_scram(args.add_scram))
+    if added:
+        log.info("bootstrap SCRAM credentials written", credentials=added)
     server = KafkaServer(
         CONTROLLER,
         node,

@@ -24,6 +24,7 @@ from epochkraft.controller.state import (
     TopicInfo,
 )
 from epochkraft.protocol.metadata_records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -33,11 +34,16 @@ from epochkraft.protocol.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from epochkraft.security.authorizer import AclBinding, AclOperation, AclPermissionType, PatternType
+from epochkraft.security.authorizer import ResourceType as AclResourceType
 
 TOPIC, BROKER = int(ResourceType.TOPIC), int(ResourceType.BROKER)
 # BrokerRegistrationChangeRecord.fenced values
@@ -64,6 +70,8 @@ class MetadataImage:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}  # (resource type, name) -> dynamic configs
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}  # (user, mechanism)
+        self.acls: dict[uuid.UUID, AclBinding] = {}  # the authorizer reads these
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     def topic(self, name: str) -> TopicInfo | None:
@@ -185,6 +193,30 @@ class MetadataImage:
         elif record.resource_type == BROKER and record.resource_name in ("", str(self.node_id)):
             for topic in self.topics.values():
                 changes.partitions.update((topic.name, i) for i in topic.partitions)
+
+    @replay.register
+    def _(self, record: UserScramCredentialRecord, changes: Changes | None = None) -> None:
+        self.scram_credentials[(record.name, record.mechanism)] = record
+
+    @replay.register
+    def _(self, record: RemoveUserScramCredentialRecord, changes: Changes | None = None) -> None:
+        self.scram_credentials.pop((record.name, record.mechanism), None)
+
+    @replay.register
+    def _(self, record: AccessControlEntryRecord, changes: Changes | None = None) -> None:
+        self.acls[record.id] = AclBinding(
+            AclResourceType(record.resource_type),
+            record.resource_name,
+            PatternType(record.pattern_type),
+            record.principal,
+            record.host,
+            AclOperation(record.operation),
+            AclPermissionType(record.permission_type),
+        )
+
+    @replay.register
+    def _(self, record: RemoveAccessControlEntryRecord, changes: Changes | None = None) -> None:
+        self.acls.pop(record.id, None)
 
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)

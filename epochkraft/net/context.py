@@ -9,6 +9,7 @@ from typing import Any
 from epochkraft.protocol.framing import RequestHeader
 from epochkraft.security.authorizer import AclOperation, ResourceType, StandardAuthorizer
 from epochkraft.security.principal import ANONYMOUS, KafkaPrincipal
+from epochkraft.security.sasl import SaslServerSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,7 @@ class RequestContext:
     listener_name: str = "PLAINTEXT"  # the named listener the request came in on
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
     authorizer: StandardAuthorizer | None = None  # None: every request is allowed (no authorizer.class.name)
+    sasl: SaslServerSession | None = None  # the connection's SASL state on a SASL listener
 
     @staticmethod
     def now_ms() -> int:

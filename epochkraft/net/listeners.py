@@ -4,8 +4,8 @@
 Each listener is ``NAME://HOST:PORT``; an empty HOST binds every interface. A broker registers every
 advertised listener with the controller, and Metadata and FindCoordinator answer with the endpoints of the
 listener the request came in on, so clients inside a network and clients outside it each get addresses
-they can reach. Followers fetch from leaders on the inter-broker listener. The PLAINTEXT and SSL security
-protocols are served; the others are refused at start-up. The checks follow Kafka's KafkaConfig
+they can reach. Followers fetch from leaders on the inter-broker listener. Every security protocol is
+served; the inter-broker listener is PLAINTEXT or SSL (brokers authenticate to each other with TLS). The checks follow Kafka's KafkaConfig
 (``validateValues``) and ListenerInfo (ephemeral ports and wildcard hosts in what is registered).
 """
 
@@ -21,7 +21,8 @@ from epochkraft.config import ConfigError
 DEFAULT_LISTENER_NAME = "PLAINTEXT"
 # Kafka's default listener.security.protocol.map
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
-SERVED_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1}  # security protocol -> Kafka's id (SecurityProtocol.id)
+# security protocol -> Kafka's id (SecurityProtocol.id)
+SERVED_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 KNOWN_PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):(-?\d+)$")
 
@@ -146,5 +147,10 @@ def resolve_listeners(
         raise ConfigError(
             f"inter.broker.listener.name must be a listener name defined in advertised.listeners; "
             f"{inter_broker} is not one of {', '.join(e.name for e in advertised)}"
+        )
+    if protocols.get(inter_broker, "").startswith("SASL"):
+        raise ConfigError(
+            f"inter.broker.listener.name {inter_broker} is {protocols[inter_broker]}: the inter-broker listener "
+            "must be PLAINTEXT or SSL (brokers authenticate to each other with TLS client certificates)"
         )
     return Listeners(bind=bind, advertised=advertised, protocols=protocols, inter_broker=inter_broker)

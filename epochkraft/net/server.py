@@ -17,6 +17,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -40,6 +41,7 @@ from epochkraft.protocol.framing import (
 )
 from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
+from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
@@ -90,9 +92,11 @@ class KafkaServer:
         max_connections_per_ip_overrides: dict[str, int] | None = None,
         reserved_connections: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslServerSession] | None = None,
     ) -> None:
         self.listener = listener
         self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
+        self.sasl = sasl  # a SASL listener: a new session per connection
         self.listener_name = listener_name  # the named listener (listeners property) it serves
         self.node = node
         self.host = host
@@ -182,6 +186,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.ip = "?"
         self.reserved_slot = False  # holds one of the slots kept for inter-broker traffic
         self.principal = ANONYMOUS
+        self.sasl = server.sasl() if server.sasl is not None else None
 
     # ---- asyncio.BufferedProtocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -257,6 +262,13 @@ class _Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.close(f"malformed request header: {exc}")
             return
+        if (
+            self.sasl is not None
+            and not self.sasl.authenticated
+            and header.api_key not in PRE_AUTHENTICATION_APIS
+        ):
+            self.close(f"unexpected request (API key {header.api_key}) during SASL authentication")
+            return
         if self.reserved_slot:
             if not (header.client_id or "").startswith(INTER_BROKER_CLIENT_PREFIXES):
                 self.server.refuse(self, "connection slot reserved for inter-broker traffic")
@@ -292,8 +304,11 @@ class _Connection(asyncio.BufferedProtocol):
             self.peer,
             self.log,
             self.server.listener_name,
-            self.principal,
+            self.sasl.principal
+            if self.sasl is not None and self.sasl.principal is not None
+            else self.principal,
             getattr(self.server.node, "authorizer", None),
+            self.sasl,
         )
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)

@@ -26,6 +26,7 @@ _IDENTITY = {
     "topic": "topic",
     "name": "topic",
     "topic_name": "topic",
+    "user": "topic",  # SCRAM results name the user their request entry named (a name, as a topic's)
     "topic_id": "topic_id",
     "partition": "partition",
     "partition_index": "partition",

@@ -139,6 +139,19 @@ class RemoveTopicRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 11
+    LOWEST_VERSION: ClassVar[int] = 0
+    HIGHEST_VERSION: ClassVar[int] = 0
+    name: str = ""
+    mechanism: int = 0
+    salt: bytes = b""
+    stored_key: bytes = b""
+    server_key: bytes = b""
+    iterations: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord:
     API_KEY: ClassVar[int] = 12
     LOWEST_VERSION: ClassVar[int] = 0
@@ -170,13 +183,45 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 18
+    LOWEST_VERSION: ClassVar[int] = 0
+    HIGHEST_VERSION: ClassVar[int] = 0
+    id: uuid.UUID = ZERO_UUID
+    resource_type: int = 0
+    resource_name: str = ""
+    pattern_type: int = 0
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 19
+    LOWEST_VERSION: ClassVar[int] = 0
+    HIGHEST_VERSION: ClassVar[int] = 0
+    id: uuid.UUID = ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
     LOWEST_VERSION: ClassVar[int] = 0
     HIGHEST_VERSION: ClassVar[int] = 0
 
 
-MetadataRecord = RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord | RemoveTopicRecord | FeatureLevelRecord | ProducerIdsRecord | BrokerRegistrationChangeRecord | NoOpRecord
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 22
+    LOWEST_VERSION: ClassVar[int] = 0
+    HIGHEST_VERSION: ClassVar[int] = 0
+    name: str = ""
+    mechanism: int = 0
+
+
+MetadataRecord = RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord | RemoveTopicRecord | UserScramCredentialRecord | FeatureLevelRecord | ProducerIdsRecord | BrokerRegistrationChangeRecord | AccessControlEntryRecord | RemoveAccessControlEntryRecord | NoOpRecord | RemoveUserScramCredentialRecord
 
 RECORD_TYPES: dict[int, type] = {
     0: RegisterBrokerRecord,
@@ -188,8 +233,12 @@ RECORD_TYPES: dict[int, type] = {
     7: FenceBrokerRecord,
     8: UnfenceBrokerRecord,
     9: RemoveTopicRecord,
+    11: UserScramCredentialRecord,
     12: FeatureLevelRecord,
     15: ProducerIdsRecord,
     17: BrokerRegistrationChangeRecord,
+    18: AccessControlEntryRecord,
+    19: RemoveAccessControlEntryRecord,
     20: NoOpRecord,
+    22: RemoveUserScramCredentialRecord,
 }

@@ -4,16 +4,42 @@ listeners and the one its own clients use."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from epochkraft.config import ConfigError
 from epochkraft.security import tls
 from epochkraft.security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer
 from epochkraft.security.principal import parse_super_users
+from epochkraft.security.sasl import SaslServerSession, parse_mechanisms, plain_users
+from epochkraft.security.scram import ScramCredential
 from epochkraft.security.settings import SecuritySettings
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 PLAINTEXT = "PLAINTEXT"
+
+
+class StoredScram(Protocol):
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def scram_lookup(
+    credentials: Mapping[tuple[str, int], StoredScram],
+) -> Callable[[str, int], ScramCredential | None]:
+    """SCRAM credentials as the metadata image holds them (UserScramCredentialRecords by user and mechanism)."""
+
+    def lookup(user: str, mechanism: int) -> ScramCredential | None:
+        record = credentials.get((user, mechanism))
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+
+    return lookup
 
 
 def build_authorizer(settings: SecuritySettings) -> StandardAuthorizer | None:
@@ -68,3 +94,14 @@ class NodeSecurity:
         if self._client_ssl is None:
             self._client_ssl = tls.client_context(self.settings)
         return self._client_ssl
+
+    def sasl_sessions(
+        self, protocol: str, credentials: Mapping[tuple[str, int], StoredScram]
+    ) -> Callable[[], SaslServerSession] | None:
+        """A new SASL session per connection on a SASL listener (None: not SASL)."""
+        if protocol not in SASL_PROTOCOLS:
+            return None
+        mechanisms = parse_mechanisms(self.settings.sasl_enabled_mechanisms)
+        users = plain_users(self.settings.sasl_jaas_config)
+        lookup = scram_lookup(credentials)
+        return lambda: SaslServerSession(mechanisms, users, lookup)

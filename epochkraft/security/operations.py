@@ -24,3 +24,14 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         46: AclOperation.DESCRIBE,  # ListPartitionReassignments
     },
 }
+# On both listeners: the ACL and SCRAM APIs (AclApis, ControllerApis.handleAlterUserScramCredentials).
+for _listener in (BROKER, CONTROLLER):
+    CLUSTER_OPERATIONS[_listener].update(
+        {
+            29: AclOperation.DESCRIBE,  # DescribeAcls
+            30: AclOperation.ALTER,  # CreateAcls
+            31: AclOperation.ALTER,  # DeleteAcls
+            50: AclOperation.DESCRIBE,  # DescribeUserScramCredentials
+            51: AclOperation.ALTER,  # AlterUserScramCredentials
+        }
+    )

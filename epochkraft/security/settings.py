@@ -55,3 +55,14 @@ class SecuritySettings:
         "https",
         "https: this daemon's clients check the server certificate's host name; empty: they do not.",
     )
+    sasl_enabled_mechanisms: str = prop(
+        "sasl.enabled.mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "Mechanisms SASL_PLAINTEXT and SASL_SSL listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",
+    )
+    sasl_jaas_config: str = prop(
+        "sasl.jaas.config",
+        "",
+        "PLAIN's users, as Kafka's PlainLoginModule entry: user_NAME=\"password\" options (SCRAM users live in "
+        "the metadata log).",
+    )

@@ -1,0 +1,11 @@
+"""What the ACL and SCRAM handlers share: the node's metadata image on either listener."""
+
+from __future__ import annotations
+
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.protocol.api import BROKER
+
+
+def image_of(ctx) -> MetadataImage:
+    """The broker's metadata cache or the controller's image: both are built from the metadata log."""
+    return ctx.node.cache if ctx.listener == BROKER else ctx.node.controller.image
