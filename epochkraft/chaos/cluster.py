@@ -9,12 +9,14 @@ HTTP port is its Kafka port + 100. Port 0 picks free ports (tests).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochkraft.chaos.processes import LocalProcess
+from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 
 STATE_FILE = "cluster.json"
 
@@ -32,6 +34,7 @@ class LocalCluster:
     admin_ports: bool = False
     extra_broker_args: list[str] = field(default_factory=list)
     controller_for: dict[int, str] = field(default_factory=dict)  # broker -> controller address (a proxy)
+    secure: bool = False  # mTLS between daemons, SCRAM over TLS for clients, the authorizer on
     controller: LocalProcess | None = None
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
     _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
@@ -55,6 +58,17 @@ class LocalCluster:
                 self._free_admin[node_id] = sock.getsockname()[1]
         return self._free_admin[node_id]
 
+    @property
+    def security(self) -> LocalSecurity | None:
+        if not self.secure:
+            return None
+        return LocalSecurity.create(self.data_dir / "security", self.brokers)
+
+    def _free_port(self) -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
     def _controller_process(self) -> LocalProcess:
         args = [
             "controller",
@@ -73,6 +87,8 @@ class LocalCluster:
             args += ["--config", str(self.controller_config)]
         if (admin := self._admin(0)) is not None:
             args += ["--admin-port", str(admin)]
+        if (security := self.security) is not None:
+            args += security.controller_args()
         return LocalProcess(
             "controller", args, self.data_dir / "logs" / "controller.log", self.data_dir / "controller"
         )
@@ -80,12 +96,16 @@ class LocalCluster:
     def _broker_process(self, node_id: int) -> LocalProcess:
         assert self.controller is not None
         data = self.data_dir / f"broker-{node_id}"
+        security = self.security
+        if security is None:
+            listen = ["--listen", f"127.0.0.1:{self._port(node_id)}"]
+        else:  # the client listener on the quick-start port, the inter-broker one on any free port
+            listen = security.broker_args(node_id, self._port(node_id) or self._free_port())
         args = [
             "broker",
             "--node-id",
             str(node_id),
-            "--listen",
-            f"127.0.0.1:{self._port(node_id)}",
+            *listen,
             "--controller",
             self.controller_for.get(node_id, f"127.0.0.1:{self.controller.port}"),
             "--data-dir",
@@ -119,7 +139,20 @@ class LocalCluster:
 
     @property
     def bootstrap(self) -> str:
+        """The brokers' ports as their ready lines name them: the inter-broker listener's."""
         return ",".join(f"127.0.0.1:{p.port}" for p in self.nodes.values())
+
+    @property
+    def client_bootstrap(self) -> str:
+        """Where clients connect: the SASL_SSL listener of a secure cluster, else ``bootstrap``."""
+        if not self.secure:
+            return self.bootstrap
+        found = []
+        for proc in self.nodes.values():
+            match = re.search(rf"{CLIENT_LISTENER}://([\w.\-]+):(\d+)", proc.log_text())
+            if match:
+                found.append(f"localhost:{match.group(2)}")
+        return ",".join(found)
 
     @property
     def controller_address(self) -> str:

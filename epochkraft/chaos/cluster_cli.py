@@ -1,7 +1,8 @@
 """``epochkraft cluster up|status|kill|restart``: a local cluster of daemon processes on loopback.
 
 ``up`` starts a controller and brokers, waits until every broker is RUNNING, prints the bootstrap
-servers and stops them all on Ctrl-C or SIGTERM. The other commands act on a running cluster through
+servers and stops them all on Ctrl-C or SIGTERM; ``up --secure`` secures the cluster
+(``epochkraft.security.local_setup``) and prints the client settings. The other commands act on a running cluster through
 its state file (``<data-dir>/cluster.json``), from another shell; ``status --bootstrap/--admin`` asks any
 running cluster (``epochkraft.chaos.remote_status``).
 """
@@ -37,6 +38,7 @@ def _up(args: argparse.Namespace) -> int:
         broker_config=broker_cfg if broker_cfg.exists() else None,
         controller_config=controller_cfg if controller_cfg.exists() else None,
         admin_ports=True,
+        secure=args.secure,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -49,7 +51,14 @@ def _up(args: argparse.Namespace) -> int:
         print(f"epochkraft cluster up: {exc}", file=sys.stderr)
         return 1
     print(f"controller:        {cluster.controller_address}")
-    print(f"bootstrap servers: {cluster.bootstrap}")
+    print(f"bootstrap servers: {cluster.client_bootstrap}")
+    if (security := cluster.security) is not None:
+        settings = security.client_properties(cluster.client_bootstrap)
+        path = security.directory / "client.properties"
+        path.write_text(settings)
+        path.chmod(0o600)
+        print(f"client settings (also in {path}):")
+        print("".join(f"    {line}\n" for line in settings.splitlines()), end="")
     for node_id in cluster.nodes:
         print(f"broker {node_id} admin:    http://127.0.0.1:{cluster.admin_port(node_id)}/metrics")
     print("every broker is RUNNING. Ctrl-C stops the cluster.", flush=True)
@@ -131,6 +140,12 @@ def main(argv: list[str]) -> int:
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     up.add_argument("--metrics-dir", help="where daemons write their events (for `epochkraft analyze`)")
     up.add_argument("--config-dir", help="directory with broker.properties and controller.properties")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS with client certificates between the daemons, SCRAM-SHA-512 over TLS for clients and the "
+        "StandardAuthorizer (a local CA, certificates and the admin's password under DATA_DIR/security)",
+    )
     for name, help_ in (
         ("status", "show every node"),
         ("kill", "signal a node"),
