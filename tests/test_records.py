@@ -198,3 +198,14 @@ def test_record_errors_name_the_record_in_its_batch(name, index):
         validate(data, 0, parse_header(data))
     assert [i for i, _ in refused.value.record_errors] == [index]
     assert str(refused.value).startswith("One or more records have been rejected due to 1 record errors")
+
+
+def test_compressed_batches_and_batches_of_many_records_are_validated_off_the_event_loop():
+    from epochkraft.broker.produce_validation import INLINE_MAX_RECORDS, is_heavy
+
+    def headers(count: int, compression: Compression = Compression.NONE):
+        return list(iter_batches(build_batch([(None, b"v", (), 0)] * count, compression=compression)))
+
+    assert not is_heavy(headers(INLINE_MAX_RECORDS))
+    assert is_heavy(headers(INLINE_MAX_RECORDS + 1))
+    assert is_heavy(headers(1, Compression.ZSTD))

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from epochkraft.protocol.records import HEADER_SIZE, BatchHeader, validate
+from epochkraft.protocol.records import BatchHeader, validate
 
-# An uncompressed batch up to this size is validated on the loop (a few hundred microseconds at most):
-# handing it to a thread would cost more than it saves.
-INLINE_MAX_BYTES = 64 * 1024
+# Uncompressed batches of up to this many records are validated on the loop: parsing costs about 0.2 us a
+# record (so under 1 ms here) and CRC-32C about 0.1 ms a MB, while handing a batch to a thread costs about
+# 0.1 ms of CPU and GIL hand-overs. A record count is known before parsing (and a batch that declares
+# fewer records than it holds is refused once that many are parsed), so it bounds the work.
+INLINE_MAX_RECORDS = 4096
 
 
 def validate_batches(records: bytes, headers: list[tuple[int, BatchHeader]], compacted: bool) -> None:
@@ -31,9 +33,9 @@ def validate_batches(records: bytes, headers: list[tuple[int, BatchHeader]], com
 
 
 def is_heavy(headers: list[tuple[int, BatchHeader]]) -> bool:
-    """A batch worth a thread: compressed (inflating it is unbounded by its size), or large."""
+    """Batches worth a thread: compressed (inflating is not bounded by their size), or many records."""
     return any(h.attributes & 0x07 for _, h in headers) or (
-        sum(h.size - HEADER_SIZE for _, h in headers) > INLINE_MAX_BYTES
+        sum(h.record_count for _, h in headers) > INLINE_MAX_RECORDS
     )
 
 

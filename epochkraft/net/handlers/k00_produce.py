@@ -5,8 +5,8 @@
   batches from clients, compressed payloads decompressed within 16 MiB (INVALID_RECORD, with a message);
   nothing of a refused batch is appended. Errors of single records (one that does not parse, a wrong
   offset delta, no key in a compacted topic) fill record_errors (v8+: each record's index in its batch and
-  message) and error_message with LogValidator.processRecordErrors' summary. Compressed or large batches
-  are validated on worker threads (produce.validation.threads), so the event loop keeps serving. A batch larger than the topic's max.message.bytes, else
+  message) and error_message with LogValidator.processRecordErrors' summary. Compressed batches and those
+  of many records are validated on worker threads (produce.validation.threads), so the event loop keeps serving. A batch larger than the topic's max.message.bytes, else
   message.max.bytes (1048588), gets MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
   -1 (all) once the high watermark passes the batch.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,
