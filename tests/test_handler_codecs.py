@@ -77,7 +77,7 @@ def test_alter_partition_response_of_a_thousand_partitions():
 
 
 # ---- Fetch: our pieces, joined, are kio's bytes at every served version --------------------------------
-def _kio_fetch_response(version, topics):
+def _kio_fetch_response(version, topics, read_committed=False):
     """The reference: the same answers as kio entities (built at v16 and converted, or by name < v13)."""
     cls = response_class(1, version)
     module = importlib.import_module(cls.__module__)
@@ -89,7 +89,8 @@ def _kio_fetch_response(version, topics):
             "high_watermark": a.high_watermark,
             "last_stable_offset": a.high_watermark,
             "log_start_offset": a.log_start_offset,
-            "aborted_transactions": (),
+            # null for read_uncommitted reads; empty when read_committed or refused before a read
+            "aborted_transactions": () if read_committed or a.error in fetch.UNREAD_ERRORS else None,
             "preferred_read_replica": -1,
             "records": b"".join(a.records),  # never null, as Kafka: an error partition has empty records
         }
@@ -127,14 +128,15 @@ answers = st.builds(
 @given(
     version=st.integers(4, served(BROKER)[1].max_version),
     topics=st.lists(st.tuples(st.uuids(), st.text(max_size=20), st.lists(answers, max_size=5)), max_size=3),
+    read_committed=st.booleans(),
 )
-def test_fetch_response_pieces_join_to_kio_bytes(version, topics):
+def test_fetch_response_pieces_join_to_kio_bytes(version, topics, read_committed):
     by_version = [(tid if version >= 13 else name, ps) for tid, name, ps in topics]
     if version < 12:  # no DivergingEpoch field before v12
         by_version = [(t, [a._replace(diverging=None) for a in ps]) for t, ps in by_version]
-    pieces = fetch.encode_response(version, by_version)
+    pieces = fetch.encode_response(version, by_version, read_committed)
     ours = b"".join(pieces)
-    assert ours == encode_entity(_kio_fetch_response(version, by_version))
+    assert ours == encode_entity(_kio_fetch_response(version, by_version, read_committed))
     # Record buffers are handed on as they are, not copied into the encoding.
     records = [c for _, ps in by_version for a in ps if a.records for c in a.records if c]
     assert all(any(piece is c for piece in pieces) for c in records)

@@ -133,6 +133,9 @@ def error_codes(entity) -> list[int]:
 # Responses with nowhere to put an error for a request naming nothing: DescribeLogDirs v1-2 asking for
 # every log dir (Kafka's error response is then empty too; the top-level error code arrived in v3).
 NO_ERROR_FIELD = {(35, 1), (35, 2)}
+# Refused before the handler reaches the node: DeleteTopics v6 naming a topic by both name and id is
+# INVALID_REQUEST (Kafka's ControllerApis.deleteTopics), and the sweep's scenario gives both.
+REFUSED_BEFORE_NODE = {(20, 6)}
 
 
 # Answered without a node: ApiVersions (from the registry); SASL outside a SASL listener
@@ -162,11 +165,17 @@ async def test_a_failing_handler_gets_its_error_response_and_the_connection_stay
                         if (key, version) in NO_ERROR_FIELD:
                             assert not codes and client.connected
                             continue
+                        if (key, version) in REFUSED_BEFORE_NODE:
+                            assert set(codes) == {ErrorCode.invalid_request} and client.connected
+                            continue
                         assert codes, (key, version, response)
                         assert set(codes) == {ErrorCode.unknown_server_error}, (key, version, response)
                         assert client.connected
         failures = [e for e in logs if e["event"].startswith("request failed")]
-        assert len(failures) == len([k for k, _ in every_version(listener) if k not in NO_NODE_NEEDED])
+        refused = sum(1 for case in every_version(listener) if case in REFUSED_BEFORE_NODE)
+        assert (
+            len(failures) == len([k for k, _ in every_version(listener) if k not in NO_NODE_NEEDED]) - refused
+        )
         assert all(e["api"] and e["api_version"] is not None for e in failures)
     finally:
         await server.stop()

@@ -5,6 +5,10 @@ order (the topic's own dynamic value, then for each broker synonym this broker's
 cluster-wide dynamic default, this broker's static setting, the default), and its source is that
 synonym's. A broker resource named by this broker's id lists every broker setting (read-only unless it
 may be set dynamically); the empty name lists the cluster-wide dynamic defaults.
+
+The synonyms listed (include_synonyms) are those that hold a value, as Kafka lists them: a broker property
+Kafka defines without a default (log.retention.ms, log.roll.ms...) appears only when set, and so do the
+other-unit ones after it (log.retention.hours), and a topic config without broker synonyms has none.
 """
 
 from __future__ import annotations
@@ -62,6 +66,20 @@ def _setting_type(hint: object, default: object) -> ConfigType:
     return ConfigType.LONG
 
 
+# Broker properties Kafka defines with a null default: listed as synonyms only when set.
+NO_KAFKA_DEFAULT = frozenset(
+    {
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+        "log.flush.interval.ms",
+    }
+)
+# Kafka's defaults of the other-unit synonyms, in their own unit (ServerLogConfigs).
+UNIT_DEFAULTS = {"log.retention.hours": "168", "log.roll.hours": "168", "log.roll.jitter.hours": "0"}
+
+
 class ConfigDescriber:
     def __init__(self, node_id: int, settings: BrokerSettings, cache: MetadataCache) -> None:
         self.node_id = node_id
@@ -113,6 +131,49 @@ class ConfigDescriber:
             found.append(Synonym(definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
         return found
 
+    def shown_synonyms(self, topic: str, definition: ConfigDef) -> list[Synonym]:
+        """The synonyms a topic config lists, as Kafka's ConfigHelper.configSynonyms: those with a value,
+        by source (dynamic broker, dynamic default, static, default) and within one source by precedence,
+        then dropped up to the first one named as the primary broker synonym."""
+        shown = []
+        own = self.cache.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
+        if own is not None:
+            shown.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        names = definition.synonyms
+        if not names:
+            return shown
+        dynamic = self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id))
+        cluster = self.cache.dynamic_config(ResourceType.BROKER, "")
+
+        def static(name: str) -> str | None:
+            setting = self.static.get(name)
+            return setting.value if setting is not None and setting.explicitly_set else None
+
+        def default(name: str) -> str | None:
+            if name in NO_KAFKA_DEFAULT:
+                return None
+            if name in UNIT_DEFAULTS:
+                return UNIT_DEFAULTS[name]
+            setting = self.static.get(name)
+            if setting is not None and setting.default is not None:
+                return setting.default
+            return definition.default if name == names[0] else None
+
+        found = [
+            Synonym(name, value, source)
+            for source, lookup in (
+                (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic.get),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, cluster.get),
+                (ConfigSource.STATIC_BROKER_CONFIG, static),
+                (ConfigSource.DEFAULT_CONFIG, default),
+            )
+            for name in names
+            if (value := lookup(name)) is not None
+        ]
+        while found and found[0].name != names[0]:
+            found.pop(0)
+        return shown + found
+
     # ---- resources -------------------------------------------------------------------------------------
     def describe(
         self, resource_type: int, name: str, keys: tuple[str, ...] | None, synonyms: bool, documentation: bool
@@ -127,7 +188,7 @@ class ConfigDescriber:
             )
 
         def wanted(key: str) -> bool:
-            return keys is None or key in keys
+            return not keys or key in keys  # null or empty: every config (Kafka's ConfigHelper)
 
         entries = []
         if resource_type == ResourceType.TOPIC:
@@ -147,6 +208,7 @@ class ConfigDescriber:
                             definition.doc,
                             synonyms,
                             documentation,
+                            shown=self.shown_synonyms(name, definition),
                         )
                     )
         elif resource_type == ResourceType.BROKER and name == "":
@@ -187,7 +249,10 @@ class ConfigDescriber:
         doc: str,
         synonyms: bool,
         documentation: bool,
+        shown: list[Synonym] | None = None,
     ) -> dc.DescribeConfigsResourceResult:
+        """``found``: every value in precedence order (the first is the config's); ``shown``: the synonyms
+        listed, where they differ from ``found``."""
         first = found[0] if found else Synonym(name, None, ConfigSource.DEFAULT_CONFIG)
         return dc.DescribeConfigsResourceResult(
             name=name,
@@ -196,7 +261,8 @@ class ConfigDescriber:
             config_source=int(first.source),
             is_sensitive=False,
             synonyms=tuple(
-                dc.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in found
+                dc.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                for s in (found if shown is None else shown)
             )
             if synonyms
             else (),

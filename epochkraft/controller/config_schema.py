@@ -157,7 +157,7 @@ BOOL, STR, INT, LONG, DOUBLE, LIST = (
 MIN_INSYNC = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 
-# LogConfig's topic configs (Kafka 3.9), with the broker properties that give their defaults.
+# LogConfig's topic configs (Kafka 4.3: message.downconversion.enable is gone, KIP-724), with the broker properties that give their defaults.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
@@ -176,6 +176,30 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "Final compression type for the topic's data.",
             one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
             "compression.type",
+        ),
+        _def(
+            "compression.gzip.level",
+            INT,
+            "-1",
+            "Level of gzip compression when compression.type is gzip (KIP-390).",
+            lambda v: None if v == -1 or 1 <= v <= 9 else "must be -1 or between 1 and 9",
+            "compression.gzip.level",
+        ),
+        _def(
+            "compression.lz4.level",
+            INT,
+            "9",
+            "Level of lz4 compression when compression.type is lz4 (KIP-390).",
+            between(1, 17),
+            "compression.lz4.level",
+        ),
+        _def(
+            "compression.zstd.level",
+            INT,
+            "3",
+            "Level of zstd compression when compression.type is zstd (KIP-390).",
+            between(-131072, 22),
+            "compression.zstd.level",
         ),
         _def(
             "delete.retention.ms",
@@ -264,17 +288,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "message.max.bytes",
         ),
         _def(
-            "message.downconversion.enable",
-            BOOL,
-            "true",
-            "Down-convert for old consumers.",
-            None,
-            "log.message.downconversion.enable",
-        ),
-        _def(
             "message.timestamp.after.max.ms",
             LONG,
-            str(LONG_MAX),
+            "3600000",  # Kafka 4.0 (KIP-1030)
             "Largest allowed timestamp ahead of the broker's clock.",
             at_least(0),
             "log.message.timestamp.after.max.ms",
@@ -315,6 +331,20 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             MIN_INSYNC, INT, "1", "Replicas that must acknowledge an acks=all write.", at_least(1), MIN_INSYNC
         ),
         _def("preallocate", BOOL, "false", "Preallocate the file of a new segment.", None, "log.preallocate"),
+        _def(
+            "remote.log.copy.disable",
+            BOOL,
+            "false",
+            "Stop copying segments to tiered storage (KIP-950).",
+            None,
+        ),
+        _def(
+            "remote.log.delete.on.disable",
+            BOOL,
+            "false",
+            "Delete tiered data when tiered storage is disabled (KIP-950).",
+            None,
+        ),
         _def("remote.storage.enable", BOOL, "false", "Tiered storage for the topic.", None),
         _def(
             "retention.bytes",

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import read_uvarint, skip_tagged_fields, write_uvarint
 
 
@@ -38,10 +38,20 @@ _PARTITION_V4 = struct.Struct(">ihqq")
 _DIVERGING = struct.Struct(">bbbiqb")  # one tagged field: tag 0, 13 bytes: epoch, end offset, no tags
 
 
-def encode_response(version: int, topics: list[tuple[Any, list[Answer]]]) -> list[bytes | memoryview]:
+# Errors Kafka answers before reading a log: aborted transactions keep their default (empty, not null).
+UNREAD_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+
+
+def encode_response(
+    version: int, topics: list[tuple[Any, list[Answer]]], read_committed: bool = False
+) -> list[bytes | memoryview]:
     """The response body as pieces: encoded fields, and each partition's record buffers as the log read
     them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
-    else name; answers). Tests compare the joined bytes with kio's at every version."""
+    else name; answers). Tests compare the joined bytes with kio's at every version. Aborted
+    transactions are null unless the fetch is read_committed (then empty: there are no transactions), as
+    Kafka's KafkaApis.handleFetchRequest sets them from the log read's ``abortedTransactions`` option;
+    a partition refused before any read (unknown topic, id or partition) has the schema's default, an
+    empty array (FetchResponse.partitionResponse)."""
     flexible = version >= 12
     pieces: list[bytes | memoryview] = []
     out = bytearray()
@@ -72,7 +82,7 @@ def encode_response(version: int, topics: list[tuple[Any, list[Answer]]]) -> lis
                 )
             else:
                 out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, a.high_watermark)
-            length(0)  # aborted transactions: none (no transactions)
+            length(0 if read_committed or a.error in UNREAD_ERRORS else -1)
             if version >= 11:
                 out += _I32.pack(-1)  # preferred read replica
             # Records are never null: librdkafka rejects a -1 MessageSetSize as a parse failure.

@@ -18,6 +18,8 @@
 - With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED; internal
   topics (``__consumer_offsets``) take no client's records: INVALID_TOPIC_EXCEPTION (Kafka's
   KafkaApis.handleProduceRequest, then ReplicaManager.appendToLocalLog).
+- acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
+  ReplicaManager.appendRecords, isValidRequiredAcks).
 """
 
 from __future__ import annotations
@@ -65,7 +67,11 @@ async def handle(request, ctx):
             refused[name] = (ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
     # (error, base offset, log start offset, message, record errors) per partition, in request order
     results: list[list[Answer]] = []
-    if request.transactional_id is not None:
+    if request.acks not in (-1, 0, 1):
+        results = [
+            _answers(t.partition_data, ErrorCode.invalid_required_acks, None) for t in request.topic_data
+        ]
+    elif request.transactional_id is not None:
         error = ErrorCode.transactional_id_authorization_failed
         results = [
             _answers(t.partition_data, error, "transactions are not supported") for t in request.topic_data

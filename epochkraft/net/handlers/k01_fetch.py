@@ -147,7 +147,11 @@ async def handle(request, ctx):
             break
         await _wait_any(waits, remaining)
     node.observe_fetch(is_follower, time.monotonic() - started)
-    return encode_response(version, [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers])
+    return encode_response(
+        version,
+        [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
+        read_committed=getattr(request, "isolation_level", 0) == 1,
+    )
 
 
 async def _wait_any(events, timeout):

@@ -13,6 +13,10 @@
   auto-creating producer fails at once instead of timing out.
   A leader without the request's listener: no leader, LISTENER_NOT_FOUND from v6 on and LEADER_NOT_AVAILABLE
   before (KafkaApis.handleTopicMetadataRequest, errorUnavailableListeners).
+- Topic ids in the request: before v12 a topic id (or a null name) makes the whole request INVALID_REQUEST
+  (Kafka's error response: each topic with the error, no brokers); from v12 on, when any topic id is
+  given, topics are looked up by id alone and an unknown id is UNKNOWN_TOPIC_ID with a null name, never
+  created (KafkaApis.handleTopicMetadataRequest, useTopicId).
 """
 
 from __future__ import annotations
@@ -61,11 +65,11 @@ def _topic(node, name: str, listener_name: str, version: int) -> r12.MetadataRes
     )
 
 
-def _missing(name: str | None, error: ErrorCode) -> r12.MetadataResponseTopic:
+def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataResponseTopic:
     return r12.MetadataResponseTopic(
         error_code=error,
         name=name,
-        topic_id=None,
+        topic_id=topic_id,
         is_internal=False,
         partitions=(),
         topic_authorized_operations=-2147483648,
@@ -77,11 +81,36 @@ async def handle(request, ctx):
     node = ctx.node
     cache = node.cache
     version = ctx.api_version
+    ids = [t.topic_id for t in request.topics or () if getattr(t, "topic_id", None) is not None]
+    if version < 12 and request.topics and (ids or any(t.name is None for t in request.topics)):
+        return downgrade_response(
+            r12.MetadataResponse(
+                throttle_time=NO_THROTTLE,
+                brokers=(),
+                cluster_id=None,
+                controller_id=-1,
+                topics=tuple(
+                    _missing(t.name, ErrorCode.invalid_request, getattr(t, "topic_id", None))
+                    for t in request.topics
+                ),
+            ),
+            version,
+        )
+    unknown_ids = []
     if request.topics is None or (version == 0 and not request.topics):
         # every topic the principal may DESCRIBE (KafkaApis.handleTopicMetadataRequest)
         names = [
             n for n in sorted(cache.topic_ids) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
         ]
+    elif ids:  # by id alone, as Kafka when any id is given
+        names = []
+        for topic_id in dict.fromkeys(ids):
+            info = cache.topics.get(topic_id)
+            if info is None:
+                unknown_ids.append(topic_id)
+            else:
+                names.append(info.name)
+        names = list(dict.fromkeys(names))
     else:
         names = []
         for t in request.topics:
@@ -92,7 +121,7 @@ async def handle(request, ctx):
             names.append(name)
         names = list(dict.fromkeys(names))  # each topic answered once, as Kafka's set of names
     allow_create = getattr(request, "allow_auto_topic_creation", True)
-    topics = []
+    topics = [_missing(None, ErrorCode.unknown_topic_id, topic_id) for topic_id in unknown_ids]
     for name in names:
         if name is None:
             topics.append(_missing(None, ErrorCode.unknown_topic_id))

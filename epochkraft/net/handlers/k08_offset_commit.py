@@ -7,6 +7,8 @@
 - v6+ carry the committed leader epoch; v2-4 a retention time (ignored, as Kafka 2.1+ does); v9 is v8 for
   classic groups (KIP-848's member epoch is the generation here); v10 names topics by id (UNKNOWN_TOPIC_ID
   for an id the broker does not know).
+- A partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION and is not committed; the others
+  are (KafkaApis.handleOffsetCommitRequest checks each against its metadata cache).
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ async def handle(request, ctx):
     for topic in request.topics:
         info = cache.topics.get(topic.topic_id) if by_id else None
         names.append(info.name if info else None if by_id else topic.name)
+
+    def known(name: str | None, partition: int) -> bool:
+        info = cache.topic(name) if name is not None else None
+        return info is not None and partition in info.partitions
+
     entries = [
         OffsetCommitEntry(
             name,
@@ -41,11 +48,11 @@ async def handle(request, ctx):
             p.committed_metadata,
         )
         for topic, name in zip(request.topics, names, strict=True)
-        if name is not None
         for p in topic.partitions
+        if known(name, p.partition_index)
     ]
     error = groups.coordinator_error(request.group_id)
-    if error == ErrorCode.none:
+    if error == ErrorCode.none and entries:
         error = await groups.commit(
             group_id=request.group_id,
             generation_id=request.generation_id_or_member_epoch,
@@ -61,7 +68,11 @@ async def handle(request, ctx):
                 partitions=tuple(
                     schema.OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=error if name is not None else ErrorCode.unknown_topic_id,
+                        error_code=ErrorCode.unknown_topic_id
+                        if name is None
+                        else error
+                        if known(name, p.partition_index)
+                        else ErrorCode.unknown_topic_or_partition,
                     )
                     for p in topic.partitions
                 ),

@@ -6,6 +6,8 @@
   (INVALID_REQUEST, as ControllerApis refuses to create it); with an authorizer a topic needs DELETE
   (TOPIC_AUTHORIZATION_FAILED, ControllerApis.deleteTopics), and an internal topic (``__consumer_offsets``)
   a super user.
+- v6: an entry with both a name and a topic id, or with neither, is INVALID_REQUEST and the others are
+  deleted (Kafka's ControllerApis.deleteTopics).
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def _topic_name(ctx, state: DeleteTopicState) -> str | None:
     return info.name if info is not None else None
 
 
-def _refusal(ctx, name: str | None) -> tuple[ErrorCode, str | None] | None:
+def _refusal(ctx, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | None:
+    if state.name is not None and state.topic_id is not None:
+        return ErrorCode.invalid_request, "You may not specify both topic name and topic id."
+    if state.name is None and state.topic_id is None:
+        return ErrorCode.invalid_request, "Neither topic name nor id were specified."
+    name = _topic_name(ctx, state)
     if name is None:
         return None  # an unknown id: the controller answers UNKNOWN_TOPIC_ID
     if name == CLUSTER_METADATA_TOPIC:
@@ -59,7 +66,7 @@ async def handle(request, ctx):
         )
     allowed, refused = [], []
     for state in upgraded.topics:
-        refusal = _refusal(ctx, _topic_name(ctx, state))
+        refusal = _refusal(ctx, state)
         if refusal is None:
             allowed.append(state)
         else:
