@@ -90,3 +90,17 @@ def kafka_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     peer.start(timeout=240)
     yield peer
     peer.stop(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def epochkraft_peer_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Our side of the comparisons with Kafka: a controller and three brokers (ids 1-3, as the Kafka
+    peer's), started once per session and shared by the differential, tool and Java client tests."""
+    root = tmp_path_factory.mktemp("epochkraft-peer")
+    broker_cfg, controller_cfg = write_fast_configs(root / "config")
+    cluster = LocalCluster(
+        data_dir=root / "data", brokers=3, broker_config=broker_cfg, controller_config=controller_cfg
+    )
+    cluster.start()
+    yield cluster
+    cluster.kill_all()

@@ -1,0 +1,302 @@
+"""Differential conformance: the same kio-built requests sent to Apache Kafka and to epochkraft, the answers
+compared field by field.
+
+A ``Side`` is one cluster answering (its brokers found from Metadata); each request goes to the node a
+client would send it to (the partition's leader, the group's coordinator). ``differences`` walks two
+decoded responses of the same class and names every field whose values differ, except the fields that
+must differ between two clusters (``MASKED``: ids, hosts, ports, throttle times, cluster ids, generated
+member and producer ids, error message texts). ``KNOWN_DIFFERENCES`` lists what differs on purpose, each
+with its reason; the README's "Compared with Kafka" section carries the same table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.find_coordinator.v4 import request as fc
+from kio.schema.metadata.v12 import request as md
+
+from epochkraft.net.client import KafkaClient
+
+# Fields whose values belong to one cluster, not to the protocol: compared neither in value nor presence.
+MASKED = frozenset(
+    {
+        "throttle_time",
+        "cluster_id",
+        "controller_id",
+        "node_id",
+        "host",
+        "port",
+        "leader_id",
+        "topic_id",
+        "member_id",
+        "leader",  # JoinGroup: the generated member id of the group's leader
+        "producer_id",
+        "error_message",  # the text is each broker's own; the error code is the contract
+        "coordinator_key",
+        "replica_nodes",
+        "isr_nodes",
+        "offline_replicas",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "rack",
+        "incarnation_id",
+        "broker_epoch",
+        "log_dir",  # DescribeLogDirs: paths
+        "path",
+        "size",  # bytes on disk: each log's own index and segment overheads
+        "usable_bytes",
+        "total_bytes",
+        "finalized_features_epoch",
+        "supported_features",
+        "finalized_features",
+        "zk_migration_ready",
+        "topic_authorized_operations",
+        "cluster_authorized_operations",
+        "authorized_operations",
+        "log_append_time",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    ours: object
+    theirs: object
+
+    def __str__(self) -> str:
+        return f"{self.path}: ours {self.ours!r}, Kafka {self.theirs!r}"
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    if isinstance(value, bytes | memoryview):
+        return bytes(value)
+    return value
+
+
+KEYS = ("name", "api_key", "group_id", "partition_index", "index", "topic", "config_name")
+
+
+def _key(item: object) -> str | None:
+    for name in KEYS:
+        if dataclasses.is_dataclass(item) and hasattr(item, name):
+            return str(getattr(item, name))
+    return None
+
+
+def _sort_key(item: object) -> str:
+    """Arrays whose order means nothing (configs, groups, api keys) compare sorted by their name or key."""
+    key = _key(item)
+    return repr(item) if key is None else f"{key:>40}"
+
+
+def differences(ours: object, theirs: object, path: str = "", masked: Iterable[str] = ()) -> list[Difference]:
+    """Every field of two decoded kio entities that differs, by its path (``topics[0].error_code``)."""
+    skip = MASKED | frozenset(masked)
+    found: list[Difference] = []
+    if dataclasses.is_dataclass(ours) and dataclasses.is_dataclass(theirs):
+        for f in dataclasses.fields(ours):  # type: ignore[arg-type]
+            if f.name in skip:
+                continue
+            sub = f"{path}.{f.name}" if path else f.name
+            found += differences(getattr(ours, f.name), getattr(theirs, f.name), sub, skip)
+        return found
+    if isinstance(ours, tuple) and isinstance(theirs, tuple):
+        if len(ours) != len(theirs):
+            mine, kafkas = {_key(i) for i in ours}, {_key(i) for i in theirs}
+            if None in mine or None in kafkas:
+                return [Difference(f"{path}[len]", len(ours), len(theirs))]
+            # Entries with a name: which ones only one side has.
+            return [Difference(f"{path}[{k}]", k in mine, k in kafkas) for k in sorted(mine ^ kafkas)]
+        if ours and dataclasses.is_dataclass(ours[0]):
+            ours, theirs = sorted(ours, key=_sort_key), sorted(theirs, key=_sort_key)
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            key = _key(a)
+            label = i if key is None or key != _key(b) else key  # by name where the entries have one
+            found += differences(a, b, f"{path}[{label}]", skip)
+        return found
+    if _plain(ours) != _plain(theirs):
+        found.append(Difference(path, _plain(ours), _plain(theirs)))
+    return found
+
+
+# ---- the differences kept on purpose --------------------------------------------------------------------
+@dataclass(frozen=True)
+class KnownDifference:
+    """A difference that stays: which API and versions, which case (None: any), which field paths (a
+    regular expression matched against the whole path), and why."""
+
+    api_key: int
+    versions: tuple[int, int]
+    case: str | None
+    path: str
+    reason: str
+
+    def covers(self, api_key: int, version: int, case: str, difference: Difference) -> bool:
+        return (
+            api_key == self.api_key
+            and self.versions[0] <= version <= self.versions[1]
+            and (self.case is None or self.case == case)
+            and re.fullmatch(self.path, difference.path) is not None
+        )
+
+
+ANY = (0, 99)
+KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
+    KnownDifference(
+        1,
+        ANY,
+        "out-of-range",
+        r"responses\[.*\]\.partitions\[.*\]\.(high_watermark|last_stable_offset|log_start_offset)",
+        "An OFFSET_OUT_OF_RANGE partition carries the leader's high watermark and log start offset (Kafka: "
+        "-1): our replica fetcher and clients restart at the log start offset without a ListOffsets round "
+        "trip; Kafka's clients ignore these fields on an error.",
+    ),
+    KnownDifference(
+        3,
+        (0, 3),
+        "unknown-topic",
+        r"topics\[.*\]\.(error_code|partitions\[.*\])",
+        "Auto-creation (Metadata v0-3 always asks for it): the topic is created before the answer, which "
+        "lists it; Kafka's KRaft broker forwards the creation and answers UNKNOWN_TOPIC_OR_PARTITION "
+        "meanwhile (DefaultAutoTopicCreationManager). Clients retry either answer the same way.",
+    ),
+    KnownDifference(
+        19,
+        (5, 99),
+        "unknown-topic",
+        r"topics\[.*\]\.configs\[.*\]",
+        "CreateTopics v5+ (KIP-525): the new topic's configs are not returned (an empty array); Kafka lists "
+        "them. Admin clients read them only through CreateTopicsResult.config(), which then has none.",
+    ),
+    KnownDifference(
+        32,
+        ANY,
+        None,
+        r"results\[.*\]\.configs\[.*\]\.documentation",
+        "Each config's documentation (v3+, when asked) is a one-line text of our own, not Kafka's prose.",
+    ),
+    KnownDifference(
+        32,
+        ANY,
+        None,
+        r"results\[.*\]\.configs\[min\.insync\.replicas\]\.config_source",
+        "Kafka 4.x with eligible leader replicas (KIP-966) writes a cluster-wide dynamic "
+        "min.insync.replicas at bootstrap, so a topic's value comes from DYNAMIC_DEFAULT_BROKER_CONFIG; "
+        "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
+    ),
+)
+
+
+def unexplained(
+    api_key: int, version: int, case: str, found: list[Difference], known: Iterable[KnownDifference] = ()
+) -> list[Difference]:
+    table = tuple(known) or KNOWN_DIFFERENCES
+    return [d for d in found if not any(k.covers(api_key, version, case, d) for k in table)]
+
+
+# ---- one cluster answering ----------------------------------------------------------------------------
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 42, 47})
+LIST_GROUPS = 16
+# Answers a client retries while a cluster warms up (coordinators loading, a producer id block on its
+# way): the comparison waits them out on each side rather than compare timing.
+RETRIABLE = frozenset({14, 15, 16, 5})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, LNA
+
+
+def error_codes(entity: object) -> list[int]:
+    """Every error code in a decoded response."""
+    found: list[int] = []
+    if not dataclasses.is_dataclass(entity):
+        return found
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.metadata.get("kafka_type") == "error_code":
+            found.append(int(value))
+        for item in value if isinstance(value, tuple) else (value,):
+            found += error_codes(item)
+    return found
+
+
+class Side:
+    """One cluster (Kafka's or ours): connections to its brokers by node id, and where a request goes."""
+
+    def __init__(self, name: str, bootstrap: str) -> None:
+        self.name = name
+        host, _, port = bootstrap.split(",")[0].rpartition(":")
+        self.bootstrap = (host, int(port))
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self._clients: dict[tuple[str, int], KafkaClient] = {}
+
+    def client(self, address: tuple[str, int]) -> KafkaClient:
+        if address not in self._clients:
+            self._clients[address] = KafkaClient(*address, request_timeout_ms=20_000)
+        return self._clients[address]
+
+    async def metadata(self, *topics: str) -> Any:
+        response = await self.client(self.bootstrap).send(
+            md.MetadataRequest(
+                topics=tuple(md.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        return response
+
+    async def leader(self, topic: str, partition: int = 0) -> int:
+        response = await self.metadata(topic)
+        for p in response.topics[0].partitions:
+            if p.partition_index == partition:
+                return p.leader_id
+        return min(self.brokers)
+
+    async def coordinator(self, group: str) -> int:
+        for _ in range(100):
+            response = await self.client(self.bootstrap).send(
+                fc.FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+            )
+            if response.coordinators[0].node_id >= 0:
+                break
+            await asyncio.sleep(0.2)
+        return response.coordinators[0].node_id
+
+    async def exchange(self, api_key: int, request: Any, topic: str | None, group: str) -> Any:
+        """The answer of the node a client would ask (the group's coordinator, the partition's leader, or
+        any broker), retried while it is one a client retries; ListGroups from every broker, merged."""
+        if not self.brokers:
+            await self.metadata()
+        if api_key == LIST_GROUPS:
+            answers = [await self.send_to(node, request) for node in sorted(self.brokers)]
+            groups = tuple(g for answer in answers for g in answer.groups)
+            return dataclasses.replace(answers[0], groups=groups)
+        for _ in range(50):
+            if api_key in GROUP_APIS:
+                node = await self.coordinator(group)
+            elif topic is not None:
+                node = await self.leader(topic)
+            else:
+                node = min(self.brokers)
+            response = await self.send_to(node, request)
+            if not RETRIABLE & set(error_codes(response)):
+                break
+            await asyncio.sleep(0.2)
+        return response
+
+    async def send_to(self, node_id: int, request: Any) -> Any:
+        if not self.brokers:
+            await self.metadata()
+        return await self.client(self.brokers[node_id]).send(request)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()

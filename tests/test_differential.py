@@ -1,0 +1,340 @@
+"""Differential conformance against Apache Kafka: every API and version the broker listener serves (and
+Kafka serves too), each with its error paths, sent as the same kio-built bytes to a real Kafka cluster and
+to epochkraft; the answers must match field by field, except the masked fields and the differences listed
+in ``KNOWN_DIFFERENCES`` (each with its reason, as the README's "Compared with Kafka" table)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.alter_configs.v2 import request as ac
+from kio.schema.create_partitions.v3 import request as cp
+from kio.schema.create_topics.v7 import request as ct
+from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.produce.v9 import request as pr
+
+from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.peers.differential import Difference, Side, differences, unexplained
+from epochkraft.peers.kafka import KafkaPeer
+from epochkraft.protocol.api import BROKER, served
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import API_VERSIONS_KEY
+from epochkraft.protocol.records import build_batch
+from tests.support.kio_requests import Scenario, request_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
+
+TOPIC = "diff"
+UNKNOWN_TOPIC = "diff-no-such-topic"
+DELETE_TOPICS_KEY = 20
+# A timestamp of today: records years old would be deleted by retention.ms (7 days) within the run.
+RECORDS = build_batch([(b"k", b"differential", (), int(time.time() * 1000))])
+
+
+@dataclasses.dataclass
+class Pair:
+    """Kafka and epochkraft, each with the swept topic created the same way, and Kafka's API versions."""
+
+    kafka: Side
+    ours: Side
+    kafka_versions: dict[int, tuple[int, int]]
+    topic_ids: dict[str, uuid.UUID]  # side name -> the swept topic's id there
+    loop: asyncio.AbstractEventLoop  # the connections' loop, shared by the module's tests
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+
+async def _prepare(side: Side) -> uuid.UUID:
+    client = MiniClient(f"{side.bootstrap[0]}:{side.bootstrap[1]}")
+    try:
+        error = await client.create_topic(TOPIC, -1, -1, assignment=[[1, 2, 3]])
+        assert error in (ErrorCode.none, ErrorCode.topic_already_exists), (side.name, error)
+        for _ in range(100):  # every broker knows the topic and its leader
+            metadata = await side.metadata(TOPIC)
+            partitions = metadata.topics[0].partitions
+            if partitions and partitions[0].leader_id == 1 and len(partitions[0].isr_nodes) == 3:
+                break
+            await asyncio.sleep(0.1)
+        error, _offset, _ = await client.produce_batch(TOPIC, 0, RECORDS)
+        assert error == ErrorCode.none, (side.name, error)
+        return metadata.topics[0].topic_id
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="module")
+def pair(kafka_peer: KafkaPeer, epochkraft_peer_cluster: LocalCluster) -> Iterator[Pair]:
+    kafka = Side("kafka", kafka_peer.bootstrap)
+    ours = Side("epochkraft", epochkraft_peer_cluster.bootstrap)
+
+    async def setup() -> Pair:
+        ids = {side.name: await _prepare(side) for side in (kafka, ours)}
+        versions = await kafka.client(kafka.bootstrap).api_versions()
+        kafka_versions = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        return Pair(kafka, ours, kafka_versions, ids, loop)
+
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop.run_until_complete(setup())
+        loop.run_until_complete(kafka.close())
+        loop.run_until_complete(ours.close())
+    finally:
+        loop.close()
+
+
+def scenarios(key: int, version: int, topic_id: uuid.UUID) -> list[Scenario]:
+    common = {"records": RECORDS}
+    # A name of its own: Metadata v0-3 creates the topics it names, and no other request may find it.
+    unknown = f"{UNKNOWN_TOPIC}-{key}-v{version}"
+    cases = [
+        Scenario("existing", TOPIC, topic_id, **common),
+        Scenario("unknown-topic", unknown, uuid.UUID(int=7), **common),
+        Scenario("out-of-range", TOPIC, topic_id, offset=10**12, **common),
+        Scenario("unknown-partition", TOPIC, topic_id, partition=7, **common),
+        Scenario("future-leader-epoch", TOPIC, topic_id, overrides={"current_leader_epoch": 99}, **common),
+    ]
+    if key == DELETE_TOPICS_KEY:  # the swept topic must survive: deletion is compared on unknown topics
+        cases = [c for c in cases if c.topic == unknown]
+    return cases
+
+
+async def compare(pair: Pair, key: int, version: int, scenario: Scenario) -> list[Difference]:
+    answers = []
+    for side in (pair.kafka, pair.ours):
+        topic_id = pair.topic_ids[side.name] if scenario.topic == TOPIC else scenario.topic_id
+        s = dataclasses.replace(scenario, topic_id=topic_id)
+        answers.append(await _send(side, key, s, request_for(key, version, s)))
+    theirs, ours = answers
+    if isinstance(theirs, str) or isinstance(ours, str):
+        return [] if theirs == ours else [Difference("connection", ours, theirs)]
+    return differences(ours, theirs)
+
+
+async def _send(side: Side, key: int, s: Scenario, request) -> object:
+    try:
+        return await side.exchange(key, request, TOPIC if s.topic == TOPIC else None, s.group)
+    except NetworkError:
+        return "closed"
+
+
+def common_versions(pair: Pair, key: int) -> range:
+    spec = served(BROKER)[key]
+    low, high = pair.kafka_versions.get(key, (1, 0))
+    return range(max(low, spec.min_version), min(high, spec.max_version) + 1)
+
+
+@pytest.mark.parametrize(
+    "key", [k for k in served(BROKER) if k != API_VERSIONS_KEY], ids=lambda k: served(BROKER)[k].name
+)
+def test_same_answers_as_kafka(pair: Pair, key: int) -> None:
+    found: list[str] = []
+
+    async def sweep() -> None:
+        for version in common_versions(pair, key):
+            for scenario in scenarios(key, version, pair.topic_ids["epochkraft"]):
+                group = f"diff-{key}-v{version}-{scenario.label}"
+                scenario = dataclasses.replace(scenario, group=group)
+                for d in unexplained(
+                    key, version, scenario.label, await compare(pair, key, version, scenario)
+                ):
+                    found.append(f"v{version} {scenario.label}: {d}")
+
+    pair.run(sweep())
+    assert not found, "\n".join(found)
+
+
+# ---- error paths a sweep's realistic values do not reach ------------------------------------------------
+def _create(name: str, partitions=1, rf=1, configs=(), assignment=()) -> ct.CreateTopicsRequest:
+    topic = ct.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=tuple(
+            ct.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(r))
+            for i, r in enumerate(assignment)
+        ),
+        configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in configs),
+    )
+    return ct.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=True)
+
+
+def _incremental(configs, resource=TOPIC, resource_type=2) -> ia.IncrementalAlterConfigsRequest:
+    return ia.IncrementalAlterConfigsRequest(
+        resources=(
+            ia.AlterConfigsResource(
+                resource_type=resource_type,
+                resource_name=resource,
+                configs=tuple(
+                    ia.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs
+                ),
+            ),
+        ),
+        validate_only=True,
+    )
+
+
+def _alter(configs, resource=TOPIC) -> ac.AlterConfigsRequest:
+    return ac.AlterConfigsRequest(
+        resources=(
+            ac.AlterConfigsResource(
+                resource_type=2,
+                resource_name=resource,
+                configs=tuple(ac.AlterableConfig(name=k, value=v) for k, v in configs),
+            ),
+        ),
+        validate_only=True,
+    )
+
+
+def _produce(records: bytes, topic: str = TOPIC, acks: int = -1) -> pr.ProduceRequest:
+    return pr.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            pr.TopicProduceData(
+                name=topic, partition_data=(pr.PartitionProduceData(index=0, records=records),)
+            ),
+        ),
+    )
+
+
+def _corrupt(batch: bytes) -> bytes:
+    broken = bytearray(batch)
+    broken[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
+    return bytes(broken)
+
+
+ERROR_CASES = {
+    "CreateTopics-invalid-config-value": _create("diff-new", configs=[("retention.ms", "soon")]),
+    "CreateTopics-unknown-config": _create("diff-new", configs=[("no.such.config", "1")]),
+    "CreateTopics-replication-factor-above-brokers": _create("diff-new", rf=5),
+    "CreateTopics-zero-partitions": _create("diff-new", partitions=0),
+    "CreateTopics-assignment-with-partition-count": _create("diff-new", 1, 3, assignment=[[1, 2, 3]]),
+    "CreateTopics-assignment-unknown-broker": _create("diff-new", -1, -1, assignment=[[1, 77]]),
+    "CreateTopics-invalid-name": _create("not a topic name!"),
+    "CreateTopics-existing": _create(TOPIC),
+    "CreateTopics-min-isr-invalid": _create("diff-new", configs=[("min.insync.replicas", "0")]),
+    "CreateTopics-cleanup-policy-invalid": _create("diff-new", configs=[("cleanup.policy", "shred")]),
+    "IncrementalAlterConfigs-invalid-value": _incremental([("retention.ms", 0, "soon")]),
+    "IncrementalAlterConfigs-unknown-config": _incremental([("no.such.config", 0, "1")]),
+    "IncrementalAlterConfigs-append-to-non-list": _incremental([("retention.ms", 2, "5")]),
+    "IncrementalAlterConfigs-unknown-topic": _incremental([("retention.ms", 0, "5")], resource=UNKNOWN_TOPIC),
+    "IncrementalAlterConfigs-valid": _incremental([("retention.ms", 0, "3600000")]),
+    "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")]),
+    "AlterConfigs-unknown-config": _alter([("no.such.config", "1")]),
+    "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=UNKNOWN_TOPIC),
+    "CreatePartitions-not-increasing": cp.CreatePartitionsRequest(
+        topics=(cp.CreatePartitionsTopic(name=TOPIC, count=1, assignments=None),),
+        timeout=datetime.timedelta(seconds=10),
+        validate_only=True,
+    ),
+    "CreatePartitions-unknown-topic": cp.CreatePartitionsRequest(
+        topics=(cp.CreatePartitionsTopic(name=UNKNOWN_TOPIC, count=3, assignments=None),),
+        timeout=datetime.timedelta(seconds=10),
+        validate_only=True,
+    ),
+    "Produce-message-too-large": _produce(
+        build_batch([(None, b"x" * (1 << 20), (), int(time.time() * 1000))])
+    ),
+    "Produce-corrupt-crc": _produce(_corrupt(RECORDS)),
+    "Produce-invalid-acks": _produce(RECORDS, acks=2),
+    "Produce-unknown-topic": _produce(RECORDS, topic=UNKNOWN_TOPIC),
+}
+ERROR_KEYS = {name: type(request).__api_key__ for name, request in ERROR_CASES.items()}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+def test_same_error_answers_as_kafka(pair: Pair, case: str) -> None:
+    request = ERROR_CASES[case]
+    key = ERROR_KEYS[case]
+    version = type(request).__version__
+
+    async def both() -> list[Difference]:
+        answers = []
+        for side in (pair.kafka, pair.ours):
+            try:
+                answers.append(await side.exchange(key, request, TOPIC, "diff-errors"))
+            except NetworkError:
+                answers.append("closed")
+        theirs, ours = answers
+        if isinstance(theirs, str) or isinstance(ours, str):
+            return [] if theirs == ours else [Difference("connection", ours, theirs)]
+        return differences(ours, theirs)
+
+    found = unexplained(key, version, case, pair.run(both()))
+    assert not found, "\n".join(map(str, found))
+
+
+async def _frame_over_limit(side: Side) -> str:
+    """A request frame announcing more than socket.request.max.bytes (100 MiB): the broker hangs up."""
+    reader, writer = await asyncio.open_connection(*side.bootstrap)
+    try:
+        writer.write(struct.pack(">i", 100 * 1024 * 1024 + 1) + b"\x00" * 64)
+        await writer.drain()
+        data = await asyncio.wait_for(reader.read(64), timeout=20)
+        return "closed" if data == b"" else f"answered {data!r}"
+    except (ConnectionError, TimeoutError) as exc:
+        return "closed" if isinstance(exc, ConnectionError) else "kept open"
+    finally:
+        writer.close()
+
+
+def test_a_frame_over_the_request_size_limit_closes_the_connection_as_kafka(pair: Pair) -> None:
+    assert pair.run(_frame_over_limit(pair.kafka)) == "closed"
+    assert pair.run(_frame_over_limit(pair.ours)) == "closed"
+
+
+# ---- the comparison itself, without peers --------------------------------------------------------------
+def test_differences_name_each_field_and_skip_the_masked_ones() -> None:
+    from kio.schema.metadata.v12 import response as md
+
+    def answer(error: ErrorCode, leader: int, partitions: int, host: str) -> md.MetadataResponse:
+        return md.MetadataResponse(
+            throttle_time=datetime.timedelta(milliseconds=leader),
+            brokers=(md.MetadataResponseBroker(node_id=leader, host=host, port=leader, rack=None),),
+            cluster_id=host,
+            controller_id=leader,
+            topics=(
+                md.MetadataResponseTopic(
+                    error_code=error,
+                    name="t",
+                    topic_id=uuid.uuid4(),
+                    is_internal=False,
+                    partitions=tuple(
+                        md.MetadataResponsePartition(
+                            error_code=ErrorCode.none,
+                            partition_index=i,
+                            leader_id=leader,
+                            leader_epoch=0,
+                            replica_nodes=(leader,),
+                            isr_nodes=(leader,),
+                            offline_replicas=(),
+                        )
+                        for i in range(partitions)
+                    ),
+                    topic_authorized_operations=-2147483648,
+                ),
+            ),
+        )
+
+    ours, theirs = answer(ErrorCode.none, 1, 2, "a"), answer(ErrorCode.none, 3, 2, "b")
+    assert differences(ours, theirs) == []  # ids, hosts, ports, throttle times and leaders are masked
+    theirs = answer(ErrorCode.leader_not_available, 3, 1, "b")
+    assert [str(d) for d in differences(ours, theirs)] == [
+        "topics[t].error_code: ours <ErrorCode.none: 0>, Kafka <ErrorCode.leader_not_available: 5>",
+        "topics[t].partitions[1]: ours True, Kafka False",
+    ]
+    found = differences(ours, theirs)
+    assert unexplained(3, 0, "unknown-topic", found) == []  # the auto-creation entry covers v0-3
+    assert unexplained(3, 12, "unknown-topic", found) == found
