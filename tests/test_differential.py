@@ -92,8 +92,26 @@ def pair(kafka_peer: KafkaPeer, epochkraft_peer_cluster: LocalCluster) -> Iterat
         loop.close()
 
 
+# The ACL APIs with valid enums (the sweep's zeros are UNKNOWN, which Kafka fails to parse and answers by
+# closing the connection; see ERROR_CASES): READ, ALLOW, LITERAL, TOPIC, one principal and any host.
+ACL_FIELDS = {
+    "operation": 3,
+    "permission_type": 3,
+    "pattern_type_filter": 3,
+    "resource_pattern_type": 3,
+    "resource_type_filter": 2,
+    "principal": "User:alice",
+    "principal_filter": "User:alice",
+    "host": "*",
+    "host_filter": "*",
+}
+ACL_KEYS = frozenset({29, 30, 31})
+
+
 def scenarios(key: int, version: int, topic_id: uuid.UUID) -> list[Scenario]:
-    common = {"records": RECORDS}
+    common: dict = {"records": RECORDS}
+    if key in ACL_KEYS:
+        common["overrides"] = ACL_FIELDS
     # A name of its own: Metadata v0-3 creates the topics it names, and no other request may find it.
     unknown = f"{UNKNOWN_TOPIC}-{key}-v{version}"
     cases = [
@@ -101,7 +119,12 @@ def scenarios(key: int, version: int, topic_id: uuid.UUID) -> list[Scenario]:
         Scenario("unknown-topic", unknown, uuid.UUID(int=7), **common),
         Scenario("out-of-range", TOPIC, topic_id, offset=10**12, **common),
         Scenario("unknown-partition", TOPIC, topic_id, partition=7, **common),
-        Scenario("future-leader-epoch", TOPIC, topic_id, overrides={"current_leader_epoch": 99}, **common),
+        Scenario(
+            "future-leader-epoch",
+            TOPIC,
+            topic_id,
+            **{**common, "overrides": {**common.get("overrides", {}), "current_leader_epoch": 99}},
+        ),
     ]
     if key == DELETE_TOPICS_KEY:  # the swept topic must survive: deletion is compared on unknown topics
         cases = [c for c in cases if c.topic == unknown]
@@ -250,6 +273,9 @@ ERROR_CASES = {
     "Produce-corrupt-crc": _produce(_corrupt(RECORDS)),
     "Produce-invalid-acks": _produce(RECORDS, acks=2),
     "Produce-unknown-topic": _produce(RECORDS, topic=UNKNOWN_TOPIC),
+    "DescribeAcls-unknown-pattern-type": request_for(
+        29, 3, Scenario("acl", TOPIC, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
+    ),
 }
 ERROR_KEYS = {name: type(request).__api_key__ for name, request in ERROR_CASES.items()}
 

@@ -58,12 +58,18 @@ def alter_scram_credentials(image: MetadataImage, request: Any) -> tuple[Records
     """AlterUserScramCredentials: upsertions carry the salted password, from which StoredKey and ServerKey
     are derived (ScramFormatter); a user named twice is DUPLICATE_RESOURCE, an unknown mechanism
     UNSUPPORTED_SASL_MECHANISM, iterations out of range UNACCEPTABLE_CREDENTIAL, deleting what does not
-    exist RESOURCE_NOT_FOUND."""
+    exist RESOURCE_NOT_FOUND; an empty user name is UNACCEPTABLE_CREDENTIAL before any of these, as Kafka
+    4.3.1 answers (tests/test_differential.py)."""
     counts: dict[str, int] = {}
     for item in (*request.deletions, *request.upsertions):
         counts[item.name] = counts.get(item.name, 0) + 1
     records: Records = []
     results: dict[str, Any] = {}
+    for item in (*request.deletions, *request.upsertions):
+        if not item.name:  # before any other check, as Kafka answers it
+            results[item.name] = _result(
+                item.name, ErrorCode.unacceptable_credential, "Username must not be empty"
+            )
     for item in request.deletions:
         if item.name in results:
             continue
@@ -100,11 +106,6 @@ def alter_scram_credentials(image: MetadataImage, request: Any) -> tuple[Records
         if name is None:
             results[item.name] = _result(
                 item.name, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
-            )
-            continue
-        if not item.name:
-            results[item.name] = _result(
-                item.name, ErrorCode.unacceptable_credential, "Username must not be empty"
             )
             continue
         minimum = MECHANISMS[name][2]

@@ -194,6 +194,15 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "min.insync.replicas at bootstrap, so a topic's value comes from DYNAMIC_DEFAULT_BROKER_CONFIG; "
         "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
     ),
+    KnownDifference(
+        29,
+        ANY,
+        "DescribeAcls-unknown-pattern-type",
+        "connection",
+        "An ACL filter with an UNKNOWN enum: Kafka's request parsing fails and it closes the connection; "
+        "ours answers with an error code (SECURITY_DISABLED without an authorizer), as it does "
+        "wherever a response can carry one.",
+    ),
 )
 
 
