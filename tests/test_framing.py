@@ -170,3 +170,19 @@ def test_the_receive_buffer_starts_small_and_grows_for_busy_connections(step):
         out += received
     assert out == frames
     assert decoder.buffered == 0 and len(decoder._buffer) == 256 * 1024
+
+
+def test_a_quiet_connection_gives_back_its_receive_buffers():
+    decoder = FrameDecoder()
+    big, small = bytes(600_000), b"x" * 100
+    assert decoder.feed(frame(small) + frame(big)[:300_000]) == [small]
+    assert not decoder.release_buffers()  # a frame is half received: nothing goes
+    (received,) = decoder.feed(frame(big)[300_000:])
+    assert bytes(received) == big
+    del received
+    assert decoder.feed(frame(small) * 1000) == [small] * 1000  # a burst: the buffer grows
+    assert decoder._spare is not None and len(decoder._buffer) > 4 * 1024
+    assert decoder.release_buffers()
+    assert decoder._spare is None and len(decoder._buffer) == 4 * 1024
+    assert decoder.feed(frame(small) * 3) == [small] * 3
+    assert [bytes(f) for f in decoder.feed(frame(big))] == [big]

@@ -5,6 +5,7 @@ controller (as Kafka's Selector.maybeCloseOldestConnection), busy ones stay, the
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 
 import pytest
@@ -93,5 +94,47 @@ async def test_idle_connections_cost_a_few_kilobytes(make_cluster):
             return not any(c.connected for c in clients)
 
         assert await wait_for(all_closed, timeout=30)
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+
+
+@pytest.mark.timeout(120)
+async def test_quiet_connections_give_back_their_receive_buffers(make_cluster):
+    """Connections that each sent a 600 KB Produce and went quiet hold that frame's buffer (about 30 MB
+    for 50) until they have been quiet for 10 s; then the broker's RSS falls back."""
+    from kio.schema.produce.v9 import request as pr
+
+    from epochkraft.protocol.records import build_batch
+
+    cluster = make_cluster(1, broker_extra="max.connections=2000\n")
+    broker = cluster.node(1)
+    host, port = split(cluster.bootstrap)[0]
+    batch = build_batch([(None, bytes(600_000), (), 0)])
+    data = pr.TopicProduceData(
+        name="nowhere", partition_data=(pr.PartitionProduceData(index=0, records=batch),)
+    )
+    request = pr.ProduceRequest(
+        transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=10), topic_data=(data,)
+    )
+    clients = [KafkaClient(host, port) for _ in range(50)]
+    try:
+        await clients[0].api_versions()
+        before = rss_mb(broker.pid)
+        for c in clients:
+            response = await c.send(request)
+            assert response.responses[0].partition_responses[0].error_code != ErrorCode.none
+        held = rss_mb(broker.pid) - before
+
+        async def released():
+            return rss_mb(broker.pid) - before < held / 3
+
+        started = time.monotonic()
+        await wait_for(released, timeout=40, interval=0.5)
+        print(
+            f"50 connections after a 600 KB Produce: broker RSS +{held:.1f} MB, given back "
+            f"{time.monotonic() - started:.1f} s later (+{rss_mb(broker.pid) - before:.1f} MB)"
+        )
+        assert held > 20, held
+        assert all(c.connected for c in clients)  # quiet, not idle past connections.max.idle.ms
     finally:
         await asyncio.gather(*(c.close() for c in clients))

@@ -44,6 +44,7 @@ from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certifi
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
+QUIET_RELEASE_S = 10.0  # a connection quiet this long gives back its receive buffers
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
 # Request frames larger than this for APIs whose real requests are small (a list of names) close the
 # connection, as an oversized frame does: decoding and answering e.g. a Metadata request naming a million
@@ -159,13 +160,21 @@ class KafkaServer:
             await self._server.wait_closed()
 
     async def _close_idle_connections(self) -> None:
-        interval = max(self.idle_timeout_ms / 4000, 0.05)
+        """Closes connections idle past connections.max.idle.ms, and gives back the receive buffers of
+        those quiet for QUIET_RELEASE_S (a producer that sent large batches and went quiet would keep
+        them: up to 256 KiB plus its largest frame)."""
+        interval = max(min(self.idle_timeout_ms / 4000, QUIET_RELEASE_S / 2), 0.05)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.pending and now - conn.last_progress > self.idle_timeout_ms / 1000:
+                if conn.pending:
+                    continue
+                quiet = now - conn.last_progress
+                if quiet > self.idle_timeout_ms / 1000:
                     conn.close("idle connection (connections.max.idle.ms)")
+                elif quiet > QUIET_RELEASE_S:
+                    conn.decoder.release_buffers()
 
 
 class _NoErrorResponse(Exception):

@@ -7,6 +7,7 @@ versions use header v2 with tagged fields), and ApiVersions responses always use
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import struct
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ class FrameDecoder:
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.chunk_bytes = chunk_bytes
-        self._buffer = bytearray(min(initial_bytes, chunk_bytes))
+        self.initial_bytes = min(initial_bytes, chunk_bytes)
+        self._buffer = bytearray(self.initial_bytes)
         self._view = memoryview(self._buffer)
         self._start = 0  # first byte not yet handed out
         self._end = 0  # end of the bytes received
@@ -65,6 +67,22 @@ class FrameDecoder:
             spare = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             self._spare = spare if size <= self.KEEP_LARGE_BUFFER_BYTES else None
         return memoryview(spare)[:size]
+
+    def release_buffers(self) -> bool:
+        """For a connection gone quiet: back to the initial receive buffer, and the mapping kept for
+        large frames goes (its pages stay resident otherwise). Only between frames; True if released."""
+        if self._large is not None or self._end != self._start:
+            return False
+        released = self._spare is not None or len(self._buffer) > self.initial_bytes
+        if self._spare is not None:
+            with contextlib.suppress(BufferError):  # a frame still viewed: unmapped when it goes
+                self._spare.close()
+            self._spare = None
+        if len(self._buffer) > self.initial_bytes:
+            self._buffer = bytearray(self.initial_bytes)
+            self._view = memoryview(self._buffer)
+            self._start = self._end = 0
+        return released
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         if self._large is not None:
