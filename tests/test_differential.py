@@ -25,7 +25,7 @@ from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.differential import Difference, Side, differences, unexplained
 from epochkraft.peers.kafka import KafkaPeer
-from epochkraft.protocol.api import BROKER, served
+from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
 from epochkraft.protocol.records import build_batch
@@ -319,6 +319,88 @@ async def _frame_over_limit(side: Side) -> str:
 def test_a_frame_over_the_request_size_limit_closes_the_connection_as_kafka(pair: Pair) -> None:
     assert pair.run(_frame_over_limit(pair.kafka)) == "closed"
     assert pair.run(_frame_over_limit(pair.ours)) == "closed"
+
+
+# ---- the controller listener: the broker lifecycle and admin APIs against Kafka's own controller -------
+SPARE_BROKER = 99  # registrations and heartbeats name a broker neither cluster has
+
+
+@pytest.fixture(scope="module")
+def controllers(pair: Pair, kafka_peer: KafkaPeer, epochkraft_peer_cluster: LocalCluster) -> dict[str, tuple]:
+    """(address, cluster id) of each side's controller listener."""
+
+    def split(address: str) -> tuple[str, int]:
+        host, _, port = address.rpartition(":")
+        return host, int(port)
+
+    return {
+        "kafka": (split(kafka_peer.controller_address), kafka_peer.cluster_id),
+        "epochkraft": (split(epochkraft_peer_cluster.controller_address), epochkraft_peer_cluster.cluster_id),
+    }
+
+
+def controller_keys() -> list[int]:
+    return [k for k in served(CONTROLLER) if k not in (API_VERSIONS_KEY, 1)]  # 1: Fetch of the metadata log
+
+
+@pytest.mark.parametrize("key", controller_keys(), ids=lambda k: served(CONTROLLER)[k].name)
+def test_same_controller_answers_as_kafka(pair: Pair, controllers: dict[str, tuple], key: int) -> None:
+    found: list[str] = []
+
+    async def sweep() -> None:
+        versions = {}
+        for side in (pair.kafka, pair.ours):
+            address, _ = controllers[side.name]
+            answer = await side.client(address).api_versions()
+            versions[side.name] = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+        low = (
+            max(v[key][0] for v in versions.values() if key in v)
+            if all(key in v for v in versions.values())
+            else 1
+        )
+        high = min(v[key][1] for v in versions.values()) if all(key in v for v in versions.values()) else 0
+        if high < low:
+            found.append(
+                f"not served by both: {versions['kafka'].get(key)} / {versions['epochkraft'].get(key)}"
+            )
+            return
+        for version in range(low, high + 1):
+            for label, topic in (
+                ("existing", TOPIC),
+                ("unknown-topic", f"{UNKNOWN_TOPIC}-c{key}-v{version}"),
+            ):
+                answers = []
+                for side in (pair.kafka, pair.ours):
+                    address, cluster_id = controllers[side.name]
+                    scenario = Scenario(
+                        label,
+                        topic,
+                        pair.topic_ids[side.name] if topic == TOPIC else uuid.UUID(int=7),
+                        broker_id=SPARE_BROKER,
+                        cluster_id=cluster_id,
+                        records=RECORDS,
+                        overrides=ACL_FIELDS if key in ACL_KEYS else {},
+                    )
+                    if key == DELETE_TOPICS_KEY and topic == TOPIC:
+                        continue
+                    try:
+                        answers.append(await side.client(address).send(request_for(key, version, scenario)))
+                    except NetworkError:
+                        answers.append("closed")
+                if len(answers) < 2:
+                    continue
+                theirs, ours = answers
+                if isinstance(theirs, str) or isinstance(ours, str):
+                    diffs = [] if theirs == ours else [Difference("connection", ours, theirs)]
+                else:
+                    diffs = differences(ours, theirs)
+                found.extend(
+                    f"v{version} {label}: {d}"
+                    for d in unexplained(key, version, f"controller-{label}", diffs)
+                )
+
+    pair.run(sweep())
+    assert not found, "\n".join(found)
 
 
 # ---- the comparison itself, without peers --------------------------------------------------------------

@@ -173,7 +173,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
         19,
         (5, 99),
-        "unknown-topic",
+        None,
         r"topics\[.*\]\.configs\[.*\]",
         "CreateTopics v5+ (KIP-525): the new topic's configs are not returned (an empty array); Kafka lists "
         "them. Admin clients read them only through CreateTopicsResult.config(), which then has none.",
@@ -193,6 +193,32 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "Kafka 4.x with eligible leader replicas (KIP-966) writes a cluster-wide dynamic "
         "min.insync.replicas at bootstrap, so a topic's value comes from DYNAMIC_DEFAULT_BROKER_CONFIG; "
         "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
+    ),
+    KnownDifference(
+        62,
+        ANY,
+        None,
+        "error_code",
+        "The controller listener: a BrokerRegistration without log dirs (all v0-1 requests, and the sweep's "
+        "v2-3) is accepted; Kafka 4.x refuses it (INVALID_REGISTRATION: directory assignment, KIP-858), and "
+        "one whose metadata.version range misses the finalized level (UNSUPPORTED_VERSION). Our controller "
+        "neither assigns directories nor finalizes features; our brokers always send their log dir.",
+    ),
+    KnownDifference(
+        64,
+        ANY,
+        "controller-existing",
+        "error_code",
+        "UnregisterBroker of the broker the sweep registered just before: ours had accepted that "
+        "registration (see BrokerRegistration), Kafka had not (BROKER_ID_NOT_REGISTERED).",
+    ),
+    KnownDifference(
+        50,
+        ANY,
+        None,
+        r"error_code|results\[.*\]\.error_code",
+        "DescribeUserScramCredentials on the controller listener: Kafka's controller advertises it but "
+        "answers UNKNOWN_SERVER_ERROR; ours describes the credentials (RESOURCE_NOT_FOUND for an unknown user).",
     ),
     KnownDifference(
         29,
