@@ -115,3 +115,13 @@ def test_ssl_principal_is_the_certificate_dn_in_rfc2253_order():
     assert str(principal_from_peer_certificate(cert)) == "User:CN=broker-1,O=epochkraft"
     assert principal_from_peer_certificate({}) == ANONYMOUS
     assert principal_from_peer_certificate(None) == ANONYMOUS
+
+
+def test_authorize_by_resource_type_as_idempotent_producers_need_it():
+    # WRITE on some topic lets a principal get a producer id (KafkaApis.handleInitProducerIdRequest)
+    writer = authorizer(acl("orders", AclOperation.WRITE))
+    assert writer.authorize_by_resource_type(ALICE, "h", AclOperation.WRITE, TOPIC)
+    assert not writer.authorize_by_resource_type(BOB, "h", AclOperation.WRITE, TOPIC)
+    denied = authorizer(acl("orders", AclOperation.WRITE), acl("orders", AclOperation.WRITE, DENY))
+    assert not denied.authorize_by_resource_type(ALICE, "h", AclOperation.WRITE, TOPIC)
+    assert authorizer(allow_everyone=True).authorize_by_resource_type(BOB, "h", AclOperation.WRITE, TOPIC)

@@ -154,6 +154,17 @@ def cluster(tmp_path_factory):
             )
             for op in (AclOperation.READ, AclOperation.WRITE)
         ]
+        bindings.append(  # bob may use his group, not read the topic
+            AclBinding(
+                ResourceType.GROUP,
+                "g-bob",
+                ResourcePatternType.LITERAL,
+                "User:bob",
+                "*",
+                AclOperation.READ,
+                AclPermissionType.ALLOW,
+            )
+        )
         bindings.append(
             AclBinding(
                 ResourceType.GROUP,
@@ -167,7 +178,7 @@ def cluster(tmp_path_factory):
         )
         for future in admin.create_acls(bindings).values():
             future.result(30)
-        wait_for_acls(secured, 3)
+        wait_for_acls(secured, 4)
         yield secured
     finally:
         secured.stop()
@@ -327,6 +338,56 @@ def test_kafka_python_authenticates(cluster, mechanism):
     assert seen == 20
 
 
+async def scram_client(address: tuple[str, int], tls: ssl.SSLContext, user: str) -> KafkaClient:
+    """A raw client authenticated as ``user`` with SCRAM-SHA-512."""
+    client = KafkaClient(*address, ssl_context=tls, request_timeout_ms=15_000)
+    assert (
+        await client.send(sh.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+    ).error_code == ErrorCode.none
+    scram = ScramClient("SCRAM-SHA-512", user, USERS[user])
+    first = await client.send(sa.SaslAuthenticateRequest(auth_bytes=scram.first()))
+    final = await client.send(sa.SaslAuthenticateRequest(auth_bytes=scram.final(first.auth_bytes)))
+    assert final.error_code == ErrorCode.none and scram.verify(final.auth_bytes)
+    return client
+
+
+BOB_REFUSED = [
+    (44, 1, "alter the topic's configs", ErrorCode.topic_authorization_failed),
+    (21, 2, "delete the topic's records", ErrorCode.topic_authorization_failed),
+    (37, 3, "add partitions", ErrorCode.topic_authorization_failed),
+    (2, 7, "list offsets", ErrorCode.topic_authorization_failed),
+    (11, 9, "join another group", ErrorCode.group_authorization_failed),
+    (42, 2, "delete another group", ErrorCode.group_authorization_failed),
+    (35, 4, "describe log dirs", ErrorCode.cluster_authorization_failed),
+    (30, 3, "create ACLs", ErrorCode.cluster_authorization_failed),
+    (51, 0, "alter SCRAM credentials", ErrorCode.cluster_authorization_failed),
+    (19, 7, "create a topic", ErrorCode.topic_authorization_failed),
+]
+
+
+def test_an_authenticated_user_without_acls_is_refused_what_kafka_refuses(cluster):
+    from tests.support.kio_requests import Scenario, request_for
+    from tests.test_wire_versions import error_codes
+
+    host, port = advertised(cluster.brokers[0])["SCRAMTLS"]
+    tls = ssl.create_default_context(cafile=str(cluster.ca))
+    scenario = Scenario("bob", topic=TOPIC, group="someone-elses", overrides={"validate_only": False})
+
+    async def run():
+        client = await scram_client((host, port), tls, "bob")
+        got = {}
+        try:
+            for key, version, what, _ in BOB_REFUSED:
+                response = await client.send(request_for(key, version, scenario))
+                got[what] = set(error_codes(response))
+        finally:
+            await client.close()
+        return got
+
+    got = asyncio.run(run())
+    assert got == {what: {error} for _, _, what, error in BOB_REFUSED}
+
+
 async def sasl_exchange(address: tuple[str, int], tls: ssl.SSLContext, user: str, password: str):
     """SaslHandshake + SCRAM-SHA-512 SaslAuthenticate by hand; then ApiVersions on the same connection."""
     client = KafkaClient(*address, ssl_context=tls, request_timeout_ms=15_000)
@@ -388,7 +449,7 @@ def test_acls_survive_a_controller_restart(cluster):
     cluster.controller.restart(clean=True, timeout=60)
     after = asyncio.run(describe_acls(("127.0.0.1", cluster.controller.port), cluster.admin_tls))
     assert after.error_code == ErrorCode.none
-    assert sum(len(r.acls) for r in after.resources) == 3
+    assert sum(len(r.acls) for r in after.resources) == 4
     assert after.resources == before.resources
     # and alice still reads and writes once the brokers are back in touch
     assert confluent_round_trip(scram_tls(cluster, "alice"), "g-after-restart", count=5) == 5

@@ -45,6 +45,13 @@ class RequestContext:
             return True
         return self.authorizer.authorize_cluster(self.principal, self.client_host, operation)
 
+    def authorized_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_by_resource_type(
+            self.principal, self.client_host, operation, resource_type
+        )
+
     @property
     def is_super_user(self) -> bool:
         """Without an authorizer everyone may do everything, as in Kafka."""

@@ -24,7 +24,7 @@ import structlog
 
 from epochkraft.net.context import RequestContext
 from epochkraft.net.failure_log import FailureLog, failure_key
-from epochkraft.protocol.api import ApiSpec, served
+from epochkraft.protocol.api import BROKER, ApiSpec, served
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import (
@@ -41,6 +41,7 @@ from epochkraft.protocol.framing import (
 )
 from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
+from epochkraft.security.request_rules import refusal as request_refusal
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
@@ -331,14 +332,10 @@ class _Connection(asyncio.BufferedProtocol):
             return self._failed(spec, request, ctx, exc)
 
     async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
-        operation = CLUSTER_OPERATIONS[self.server.listener].get(spec.key)
-        if operation is not None and not ctx.authorized_cluster(operation):
-            self.log.info(
-                "request refused", api=spec.name, principal=str(ctx.principal), operation=operation.name
-            )
-            response = error_response(
-                request, response_class(spec.key, ctx.api_version), ErrorCode.cluster_authorization_failed
-            )
+        refused = self._refusal(spec, request, ctx)
+        if refused is not None:
+            self.log.info("request refused", api=spec.name, principal=str(ctx.principal), error=refused.name)
+            response = error_response(request, response_class(spec.key, ctx.api_version), refused)
         else:
             response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
@@ -350,6 +347,18 @@ class _Connection(asyncio.BufferedProtocol):
         if isinstance(response, list):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
+
+    def _refusal(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> ErrorCode | None:
+        """The authorization error a request gets before its handler runs (None: an authorizer allows it,
+        or there is none)."""
+        if ctx.authorizer is None:
+            return None
+        operation = CLUSTER_OPERATIONS[self.server.listener].get(spec.key)
+        if operation is not None and not ctx.authorized_cluster(operation):
+            return ErrorCode.cluster_authorization_failed
+        if self.server.listener == BROKER:
+            return request_refusal(spec.key, request, ctx)
+        return None
 
     def _failed(self, spec: ApiSpec, request: Any, ctx: RequestContext, exc: Exception) -> Response:
         """The request's error response (Kafka's getErrorResponse); raises to close the connection where

@@ -40,6 +40,8 @@ _IDENTITY = {
     "member_id": "member",
     "broker_id": "broker",
 }
+# Response entries that name nothing answer the request array of this name position by position.
+_POSITIONAL = {"AclCreationResult": "creations", "DeleteAclsFilterResult": "filters"}
 # Int fields answering "unknown" with -1, as Kafka's error constructors do (others take 0).
 _UNKNOWN_INT_SUFFIXES = ("offset", "watermark", "timestamp", "epoch")
 _UNKNOWN_INTS = {"leader_id", "node_id", "producer_id", "generation_id", "controller_id", "coordinator_id"}
@@ -106,6 +108,9 @@ def _request_source(request_item: Any, target: _Field, used: set[str]) -> tuple[
             score = int(any(_kind(w) == kind for w in wanted.values()))
         if score and (best is None or score > best[0] or (score == best[0] and f.name == target.name)):
             best = (score, f.name)
+    positional = _POSITIONAL.get(target.entity.__name__)
+    if best is None and positional is not None and hasattr(request_item, positional):
+        return positional, getattr(request_item, positional)
     return None if best is None else (best[1], getattr(request_item, best[1]))
 
 

@@ -186,6 +186,30 @@ class StandardAuthorizer:
             return True
         return not has_resource_acls and self.allow_everyone_if_no_acl_found
 
+    def authorize_by_resource_type(
+        self, principal: KafkaPrincipal, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether some resource of the type allows the operation (Kafka's authorizeByResourceType): a super
+        user, an ALLOW binding not matched by a DENY on the same pattern, or no ACL of that type at all with
+        allow.everyone.if.no.acl.found."""
+        if principal in self.super_users:
+            return True
+        of_type = [a for a in self.acls.values() if a.resource_type == resource_type]
+        if not of_type:
+            return self.allow_everyone_if_no_acl_found
+        denied = {
+            (a.resource_name, a.pattern_type)
+            for a in of_type
+            if a.permission_type == AclPermissionType.DENY and a.decision(principal, host, operation) is False
+        }
+        return any(
+            a.permission_type == AclPermissionType.ALLOW
+            and a.decision(principal, host, operation) is True
+            and (a.resource_name, a.pattern_type) not in denied
+            and (WILDCARD, PatternType.LITERAL) not in denied
+            for a in of_type
+        )
+
     def authorize_cluster(self, principal: KafkaPrincipal, host: str, operation: AclOperation) -> bool:
         return self.authorize(principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 

@@ -22,6 +22,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         43: AclOperation.ALTER,  # ElectLeaders
         45: AclOperation.ALTER,  # AlterPartitionReassignments
         46: AclOperation.DESCRIBE,  # ListPartitionReassignments
+        35: AclOperation.DESCRIBE,  # DescribeLogDirs
     },
 }
 # On both listeners: the ACL and SCRAM APIs (AclApis, ControllerApis.handleAlterUserScramCredentials).

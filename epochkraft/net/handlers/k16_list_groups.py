@@ -12,6 +12,7 @@ from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
 
 CLASSIC = "classic"
 
@@ -20,10 +21,14 @@ CLASSIC = "classic"
 async def handle(request, ctx):
     wanted = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
+    # DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE (KafkaApis).
+    everything = ctx.authorized_cluster(AclOperation.DESCRIBE)
     groups = tuple(
         ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=CLASSIC)
         for gid, ptype, state in ctx.node.groups.list_groups()
-        if (not wanted or state.lower() in wanted) and (not types or CLASSIC in types)
+        if (not wanted or state.lower() in wanted)
+        and (not types or CLASSIC in types)
+        and (everything or ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, gid))
     )
     response = ListGroupsResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
     return downgrade_response(response, ctx.api_version)
