@@ -273,3 +273,86 @@ async def test_both_listeners_survive_fuzzing_and_refuse_foreign_apis(make_clust
     for name, node in (("broker", broker), ("controller", controller)):
         grown = rss_mb(node.pid) - before[name]
         assert grown < 60, f"{name} grew by {grown:.0f} MB under hostile input"
+
+
+def hostile_sasl_frames(rng: random.Random) -> list[bytes]:
+    """Frames against a SASL listener's handshake: garbage mechanisms and tokens, tokens out of turn, and
+    APIs before authentication (which close the connection)."""
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    def request(obj, correlation_id: int) -> bytes:
+        return encode_request(obj.__api_key__, obj.__version__, correlation_id, "fuzz", encode_entity(obj))
+
+    mechanism = rng.choice(["SCRAM-SHA-512", "PLAIN", "GSSAPI", rng.randbytes(8).hex(), ""])
+    token = rng.choice(
+        [
+            rng.randbytes(rng.randint(0, 300)),
+            b"n,,n=admin,r=" + rng.randbytes(20),
+            b"\0admin\0" + rng.randbytes(12),
+            b"c=biws,r=x,p=" + rng.randbytes(40),
+        ]
+    )
+    key, version = rng.choice(REQUEST_TYPES)
+    return [
+        request(SaslHandshakeRequest(mechanism=mechanism), 1)
+        + request(SaslAuthenticateRequest(auth_bytes=token), 2),
+        request(SaslAuthenticateRequest(auth_bytes=token), 1),  # before any handshake
+        encode_request(36, 2, 3, "fuzz", rng.randbytes(rng.randint(0, 200))),  # undecodable token request
+        encode_request(key, version, 7, "fuzz", rng.randbytes(rng.randint(0, 300))),  # before authentication
+        rng.randbytes(rng.randint(1, 400)),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_a_sasl_listener_survives_fuzzing_of_its_handshake(tmp_path):
+    import ssl
+
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.security.scram import ScramClient
+    from tests.conftest import write_fast_configs
+
+    broker_cfg, controller_cfg = write_fast_configs(tmp_path / "config")
+    cluster = LocalCluster(
+        data_dir=tmp_path / "c",
+        brokers=1,
+        broker_config=broker_cfg,
+        controller_config=controller_cfg,
+        secure=True,
+    )
+    try:
+        await asyncio.to_thread(cluster.start)
+        security = cluster.security
+        assert security is not None
+        port = int(cluster.client_bootstrap.split(",")[0].rsplit(":", 1)[1])
+        tls = ssl.create_default_context(cafile=str(security.truststore))
+        broker = cluster.node(1)
+        before = rss_mb(broker.pid)
+        rng = random.Random(17)
+        for _ in range(40):
+            for frame in hostile_sasl_frames(rng):
+                with contextlib.suppress(OSError):
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls)
+                    writer.write(frame)
+                    with contextlib.suppress(OSError):
+                        await writer.drain()
+                    with contextlib.suppress(TimeoutError, OSError):
+                        await asyncio.wait_for(reader.read(1 << 16), 0.3)
+                    writer.close()
+        # Still serving: the admin logs in with SCRAM-SHA-512.
+        async with KafkaClient("127.0.0.1", port, ssl_context=tls) as client:
+            assert (
+                await client.send(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+            ).error_code == ErrorCode.none
+            scram = ScramClient("SCRAM-SHA-512", "admin", security.admin_password)
+            first = await client.send(SaslAuthenticateRequest(auth_bytes=scram.first()))
+            final = await client.send(SaslAuthenticateRequest(auth_bytes=scram.final(first.auth_bytes)))
+            assert final.error_code == ErrorCode.none and scram.verify(final.auth_bytes)
+        assert broker.alive
+        assert rss_mb(broker.pid) - before < 60
+    finally:
+        cluster.kill_all()

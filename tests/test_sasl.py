@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.sasl import SaslServerSession, SaslState, parse_jaas, plain_users
@@ -117,3 +119,37 @@ def test_jaas_users_and_add_scram_form():
     )
     with pytest.raises(ValueError):
         parse_add_scram("SCRAM-SHA-1=[name=a,password=b]")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+    tokens=st.lists(st.binary(max_size=300), max_size=4),
+)
+def test_random_tokens_get_an_answer_never_an_exception(mechanism, tokens):
+    stored = {
+        ("alice", 1): credential("SCRAM-SHA-256", "secret", b"s" * 16),
+        ("alice", 2): credential("SCRAM-SHA-512", "secret", b"s" * 16),
+    }
+    s = session(scram=stored)
+    assert s.handshake(mechanism) == ErrorCode.none
+    for token in tokens:
+        step = s.authenticate(token)
+        assert step.error in (
+            ErrorCode.none,
+            ErrorCode.sasl_authentication_failed,
+            ErrorCode.illegal_sasl_state,
+        )
+        assert s.principal is None or s.authenticated
+
+
+@settings(max_examples=100, deadline=None)
+@given(tail=st.text(max_size=120))
+def test_scram_messages_built_from_random_text_fail_cleanly(tail):
+    stored = {("alice", 2): credential("SCRAM-SHA-512", "secret", b"s" * 16)}
+    s = session(scram=stored)
+    s.handshake("SCRAM-SHA-512")
+    first = s.authenticate(f"n,,n=alice,r=abc{tail}".encode())
+    if first.error == ErrorCode.none:
+        final = s.authenticate(f"c=biws,r={first.auth_bytes.decode().split(',')[0][2:]},p={tail}".encode())
+        assert final.error == ErrorCode.sasl_authentication_failed
