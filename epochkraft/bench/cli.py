@@ -14,6 +14,8 @@
 7. bombs: a small client's latency while others send record bombs, validated on the event loop and on
    worker threads (epochkraft/bench/hostile.py).
 8. idle: broker RSS per 1,000 idle connections.
+9. tls: produce throughput with TLS on the client and inter-broker listeners against plaintext
+   (epochkraft/bench/tls.py).
 """
 
 from __future__ import annotations
@@ -38,7 +40,18 @@ from typing import Any
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.metrics.events import read_events
 
-PARTS = ("produce", "latency", "failover", "rejoin", "reassign", "controller", "scale", "bombs", "idle")
+PARTS = (
+    "produce",
+    "latency",
+    "failover",
+    "rejoin",
+    "reassign",
+    "controller",
+    "scale",
+    "bombs",
+    "idle",
+    "tls",
+)
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
 replica.lag.time.max.ms=5000
@@ -692,6 +705,10 @@ def main(argv: list[str]) -> int:
                 from epochkraft.bench.hostile import part_idle
 
                 results[part] = part_idle(work)
+            elif part == "tls":
+                from epochkraft.bench.tls import part_tls
+
+                results[part] = part_tls(work, args.seconds, args.rounds, FAST)
             else:
                 print(f"unknown part {part}", file=sys.stderr)
                 return 2
