@@ -453,3 +453,38 @@ def test_acls_survive_a_controller_restart(cluster):
     assert after.resources == before.resources
     # and alice still reads and writes once the brokers are back in touch
     assert confluent_round_trip(scram_tls(cluster, "alice"), "g-after-restart", count=5) == 5
+
+
+def test_admin_creates_a_scram_user_who_then_logs_in(cluster):
+    """AlterUserScramCredentials and DescribeUserScramCredentials through confluent-kafka's AdminClient,
+    then the new user authenticates (the brokers learn the credential from the metadata log)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(scram_tls(cluster, "admin"))
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upsert = UserScramCredentialUpsertion("carol", info, b"carol-secret", b"carol-salt-0123456789")
+    admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+    futures = admin.describe_user_scram_credentials(["carol"])
+    described = futures["carol"].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 8192)
+    ]
+    host, port = advertised(cluster.brokers[1])["SCRAMTLS"]
+    tls = ssl.create_default_context(cafile=str(cluster.ca))
+    for _ in range(50):  # the broker follows the controller's log
+        final, _versions = asyncio.run(sasl_exchange((host, port), tls, "carol", "carol-secret"))
+        if final.error_code == ErrorCode.none:
+            break
+        time.sleep(0.1)
+    assert final.error_code == ErrorCode.none
+    deletion = UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)
+    admin.alter_user_scram_credentials([deletion])["carol"].result(30)
+    with pytest.raises(KafkaException):
+        admin.alter_user_scram_credentials([deletion])["carol"].result(30)  # RESOURCE_NOT_FOUND
