@@ -9,6 +9,7 @@ from epochkraft.protocol.records import (
     Compression,
     CorruptRecordError,
     InvalidRecordError,
+    RecordRules,
     RecordValidationError,
     build_batch,
     decode_batch,
@@ -166,11 +167,12 @@ def test_testCompactedTopicConstraints(tmp_path):
     keyed, unkeyed = (b"k", b"v", (), 0), (None, b"v", (), 0)
     with pytest.raises(RecordValidationError) as refused:
         plog.append_as_leader(build_batch([unkeyed]), 0)
-    assert refused.value.record_errors == ((0, "Compacted topic cannot accept message without key"),)
+    # the texts as Kafka 4.3.1 answers them
+    message = "Compacted topic cannot accept message without key in topic partition compact-0"
+    assert refused.value.record_errors == ((0, message),)
     assert str(refused.value) == (
         "One or more records have been rejected due to 1 record errors in total, and only showing the "
-        "first three errors at most: [RecordError(batchIndex=0, message='Compacted topic cannot accept "
-        "message without key')]"
+        f"first three errors at most: [RecordError(batchIndex=0, message='{message}')]"
     )
     with pytest.raises(RecordValidationError) as refused:
         plog.append_as_leader(build_batch([keyed, unkeyed, keyed, unkeyed], compression=Compression.GZIP), 0)
@@ -183,21 +185,44 @@ def test_testCompactedTopicConstraints(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "index"),
-    [
-        ("offset_delta_gap", 1),
-        ("negative_record_length", 0),
-        ("trailing_record", 1),
-        ("count_5_one_record", 1),
-    ],
+    "name", ["offset_delta_gap", "negative_record_length", "trailing_record", "count_5_one_record"]
 )
-def test_record_errors_name_the_record_in_its_batch(name, index):
-    """Errors of single records carry the record's index in its batch (Produce's record_errors)."""
+def test_records_that_do_not_parse_refuse_the_batch_without_record_errors(name):
+    """As Kafka 4.3.1 answers: a record the iterator cannot read is INVALID_RECORD for the whole batch
+    (InvalidRecordException, not a RecordValidationException), with no record_errors."""
     data = lying_batch(name)
-    with pytest.raises(RecordValidationError) as refused:
+    with pytest.raises(InvalidRecordError) as refused:
         validate(data, 0, parse_header(data))
-    assert [i for i, _ in refused.value.record_errors] == [index]
-    assert str(refused.value).startswith("One or more records have been rejected due to 1 record errors")
+    assert not isinstance(refused.value, RecordValidationError)
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+def test_testInvalidCreateTimeV2(compression):
+    """As Kafka's LogValidatorTest.testInvalidCreateTimeNonCompressedV2 / testInvalidCreateTimeCompressedV2:
+    records whose create time lies outside [now - message.timestamp.before.max.ms, now +
+    message.timestamp.after.max.ms] are INVALID_TIMESTAMP, each named in record_errors."""
+    now = 1_700_000_000_000
+    entries = [(b"k", b"v", (), now), (b"k", b"v", (), now + 3_600_001), (b"k", b"v", (), now - 1001)]
+    data = build_batch(entries, compression=compression)
+    rules = RecordRules(now_ms=now, timestamp_before_max_ms=1000, timestamp_after_max_ms=3_600_000)
+    with pytest.raises(RecordValidationError) as refused:
+        validate(data, 0, parse_header(data), rules=rules)
+    assert refused.value.invalid_timestamp
+    assert str(refused.value) == "One or more records have been rejected due to invalid timestamp"
+    assert refused.value.record_errors == (
+        (
+            1,
+            f"Timestamp {now + 3_600_001} of message with offset 1 is out of range. The timestamp should be "
+            f"within [{now - 1000}, {now + 3_600_000}]",
+        ),
+        (
+            2,
+            f"Timestamp {now - 1001} of message with offset 2 is out of range. The timestamp should be "
+            f"within [{now - 1000}, {now + 3_600_000}]",
+        ),
+    )
+    validate(data, 0, parse_header(data), rules=RecordRules(now_ms=now, timestamp_after_max_ms=3_600_001))
+    validate(data, 0, parse_header(data))  # no clock given: timestamps are not checked
 
 
 def test_compressed_batches_and_batches_of_many_records_are_validated_off_the_event_loop():

@@ -389,9 +389,10 @@ class ReplicaManager:
                     message=f"record batch of {header.size} bytes exceeds max.message.bytes {limit}",
                 )
         try:  # Kafka's LogValidator.validateMessagesAndAssignOffsets
-            await self.validator.validate(records, headers, compacted=replica.log.config.compact_enabled)
+            await self.validator.validate(records, headers, replica.log.record_rules(now_ms()))
         except RecordValidationError as exc:  # ReplicaManager: RecordValidationException's record errors
-            return ProduceResult(ErrorCode.invalid_record, message=str(exc), record_errors=exc.record_errors)
+            error = ErrorCode.invalid_timestamp if exc.invalid_timestamp else ErrorCode.invalid_record
+            return ProduceResult(error, message=str(exc), record_errors=exc.record_errors)
         except InvalidRecordError as exc:
             return ProduceResult(ErrorCode.invalid_record, message=str(exc))
         except CorruptRecordError as exc:

@@ -45,17 +45,40 @@ class InvalidRecordError(CorruptRecordError):
 
 
 class RecordValidationError(InvalidRecordError):
-    """Records of a batch that break Kafka's rules (LogValidator's RecordValidationException): INVALID_RECORD
-    with each bad record's index in its batch and message, for ProduceResponse's record_errors (v8+), and
-    the summary LogValidator.processRecordErrors gives as the error message."""
+    """Records of a batch that break a partition's rules (LogValidator's RecordValidationException):
+    ProduceResponse's record_errors (v8+), each record's index in its batch and message, with
+    LogValidator.processRecordErrors' summary as the error message; INVALID_TIMESTAMP if any record's
+    timestamp is out of range, else INVALID_RECORD."""
 
-    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+    def __init__(self, record_errors: list[tuple[int, str]], invalid_timestamp: bool) -> None:
         self.record_errors = tuple(record_errors)
+        self.invalid_timestamp = invalid_timestamp
+        if invalid_timestamp:
+            super().__init__("One or more records have been rejected due to invalid timestamp")
+            return
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
         super().__init__(
             f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
             f"and only showing the first three errors at most: [{shown}]"
         )
+
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRules:
+    """A partition's rules for each record (LogValidator.validateRecord): a key in a compacted topic, and
+    create-time timestamps within [now - before, now + after] (not checked when ``now_ms`` is None)."""
+
+    topic_partition: str = ""
+    compacted: bool = False
+    now_ms: int | None = None
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
+
+
+NO_RULES = RecordRules()
 
 
 class Compression(IntEnum):
@@ -353,17 +376,17 @@ def validate(
     header: BatchHeader,
     max_decompressed: int = MAX_DECOMPRESSED_BATCH_BYTES,
     *,
-    compacted: bool = False,
+    rules: RecordRules = NO_RULES,
 ) -> None:
     """The leader's checks on a produced batch, as Kafka's LogValidator.validateBatch and the record
     iterator behind validateRecord: CRC (CORRUPT_MESSAGE); then INVALID_RECORD for a control batch, an
     offset range that does not match the record count, a producer id without a sequence, a compressed
     payload that does not decompress within ``max_decompressed`` bytes, and records that do not parse to
     exactly the declared count with offset deltas 0..count-1, lengths that match their fields, UTF-8
-    header keys and nothing left over, and (``compacted``) a key on every record. Errors of single records
-    (a record that does not parse, a wrong offset delta, no key for a compacted topic) raise
-    RecordValidationError naming each record's index in the batch. The records are parsed by aiokafka's Cython record reader (each
-    record's bounds are checked; a ``bytes`` object ends in a NUL, which ends a varint running off its end)."""
+    header keys and nothing left over. Then each record against ``rules`` (a key in a compacted topic,
+    timestamps in range): RecordValidationError naming every record that breaks them. The records are
+    parsed by aiokafka's Cython record reader (each record's bounds are checked; a ``bytes`` object ends
+    in a NUL, which ends a varint running off its end)."""
     if not verify_crc(buf, pos, header):
         raise CorruptRecordError("CRC-32C mismatch")
     validate_header(header)
@@ -391,7 +414,7 @@ def validate(
         head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
         head[CRC_START + 1] &= 0xF8  # the reader sees an uncompressed batch of the inflated records
         raw = bytes(head) + inflated
-    _check_records(raw, header, compacted)
+    _check_records(raw, header, rules)
 
 
 def validate_header(header: BatchHeader) -> None:
@@ -410,25 +433,59 @@ def validate_header(header: BatchHeader) -> None:
         )
 
 
-def _check_records(raw: bytes, header: BatchHeader, compacted: bool) -> None:
-    """Each record in turn, as LogValidator's per-record loop: errors are collected with the record's index
-    in the batch (batchIndex); a record that does not parse ends the walk, since the next cannot be found."""
+def _check_records(raw: bytes, header: BatchHeader, rules: RecordRules) -> None:
+    """Each record in turn, as LogValidator's per-record loop. A record that does not parse, or sits at the
+    wrong offset delta, refuses the batch at once (Kafka's record iterator throws InvalidRecordException);
+    records that break ``rules`` are collected with their index in the batch (batchIndex) and refuse it
+    together (RecordValidationException)."""
     base = header.base_offset
     index = 0
     errors: list[tuple[int, str]] = []
+    invalid_timestamp = False
+    where = f" in topic partition {rules.topic_partition}" if rules.topic_partition else ""
+    now = rules.now_ms
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     try:
         for record in _CRecordBatch(raw):
             if record.offset != base + index:
-                errors.append(
-                    (index, f"record {index} has offset delta {record.offset - base}, expected {index}")
+                raise InvalidRecordError(
+                    f"record {index} has offset delta {record.offset - base}, expected {index}"
                 )
-            elif compacted and record.key is None:
-                errors.append((index, "Compacted topic cannot accept message without key"))
+            if rules.compacted and record.key is None:
+                errors.append((index, f"Compacted topic cannot accept message without key{where}"))
+            elif now is not None:
+                # A LogAppendTime batch's records read as its max timestamp, as Kafka's record iterator
+                # gives them; only one without any is refused for its type.
+                timestamp = header.max_timestamp if log_append_time else record.timestamp
+                if timestamp != -1 and (
+                    now - timestamp > rules.timestamp_before_max_ms
+                    or timestamp - now > rules.timestamp_after_max_ms
+                ):
+                    invalid_timestamp = True
+                    errors.append(
+                        (
+                            index,
+                            f"Timestamp {timestamp} of message with offset {record.offset} is out of "
+                            f"range. The timestamp should be within [{now - rules.timestamp_before_max_ms}, "
+                            f"{now + rules.timestamp_after_max_ms}]",
+                        )
+                    )
+                elif timestamp == -1 and log_append_time:
+                    invalid_timestamp = True
+                    errors.append(
+                        (
+                            index,
+                            f"Invalid timestamp type in message with offset {record.offset}. Producer "
+                            "should not set timestamp type to LogAppendTime.",
+                        )
+                    )
             index += 1
+    except InvalidRecordError:
+        raise
     except (_AiokafkaCorrupt, UnicodeDecodeError, MemoryError, OverflowError, ValueError) as exc:
-        errors.append((index, f"record {index} of {header.record_count} is malformed: {exc}"))
+        raise InvalidRecordError(f"record {index} of {header.record_count} is malformed: {exc}") from exc
     if errors:
-        raise RecordValidationError(errors)
+        raise RecordValidationError(errors, invalid_timestamp)
 
 
 def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:

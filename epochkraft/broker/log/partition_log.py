@@ -30,10 +30,12 @@ from epochkraft.broker.log.segment import DELETED_SUFFIX, Segment
 from epochkraft.broker.log.tail_cache import TailCache
 from epochkraft.protocol.records import (
     HEADER_SIZE,
+    LONG_MAX,
     STAMPED_PREFIX,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
+    RecordRules,
     iter_batches,
     parse_header,
     stamped_prefix,
@@ -62,6 +64,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     flush_messages: int | None = None  # None: never fsync on append (Kafka's default)
     drop_behind_bytes: int = 0  # page cache kept behind a segment's end (0: all of it)
+    # produced records' timestamps (CreateTime) must lie within [now - before, now + after], as Kafka 4's
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
 
     @property
     def delete_enabled(self) -> bool:
@@ -79,7 +85,7 @@ class LogConfig:
             value = configs.get(name)
             if value is None:
                 continue
-            if field == "cleanup_policy":
+            if field in ("cleanup_policy", "message_timestamp_type"):
                 overrides[field] = value
                 continue
             try:
@@ -99,6 +105,9 @@ TOPIC_CONFIGS = {  # topic config -> LogConfig field
     "cleanup.policy": "cleanup_policy",
     "delete.retention.ms": "delete_retention_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
 }
 
 
@@ -219,6 +228,17 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     # ---- appends -------------------------------------------------------------------------------------
+    def record_rules(self, now_ms: int | None = None) -> RecordRules:
+        """This log's rules for each produced record (timestamps checked only with ``now_ms``)."""
+        c = self.config
+        return RecordRules(
+            topic_partition=self.dir.name,
+            compacted=c.compact_enabled,
+            now_ms=now_ms if c.message_timestamp_type == "CreateTime" else None,
+            timestamp_before_max_ms=c.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=c.message_timestamp_after_max_ms,
+        )
+
     def append_as_leader(self, records: bytes, leader_epoch: int, *, validated: bool = False) -> AppendInfo:
         """Validates produced batches (CORRUPT_MESSAGE or INVALID_RECORD on failure) unless the caller
         already did (``validated``: the broker validates heavy batches off its event loop), assigns
@@ -231,7 +251,7 @@ class PartitionLog:
             raise CorruptRecordError("no record batch in the produce request")
         if not validated:
             for pos, header in headers:
-                validate(records, pos, header, compacted=self.config.compact_enabled)
+                validate(records, pos, header, rules=self.record_rules())
         offset = self.log_end_offset
         first = offset
         view = memoryview(records)

@@ -3,9 +3,10 @@
 - The leader validates each batch as Kafka's LogValidator: CRC-32C (CORRUPT_MESSAGE); record count against
   the offset range and the records present, offset deltas, record lengths, varints, headers, no control
   batches from clients, compressed payloads decompressed within 16 MiB (INVALID_RECORD, with a message);
-  nothing of a refused batch is appended. Errors of single records (one that does not parse, a wrong
-  offset delta, no key in a compacted topic) fill record_errors (v8+: each record's index in its batch and
-  message) and error_message with LogValidator.processRecordErrors' summary. Compressed batches and those
+  nothing of a refused batch is appended. Records that break their partition's rules (no key in a
+  compacted topic: INVALID_RECORD; a create time out of message.timestamp.before/after.max.ms:
+  INVALID_TIMESTAMP) fill record_errors (v8+: each record's index in its batch and message) and
+  error_message with LogValidator.processRecordErrors' summary. Compressed batches and those
   of many records are validated on worker threads (produce.validation.threads), so the event loop keeps serving. A batch larger than the topic's max.message.bytes, else
   message.max.bytes (1048588), gets MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
   -1 (all) once the high watermark passes the batch.
