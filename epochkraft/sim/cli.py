@@ -3,7 +3,12 @@
 ``--faults random`` draws any mix of crashes, power losses, disk replacements, controller restarts,
 partitions, slow links, held AlterPartitions and replica fetcher failures; ``--faults kafka-14139`` draws random timings of the
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
-without epochs and skip the epoch comparison; the controller skips the KIP-841 check). The first
+without epochs and skip the epoch comparison; the controller skips the KIP-841 check).
+
+``--faults raft`` and ``--faults raft-churn`` simulate a quorum of ``--voters`` controllers instead (the
+Raft core in ``epochkraft/raft``): crashes, partitions, lossy links, resignations, or leaders crashing
+soon after their election; there ``--unsafe`` makes the leader commit entries of an earlier epoch by
+counting replicas (the Raft paper's figure 8). The first
 violation is shrunk to the fewest faults that still break an invariant and printed with its trace.
 """
 
@@ -15,20 +20,38 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 
-from epochkraft.sim.cluster import SCHEDULES, RunResult, run_seed, shrink
+from epochkraft.raft import replication as raft_client
+from epochkraft.sim.cluster import SCHEDULES, run_seed, shrink
+from epochkraft.sim.raft_cluster import RAFT_SCHEDULES, run_raft_seed, shrink_raft
 
 
-def _run(seed: int, unsafe: bool, faults: str) -> tuple[int, str | None, int, int]:
+def _run(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[int, str | None, int, int]:
+    if faults in RAFT_SCHEDULES:
+        raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe
+        raft_result = run_raft_seed(seed, faults=faults, voters=voters)
+        return seed, raft_result.violation, raft_result.acked, raft_result.events
     result = run_seed(seed, unsafe=unsafe, faults=faults)
     return seed, result.violation, result.acked, result.events
+
+
+def _shrunk(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[str | None, list[str], list[str]]:
+    if faults in RAFT_SCHEDULES:
+        raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe
+        raft_result = shrink_raft(run_raft_seed(seed, faults=faults, voters=voters), voters=voters)
+        return raft_result.violation, [f.describe() for f in raft_result.schedule], raft_result.trace
+    result = shrink(run_seed(seed, unsafe=unsafe, faults=faults), unsafe=unsafe)
+    return result.violation, [f.describe() for f in result.schedule], result.trace
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="epochkraft sim", description=__doc__)
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
     parser.add_argument("--start", type=int, default=0, help="first seed")
-    parser.add_argument("--faults", choices=sorted(SCHEDULES), default="random")
-    parser.add_argument("--unsafe", action="store_true", help="pre-KIP-903 switches on")
+    parser.add_argument("--faults", choices=sorted(SCHEDULES) + sorted(RAFT_SCHEDULES), default="random")
+    parser.add_argument(
+        "--unsafe", action="store_true", help="pre-KIP-903 switches on (raft: commit by counting replicas)"
+    )
+    parser.add_argument("--voters", type=int, default=5, help="controllers in the quorum (raft faults)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="write a JSON summary here")
     args = parser.parse_args(argv)
@@ -36,7 +59,7 @@ def main(argv: list[str]) -> int:
     seeds = range(args.start, args.start + args.seeds)
     violations: list[tuple[int, str]] = []
     acked = events = run = 0
-    work = partial(_run, unsafe=args.unsafe, faults=args.faults)
+    work = partial(_run, unsafe=args.unsafe, faults=args.faults, voters=args.voters)
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         for seed, violation, seed_acked, seed_events in pool.map(work, seeds, chunksize=8):
             run += 1
@@ -45,7 +68,12 @@ def main(argv: list[str]) -> int:
             if violation is not None:
                 violations.append((seed, violation))
     seconds = time.monotonic() - started
-    mode = "pre-KIP-903 switches ON" if args.unsafe else "default (KIP-903)"
+    if args.faults in RAFT_SCHEDULES:
+        mode = f"{args.voters} voters, " + (
+            "figure-8 commit rule ON" if args.unsafe else "Kafka's commit rule"
+        )
+    else:
+        mode = "pre-KIP-903 switches ON" if args.unsafe else "default (KIP-903)"
     print(
         f"{run} seeds ({args.faults} faults, {mode}) in {seconds:.1f}s: {run / seconds:.1f} seeds/s, "
         f"{events / max(run, 1):.0f} events and {acked / max(run, 1):.0f} acknowledged records per seed"
@@ -61,18 +89,14 @@ def main(argv: list[str]) -> int:
     if violations:
         seed, violation = violations[0]
         print(f"{len(violations)} seeds violated an invariant; first: seed {seed}: {violation}")
-        shrunk: RunResult = shrink(run_seed(seed, unsafe=args.unsafe, faults=args.faults), unsafe=args.unsafe)
+        shrunk_violation, shrunk_schedule, trace = _shrunk(seed, args.unsafe, args.faults, args.voters)
         print("shrunk schedule:")
-        for fault in shrunk.schedule:
-            print(f"  {fault.describe()}")
+        for fault in shrunk_schedule:
+            print(f"  {fault}")
         print("trace (last events):")
-        for line in shrunk.trace[-16:]:
+        for line in trace[-16:]:
             print(f"  {line}")
-        summary |= {
-            "first_seed": seed,
-            "violation": shrunk.violation,
-            "shrunk_schedule": [f.describe() for f in shrunk.schedule],
-        }
+        summary |= {"first_seed": seed, "violation": shrunk_violation, "shrunk_schedule": shrunk_schedule}
     else:
         print("no invariant violated")
     if args.json:

@@ -1,0 +1,99 @@
+"""The Raft RPCs as plain values, field for field the single-partition bodies of Kafka's Vote (52),
+BeginQuorumEpoch (53), EndQuorumEpoch (54) and Fetch (1) of ``__cluster_metadata``.
+
+The core exchanges these; a driver maps them to the wire (kio) or, in the simulator, hands them over as
+they are. ``correlation_id`` pairs a response with its request, as the request header does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.log import LogEntry
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    candidate_epoch: int
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int  # the candidate's log end offset
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DivergingEpoch:
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    records: tuple[LogEntry, ...] = ()
+    diverging_epoch: DivergingEpoch | None = None
+    log_start_offset: int = 0
+
+
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+Message = Request | Response
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One message between two voters. A response carries its request's ``correlation_id``."""
+
+    source: int
+    destination: int
+    correlation_id: int
+    message: Message
+    is_response: bool = field(default=False)

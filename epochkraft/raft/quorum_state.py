@@ -1,0 +1,183 @@
+"""The election states of one voter (Kafka's QuorumState with UnattachedState, ProspectiveState,
+CandidateState, LeaderState, FollowerState and ResignedState) and the persisted ``quorum-state``
+(Kafka's QuorumStateData, written by FileQuorumStateStore as JSON).
+
+The states hold timers as absolute deadlines in ms; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStateData:
+    """What survives a restart: the epoch, its leader (-1: unknown) and this voter's vote (-1: none)."""
+
+    leader_epoch: int = 0
+    leader_id: int = NO_LEADER
+    voted_id: int = NO_LEADER
+    current_voters: tuple[int, ...] = ()
+    cluster_id: str = ""
+
+    def to_json(self) -> str:
+        """The file body as FileQuorumStateStore writes it (QuorumStateData v0 plus data_version)."""
+        return json.dumps(
+            {
+                "clusterId": self.cluster_id,
+                "leaderId": self.leader_id,
+                "leaderEpoch": self.leader_epoch,
+                "votedId": self.voted_id,
+                "appliedOffset": 0,
+                "currentVoters": [{"voterId": voter} for voter in self.current_voters],
+                "data_version": 0,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> QuorumStateData:
+        raw = json.loads(text)
+        return cls(
+            leader_epoch=int(raw["leaderEpoch"]),
+            leader_id=int(raw["leaderId"]),
+            voted_id=int(raw["votedId"]),
+            current_voters=tuple(int(v["voterId"]) for v in raw.get("currentVoters") or ()),
+            cluster_id=str(raw.get("clusterId") or ""),
+        )
+
+
+@dataclass(slots=True)
+class UnattachedState:
+    """No leader known to follow; may have voted in this epoch (Kafka's Unattached and Voted states)."""
+
+    epoch: int
+    election_deadline_ms: int
+    voted_id: int = NO_LEADER
+    leader_id: int = NO_LEADER
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        # QuorumState.unattachedOrProspectiveCanGrantVote
+        if pre_vote:
+            return log_up_to_date
+        if self.voted_id != NO_LEADER:
+            return self.voted_id == candidate_id
+        if self.leader_id != NO_LEADER:
+            return False
+        return log_up_to_date
+
+
+@dataclass(slots=True)
+class ProspectiveState:
+    """Asking for pre-votes (KIP-996) before raising the epoch; remembers a leader it may go back to."""
+
+    epoch: int
+    election_deadline_ms: int
+    voters: tuple[int, ...]
+    local_id: int
+    voted_id: int = NO_LEADER
+    leader_id: int = NO_LEADER
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    in_flight: dict[int, int] = field(default_factory=dict)  # voter -> correlation id
+    retry_at_ms: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.granted.add(self.local_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        if pre_vote:
+            return log_up_to_date
+        if self.voted_id != NO_LEADER:
+            return self.voted_id == candidate_id
+        if self.leader_id != NO_LEADER:
+            return False
+        return log_up_to_date
+
+
+@dataclass(slots=True)
+class CandidateState:
+    """Voted for itself in ``epoch``; collects votes, then backs off if the election is lost."""
+
+    epoch: int
+    election_deadline_ms: int
+    voters: tuple[int, ...]
+    local_id: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    in_flight: dict[int, int] = field(default_factory=dict)
+    retry_at_ms: dict[int, int] = field(default_factory=dict)
+    backoff_until_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        self.granted.add(self.local_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return False  # CandidateState.canGrantVote: it voted for itself
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """The leader's view of one voter (LeaderState.ReplicaState)."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass(slots=True)
+class LeaderState:
+    epoch: int
+    epoch_start_offset: int
+    voters: tuple[int, ...]
+    local_id: int
+    check_quorum_deadline_ms: int
+    high_watermark: int | None = None
+    replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    non_acknowledging: set[int] = field(default_factory=set)  # voters not yet told by BeginQuorumEpoch
+    begin_retry_at_ms: dict[int, int] = field(default_factory=dict)
+    fetched_since_check: set[int] = field(default_factory=set)
+    granting_voters: tuple[int, ...] = ()
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return False
+
+
+@dataclass(slots=True)
+class FollowerState:
+    epoch: int
+    leader_id: int
+    fetch_deadline_ms: int
+    voted_id: int = NO_LEADER
+    high_watermark: int | None = None
+    has_fetched_from_leader: bool = False
+    fetch_in_flight: int | None = None  # correlation id
+    fetch_sent_ms: int = 0
+    next_fetch_ms: int = 0
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        # FollowerState.canGrantVote: a pre-vote only while it has not heard from its leader
+        return pre_vote and not self.has_fetched_from_leader and log_up_to_date
+
+
+@dataclass(slots=True)
+class ResignedState:
+    """A leader that stepped down (graceful shutdown, lost quorum or restarted as leader)."""
+
+    epoch: int
+    election_deadline_ms: int
+    preferred_successors: tuple[int, ...]
+    unacknowledged: set[int] = field(default_factory=set)
+    retry_at_ms: dict[int, int] = field(default_factory=dict)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return False
+
+
+EpochState = UnattachedState | ProspectiveState | CandidateState | LeaderState | FollowerState | ResignedState
+
+
+def majority(voters: tuple[int, ...]) -> int:
+    return len(voters) // 2 + 1

@@ -1,0 +1,229 @@
+"""Fetch (1) of the metadata log in the Raft core, on the leader and on the follower (the replication half
+of KafkaRaftClient), as a part of ``RaftClient``.
+
+Leader: handleFetchRequest with validateOffsetAndEpoch (a DivergingEpoch from the epoch cache when the
+follower's last fetched epoch does not end where it says), the fetch purgatory (a fetch at the log end
+waits for an append, a high watermark move or its max wait), and LeaderState.maybeUpdateHighWatermark:
+the majority's end offset, taken only once it is past the epoch's start offset, so a leader commits
+nothing before an entry of its own epoch (its LeaderChangeMessage) is on a majority.
+Follower: handleFetchResponse with truncateToEndOffset on divergence, appendAsFollower, and the
+high watermark as the smaller of the leader's and its own log end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.messages import DivergingEpoch, Envelope, FetchRequest, FetchResponse, Message
+from epochkraft.raft.quorum_state import NO_LEADER, EpochState, FollowerState, LeaderState, majority
+
+if TYPE_CHECKING:
+    from epochkraft.raft.log import RaftLog
+
+# Test-only: the Raft paper's figure-8 bug. The leader counts replicas of any entry, so it commits an
+# entry of an earlier epoch before one of its own epoch is on a majority. The simulator finds it.
+UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = False
+
+
+class RaftSafetyError(Exception):
+    """A rule Kafka enforces with an exception (such as truncating below the high watermark)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftSettings:
+    """Kafka's controller.quorum.* settings (QuorumConfig) and KafkaRaftClient's fetch wait."""
+
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_max_wait_ms: int = 500  # KafkaRaftClient's fetchMaxWaitMs
+    fetch_max_records: int = 1000  # how many entries one Fetch answer carries at most
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    envelope: Envelope
+    deadline_ms: int
+
+
+class Replication:
+    """The Fetch half of RaftClient; the attributes below are RaftClient's."""
+
+    local_id: int
+    voters: tuple[int, ...]
+    log: RaftLog
+    settings: RaftSettings
+    state: EpochState
+    known_high_watermark: int | None
+    _parked: list[_ParkedFetch]
+
+    def _observe_epoch(self, now_ms: int, epoch: int, leader_id: int) -> bool:
+        raise NotImplementedError
+
+    def _send(self, destination: int, message: Message) -> int:
+        raise NotImplementedError
+
+    def _reply(self, request: Envelope, message: Message) -> None:
+        raise NotImplementedError
+
+    @property
+    def leader_id(self) -> int:
+        raise NotImplementedError
+
+    # ---- Fetch (1) on the leader ------------------------------------------------------------------------------
+    def _handle_fetch_request(self, now_ms: int, envelope: Envelope) -> None:
+        request = envelope.message
+        assert isinstance(request, FetchRequest)
+        state = self.state
+        if request.current_leader_epoch > state.epoch:
+            self._observe_epoch(now_ms, request.current_leader_epoch, NO_LEADER)
+            self._reply(envelope, self._fetch_error(ErrorCode.unknown_leader_epoch))
+            return
+        if not isinstance(state, LeaderState):
+            self._reply(envelope, self._fetch_error(ErrorCode.not_leader_or_follower))
+            return
+        if request.current_leader_epoch < state.epoch:
+            self._reply(envelope, self._fetch_error(ErrorCode.fenced_leader_epoch))
+            return
+        if request.fetch_offset < 0 or request.last_fetched_epoch > state.epoch:
+            self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
+            return
+        # validateOffsetAndEpoch
+        if request.fetch_offset > 0 or request.last_fetched_epoch > 0:
+            epoch, end = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+            if epoch != request.last_fetched_epoch or end < request.fetch_offset:
+                self._reply(
+                    envelope,
+                    FetchResponse(
+                        ErrorCode.none,
+                        self.local_id,
+                        state.epoch,
+                        state.high_watermark if state.high_watermark is not None else -1,
+                        diverging_epoch=DivergingEpoch(epoch, end),
+                    ),
+                )
+                return
+        if request.replica_id in state.replicas:
+            replica = state.replicas[request.replica_id]
+            replica.end_offset = request.fetch_offset
+            replica.last_fetch_ms = now_ms
+            state.non_acknowledging.discard(request.replica_id)
+            state.begin_retry_at_ms.pop(request.replica_id, None)
+            state.fetched_since_check.add(request.replica_id)
+        self._update_high_watermark(now_ms, state)
+        if request.fetch_offset < self.log.end_offset or request.max_wait_ms <= 0:
+            self._complete_fetch(envelope, state)
+        else:
+            # fetchPurgatory: answered when the log or the high watermark moves, or at max wait
+            self._parked.append(_ParkedFetch(envelope, now_ms + request.max_wait_ms))
+
+    def _complete_fetch(self, envelope: Envelope, state: LeaderState) -> None:
+        request = envelope.message
+        assert isinstance(request, FetchRequest)
+        records = self.log.read(request.fetch_offset, self.settings.fetch_max_records)
+        hw = state.high_watermark if state.high_watermark is not None else -1
+        self._reply(envelope, FetchResponse(ErrorCode.none, self.local_id, state.epoch, hw, records))
+
+    def _fetch_error(self, error: ErrorCode) -> FetchResponse:
+        return FetchResponse(error, self.leader_id, self.state.epoch, -1)
+
+    def _leader_progress(self, now_ms: int, state: LeaderState) -> None:
+        state.replicas[self.local_id].end_offset = self.log.end_offset
+        self._update_high_watermark(now_ms, state)
+        self._release_parked(now_ms, force=True)
+
+    def _update_high_watermark(self, now_ms: int, state: LeaderState) -> None:
+        state.replicas[self.local_id].end_offset = self.log.end_offset
+        ends = sorted((state.replicas[v].end_offset for v in self.voters), reverse=True)
+        candidate = ends[majority(self.voters) - 1]
+        if candidate <= state.epoch_start_offset and not UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS:
+            return
+        if state.high_watermark is None or candidate > state.high_watermark:
+            state.high_watermark = candidate
+            self._note_high_watermark(candidate)
+            self._release_parked(now_ms, force=True)
+
+    def _note_high_watermark(self, hw: int) -> None:
+        if self.known_high_watermark is None or hw > self.known_high_watermark:
+            self.known_high_watermark = hw
+
+    def _release_parked(self, now_ms: int, *, force: bool) -> None:
+        state = self.state
+        if not isinstance(state, LeaderState):
+            self._parked.clear()
+            return
+        keep = []
+        for parked in self._parked:
+            if force or now_ms >= parked.deadline_ms:
+                self._complete_fetch(parked.envelope, state)
+            else:
+                keep.append(parked)
+        self._parked = keep
+
+    # ---- Fetch (1) on the follower ----------------------------------------------------------------------------
+    def _send_fetch(self, now_ms: int, state: FollowerState) -> None:
+        if state.fetch_in_flight is not None:
+            if now_ms < state.fetch_sent_ms + self.settings.request_timeout_ms:
+                return
+            state.fetch_in_flight = None  # lost: ask again
+        if now_ms < state.next_fetch_ms:
+            return
+        request = FetchRequest(
+            self.local_id,
+            state.epoch,
+            self.log.end_offset,
+            self.log.last_fetched_epoch,
+            self.settings.fetch_max_wait_ms,
+        )
+        state.fetch_in_flight = self._send(state.leader_id, request)
+        state.fetch_sent_ms = now_ms
+
+    def _handle_fetch_response(
+        self, now_ms: int, source: int, correlation_id: int, response: FetchResponse
+    ) -> None:
+        state = self.state
+        if not isinstance(state, FollowerState) or state.fetch_in_flight != correlation_id:
+            return  # an answer to a request of an earlier state (testFetchResponseIgnoredAfterBecomingCandidate)
+        state.fetch_in_flight = None
+        if response.error_code != ErrorCode.none:
+            if (
+                self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
+                or self.state is not state
+            ):
+                return
+            state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
+            return
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state:
+            return
+        state.has_fetched_from_leader = True
+        state.fetch_deadline_ms = now_ms + self.settings.fetch_timeout_ms
+        if response.diverging_epoch is not None:
+            # the log below the truncation point is not known to match yet (another round may truncate
+            # further), so the high watermark waits for an answer without divergence, as in Kafka
+            self._truncate_to_end_offset(state, response.diverging_epoch)
+            return
+        for entry in response.records:
+            self.log.append(entry)
+        if response.high_watermark >= 0:
+            hw = min(response.high_watermark, self.log.end_offset)
+            if state.high_watermark is None or hw > state.high_watermark:
+                state.high_watermark = hw
+                self._note_high_watermark(hw)
+
+    def _truncate_to_end_offset(self, state: FollowerState, diverging: DivergingEpoch) -> None:
+        # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch
+        local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
+        if diverging.epoch < 0 or local_epoch < 0:
+            offset = 0
+        else:
+            offset = min(local_end, diverging.end_offset)
+        if state.high_watermark is not None and offset < state.high_watermark:
+            raise RaftSafetyError(
+                f"the leader asked voter {self.local_id} to truncate to {offset}, "
+                f"below its high watermark {state.high_watermark}"
+            )
+        self.log.truncate_to(offset)

@@ -1,0 +1,494 @@
+"""One seeded simulation of a controller quorum: Raft voters (the real ``epochkraft.raft`` core) on the
+simulated network, a client appending records to whichever voter leads, and a fault schedule of crashes
+(the log and ``quorum-state`` survive, as Kafka flushes both), partitions, lossy and reordering links,
+graceful resignations and leader crashes.
+
+Safety, checked as the run goes (a violation stops it):
+- election safety: at most one leader per epoch;
+- log matching: two logs with an entry of the same epoch at the same offset agree up to there;
+- leader completeness: a leader's log holds every entry committed before (below any voter's high
+  watermark in an earlier epoch);
+- state machine safety: no two voters apply different entries at one offset, and no acknowledged record
+  is ever missing from the committed log.
+Liveness: within ``LIVENESS_BOUND_MS`` of the last fault healing, one leader that every voter follows in
+its epoch, every log equal to the leader's, and every high watermark at the log end.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from epochkraft.raft.client import RaftClient
+from epochkraft.raft.log import LogEntry, RaftLog
+from epochkraft.raft.messages import Envelope
+from epochkraft.raft.quorum_state import QuorumStateData
+from epochkraft.raft.replication import RaftSafetyError, RaftSettings
+from epochkraft.sim.world import LinkPolicy, World
+
+RAFT_FAULT_KINDS = ("crash", "crash-leader", "partition", "isolate", "lossy", "resign")
+DURATION_MS = 12_000
+FAULTS_UNTIL_MS = 9_000
+LIVENESS_BOUND_MS = 8_000
+CHECK_EVERY_MS = 100
+APPEND_EVERY_MS = 20
+SIM_SETTINGS = RaftSettings(
+    election_timeout_ms=300,
+    fetch_timeout_ms=600,
+    election_backoff_max_ms=300,
+    request_timeout_ms=300,
+    retry_backoff_ms=20,
+    fetch_max_wait_ms=100,
+    fetch_max_records=2,  # small answers: a follower catches up in many steps, as over a slow link
+)
+LINK = LinkPolicy(min_delay_ms=1, max_delay_ms=10)
+LOSSY = LinkPolicy(min_delay_ms=1, max_delay_ms=60, drop=0.3, duplicate=0.1)
+
+
+@dataclass(frozen=True, slots=True)
+class RaftFault:
+    at_ms: int
+    kind: str
+    target: int = 0  # a voter id (0: chosen when the fault fires, e.g. the leader of the moment)
+    other: int = 0
+    length_ms: int = 0
+
+    def describe(self) -> str:
+        who = f"voter-{self.target}" if self.target else "the leader"
+        if self.kind == "partition":
+            return (
+                f"t={self.at_ms}ms partition voter-{self.target} | voter-{self.other} for {self.length_ms}ms"
+            )
+        if self.kind == "isolate":
+            return f"t={self.at_ms}ms isolate {who} for {self.length_ms}ms"
+        if self.kind == "lossy":
+            return f"t={self.at_ms}ms every link drops 30%, duplicates and reorders for {self.length_ms}ms"
+        if self.kind == "crash-new-leader":
+            return (
+                f"t={self.at_ms}ms crash the next leader elected, {self.other}ms after its election, "
+                f"back after {self.length_ms}ms"
+            )
+        if self.kind == "resign":
+            return f"t={self.at_ms}ms the leader resigns (graceful shutdown of its Raft role)"
+        return f"t={self.at_ms}ms crash {who}, back after {self.length_ms}ms"
+
+
+class Violation(Exception):
+    pass
+
+
+def raft_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
+    rng = random.Random(seed * 6271 + 5)
+    faults = []
+    for _ in range(rng.randint(3, 9)):
+        kind = rng.choice(RAFT_FAULT_KINDS)
+        at = rng.randint(300, FAULTS_UNTIL_MS)
+        target = rng.randint(1, voters)
+        length = rng.randint(50, 2500)
+        if kind == "partition":
+            other = rng.choice([v for v in range(1, voters + 1) if v != target])
+            faults.append(RaftFault(at, kind, target, other, length))
+        elif kind == "isolate":
+            faults.append(RaftFault(at, kind, rng.choice([0, target]), 0, length))
+        elif kind == "crash-leader":
+            faults.append(RaftFault(at, "crash", 0, 0, length))
+        elif kind == "resign":
+            faults.append(RaftFault(at, kind))
+        else:
+            faults.append(RaftFault(at, kind, target, 0, length))
+    return sorted(faults, key=lambda f: f.at_ms)
+
+
+def leader_churn_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
+    """The figure-8 grammar: leaders crash soon after their election, again and again, while links drop."""
+    rng = random.Random(seed * 7253 + 11)
+    faults = [RaftFault(rng.randint(300, 3000), "lossy", 0, 0, rng.randint(1000, 5000))]
+    at = rng.randint(500, 1500)
+    while at < FAULTS_UNTIL_MS:
+        if rng.random() < 0.7:
+            faults.append(RaftFault(at, "crash-new-leader", 0, rng.randint(0, 120), rng.randint(100, 1500)))
+        else:
+            faults.append(RaftFault(at, "isolate", rng.randint(1, voters), 0, rng.randint(100, 1500)))
+        at += rng.randint(100, 1000)
+    return sorted(faults, key=lambda f: f.at_ms)
+
+
+RAFT_SCHEDULES = {"raft": raft_schedule, "raft-churn": leader_churn_schedule}
+
+
+@dataclass
+class Voter:
+    id: int
+    log: RaftLog = field(default_factory=RaftLog)
+    persisted: QuorumStateData | None = None
+    client: RaftClient | None = None
+    generation: int = 0
+    timer_token: int = 0
+    timer_at_ms: int | None = None
+    applied: int = 0  # entries applied to this incarnation's state machine
+
+    @property
+    def name(self) -> str:
+        return f"voter-{self.id}"
+
+    @property
+    def up(self) -> bool:
+        return self.client is not None
+
+
+@dataclass
+class RaftRunResult:
+    seed: int
+    violation: str | None
+    acked: int
+    events: int
+    elections: int
+    schedule: list[RaftFault] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+    healthy_after_ms: int | None = None
+
+
+class RaftSimCluster:
+    def __init__(self, seed: int, schedule: list[RaftFault], *, voters: int = 5) -> None:
+        self.world = World(seed, LINK)
+        self.schedule = schedule
+        self.voter_ids = tuple(range(1, voters + 1))
+        self.voters = {v: Voter(v) for v in self.voter_ids}
+        self.leaders_by_epoch: dict[int, int] = {}
+        self.committed: dict[int, LogEntry] = {}  # offset -> the entry first seen committed there
+        self.commit_epoch: dict[int, int] = {}  # offset -> the lowest epoch in which a voter saw it committed
+        self.pending: list[tuple[int, int, int, int, bytes]] = []  # voter, generation, epoch, offset, value
+        self.acked: list[tuple[int, bytes]] = []
+        self.next_value = 0
+        self.lossy_until_ms = -1
+        self.events = 0
+        self.healthy_after_ms: int | None = None
+        self.armed: list[RaftFault] = []  # crash-new-leader faults waiting for the next election
+
+    # ---- driving the cores --------------------------------------------------------------------------------
+    def start(self, voter: Voter) -> None:
+        voter.generation += 1
+        voter.applied = 0
+        voter.client = RaftClient(
+            voter.id,
+            self.voter_ids,
+            voter.log,
+            self.world.now_ms,
+            persisted=voter.persisted,
+            settings=SIM_SETTINGS,
+            rng=random.Random(self.world.seed * 1009 + voter.id * 31 + voter.generation),
+            first_correlation_id=voter.generation * 1_000_000,
+        )
+        self.world.log(f"{voter.name} starts in epoch {voter.client.epoch} as {voter.client.role}")
+        self._after(voter, voter.client.poll(self.world.now_ms))
+
+    def crash(self, voter: Voter) -> None:
+        voter.client = None
+        voter.timer_at_ms = None
+        self.world.log(f"{voter.name} crashes (log ends at {voter.log.end_offset})")
+
+    def _after(self, voter: Voter, output) -> None:
+        client = voter.client
+        assert client is not None
+        if output.persist is not None:
+            voter.persisted = output.persist  # written before anything is sent
+        for envelope in output.sends:
+            self._send(envelope)
+        if client.is_leader:
+            known = self.leaders_by_epoch.setdefault(client.epoch, voter.id)
+            if known != voter.id:
+                raise Violation(f"two leaders in epoch {client.epoch}: voter-{known} and {voter.name}")
+        self._apply(voter)
+        deadline = client.next_deadline_ms()
+        if voter.timer_at_ms is None or deadline < voter.timer_at_ms or voter.timer_at_ms < self.world.now_ms:
+            voter.timer_token += 1
+            voter.timer_at_ms = deadline
+            token, generation = voter.timer_token, voter.generation
+            self.world.at(deadline, lambda: self._on_timer(voter, token, generation), "timer")
+
+    def _on_timer(self, voter: Voter, token: int, generation: int) -> None:
+        if voter.client is None or voter.generation != generation or voter.timer_token != token:
+            return
+        voter.timer_at_ms = None
+        self._step(voter, lambda client: client.poll(self.world.now_ms))
+
+    def _step(self, voter: Voter, action) -> None:
+        assert voter.client is not None
+        role, epoch = voter.client.role, voter.client.epoch
+        try:
+            output = action(voter.client)
+        except RaftSafetyError as exc:
+            raise Violation(f"{voter.name}: {exc}") from exc
+        if (voter.client.role, voter.client.epoch) != (role, epoch):
+            self.world.log(f"{voter.name} {role}@{epoch} -> {voter.client.role}@{voter.client.epoch}")
+            if voter.client.is_leader:
+                self._check_leader_completeness(voter)
+                self._fire_armed(voter)
+        self._after(voter, output)
+
+    def _fire_armed(self, leader: Voter) -> None:
+        armed, self.armed = self.armed, []
+        for fault in armed:
+            generation = leader.generation
+
+            def crash(fault: RaftFault = fault, generation: int = generation) -> None:
+                if leader.client is not None and leader.generation == generation:
+                    self.world.log(f"FAULT (armed at {fault.at_ms}ms) crash {leader.name}")
+                    self.crash(leader)
+                    self.world.after(
+                        fault.length_ms,
+                        lambda: self.start(leader) if leader.client is None else None,
+                        "restart",
+                    )
+
+            self.world.after(fault.other, crash, "fault")
+
+    def _send(self, envelope: Envelope) -> None:
+        source, destination = self.voters[envelope.source], self.voters[envelope.destination]
+
+        def deliver() -> None:
+            if destination.client is None:
+                return
+            # correlation ids differ per incarnation, so an answer to a crashed incarnation matches nothing
+            self._step(destination, lambda client: client.handle(self.world.now_ms, envelope))
+
+        self.world.send(source.name, destination.name, deliver, type(envelope.message).__name__)
+
+    # ---- the state machine and the client -----------------------------------------------------------------
+    def _apply(self, voter: Voter) -> None:
+        client = voter.client
+        assert client is not None
+        hw = client.high_watermark
+        if hw is None:
+            return
+        while voter.applied < hw:
+            offset = voter.applied
+            entry = voter.log.entries[offset]
+            first = self.committed.setdefault(offset, entry)
+            self.commit_epoch[offset] = min(self.commit_epoch.get(offset, client.epoch), client.epoch)
+            if first != entry:
+                raise Violation(
+                    f"state machine safety: {voter.name} applies {describe(entry)} at offset {offset}, "
+                    f"where {describe(first)} was committed"
+                )
+            voter.applied += 1
+        still = []
+        for owner, generation, epoch, offset, value in self.pending:
+            if owner != voter.id or generation != voter.generation or epoch != client.epoch or offset >= hw:
+                still.append((owner, generation, epoch, offset, value))
+                continue
+            if client.is_leader:
+                self.world.send(
+                    voter.name, "client", lambda o=offset, v=value: self.acked.append((o, v)), "ack"
+                )
+        self.pending = [p for p in still if self.voters[p[0]].generation == p[1]]
+
+    def _append_loop(self) -> None:
+        if self.world.now_ms < DURATION_MS - 1000:
+            leader = next(
+                (v for v in self.voters.values() if v.client is not None and v.client.is_leader), None
+            )
+            if leader is not None:
+                value = f"r{self.next_value}".encode()
+                self.next_value += 1
+
+                def at_leader(leader: Voter = leader, value: bytes = value) -> None:
+                    client = leader.client
+                    if client is None or not client.is_leader:
+                        return
+                    offset = client.append(self.world.now_ms, [value])
+                    if offset is not None:
+                        self.pending.append((leader.id, leader.generation, client.epoch, offset, value))
+                        self._step(leader, lambda c: c.poll(self.world.now_ms))
+
+                self.world.send("client", leader.name, at_leader, "append")
+            self.world.after(APPEND_EVERY_MS, self._append_loop)
+
+    # ---- invariants ----------------------------------------------------------------------------------------
+    def _check_leader_completeness(self, voter: Voter) -> None:
+        entries = voter.log.entries
+        epoch = voter.client.epoch if voter.client else -1
+        for offset, entry in self.committed.items():
+            if self.commit_epoch[offset] >= epoch:
+                continue  # committed in this epoch or later: a stale leader of an older one may lack it
+            if offset >= len(entries) or entries[offset] != entry:
+                held = describe(entries[offset]) if offset < len(entries) else "nothing"
+                raise Violation(
+                    f"leader completeness: {voter.name} leads epoch {epoch} "
+                    f"without committed {describe(entry)} at offset {offset} (it holds {held})"
+                )
+
+    def check(self) -> None:
+        logs = [(v.name, v.log.entries) for v in self.voters.values()]
+        for i, (name_a, a) in enumerate(logs):
+            for name_b, b in logs[i + 1 :]:
+                common = min(len(a), len(b))
+                last_match = next((o for o in range(common - 1, -1, -1) if a[o].epoch == b[o].epoch), -1)
+                if last_match >= 0 and a[: last_match + 1] != b[: last_match + 1]:
+                    first = next(o for o in range(last_match + 1) if a[o] != b[o])
+                    raise Violation(
+                        f"log matching: {name_a} and {name_b} agree on the epoch at offset {last_match} "
+                        f"but differ at offset {first}"
+                    )
+        for offset, value in self.acked:
+            entry = self.committed.get(offset)
+            if entry is None or entry.value != value:
+                raise Violation(
+                    f"acknowledged record {value.decode()} at offset {offset} is not committed there"
+                )
+        for voter in self.voters.values():
+            if voter.client is not None and voter.client.is_leader:
+                self._check_leader_completeness(voter)
+
+    # ---- faults --------------------------------------------------------------------------------------------
+    def _current_leader(self) -> Voter | None:
+        leaders = [v for v in self.voters.values() if v.client is not None and v.client.is_leader]
+        return max(leaders, key=lambda v: v.client.epoch if v.client else -1) if leaders else None
+
+    def _apply_fault(self, fault: RaftFault) -> None:
+        self.world.log(f"FAULT {fault.describe()}")
+        if fault.kind == "lossy":
+            self.world.default_link = LOSSY
+            self.lossy_until_ms = max(self.lossy_until_ms, fault.at_ms + fault.length_ms)
+            self.world.at(self.lossy_until_ms, self._end_lossy, "heal")
+            return
+        if fault.kind == "crash-new-leader":
+            self.armed.append(fault)
+            return
+        target = self.voters.get(fault.target) or self._current_leader()
+        if target is None:
+            return
+        if fault.kind == "resign":
+            if target.client is not None:
+                self._step(target, lambda client: client.resign(self.world.now_ms))
+            return
+        if fault.kind == "partition":
+            a, b = target.name, self.voters[fault.other].name
+            self.world.partition(a, b)
+            self.world.after(fault.length_ms, lambda: self.world.heal(a, b), "heal")
+            return
+        if fault.kind == "isolate":
+            others = [v.name for v in self.voters.values() if v is not target] + ["client"]
+            for other in others:
+                self.world.partition(target.name, other)
+            self.world.after(
+                fault.length_ms, lambda: [self.world.heal(target.name, o) for o in others], "heal"
+            )
+            return
+        if target.client is None:
+            return
+        self.crash(target)
+        self.world.after(
+            fault.length_ms, lambda: self.start(target) if target.client is None else None, "restart"
+        )
+
+    def _end_lossy(self) -> None:
+        if self.world.now_ms >= self.lossy_until_ms:
+            self.world.default_link = LINK
+
+    def healed_at_ms(self) -> int:
+        healed = DURATION_MS - 1000
+        for fault in self.schedule:
+            extra = fault.other if fault.kind == "crash-new-leader" else 0
+            healed = max(healed, fault.at_ms + fault.length_ms + extra)
+        return healed
+
+    def liveness_problems(self) -> list[str]:
+        problems = [f"{v.name} is down" for v in self.voters.values() if v.client is None]
+        leader = self._current_leader()
+        if leader is None or leader.client is None:
+            return [*problems, "no leader"]
+        epoch, end = leader.client.epoch, leader.log.end_offset
+        for voter in self.voters.values():
+            client = voter.client
+            if client is None or voter is leader:
+                continue
+            if client.epoch != epoch or client.leader_id != leader.id:
+                problems.append(
+                    f"{voter.name} is {client.role} in epoch {client.epoch}, not following {leader.name}"
+                )
+            if voter.log.entries != leader.log.entries:
+                problems.append(
+                    f"{voter.name}'s log ends at {voter.log.end_offset}, {leader.name}'s at {end}"
+                )
+        for voter in self.voters.values():
+            if voter.client is not None and voter.client.high_watermark != end:
+                problems.append(f"{voter.name}'s high watermark is {voter.client.high_watermark}, not {end}")
+        return problems
+
+    # ---- running -------------------------------------------------------------------------------------------
+    def _run_until(self, end_ms: int) -> None:
+        next_check = self.world.now_ms
+        while (next_ms := self.world.next_event_ms()) is not None and next_ms <= end_ms:
+            self.world.run_until(next_ms)
+            self.events += 1
+            if self.world.now_ms >= next_check:
+                self.check()
+                next_check = self.world.now_ms + CHECK_EVERY_MS
+        self.world.now_ms = max(self.world.now_ms, end_ms)
+
+    def run(self) -> RaftRunResult:
+        violation = None
+        try:
+            for voter in self.voters.values():
+                self.start(voter)
+            for fault in self.schedule:
+                self.world.at(fault.at_ms, lambda f=fault: self._apply_fault(f), "fault")
+            self.world.after(APPEND_EVERY_MS, self._append_loop)
+            self._run_until(DURATION_MS)
+            healed = self.healed_at_ms()
+            deadline = healed + LIVENESS_BOUND_MS
+            while True:
+                self.check()
+                if self.world.now_ms >= healed and not self.liveness_problems():
+                    self.healthy_after_ms = self.world.now_ms - healed
+                    self.world.log(f"healthy {self.healthy_after_ms} ms after the last fault healed")
+                    break
+                if self.world.now_ms >= deadline:
+                    problems = "; ".join(self.liveness_problems())
+                    raise Violation(
+                        f"not healed {LIVENESS_BOUND_MS} ms after the last fault healed: {problems}"
+                    )
+                self._run_until(min(max(self.world.now_ms, healed) + 50, deadline))
+        except Violation as exc:
+            violation = str(exc)
+            self.world.log(f"VIOLATION {violation}")
+        return RaftRunResult(
+            self.world.seed,
+            violation,
+            len(self.acked),
+            self.events,
+            len(self.leaders_by_epoch),
+            self.schedule,
+            self.world.trace,
+            self.healthy_after_ms,
+        )
+
+
+def describe(entry: LogEntry) -> str:
+    value = entry.value
+    shown = value.decode() if isinstance(value, bytes) else f"LeaderChange(leader {value.leader_id})"
+    return f"{shown}@epoch{entry.epoch}"
+
+
+def run_raft_seed(
+    seed: int, *, faults: str = "raft", voters: int = 5, schedule: list[RaftFault] | None = None
+) -> RaftRunResult:
+    schedule = RAFT_SCHEDULES[faults](seed, voters) if schedule is None else schedule
+    return RaftSimCluster(seed, schedule, voters=voters).run()
+
+
+def shrink_raft(result: RaftRunResult, *, voters: int = 5) -> RaftRunResult:
+    """Drops faults one at a time while the run still violates an invariant (same seed)."""
+    best = result
+    changed = True
+    while changed:
+        changed = False
+        for index in range(len(best.schedule)):
+            candidate = best.schedule[:index] + best.schedule[index + 1 :]
+            attempt = run_raft_seed(best.seed, voters=voters, schedule=candidate)
+            if attempt.violation is not None:
+                best = attempt
+                changed = True
+                break
+    return best
