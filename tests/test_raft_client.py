@@ -400,3 +400,47 @@ def test_high_watermark_waits_for_a_fetch_without_divergence():
     [fetch] = ctx.take(FetchRequest)
     ctx.respond(fetch, FetchResponse(ErrorCode.none, 2, 5, 3, (LogEntry(4, b"b"), leader_change(5, 2))))
     assert ctx.client.high_watermark == 3
+
+
+def test_testDescribeQuorumWithFetchingVotersAndObservers():
+    """DescribeQuorum (55) from the leader: itself at its log end and caught up now, each voter's fetch
+    offset and times (LeaderState.ReplicaState.updateFetchState), an observer that fetched; other voters
+    answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v1 response."""
+    import io
+
+    from kio.schema.describe_quorum.v1 import response as v1
+    from kio.serial import entity_reader, entity_writer
+
+    from epochkraft.raft.describe_quorum import describe_quorum
+
+    ctx = RaftTestContext(1)
+    ctx.become_leader()
+    ctx.now_ms = 1000
+    ctx.fetch_from(2, 0, 0)  # behind the leader's end (1): not caught up
+    ctx.now_ms = 1100
+    ctx.fetch_from(2, 1, 1)  # at the end: caught up now
+    ctx.fetch_from(100, 0, 0)  # a broker observing the log
+    response = describe_quorum(ctx.client, 1200)
+    [partition] = response.topics[0].partitions
+    assert (partition.error_code, partition.leader_id, partition.leader_epoch, partition.high_watermark) == (
+        ErrorCode.none,
+        1,
+        1,
+        1,
+    )
+    voters = {r.replica_id: r for r in partition.current_voters}
+    assert (voters[1].log_end_offset, voters[1].last_caught_up_timestamp) == (1, 1200)
+    assert (voters[2].log_end_offset, voters[2].last_fetch_timestamp, voters[2].last_caught_up_timestamp) == (
+        1,
+        1100,
+        1100,
+    )
+    assert (voters[3].log_end_offset, voters[3].last_fetch_timestamp) == (-1, -1)
+    assert [(o.replica_id, o.log_end_offset) for o in partition.observers] == [(100, 0)]
+    buffer = io.BytesIO()
+    entity_writer(v1.DescribeQuorumResponse)(buffer, response)
+    decoded, _ = entity_reader(v1.DescribeQuorumResponse)(memoryview(buffer.getvalue()), 0)
+    assert decoded == response
+    follower = RaftTestContext(2, persisted=QuorumStateData(1, 1, -1, (1, 2, 3)))
+    [partition] = describe_quorum(follower.client, 0).topics[0].partitions
+    assert partition.error_code == ErrorCode.not_leader_or_follower and partition.leader_id == 1

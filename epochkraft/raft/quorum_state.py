@@ -120,11 +120,23 @@ class CandidateState:
 
 @dataclass(slots=True)
 class ReplicaState:
-    """The leader's view of one voter (LeaderState.ReplicaState)."""
+    """The leader's view of one voter or observer (LeaderState.ReplicaState)."""
 
     end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    last_fetch_leader_end_offset: int = -1
+
+    def update_fetch_state(self, now_ms: int, fetch_offset: int, leader_end_offset: int) -> None:
+        """ReplicaState.updateFetchState: caught up when it fetched from the leader's end, or from where
+        the leader's log ended at its previous fetch (then as of that fetch)."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif self.last_fetch_leader_end_offset > 0 and fetch_offset >= self.last_fetch_leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.end_offset = fetch_offset
+        self.last_fetch_leader_end_offset = leader_end_offset
+        self.last_fetch_ms = now_ms
 
 
 @dataclass(slots=True)
@@ -136,6 +148,7 @@ class LeaderState:
     check_quorum_deadline_ms: int
     high_watermark: int | None = None
     replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    observers: dict[int, ReplicaState] = field(default_factory=dict)  # non-voters that fetch (brokers)
     non_acknowledging: set[int] = field(default_factory=set)  # voters not yet told by BeginQuorumEpoch
     begin_retry_at_ms: dict[int, int] = field(default_factory=dict)
     fetched_since_check: set[int] = field(default_factory=set)

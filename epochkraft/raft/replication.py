@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.messages import DivergingEpoch, Envelope, FetchRequest, FetchResponse, Message
-from epochkraft.raft.quorum_state import NO_LEADER, EpochState, FollowerState, LeaderState, majority
+from epochkraft.raft.quorum_state import (
+    NO_LEADER,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    ReplicaState,
+    majority,
+)
 
 if TYPE_CHECKING:
     from epochkraft.raft.log import RaftLog
@@ -108,12 +115,15 @@ class Replication:
                 )
                 return
         if request.replica_id in state.replicas:
-            replica = state.replicas[request.replica_id]
-            replica.end_offset = request.fetch_offset
-            replica.last_fetch_ms = now_ms
+            state.replicas[request.replica_id].update_fetch_state(
+                now_ms, request.fetch_offset, self.log.end_offset
+            )
             state.non_acknowledging.discard(request.replica_id)
             state.begin_retry_at_ms.pop(request.replica_id, None)
             state.fetched_since_check.add(request.replica_id)
+        elif request.replica_id >= 0:
+            observer = state.observers.setdefault(request.replica_id, ReplicaState())
+            observer.update_fetch_state(now_ms, request.fetch_offset, self.log.end_offset)
         self._update_high_watermark(now_ms, state)
         if request.fetch_offset < self.log.end_offset or request.max_wait_ms <= 0:
             self._complete_fetch(envelope, state)
