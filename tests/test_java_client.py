@@ -26,7 +26,8 @@ def run_check(bootstrap: str, topic: str, log4j: Path) -> list[str]:
     except PeerUnavailable as exc:
         pytest.skip(f"kafka-clients unavailable: {exc}")
     result = subprocess.run(
-        ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, str(CHECK), bootstrap, topic],
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath,
+         str(CHECK), bootstrap, topic],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}"

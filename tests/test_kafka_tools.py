@@ -45,7 +45,9 @@ def bootstrap(epochkraft_peer_cluster: LocalCluster) -> str:
 
 
 def run_tool(log4j: Path, main_class: str, *args: str, stdin: str | None = None, timeout: float = 120):
-    command = java_command(main_class, list(args), heap_mb=256, jvm=[f"-Dlog4j2.configurationFile={log4j}"])
+    # C1 only: a tool's JVM starts and finishes sooner, and none runs long enough for C2 to pay off
+    jvm = [f"-Dlog4j2.configurationFile={log4j}", "-XX:TieredStopAtLevel=1"]
+    command = java_command(main_class, list(args), heap_mb=256, jvm=jvm)
     result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, (
         f"{main_class} {args} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
