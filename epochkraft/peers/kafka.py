@@ -52,8 +52,12 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """Kafka's cluster id form: a UUID in unpadded URL-safe base64 (``Uuid.randomUuid().toString()``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """Kafka's cluster id form: a UUID in unpadded URL-safe base64 (``Uuid.randomUuid().toString()``),
+    which, as Kafka's, never starts with '-' (the storage tool would take it for an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _properties(values: dict[str, object]) -> str:
