@@ -69,3 +69,14 @@ def test_same_seed_is_safe_with_kafkas_rule(monkeypatch):
     assert run_raft_seed(68, faults="raft-churn").violation is not None
     monkeypatch.setattr(raft_client, "UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS", False)
     assert run_raft_seed(68, faults="raft-churn").violation is None
+
+
+def test_failover_benchmark_measures_election_then_commit():
+    """The benchmark's own measurement (its figures are not asserted): a new leader only after the fetch
+    timeout has let a follower notice, and the first commit after the crash no earlier than the election."""
+    from epochkraft.bench.raft_failover import SETTINGS, one_failover
+
+    settings = SETTINGS["election 250, fetch 500"]
+    elected, committed = one_failover(1, settings, 3)
+    assert 0 < elected <= committed
+    assert elected >= settings.fetch_timeout_ms - settings.fetch_max_wait_ms

@@ -149,8 +149,18 @@ class RaftRunResult:
 
 
 class RaftSimCluster:
-    def __init__(self, seed: int, schedule: list[RaftFault], *, voters: int = 5) -> None:
-        self.world = World(seed, LINK)
+    def __init__(
+        self,
+        seed: int,
+        schedule: list[RaftFault],
+        *,
+        voters: int = 5,
+        settings: RaftSettings = SIM_SETTINGS,
+        link: LinkPolicy = LINK,
+    ) -> None:
+        self.settings = settings
+        self.link = link
+        self.world = World(seed, link)
         self.schedule = schedule
         self.voter_ids = tuple(range(1, voters + 1))
         self.voters = {v: Voter(v) for v in self.voter_ids}
@@ -175,7 +185,7 @@ class RaftSimCluster:
             voter.log,
             self.world.now_ms,
             persisted=voter.persisted,
-            settings=SIM_SETTINGS,
+            settings=self.settings,
             rng=random.Random(self.world.seed * 1009 + voter.id * 31 + voter.generation),
             first_correlation_id=voter.generation * 1_000_000,
         )
@@ -384,7 +394,7 @@ class RaftSimCluster:
 
     def _end_lossy(self) -> None:
         if self.world.now_ms >= self.lossy_until_ms:
-            self.world.default_link = LINK
+            self.world.default_link = self.link
 
     def healed_at_ms(self) -> int:
         healed = DURATION_MS - 1000
