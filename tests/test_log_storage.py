@@ -50,6 +50,17 @@ def test_append_as_leader_assigns_offsets_and_stamps_the_epoch_with_a_valid_crc(
     assert plog.epochs.entries == [(5, 0)]
 
 
+def test_testTruncateToEndOffsetClearsEpochCache(tmp_path):
+    # A leader assigned epoch 1 at its log end, then lost leadership before appending: the new leader's
+    # divergence answer truncates to the log end, which must still drop epoch 1 (UnifiedLogTest).
+    plog = PartitionLog.open(tmp_path / "t-0")
+    plog.append_as_leader(batch([b"a", b"b"]), leader_epoch=0)
+    plog.epochs.assign(1, plog.log_end_offset)
+    plog.truncate_to(plog.log_end_offset)
+    assert plog.epochs.entries == [(0, 0)]
+    assert plog.epochs.latest_epoch == 0
+
+
 def test_append_rejects_corrupt_batches_and_appends_nothing(tmp_path):
     plog = PartitionLog.open(tmp_path / "t-0")
     bad = bytearray(batch([b"x"]))

@@ -409,6 +409,10 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drops everything at or after ``offset`` (a follower diverged from its leader)."""
         if offset >= self.log_end_offset:
+            # The epoch cache is truncated all the same (Kafka's UnifiedLog.truncateTo): a broker that
+            # became leader assigned its epoch at its log end and may have lost leadership before any
+            # append; kept, that epoch made every fetch diverge again at the same offset, forever.
+            self.epochs.truncate_from_end(self.log_end_offset)
             return
         if offset < self.log_start_offset:  # as Kafka: nothing below the start is kept
             self.truncate_fully_and_start_at(offset)
