@@ -100,3 +100,22 @@ def test_chaos_with_small_segments_and_short_retention_loses_nothing_retained(tm
     assert report["ok"] and report["lost_count"] == 0 and report["duplicated_count"] == 0
     assert report["removed_by_retention"] > 0
     assert report["consumed"] + report["removed_by_retention"] == report["acked"]
+
+
+def test_chaos_on_a_secured_cluster_passes(tmp_path):
+    # `cluster up --secure`'s cluster: mTLS between the daemons (through the fault proxies too), the
+    # workload on SCRAM over TLS, the authorizer on; the faults that restart and cut off daemons.
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "epochkraft.cli", "chaos", "--secure"),
+            *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
+            *("--faults", "hard-bounce-leader,controller-restart,partition,power-loss"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=380,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and report["lost_count"] == 0
+    assert report["acked"] > 300 and report["consumed"] == report["acked"]

@@ -35,6 +35,12 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="small segments (4 KiB) and retention.bytes 8 KiB: the checker counts what retention removed",
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="a secured cluster as `cluster up --secure`: mTLS between the daemons, SCRAM over TLS for the "
+        "workload, the authorizer on",
+    )
     args = parser.parse_args(argv)
     work = Path(args.work_dir)
     report_path = Path(args.report) if args.report else work / "report.json"
@@ -84,6 +90,7 @@ def main(argv: list[str]) -> int:
             brokers=args.brokers,
             rate=args.rate,
             retention=args.retention,
+            secure=args.secure,
             progress=not args.no_progress,
         )
     )

@@ -100,7 +100,9 @@ class LocalCluster:
         if security is None:
             listen = ["--listen", f"127.0.0.1:{self._port(node_id)}"]
         else:  # the client listener on the quick-start port, the inter-broker one on any free port
-            listen = security.broker_args(node_id, self._port(node_id) or self._free_port())
+            listen = security.broker_args(
+                node_id, self._port(node_id) or self._free_port(), self._free_port()
+            )
         args = [
             "broker",
             "--node-id",

@@ -80,8 +80,9 @@ def start_clean(work_dir: Path) -> None:
 class Workload:
     """Producer and consumer threads (confluent-kafka), recording what was acknowledged and read."""
 
-    def __init__(self, bootstrap: str, rate: int = 300) -> None:
+    def __init__(self, bootstrap: str, rate: int = 300, conf: dict[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.conf = conf or {}  # security settings of a secured cluster
         self.rate = rate
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.attempted = 0
@@ -108,6 +109,7 @@ class Workload:
         producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
+                **self.conf,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
@@ -137,6 +139,7 @@ class Workload:
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
+                **self.conf,
                 "group.id": "chaos-readers",
                 "auto.offset.reset": "earliest",
                 "log_level": 0,
@@ -271,6 +274,7 @@ async def run_chaos(
     progress: bool = True,
     log: Any = print,
     retention: bool = False,
+    secure: bool = False,
 ) -> Report:
     rng = random.Random(seed)
     rounds = rounds or len(faults)
@@ -288,6 +292,7 @@ async def run_chaos(
         broker_config=broker_cfg,
         controller_config=controller_cfg,
         metrics_dir=work_dir / "metrics",
+        secure=secure,
     )
     proxies: dict[int, FaultProxy] = {}
     history = History(replication_factor=min(3, brokers))
@@ -304,10 +309,14 @@ async def run_chaos(
             proxies[broker] = proxy
             cluster.controller_for[broker] = f"127.0.0.1:{proxy.port}"
         await asyncio.to_thread(cluster.start_brokers)
-        client = MiniClient(cluster.bootstrap)
+        security = cluster.security
+        # A secured cluster: the checker's client is the admin on the inter-broker (mTLS) listener, the
+        # workload the admin with SCRAM over TLS on the clients' listener.
+        client = MiniClient(cluster.bootstrap, security.admin_tls() if security else None)
         error = await client.create_topic(TOPIC, PARTITIONS, history.replication_factor, topic_config)
         assert error == ErrorCode.none, error
-        workload = Workload(cluster.bootstrap, rate)
+        conf = security.librdkafka(cluster.client_bootstrap) if security else {}
+        workload = Workload(conf.pop("bootstrap.servers", cluster.bootstrap), rate, conf)
         workload.start()
 
         async def watch_isr() -> None:

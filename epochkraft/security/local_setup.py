@@ -10,6 +10,7 @@ cluster restarts on the same data dir.
 from __future__ import annotations
 
 import secrets
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,10 +82,13 @@ class LocalSecurity:
             args += ["--override", item]
         return [*args, "--add-scram", f"SCRAM-SHA-512=[name={ADMIN_USER},password={self.admin_password}]"]
 
-    def broker_overrides(self, node_id: int, client_port: int) -> list[str]:
+    def broker_overrides(self, node_id: int, client_port: int, internal_port: int = 0) -> list[str]:
+        listeners = (
+            f"{CLIENT_LISTENER}://127.0.0.1:{client_port},{INTER_BROKER_LISTENER}://127.0.0.1:{internal_port}"
+        )
         return [
             *self._common(),
-            f"listeners={CLIENT_LISTENER}://127.0.0.1:{client_port},{INTER_BROKER_LISTENER}://127.0.0.1:0",
+            f"listeners={listeners}",
             f"listener.security.protocol.map={CLIENT_LISTENER}:SASL_SSL,{INTER_BROKER_LISTENER}:SSL,CONTROLLER:SSL",
             f"inter.broker.listener.name={INTER_BROKER_LISTENER}",
             f"ssl.keystore.location={self.keystore(f'broker-{node_id}')}",
@@ -93,11 +97,28 @@ class LocalSecurity:
             "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
         ]
 
-    def broker_args(self, node_id: int, client_port: int) -> list[str]:
+    def broker_args(self, node_id: int, client_port: int, internal_port: int = 0) -> list[str]:
         args = []
-        for item in self.broker_overrides(node_id, client_port):
+        for item in self.broker_overrides(node_id, client_port, internal_port):
             args += ["--override", item]
         return args
+
+    def admin_tls(self) -> ssl.SSLContext:
+        """TLS with the admin's certificate (a super user), for the SSL listeners."""
+        context = ssl.create_default_context(cafile=str(self.truststore))
+        context.load_cert_chain(str(self.keystore("admin")))
+        return context
+
+    def librdkafka(self, bootstrap: str) -> dict[str, str]:
+        """confluent-kafka settings of the admin on the SASL_SSL listener."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": ADMIN_USER,
+            "sasl.password": self.admin_password,
+            "ssl.ca.location": str(self.truststore),
+        }
 
     def client_properties(self, bootstrap: str) -> str:
         """Settings for Kafka's Java tools and, below them, librdkafka's names."""

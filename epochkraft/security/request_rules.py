@@ -84,7 +84,7 @@ def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
         if not all(ctx.authorized(operation, ResourceType.GROUP, g) for g in _groups(key, request)):
             return ErrorCode.group_authorization_failed
     if key in TOPIC_OPERATIONS:
-        if key == 23 and request.replica_id >= 0:
+        if key == 23 and getattr(request, "replica_id", -1) >= 0:  # v3+ names the replica
             if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
                 return ErrorCode.cluster_authorization_failed
         elif not all(
