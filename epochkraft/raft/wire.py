@@ -1,0 +1,219 @@
+"""The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote, BeginQuorumEpoch (53) v0
+and EndQuorumEpoch (54) v0, as kio's generated request and response bodies for the single partition
+``__cluster_metadata``-0. A handler decodes with ``decode_*``, calls ``RaftClient.handle`` and encodes
+its answer with ``encode_*``; a request naming another topic or partition gets INVALID_REQUEST at the top
+level, as KafkaRaftClient's ``hasValidTopicPartition`` check answers.
+"""
+
+from __future__ import annotations
+
+from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
+from kio.schema.end_quorum_epoch.v0 import request as eqe_req
+from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.vote.v2 import request as vote_req
+from kio.schema.vote.v2 import response as vote_resp
+from kio.static.primitive import i32, i64
+
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+
+METADATA_TOPIC = TopicName("__cluster_metadata")
+NO_LEADER = -1
+
+
+class InvalidRaftRequest(Exception):
+    """A request for another topic or partition than ``__cluster_metadata``-0, or with none."""
+
+
+def _single_partition(topics: tuple) -> object:
+    if len(topics) != 1 or topics[0].topic_name != METADATA_TOPIC or len(topics[0].partitions) != 1:
+        raise InvalidRaftRequest("expected exactly __cluster_metadata-0")
+    partition = topics[0].partitions[0]
+    if partition.partition_index != 0:
+        raise InvalidRaftRequest(f"partition {partition.partition_index} of __cluster_metadata")
+    return partition
+
+
+# ---- Vote (52) --------------------------------------------------------------------------------------------
+def encode_vote_request(request: VoteRequest, cluster_id: str, voter_id: int) -> vote_req.VoteRequest:
+    return vote_req.VoteRequest(
+        cluster_id=cluster_id,
+        voter_id=BrokerId(voter_id),
+        topics=(
+            vote_req.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    vote_req.PartitionData(
+                        partition_index=i32(0),
+                        replica_epoch=i32(request.candidate_epoch),
+                        replica_id=BrokerId(request.candidate_id),
+                        replica_directory_id=None,
+                        voter_directory_id=None,
+                        last_offset_epoch=i32(request.last_offset_epoch),
+                        last_offset=i64(request.last_offset),
+                        pre_vote=request.pre_vote,
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_vote_request(request: vote_req.VoteRequest) -> VoteRequest:
+    p = _single_partition(request.topics)
+    assert isinstance(p, vote_req.PartitionData)
+    return VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset, p.pre_vote)
+
+
+def encode_vote_response(response: VoteResponse) -> vote_resp.VoteResponse:
+    return vote_resp.VoteResponse(
+        error_code=ErrorCode.none,
+        topics=(
+            vote_resp.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    vote_resp.PartitionData(
+                        partition_index=i32(0),
+                        error_code=response.error_code,
+                        leader_id=BrokerId(response.leader_id),
+                        leader_epoch=i32(response.leader_epoch),
+                        vote_granted=response.vote_granted,
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_vote_response(response: vote_resp.VoteResponse) -> VoteResponse:
+    if response.error_code != ErrorCode.none:
+        return VoteResponse(response.error_code, NO_LEADER, -1, False)
+    p = _single_partition(response.topics)
+    assert isinstance(p, vote_resp.PartitionData)
+    return VoteResponse(p.error_code, p.leader_id, p.leader_epoch, p.vote_granted)
+
+
+def invalid_vote_response() -> vote_resp.VoteResponse:
+    return vote_resp.VoteResponse(error_code=ErrorCode.invalid_request, topics=())
+
+
+# ---- BeginQuorumEpoch (53) -------------------------------------------------------------------------------
+def encode_begin_quorum_epoch_request(
+    request: BeginQuorumEpochRequest, cluster_id: str
+) -> bqe_req.BeginQuorumEpochRequest:
+    return bqe_req.BeginQuorumEpochRequest(
+        cluster_id=cluster_id,
+        topics=(
+            bqe_req.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    bqe_req.PartitionData(
+                        partition_index=i32(0),
+                        leader_id=BrokerId(request.leader_id),
+                        leader_epoch=i32(request.leader_epoch),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_begin_quorum_epoch_request(request: bqe_req.BeginQuorumEpochRequest) -> BeginQuorumEpochRequest:
+    p = _single_partition(request.topics)
+    assert isinstance(p, bqe_req.PartitionData)
+    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+
+
+def encode_begin_quorum_epoch_response(
+    response: BeginQuorumEpochResponse,
+) -> bqe_resp.BeginQuorumEpochResponse:
+    return bqe_resp.BeginQuorumEpochResponse(
+        error_code=ErrorCode.none,
+        topics=(
+            bqe_resp.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    bqe_resp.PartitionData(
+                        partition_index=i32(0),
+                        error_code=response.error_code,
+                        leader_id=BrokerId(response.leader_id),
+                        leader_epoch=i32(response.leader_epoch),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_begin_quorum_epoch_response(
+    response: bqe_resp.BeginQuorumEpochResponse,
+) -> BeginQuorumEpochResponse:
+    if response.error_code != ErrorCode.none:
+        return BeginQuorumEpochResponse(response.error_code, NO_LEADER, -1)
+    p = _single_partition(response.topics)
+    assert isinstance(p, bqe_resp.PartitionData)
+    return BeginQuorumEpochResponse(p.error_code, p.leader_id, p.leader_epoch)
+
+
+# ---- EndQuorumEpoch (54) ---------------------------------------------------------------------------------
+def encode_end_quorum_epoch_request(
+    request: EndQuorumEpochRequest, cluster_id: str
+) -> eqe_req.EndQuorumEpochRequest:
+    return eqe_req.EndQuorumEpochRequest(
+        cluster_id=cluster_id,
+        topics=(
+            eqe_req.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    eqe_req.PartitionData(
+                        partition_index=i32(0),
+                        leader_id=BrokerId(request.leader_id),
+                        leader_epoch=i32(request.leader_epoch),
+                        preferred_successors=tuple(i32(s) for s in request.preferred_successors),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_end_quorum_epoch_request(request: eqe_req.EndQuorumEpochRequest) -> EndQuorumEpochRequest:
+    p = _single_partition(request.topics)
+    assert isinstance(p, eqe_req.PartitionData)
+    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, tuple(int(s) for s in p.preferred_successors))
+
+
+def encode_end_quorum_epoch_response(response: EndQuorumEpochResponse) -> eqe_resp.EndQuorumEpochResponse:
+    return eqe_resp.EndQuorumEpochResponse(
+        error_code=ErrorCode.none,
+        topics=(
+            eqe_resp.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=(
+                    eqe_resp.PartitionData(
+                        partition_index=i32(0),
+                        error_code=response.error_code,
+                        leader_id=BrokerId(response.leader_id),
+                        leader_epoch=i32(response.leader_epoch),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def decode_end_quorum_epoch_response(response: eqe_resp.EndQuorumEpochResponse) -> EndQuorumEpochResponse:
+    if response.error_code != ErrorCode.none:
+        return EndQuorumEpochResponse(response.error_code, NO_LEADER, -1)
+    p = _single_partition(response.topics)
+    assert isinstance(p, eqe_resp.PartitionData)
+    return EndQuorumEpochResponse(p.error_code, p.leader_id, p.leader_epoch)
