@@ -15,15 +15,17 @@ from collections.abc import Iterator
 
 import pytest
 from kio.schema.alter_configs.v2 import request as ac
+from kio.schema.alter_partition_reassignments.v0 import request as ar
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.elect_leaders.v2 import request as el
 from kio.schema.incremental_alter_configs.v1 import request as ia
 from kio.schema.produce.v9 import request as pr
 
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.net.errors import NetworkError
-from epochkraft.peers.differential import Difference, Side, differences, unexplained
+from epochkraft.peers.differential import Difference, Side, differences, error_codes, unexplained
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
@@ -319,6 +321,89 @@ async def _frame_over_limit(side: Side) -> str:
 def test_a_frame_over_the_request_size_limit_closes_the_connection_as_kafka(pair: Pair) -> None:
     assert pair.run(_frame_over_limit(pair.kafka)) == "closed"
     assert pair.run(_frame_over_limit(pair.ours)) == "closed"
+
+
+# ---- a fenced leader epoch: a request naming an epoch older than the partition's leader's ------------
+FENCED_TOPIC = "diff-fenced"
+# The APIs that carry the client's current leader epoch, and the first version that does.
+EPOCH_APIS = {1: 9, 2: 4, 23: 2}
+
+
+async def _move_leadership(side: Side) -> uuid.UUID:
+    """FENCED_TOPIC led by broker 1, then by broker 2 (reassigned to [2, 1, 3], preferred election), so
+    its leader epoch is above 0 and epoch 0 is fenced."""
+    client = MiniClient(f"{side.bootstrap[0]}:{side.bootstrap[1]}")
+    timeout = datetime.timedelta(seconds=10)
+    try:
+        error = await client.create_topic(FENCED_TOPIC, -1, -1, assignment=[[1, 2, 3]])
+        assert error in (ErrorCode.none, ErrorCode.topic_already_exists), (side.name, error)
+        await _wait_partition(side, lambda p: p.leader_id == 1 and len(p.isr_nodes) == 3)
+        assert (await client.produce_batch(FENCED_TOPIC, 0, RECORDS))[0] == ErrorCode.none
+        reassign = ar.AlterPartitionReassignmentsRequest(
+            timeout=timeout,
+            topics=(
+                ar.ReassignableTopic(
+                    name=FENCED_TOPIC,
+                    partitions=(ar.ReassignablePartition(partition_index=0, replicas=(2, 1, 3)),),
+                ),
+            ),
+        )
+        response = await client.any_send(reassign)
+        assert response.error_code == ErrorCode.none, (side.name, response)
+        await _wait_partition(side, lambda p: tuple(p.replica_nodes) == (2, 1, 3) and len(p.isr_nodes) == 3)
+        elect = el.ElectLeadersRequest(
+            election_type=0,
+            topic_partitions=(el.TopicPartitions(topic=FENCED_TOPIC, partitions=(0,)),),
+            timeout=timeout,
+        )
+        await client.any_send(elect)
+        partition = await _wait_partition(side, lambda p: p.leader_id == 2 and p.leader_epoch > 0)
+        assert partition.leader_epoch > 0
+        return (await side.metadata(FENCED_TOPIC)).topics[0].topic_id
+    finally:
+        await client.close()
+
+
+async def _wait_partition(side: Side, ready) -> object:
+    for _ in range(300):
+        topics = (await side.metadata(FENCED_TOPIC)).topics
+        partitions = topics[0].partitions if topics else ()
+        if partitions and ready(partitions[0]):
+            return partitions[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{side.name}: {FENCED_TOPIC} never got there: {partitions}")
+
+
+def test_a_fenced_leader_epoch_gets_the_same_answers_as_kafka(pair: Pair) -> None:
+    """Fetch, ListOffsets and OffsetForLeaderEpoch naming leader epoch 0 after the leader moved:
+    FENCED_LEADER_EPOCH at every version that carries the epoch (KIP-320), as Kafka answers."""
+    found: list[str] = []
+
+    async def sweep() -> None:
+        ids = {side.name: await _move_leadership(side) for side in (pair.kafka, pair.ours)}
+        for key, first in EPOCH_APIS.items():
+            for version in common_versions(pair, key):
+                if version < first:
+                    continue
+                answers = []
+                for side in (pair.kafka, pair.ours):
+                    scenario = Scenario(
+                        "fenced",
+                        FENCED_TOPIC,
+                        ids[side.name],
+                        records=RECORDS,
+                        overrides={"current_leader_epoch": 0},
+                    )
+                    answers.append(
+                        await side.exchange(key, request_for(key, version, scenario), FENCED_TOPIC, "")
+                    )
+                theirs, ours = answers
+                assert ErrorCode.fenced_leader_epoch in error_codes(theirs), (key, version, theirs)
+                for d in unexplained(key, version, "fenced", differences(ours, theirs)):
+                    found.append(f"{served(BROKER)[key].name} v{version}: {d}")
+
+    pair.run(sweep())
+    assert not found, "\n".join(found)
 
 
 # ---- the controller listener: the broker lifecycle and admin APIs against Kafka's own controller -------

@@ -195,6 +195,15 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
     ),
     KnownDifference(
+        1,
+        (16, 99),
+        "fenced",
+        r"responses\[.*\]\.partitions\[.*\]\.current_leader\..*|node_endpoints.*",
+        "Leader discovery hints (KIP-951): on FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER Kafka names the "
+        "current leader, its epoch and its endpoint in the Fetch response (tagged fields, v16+); ours leaves "
+        "them out and clients refresh Metadata instead, as they do with brokers before 3.7.",
+    ),
+    KnownDifference(
         62,
         ANY,
         None,
