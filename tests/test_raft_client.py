@@ -444,3 +444,56 @@ def test_testDescribeQuorumWithFetchingVotersAndObservers():
     follower = RaftTestContext(2, persisted=QuorumStateData(1, 1, -1, (1, 2, 3)))
     [partition] = describe_quorum(follower.client, 0).topics[0].partitions
     assert partition.error_code == ErrorCode.not_leader_or_follower and partition.leader_id == 1
+
+
+def test_testCandidateIgnoreVoteRequestOnSameEpoch():
+    ctx = RaftTestContext(1)
+    ctx.become_candidate()
+    epoch = ctx.client.epoch
+    reply = ctx.reply_to(ctx.deliver(2, VoteRequest(epoch, 2, 0, 0)))
+    assert reply == VoteResponse(ErrorCode.none, -1, epoch, False) and ctx.client.role == "candidate"
+
+
+def test_testHandleVoteRequestAsFollowerWithVotedCandidate():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(4, -1, 3, (1, 2, 3)))
+    assert not ctx.reply_to(ctx.deliver(2, VoteRequest(4, 2, 0, 0))).vote_granted
+    assert ctx.reply_to(ctx.deliver(3, VoteRequest(4, 3, 0, 0))).vote_granted
+    # a higher epoch frees the vote
+    assert ctx.reply_to(ctx.deliver(2, VoteRequest(5, 2, 0, 0))).vote_granted
+    assert ctx.persisted[-1] == QuorumStateData(5, -1, 2, (1, 2, 3))
+
+
+def test_testEndQuorumIgnoredAsCandidateIfOlderEpoch():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(4, -1, -1, (1, 2, 3)))
+    ctx.become_candidate()
+    reply = ctx.reply_to(ctx.deliver(2, EndQuorumEpochRequest(2, 3, (1,))))
+    assert reply == EndQuorumEpochResponse(ErrorCode.none, -1, 5)
+    assert ctx.client.role == "candidate" and ctx.client.epoch == 5
+
+
+def test_testEndQuorumEpochSentBasedOnFetchOffset():
+    """The resigning leader names the most caught-up voter first as preferred successor."""
+    ctx = RaftTestContext(1, (1, 2, 3, 4, 5))
+    ctx.become_leader()
+    ctx.client.append(ctx.now_ms, [b"a", b"b"])
+    ctx.fetch_from(4, 3, 1)
+    ctx.fetch_from(2, 1, 1)
+    ctx.take(BeginQuorumEpochRequest)
+    ctx.resign()
+    successors = {e.message.preferred_successors for e in ctx.take(EndQuorumEpochRequest)}
+    assert successors == {(4, 2, 3, 5)}
+
+
+def test_testBeginQuorumEpochHigherEpochMakesLeaderFollow():
+    """A leader that hears of a higher epoch's leader steps down and follows it. Its parked fetches are
+    dropped unanswered (Kafka's testPurgatoryFetchCompletedByFollowerTransition answers them with the new
+    leader; here the fetching voter asks again after its request timeout)."""
+    ctx = RaftTestContext(1)
+    ctx.become_leader()
+    ctx.fetch_from(2, 1, 1)
+    ctx.deliver(2, FetchRequest(2, 1, 1, 1, 500))
+    ctx.deliver(3, BeginQuorumEpochRequest(3, 2))
+    assert ctx.client.role == "follower" and (ctx.client.leader_id, ctx.client.epoch) == (3, 2)
+    ctx.poll(500)
+    assert [e for e in ctx.sent if e.is_response and isinstance(e.message, FetchResponse)] == []
+    assert ctx.persisted[-1] == QuorumStateData(2, 3, -1, (1, 2, 3))
