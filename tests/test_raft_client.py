@@ -255,7 +255,7 @@ def test_testFetchResponseIgnoredAfterBecomingFollowerOfDifferentLeader():
     assert ctx.client.leader_id == 3 and ctx.log.end_offset == 0
 
 
-def test_testTruncateWhenFetchDivergence():
+def test_follower_truncates_to_the_diverging_epoch_and_fetches_on():
     """The follower holds entries of epoch 3 the new leader never had; the leader answers its fetch with a
     DivergingEpoch from its epoch cache and the follower truncates to it, then fetches on."""
     ctx = RaftTestContext(
@@ -402,7 +402,7 @@ def test_high_watermark_waits_for_a_fetch_without_divergence():
     assert ctx.client.high_watermark == 3
 
 
-def test_testDescribeQuorumWithFetchingVotersAndObservers():
+def test_testDescribeQuorum():
     """DescribeQuorum (55) from the leader: itself at its log end and caught up now, each voter's fetch
     offset and times (LeaderState.ReplicaState.updateFetchState), an observer that fetched; other voters
     answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v1 response."""
@@ -484,7 +484,7 @@ def test_testEndQuorumEpochSentBasedOnFetchOffset():
     assert successors == {(4, 2, 3, 5)}
 
 
-def test_testBeginQuorumEpochHigherEpochMakesLeaderFollow():
+def test_leader_told_of_a_higher_epoch_leader_steps_down_and_follows_it():
     """A leader that hears of a higher epoch's leader steps down and follows it. Its parked fetches are
     dropped unanswered (Kafka's testPurgatoryFetchCompletedByFollowerTransition answers them with the new
     leader; here the fetching voter asks again after its request timeout)."""
