@@ -36,6 +36,7 @@ from epochkraft.security.certs import LocalCA
 from tests.conftest import write_fast_configs
 from tests.support.kio_requests import Scenario, request_for
 from tests.test_listeners import advertised
+from tests.test_wire_versions import error_codes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -233,6 +234,12 @@ async def attacks(target: Target) -> dict[str, ErrorCode]:
         alter = request_for(56, 3, Scenario("ap", topic="victim", broker_id=leader))
         got["forge AlterPartition"] = (await send(ctl, alter, tls)).error_code
 
+        # Change a topic's configs and add partitions straight on the controller listener.
+        configs = request_for(44, 1, Scenario("iac", topic="victim", overrides={"validate_only": False}))
+        got["alter topic configs on the controller"] = set(error_codes(await send(ctl, configs, tls))).pop()
+        grow = request_for(37, 3, Scenario("cp", topic="victim", overrides={"validate_only": True}))
+        got["add partitions on the controller"] = set(error_codes(await send(ctl, grow, tls))).pop()
+
         # Follower Fetches on the client listener, as replicas 2 and 3 with a made-up offset (Fetch v12).
         errors = []
         for fake in followers:
@@ -316,6 +323,7 @@ OPEN = {
     "heartbeat as another broker": ErrorCode.none,
     "unregister a broker": ErrorCode.none,
     "follower Fetch from a client": ErrorCode.none,
+    "alter topic configs on the controller": ErrorCode.none,
 }
 REFUSED = {
     "register a rogue broker": ErrorCode.cluster_authorization_failed,
@@ -325,6 +333,8 @@ REFUSED = {
     "unregister a broker": ErrorCode.cluster_authorization_failed,
     "forge AlterPartition": ErrorCode.cluster_authorization_failed,
     "follower Fetch from a client": ErrorCode.topic_authorization_failed,
+    "alter topic configs on the controller": ErrorCode.topic_authorization_failed,
+    "add partitions on the controller": ErrorCode.topic_authorization_failed,
     "produce to __consumer_offsets": ErrorCode.topic_authorization_failed,
     "produce to __consumer_offsets as a super user": ErrorCode.invalid_topic_exception,
     "create __cluster_metadata": ErrorCode.invalid_request,

@@ -24,7 +24,7 @@ import structlog
 
 from epochkraft.net.context import RequestContext
 from epochkraft.net.failure_log import FailureLog, failure_key
-from epochkraft.protocol.api import BROKER, ApiSpec, served
+from epochkraft.protocol.api import ApiSpec, served
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import (
@@ -356,9 +356,7 @@ class _Connection(asyncio.BufferedProtocol):
         operation = CLUSTER_OPERATIONS[self.server.listener].get(spec.key)
         if operation is not None and not ctx.authorized_cluster(operation):
             return ErrorCode.cluster_authorization_failed
-        if self.server.listener == BROKER:
-            return request_refusal(spec.key, request, ctx)
-        return None
+        return request_refusal(spec.key, request, ctx)
 
     def _failed(self, spec: ApiSpec, request: Any, ctx: RequestContext, exc: Exception) -> Response:
         """The request's error response (Kafka's getErrorResponse); raises to close the connection where

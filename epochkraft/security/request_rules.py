@@ -76,7 +76,8 @@ def _groups(key: int, request: Any) -> list[str]:
 
 
 def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
-    """The error a broker-listener request gets before its handler runs, or None."""
+    """The error a request gets before its handler runs, or None (the controller listener serves the config
+    and CreatePartitions APIs of these tables, checked as ControllerApis checks them)."""
     if ctx.authorizer is None:
         return None
     if key in GROUP_OPERATIONS:
