@@ -434,6 +434,12 @@ def test_a_request_to_a_follower_gets_the_same_answers_as_kafka(pair: Pair) -> N
                     assert ErrorCode.not_leader_or_follower in error_codes(theirs), (key, version, theirs)
                 for d in unexplained(key, version, "follower", differences(ours, theirs)):
                     found.append(f"{served(BROKER)[key].name} v{version}: {d}")
+                if key == 0 and version >= 10:  # KIP-951: the leader (masked above) named, with its endpoint
+                    hint = ours.responses[0].partition_responses[0].current_leader
+                    assert hint.leader_id == 1, (version, ours)
+                    assert [(n.node_id, n.port) for n in ours.node_endpoints] == [
+                        (1, pair.ours.brokers[1][1])
+                    ]
 
     pair.run(sweep())
     assert not found, "\n".join(found)

@@ -204,14 +204,6 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "them out and clients refresh Metadata instead, as they do with brokers before 3.7.",
     ),
     KnownDifference(
-        0,
-        (10, 99),
-        "follower",
-        r"responses\[.*\]\.partition_responses\[.*\]\.current_leader\..*|node_endpoints.*",
-        "The same leader discovery hints (KIP-951) in Produce v10+ answered NOT_LEADER_OR_FOLLOWER: ours "
-        "leaves them out and the producer refreshes Metadata.",
-    ),
-    KnownDifference(
         1,
         (11, 99),
         "follower",

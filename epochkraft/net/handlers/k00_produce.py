@@ -19,6 +19,8 @@
 - With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED; internal
   topics (``__consumer_offsets``) take no client's records: INVALID_TOPIC_EXCEPTION (Kafka's
   KafkaApis.handleProduceRequest, then ReplicaManager.appendToLocalLog).
+- v10+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER carries the current leader and its epoch,
+  and the response the leader's endpoint on the request's listener.
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
@@ -26,6 +28,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 from kio.schema.produce.v11 import response as r11
@@ -42,6 +45,7 @@ from epochkraft.security.topics import INTERNAL_TOPICS
 ADMIN_CLIENT_ID = "__admin_client"
 
 TOPIC_IDS_FROM = 13
+LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
 Answer = tuple[ErrorCode, int, int, str | None, tuple[tuple[int, str], ...]]
@@ -127,4 +131,33 @@ async def handle(request, ctx):
         ),
         throttle_time=NO_THROTTLE,
     )
+    if version >= LEADER_HINTS_FROM:
+        response = _with_leader_hints(response, names, ctx, schema)
     return downgrade_response(response, version)
+
+
+def _with_leader_hints(response, names: list[str | None], ctx, schema):
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names the current leader and its epoch, and the
+    response carries that leader's endpoint on this listener, so the producer redirects without a Metadata
+    round trip (KafkaApis.handleProduceRequest, getCurrentLeader)."""
+    cache = ctx.node.cache
+    endpoints: dict[int, object] = {}
+    topics = []
+    for topic, name in zip(response.responses, names, strict=True):
+        partitions = []
+        for p in topic.partition_responses:
+            reg = cache.partition(name, p.index) if name is not None else None
+            if p.error_code == ErrorCode.not_leader_or_follower and reg is not None and reg.leader >= 0:
+                leader = schema.LeaderIdAndEpoch(leader_id=reg.leader, leader_epoch=reg.leader_epoch)
+                p = dataclasses.replace(p, current_leader=leader)
+                endpoint = cache.endpoint(reg.leader, ctx.listener_name)
+                registration = cache.brokers.get(reg.leader)
+                if endpoint is not None and registration is not None:
+                    endpoints[reg.leader] = schema.NodeEndpoint(
+                        node_id=reg.leader, host=endpoint.host, port=endpoint.port, rack=registration.rack
+                    )
+            partitions.append(p)
+        topics.append(dataclasses.replace(topic, partition_responses=tuple(partitions)))
+    return dataclasses.replace(
+        response, responses=tuple(topics), node_endpoints=tuple(endpoints[i] for i in sorted(endpoints))
+    )
