@@ -45,6 +45,7 @@ from epochkraft.controller.replication_control import (
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.snapshot import Snapshot
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
@@ -106,13 +107,22 @@ class Controller(AdminOperations):
                 [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms
             )
 
-    def load(self, data: bytes) -> int:
-        """Rebuilds state from metadata-log bytes read from disk; returns the number of records."""
+    def load(self, data: bytes, replay_from: int = 0) -> int:
+        """Rebuilds state from metadata-log bytes read from disk, replaying the records from
+        ``replay_from`` on (a loaded snapshot holds the others); returns the number replayed."""
         count = 0
-        for offset, record in self.log.load(data):
+        for offset, record in self.log.load(data, replay_from):
             self.replay(record, offset)
             count += 1
         return count
+
+    def load_snapshot(self, snapshot: Snapshot) -> int:
+        """Replays a snapshot's records into an empty controller, each at the snapshot's last contained
+        offset (QuorumController.handleLoadSnapshot); returns the number of records."""
+        offset = snapshot.snapshot_id.last_contained_offset
+        for record in snapshot.records:
+            self.replay(record, offset)
+        return len(snapshot.records)
 
     def _commit(self, records: list, now_ms: int) -> int:
         if not records:

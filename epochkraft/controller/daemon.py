@@ -6,7 +6,10 @@
 With --data-dir every metadata batch is appended to ``<data-dir>/__cluster_metadata-0/00000000000000000000.log``
 (RecordBatch v2, Kafka's log format) before the request that wrote it is answered, and replayed at startup
 (a torn tail is cut off), so topics, registrations and broker epochs survive a restart. Heartbeat sessions
-are not in the log: after a restart every broker gets one session timeout to heartbeat again.
+are not in the log: after a restart every broker gets one session timeout to heartbeat again. Every
+``metadata.log.max.record.bytes.between.snapshots`` bytes of records a snapshot of the metadata image is
+written beside the log (``<offset>-<epoch>.checkpoint``, Kafka's format); a restart loads the newest
+readable one and replays only the records after it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
+from epochkraft.controller.snapshots import MetadataSnapshotter
+from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
+from epochkraft.metadata.snapshot_file import newest_valid_snapshot, remove_partial_snapshots
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
@@ -217,20 +223,27 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     metadata_log = MetadataLog()
     controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
     log_file: MetadataLogFile | None = None
+    snapshotter: MetadataSnapshotter | None = None
     if args.data_dir:
         log_file = MetadataLogFile(Path(args.data_dir))
         data, cut = log_file.read_valid()
         started = time.monotonic()
-        count = controller.load(data)
+        snapshot = load_newest_snapshot(controller, log_file.dir, data, log)
+        replay_from = 0 if snapshot is None else snapshot.end_offset
+        count = controller.load(data, replay_from)
         log.info(
             "metadata log replayed",
+            snapshot=None if snapshot is None else snapshot.end_offset,
             records=count,
             next_offset=metadata_log.next_offset,
             torn_tail_bytes=cut,
             seconds=round(time.monotonic() - started, 3),
         )
         log_file.open()
-        metadata_log.listeners.append(log_file.append)
+        metadata_log.listeners.append(log_file.append)  # before the snapshotter: on disk before snapshotted
+        snapshotter = MetadataSnapshotter(
+            controller, log_file.dir, settings.max_record_bytes_between_snapshots, log, latest=snapshot
+        )
     events = _event_log(args)
     security = NodeSecurity.build(settings)
     if security.authorizer is not None:
@@ -288,9 +301,31 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         node.ship_events()
         if events is not None:
             await events.aclose()
+        if snapshotter is not None:
+            await snapshotter.wait()
         if log_file is not None:
             log_file.close()
     return 0
+
+
+def load_newest_snapshot(controller: Controller, log_dir: Path, data: bytes, log: Any) -> SnapshotId | None:
+    """Loads the newest readable snapshot within the log into ``controller``; returns its id (None: the
+    whole log is to be replayed). Unreadable snapshots are logged and skipped, as are .part files."""
+    for partial in remove_partial_snapshots(log_dir):
+        log.info("deleted an unfinished snapshot", file=partial.name)
+    log_end = 0
+    for _pos, header in iter_batches(data):
+        log_end = header.next_offset
+
+    def rejected(snapshot_id: SnapshotId, reason: str) -> None:
+        log.warning("metadata snapshot not used", file=snapshot_filename(snapshot_id), reason=reason)
+
+    snapshot = newest_valid_snapshot(log_dir, log_end, rejected)
+    if snapshot is None:
+        return None
+    count = controller.load_snapshot(snapshot)
+    log.info("metadata snapshot loaded", file=snapshot_filename(snapshot.snapshot_id), records=count)
+    return snapshot.snapshot_id
 
 
 def _event_log(args: argparse.Namespace) -> Any:

@@ -43,8 +43,10 @@ class MetadataLog:
             listener(base, data)
         return base
 
-    def load(self, data: bytes) -> Iterator[tuple[int, MetadataRecord]]:
-        """Adds batches read from disk (offsets must continue the log) and yields their records to replay."""
+    def load(self, data: bytes, replay_from: int = 0) -> Iterator[tuple[int, MetadataRecord]]:
+        """Adds batches read from disk (offsets must continue the log) and yields their records to replay,
+        those from ``replay_from`` on (the ones before it come from a snapshot; their batches are kept,
+        not decoded, for the brokers that fetch the log from its start)."""
         for pos, header in iter_batches(data):
             if header.base_offset != self.next_offset:
                 raise ValueError(
@@ -54,7 +56,10 @@ class MetadataLog:
             self._base_offsets.append(header.base_offset)
             self._batches.append(raw)
             self.next_offset = header.next_offset
-            yield from read_metadata_batches(raw)
+            if header.next_offset > replay_from:
+                for offset, record in read_metadata_batches(raw):
+                    if offset >= replay_from:
+                        yield offset, record
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``; at least one batch even if over ``max_bytes``."""

@@ -53,3 +53,10 @@ class ControllerSettings(SecuritySettings):
     connections_max_idle_ms: int = prop(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
     )
+    max_record_bytes_between_snapshots: int = prop(
+        "metadata.log.max.record.bytes.between.snapshots",
+        20 * 1024 * 1024,
+        "A snapshot of the metadata image is written once this many bytes of records were appended since "
+        "the last one (with a data dir); a restart loads the newest snapshot and replays only the log after it.",
+        minimum=1,
+    )

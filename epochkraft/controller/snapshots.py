@@ -1,0 +1,123 @@
+"""The controller daemon's metadata snapshots: written every N bytes of records, loaded at restart.
+
+As Kafka's SnapshotGenerator: the bytes of appended batches are counted, and once
+``metadata.log.max.record.bytes.between.snapshots`` is reached a snapshot of the image at the log's end is
+written. The image is copied on the event loop (between two controller operations, so it matches the log's
+end offset exactly); turning it into records, encoding and the file IO run on a worker thread. One
+snapshot is written at a time; a failed one is logged and the next threshold tries again.
+
+The metadata log itself is kept whole: brokers fetch ``__cluster_metadata`` from offset 0 (there is no
+FetchSnapshot yet), so the records below a snapshot are still needed and no segment is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from epochkraft.controller.controller import METADATA_VERSION, Controller
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.snapshot import SnapshotId, copy_image, encode_snapshot, image_records
+from epochkraft.metadata.snapshot_file import delete_old_snapshots, write_snapshot_file
+from epochkraft.protocol.records import parse_header
+
+KEEP_SNAPSHOTS = 2  # the newest, and one to fall back on should it be unreadable
+
+
+def write_image_snapshot(
+    log_dir: Path,
+    snapshot_id: SnapshotId,
+    image: MetadataImage,
+    last_contained_log_timestamp: int,
+    now_ms: int,
+    fsync: bool = True,
+) -> tuple[Path, int]:
+    """Image -> records -> checkpoint file (worker thread: touches only its own copy of the image)."""
+    records = image_records(image, METADATA_VERSION)
+    batches = encode_snapshot(
+        snapshot_id, records, last_contained_log_timestamp=last_contained_log_timestamp, now_ms=now_ms
+    )
+    path = write_snapshot_file(log_dir, snapshot_id, batches, fsync)
+    return path, sum(len(b) for b in batches)
+
+
+class MetadataSnapshotter:
+    def __init__(
+        self,
+        controller: Controller,
+        log_dir: Path,
+        max_bytes_between: int,
+        log: Any,
+        latest: SnapshotId | None = None,
+        fsync: bool = True,
+    ) -> None:
+        self.controller = controller
+        self.log_dir = log_dir
+        self.max_bytes_between = max_bytes_between
+        self.log = log
+        self.fsync = fsync
+        self.latest = latest
+        self.bytes_since_snapshot = 0
+        self.last_timestamp_ms = -1
+        self.written = 0
+        self._task: asyncio.Task[None] | None = None
+        self._scheduled = False
+        controller.log.listeners.append(self._on_append)
+
+    def _on_append(self, _base_offset: int, data: bytes) -> None:
+        self.bytes_since_snapshot += len(data)
+        self.last_timestamp_ms = parse_header(data).max_timestamp
+        if self.bytes_since_snapshot >= self.max_bytes_between and not self._scheduled and self._task is None:
+            # Not now: the controller replays the batch only after appending it; once the operation
+            # under way is done, the image matches the log's end.
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.start)
+
+    def start(self) -> asyncio.Task[None] | None:
+        """Copies the image and writes its snapshot on a worker thread (None: nothing new, or busy)."""
+        self._scheduled = False
+        snapshot_id = SnapshotId(self.controller.log.next_offset, 0)  # one controller: every batch is epoch 0
+        if self._task is not None or (self.latest is not None and snapshot_id <= self.latest):
+            return None
+        started = time.monotonic()
+        image = copy_image(self.controller.image)
+        copy_ms = (time.monotonic() - started) * 1000
+        self.bytes_since_snapshot = 0
+        self._task = asyncio.create_task(self._write(snapshot_id, image, copy_ms), name="metadata-snapshot")
+        return self._task
+
+    async def _write(self, snapshot_id: SnapshotId, image: MetadataImage, copy_ms: float) -> None:
+        started = time.monotonic()
+        try:
+            path, size = await asyncio.to_thread(
+                write_image_snapshot,
+                self.log_dir,
+                snapshot_id,
+                image,
+                self.last_timestamp_ms,
+                int(time.time() * 1000),
+                self.fsync,
+            )
+            self.latest = snapshot_id
+            self.written += 1
+            deleted = await asyncio.to_thread(delete_old_snapshots, self.log_dir, KEEP_SNAPSHOTS)
+            self.log.info(
+                "metadata snapshot written",
+                file=path.name,
+                bytes=size,
+                image_copy_ms=round(copy_ms, 1),
+                seconds=round(time.monotonic() - started, 3),
+                deleted=[d.end_offset for d in deleted],
+            )
+        except Exception as exc:  # logged; the next threshold tries again
+            self.log.error("metadata snapshot failed", offset=snapshot_id.end_offset, error=repr(exc))
+        finally:
+            self._task = None
+
+    async def wait(self) -> None:
+        """Waits for a snapshot being written (at shutdown, so no .part file is left behind)."""
+        task = self._task
+        if task is not None:
+            await asyncio.shield(task)

@@ -1,0 +1,275 @@
+"""Metadata snapshots (KIP-630) in Kafka's checkpoint format, sans-IO: image -> records -> bytes and back.
+
+``image_records`` is the shortest record list that rebuilds an image, in the order Kafka's
+``MetadataImage.write`` emits it (features, cluster, topics, configs, ACLs, SCRAM). ``encode_snapshot``
+lays them out as Kafka's ``RecordsSnapshotWriter`` does: a control batch at offset 0 holding the
+SnapshotHeaderRecord (``ControlRecordType.SNAPSHOT_HEADER`` = 3), the metadata records in RecordBatch v2
+batches of at most ``KafkaRaftClient.MAX_BATCH_SIZE_BYTES`` with offsets following on, and a control
+batch holding the SnapshotFooterRecord (``SNAPSHOT_FOOTER`` = 4); every batch carries the snapshot's
+epoch. ``decode_snapshot`` refuses anything else (a bad CRC, a missing header or footer, offsets that do
+not follow on), so a torn or corrupted file is never half loaded.
+
+A snapshot id is Kafka's ``OffsetAndEpoch``: the end offset (the first offset NOT in the snapshot) and the
+epoch of the last record in it; ``snapshot_filename`` is ``Snapshots.filenameFromSnapshotId`` + ``.checkpoint``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.protocol.errors import ProtocolError
+from epochkraft.protocol.metadata_codec import decode_metadata_record, encode_metadata_record
+from epochkraft.protocol.metadata_records import (
+    AccessControlEntryRecord,
+    BrokerEndpoint,
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from epochkraft.protocol.records import (
+    CONTROL_BIT,
+    Record,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+)
+from epochkraft.security.authorizer import AclBinding
+
+SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".checkpoint.part"
+DELETE_SUFFIX = ".checkpoint.deleted"
+OFFSET_WIDTH, EPOCH_WIDTH = 20, 10
+SNAPSHOT_HEADER, SNAPSHOT_FOOTER = 3, 4  # Kafka's ControlRecordType
+KRAFT_MEMBERSHIP = (5, 6)  # KRAFT_VERSION, KRAFT_VOTERS: may follow the header (a dynamic quorum's); skipped
+MAX_BATCH_SIZE_BYTES = (
+    8 * 1024 * 1024
+)  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES, the snapshot writer's batch cap
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version 0, type
+_HEADER_VALUE = struct.Struct(">hqB")  # SnapshotHeaderRecord v0: version, last contained timestamp, no tags
+_FOOTER_VALUE = struct.Struct(">hB")  # SnapshotFooterRecord v0: version, no tags
+
+
+class SnapshotError(ProtocolError):
+    """A snapshot file that is not a whole, valid checkpoint."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    end_offset: int  # the first offset not in the snapshot
+    epoch: int
+
+    @property
+    def last_contained_offset(self) -> int:
+        return self.end_offset - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    snapshot_id: SnapshotId
+    last_contained_log_timestamp: int
+    records: list[MetadataRecord]
+
+
+def snapshot_filename(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset:0{OFFSET_WIDTH}d}-{snapshot_id.epoch:0{EPOCH_WIDTH}d}{SUFFIX}"
+
+
+def parse_snapshot_filename(name: str) -> tuple[SnapshotId, str] | None:
+    """(id, suffix) for a snapshot file name (``.checkpoint``, ``.checkpoint.part`` or ``.deleted``)."""
+    suffix = next((s for s in (PARTIAL_SUFFIX, DELETE_SUFFIX, SUFFIX) if name.endswith(s)), None)
+    if suffix is None or len(name) < OFFSET_WIDTH + 1 + EPOCH_WIDTH or name[OFFSET_WIDTH] != "-":
+        return None
+    offset, epoch = name[:OFFSET_WIDTH], name[OFFSET_WIDTH + 1 : OFFSET_WIDTH + 1 + EPOCH_WIDTH]
+    if not (offset.isdigit() and epoch.isdigit()):
+        return None
+    return SnapshotId(int(offset), int(epoch)), suffix
+
+
+# ---- image -> records ---------------------------------------------------------------------------------
+def copy_image(image: MetadataImage) -> MetadataImage:
+    """A copy another thread can read while the original keeps changing: registrations, partitions,
+    credentials and ACLs are immutable values, so copying the containers is enough (milliseconds for
+    100,000 partitions)."""
+    copy = MetadataImage(image.node_id)
+    copy.brokers = dict(image.brokers)
+    copy.topic_ids = dict(image.topic_ids)
+    for topic_id, topic in image.topics.items():
+        copy.topics[topic_id] = type(topic)(topic.name, topic.topic_id, dict(topic.partitions))
+    copy.configs = {resource: dict(values) for resource, values in image.configs.items()}
+    copy.scram_credentials = dict(image.scram_credentials)
+    copy.acls = dict(image.acls)
+    return copy
+
+
+def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataRecord]:
+    """The records that rebuild ``image`` from nothing: one per broker, topic, partition, config key,
+    credential and ACL, each with its current state (Kafka's MetadataImage.write)."""
+    records: list[MetadataRecord] = [
+        FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)
+    ]
+    for broker in image.brokers.values():
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker.broker_id,
+                incarnation_id=broker.incarnation_id,
+                broker_epoch=broker.epoch,
+                end_points=tuple(
+                    BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                    )
+                    for e in broker.endpoints
+                ),
+                rack=broker.rack,
+                fenced=broker.fenced,
+                in_controlled_shutdown=broker.in_controlled_shutdown,
+            )
+        )
+    for topic in image.topics.values():
+        records.append(TopicRecord(name=topic.name, topic_id=topic.topic_id))
+        for index, partition in topic.partitions.items():
+            records.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic.topic_id,
+                    replicas=partition.replicas,
+                    isr=partition.isr,
+                    removing_replicas=partition.removing_replicas,
+                    adding_replicas=partition.adding_replicas,
+                    leader=partition.leader,
+                    leader_recovery_state=int(partition.leader_recovery_state),
+                    leader_epoch=partition.leader_epoch,
+                    partition_epoch=partition.partition_epoch,
+                )
+            )
+    for (resource_type, resource_name), values in image.configs.items():
+        for name, value in values.items():
+            records.append(
+                ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
+            )
+    for acl_id, acl in image.acls.items():
+        records.append(_acl_record(acl_id, acl))
+    records.extend(image.scram_credentials.values())
+    return records
+
+
+def _acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=int(acl.resource_type),
+        resource_name=acl.resource_name,
+        pattern_type=int(acl.pattern_type),
+        principal=acl.principal,
+        host=acl.host,
+        operation=int(acl.operation),
+        permission_type=int(acl.permission_type),
+    )
+
+
+# ---- records <-> checkpoint bytes ---------------------------------------------------------------------
+def _control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
+    record = Record(0, 0, _CONTROL_KEY.pack(0, control_type), value)
+    return encode_batch(RecordBatch(base_offset, epoch, CONTROL_BIT, 0, now_ms, now_ms, records=[record]))
+
+
+def encode_snapshot(
+    snapshot_id: SnapshotId,
+    records: list[MetadataRecord],
+    *,
+    last_contained_log_timestamp: int,
+    now_ms: int,
+    max_batch_bytes: int = MAX_BATCH_SIZE_BYTES,
+) -> list[bytes]:
+    """The checkpoint file's batches: header control batch, record batches, footer control batch."""
+    epoch = snapshot_id.epoch
+    header = _HEADER_VALUE.pack(0, last_contained_log_timestamp, 0)
+    out = [_control_batch(0, epoch, SNAPSHOT_HEADER, header, now_ms)]
+    offset = 1
+    pending: list[Record] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal offset, pending, size
+        batch = RecordBatch(offset, epoch, 0, len(pending) - 1, now_ms, now_ms, records=pending)
+        out.append(encode_batch(batch))
+        offset += len(pending)
+        pending, size = [], 0
+
+    for record in records:
+        value = encode_metadata_record(record)
+        if pending and size + len(value) + 16 > max_batch_bytes:  # 16: a record's framing, at most
+            flush()
+        pending.append(Record(len(pending), 0, None, value))
+        size += len(value) + 16
+    if pending:
+        flush()
+    out.append(_control_batch(offset, epoch, SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0, 0), now_ms))
+    return out
+
+
+def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId) -> Snapshot:
+    """Reads a whole checkpoint (RecordsSnapshotReader with CRC validation); SnapshotError otherwise."""
+    view = memoryview(data)
+    records: list[MetadataRecord] = []
+    timestamp: int | None = None
+    footer = False
+    expected_offset = 0
+    end = 0
+    try:
+        for pos, header in iter_batches(view):
+            if footer:
+                raise SnapshotError("batches after the snapshot footer")
+            if header.base_offset != expected_offset:
+                raise SnapshotError(f"batch at offset {header.base_offset}, expected {expected_offset}")
+            batch = decode_batch(view, pos)
+            end = pos + header.size
+            expected_offset = batch.next_offset
+            if batch.is_control:
+                for control_type, value in _control_records(batch):
+                    if control_type == SNAPSHOT_HEADER and timestamp is None and pos == 0:
+                        _version, timestamp, _tags = _HEADER_VALUE.unpack(value)
+                    elif control_type == SNAPSHOT_FOOTER and timestamp is not None:
+                        footer = True
+                    elif control_type not in KRAFT_MEMBERSHIP or timestamp is None:
+                        raise SnapshotError(f"unexpected control record type {control_type} at offset {pos}")
+                continue
+            if timestamp is None:
+                raise SnapshotError("the first batch is not a snapshot header")
+            for record in batch.records:
+                if record.value is None:
+                    raise SnapshotError("metadata record without a value")
+                records.append(decode_metadata_record(record.value))
+    except (ProtocolError, struct.error) as exc:
+        if isinstance(exc, SnapshotError):
+            raise
+        raise SnapshotError(f"corrupt snapshot: {exc}") from exc
+    if timestamp is None:
+        raise SnapshotError("no snapshot header")
+    if not footer:
+        raise SnapshotError("no snapshot footer (the snapshot is truncated)")
+    if end != len(view):
+        raise SnapshotError(f"{len(view) - end} bytes after the snapshot footer")
+    return Snapshot(snapshot_id, timestamp, records)
+
+
+def _control_records(batch: RecordBatch) -> list[tuple[int, bytes]]:
+    out = []
+    for record in batch.records:
+        if record.key is None or len(record.key) != _CONTROL_KEY.size:
+            raise SnapshotError("a control record without a 4-byte control key")
+        version, control_type = _CONTROL_KEY.unpack(record.key)
+        if version != 0:
+            raise SnapshotError(f"control record key version {version}")
+        value = record.value or b""
+        expected = {SNAPSHOT_HEADER: _HEADER_VALUE.size, SNAPSHOT_FOOTER: _FOOTER_VALUE.size}.get(
+            control_type
+        )
+        if expected is not None and len(value) != expected:
+            raise SnapshotError(f"control record {control_type} of {len(value)} bytes")
+        out.append((control_type, value))
+    return out
