@@ -409,6 +409,13 @@ def test_a_fenced_leader_epoch_gets_the_same_answers_as_kafka(pair: Pair) -> Non
                 assert ErrorCode.fenced_leader_epoch in error_codes(theirs), (key, version, theirs)
                 for d in unexplained(key, version, "fenced", differences(ours, theirs)):
                     found.append(f"{served(BROKER)[key].name} v{version}: {d}")
+                if (
+                    key == 1 and version >= 16
+                ):  # KIP-951: the new leader (masked above) named, with its endpoint
+                    assert ours.responses[0].partitions[0].current_leader.leader_id == 2, (version, ours)
+                    assert [(n.node_id, n.port) for n in ours.node_endpoints] == [
+                        (2, pair.ours.brokers[2][1])
+                    ]
 
     pair.run(sweep())
     assert not found, "\n".join(found)

@@ -77,7 +77,7 @@ def test_alter_partition_response_of_a_thousand_partitions():
 
 
 # ---- Fetch: our pieces, joined, are kio's bytes at every served version --------------------------------
-def _kio_fetch_response(version, topics, read_committed=False):
+def _kio_fetch_response(version, topics, read_committed=False, nodes=()):
     """The reference: the same answers as kio entities (built at v16 and converted, or by name < v13)."""
     cls = response_class(1, version)
     module = importlib.import_module(cls.__module__)
@@ -96,6 +96,10 @@ def _kio_fetch_response(version, topics, read_committed=False):
         }
         if a.diverging is not None:
             fields["diverging_epoch"] = module.EpochEndOffset(epoch=a.diverging[0], end_offset=a.diverging[1])
+        if a.current_leader is not None:
+            fields["current_leader"] = module.LeaderIdAndEpoch(
+                leader_id=a.current_leader[0], leader_epoch=a.current_leader[1]
+            )
         return build(module.PartitionData, **fields)
 
     key = "topic_id" if version >= 13 else "topic"
@@ -109,6 +113,9 @@ def _kio_fetch_response(version, topics, read_committed=False):
         error_code=ErrorCode.none,
         session_id=0,
         responses=responses,
+        node_endpoints=tuple(module.NodeEndpoint(node_id=n, host=h, port=p, rack=r) for n, h, p, r in nodes)
+        if nodes
+        else (),
     )
 
 
@@ -122,6 +129,10 @@ answers = st.builds(
     log_start_offset=int64,
     records=chunks,
     diverging=st.none() | st.tuples(int32, int64),
+    current_leader=st.none() | st.tuples(int32, int32),
+)
+endpoints = st.lists(
+    st.tuples(int32, st.text(max_size=20), int32, st.none() | st.text(max_size=8)), max_size=3
 )
 
 
@@ -129,14 +140,18 @@ answers = st.builds(
     version=st.integers(4, served(BROKER)[1].max_version),
     topics=st.lists(st.tuples(st.uuids(), st.text(max_size=20), st.lists(answers, max_size=5)), max_size=3),
     read_committed=st.booleans(),
+    nodes=endpoints,
 )
-def test_fetch_response_pieces_join_to_kio_bytes(version, topics, read_committed):
+def test_fetch_response_pieces_join_to_kio_bytes(version, topics, read_committed, nodes):
     by_version = [(tid if version >= 13 else name, ps) for tid, name, ps in topics]
-    if version < 12:  # no DivergingEpoch field before v12
-        by_version = [(t, [a._replace(diverging=None) for a in ps]) for t, ps in by_version]
-    pieces = fetch.encode_response(version, by_version, read_committed)
+    if version < 12:  # no DivergingEpoch or CurrentLeader before v12
+        by_version = [
+            (t, [a._replace(diverging=None, current_leader=None) for a in ps]) for t, ps in by_version
+        ]
+    nodes = nodes if version >= 16 else []  # NodeEndpoints (KIP-951) from v16
+    pieces = fetch.encode_response(version, by_version, read_committed, nodes)
     ours = b"".join(pieces)
-    assert ours == encode_entity(_kio_fetch_response(version, by_version, read_committed))
+    assert ours == encode_entity(_kio_fetch_response(version, by_version, read_committed, nodes))
     # Record buffers are handed on as they are, not copied into the encoding.
     records = [c for _, ps in by_version for a in ps if a.records for c in a.records if c]
     assert all(any(piece is c for piece in pieces) for c in records)

@@ -196,22 +196,14 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     ),
     KnownDifference(
         1,
-        (16, 99),
-        "fenced",
-        r"responses\[.*\]\.partitions\[.*\]\.current_leader\..*|node_endpoints.*",
-        "Leader discovery hints (KIP-951): on FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER Kafka names the "
-        "current leader, its epoch and its endpoint in the Fetch response (tagged fields, v16+); ours leaves "
-        "them out and clients refresh Metadata instead, as they do with brokers before 3.7.",
-    ),
-    KnownDifference(
-        1,
         (11, 99),
         "follower",
         r"responses\[.*\]\.partitions\[.*\]\.(error_code|high_watermark|last_stable_offset|"
-        r"log_start_offset|records)",
+        r"log_start_offset|records|current_leader\..*)|node_endpoints.*",
         "A consumer's Fetch (v11+) sent to a follower: Kafka serves it up to the follower's high watermark "
-        "(KIP-392, fetch from follower); ours answers NOT_LEADER_OR_FOLLOWER. Clients fetch from a follower "
-        "only when the leader names a preferred read replica, which ours never does (no replica.selector.class).",
+        "(KIP-392, fetch from follower); ours answers NOT_LEADER_OR_FOLLOWER (from v16 with the leader's "
+        "KIP-951 hint). Clients fetch from a follower only when the leader names a preferred read replica, "
+        "which ours never does (no replica.selector.class).",
     ),
     KnownDifference(
         62,

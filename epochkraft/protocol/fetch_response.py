@@ -28,6 +28,7 @@ class Answer(NamedTuple):
     log_start_offset: int = -1
     records: Sequence[bytes | memoryview] = ()  # never null: Kafka answers an error with empty records
     diverging: tuple[int, int] | None = None  # (epoch, end offset) for a diverging follower, v12+
+    current_leader: tuple[int, int] | None = None  # (leader, epoch): KIP-951's hint, v12+ (sent from v16)
 
 
 _I32 = struct.Struct(">i")
@@ -35,15 +36,44 @@ _I16 = struct.Struct(">h")
 _TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start (v5+)
 _PARTITION_V4 = struct.Struct(">ihqq")
-_DIVERGING = struct.Struct(">bbbiqb")  # one tagged field: tag 0, 13 bytes: epoch, end offset, no tags
+_EPOCH_END = struct.Struct(">iq")  # DivergingEpoch: epoch, end offset
 
 
 # Errors Kafka answers before reading a log: aborted transactions keep their default (empty, not null).
 UNREAD_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
 
 
+def _tagged(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
+    """A tagged-field section: the count, then each field's tag, size and bytes, tags in order."""
+    write_uvarint(out, len(fields))
+    for tag, payload in fields:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(payload))
+        out += payload
+
+
+def _compact_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    data = bytearray()
+    write_uvarint(data, len(value.encode()) + 1)
+    return bytes(data) + value.encode()
+
+
+def _node_endpoints(nodes: Sequence[tuple[int, str, int, str | None]]) -> bytes:
+    """NodeEndpoints (v16+, KIP-951): node id, host, port, rack, each with no tagged fields."""
+    data = bytearray()
+    write_uvarint(data, len(nodes) + 1)
+    for node_id, host, port, rack in nodes:
+        data += _I32.pack(node_id) + _compact_string(host) + _I32.pack(port) + _compact_string(rack) + b"\x00"
+    return bytes(data)
+
+
 def encode_response(
-    version: int, topics: list[tuple[Any, list[Answer]]], read_committed: bool = False
+    version: int,
+    topics: list[tuple[Any, list[Answer]]],
+    read_committed: bool = False,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> list[bytes | memoryview]:
     """The response body as pieces: encoded fields, and each partition's record buffers as the log read
     them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
@@ -92,14 +122,18 @@ def encode_response(
                 pieces.extend(a.records)
                 out = bytearray()
             if flexible:
-                if a.diverging is None:
-                    out.append(0)  # no tagged fields
-                else:
-                    out += _DIVERGING.pack(1, 0, 13, a.diverging[0], a.diverging[1], 0)
+                fields = []
+                if a.diverging is not None:
+                    fields.append((0, _EPOCH_END.pack(*a.diverging) + b"\x00"))
+                if a.current_leader is not None and a.current_leader != (-1, -1):  # the default is left out
+                    fields.append(
+                        (1, _I32.pack(a.current_leader[0]) + _I32.pack(a.current_leader[1]) + b"\x00")
+                    )
+                _tagged(out, fields)
         if flexible:
             out.append(0)  # topic tagged fields
     if flexible:
-        out.append(0)  # response tagged fields
+        _tagged(out, [(0, _node_endpoints(node_endpoints))] if version >= 16 and node_endpoints else [])
     pieces.append(bytes(out))
     return pieces
 
@@ -114,9 +148,6 @@ class FetchedPartition(NamedTuple):
     records: memoryview | None  # a view into the received frame: use it before the next frame arrives
     diverging: tuple[int, int] | None  # (epoch, end offset)
     log_start_offset: int = -1
-
-
-_EPOCH_END = struct.Struct(">iq")
 
 
 def decode_partitions(frame: bytes | memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:

@@ -16,6 +16,8 @@
 - v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
   every response is a full one (session id 0), which clients accept. v17 and v18 add request fields a
   leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
+- v16+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current
+  leader and its epoch, and the response carries that leader's endpoint on the request's listener.
 - The response is encoded by ``protocol.fetch_response``, not kio: record bytes read from the log go to
   the socket as they are, never copied into an encoding buffer.
 """
@@ -147,11 +149,37 @@ async def handle(request, ctx):
             break
         await _wait_any(waits, remaining)
     node.observe_fetch(is_follower, time.monotonic() - started)
+    endpoints: dict[int, tuple[int, str, int, str | None]] = {}
+    if version >= LEADER_HINTS_FROM:
+        answers = [(t, name, _leader_hints(ctx, name, ps, endpoints)) for t, name, ps in answers]
     return encode_response(
         version,
         [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
         read_committed=getattr(request, "isolation_level", 0) == 1,
+        node_endpoints=[endpoints[i] for i in sorted(endpoints)],
     )
+
+
+LEADER_HINTS_FROM = 16  # KIP-951
+HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+
+
+def _leader_hints(ctx, name: str | None, answers: list[Answer], endpoints: dict) -> list[Answer]:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader
+    and its epoch, and the response carries the leader's endpoint on this listener (KafkaApis
+    .handleFetchRequest, getCurrentLeader)."""
+    cache = ctx.node.cache
+    hinted = []
+    for a in answers:
+        reg = cache.partition(name, a.index) if name is not None and a.error in HINTED_ERRORS else None
+        if reg is not None and reg.leader >= 0:
+            a = a._replace(current_leader=(reg.leader, reg.leader_epoch))
+            endpoint = cache.endpoint(reg.leader, ctx.listener_name)
+            registration = cache.brokers.get(reg.leader)
+            if endpoint is not None and registration is not None:
+                endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
+        hinted.append(a)
+    return hinted
 
 
 async def _wait_any(events, timeout):
