@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,17 @@ CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 
+def run_until(log4j: Path, main_class: str, *args: str, ready, tries: int = 10) -> str:
+    """Runs a describing tool until its output shows ``ready``: a change is acknowledged by the controller
+    and reaches the broker the tool asks shortly after, with Kafka's brokers as with ours."""
+    for _ in range(tries):
+        out = run_tool(log4j, main_class, *args)
+        if ready(out):
+            return out
+        time.sleep(0.5)
+    return out
+
+
 def create_topic(tools: Path, bootstrap: str, topic: str, partitions: int = 1, rf: int = 3) -> None:
     run_tool(
         tools, TOPICS, "--bootstrap-server", bootstrap, "--create", "--topic", topic,
@@ -71,9 +83,8 @@ def create_topic(tools: Path, bootstrap: str, topic: str, partitions: int = 1, r
 
 def test_kafka_topics_create_describe_alter_partitions(tools: Path, bootstrap: str) -> None:
     create_topic(tools, bootstrap, "tool-topics", partitions=2)
-    described = run_tool(
-        tools, TOPICS, "--bootstrap-server", bootstrap, "--describe", "--topic", "tool-topics"
-    )
+    describe = ["--bootstrap-server", bootstrap, "--describe", "--topic", "tool-topics"]
+    described = run_until(tools, TOPICS, *describe, ready=lambda out: "PartitionCount: 2" in out)
     assert "PartitionCount: 2" in described and "ReplicationFactor: 3" in described, described
     run_tool(
         tools,
@@ -86,9 +97,7 @@ def test_kafka_topics_create_describe_alter_partitions(tools: Path, bootstrap: s
         "--partitions",
         "4",
     )
-    described = run_tool(
-        tools, TOPICS, "--bootstrap-server", bootstrap, "--describe", "--topic", "tool-topics"
-    )
+    described = run_until(tools, TOPICS, *describe, ready=lambda out: "PartitionCount: 4" in out)
     assert "PartitionCount: 4" in described, described
     listed = run_tool(tools, TOPICS, "--bootstrap-server", bootstrap, "--list")
     assert "tool-topics" in listed.split()
@@ -98,10 +107,15 @@ def test_kafka_configs_alter_and_describe(tools: Path, bootstrap: str) -> None:
     create_topic(tools, bootstrap, "tool-configs")
     entity = ["--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "tool-configs"]
     run_tool(tools, CONFIGS, *entity, "--alter", "--add-config", "retention.ms=3600000,min.insync.replicas=2")
-    described = run_tool(tools, CONFIGS, *entity, "--describe")
+    described = run_until(
+        tools, CONFIGS, *entity, "--describe", ready=lambda out: "min.insync.replicas=2" in out
+    )
     assert "retention.ms=3600000" in described and "min.insync.replicas=2" in described, described
     run_tool(tools, CONFIGS, *entity, "--alter", "--delete-config", "retention.ms")
-    assert "retention.ms=3600000" not in run_tool(tools, CONFIGS, *entity, "--describe")
+    described = run_until(
+        tools, CONFIGS, *entity, "--describe", ready=lambda out: "retention.ms=3600000" not in out
+    )
+    assert "retention.ms=3600000" not in described and "min.insync.replicas=2" in described, described
 
 
 def test_kafka_console_producer_and_consumer(tools: Path, bootstrap: str) -> None:

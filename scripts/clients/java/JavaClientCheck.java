@@ -59,13 +59,27 @@ public class JavaClientCheck {
             System.out.println("OK describeCluster brokers=" + brokers);
             TopicDescription described = null;
             for (int i = 0; i < 100; i++) {  // metadata reaches every broker shortly after creation
-                described = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
-                if (described.partitions().stream().allMatch(p -> p.leader() != null && p.isr().size() == 3)) break;
+                try {
+                    described = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
+                        .get(topic);
+                    if (described.partitions().stream().allMatch(p -> p.leader() != null && p.isr().size() == 3)) {
+                        break;
+                    }
+                } catch (java.util.concurrent.ExecutionException e) {
+                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)) {
+                        throw e;
+                    }
+                }
                 Thread.sleep(100);
             }
             System.out.println("OK describeTopics partitions=" + described.partitions().size()
                 + " isr=" + described.partitions().get(0).isr().size());
-            if (!admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(topic)) {
+            boolean listed = false;
+            for (int i = 0; i < 100 && !listed; i++) {  // each broker learns of the topic on its own time
+                listed = admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(topic);
+                if (!listed) Thread.sleep(100);
+            }
+            if (!listed) {
                 throw new IllegalStateException("listTopics does not list " + topic);
             }
             System.out.println("OK listTopics");
@@ -73,8 +87,13 @@ public class JavaClientCheck {
             admin.incrementalAlterConfigs(Map.of(resource, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", "86400000"), AlterConfigOp.OpType.SET))))
                 .all().get(30, TimeUnit.SECONDS);
-            String retention = admin.describeConfigs(List.of(resource)).all().get(30, TimeUnit.SECONDS)
-                .get(resource).get("retention.ms").value();
+            String retention = null;
+            for (int i = 0; i < 100; i++) {  // the broker answering applies the change shortly after the controller
+                retention = admin.describeConfigs(List.of(resource)).all().get(30, TimeUnit.SECONDS)
+                    .get(resource).get("retention.ms").value();
+                if (retention.equals("86400000")) break;
+                Thread.sleep(100);
+            }
             System.out.println("OK incrementalAlterConfigs+describeConfigs retention.ms=" + retention);
         }
     }
