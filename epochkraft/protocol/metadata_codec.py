@@ -205,21 +205,6 @@ def encode_metadata_record(record: MetadataRecord, version: int | None = None) -
 
 
 # ---- decoding -------------------------------------------------------------------------------------
-def _read_value(data: memoryview, pos: int, field: FieldSpec, version: int) -> tuple[Any, int]:
-    if field.is_array:
-        count, pos = _read_uvarint(data, pos)
-        if count == 0:
-            return None, pos
-        if count - 1 > len(data) - pos:
-            raise MetadataRecordError(f"array of {count - 1} items cannot fit in {len(data) - pos} bytes")
-        items = []
-        for _ in range(count - 1):
-            item, pos = _read_scalar(data, pos, field.element_type, field.struct, version)
-            items.append(item)
-        return tuple(items), pos
-    return _read_scalar(data, pos, field.type, field.struct, version)
-
-
 def _read_scalar(
     data: memoryview, pos: int, kind: str, struct_spec: StructSpec | None, version: int
 ) -> tuple[Any, int]:
@@ -250,38 +235,101 @@ def _read_scalar(
         if pos + 16 > len(data):
             raise MetadataRecordError("truncated uuid")
         return uuid.UUID(bytes=bytes(data[pos : pos + 16])), pos + 16
-    if struct_spec is not None:
-        return _read_struct(data, pos, struct_spec, version)
     raise MetadataRecordError(f"unsupported field type {kind}")
 
 
-def _read_struct(data: memoryview, pos: int, spec: StructSpec, version: int) -> tuple[Any, int]:
-    values: dict[str, Any] = {}
-    by_tag: dict[int, FieldSpec] = {}
+# Readers are compiled once per (struct, version) too: replaying a log or loading a snapshot decodes a
+# record per partition change, and walking the schema per record was most of that time.
+Reader = Callable[[memoryview, int], tuple[Any, int]]
+_STRUCT_READERS: dict[tuple[int, int], Reader] = {}  # by (id of an immortal StructSpec, version)
+
+
+def _scalar_reader(kind: str, struct_spec: StructSpec | None, version: int) -> Reader:
+    fixed = _FIXED.get(kind)
+    if fixed is not None:
+        size, unpack = fixed.size, fixed.unpack_from
+
+        def read_fixed(data: memoryview, pos: int) -> tuple[Any, int]:
+            if pos + size > len(data):
+                raise MetadataRecordError(f"truncated {kind}")
+            return unpack(data, pos)[0], pos + size
+
+        return read_fixed
+    if kind in ("bool", "string", "bytes", "uuid"):
+        return lambda data, pos: _read_scalar(data, pos, kind, None, version)
+    if struct_spec is not None:
+        return _struct_reader(struct_spec, version)
+    raise MetadataRecordError(f"unsupported field type {kind}")
+
+
+def _field_reader(field: FieldSpec, version: int) -> Reader:
+    if not field.is_array:
+        return _scalar_reader(field.type, field.struct, version)
+    fixed = _FIXED.get(field.element_type)
+    read_item = _scalar_reader(field.element_type, field.struct, version)
+
+    def read_array(data: memoryview, pos: int) -> tuple[Any, int]:
+        count, pos = _read_uvarint(data, pos)
+        if count == 0:
+            return None, pos
+        n = count - 1
+        if n > len(data) - pos:
+            raise MetadataRecordError(f"array of {n} items cannot fit in {len(data) - pos} bytes")
+        if fixed is not None:
+            end = pos + n * fixed.size
+            if end > len(data):
+                raise MetadataRecordError(f"truncated {field.element_type}")
+            return struct.unpack_from(f">{n}{fixed.format[1:]}", data, pos), end
+        items = []
+        for _ in range(n):
+            item, pos = read_item(data, pos)
+            items.append(item)
+        return tuple(items), pos
+
+    return read_array
+
+
+def _struct_reader(spec: StructSpec, version: int) -> Reader:
+    key = (id(spec), version)
+    reader = _STRUCT_READERS.get(key)
+    if reader is not None:
+        return reader
+    regular: list[tuple[str, Reader]] = []
+    by_tag: dict[int, tuple[FieldSpec, Reader]] = {}
     for field in spec.fields:
         if version not in field.versions:
             continue
         if version in field.tagged:
-            by_tag[int(field.tag or 0)] = field
-            continue
-        values[field.name], pos = _read_value(data, pos, field, version)
-    count, pos = _read_uvarint(data, pos)
-    for _ in range(count):
-        tag, pos = _read_uvarint(data, pos)
-        size, pos = _read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise MetadataRecordError("tagged field runs past the end of the record")
-        field = by_tag.get(tag)
-        if field is not None:  # unknown tags are skipped, as the flexible format requires
-            values[field.name], used = _read_value(data[:end], pos, field, version)
-            if used != end:
-                raise MetadataRecordError(f"tagged field {field.kafka_name} has {end - used} extra bytes")
-        pos = end
-    try:
-        return _struct_class(spec)(**values), pos
-    except TypeError as exc:
-        raise MetadataRecordError(f"cannot build {spec.name}: {exc}") from exc
+            by_tag[int(field.tag or 0)] = (field, _field_reader(field, version))
+        else:
+            regular.append((field.name, _field_reader(field, version)))
+    cls = _struct_class(spec)
+
+    def read_struct(data: memoryview, pos: int) -> tuple[Any, int]:
+        values: dict[str, Any] = {}
+        for name, read in regular:
+            values[name], pos = read(data, pos)
+        count, pos = _read_uvarint(data, pos)
+        for _ in range(count):
+            tag, pos = _read_uvarint(data, pos)
+            size, pos = _read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise MetadataRecordError("tagged field runs past the end of the record")
+            known = by_tag.get(tag)
+            if known is not None:  # unknown tags are skipped, as the flexible format requires
+                field, read = known
+                values[field.name], used = read(data[:end], pos)
+                if used != end:
+                    raise MetadataRecordError(f"tagged field {field.kafka_name} has {end - used} extra bytes")
+            pos = end
+        try:
+            return cls(**values), pos
+        except TypeError as exc:
+            raise MetadataRecordError(f"cannot build {spec.name}: {exc}") from exc
+
+    _STRUCT_READERS[key] = read_struct
+    return read_struct
 
 
 def decode_metadata_record_with_version(data: bytes | memoryview) -> tuple[MetadataRecord, int]:
@@ -296,7 +344,7 @@ def decode_metadata_record_with_version(data: bytes | memoryview) -> tuple[Metad
     schema = _schema_by_key(api_key)
     if version not in schema.valid:
         raise MetadataRecordError(f"{schema.name} has no version {version}")
-    record, pos = _read_struct(view, pos, schema.struct, version)
+    record, pos = _struct_reader(schema.struct, version)(view, pos)
     if pos != len(view):
         raise MetadataRecordError(f"{len(view) - pos} trailing bytes after {schema.name}")
     return record, version
