@@ -430,9 +430,21 @@ async def test_controller_restarts_from_its_snapshot_and_the_log_tail(tmp_path):
             for b in brokers.values():
                 b.client = client
                 assert (await b.heartbeat()).error_code == ErrorCode.none, "broker epochs survived"
+        # A torn snapshot (and an unfinished .part file) at the next restart: refused, the log replayed whole.
+        assert daemon.stop() == 0
+        newest = log_dir / snapshot_filename(snapshot_ids(log_dir)[-1])
+        intact = newest.read_bytes()
+        newest.write_bytes(intact[:-20])
+        (log_dir / (newest.name + ".part")).write_bytes(b"unfinished")
+        daemon.start()
+        assert await asyncio.to_thread(admin_state, admin) == before
+        text = daemon.log_text()
+        assert "metadata snapshot not used" in text and "deleted an unfinished snapshot" in text
+        assert not (log_dir / (newest.name + ".part")).exists()
     finally:
         daemon.kill()
     # The files the daemon wrote: its newest snapshot plus the tail is a full replay of its log.
+    newest.write_bytes(intact)
     data = (log_dir / SEGMENT_NAME).read_bytes()
     full = Controller(CLUSTER_ID)
     full.load(data)
