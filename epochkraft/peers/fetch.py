@@ -5,6 +5,7 @@ fetching itself, by Maven and by ``go build``. Nothing of theirs is kept in the 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -86,3 +87,37 @@ def kfake_binary() -> Path:
     if result.returncode != 0:
         raise PeerUnavailable(f"go could not build kfake: {result.stderr[-2000:]}")
     return binary
+
+
+def franz_go_version() -> str:
+    """The franz-go release kfake is built with (``peers/kfake/go.mod``): its kgo tests run from the same."""
+    match = re.search(r"^\s*github\.com/twmb/franz-go (v\S+)", (KFAKE_DIR / "go.mod").read_text(), re.M)
+    if match is None:
+        raise PeerUnavailable(f"no github.com/twmb/franz-go in {KFAKE_DIR / 'go.mod'}")
+    return match.group(1)
+
+
+def franz_go_source() -> Path:
+    """A writable copy of the pinned franz-go module (from the Go module proxy), where ``go test`` runs."""
+    version = franz_go_version()
+    source = cache_dir() / f"franz-go-{version}"
+    if (source / "go.mod").exists():
+        return source
+    if shutil.which("go") is None:
+        raise PeerUnavailable("go is not installed")
+    source.parent.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(  # outside any module, so the version asked for is the one fetched
+        ["go", "mod", "download", "-json", f"github.com/twmb/franz-go@{version}"],
+        cwd=source.parent,
+        capture_output=True, text=True, timeout=900, env={**os.environ, "GO111MODULE": "on"},
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise PeerUnavailable(f"go could not fetch franz-go {version}: {result.stdout[-2000:]}")
+    module_dir = Path(json.loads(result.stdout)["Dir"])
+    partial = source.with_suffix(".part")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(module_dir, partial)
+    for path in [partial, *partial.rglob("*")]:  # the module cache is read-only; go test writes nothing
+        path.chmod(path.stat().st_mode | 0o200)  # there, but removing the copy later needs write access
+    partial.rename(source)
+    return source
