@@ -4,6 +4,8 @@ JVMs, storage formatted by Kafka's storage tool) and franz-go's kfake, started, 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,10 @@ from kio.schema.metadata.v12 import request as md
 
 from epochkraft.net.client import KafkaClient
 from epochkraft.peers import cli
-from epochkraft.peers.fetch import PeerUnavailable, kfake_binary
+from epochkraft.peers.fetch import PeerUnavailable, franz_go_version, kfake_binary
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
+from epochkraft.peers.kgo_tests import GoTestResults
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
 
@@ -60,3 +63,26 @@ def test_kfake_peer_up_status_down(tmp_path: Path, capsys: pytest.CaptureFixture
     assert not peer.alive
     assert cli.main(["kfake", "status", "--dir", str(tmp_path)]) == 1
     assert "bootstrap servers" in capsys.readouterr().out
+
+
+def test_franz_go_kgo_tests_pin_and_outcomes() -> None:
+    """scripts/franz_kgo_tests runs franz-go at the release kfake is built with, and reads go test's JSON
+    events into one outcome per top-level test, a test cut off by the timeout counting as unfinished."""
+    assert re.fullmatch(r"v1\.\d+\.\d+", franz_go_version())
+    results = GoTestResults()
+    events = [
+        {"Action": "run", "Test": "TestA"},
+        {"Action": "pass", "Test": "TestA"},
+        {"Action": "run", "Test": "TestB"},
+        {"Action": "run", "Test": "TestB/sub"},
+        {"Action": "fail", "Test": "TestB/sub"},
+        {"Action": "output", "Test": "TestB", "Output": "    b_test.go:9: wrong answer\n"},
+        {"Action": "fail", "Test": "TestB"},
+        {"Action": "run", "Test": "TestC"},
+        {"Action": "skip", "Test": "TestD"},
+    ]
+    for event in events:
+        results.feed(json.dumps(event) + "\n")
+    results.feed("FAIL github.com/twmb/franz-go/pkg/kgo 1.0s\n")
+    assert results.outcomes == {"TestA": "pass", "TestB": "fail", "TestC": "running", "TestD": "skip"}
+    assert results.failure_lines() == {"TestB": ["b_test.go:9: wrong answer"], "TestC": []}

@@ -22,7 +22,42 @@ from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.peers.fetch import PeerUnavailable, franz_go_source, franz_go_version
 
 
-def run_go_test(source: Path, seeds: str, pattern: str, timeout_s: int, records: int, log: Path) -> dict:
+class GoTestResults:
+    """Top-level tests' outcomes from ``go test -json`` events: pass, fail, skip, or running (a test that
+    started and never ended, as when the timeout stops the binary); subtests count in their parent."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, str] = {}
+        self.output: dict[str, list[str]] = defaultdict(list)
+
+    def feed(self, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return  # go's own messages (build output) between the events
+        test = event.get("Test")
+        if not test or "/" in test:
+            return
+        action = event.get("Action")
+        if action == "run":
+            self.outcomes[test] = "running"
+        elif action in ("pass", "fail", "skip"):
+            self.outcomes[test] = action
+        elif action == "output":
+            self.output[test].append(event.get("Output", ""))
+
+    def failure_lines(self) -> dict[str, list[str]]:
+        """The first assertion lines of each test that failed or did not finish."""
+        return {
+            test: [ln.strip() for ln in self.output[test] if "_test.go:" in ln or "panic" in ln][:3]
+            for test, outcome in self.outcomes.items()
+            if outcome in ("fail", "running")
+        }
+
+
+def run_go_test(
+    source: Path, seeds: str, pattern: str, skip: str, timeout_s: int, records: int, log: Path
+) -> dict:
     """Runs the kgo tests; answers {test: outcome} for top-level tests from ``go test -json`` events."""
     env = {
         **os.environ,
@@ -31,9 +66,9 @@ def run_go_test(source: Path, seeds: str, pattern: str, timeout_s: int, records:
         "KGO_LOG_LEVEL": "none",
         "GOFLAGS": "-mod=readonly",
     }
-    command = ["go", "test", "-json", "-count=1", f"-timeout={timeout_s}s", "-run", pattern, "./pkg/kgo"]
-    outcomes: dict[str, str] = {}
-    output: dict[str, list[str]] = defaultdict(list)
+    command = ["go", "test", "-json", "-count=1", f"-timeout={timeout_s}s", "-run", pattern]
+    command += ["-skip", skip, "./pkg/kgo"] if skip else ["./pkg/kgo"]
+    results = GoTestResults()
     with open(log, "w") as log_file:
         proc = subprocess.Popen(
             command, cwd=source, env=env, stdout=subprocess.PIPE, stderr=log_file, text=True
@@ -42,36 +77,21 @@ def run_go_test(source: Path, seeds: str, pattern: str, timeout_s: int, records:
         try:
             for line in proc.stdout:
                 log_file.write(line)
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                test = event.get("Test")
-                if not test or "/" in test:
-                    continue
-                action = event.get("Action")
-                if action == "run":
-                    outcomes[test] = "running"
-                elif action in ("pass", "fail", "skip"):
-                    outcomes[test] = action
-                elif action == "output":
-                    output[test].append(event.get("Output", ""))
+                results.feed(line)
             proc.wait(timeout=timeout_s + 120)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    failure_lines = {
-        test: [ln.strip() for ln in output[test] if "_test.go:" in ln or "panic" in ln][:3]
-        for test, outcome in outcomes.items()
-        if outcome in ("fail", "running")
-    }
-    return {"outcomes": outcomes, "failures": failure_lines}
+    return {"outcomes": results.outcomes, "failures": results.failure_lines()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="franz_kgo_tests", description=__doc__)
     parser.add_argument("--run", default=".", help="go test -run pattern (default: every test)")
+    parser.add_argument(
+        "--skip", default="", help="go test -skip pattern, e.g. TestTxnEtl (transactions: not supported here)"
+    )
     parser.add_argument("--timeout", type=int, default=600, help="go test timeout, seconds")
     parser.add_argument("--records", type=int, default=20_000, help="KGO_TEST_RECORDS (franz-go: 500000)")
     parser.add_argument("--json", type=Path, help="also write the outcomes here")
@@ -82,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except PeerUnavailable as exc:
         print(f"franz-go unavailable: {exc}")
         return 2
-    print(f"franz-go {franz_go_version()} pkg/kgo tests against epochkraft (3 brokers), -run {args.run!r}")
+    print(
+        f"franz-go {franz_go_version()} pkg/kgo tests against epochkraft (3 brokers), -run {args.run!r} -skip {args.skip!r}"
+    )
     with tempfile.TemporaryDirectory(prefix="franz-kgo-") as tmp:
         cluster = LocalCluster(data_dir=Path(tmp) / "epochkraft", brokers=3)
         cluster.start()
@@ -91,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 source,
                 cluster.bootstrap,
                 args.run,
+                args.skip,
                 args.timeout,
                 args.records,
                 args.log or Path(tmp) / "go.json",
