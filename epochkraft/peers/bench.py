@@ -3,7 +3,9 @@ Apache Kafka, epochkraft and kfake on this machine, one after the other in one r
 
 Each cluster has three brokers on loopback and runs alone while it is measured (the others are stopped), so
 they share the machine's cores with the tool only. Two configurations, 1 KiB records: (a) RF 3, acks=all,
-min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rounds`` runs.
+min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rounds`` runs. Then, for Kafka
+and epochkraft at the same ``--session-timeout-ms``, the failover time after SIGKILL of a partition leader
+(``epochkraft.peers.failover``; kfake runs its brokers in one process, so it has no leader to kill alone).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
 from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_version
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
@@ -119,37 +122,42 @@ def measure(target: str, bootstrap: str, records: int, rounds: int, log4j: Path)
 
 
 @contextmanager
-def kafka_cluster(root: Path) -> Iterator[str]:
-    peer = KafkaPeer(run_dir=root / "kafka", brokers=3, heap_mb=1024)
+def kafka_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+    peer = KafkaPeer(
+        run_dir=root / "kafka",
+        brokers=3,
+        heap_mb=1024,
+        controller_config={"broker.session.timeout.ms": session_timeout_ms},
+    )
     peer.start(timeout=240)
     try:
-        yield peer.bootstrap
+        yield peer.bootstrap, kafka_brokers(peer)
     finally:
         peer.stop(timeout=30)
 
 
 @contextmanager
-def epochkraft_cluster(root: Path) -> Iterator[str]:
-    cluster = LocalCluster(data_dir=root / "epochkraft", brokers=3)
+def epochkraft_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+    cluster = LocalCluster(data_dir=root / "epochkraft", brokers=3, session_timeout_ms=session_timeout_ms)
     cluster.start()
     try:
-        yield cluster.bootstrap
+        yield cluster.bootstrap, epochkraft_brokers(cluster)
     finally:
         cluster.stop()
         cluster.kill_all()
 
 
 @contextmanager
-def kfake_cluster(root: Path) -> Iterator[str]:
-    peer = KfakePeer(run_dir=root / "kfake", brokers=3)
+def kfake_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+    peer = KfakePeer(run_dir=root / "kfake", brokers=3)  # one process: no leader to kill alone
     peer.start()
     try:
-        yield peer.bootstrap
+        yield peer.bootstrap, None
     finally:
         peer.stop()
 
 
-TARGETS: dict[str, Callable[[Path], object]] = {
+TARGETS: dict[str, Callable[[Path, int], object]] = {
     "kafka": kafka_cluster,
     "epochkraft": epochkraft_cluster,
     "kfake": kfake_cluster,
@@ -162,38 +170,57 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default="kafka,epochkraft,kfake")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--failover-rounds", type=int, default=3, help="SIGKILL-the-leader rounds per cluster (0: none)"
+    )
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms, both clusters"
+    )
+    parser.add_argument("--skip-produce", action="store_true", help="only the failover rounds")
     args = parser.parse_args(argv)
     figures: list[Figure] = []
+    failover: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
         log4j.write_text("status = warn\nrootLogger.level = off\n")
-        print(
-            f"ProducerPerformance (Apache Kafka {kafka_version()}), {args.records} records of 1 KiB per run"
-        )
+        if not args.skip_produce:
+            print(
+                f"ProducerPerformance (Apache Kafka {kafka_version()}), {args.records} records of 1 KiB per run"
+            )
         for target in args.targets.split(","):
             try:
-                with TARGETS[target](root) as bootstrap:  # type: ignore[attr-defined]
-                    figures += measure(target, bootstrap, args.records, args.rounds, log4j)
+                with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers):  # type: ignore[attr-defined]
+                    if not args.skip_produce:
+                        figures += measure(target, bootstrap, args.records, args.rounds, log4j)
+                    if brokers is not None and args.failover_rounds > 0:
+                        failover[target] = measure_failover(target, brokers, args.failover_rounds)
             except PeerUnavailable as exc:
                 print(f"  {target}: unavailable ({exc})")
-    print()
-    print(f"{'target':<11} {'configuration':<30} {'MB/s':>8} {'records/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
+    if figures:
+        print()
+        print(
+            f"{'target':<11} {'configuration':<30} {'MB/s':>8} {'records/s':>10} {'p50 ms':>7} {'p99 ms':>7}"
+        )
     for f in figures:
         print(
             f"{f.target:<11} {f.config:<30} {f.mb_per_s:>8.1f} {f.records_per_s:>10.0f} "
             f"{f.p50_ms:>7.0f} {f.p99_ms:>7.0f}"
         )
     by = {(f.target, f.config): f for f in figures}
-    print()
+    if figures:
+        print()
     for config in CONFIGS:
         kafka = by.get(("kafka", config.name))
         for target in ("epochkraft", "kfake"):
             other = by.get((target, config.name))
             if kafka and other:
                 print(f"ratio {target}/kafka, {config.name}: {other.mb_per_s / kafka.mb_per_s:.2f}")
+    report(failover, args.session_timeout_ms)
     if args.json:
-        args.json.write_text(json.dumps([asdict(f) for f in figures], indent=2))
+        args.json.write_text(
+            json.dumps({"produce": [asdict(f) for f in figures], "failover": failover}, indent=2)
+        )
     return 0
 
 
