@@ -27,6 +27,7 @@ from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.sim.nodes import TOPIC, SimBroker, SimController
+from epochkraft.sim.shrinking import shrink_schedule
 from epochkraft.sim.world import LinkPolicy, World
 
 FAULT_KINDS = (
@@ -526,15 +527,4 @@ def run_seed(
 
 def shrink(result: RunResult, *, unsafe: bool) -> RunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
-    best = result
-    changed = True
-    while changed:
-        changed = False
-        for index in range(len(best.schedule)):
-            candidate = best.schedule[:index] + best.schedule[index + 1 :]
-            attempt = run_seed(best.seed, unsafe=unsafe, schedule=candidate)
-            if attempt.violation is not None:
-                best = attempt
-                changed = True
-                break
-    return best
+    return shrink_schedule(result, lambda schedule: run_seed(result.seed, unsafe=unsafe, schedule=schedule))

@@ -24,6 +24,7 @@ from epochkraft.raft.log import LogEntry, RaftLog
 from epochkraft.raft.messages import Envelope
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSafetyError, RaftSettings
+from epochkraft.sim.shrinking import shrink_schedule
 from epochkraft.sim.world import LinkPolicy, World
 
 RAFT_FAULT_KINDS = ("crash", "crash-leader", "partition", "isolate", "lossy", "resign")
@@ -490,15 +491,6 @@ def run_raft_seed(
 
 def shrink_raft(result: RaftRunResult, *, voters: int = 5) -> RaftRunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
-    best = result
-    changed = True
-    while changed:
-        changed = False
-        for index in range(len(best.schedule)):
-            candidate = best.schedule[:index] + best.schedule[index + 1 :]
-            attempt = run_raft_seed(best.seed, voters=voters, schedule=candidate)
-            if attempt.violation is not None:
-                best = attempt
-                changed = True
-                break
-    return best
+    return shrink_schedule(
+        result, lambda schedule: run_raft_seed(result.seed, voters=voters, schedule=schedule)
+    )
