@@ -10,6 +10,7 @@ logs up to the high watermark.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import shutil
 import sys
@@ -24,6 +25,9 @@ from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.metrics.events import read_events
 from epochkraft.protocol.errors import ErrorCode
+
+# Debug lines through the standard library: silent unless a caller turns them on, so the progress bar stays clean.
+log = logging.getLogger(__name__)
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -179,15 +183,17 @@ async def _partition_states(client: MiniClient) -> list[Any]:
 
 async def _wait_healthy(client: MiniClient, rf: int, timeout: float = 40.0) -> None:
     deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
     while time.monotonic() < deadline:
         try:
             states = await _partition_states(client)
             if states and all(p.leader_id >= 0 and len(p.isr_nodes) == rf for p in states):
                 return
-        except Exception:  # brokers restarting: try again
-            pass
+        except Exception as exc:  # brokers restarting: ask again, and say why if it never recovers
+            last_error = exc
+            log.debug("metadata request failed while waiting for full ISRs: %r", exc)
         await asyncio.sleep(0.2)
-    raise TimeoutError("the cluster did not recover its full ISRs")
+    raise TimeoutError(f"the cluster did not recover its full ISRs (last error: {last_error!r})")
 
 
 async def _apply(
@@ -324,8 +330,8 @@ async def run_chaos(
                 try:
                     for p in await _partition_states(client):
                         history.isr_sizes.append((p.partition_index, len(p.isr_nodes)))
-                except Exception:
-                    pass
+                except Exception as exc:  # a broker under a fault: this sample is missing, the next one comes
+                    log.debug("ISR sample failed: %r", exc)
                 await asyncio.sleep(0.2)
 
         watcher = asyncio.create_task(watch_isr())
