@@ -16,9 +16,9 @@ from kio.schema.create_acls.v3 import response as create_resp
 from kio.schema.delete_acls.v3 import response as delete_resp
 
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.snapshot import acl_record
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
-    AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
@@ -172,18 +172,7 @@ def create_acls(image: MetadataImage, request: Any) -> tuple[Records, list[creat
         if binding not in existing:  # an ACL that already exists is created once
             acl_id = uuid.uuid4()
             existing[binding] = acl_id
-            records.append(
-                AccessControlEntryRecord(
-                    id=acl_id,
-                    resource_type=binding.resource_type,
-                    resource_name=binding.resource_name,
-                    pattern_type=binding.pattern_type,
-                    principal=binding.principal,
-                    host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission_type,
-                )
-            )
+            records.append(acl_record(acl_id, binding))
         results.append(create_resp.AclCreationResult(error_code=ErrorCode.none, error_message=None))
     return records, results
 

@@ -153,12 +153,13 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
                 ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
             )
     for acl_id, acl in image.acls.items():
-        records.append(_acl_record(acl_id, acl))
+        records.append(acl_record(acl_id, acl))
     records.extend(image.scram_credentials.values())
     return records
 
 
-def _acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
+def acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
+    """The record that makes ``acl`` (an ACL binding) an ACL of the image under ``acl_id``."""
     return AccessControlEntryRecord(
         id=acl_id,
         resource_type=int(acl.resource_type),

@@ -13,6 +13,20 @@ from dataclasses import dataclass, field
 NO_LEADER = -1
 
 
+def unattached_or_prospective_can_grant_vote(
+    state: UnattachedState | ProspectiveState, candidate_id: int, log_up_to_date: bool, pre_vote: bool
+) -> bool:
+    """QuorumState.unattachedOrProspectiveCanGrantVote: a pre-vote for any up-to-date log; a vote once per
+    epoch, and none while a leader of the epoch is known."""
+    if pre_vote:
+        return log_up_to_date
+    if state.voted_id != NO_LEADER:
+        return state.voted_id == candidate_id
+    if state.leader_id != NO_LEADER:
+        return False
+    return log_up_to_date
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumStateData:
     """What survives a restart: the epoch, its leader (-1: unknown) and this voter's vote (-1: none)."""
@@ -59,14 +73,7 @@ class UnattachedState:
     leader_id: int = NO_LEADER
 
     def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
-        # QuorumState.unattachedOrProspectiveCanGrantVote
-        if pre_vote:
-            return log_up_to_date
-        if self.voted_id != NO_LEADER:
-            return self.voted_id == candidate_id
-        if self.leader_id != NO_LEADER:
-            return False
-        return log_up_to_date
+        return unattached_or_prospective_can_grant_vote(self, candidate_id, log_up_to_date, pre_vote)
 
 
 @dataclass(slots=True)
@@ -88,13 +95,7 @@ class ProspectiveState:
         self.granted.add(self.local_id)
 
     def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
-        if pre_vote:
-            return log_up_to_date
-        if self.voted_id != NO_LEADER:
-            return self.voted_id == candidate_id
-        if self.leader_id != NO_LEADER:
-            return False
-        return log_up_to_date
+        return unattached_or_prospective_can_grant_vote(self, candidate_id, log_up_to_date, pre_vote)
 
 
 @dataclass(slots=True)
