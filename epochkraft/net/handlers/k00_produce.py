@@ -6,10 +6,12 @@
   nothing of a refused batch is appended. Records that break their partition's rules (no key in a
   compacted topic: INVALID_RECORD; a create time out of message.timestamp.before/after.max.ms:
   INVALID_TIMESTAMP) fill record_errors (v8+: each record's index in its batch and message) and
-  error_message with LogValidator.processRecordErrors' summary. Compressed batches and those
-  of many records are validated on worker threads (produce.validation.threads), so the event loop keeps serving. A batch larger than the topic's max.message.bytes, else
-  message.max.bytes (1048588), gets MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then answers per acks: 0 no response, 1 after the local append,
-  -1 (all) once the high watermark passes the batch.
+  error_message with LogValidator.processRecordErrors' summary. Compressed batches and those of many
+  records are validated on worker threads (produce.validation.threads), so the event loop keeps serving.
+  A batch larger than the topic's max.message.bytes, else message.max.bytes (1048588), gets
+  MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then
+  answers per acks: 0 no response, 1 after the local append, -1 (all) once the high watermark passes the
+  batch.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank while waiting, REQUEST_TIMED_OUT after the request timeout.
 - NOT_LEADER_OR_FOLLOWER on a non-leader (clients refresh metadata), UNKNOWN_TOPIC_OR_PARTITION for
