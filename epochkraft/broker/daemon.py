@@ -46,7 +46,7 @@ from epochkraft.broker.producer_state import ProducerIdAllocator
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
-from epochkraft.net.client import KafkaClient
+from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
 from epochkraft.net.server import KafkaServer, parse_ip_overrides
@@ -76,7 +76,7 @@ class BrokerNode:
         args: argparse.Namespace,
         settings: BrokerSettings,
         listeners: Listeners,
-        controller: tuple[str, int],
+        controller: list[tuple[str, int]],
         log: Any,
     ) -> None:
         self.node_id: int = args.node_id
@@ -99,14 +99,14 @@ class BrokerNode:
         if self.authorizer is not None:
             self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
-        self.control = KafkaClient(
-            *controller,
+        self.control = ControllerChannel(
+            controller,
             client_id=f"broker-{self.node_id}-control",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
         )
-        self.metadata_client = KafkaClient(
-            *controller, client_id=f"broker-{self.node_id}-metadata", ssl_context=to_controller
+        self.metadata_client = ControllerChannel(
+            controller, client_id=f"broker-{self.node_id}-metadata", ssl_context=to_controller
         )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(
@@ -297,6 +297,10 @@ class BrokerNode:
                 self.state = State.STARTING
                 await self.register()
                 continue
+            if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
+                self.log.debug("heartbeat refused", error=response.error_code.name)
+                await asyncio.sleep(0.2)
+                continue
             if wants_shutdown and response.should_shut_down:
                 self.state = State.SHUTTING_DOWN
                 return
@@ -361,7 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--listen",
         help="HOST:PORT of the one listener, named PLAINTEXT (port 0: any free); or the listeners property",
     )
-    parser.add_argument("--controller", required=True, help="HOST:PORT of the controller listener")
+    parser.add_argument(
+        "--controller",
+        required=True,
+        help="HOST:PORT of the controller listener; of each controller, comma-separated, for a quorum",
+    )
     parser.add_argument("--data-dir", required=True, help="directory holding this broker's logs")
     parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
     parser.add_argument(
@@ -383,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(
-    args: argparse.Namespace, settings: BrokerSettings, listeners: Listeners, controller: tuple[str, int]
+    args: argparse.Namespace,
+    settings: BrokerSettings,
+    listeners: Listeners,
+    controller: list[tuple[str, int]],
 ) -> int:
     log = logs.configure(f"broker-{args.node_id}", args.log_level)
     stopping = asyncio.Event()
@@ -519,11 +530,11 @@ async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> Any:
     return admin
 
 
-def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, tuple[str, int]]:
+def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tuple[str, int]]]:
     if args.node_id < 0:
         raise ConfigError("--node-id must be >= 0")
     listen = parse_host_port(args.listen) if args.listen is not None else None
-    controller = parse_host_port(args.controller)
+    controller = parse_controllers(args.controller)
     settings = load_settings(BrokerSettings, args.config, properties=parse_overrides(args.override))
     try:
         parse_ip_overrides(settings.max_connections_per_ip_overrides)

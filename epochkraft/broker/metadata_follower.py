@@ -11,10 +11,11 @@ import structlog
 from kio.schema.fetch.v16 import request as f16
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
-from epochkraft.net.client import KafkaClient
+from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.metadata_codec import read_metadata_batches
+from epochkraft.protocol.records import iter_batches
 
 log = structlog.get_logger()
 METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -23,7 +24,7 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 class MetadataFollower:
     def __init__(
         self,
-        client: KafkaClient,
+        client: ControllerChannel,
         cache: MetadataCache,
         on_changes: Callable[[Changes], None],
         node_id: int,
@@ -93,6 +94,8 @@ class MetadataFollower:
                 for record_offset, record in read_metadata_batches(data.records):
                     if record_offset >= offset:
                         self.cache.apply(record_offset, record, changes)
+                # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
+                self.cache.next_offset = max(self.cache.next_offset, _end_offset(data.records))
             except ProtocolError as exc:
                 log.error("undecodable metadata record; retrying", error=str(exc))
                 await asyncio.sleep(0.5)
@@ -101,3 +104,10 @@ class MetadataFollower:
                 self.on_changes(changes)
             self.progress.set()
             self.progress = asyncio.Event()
+
+
+def _end_offset(records: bytes) -> int:
+    end = 0
+    for _pos, header in iter_batches(records):
+        end = header.next_offset
+    return end

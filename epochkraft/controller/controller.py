@@ -99,10 +99,18 @@ class Controller(AdminOperations):
         self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
+    def reset(self) -> None:
+        """Forgets every record replayed, keeping this object (the daemon's handlers, metrics and admin
+        endpoint hold it): a quorum controller that renounced with a write in flight replays the committed
+        log again."""
+        listener_endpoint = self.listener_endpoint
+        self.__init__(self.cluster_id, self.settings, self.log, self.node_id)  # type: ignore[misc]
+        self.listener_endpoint = listener_endpoint
+
     # ---- log plumbing -------------------------------------------------------------------------------
-    def bootstrap(self, now_ms: int) -> None:
-        """Writes the initial feature level into an empty log."""
-        if self.log.next_offset == 0:
+    def bootstrap(self, now_ms: int, *, new_cluster: bool | None = None) -> None:
+        """Writes the initial feature level into a new cluster's log (by default: an empty one)."""
+        if self.log.next_offset == 0 if new_cluster is None else new_cluster:
             self._commit(
                 [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms
             )

@@ -1,7 +1,12 @@
 """The controller daemon: the sans-IO Controller wired to a TCP listener, timers and the on-disk log.
 
 ``epochkraft controller --listen HOST:PORT --cluster-id ID [--node-id N] [--session-timeout-ms N]
-[--data-dir DIR] [--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]``
+[--data-dir DIR] [--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]
+[--quorum-voters ID@HOST:PORT,...]``
+
+With --quorum-voters the controller is one voter of a Raft quorum (controller/quorum.py and
+quorum_driver.py): its log is the Raft log, records count only once committed, and it serves brokers and
+admin clients while it is the active controller (NOT_CONTROLLER otherwise). Without it, what follows:
 
 With --data-dir every metadata batch is appended to ``<data-dir>/__cluster_metadata-0/00000000000000000000.log``
 (RecordBatch v2, Kafka's log format) before the request that wrote it is answered, and replayed at startup
@@ -18,9 +23,11 @@ import argparse
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,9 @@ from epochkraft import logs
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.metadata_raft_log import MetadataRaftLog
+from epochkraft.controller.quorum import ControllerQuorum
+from epochkraft.controller.quorum_driver import QuorumDriver, parse_voters
 from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.snapshots import MetadataSnapshotter
@@ -42,6 +52,9 @@ from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
 from epochkraft.protocol.records import iter_batches
+from epochkraft.raft.client import RaftClient
+from epochkraft.raft.replication import RaftSettings
+from epochkraft.raft.state_store import FileQuorumStateStore
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
@@ -108,14 +121,28 @@ class MetadataLogFile:
 class ControllerNode:
     """What handlers on the controller listener reach through ``ctx.node``."""
 
-    def __init__(self, controller: Controller, log: Any, events: Any = None, security: Any = None) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        log: Any,
+        events: Any = None,
+        security: Any = None,
+        quorum: QuorumDriver | None = None,
+    ) -> None:
         self.controller = controller
         self.security: NodeSecurity | None = security
         self.authorizer = security.authorizer if security is not None else None
         self.log = log
         self.events = events
+        # What brokers fetch: the log itself with one controller, the committed part in a quorum.
+        self.quorum = quorum
+        self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
         self._log_grew = asyncio.Event()
-        controller.log.listeners.append(lambda _base, _data: self._on_append())
+        self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
+
+    def write_gate(self) -> QuorumDriver | None:
+        """Where writes pass in a quorum (server.py lets them through ``QuorumDriver.write``)."""
+        return self.quorum
 
     @staticmethod
     def now_ms() -> int:
@@ -128,7 +155,7 @@ class ControllerNode:
     async def wait_for_records(self, offset: int, max_wait_ms: int) -> None:
         """Long poll: returns once the log extends past ``offset`` or the wait ends."""
         deadline = time.monotonic() + max_wait_ms / 1000
-        while self.controller.log.next_offset <= offset:
+        while self.metadata_log.next_offset <= offset:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
@@ -176,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a SCRAM credential written into the metadata log at start-up unless the user already has one "
         "for that mechanism, as kafka-storage format --add-scram (repeatable)",
     )
+    parser.add_argument(
+        "--quorum-voters",
+        help="controller.quorum.voters: id@host:port,... of every controller in the Raft quorum, this one "
+        "included (default: a single controller, no quorum)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
     return parser
@@ -188,9 +220,15 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
     settings = load_settings(
         ControllerSettings,
         args.config,
-        {"session_timeout_ms": args.session_timeout_ms},
+        {"session_timeout_ms": args.session_timeout_ms, "quorum_voters": args.quorum_voters},
         parse_overrides(args.override),
     )
+    if settings.quorum_voters:
+        voters = parse_voters(settings.quorum_voters)
+        if args.node_id not in voters:
+            raise ConfigError(f"--node-id {args.node_id} is not one of controller.quorum.voters")
+        if not args.data_dir:
+            raise ConfigError("a controller in a quorum needs --data-dir (its log and quorum-state)")
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
@@ -218,8 +256,72 @@ def listener_protocol(settings: ControllerSettings) -> str:
     return controller_protocol(settings, parse_protocol_map(settings.listener_security_protocol_map))
 
 
+def open_quorum(
+    args: argparse.Namespace, settings: ControllerSettings, log: Any, ssl_context: Any
+) -> tuple[QuorumDriver, MetadataSnapshotter]:
+    """A controller of a Raft quorum: its log and quorum-state from the data dir, the newest snapshot
+    loaded, the rest replayed as the quorum commits it."""
+    voters = parse_voters(settings.quorum_voters)
+    started = time.monotonic()
+    raft_log = MetadataRaftLog(Path(args.data_dir))
+    assert raft_log.directory is not None
+    store = FileQuorumStateStore(raft_log.directory)
+    now = int(time.time() * 1000)
+    raft = RaftClient(
+        args.node_id,
+        tuple(voters),
+        raft_log,
+        now,
+        persisted=store.read(),
+        settings=RaftSettings(
+            election_timeout_ms=settings.quorum_election_timeout_ms,
+            fetch_timeout_ms=settings.quorum_fetch_timeout_ms,
+            election_backoff_max_ms=settings.quorum_election_backoff_max_ms,
+            request_timeout_ms=settings.quorum_request_timeout_ms,
+        ),
+        rng=random.Random(),
+    )
+    quorum = ControllerQuorum(
+        raft, lambda log_: Controller(args.cluster_id, settings, log_, node_id=args.node_id)
+    )
+    data = b"".join(raft_log.raw)
+    snapshot = load_newest_snapshot(quorum.controller, raft_log.directory, data, log)
+    if snapshot is not None:
+        quorum.replayed_to = snapshot.end_offset
+        quorum.has_metadata = True
+    log.info(
+        "metadata log opened",
+        snapshot=None if snapshot is None else snapshot.end_offset,
+        log_end_offset=raft_log.end_offset,
+        torn_tail_bytes=raft_log.torn_tail_bytes,
+        epoch=raft.epoch,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+    def snapshot_point() -> SnapshotId | None:
+        if quorum.replayed_to != quorum.applied or quorum.applied == 0:
+            return None  # the image holds a write not yet committed
+        return SnapshotId(quorum.applied, raft_log.epoch_at(quorum.applied - 1))
+
+    snapshotter = MetadataSnapshotter(
+        quorum.controller,
+        raft_log.directory,
+        settings.max_record_bytes_between_snapshots,
+        log,
+        latest=snapshot,
+        published=quorum.published,
+        snapshot_point=snapshot_point,
+    )
+    driver = QuorumDriver(
+        quorum, store, voters, args.cluster_id, log, ssl_context, settings.quorum_request_timeout_ms
+    )
+    return driver, snapshotter
+
+
 async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]) -> int:
     log = logs.configure(f"controller-{args.node_id}", args.log_level)
+    if settings.quorum_voters:
+        return await serve_quorum(args, settings, listen, log)
     metadata_log = MetadataLog()
     controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
     log_file: MetadataLogFile | None = None
@@ -308,6 +410,121 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     return 0
 
 
+async def serve_quorum(
+    args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int], log: Any
+) -> int:
+    """A controller of a Raft quorum: standby, or the active controller while it leads."""
+    security = NodeSecurity.build(settings)
+    driver, snapshotter = open_quorum(args, settings, log, security.client_ssl(listener_protocol(settings)))
+    quorum = driver.quorum
+    controller = quorum.controller
+    events = _event_log(args)
+    authorizer = security.authorizer
+    if authorizer is not None:
+        authorizer.acls = controller.image.acls
+
+        def repoint_acls() -> None:  # a renounce rebuilds the image
+            authorizer.acls = controller.image.acls
+
+        quorum.listeners.append(repoint_acls)
+    node = ControllerNode(controller, log, events, security, quorum=driver)
+    scram = bootstrap_scram(args.add_scram)
+    server = KafkaServer(
+        CONTROLLER,
+        node,
+        listen[0],
+        listen[1],
+        log=log,
+        reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
+        ssl_context=security.server_ssl(listener_protocol(settings)),
+        idle_timeout_ms=settings.connections_max_idle_ms,
+    )
+    await server.start()
+    controller.listener_endpoint = (listen[0], server.port)
+    admin = await _admin_server(args, controller, driver)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    raft_stop = asyncio.Event()
+    raft_task = asyncio.create_task(driver.run(raft_stop), name="raft")
+    raft_task.add_done_callback(lambda t: stop.set())  # a failed core stops the daemon (logged below)
+    log.info(
+        f"controller ready listen={listen[0]}:{server.port} cluster_id={args.cluster_id}",
+        voters=list(driver.raft.voters),
+        epoch=driver.raft.epoch,
+    )
+    interval_ms = settings.session_check_interval_ms
+    activations = 0
+    last_snapshot = 0.0
+    try:
+        while not stop.is_set():
+            now = node.now_ms()
+            expiry = controller.next_session_expiry_ms(now) if quorum.active else None
+            wait_ms = interval_ms if expiry is None else min(interval_ms, max(expiry - now, 1))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait_ms / 1000)
+            if quorum.active and quorum.activations != activations:
+                activations = quorum.activations
+                await _on_activation(driver, controller, scram, log)
+            if quorum.active:
+                fenced = await driver.write(_tick(controller, node), lambda _code: [])
+                if fenced:
+                    log.info("fenced brokers whose session expired", brokers=fenced)
+            node.ship_events()
+            if events is not None and time.monotonic() - last_snapshot >= SNAPSHOT_INTERVAL_S:
+                last_snapshot = time.monotonic()
+                state = controller.state()
+                events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+    finally:
+        log.info("controller stopping", role=driver.raft.role)
+        if raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None:
+            log.error("the Raft driver failed; stopping", error=repr(raft_task.exception()))
+        else:
+            await driver.resign()
+        raft_stop.set()
+        with contextlib.suppress(Exception):
+            await raft_task
+        await server.stop()
+        await driver.close()
+        if admin is not None:
+            await admin.stop()
+        node.ship_events()
+        if events is not None:
+            await events.aclose()
+        await snapshotter.wait()
+        quorum.log.close()
+    return 0
+
+
+def _tick(controller: Controller, node: ControllerNode) -> Callable[[], Awaitable[list[int]]]:
+    async def tick() -> list[int]:
+        return controller.tick(node.now_ms())
+
+    return tick
+
+
+async def _on_activation(
+    driver: QuorumDriver, controller: Controller, scram: list[UserScramCredentialRecord], log: Any
+) -> None:
+    """A newly active controller: a new cluster's feature level, then --add-scram credentials."""
+    quorum = driver.quorum
+
+    async def bootstrap() -> None:
+        if quorum.needs_bootstrap():
+            controller.bootstrap(ControllerNode.now_ms(), new_cluster=True)
+        added = controller.add_scram_credentials(ControllerNode.now_ms(), scram)
+        if added:
+            log.info("bootstrap SCRAM credentials written", credentials=added)
+
+    await driver.write(bootstrap, lambda _code: None)
+    log.info("active controller", epoch=driver.raft.epoch, metadata_offset=quorum.log.end_offset)
+
+
+def NOW() -> int:
+    return int(time.time() * 1000)
+
+
 def load_newest_snapshot(controller: Controller, log_dir: Path, data: bytes, log: Any) -> SnapshotId | None:
     """Loads the newest readable snapshot within the log into ``controller``; returns its id (None: the
     whole log is to be replayed). Unreadable snapshots are logged and skipped, as are .part files."""
@@ -338,14 +555,20 @@ def _event_log(args: argparse.Namespace) -> Any:
     return EventLog(args.metrics_dir, f"controller-{args.node_id}")
 
 
-async def _admin_server(args: argparse.Namespace, controller: Controller) -> Any:
+async def _admin_server(
+    args: argparse.Namespace, controller: Controller, quorum: QuorumDriver | None = None
+) -> Any:
     if args.admin_port is None:
         return None
     from epochkraft.metrics.admin_http import AdminServer
     from epochkraft.metrics.registry import controller_registry
 
     registry = controller_registry(controller)
-    server = AdminServer(args.admin_host, args.admin_port, registry, controller.state)
+
+    def state() -> dict[str, Any]:
+        return controller.state() | ({"quorum": quorum.describe()} if quorum is not None else {})
+
+    server = AdminServer(args.admin_host, args.admin_port, registry, state)
     await server.start()
     return server
 

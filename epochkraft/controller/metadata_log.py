@@ -2,7 +2,9 @@
 
 Sans-IO: ``append`` encodes a batch (RecordBatch v2, as ``__cluster_metadata`` holds in Kafka) and tells
 its listeners, one of which the daemon uses to write the batch to disk; ``load`` rebuilds the log from
-those bytes at startup. Every batch is committed once appended: there is a single controller.
+those bytes at startup. With a single controller every batch is committed once appended; in a Raft quorum
+(controller/quorum.py) this log holds only what the quorum committed, added by ``add_committed``, and is
+what brokers fetch.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
 from epochkraft.protocol.metadata_records import MetadataRecord
-from epochkraft.protocol.records import iter_batches
+from epochkraft.protocol.records import iter_batches, parse_header
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID_INT = 1  # 00000000-0000-0000-0000-000000000001, as in Kafka
@@ -42,6 +44,16 @@ class MetadataLog:
         for listener in self.listeners:
             listener(base, data)
         return base
+
+    def add_committed(self, base_offset: int, data: bytes) -> None:
+        """Adds a batch the Raft quorum committed (a controller in a quorum publishes only those)."""
+        if base_offset != self.next_offset:
+            raise ValueError(f"metadata log gap: expected offset {self.next_offset}, found {base_offset}")
+        self._base_offsets.append(base_offset)
+        self._batches.append(data)
+        self.next_offset = parse_header(data).next_offset
+        for listener in self.listeners:
+            listener(base_offset, data)
 
     def load(self, data: bytes, replay_from: int = 0) -> Iterator[tuple[int, MetadataRecord]]:
         """Adds batches read from disk (offsets must continue the log) and yields their records to replay,

@@ -60,3 +60,34 @@ class ControllerSettings(SecuritySettings):
         "the last one (with a data dir); a restart loads the newest snapshot and replays only the log after it.",
         minimum=1,
     )
+    quorum_voters: str = prop(
+        "controller.quorum.voters",
+        "",
+        "id@host:port,... of every controller of the Raft quorum (empty: a single controller, no quorum).",
+    )
+    quorum_election_timeout_ms: int = prop(
+        "controller.quorum.election.timeout.ms",
+        500,
+        "A voter that hears of no leader for this long (randomised up to twice it) stands for election "
+        "(Kafka's default is 1000).",
+        minimum=1,
+    )
+    quorum_fetch_timeout_ms: int = prop(
+        "controller.quorum.fetch.timeout.ms",
+        1000,
+        "A follower that has not fetched from the leader for this long starts an election; a leader that "
+        "a majority has not fetched from for 1.5 times this resigns (Kafka's default is 2000).",
+        minimum=1,
+    )
+    quorum_election_backoff_max_ms: int = prop(
+        "controller.quorum.election.backoff.max.ms",
+        500,
+        "Longest random wait before a candidate that lost tries again (Kafka's default is 1000).",
+        minimum=1,
+    )
+    quorum_request_timeout_ms: int = prop(
+        "controller.quorum.request.timeout.ms",
+        2000,
+        "A Raft request to another voter unanswered for this long is retried.",
+        minimum=1,
+    )

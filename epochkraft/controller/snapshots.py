@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +71,16 @@ class MetadataSnapshotter:
         log: Any,
         latest: SnapshotId | None = None,
         fsync: bool = True,
+        *,
+        published: Any = None,
+        snapshot_point: Callable[[], SnapshotId | None] | None = None,
     ) -> None:
+        """``published``: the log whose appends are counted (the controller's own by default; a quorum
+        controller's committed log); ``snapshot_point``: the id a snapshot of the image taken now would
+        have, None while the image holds records not yet committed (the log's end, epoch 0, by
+        default: a single controller's)."""
         self.controller = controller
+        self.snapshot_point = snapshot_point or (lambda: SnapshotId(controller.log.next_offset, 0))
         self.log_dir = log_dir
         self.max_bytes_between = max_bytes_between
         self.log = log
@@ -83,7 +91,7 @@ class MetadataSnapshotter:
         self.written = 0
         self._task: asyncio.Task[None] | None = None
         self._scheduled = False
-        controller.log.listeners.append(self._on_append)
+        (published if published is not None else controller.log).listeners.append(self._on_append)
 
     def _on_append(self, _base_offset: int, data: bytes) -> None:
         self.bytes_since_snapshot += len(data)
@@ -97,7 +105,11 @@ class MetadataSnapshotter:
     def start(self) -> asyncio.Task[None] | None:
         """Copies the image and writes its snapshot on a worker thread (None: nothing new, or busy)."""
         self._scheduled = False
-        snapshot_id = SnapshotId(self.controller.log.next_offset, 0)  # one controller: every batch is epoch 0
+        snapshot_id = self.snapshot_point()
+        if snapshot_id is None:  # a write in flight: once it commits
+            self._scheduled = True
+            asyncio.get_running_loop().call_later(0.05, self.start)
+            return None
         if self._task is not None or (self.latest is not None and snapshot_id <= self.latest):
             return None
         started = time.monotonic()

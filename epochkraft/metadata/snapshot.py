@@ -173,7 +173,8 @@ def acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
 
 
 # ---- records <-> checkpoint bytes ---------------------------------------------------------------------
-def _control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
+def control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
+    """A control batch of one record (ControlRecordType ``control_type``), as Kafka's ControlRecordUtils."""
     record = Record(0, 0, _CONTROL_KEY.pack(0, control_type), value)
     return encode_batch(RecordBatch(base_offset, epoch, CONTROL_BIT, 0, now_ms, now_ms, records=[record]))
 
@@ -189,7 +190,7 @@ def encode_snapshot(
     """The checkpoint file's batches: header control batch, record batches, footer control batch."""
     epoch = snapshot_id.epoch
     header = _HEADER_VALUE.pack(0, last_contained_log_timestamp, 0)
-    out = [_control_batch(0, epoch, SNAPSHOT_HEADER, header, now_ms)]
+    out = [control_batch(0, epoch, SNAPSHOT_HEADER, header, now_ms)]
     offset = 1
     pending: list[Record] = []
     size = 0
@@ -209,7 +210,7 @@ def encode_snapshot(
         size += len(value) + 16
     if pending:
         flush()
-    out.append(_control_batch(offset, epoch, SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0, 0), now_ms))
+    out.append(control_batch(offset, epoch, SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0, 0), now_ms))
     return out
 
 

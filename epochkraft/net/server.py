@@ -62,6 +62,10 @@ MAX_REQUEST_BYTES_PER_API = {
 INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
 
+# Fetch of the committed metadata log, ApiVersions, SASL, DescribeCluster (the cluster id a broker asks
+# for first), the Raft RPCs and DescribeQuorum: answered by every controller of a quorum, active or not.
+ANY_VOTER_ANSWERS = frozenset({1, 17, 18, 36, 52, 53, 54, 55, 60})
+
 
 def parse_ip_overrides(text: str) -> dict[str, int]:
     """max.connections.per.ip.overrides: ``ADDRESS:COUNT,...`` (the count after the last colon, so IPv6
@@ -333,9 +337,15 @@ class _Connection(asyncio.BufferedProtocol):
 
     async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
         refused = self._refusal(spec, request, ctx)
+        gate = self._write_gate(spec)
         if refused is not None:
             self.log.info("request refused", api=spec.name, principal=str(ctx.principal), error=refused.name)
             response = error_response(request, response_class(spec.key, ctx.api_version), refused)
+        elif gate is not None:
+            response = await gate.write(
+                lambda: spec.handler(request, ctx),
+                lambda code: error_response(request, response_class(spec.key, ctx.api_version), code),
+            )
         else:
             response = await spec.handler(request, ctx)
         if response is None:  # e.g. Produce with acks=0 sends no response
@@ -347,6 +357,15 @@ class _Connection(asyncio.BufferedProtocol):
         if isinstance(response, list):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
+
+    def _write_gate(self, spec: ApiSpec) -> Any:
+        """A controller in a Raft quorum answers requests as the active controller only, once what they
+        wrote is committed (controller/quorum_driver.py); None elsewhere and for the requests any voter
+        answers itself."""
+        gate = getattr(self.server.node, "write_gate", None)
+        if gate is None or spec.key in ANY_VOTER_ANSWERS:
+            return None
+        return gate()
 
     def _refusal(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,

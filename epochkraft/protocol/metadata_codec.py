@@ -375,8 +375,11 @@ def metadata_batch(
 
 
 def read_metadata_batches(buf: bytes | memoryview) -> Iterator[tuple[int, MetadataRecord]]:
-    """(offset, record) for every record of every batch in ``buf``."""
-    for pos, _header in iter_batches(buf):
+    """(offset, record) for every record of every batch in ``buf``; control batches (a Raft leader's
+    LeaderChangeMessage) hold no metadata records and are skipped, as Kafka's MetadataLoader does."""
+    for pos, header in iter_batches(buf):
+        if header.is_control:
+            continue
         batch = decode_batch(buf, pos)
         for record in batch.records:
             if record.value is None:

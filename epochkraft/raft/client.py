@@ -152,15 +152,17 @@ class RaftClient(Replication):
             self._transition_to_prospective(now_ms)
         return self._drain(now_ms)
 
-    def append(self, now_ms: int, values: list[bytes]) -> int | None:
+    def append(self, now_ms: int, values: list[bytes], records: list[int] | None = None) -> int | None:
         """Appends on the leader (KafkaRaftClient.scheduleAppend); returns the last offset, None when not
-        the leader. The entries are committed once ``high_watermark`` passes it in the same epoch."""
+        the leader. The entries are committed once ``high_watermark`` passes it in the same epoch.
+        ``records``: the offsets each value takes (one each by default; a metadata batch takes one per
+        record)."""
         state = self.state
         if not isinstance(state, LeaderState) or not values:
             return None
         offset = -1
-        for value in values:
-            offset = self.log.append(LogEntry(state.epoch, value))
+        for value, count in zip(values, records or [1] * len(values), strict=True):
+            offset = self.log.append(LogEntry(state.epoch, value, count))
         self._leader_progress(now_ms, state)
         return offset
 

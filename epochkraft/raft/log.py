@@ -1,6 +1,11 @@
 """The replicated log as the Raft core sees it: entries with their leader epoch, and the epoch cache
 (Kafka's LeaderEpochFileCache) that answers ``end_offset_for_epoch`` for divergence checks.
 
+An entry may span several offsets (``records``): the controller daemon's entries are whole metadata
+RecordBatches, one offset per record as in Kafka's ``__cluster_metadata``, and a batch is replicated,
+committed and truncated whole (reads never split one, so every replica's end offset, and with it the high
+watermark, falls on a batch boundary). The simulator's entries take one offset each.
+
 The core reads and writes it through these methods only; a driver makes it durable (Kafka flushes before
 a follower fetches on and before the leader counts its own end offset, so the simulator keeps the log
 across crashes).
@@ -8,6 +13,7 @@ across crashes).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 
@@ -24,6 +30,7 @@ class LeaderChangeMessage:
 class LogEntry:
     epoch: int
     value: bytes | LeaderChangeMessage
+    records: int = 1  # the offsets it takes
 
     @property
     def is_control(self) -> bool:
@@ -35,6 +42,8 @@ class RaftLog:
 
     def __init__(self, entries: list[LogEntry] | None = None) -> None:
         self.entries: list[LogEntry] = []
+        self.bases: list[int] = []  # each entry's first offset
+        self._end = 0
         # (epoch, start offset) in ascending order, as LeaderEpochFileCache
         self.epochs: list[tuple[int, int]] = []
         self.truncations = 0
@@ -43,28 +52,41 @@ class RaftLog:
 
     @property
     def end_offset(self) -> int:
-        return len(self.entries)
+        return self._end
 
     @property
     def last_fetched_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else 0
 
+    def index_of(self, offset: int) -> int:
+        """The index of the entry holding ``offset`` (len(entries) at or past the end)."""
+        if offset >= self._end:
+            return len(self.entries)
+        return bisect.bisect_right(self.bases, offset) - 1
+
     def epoch_at(self, offset: int) -> int:
-        return self.entries[offset].epoch
+        return self.entries[self.index_of(offset)].epoch
 
     def append(self, entry: LogEntry) -> int:
+        """Appends an entry; returns its last offset."""
         if self.epochs and entry.epoch < self.epochs[-1][0]:
             raise ValueError(f"epoch {entry.epoch} below the log's latest epoch {self.epochs[-1][0]}")
         if not self.epochs or entry.epoch > self.epochs[-1][0]:
-            self.epochs.append((entry.epoch, len(self.entries)))
+            self.epochs.append((entry.epoch, self._end))
         self.entries.append(entry)
-        return len(self.entries) - 1
+        self.bases.append(self._end)
+        self._end += entry.records
+        return self._end - 1
 
     def truncate_to(self, offset: int) -> None:
-        """Drops every entry at ``offset`` and above."""
-        if offset >= len(self.entries):
+        """Drops every entry at ``offset`` and above (an entry holding ``offset`` goes whole)."""
+        if offset >= self._end:
             return
-        del self.entries[offset:]
+        index = self.index_of(offset)
+        offset = self.bases[index]
+        del self.entries[index:]
+        del self.bases[index:]
+        self._end = offset
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
         self.truncations += 1
 
@@ -80,8 +102,18 @@ class RaftLog:
         if found < 0:
             return -1, -1
         known = self.epochs[found][0]
-        end = self.epochs[found + 1][1] if found + 1 < len(self.epochs) else len(self.entries)
+        end = self.epochs[found + 1][1] if found + 1 < len(self.epochs) else self._end
         return known, end
 
     def read(self, offset: int, max_records: int) -> tuple[LogEntry, ...]:
-        return tuple(self.entries[offset : offset + max_records])
+        """Whole entries from the one starting at ``offset``, up to ``max_records`` offsets (at least one
+        entry)."""
+        index = self.index_of(offset)
+        out: list[LogEntry] = []
+        taken = 0
+        for entry in self.entries[index:]:
+            if out and taken + entry.records > max_records:
+                break
+            out.append(entry)
+            taken += entry.records
+        return tuple(out)

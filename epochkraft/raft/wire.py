@@ -1,5 +1,6 @@
 """The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote, BeginQuorumEpoch (53) v0
-and EndQuorumEpoch (54) v0, as kio's generated request and response bodies for the single partition
+and EndQuorumEpoch (54) v0, and Fetch (1) v16 between voters (records as the RecordBatches of
+raft/batches.py), as kio's generated request and response bodies for the single partition
 ``__cluster_metadata``-0. A handler decodes with ``decode_*``, calls ``RaftClient.handle`` and encodes
 its answer with ``encode_*``; a request naming another topic or partition gets INVALID_REQUEST at the top
 level, as KafkaRaftClient's ``hasValidTopicPartition`` check answers.
@@ -7,21 +8,31 @@ level, as KafkaRaftClient's ``hasValidTopicPartition`` check answers.
 
 from __future__ import annotations
 
+import datetime
+import uuid
+
 from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
 from kio.schema.end_quorum_epoch.v0 import request as eqe_req
 from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
+from kio.schema.fetch.v16 import request as fetch_req
+from kio.schema.fetch.v16 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i32, i64
 
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.batches import batch_entry, entry_batch, split_batches
+from epochkraft.raft.log import LogEntry
 from epochkraft.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    DivergingEpoch,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -217,3 +228,100 @@ def decode_end_quorum_epoch_response(response: eqe_resp.EndQuorumEpochResponse) 
     p = _single_partition(response.topics)
     assert isinstance(p, eqe_resp.PartitionData)
     return EndQuorumEpochResponse(p.error_code, p.leader_id, p.leader_epoch)
+
+
+# ---- Fetch (1) of __cluster_metadata between voters --------------------------------------------------------
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.FetchRequest:
+    """A voter's Fetch (v16: topic by id, the fetching voter in ReplicaState), as KafkaRaftClient's
+    buildFetchRequest."""
+    return fetch_req.FetchRequest(
+        cluster_id=cluster_id,
+        replica_state=fetch_req.ReplicaState(replica_id=BrokerId(request.replica_id), replica_epoch=i64(-1)),
+        max_wait=datetime.timedelta(milliseconds=request.max_wait_ms),
+        min_bytes=i32(0),
+        max_bytes=i32(FETCH_MAX_BYTES),
+        topics=(
+            fetch_req.FetchTopic(
+                topic_id=METADATA_TOPIC_ID,
+                partitions=(
+                    fetch_req.FetchPartition(
+                        partition=i32(0),
+                        current_leader_epoch=i32(request.current_leader_epoch),
+                        fetch_offset=i64(request.fetch_offset),
+                        last_fetched_epoch=i32(request.last_fetched_epoch),
+                        partition_max_bytes=i32(FETCH_MAX_BYTES),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+def decode_fetch_request(replica_id: int, max_wait_ms: int, partition: object) -> FetchRequest:
+    assert isinstance(partition, fetch_req.FetchPartition)
+    return FetchRequest(
+        replica_id,
+        partition.current_leader_epoch,
+        partition.fetch_offset,
+        partition.last_fetched_epoch,
+        max_wait_ms,
+    )
+
+
+def fetch_records(entries: tuple[LogEntry, ...], fetch_offset: int) -> bytes:
+    """The entries of a Fetch answer as the RecordBatches they are on disk (they start at the fetch
+    offset: the leader reads whole entries from there)."""
+    out = []
+    base = fetch_offset
+    for entry in entries:
+        out.append(entry_batch(entry, base))
+        base += entry.records
+    return b"".join(out)
+
+
+def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_resp.PartitionData:
+    diverging = response.diverging_epoch
+    return fetch_resp.PartitionData(
+        partition_index=i32(0),
+        error_code=response.error_code,
+        high_watermark=i64(response.high_watermark),
+        last_stable_offset=i64(response.high_watermark),
+        log_start_offset=i64(response.log_start_offset),
+        diverging_epoch=fetch_resp.EpochEndOffset(
+            epoch=i32(diverging.epoch if diverging else -1),
+            end_offset=i64(diverging.end_offset if diverging else -1),
+        ),
+        current_leader=fetch_resp.LeaderIdAndEpoch(
+            leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch)
+        ),
+        aborted_transactions=None,
+        records=fetch_records(response.records, fetch_offset),
+    )
+
+
+def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
+    """A voter's Fetch answer for the Raft core (an error for the whole request names no leader)."""
+    if response.error_code != ErrorCode.none or len(response.responses) != 1:
+        return FetchResponse(response.error_code or ErrorCode.unknown_server_error, NO_LEADER, -1, -1)
+    partitions = response.responses[0].partitions
+    if len(partitions) != 1:
+        return FetchResponse(ErrorCode.unknown_server_error, NO_LEADER, -1, -1)
+    p = partitions[0]
+    diverging = None
+    if p.diverging_epoch.epoch >= 0 and p.diverging_epoch.end_offset >= 0:
+        diverging = DivergingEpoch(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+    records = tuple(batch_entry(batch) for batch in split_batches(p.records or b""))
+    return FetchResponse(
+        p.error_code,
+        p.current_leader.leader_id,
+        p.current_leader.leader_epoch,
+        p.high_watermark,
+        records,
+        diverging,
+        p.log_start_offset,
+    )

@@ -4,7 +4,11 @@
   00000000-0000-0000-0000-000000000001; v12 names the topic): batches from fetch_offset, answered as soon
   as the log grows past it or after max_wait.
 - OFFSET_OUT_OF_RANGE beyond the log end; UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for any other
-  topic. The high watermark is the log end (every batch is committed once written).
+  topic. The high watermark is the log end: with one controller every batch is committed once written;
+  in a Raft quorum brokers read only the committed log, from any voter.
+- A voter of the quorum (v15+, its id in ReplicaState) fetches the Raft log itself: the Raft core answers
+  (KafkaRaftClient.handleFetchRequest: DivergingEpoch, the high watermark, the leader it knows), records as
+  the RecordBatches of raft/batches.py.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.raft import wire
 
 METADATA_TOPIC_ID = uuid.UUID(int=METADATA_TOPIC_ID_INT)
 
@@ -39,8 +44,14 @@ def _partition(index: int, error: ErrorCode, hw: int, records: bytes = b"") -> v
 @api(key=1, name="Fetch", versions=(12, 16), listeners=(CONTROLLER,))
 async def handle(request, ctx):
     node = ctx.node
-    log = node.controller.log
+    log = node.metadata_log
     version = ctx.api_version
+    if (
+        node.quorum is not None
+        and version >= 15
+        and request.replica_state.replica_id in node.quorum.raft.voters
+    ):
+        return await _voter_fetch(request, node.quorum)
     wanted = [(topic, p) for topic in request.topics for p in topic.partitions]
     is_metadata = [
         (topic.topic == METADATA_TOPIC if version < 13 else topic.topic_id == METADATA_TOPIC_ID)
@@ -80,3 +91,28 @@ async def handle(request, ctx):
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(responses)
     )
     return downgrade_response(response, version)
+
+
+async def _voter_fetch(request, quorum):
+    topics = request.topics
+    if len(topics) != 1 or topics[0].topic_id != METADATA_TOPIC_ID or len(topics[0].partitions) != 1:
+        return v16.FetchResponse(
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, session_id=0, responses=()
+        )
+    if request.cluster_id is not None and request.cluster_id != quorum.cluster_id:
+        return v16.FetchResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.inconsistent_cluster_id,
+            session_id=0,
+            responses=(),
+        )
+    partition = topics[0].partitions[0]
+    message = wire.decode_fetch_request(request.replica_state.replica_id, ms(request.max_wait), partition)
+    answer = await quorum.exchange(message.replica_id, message)
+    data = wire.encode_fetch_partition(answer, partition.fetch_offset)
+    return v16.FetchResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(v16.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(data,)),),
+    )

@@ -1,0 +1,162 @@
+"""One controller of a Raft quorum: the Raft core, its durable log and the controller state, sans-IO.
+
+The controller state moves only with committed entries, as Kafka's QuorumController does: a standby replays
+each entry once the high watermark passes it; the leader becomes the active controller once its own
+LeaderChangeMessage is committed (everything before it is then committed and replayed too), and from then
+on applies what it appends at once. The daemon lets one write at a time through and answers it only when
+its entries are committed, so the active controller's state is never more than the write in flight ahead
+of the committed log. Should leadership go while a write is in flight, the state is rebuilt from the
+committed log (Kafka reverts to its last committed snapshot in memory, the same thing), and the write is
+answered NOT_CONTROLLER.
+
+What brokers fetch is ``published``: the committed batches only, by Kafka offset, control batches included.
+
+Followed: QuorumController.QuorumMetaLogListener (handleCommit, handleLeaderChange, renounce),
+QuorumController.claim (the active controller after its LeaderChangeMessage commits), and
+BrokerHeartbeatManager being rebuilt on activation (every broker gets a fresh session).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from epochkraft.controller.controller import METADATA_VERSION, Controller
+from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.metadata_raft_log import MetadataRaftLog
+from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
+from epochkraft.protocol.metadata_records import FeatureLevelRecord, MetadataRecord
+from epochkraft.protocol.records import parse_header
+from epochkraft.raft.client import Output, RaftClient
+from epochkraft.raft.quorum_state import LeaderState
+
+
+class NotController(Exception):
+    """This controller is not (or no longer) the active one."""
+
+
+class RaftBackedLog:
+    """The Controller's log in a quorum: its appends go into the Raft leader's log."""
+
+    def __init__(self, quorum: ControllerQuorum) -> None:
+        self.quorum = quorum
+        self.listeners: list[Callable[[int, bytes], None]] = []
+
+    @property
+    def next_offset(self) -> int:
+        return self.quorum.raft.log.end_offset
+
+    def __len__(self) -> int:
+        return self.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self.quorum.published.size_bytes
+
+    def append(self, records: list[MetadataRecord], now_ms: int, leader_epoch: int = 0) -> int:
+        return self.quorum.append(records, now_ms)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        return self.quorum.published.read(offset, max_bytes)
+
+    def records(self) -> Iterator[tuple[int, MetadataRecord]]:
+        return self.quorum.published.records()
+
+
+class ControllerQuorum:
+    def __init__(
+        self,
+        raft: RaftClient,
+        make_controller: Callable[[RaftBackedLog], Controller],  # given the log it is to append to
+        published: MetadataLog | None = None,
+        replayed_to: int = 0,
+    ) -> None:
+        """``replayed_to``: the offset a loaded snapshot brought the controller to (entries below it are
+        published but not replayed again)."""
+        self.raft = raft
+        assert isinstance(raft.log, MetadataRaftLog)
+        self.log: MetadataRaftLog = raft.log
+        self.published = published if published is not None else MetadataLog()
+        self.controller = make_controller(RaftBackedLog(self))
+        self.applied = 0  # entries below this offset are committed and published
+        self.replayed_to = replayed_to  # the controller's state holds every record below this offset
+        self.has_metadata = replayed_to > 0  # any metadata record committed (or in a loaded snapshot)
+        self.active = False
+        self.activations = 0
+        self.listeners: list[Callable[[], None]] = []  # told after commits and role changes
+
+    # ---- the active controller's writes -----------------------------------------------------------------
+    def append(self, records: list[MetadataRecord], now_ms: int) -> int:
+        """Appends one metadata batch as the active controller; returns its base offset."""
+        if not self.active:
+            raise NotController("not the active controller")
+        base = self.log.end_offset
+        batch = metadata_batch(base, records, leader_epoch=self.raft.epoch, timestamp_ms=now_ms)
+        if self.raft.append(now_ms, [batch], [len(records)]) is None:
+            raise NotController("no longer the Raft leader")
+        self.replayed_to = self.log.end_offset  # Controller._commit replays the batch right after
+        return base
+
+    def committed(self, offset: int) -> bool:
+        """Whether every entry below ``offset`` is committed (and published)."""
+        return self.applied >= offset
+
+    # ---- after every step of the Raft core ---------------------------------------------------------------
+    def after(self, now_ms: int, output: Output) -> Output:
+        """Publishes and replays newly committed entries and moves between standby and active; returns
+        ``output`` for the driver to persist and send."""
+        self._apply_committed()
+        self._update_role(now_ms)
+        for listener in self.listeners:
+            listener()
+        return output
+
+    def _apply_committed(self) -> None:
+        hw = self.raft.high_watermark
+        if hw is None or hw <= self.applied:
+            return
+        index = self.log.index_of(self.applied)
+        for base, batch in self.log.batches_from(index):
+            if base >= hw:
+                break
+            self.published.add_committed(base, batch)
+            self.has_metadata = self.has_metadata or not parse_header(batch).is_control
+            if base >= self.replayed_to:
+                for offset, record in read_metadata_batches(batch):
+                    self.controller.replay(record, offset)
+                self.replayed_to = self.published.next_offset
+            self.applied = self.published.next_offset
+
+    def _update_role(self, now_ms: int) -> None:
+        state = self.raft.state
+        claimable = (
+            isinstance(state, LeaderState)
+            and state.high_watermark is not None
+            and state.high_watermark > state.epoch_start_offset
+        )
+        if claimable and not self.active:
+            self._claim(now_ms)
+        elif self.active and not isinstance(state, LeaderState):
+            self._renounce()
+
+    def _claim(self, now_ms: int) -> None:
+        """QuorumController.claim: every committed record is replayed; brokers get fresh sessions."""
+        self.active = True
+        self.activations += 1
+        self.controller.cluster.sessions.clear()
+        self.controller.cluster.started_ms = now_ms
+
+    def _renounce(self) -> None:
+        """QuorumController.renounce: back to the committed state when a write was in flight."""
+        self.active = False
+        if self.replayed_to > self.applied:
+            self.controller.reset()
+            for offset, record in self.published.records():
+                self.controller.replay(record, offset)
+            self.replayed_to = self.applied
+
+    def needs_bootstrap(self) -> bool:
+        """An active controller of a new cluster writes the metadata.version feature level first."""
+        return self.active and not self.has_metadata and self.log.end_offset == self.applied
+
+    def bootstrap_records(self) -> list[MetadataRecord]:
+        return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)]

@@ -1,0 +1,279 @@
+"""The async edge of a controller in a Raft quorum: drives the sans-IO Raft core (raft/client.py) and the
+ControllerQuorum with the clock, the network and the disk.
+
+Every step of the core runs the same way: call it with the time, let the ControllerQuorum publish what was
+committed, write ``quorum-state`` if the step changed it, flush the log, then send. Requests to other
+voters go over one KafkaClient each (Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch on their controller
+listeners, kio-encoded by raft/wire.py); their answers are handed back to the core. Requests from other
+voters arrive through the handlers (``exchange``) and are answered with what the core replies. A timer
+wakes the core at its next deadline.
+
+Writes from brokers and admin clients pass ``write``: one at a time, only on the active controller, and
+answered once their records are committed (NOT_CONTROLLER otherwise), as QuorumController's write events
+complete on commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from epochkraft.config import ConfigError, parse_host_port
+from epochkraft.controller.quorum import ControllerQuorum
+from epochkraft.net.client import KafkaClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
+from epochkraft.raft import wire
+from epochkraft.raft.client import Output, RaftClient
+from epochkraft.raft.describe_quorum import describe_quorum
+from epochkraft.raft.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    Envelope,
+    FetchRequest,
+    Message,
+    VoteRequest,
+)
+from epochkraft.raft.state_store import FileQuorumStateStore
+
+T = TypeVar("T")
+EXCHANGE_TIMEOUT_S = 30.0
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``controller.quorum.voters``: ``id@host:port`` separated by commas."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        node, sep, address = item.partition("@")
+        if not sep:
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not id@host:port")
+        try:
+            voter = int(node)
+        except ValueError as exc:
+            raise ConfigError(f"controller.quorum.voters: {node!r} is not a node id") from exc
+        if voter < 0 or voter in voters:
+            raise ConfigError(f"controller.quorum.voters: node id {voter} negative or repeated")
+        voters[voter] = parse_host_port(address)
+    if not voters:
+        raise ConfigError("controller.quorum.voters is empty")
+    return voters
+
+
+class QuorumDriver:
+    def __init__(
+        self,
+        quorum: ControllerQuorum,
+        store: FileQuorumStateStore | None,
+        voters: dict[int, tuple[str, int]],
+        cluster_id: str,
+        log: Any,
+        ssl_context: ssl.SSLContext | None = None,
+        request_timeout_ms: int = 5000,
+    ) -> None:
+        self.quorum = quorum
+        self.raft: RaftClient = quorum.raft
+        self.store = store
+        self.cluster_id = cluster_id
+        self.log = log
+        self.local_id = self.raft.local_id
+        self.clients = {
+            voter: KafkaClient(
+                host,
+                port,
+                client_id=f"controller-{self.local_id}-raft",
+                request_timeout_ms=request_timeout_ms,
+                connect_timeout_ms=min(request_timeout_ms, 2000),
+                ssl_context=ssl_context,
+            )
+            for voter, (host, port) in voters.items()
+            if voter != self.local_id
+        }
+        self._incoming_ids = itertools.count(1 << 40)  # apart from the core's own correlation ids
+        self._replies: dict[tuple[int, int], asyncio.Future[Message]] = {}
+        self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._write_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.role = self.raft.role
+        self.leader_id = self.raft.leader_id
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    # ---- stepping the core --------------------------------------------------------------------------------
+    def step(self, call: Callable[[RaftClient, int], Output]) -> None:
+        now = self.now_ms()
+        output = self.quorum.after(now, call(self.raft, now))
+        if output.persist is not None and self.store is not None:
+            self.store.write(output.persist)
+        self.quorum.log.flush()
+        for envelope in output.sends:
+            if envelope.is_response:
+                waiter = self._replies.pop((envelope.destination, envelope.correlation_id), None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(envelope.message)
+            else:
+                self._spawn(self._send(envelope))
+        self._settle_commits()
+        if (self.raft.role, self.raft.leader_id) != (self.role, self.leader_id):
+            self.role, self.leader_id = self.raft.role, self.raft.leader_id
+            self.log.info(
+                "quorum role",
+                role=self.role,
+                epoch=self.raft.epoch,
+                leader=self.leader_id,
+                active=self.quorum.active,
+            )
+        self._wake.set()
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, envelope: Envelope) -> None:
+        client = self.clients.get(envelope.destination)
+        if client is None:
+            return
+        message = envelope.message
+        try:
+            response = await client.send(self._encode(message))
+            answer = self._decode(message, response)
+        except (NetworkError, ProtocolError, OSError, wire.InvalidRaftRequest) as exc:
+            # no answer: the core's own timers retry (as a lost message in the simulator)
+            self.log.debug(
+                "raft request failed", to=envelope.destination, api=type(message).__name__, error=str(exc)
+            )
+            return
+        reply = Envelope(
+            envelope.destination, self.local_id, envelope.correlation_id, answer, is_response=True
+        )
+        self.step(lambda raft, now: raft.handle(now, reply))
+
+    def _encode(self, message: Message) -> Any:
+        if isinstance(message, VoteRequest):
+            return wire.encode_vote_request(message, self.cluster_id, self.local_id)
+        if isinstance(message, BeginQuorumEpochRequest):
+            return wire.encode_begin_quorum_epoch_request(message, self.cluster_id)
+        if isinstance(message, EndQuorumEpochRequest):
+            return wire.encode_end_quorum_epoch_request(message, self.cluster_id)
+        if isinstance(message, FetchRequest):
+            return wire.encode_fetch_request(message, self.cluster_id)
+        raise TypeError(f"not a request: {type(message).__name__}")
+
+    @staticmethod
+    def _decode(request: Message, response: Any) -> Message:
+        if isinstance(request, VoteRequest):
+            return wire.decode_vote_response(response)
+        if isinstance(request, BeginQuorumEpochRequest):
+            return wire.decode_begin_quorum_epoch_response(response)
+        if isinstance(request, EndQuorumEpochRequest):
+            return wire.decode_end_quorum_epoch_response(response)
+        return wire.decode_fetch_response(response)
+
+    async def exchange(self, source: int, request: Message) -> Message:
+        """A request from voter ``source`` through the core; returns the core's answer (a Fetch may be
+        parked until the log moves or its max wait ends)."""
+        correlation_id = next(self._incoming_ids)
+        waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._replies[(source, correlation_id)] = waiter
+        envelope = Envelope(source, self.local_id, correlation_id, request)
+        try:
+            self.step(lambda raft, now: raft.handle(now, envelope))
+            return await asyncio.wait_for(waiter, EXCHANGE_TIMEOUT_S)
+        finally:
+            self._replies.pop((source, correlation_id), None)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Polls the core at its deadlines until ``stop``; then resigns (EndQuorumEpoch) if leading."""
+        while not stop.is_set():
+            self._wake.clear()
+            delay = max(self.raft.next_deadline_ms() - self.now_ms(), 0) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+            self.step(lambda raft, now: raft.poll(now))
+
+    async def resign(self, grace_s: float = 0.5) -> None:
+        """Graceful shutdown of a leader: EndQuorumEpoch to the others, given a moment to go out."""
+        if self.raft.is_leader:
+            self.step(lambda raft, now: raft.resign(now))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), grace_s)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for client in self.clients.values():
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._fail_commits()
+
+    # ---- writes through the active controller -------------------------------------------------------------
+    async def write(self, call: Callable[[], Awaitable[T]], refuse: Callable[[ErrorCode], T]) -> T:
+        """Runs ``call`` (a handler that may append records) as the active controller and answers once
+        what it appended is committed; ``refuse(NOT_CONTROLLER)`` when this controller is not active or
+        loses leadership first."""
+        async with self._write_lock:
+            if not self.quorum.active:
+                return refuse(ErrorCode.not_controller)
+            answer = await call()
+            end = self.quorum.log.end_offset
+            if self.quorum.committed(end):
+                return answer
+            self.step(lambda raft, now: raft.poll(now))  # sends what the append released
+            if not await self.wait_committed(end):
+                return refuse(ErrorCode.not_controller)
+            return answer
+
+    async def wait_committed(self, offset: int) -> bool:
+        """True once every entry below ``offset`` is committed; False when leadership goes first."""
+        if self.quorum.committed(offset):
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((offset, waiter))
+        return await waiter
+
+    def _settle_commits(self) -> None:
+        if not self._commit_waiters:
+            return
+        if not self.quorum.active:
+            self._fail_commits()
+            return
+        still = []
+        for offset, waiter in self._commit_waiters:
+            if self.quorum.committed(offset):
+                if not waiter.done():
+                    waiter.set_result(True)
+            else:
+                still.append((offset, waiter))
+        self._commit_waiters = still
+
+    def _fail_commits(self) -> None:
+        for _offset, waiter in self._commit_waiters:
+            if not waiter.done():
+                waiter.set_result(False)
+        self._commit_waiters = []
+
+    def describe_quorum(self, now_ms: int) -> Any:
+        """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""
+        return describe_quorum(self.raft, now_ms)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "node_id": self.local_id,
+            "role": self.raft.role,
+            "epoch": self.raft.epoch,
+            "leader": self.raft.leader_id,
+            "active": self.quorum.active,
+            "high_watermark": self.raft.high_watermark,
+            "log_end_offset": self.quorum.log.end_offset,
+            "voters": list(self.raft.voters),
+        }

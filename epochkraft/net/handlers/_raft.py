@@ -1,0 +1,43 @@
+"""The shared path of the Raft RPCs on a controller's listener: decode, hand to the quorum's Raft core,
+encode its answer. A controller outside a quorum, a request for another cluster or for anything but
+``__cluster_metadata``-0 is answered with the error at the top level (INVALID_REQUEST,
+INCONSISTENT_CLUSTER_ID), as KafkaRaftClient's handlers check ``hasValidClusterId`` and
+``hasValidTopicPartition`` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from epochkraft.net.context import RequestContext
+from epochkraft.protocol.error_response import error_response
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import response_class
+from epochkraft.raft.messages import Message
+from epochkraft.raft.wire import InvalidRaftRequest
+
+
+async def raft_exchange(
+    request: Any,
+    ctx: RequestContext,
+    *,
+    decode: Callable[[Any], Message],
+    source: Callable[[Any], int],
+    encode: Callable[[Any], Any],
+) -> Any:
+    quorum = getattr(ctx.node, "quorum", None)
+
+    def refuse(code: ErrorCode) -> Any:
+        return error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+
+    if quorum is None:
+        return refuse(ErrorCode.invalid_request)
+    cluster_id = getattr(request, "cluster_id", None)
+    if cluster_id is not None and cluster_id != quorum.cluster_id:
+        return refuse(ErrorCode.inconsistent_cluster_id)
+    try:
+        message = decode(request)
+    except InvalidRaftRequest:
+        return refuse(ErrorCode.invalid_request)
+    return encode(await quorum.exchange(source(message), message))

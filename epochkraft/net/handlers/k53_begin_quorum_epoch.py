@@ -1,0 +1,19 @@
+"""BeginQuorumEpoch (key 53), version 0, controller listener of a Raft quorum: answered by the Raft core
+(KafkaRaftClient.handleBeginQuorumEpochRequest) through handlers/_raft.py."""
+
+from __future__ import annotations
+
+from epochkraft.net.handlers._raft import raft_exchange
+from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.raft import wire
+
+
+@api(key=53, name="BeginQuorumEpoch", versions=(0, 0), listeners=(CONTROLLER,))
+async def handle(request, ctx):
+    return await raft_exchange(
+        request,
+        ctx,
+        decode=wire.decode_begin_quorum_epoch_request,
+        source=lambda message: message.leader_id,
+        encode=wire.encode_begin_quorum_epoch_response,
+    )

@@ -1,0 +1,19 @@
+"""EndQuorumEpoch (key 54), version 0, controller listener of a Raft quorum: answered by the Raft core
+(KafkaRaftClient.handleEndQuorumEpochRequest) through handlers/_raft.py."""
+
+from __future__ import annotations
+
+from epochkraft.net.handlers._raft import raft_exchange
+from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.raft import wire
+
+
+@api(key=54, name="EndQuorumEpoch", versions=(0, 0), listeners=(CONTROLLER,))
+async def handle(request, ctx):
+    return await raft_exchange(
+        request,
+        ctx,
+        decode=wire.decode_end_quorum_epoch_request,
+        source=lambda message: message.leader_id,
+        encode=wire.encode_end_quorum_epoch_response,
+    )

@@ -1,0 +1,61 @@
+"""DescribeQuorum (key 55), versions 0-1, controller listener.
+
+- In a Raft quorum: the leader's view, as KafkaRaftClient.handleDescribeQuorumRequest and
+  LeaderState.describeQuorum answer it (raft/describe_quorum.py): leader, epoch, high watermark, each
+  voter's and observer's log end offset and last fetch and caught-up times; another voter answers
+  NOT_LEADER_OR_FOLLOWER naming the leader it knows.
+- A single controller is a quorum of one: itself, leading epoch 0 (every batch it writes carries epoch 0),
+  its log end the high watermark.
+- ``__cluster_metadata``-0 only; anything else gets INVALID_REQUEST at the top level.
+"""
+
+from __future__ import annotations
+
+from kio.schema.describe_quorum.v1 import response as v1
+from kio.static.primitive import i32, i64
+
+from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.raft.describe_quorum import METADATA_TOPIC
+
+
+def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v1.DescribeQuorumResponse:
+    me = v1.ReplicaState(
+        replica_id=i32(node_id),
+        log_end_offset=i64(end_offset),
+        last_fetch_timestamp=i64(now_ms),
+        last_caught_up_timestamp=i64(now_ms),
+    )
+    partition = v1.PartitionData(
+        partition_index=i32(0),
+        error_code=ErrorCode.none,
+        leader_id=i32(node_id),
+        leader_epoch=i32(0),
+        high_watermark=i64(end_offset),
+        current_voters=(me,),
+        observers=(),
+    )
+    return v1.DescribeQuorumResponse(
+        error_code=ErrorCode.none,
+        topics=(v1.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+    )
+
+
+@api(key=55, name="DescribeQuorum", versions=(0, 1), listeners=(CONTROLLER,))
+async def handle(request, ctx):
+    node = ctx.node
+    topics = request.topics
+    if (
+        len(topics) != 1
+        or topics[0].topic_name != METADATA_TOPIC
+        or [p.partition_index for p in topics[0].partitions] != [0]
+    ):
+        return downgrade_response(
+            v1.DescribeQuorumResponse(error_code=ErrorCode.invalid_request, topics=()), ctx.api_version
+        )
+    if node.quorum is None:
+        response = _single_controller(node.controller.node_id, node.metadata_log.next_offset, node.now_ms())
+    else:
+        response = node.quorum.describe_quorum(node.now_ms())
+    return downgrade_response(response, ctx.api_version)
