@@ -118,20 +118,22 @@ ACL_FIELDS = {
 ACL_KEYS = frozenset({29, 30, 31})
 
 
-def scenarios(key: int, version: int, topic_id: uuid.UUID) -> list[Scenario]:
+def scenarios(
+    key: int, version: int, topic_id: uuid.UUID, topic: str = TOPIC, unknown_topic: str = UNKNOWN_TOPIC
+) -> list[Scenario]:
     common: dict = {"records": RECORDS}
     if key in ACL_KEYS:
         common["overrides"] = ACL_FIELDS
     # A name of its own: Metadata v0-3 creates the topics it names, and no other request may find it.
-    unknown = f"{UNKNOWN_TOPIC}-{key}-v{version}"
+    unknown = f"{unknown_topic}-{key}-v{version}"
     cases = [
-        Scenario("existing", TOPIC, topic_id, **common),
+        Scenario("existing", topic, topic_id, **common),
         Scenario("unknown-topic", unknown, uuid.UUID(int=7), **common),
-        Scenario("out-of-range", TOPIC, topic_id, offset=10**12, **common),
-        Scenario("unknown-partition", TOPIC, topic_id, partition=7, **common),
+        Scenario("out-of-range", topic, topic_id, offset=10**12, **common),
+        Scenario("unknown-partition", topic, topic_id, partition=7, **common),
         Scenario(
             "future-leader-epoch",
-            TOPIC,
+            topic,
             topic_id,
             **{**common, "overrides": {**common.get("overrides", {}), "current_leader_epoch": 99}},
         ),
@@ -248,45 +250,52 @@ def _corrupt(batch: bytes) -> bytes:
     return bytes(broken)
 
 
-ERROR_CASES = {
-    "CreateTopics-invalid-config-value": _create("diff-new", configs=[("retention.ms", "soon")]),
-    "CreateTopics-unknown-config": _create("diff-new", configs=[("no.such.config", "1")]),
-    "CreateTopics-replication-factor-above-brokers": _create("diff-new", rf=5),
-    "CreateTopics-zero-partitions": _create("diff-new", partitions=0),
-    "CreateTopics-assignment-with-partition-count": _create("diff-new", 1, 3, assignment=[[1, 2, 3]]),
-    "CreateTopics-assignment-unknown-broker": _create("diff-new", -1, -1, assignment=[[1, 77]]),
-    "CreateTopics-invalid-name": _create("not a topic name!"),
-    "CreateTopics-existing": _create(TOPIC),
-    "CreateTopics-min-isr-invalid": _create("diff-new", configs=[("min.insync.replicas", "0")]),
-    "CreateTopics-cleanup-policy-invalid": _create("diff-new", configs=[("cleanup.policy", "shred")]),
-    "IncrementalAlterConfigs-invalid-value": _incremental([("retention.ms", 0, "soon")]),
-    "IncrementalAlterConfigs-unknown-config": _incremental([("no.such.config", 0, "1")]),
-    "IncrementalAlterConfigs-append-to-non-list": _incremental([("retention.ms", 2, "5")]),
-    "IncrementalAlterConfigs-unknown-topic": _incremental([("retention.ms", 0, "5")], resource=UNKNOWN_TOPIC),
-    "IncrementalAlterConfigs-valid": _incremental([("retention.ms", 0, "3600000")]),
-    "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")]),
-    "AlterConfigs-unknown-config": _alter([("no.such.config", "1")]),
-    "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=UNKNOWN_TOPIC),
-    "CreatePartitions-not-increasing": cp.CreatePartitionsRequest(
-        topics=(cp.CreatePartitionsTopic(name=TOPIC, count=1, assignments=None),),
-        timeout=datetime.timedelta(seconds=10),
-        validate_only=True,
-    ),
-    "CreatePartitions-unknown-topic": cp.CreatePartitionsRequest(
-        topics=(cp.CreatePartitionsTopic(name=UNKNOWN_TOPIC, count=3, assignments=None),),
-        timeout=datetime.timedelta(seconds=10),
-        validate_only=True,
-    ),
-    "Produce-message-too-large": _produce(
-        build_batch([(None, b"x" * (1 << 20), (), int(time.time() * 1000))])
-    ),
-    "Produce-corrupt-crc": _produce(_corrupt(RECORDS)),
-    "Produce-invalid-acks": _produce(RECORDS, acks=2),
-    "Produce-unknown-topic": _produce(RECORDS, topic=UNKNOWN_TOPIC),
-    "DescribeAcls-unknown-pattern-type": request_for(
-        29, 3, Scenario("acl", TOPIC, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
-    ),
-}
+def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, object]:
+    """The error cases, about ``topic`` (which must exist) and ``unknown`` (which must not)."""
+    return {
+        "CreateTopics-invalid-config-value": _create("diff-new", configs=[("retention.ms", "soon")]),
+        "CreateTopics-unknown-config": _create("diff-new", configs=[("no.such.config", "1")]),
+        "CreateTopics-replication-factor-above-brokers": _create("diff-new", rf=5),
+        "CreateTopics-zero-partitions": _create("diff-new", partitions=0),
+        "CreateTopics-assignment-with-partition-count": _create("diff-new", 1, 3, assignment=[[1, 2, 3]]),
+        "CreateTopics-assignment-unknown-broker": _create("diff-new", -1, -1, assignment=[[1, 77]]),
+        "CreateTopics-invalid-name": _create("not a topic name!"),
+        "CreateTopics-existing": _create(topic),
+        "CreateTopics-min-isr-invalid": _create("diff-new", configs=[("min.insync.replicas", "0")]),
+        "CreateTopics-cleanup-policy-invalid": _create("diff-new", configs=[("cleanup.policy", "shred")]),
+        "IncrementalAlterConfigs-invalid-value": _incremental([("retention.ms", 0, "soon")], resource=topic),
+        "IncrementalAlterConfigs-unknown-config": _incremental([("no.such.config", 0, "1")], resource=topic),
+        "IncrementalAlterConfigs-append-to-non-list": _incremental(
+            [("retention.ms", 2, "5")], resource=topic
+        ),
+        "IncrementalAlterConfigs-unknown-topic": _incremental([("retention.ms", 0, "5")], resource=unknown),
+        "IncrementalAlterConfigs-valid": _incremental([("retention.ms", 0, "3600000")], resource=topic),
+        "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
+        "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
+        "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=unknown),
+        "CreatePartitions-not-increasing": cp.CreatePartitionsRequest(
+            topics=(cp.CreatePartitionsTopic(name=topic, count=1, assignments=None),),
+            timeout=datetime.timedelta(seconds=10),
+            validate_only=True,
+        ),
+        "CreatePartitions-unknown-topic": cp.CreatePartitionsRequest(
+            topics=(cp.CreatePartitionsTopic(name=unknown, count=3, assignments=None),),
+            timeout=datetime.timedelta(seconds=10),
+            validate_only=True,
+        ),
+        "Produce-message-too-large": _produce(
+            build_batch([(None, b"x" * (1 << 20), (), int(time.time() * 1000))]), topic=topic
+        ),
+        "Produce-corrupt-crc": _produce(_corrupt(RECORDS), topic=topic),
+        "Produce-invalid-acks": _produce(RECORDS, topic=topic, acks=2),
+        "Produce-unknown-topic": _produce(RECORDS, topic=unknown),
+        "DescribeAcls-unknown-pattern-type": request_for(
+            29, 3, Scenario("acl", topic, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
+        ),
+    }
+
+
+ERROR_CASES = error_cases()
 ERROR_KEYS = {name: type(request).__api_key__ for name, request in ERROR_CASES.items()}
 
 

@@ -263,6 +263,10 @@ def unexplained(
 
 # ---- one cluster answering ----------------------------------------------------------------------------
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 42, 47})
+# The admin requests clients send to the node Metadata names as the controller (franz-go's
+# kmsg.AdminRequest: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, the reassignments,
+# AlterUserScramCredentials). Kafka's brokers and ours take them anywhere; kfake only there (NOT_CONTROLLER).
+ADMIN_APIS = frozenset({19, 20, 37, 43, 45, 46, 51})
 LIST_GROUPS = 16
 # Answers a client retries while a cluster warms up (coordinators loading, a producer id block on its
 # way): the comparison waits them out on each side rather than compare timing.
@@ -291,6 +295,7 @@ class Side:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         self.bootstrap = (host, int(port))
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.controller = -1  # the node id Metadata names as the controller
         self._clients: dict[tuple[str, int], KafkaClient] = {}
 
     def client(self, address: tuple[str, int]) -> KafkaClient:
@@ -307,6 +312,7 @@ class Side:
             )
         )
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        self.controller = response.controller_id
         return response
 
     async def leader(self, topic: str, partition: int = 0) -> int:
@@ -327,8 +333,9 @@ class Side:
         return response.coordinators[0].node_id
 
     async def exchange(self, api_key: int, request: Any, topic: str | None, group: str) -> Any:
-        """The answer of the node a client would ask (the group's coordinator, the partition's leader, or
-        any broker), retried while it is one a client retries; ListGroups from every broker, merged."""
+        """The answer of the node a client would ask (the group's coordinator, the controller, the
+        partition's leader, or any broker), retried while it is one a client retries; ListGroups from
+        every broker, merged."""
         if not self.brokers:
             await self.metadata()
         if api_key == LIST_GROUPS:
@@ -338,6 +345,8 @@ class Side:
         for _ in range(50):
             if api_key in GROUP_APIS:
                 node = await self.coordinator(group)
+            elif api_key in ADMIN_APIS and self.controller in self.brokers:
+                node = self.controller
             elif topic is not None:
                 node = await self.leader(topic)
             else:
