@@ -93,6 +93,29 @@ def kafka_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 
 @pytest.fixture(scope="session")
+def kfake_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """franz-go's kfake (three brokers in one process) for the whole session, started once.
+
+    ``EPOCHKRAFT_KFAKE_PEER=<run dir>`` reuses one that ``scripts/peers kfake up --dir ...`` started.
+    Skips, with the reason, where kfake cannot be built (no Go or network)."""
+    from epochkraft.peers.fetch import PeerUnavailable, kfake_binary
+    from epochkraft.peers.kfake import KfakePeer
+
+    reuse = os.environ.get("EPOCHKRAFT_KFAKE_PEER")
+    if reuse:
+        yield KfakePeer.load(Path(reuse) / "kfake" if (Path(reuse) / "kfake").is_dir() else Path(reuse))
+        return
+    try:
+        kfake_binary()
+    except PeerUnavailable as exc:
+        pytest.skip(f"kfake peer unavailable: {exc}")
+    peer = KfakePeer(run_dir=tmp_path_factory.mktemp("kfake-peer"), brokers=3)
+    peer.start(timeout=60)
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="session")
 def epochkraft_peer_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Our side of the comparisons with Kafka: a controller and three brokers (ids 1-3, as the Kafka
     peer's), started once per session and shared by the differential, tool and Java client tests."""
