@@ -95,8 +95,13 @@ async def _prepare(side: Side) -> uuid.UUID:
         if partitions and partitions[0].leader_id in replicas and len(partitions[0].isr_nodes) == 3:
             break
         await asyncio.sleep(0.1)
-    answer = await side.exchange(0, _produce(RECORDS, topic=TOPIC), TOPIC, "")
-    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none, (side.name, answer)
+    for _ in range(100):  # a leader just elected may not know it yet: retried, as a client does
+        answer = await side.exchange(0, _produce(RECORDS, topic=TOPIC), TOPIC, "")
+        error = answer.responses[0].partition_responses[0].error_code
+        if error != ErrorCode.not_leader_or_follower:
+            break
+        await asyncio.sleep(0.1)
+    assert error == ErrorCode.none, (side.name, answer)
     return metadata.topics[0].topic_id
 
 
