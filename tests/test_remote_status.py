@@ -1,18 +1,22 @@
 """Asking a running cluster this shell did not start: `epochkraft cluster status --bootstrap/--admin`,
-and the admin port's readiness endpoint the compose health checks use."""
+and the admin port's readiness endpoint the compose health checks use (a controller of a Raft quorum is ready
+while it leads or follows a leader)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from epochkraft.chaos.processes import LocalProcess
 from epochkraft.metrics.admin_http import AdminServer
 
 
@@ -71,3 +75,63 @@ async def test_readyz_answers_503_until_ready_while_healthz_says_the_process_liv
         assert (await asyncio.to_thread(get, "/readyz"))[0] == 200
     finally:
         await admin.stop()
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def readyz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def wait_for(condition, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_quorum_controller_is_ready_while_the_quorum_has_a_leader(tmp_path):
+    listen = free_ports(4)
+    admin = {3000: listen.pop(), 3001: listen.pop()}
+    voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in zip(admin, listen, strict=True))
+    daemons = {
+        node: LocalProcess(
+            f"controller-{node}",
+            ["controller", "--listen", f"127.0.0.1:{port}", "--cluster-id", "ready-test", "--node-id",
+             str(node), "--quorum-voters", voters, "--data-dir", str(tmp_path / str(node)),
+             "--admin-port", str(admin[node])],
+            tmp_path / f"{node}.log",
+        )
+        for node, port in zip(admin, listen, strict=True)
+    }  # fmt: skip
+    try:
+        daemons[3000].start()
+        # One voter of two has no majority: it asks for pre-votes again and again, and is never ready.
+        wait_for(lambda: "role=prospective" in daemons[3000].log_text(), "3000 asks for pre-votes")
+        assert readyz(admin[3000]) == 503
+        daemons[3001].start()
+        wait_for(lambda: readyz(admin[3000]) == readyz(admin[3001]) == 200, "both ready")
+        by_admin = status("--admin", f"127.0.0.1:{admin[3001]}")
+        assert "admin 127.0.0.1:" in by_admin.stdout and "controller of cluster ready-test" in by_admin.stdout
+        assert "quorum: controller 3001 " in by_admin.stdout and "voters [3000, 3001]" in by_admin.stdout
+        daemons[3001].signal("KILL")
+        # The one left cannot lead alone: a leader resigns once no majority fetches, a follower stops following.
+        wait_for(lambda: readyz(admin[3000]) == 503, "3000 not ready without a majority")
+    finally:
+        for daemon in daemons.values():
+            daemon.kill()

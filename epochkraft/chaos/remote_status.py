@@ -1,7 +1,7 @@
 """``epochkraft cluster status --bootstrap HOST:PORT,... | --admin HOST:PORT,...``: the state of a running
 cluster this shell did not start (containers, another machine), from a broker's Metadata answer and from
-the daemons' admin ports (/v1/state: the controller's view of every broker and partition, a broker's own
-lifecycle state)."""
+the daemons' admin ports (/v1/state: the controller's view of every broker and partition, and its place in
+the Raft quorum if it is in one; a broker's own lifecycle state)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,12 @@ def from_admin(admin: str, status: RemoteStatus) -> None:
             )
             continue
         status.add(f"admin {address}: controller of cluster {state.get('cluster_id')}")
+        quorum = state.get("quorum")
+        if quorum:  # one of a Raft quorum: what follows is the committed metadata it has replayed
+            status.add(
+                f"quorum: controller {quorum['node_id']} {quorum['role']}, leader {quorum['leader']}, "
+                f"epoch {quorum['epoch']}, voters {quorum['voters']}, high watermark {quorum['high_watermark']}"
+            )
         status.add(f"{'broker':<8}{'epoch':>8}  {'state':<22}endpoints")
         for broker in state.get("brokers", []):
             if broker.get("fenced"):

@@ -53,6 +53,7 @@ from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
 from epochkraft.protocol.records import iter_batches
 from epochkraft.raft.client import RaftClient
+from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
 from epochkraft.raft.state_store import FileQuorumStateStore
 from epochkraft.security.node import NodeSecurity, controller_protocol
@@ -568,7 +569,15 @@ async def _admin_server(
     def state() -> dict[str, Any]:
         return controller.state() | ({"quorum": quorum.describe()} if quorum is not None else {})
 
-    server = AdminServer(args.admin_host, args.admin_port, registry, state)
+    ready: Callable[[], bool] | None = None
+    if quorum is not None:
+        raft = quorum.raft
+
+        def in_quorum() -> bool:  # leading or following: a quorum without a leader writes nothing new
+            return isinstance(raft.state, LeaderState | FollowerState)
+
+        ready = in_quorum
+    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready)
     await server.start()
     return server
 

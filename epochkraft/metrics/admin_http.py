@@ -1,5 +1,6 @@
 """The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz (the process
-answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; 503 until then)
+answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; a controller of a Raft
+quorum leads it or follows its leader; 503 otherwise)
 and /v1/state (JSON)."""
 
 from __future__ import annotations
