@@ -1,17 +1,23 @@
 """The Kafka clients scripts/compose-test runs, from the host and inside the compose network (piped to
-`python3 -` in the notebook container): librdkafka through confluent-kafka, every call bounded in time.
+`python3 -` in the notebook container): librdkafka through confluent-kafka, every call bounded in time;
+and the look at the controller quorum through the controllers' admin ports.
 
     compose_clients.py create  --bootstrap B --topic T
     compose_clients.py produce --bootstrap B --topic T --start S --count N    (acks=all, idempotent)
     compose_clients.py verify  --bootstrap B --topic T --count N              (every value 0..N-1 once)
     compose_clients.py isr     --bootstrap B --timeout S                      (every ISR full again)
+    compose_clients.py quorum  --admin A,... [--not-leader ID] [--topic T] --timeout S
+        (the controllers at A agree on one active controller, not ID, and hold what it committed, T too;
+        the last line printed is leader=ID)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+import urllib.request
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -108,18 +114,78 @@ def isr(args: argparse.Namespace) -> int:
     return 1
 
 
+def admin_state(address: str) -> dict:
+    with urllib.request.urlopen(f"http://{address}/v1/state", timeout=5) as response:
+        return json.load(response)
+
+
+def quorum(args: argparse.Namespace) -> int:
+    """Waits until every controller at --admin is in the quorum (all of its voters), follows the same leader
+    in the same epoch, exactly that leader is active, every high watermark has reached the leader's of the
+    look before (a controller back from a stop has caught up), and each lists --topic's partitions."""
+    addresses = args.admin.split(",")
+    deadline = time.monotonic() + args.timeout
+    reached: tuple[int, int] | None = None  # (leader, its high watermark) at the previous look
+    problem = "no look yet"
+    while time.monotonic() < deadline:
+        try:
+            states = {address: admin_state(address) for address in addresses}
+        except (OSError, ValueError) as exc:
+            problem, reached = f"admin port: {exc}", None
+            time.sleep(0.5)
+            continue
+        views = {address: state["quorum"] for address, state in states.items()}
+        leaders = {(q["leader"], q["epoch"]) for q in views.values()}
+        active = sorted(q["node_id"] for q in views.values() if q["active"])
+        (leader, epoch) = next(iter(leaders))
+        watermarks = {q["node_id"]: q["high_watermark"] or 0 for q in views.values()}
+        missing = [
+            q["node_id"]
+            for address, q in views.items()
+            if args.topic and not any(p["topic"] == args.topic for p in states[address]["partitions"])
+        ]
+        if len(leaders) > 1 or active != [leader] or leader < 0:
+            problem = f"leaders (id, epoch) {sorted(leaders)}, active {active}"
+        elif leader == args.not_leader:
+            problem = f"{leader} still the active controller"
+        elif any(len(q["voters"]) != 3 for q in views.values()):
+            problem = f"voters {[q['voters'] for q in views.values()]}"
+        elif reached is None or reached[0] != leader or min(watermarks.values()) < reached[1]:
+            problem = f"high watermarks {watermarks}, the leader's before {reached}"
+        elif missing:
+            problem = f"controllers {missing} do not list {args.topic}"
+        else:
+            roles = ", ".join(f"{q['node_id']} {q['role']}" for q in views.values())
+            print(f"controller {leader} active in epoch {epoch} ({roles}); high watermarks {watermarks}")
+            print(f"leader={leader}")
+            return 0
+        if len(leaders) == 1 and leader >= 0 and leader in watermarks:
+            reached = (leader, watermarks[leader])
+        time.sleep(0.5)
+    print(f"no agreed active controller at {args.admin} within {args.timeout} s: {problem}")
+    return 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("command", choices=["create", "produce", "verify", "isr"])
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", default="compose-test")
+    parser.add_argument("command", choices=["create", "produce", "verify", "isr", "quorum"])
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--admin", help="controllers' admin ports, HOST:PORT,...")
+    parser.add_argument("--not-leader", type=int, default=-1)
+    parser.add_argument("--topic", help="default: compose-test (quorum: none)")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args()
-    return {"create": create, "produce": produce, "verify": verify, "isr": isr}[args.command](args)
+    by_admin = args.command == "quorum"
+    if by_admin == (args.bootstrap is not None) or by_admin != bool(args.admin):
+        parser.error("quorum takes --admin; the others take --bootstrap")
+    if args.topic is None and not by_admin:
+        args.topic = "compose-test"
+    commands = {"create": create, "produce": produce, "verify": verify, "isr": isr, "quorum": quorum}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """docker-compose.yml and the Dockerfile checked without a Docker engine: structure, volumes, readiness
-health checks, loopback-only ports, listeners the host can reach, stop grace, nothing pulled, no root, and
-every daemon service's command run locally in config-check mode. scripts/compose-test runs the stack for
-real."""
+health checks, loopback-only ports below the ephemeral range, listeners the host can reach, the controller
+quorum (three voters, node ids apart from the brokers', every broker given every controller), stop grace,
+nothing pulled, no root, and every daemon service's command run locally in config-check mode.
+scripts/compose-test runs the stack for real."""
 
 from __future__ import annotations
 
@@ -16,27 +17,62 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-DAEMONS = ["controller", "broker-1", "broker-2", "broker-3"]
+CONTROLLERS = ["controller-1", "controller-2", "controller-3"]
+BROKERS = ["broker-1", "broker-2", "broker-3"]
+DAEMONS = CONTROLLERS + BROKERS
+EPHEMERAL_PORTS = range(32768, 61000)  # Linux's ip_local_port_range: a host port there may be taken
 
 
 def test_services_volumes_and_health_checks():
     services = COMPOSE["services"]
     assert set(services) == {*DAEMONS, "notebook"}
-    assert {"controller-data", "broker-1-data", "broker-2-data", "broker-3-data", "metrics"} <= set(
-        COMPOSE["volumes"]
-    )
+    assert {f"{daemon}-data" for daemon in DAEMONS} | {"metrics"} <= set(COMPOSE["volumes"])
     for name, service in services.items():
         assert "healthcheck" in service, name
         assert any(v.startswith("metrics:") for v in service["volumes"]), name
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
-    for broker in DAEMONS[1:]:
-        assert services[broker]["depends_on"]["controller"]["condition"] == "service_healthy"
-        assert any(
-            v.endswith(":/data") and v.startswith(f"{broker}-data") for v in services[broker]["volumes"]
-        )
+    for daemon in DAEMONS:
+        assert f"{daemon}-data:/data" in services[daemon]["volumes"], daemon
+    for name in [*BROKERS, "notebook"]:
+        depends = services[name]["depends_on"]
+        conditions = {c: depends[c]["condition"] for c in CONTROLLERS}
+        assert conditions == dict.fromkeys(CONTROLLERS, "service_healthy"), name
     assert services["notebook"]["environment"]["EPOCHKRAFT_METRICS_DIR"] == "/metrics"
     assert (ROOT / "Dockerfile").exists() and "ENTRYPOINT" in (ROOT / "Dockerfile").read_text()
+
+
+def test_published_host_ports_are_distinct_and_below_the_ephemeral_range():
+    published = [
+        int(port.split(":")[1])
+        for service in COMPOSE["services"].values()
+        for port in service.get("ports", [])
+    ]
+    assert len(published) == len(set(published))
+    # Broker 3's EXTERNAL and admin ports (39092, 39192) are in it, kept for the clients configured with
+    # them; no other port may be.
+    assert [p for p in published if p in EPHEMERAL_PORTS] == [39092, 39192]
+
+
+def test_three_controllers_form_one_quorum_that_every_broker_follows():
+    services = COMPOSE["services"]
+    voters = {option(services[c]["command"], "quorum-voters") for c in CONTROLLERS}
+    assert len(voters) == 1, "every controller is given the same voters"
+    (text,) = voters
+    endpoints = {int(node): address for node, address in (v.split("@") for v in text.split(","))}
+    assert len(endpoints) == 3
+    for name in CONTROLLERS:
+        command = services[name]["command"]
+        node = int(option(command, "node-id"))
+        assert endpoints[node] == option(command, "listen") == f"{name}:9090"
+        assert option(command, "data-dir") == "/data"
+        assert option(command, "cluster-id") == "epochkraft-compose"
+    broker_ids = {int(option(services[b]["command"], "node-id")) for b in BROKERS}
+    assert not broker_ids & set(endpoints), "controller node ids differ from broker ids"
+    for name in BROKERS:
+        assert option(services[name]["command"], "controller").split(",") == list(endpoints.values())
+    admin = {name: services[name]["ports"] for name in CONTROLLERS}
+    assert admin["controller-1"] == ["127.0.0.1:9190:9190"], "the admin port the README names"
 
 
 def option(command: list[str], name: str) -> str:
