@@ -89,3 +89,103 @@ def test_up_status_kill_restart_and_ctrl_c(tmp_path):
     assert up.returncode == 0
     status = cli("cluster", "status", "--data-dir", str(data))
     assert "True" not in status.stdout, "every node, the restarted one included, was stopped"
+
+
+def test_up_with_a_controller_quorum_status_kill_active_and_restart_on_an_empty_disk(tmp_path):
+    base = random.randrange(20000, 50000, 1000)
+    data = tmp_path / "cluster"
+    (tmp_path / "broker.properties").write_text("broker.heartbeat.interval.ms=200\n")
+    (tmp_path / "controller.properties").write_text("broker.session.timeout.ms=2000\n")
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "epochkraft.cli",
+            "cluster",
+            "up",
+            "--controllers",
+            "3",
+            "--brokers",
+            "2",
+            "--base-port",
+            str(base),
+            "--data-dir",
+            str(data),
+            "--config-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def quorum_line() -> str:
+        status = cli("cluster", "status", "--data-dir", str(data))
+        assert status.returncode == 0, status.stderr
+        return status.stdout
+
+    def wait_status(ok, what: str) -> str:
+        """`cluster status` until ``ok`` holds for its last line (the quorum summary)."""
+        deadline = time.monotonic() + 20
+        while True:
+            out = quorum_line()
+            if ok(out.splitlines()[-1]):
+                return out
+            assert time.monotonic() < deadline, f"{what}:\n{out}"
+            time.sleep(0.3)
+
+    def healed(summary: str) -> bool:
+        one_hw = len(summary.split("high watermarks [")[1].split(",")) == 1
+        return "3/3 voters answering" in summary and "active controller none" not in summary and one_hw
+
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            lines.append(line)
+            if "every broker is RUNNING" in line or not line:
+                break
+        output = "".join(lines)
+        assert "every broker is RUNNING" in output, output
+        # The voters below broker 1's port, the brokers where they always are.
+        for i, voter in enumerate((3000, 3001, 3002)):
+            assert f"controller {voter}:   127.0.0.1:{base - 1 - i}" in output, output
+        assert f"bootstrap servers: 127.0.0.1:{base},127.0.0.1:{base + 2}" in output
+
+        status = wait_status(healed, "a healed quorum")
+        assert status.count(" leader, active, epoch ") == 1 and status.count(" follower, epoch ") == 2, status
+        assert status.count("RUNNING") == 2, status
+        active = next(line.split()[0] for line in status.splitlines() if " leader, active" in line)
+        remote = cli("cluster", "status", "--admin", f"127.0.0.1:{base + 99}")  # voter 3000's admin port
+        assert "quorum: controller 3000 " in remote.stdout and "voters [3000, 3001, 3002]" in remote.stdout
+
+        kill = cli("cluster", "kill", "controller-active", "--data-dir", str(data))
+        assert kill.returncode == 0 and f"to {active} (controller-active)" in kill.stdout, kill.stdout
+        status = wait_status(
+            lambda summary: (
+                "2/3 voters answering" in summary
+                and f"active controller {active[-4:]}" not in summary
+                and "active controller none" not in summary
+            ),
+            "another voter active, the killed one down",
+        )
+        assert f"{active}" in status and "down" in status
+
+        restart = cli("cluster", "restart", active, "--wipe", "--data-dir", str(data))
+        assert restart.returncode == 0 and "empty data dir" in restart.stdout, restart.stdout + restart.stderr
+        # The wiped voter fetched the whole log again: every high watermark equal.
+        status = wait_status(healed, "the wiped voter caught up")
+        assert next(line for line in status.splitlines() if line.startswith(active)).split()[4] == "follower,"
+
+        unknown = cli("cluster", "kill", "controller-9", "--data-dir", str(data))
+        assert unknown.returncode != 0 and "no controller 9" in unknown.stderr
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+    assert up.returncode == 0
+    status = cli("cluster", "status", "--data-dir", str(data))
+    assert "True" not in status.stdout, "every node, the restarted controller included, was stopped"

@@ -1,9 +1,16 @@
-"""A local cluster: one controller and N brokers as processes on loopback, described in a state file
-(``<data-dir>/cluster.json``) so ``epochkraft cluster status|kill|restart`` can act on it from another shell.
+"""A local cluster: one controller, or a Raft quorum of controllers, and N brokers as processes on loopback,
+described in a state file (``<data-dir>/cluster.json``) so ``epochkraft cluster status|kill|restart`` can act
+on it from another shell.
 
 Ports, as Kafka's quick start (base_port 9092): broker 1 listens on ``base_port``, the controller on
 ``base_port + 1``, broker N > 1 on ``base_port + N`` (9092, 9093, then 9094, 9095...); each daemon's admin
 HTTP port is its Kafka port + 100. Port 0 picks free ports (tests).
+
+With ``controllers > 1`` the controllers are voters of a Raft quorum, node ids 3000, 3001, ... (apart from
+the brokers' 1..N), named ``controller-3000`` and so on; voter i listens below broker 1's port, on
+``base_port - 1 - i`` (9091, 9090, 9089), its admin port again + 100. A voter's address must be known before
+it starts (every voter names every other in ``--quorum-voters``), so with port 0 free ports are picked up
+front. Every broker is given every controller's address and follows the active one.
 """
 
 from __future__ import annotations
@@ -11,14 +18,28 @@ from __future__ import annotations
 import json
 import re
 import socket
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from epochkraft.chaos.processes import LocalProcess
 from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 
 STATE_FILE = "cluster.json"
+FIRST_VOTER_ID = 3000  # quorum controllers' node ids start here, apart from the brokers' 1..N
+ACTIVE = "controller-active"  # names the quorum's current leader in node()
+
+
+def voter_ids(controllers: int) -> list[int]:
+    return [FIRST_VOTER_ID + i for i in range(controllers)] if controllers > 1 else []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @dataclass
@@ -33,17 +54,39 @@ class LocalCluster:
     cluster_id: str = field(default_factory=lambda: f"epochkraft-{uuid.uuid4().hex[:12]}")
     admin_ports: bool = False
     extra_broker_args: list[str] = field(default_factory=list)
-    controller_for: dict[int, str] = field(default_factory=dict)  # broker -> controller address (a proxy)
+    controller_for: dict[int, str] = field(default_factory=dict)  # broker -> controller address(es) (proxies)
     secure: bool = False  # mTLS between daemons, SCRAM over TLS for clients, the authorizer on
+    controllers: int = 1  # > 1: a Raft quorum of controllers (voters FIRST_VOTER_ID, ...)
+    # (voter, other voter) -> the address ``voter`` reaches the other at (a proxy, to cut the link)
+    voter_address_for: dict[tuple[int, int], str] = field(default_factory=dict)
     controller: LocalProcess | None = None
+    voters: dict[int, LocalProcess] = field(default_factory=dict)  # quorum controllers by node id
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
     _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
+    _voter_ports: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.controllers > 1:
+            if self.secure:
+                raise ValueError("a secured cluster runs one controller (no quorum with --secure yet)")
+            self.admin_ports = True  # the quorum's state (role, leader, high watermark) is read there
+
+    @property
+    def quorum(self) -> bool:
+        return self.controllers > 1
 
     def _offset(self, node_id: int) -> int:
-        """A daemon's port above base_port: broker 1 on base_port itself, the controller (0) next."""
+        """A daemon's port above base_port: broker 1 on base_port itself, the controller (0) next, quorum
+        voter i below base_port."""
+        if node_id >= FIRST_VOTER_ID:
+            return -1 - (node_id - FIRST_VOTER_ID)
         return {0: 1, 1: 0}.get(node_id, node_id)
 
     def _port(self, node_id: int) -> int:
+        if node_id >= FIRST_VOTER_ID and self.base_port == 0:  # voters' ports are fixed before they start
+            if node_id not in self._voter_ports:
+                self._voter_ports[node_id] = _free_port()
+            return self._voter_ports[node_id]
         return 0 if self.base_port == 0 else self.base_port + self._offset(node_id)
 
     def _admin(self, node_id: int) -> int | None:
@@ -53,9 +96,7 @@ class LocalCluster:
         if self.base_port:
             return self.base_port + 100 + self._offset(node_id)
         if node_id not in self._free_admin:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                self._free_admin[node_id] = sock.getsockname()[1]
+            self._free_admin[node_id] = _free_port()
         return self._free_admin[node_id]
 
     @property
@@ -65,36 +106,65 @@ class LocalCluster:
         return LocalSecurity.create(self.data_dir / "security", self.brokers)
 
     def _free_port(self) -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
+        return _free_port()
 
-    def _controller_process(self) -> LocalProcess:
+    def voter_port(self, voter: int) -> int:
+        """Quorum voter ``voter``'s Kafka port, fixed before it starts."""
+        return self._port(voter)
+
+    def voter_address(self, voter: int) -> str:
+        return f"127.0.0.1:{self.voter_port(voter)}"
+
+    def _controller_args(self, node_id: int, data: Path) -> list[str]:
         args = [
             "controller",
             "--listen",
-            f"127.0.0.1:{self._port(0)}",
+            f"127.0.0.1:{self._port(node_id)}",
             "--cluster-id",
             self.cluster_id,
             "--data-dir",
-            str(self.data_dir / "controller"),
+            str(data),
         ]
+        if self.quorum:
+            voters = ",".join(
+                f"{v}@{self.voter_address_for.get((node_id, v), self.voter_address(v))}"
+                for v in voter_ids(self.controllers)
+            )
+            args += ["--node-id", str(node_id), "--quorum-voters", voters]
         if self.session_timeout_ms is not None:
             args += ["--session-timeout-ms", str(self.session_timeout_ms)]
         if self.metrics_dir is not None:
             args += ["--metrics-dir", str(self.metrics_dir)]
         if self.controller_config is not None:
             args += ["--config", str(self.controller_config)]
-        if (admin := self._admin(0)) is not None:
+        if (admin := self._admin(node_id)) is not None:
             args += ["--admin-port", str(admin)]
         if (security := self.security) is not None:
             args += security.controller_args()
+        return args
+
+    def _controller_process(self) -> LocalProcess:
+        data = self.data_dir / "controller"
         return LocalProcess(
-            "controller", args, self.data_dir / "logs" / "controller.log", self.data_dir / "controller"
+            "controller", self._controller_args(0, data), self.data_dir / "logs" / "controller.log", data
         )
 
-    def _broker_process(self, node_id: int) -> LocalProcess:
+    def _voter_process(self, voter: int) -> LocalProcess:
+        name = f"controller-{voter}"
+        data = self.data_dir / name
+        return LocalProcess(
+            name, self._controller_args(voter, data), self.data_dir / "logs" / f"{name}.log", data
+        )
+
+    @property
+    def controller_addresses(self) -> str:
+        """Every controller's address, as brokers are given it (comma-separated for a quorum)."""
+        if self.quorum:
+            return ",".join(self.voter_address(v) for v in voter_ids(self.controllers))
         assert self.controller is not None
+        return f"127.0.0.1:{self.controller.port}"
+
+    def _broker_process(self, node_id: int) -> LocalProcess:
         data = self.data_dir / f"broker-{node_id}"
         security = self.security
         if security is None:
@@ -109,7 +179,7 @@ class LocalCluster:
             str(node_id),
             *listen,
             "--controller",
-            self.controller_for.get(node_id, f"127.0.0.1:{self.controller.port}"),
+            self.controller_for.get(node_id, self.controller_addresses),
             "--data-dir",
             str(data),
         ]
@@ -127,9 +197,17 @@ class LocalCluster:
         self.start_brokers(timeout)
 
     def start_controller(self, timeout: float = 60.0) -> None:
+        """The controller, or every voter of the quorum (launched together: none elects alone)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.controller = self._controller_process()
-        self.controller.start(timeout)
+        if not self.quorum:
+            self.controller = self._controller_process()
+            self.controller.start(timeout)
+            return
+        self.voters = {v: self._voter_process(v) for v in voter_ids(self.controllers)}
+        for proc in self.voters.values():
+            proc.launch()
+        for proc in self.voters.values():
+            proc.wait_ready(timeout)
 
     def start_brokers(self, timeout: float = 60.0) -> None:
         self.nodes = {n: self._broker_process(n) for n in range(1, self.brokers + 1)}
@@ -158,37 +236,81 @@ class LocalCluster:
 
     @property
     def controller_address(self) -> str:
-        assert self.controller is not None
-        return f"127.0.0.1:{self.controller.port}"
+        return self.controller_addresses
+
+    @property
+    def controller_procs(self) -> dict[str, LocalProcess]:
+        """Every controller process by its name in the state file (``controller``, ``controller-3000``...)."""
+        if self.controller is not None:
+            return {"controller": self.controller}
+        return {proc.name: proc for proc in self.voters.values()}
 
     def node(self, name: str | int) -> LocalProcess:
-        if str(name) in ("0", "controller"):
+        """A daemon by name: a broker id, ``controller`` (the single controller, or in a quorum the
+        active one), ``controller-3001`` (a quorum voter), ``controller-active``."""
+        text = str(name)
+        if self.quorum and text in ("controller", ACTIVE):
+            leader = self.active_voter()
+            if leader is None:
+                raise LookupError("the quorum has no active controller right now")
+            return self.voters[leader]
+        if text in ("0", "controller"):
             assert self.controller is not None
             return self.controller
+        if text.startswith("controller-"):
+            voter = int(text.removeprefix("controller-"))
+            if voter not in self.voters:
+                raise LookupError(f"no controller {voter} (controllers: {', '.join(self.controller_procs)})")
+            return self.voters[voter]
         return self.nodes[int(name)]
 
     def admin_port(self, node_id: int) -> int | None:
-        """The admin HTTP port of broker ``node_id`` (0: the controller)."""
+        """The admin HTTP port of broker ``node_id`` (0: the controller; 3000...: a quorum voter)."""
         return self._admin(node_id)
+
+    # ---- the quorum -----------------------------------------------------------------------------------
+    def voter_state(self, voter: int, timeout: float = 2.0) -> dict[str, Any] | None:
+        """The voter's own view of the quorum (its /v1/state "quorum": role, epoch, leader, active,
+        high_watermark, log_end_offset); None when it does not answer."""
+        if not self.voters[voter].alive:
+            return None
+        try:
+            url = f"http://127.0.0.1:{self._admin(voter)}/v1/state"
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                return json.loads(response.read()).get("quorum")
+        except (OSError, ValueError):
+            return None
+
+    def quorum_states(self) -> dict[int, dict[str, Any] | None]:
+        return {voter: self.voter_state(voter) for voter in self.voters}
+
+    def active_voter(self) -> int | None:
+        """The voter that says it is the active controller (None: none does now)."""
+        for voter, state in self.quorum_states().items():
+            if state is not None and state.get("active"):
+                return voter
+        return None
 
     def stop(self) -> None:
         for proc in self.nodes.values():
             proc.stop()
-        if self.controller is not None:
-            self.controller.stop()
+        for proc in self.controller_procs.values():
+            proc.stop()
 
     def kill_all(self) -> None:
-        for proc in [*self.nodes.values(), *([self.controller] if self.controller else [])]:
+        for proc in [*self.nodes.values(), *self.controller_procs.values()]:
             proc.kill()
 
     # ---- the state file -----------------------------------------------------------------------------
     def save(self) -> None:
-        procs = {"controller": self.controller, **{str(n): p for n, p in self.nodes.items()}}
+        procs = {**self.controller_procs, **{str(n): p for n, p in self.nodes.items()}}
         state = {
             "cluster_id": self.cluster_id,
             "base_port": self.base_port,
             "admin_ports": self.admin_ports,
+            "controllers": self.controllers,
             "free_admin_ports": {str(k): v for k, v in self._free_admin.items()},
+            "voter_ports": {str(k): v for k, v in self._voter_ports.items()},
             "bootstrap": self.bootstrap,
             "nodes": {
                 name: {
@@ -212,11 +334,13 @@ class LocalCluster:
             base_port=state["base_port"],
             cluster_id=state["cluster_id"],
             admin_ports=state.get("admin_ports", False),
+            controllers=state.get("controllers", 1),
         )
         cluster._free_admin = {int(k): v for k, v in state.get("free_admin_ports", {}).items()}
+        cluster._voter_ports = {int(k): v for k, v in state.get("voter_ports", {}).items()}
         for name, info in state["nodes"].items():
             proc = LocalProcess(
-                "controller" if name == "controller" else f"broker-{name}",
+                name if name.startswith("controller") else f"broker-{name}",
                 info["args"],
                 Path(info["log"]),
                 Path(info["data_dir"]) if info["data_dir"] else None,
@@ -225,6 +349,8 @@ class LocalCluster:
             )
             if name == "controller":
                 cluster.controller = proc
+            elif name.startswith("controller-"):
+                cluster.voters[int(name.removeprefix("controller-"))] = proc
             else:
                 cluster.nodes[int(name)] = proc
         cluster.brokers = len(cluster.nodes)

@@ -1,7 +1,7 @@
 """``epochkraft cluster up|status|kill|restart``: a local cluster of daemon processes on loopback.
 
-``up`` starts a controller and brokers, waits until every broker is RUNNING, prints the bootstrap
-servers and stops them all on Ctrl-C or SIGTERM; ``up --secure`` secures the cluster
+``up`` starts a controller (``--controllers 3``: a Raft quorum of three) and brokers, waits until every broker
+is RUNNING, prints the bootstrap servers and stops them all on Ctrl-C or SIGTERM; ``up --secure`` secures the cluster
 (``epochkraft.security.local_setup``) and prints the client settings. The other commands act on a running cluster through
 its state file (``<data-dir>/cluster.json``), from another shell; ``status --bootstrap/--admin`` asks any
 running cluster (``epochkraft.chaos.remote_status``).
@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
-from epochkraft.chaos.processes import SIGNALS
+from epochkraft.chaos.processes import SIGNALS, LocalProcess
 
 DEFAULT_DATA_DIR = "data/cluster"
 DEFAULT_BASE_PORT = 9092
@@ -39,18 +39,27 @@ def _up(args: argparse.Namespace) -> int:
         controller_config=controller_cfg if controller_cfg.exists() else None,
         admin_ports=True,
         secure=args.secure,
+        controllers=args.controllers,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"starting a controller and {args.brokers} brokers (data in {data}) ...", flush=True)
+    what = "a controller" if args.controllers == 1 else f"a quorum of {args.controllers} controllers"
+    print(f"starting {what} and {args.brokers} brokers (data in {data}) ...", flush=True)
     try:
         cluster.start()
     except Exception as exc:
         cluster.kill_all()
         print(f"epochkraft cluster up: {exc}", file=sys.stderr)
         return 1
-    print(f"controller:        {cluster.controller_address}")
+    if cluster.quorum:
+        for voter in cluster.voters:
+            print(
+                f"controller {voter}:   {cluster.voter_address(voter)}"
+                f"  admin http://127.0.0.1:{cluster.admin_port(voter)}/v1/state"
+            )
+    else:
+        print(f"controller:        {cluster.controller_address}")
     print(f"bootstrap servers: {cluster.client_bootstrap}")
     if (security := cluster.security) is not None:
         settings = security.client_properties(cluster.client_bootstrap)
@@ -86,40 +95,93 @@ def _status(args: argparse.Namespace) -> int:
         return 0 if status.reached else 1
     cluster = _load(args)
     print(f"cluster {cluster.cluster_id}   bootstrap {cluster.bootstrap}")
-    print(f"{'node':<12}{'pid':>8}  {'alive':<6}{'port':>6}  state")
-    procs = {"controller": cluster.controller, **{str(n): p for n, p in cluster.nodes.items()}}
+    print(f"{'node':<17}{'pid':>8}  {'alive':<6}{'port':>6}  state")
+    procs = {**cluster.controller_procs, **{str(n): p for n, p in cluster.nodes.items()}}
     for name, proc in procs.items():
-        if proc is None:
-            continue
         state = "-"
-        admin = cluster.admin_port(0 if name == "controller" else int(name))
+        admin = cluster.admin_port(_node_id(name))
         if proc.alive and admin:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{admin}/v1/state", timeout=2) as response:
                     data = json.loads(response.read())
-                state = data.get("state") or f"metadata offset {data.get('metadata_offset')}"
-                if "broker_epoch" in data:
-                    state += f", epoch {data['broker_epoch']}"
+                state = _describe(data)
             except OSError:
                 state = "no answer"
-        print(f"{name:<12}{proc.pid or 0:>8}  {proc.alive!s:<6}{proc.port:>6}  {state}")
+        elif not proc.alive and name.startswith("controller-"):
+            state = "down"
+        print(f"{name:<17}{proc.pid or 0:>8}  {proc.alive!s:<6}{proc.port:>6}  {state}")
+    if cluster.quorum:
+        print(_quorum_summary(cluster))
     return 0
+
+
+def _node_id(name: str) -> int:
+    """The node id behind a state-file name: 0 for the single controller, 3000... for quorum voters."""
+    if name == "controller":
+        return 0
+    return int(name.removeprefix("controller-"))
+
+
+def _describe(data: dict) -> str:
+    """One line of a daemon's /v1/state: a broker's state and epoch, a controller's metadata offset, and
+    a quorum voter's role, epoch, leader and high watermark."""
+    quorum = data.get("quorum")
+    if quorum is not None:
+        active = ", active" if quorum.get("active") else ""
+        return (
+            f"{quorum['role']}{active}, epoch {quorum['epoch']}, leader {quorum['leader']}, "
+            f"high watermark {quorum['high_watermark']}, log end {quorum['log_end_offset']}"
+        )
+    state = data.get("state") or f"metadata offset {data.get('metadata_offset')}"
+    if "broker_epoch" in data:
+        state += f", epoch {data['broker_epoch']}"
+    return state
+
+
+def _quorum_summary(cluster: LocalCluster) -> str:
+    states = cluster.quorum_states()
+    up = [s for s in states.values() if s is not None]
+    leaders = sorted({s["leader"] for s in up if s["leader"] >= 0})
+    active = [v for v, s in states.items() if s is not None and s.get("active")]
+    hws = sorted(
+        {s["high_watermark"] for s in up}, key=lambda hw: -1 if hw is None else hw
+    )  # None: not known yet
+    return (
+        f"quorum: {len(up)}/{len(states)} voters answering, active controller "
+        f"{active[0] if len(active) == 1 else active or 'none'}, leader(s) named {leaders or 'none'}, "
+        f"high watermarks {hws}"
+    )
+
+
+def _node(cluster: LocalCluster, name: str) -> LocalProcess:
+    try:
+        return cluster.node(name)
+    except LookupError as exc:
+        raise SystemExit(f"epochkraft cluster: {exc}") from None
+    except ValueError:
+        raise SystemExit(f"epochkraft cluster: no node {name!r}") from None
+
+
+def _named(node: LocalProcess, asked: str) -> str:
+    """``controller-3001 (controller-active)`` when a name was resolved to a node."""
+    return node.name if asked in (node.name, node.name.removeprefix("broker-")) else f"{node.name} ({asked})"
 
 
 def _kill(args: argparse.Namespace) -> int:
     cluster = _load(args)
-    cluster.node(args.node).signal(args.signal)
-    print(f"sent SIG{args.signal} to {args.node}")
+    node = _node(cluster, args.node)
+    node.signal(args.signal)
+    print(f"sent SIG{args.signal} to {_named(node, args.node)}")
     return 0
 
 
 def _restart(args: argparse.Namespace) -> int:
     cluster = _load(args)
-    node = cluster.node(args.node)
+    node = _node(cluster, args.node)
     node.restart(wipe=args.wipe, power_loss=args.power_loss)
     cluster.save()
     print(
-        f"{args.node} restarted (pid {node.pid}){' with an empty data dir' if args.wipe else ''}"
+        f"{_named(node, args.node)} restarted (pid {node.pid}){' with an empty data dir' if args.wipe else ''}"
         f"{' after a simulated power loss' if args.power_loss else ''}"
     )
     return 0
@@ -130,6 +192,13 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a controller and brokers, stop them on Ctrl-C")
     up.add_argument("--brokers", type=int, default=3)
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=1,
+        help="controllers: 1 (default) or a Raft quorum of N voters, node ids 3000.., on ports base-1, "
+        "base-2, ... (9091, 9090, 9089); brokers are given every controller's address",
+    )
     up.add_argument(
         "--base-port",
         type=int,
@@ -163,7 +232,11 @@ def main(argv: list[str]) -> int:
                 help="HOST:PORT,... of daemons' admin ports: their /v1/state (the controller's lists all)",
             )
         if name != "status":
-            cmd.add_argument("node", help="broker id, or 'controller'")
+            cmd.add_argument(
+                "node",
+                help="broker id, 'controller', or in a quorum 'controller-3001' (a voter) or "
+                "'controller-active' (the active controller now; 'controller' means it too)",
+            )
         if name == "kill":
             cmd.add_argument("--signal", default="KILL", choices=sorted(SIGNALS), type=str.upper)
         if name == "restart":
