@@ -84,3 +84,41 @@ def test_values_removed_by_retention_are_not_lost_but_a_retained_one_missing_is(
     history.consumed = [r for r in history.consumed if r[2] != b"6"]
     report = check(history)
     assert report.lost == ["6"] and report.removed_by_retention == 4 and not report.ok
+
+
+def view(voter: int, leader: int = 3000, epoch: int = 4, hw: int = 120) -> dict:
+    role = "leader" if voter == leader else "follower"
+    return {
+        "node_id": voter,
+        "role": role,
+        "epoch": epoch,
+        "leader": leader,
+        "active": voter == leader,
+        "high_watermark": hw,
+        "log_end_offset": hw,
+    }
+
+
+def test_a_healed_controller_quorum_passes_and_every_way_of_not_healing_is_caught():
+    history = clean()
+    history.quorum = {v: view(v) for v in (3000, 3001, 3002)}
+    report = check(history)
+    assert report.ok and report.quorum_checked and report.quorum_problems == []
+    assert "controller quorum healed" in report.table()
+    assert not check(clean()).quorum_checked, "a single controller: nothing to judge"
+
+    history.quorum[3002] = view(3002, hw=118)  # a follower behind the leader
+    report = check(history)
+    assert report.quorum_problems == ["high watermarks differ: 3000: 120, 3001: 120, 3002: 118"]
+    assert not report.ok and "FAIL" in report.table()
+
+    history.quorum[3002] = None  # a voter down
+    assert check(history).quorum_problems == ["voter 3002 does not answer"]
+
+    history.quorum = {3000: view(3000), 3001: view(3001, leader=3001, epoch=5), 3002: view(3002)}
+    problems = check(history).quorum_problems
+    assert problems[0] == "active controllers: [3000, 3001]"
+    assert problems[1].startswith("voters disagree on the leader: 3000 names 3000 in epoch 4")
+
+    history.quorum = {v: view(v, leader=-1) for v in (3000, 3001, 3002)}  # an election under way
+    assert "active controllers: none" in check(history).quorum_problems

@@ -28,6 +28,9 @@ class History:
     failed_produces: int = 0
     # partition -> the leader's log start offset at the final read (what retention had removed below it)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
+    # a controller quorum at the end: voter -> its own view (role, epoch, leader, active, high_watermark),
+    # None for a voter that did not answer; None for a single controller (nothing to judge)
+    quorum: dict[int, dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Report:
     rejected_alter_partitions: dict[str, int]
     faults: list[str] = field(default_factory=list)
     removed_by_retention: int = 0
+    quorum_checked: bool = False
+    quorum_problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -55,6 +60,7 @@ class Report:
             or self.multi_value_offsets
             or self.non_monotonic_partitions
             or self.divergent_replicas
+            or self.quorum_problems
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +85,8 @@ class Report:
             ("divergent replicas", len(self.divergent_replicas)),
             ("ISR shrank / re-expanded", f"{self.isr_shrank} / {self.isr_reexpanded}"),
         ]
+        if self.quorum_checked:
+            rows.append(("controller quorum healed", "; ".join(self.quorum_problems) or "yes"))
         rows += [
             (f"AlterPartition rejected: {error}", n)
             for error, n in sorted(self.rejected_alter_partitions.items())
@@ -91,6 +99,29 @@ class Report:
 
 def _show(value: bytes) -> str:
     return value.decode(errors="replace")
+
+
+def quorum_problems(views: dict[int, dict[str, Any] | None]) -> list[str]:
+    """What keeps a controller quorum from being healed: every voter answering, exactly one active
+    controller, every voter naming it as leader in the same epoch, every high watermark equal."""
+    problems = [f"voter {voter} does not answer" for voter, view in sorted(views.items()) if view is None]
+    up = {voter: view for voter, view in views.items() if view is not None}
+    if not up:
+        return problems
+    active = sorted(voter for voter, view in up.items() if view.get("active"))
+    if len(active) != 1:
+        problems.append(f"active controllers: {active or 'none'}")
+    named = {(view["leader"], view["epoch"]) for view in up.values()}
+    if len(named) != 1 or (active and next(iter(named))[0] != active[0]):
+        problems.append(
+            "voters disagree on the leader: "
+            + ", ".join(f"{v} names {up[v]['leader']} in epoch {up[v]['epoch']}" for v in sorted(up))
+        )
+    if len({view["high_watermark"] for view in up.values()}) != 1:
+        problems.append(
+            "high watermarks differ: " + ", ".join(f"{v}: {up[v]['high_watermark']}" for v in sorted(up))
+        )
+    return problems
 
 
 def check(history: History) -> Report:
@@ -166,4 +197,6 @@ def check(history: History) -> Report:
         isr_reexpanded=reexpanded,
         rejected_alter_partitions=dict(history.rejected_alter_partitions),
         removed_by_retention=len(removed),
+        quorum_checked=history.quorum is not None,
+        quorum_problems=quorum_problems(history.quorum) if history.quorum is not None else [],
     )

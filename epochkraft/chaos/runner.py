@@ -5,6 +5,14 @@ sequential values to ``chaos`` (3 partitions, RF 3, min.insync.replicas 2) while
 them. Every broker reaches the controller through a fault proxy. After the faults the cluster is
 stopped cleanly and the checker compares the acknowledged values with a full read and the replicas'
 logs up to the high watermark.
+
+With ``controllers=3`` the controllers are a Raft quorum. Every broker reaches every controller through
+its own proxy, and every controller reaches every other through one proxy per direction (the voters'
+addresses in ``--quorum-voters`` are those proxies), so one controller can be cut off from the others
+while brokers still reach it. The quorum faults: SIGKILL of the active controller (restarted once another
+leads), the active controller cut off from the other controllers, a controller restarted on an empty
+disk. After every fault the quorum must heal too (one active controller that every voter names, every
+high watermark equal), and the checker judges its state at the end.
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from epochkraft.chaos.checker import History, Report, check
-from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
+from epochkraft.chaos.checker import History, Report, check, quorum_problems
+from epochkraft.chaos.cluster import STATE_FILE, LocalCluster, voter_ids
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.metrics.events import read_events
@@ -40,6 +48,12 @@ FAULTS = (
     "disk-loss",
     "partition",
     "controller-restart",
+)
+# Faults of a controller quorum (controllers > 1); "controller-restart" there restarts the active one.
+QUORUM_FAULTS = (
+    "controller-kill-active",
+    "controller-partition-active",
+    "controller-disk-loss",
 )
 BROKER_CONFIG = """broker.heartbeat.interval.ms=200
 replica.lag.time.max.ms=1500
@@ -70,7 +84,7 @@ def start_clean(work_dir: Path) -> None:
             earlier = LocalCluster.load(cluster_dir)
         except (OSError, ValueError, KeyError):  # an unreadable state file names no process to wait for
             earlier = None
-        procs = [] if earlier is None else [earlier.controller, *earlier.nodes.values()]
+        procs = [] if earlier is None else [*earlier.controller_procs.values(), *earlier.nodes.values()]
         pids = [str(p.pid) for p in procs if p is not None and p.alive]
         if pids:
             raise WorkDirBusy(
@@ -84,8 +98,11 @@ def start_clean(work_dir: Path) -> None:
 class Workload:
     """Producer and consumer threads (confluent-kafka), recording what was acknowledged and read."""
 
-    def __init__(self, bootstrap: str, rate: int = 300, conf: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, rate: int = 300, conf: dict[str, str] | None = None, topic: str = TOPIC
+    ) -> None:
         self.bootstrap = bootstrap
+        self.topic = topic
         self.conf = conf or {}  # security settings of a secured cluster
         self.rate = rate
         self.acked: dict[bytes, tuple[int, int]] = {}
@@ -130,7 +147,9 @@ class Workload:
 
         i = 0
         while not self._stop.is_set():
-            producer.produce(TOPIC, value=str(i).encode(), key=str(i % 97).encode(), on_delivery=on_delivery)
+            producer.produce(
+                self.topic, value=str(i).encode(), key=str(i % 97).encode(), on_delivery=on_delivery
+            )
             self.attempted += 1
             i += 1
             producer.poll(0)
@@ -149,7 +168,7 @@ class Workload:
                 "log_level": 0,
             }
         )
-        consumer.subscribe([TOPIC])
+        consumer.subscribe([self.topic])
         while not self._stop.is_set():
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
@@ -196,9 +215,86 @@ async def _wait_healthy(client: MiniClient, rf: int, timeout: float = 40.0) -> N
     raise TimeoutError(f"the cluster did not recover its full ISRs (last error: {last_error!r})")
 
 
-async def _apply(
-    fault: str, cluster: LocalCluster, proxies: dict[int, FaultProxy], client: MiniClient, rng: random.Random
+async def _quorum_views(cluster: LocalCluster) -> dict[int, dict[str, Any] | None]:
+    return await asyncio.to_thread(cluster.quorum_states)
+
+
+async def _wait_quorum(cluster: LocalCluster, timeout: float = 40.0) -> dict[int, dict[str, Any] | None]:
+    """Until the quorum has healed (checker.quorum_problems finds nothing); the last views either way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = await _quorum_views(cluster)
+        problems = quorum_problems(views)
+        if not problems or time.monotonic() > deadline:
+            if problems:
+                log.debug("the controller quorum did not heal: %s", problems)
+            return views
+        await asyncio.sleep(0.2)
+
+
+async def _wait_active(cluster: LocalCluster, other_than: int | None, timeout: float = 20.0) -> int:
+    """The voter that is the active controller, once one other than ``other_than`` is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        active = await asyncio.to_thread(cluster.active_voter)
+        if active is not None and active != other_than:
+            return active
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"no controller other than {other_than} became active within {timeout}s")
+
+
+async def _apply_quorum(
+    fault: str, cluster: LocalCluster, links: dict[tuple[int, int], FaultProxy], rng: random.Random
 ) -> str:
+    active = await _wait_active(cluster, None)
+    if fault == "controller-restart":
+        node = cluster.voters[active]
+        await asyncio.to_thread(node.stop)
+        await asyncio.to_thread(node.start)
+        return f"clean restart of the active controller {active}"
+    if fault == "controller-kill-active":
+        node = cluster.voters[active]
+        killed = time.monotonic()
+        await asyncio.to_thread(node.kill)
+        successor = await _wait_active(cluster, active)
+        took = time.monotonic() - killed
+        await asyncio.sleep(1)
+        await asyncio.to_thread(node.start)
+        return f"SIGKILL of the active controller {active} ({successor} active after {took:.1f}s), restarted"
+    if fault == "controller-partition-active":
+        cut = [proxy for (a, b), proxy in links.items() if active in (a, b)]
+        for proxy in cut:
+            proxy.set_drop()
+        started = time.monotonic()
+        try:
+            successor = await _wait_active(cluster, active)
+            took = time.monotonic() - started
+            await asyncio.sleep(1)  # the old leader, still cut off, has resigned by now
+        finally:
+            for proxy in cut:
+                proxy.set_pass()
+        return f"active controller {active} cut off from the other controllers ({successor} active after {took:.1f}s)"
+    if fault == "controller-disk-loss":
+        victim = rng.choice(sorted(cluster.voters))
+        await asyncio.to_thread(lambda: cluster.voters[victim].restart(wipe=True))
+        return (
+            f"controller {victim} restarted on an empty disk{' (it was active)' if victim == active else ''}"
+        )
+    raise ValueError(f"unknown quorum fault {fault!r}")
+
+
+async def _apply(
+    fault: str,
+    cluster: LocalCluster,
+    proxies: dict[int, list[FaultProxy]],
+    client: MiniClient,
+    rng: random.Random,
+    links: dict[tuple[int, int], FaultProxy] | None = None,
+) -> str:
+    if fault in QUORUM_FAULTS or (fault == "controller-restart" and cluster.quorum):
+        if not cluster.quorum:
+            raise ValueError(f"{fault} needs a controller quorum (controllers > 1)")
+        return await _apply_quorum(fault, cluster, links or {}, rng)
     states = await _partition_states(client)
     target = rng.choice(states)
     leader = target.leader_id
@@ -228,10 +324,12 @@ async def _apply(
         return f"disk replaced on broker {victim}"
     if fault == "partition":
         victim = rng.choice([leader, *followers])
-        proxies[victim].set_drop()
+        for proxy in proxies[victim]:
+            proxy.set_drop()
         await asyncio.sleep(SESSION_TIMEOUT_MS / 1000 + 1.5)
-        proxies[victim].set_pass()
-        return f"broker {victim} cut off from the controller"
+        for proxy in proxies[victim]:
+            proxy.set_pass()
+        return f"broker {victim} cut off from the controller{'s' if cluster.quorum else ''}"
     if fault == "controller-restart":
         controller = cluster.node("controller")
         await asyncio.to_thread(controller.stop)
@@ -281,6 +379,7 @@ async def run_chaos(
     log: Any = print,
     retention: bool = False,
     secure: bool = False,
+    controllers: int = 1,
 ) -> Report:
     rng = random.Random(seed)
     rounds = rounds or len(faults)
@@ -299,21 +398,35 @@ async def run_chaos(
         controller_config=controller_cfg,
         metrics_dir=work_dir / "metrics",
         secure=secure,
+        controllers=controllers,
     )
-    proxies: dict[int, FaultProxy] = {}
+    proxies: dict[int, list[FaultProxy]] = {}  # broker -> its proxies to the controller(s)
+    links: dict[tuple[int, int], FaultProxy] = {}  # (voter, other voter) -> the proxy between them
     history = History(replication_factor=min(3, brokers))
     applied: list[str] = []
     client: MiniClient | None = None
     workload: Workload | None = None
     bar = Progress(len(plan), progress)
     try:
+        voters = voter_ids(controllers)
+        for a in voters:  # the voters' own links first: their addresses are fixed before they start
+            for b in voters:
+                if a != b:
+                    link = FaultProxy(0, ("127.0.0.1", cluster.voter_port(b)), name=f"link-{a}-{b}")
+                    await link.start()
+                    links[(a, b)] = link
+                    cluster.voter_address_for[(a, b)] = f"127.0.0.1:{link.port}"
         await asyncio.to_thread(cluster.start_controller)
-        assert cluster.controller is not None
+        upstreams = (
+            [cluster.voter_port(v) for v in voters] if voters else [cluster.controller.port]  # type: ignore[union-attr]
+        )
         for broker in range(1, brokers + 1):
-            proxy = FaultProxy(0, ("127.0.0.1", cluster.controller.port), name=f"proxy-{broker}")
-            await proxy.start()
-            proxies[broker] = proxy
-            cluster.controller_for[broker] = f"127.0.0.1:{proxy.port}"
+            proxies[broker] = []
+            for upstream in upstreams:
+                proxy = FaultProxy(0, ("127.0.0.1", upstream), name=f"proxy-{broker}-{upstream}")
+                await proxy.start()
+                proxies[broker].append(proxy)
+            cluster.controller_for[broker] = ",".join(f"127.0.0.1:{p.port}" for p in proxies[broker])
         await asyncio.to_thread(cluster.start_brokers)
         security = cluster.security
         # A secured cluster: the checker's client is the admin on the inter-broker (mTLS) listener, the
@@ -338,8 +451,10 @@ async def run_chaos(
         await asyncio.sleep(2)
         for done, fault in enumerate(plan):
             bar.show(done, fault, workload)
-            applied.append(await _apply(fault, cluster, proxies, client, rng))
+            applied.append(await _apply(fault, cluster, proxies, client, rng, links))
             await _wait_healthy(client, history.replication_factor)
+            if cluster.quorum and quorum_problems(await _wait_quorum(cluster)):
+                raise TimeoutError(f"the controller quorum did not heal after {applied[-1]}")
             await asyncio.sleep(1)
         bar.show(len(plan), "done", workload)
         watcher.cancel()
@@ -349,6 +464,8 @@ async def run_chaos(
             start, records = await client.read_retained(TOPIC, p)
             history.log_start_offsets[p] = start
             history.consumed += [(p, offset, value) for offset, value in records]
+        if cluster.quorum:
+            history.quorum = await _wait_quorum(cluster)
     finally:
         if workload is not None:
             workload.stop()
@@ -356,7 +473,7 @@ async def run_chaos(
             await client.close()
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(cluster.kill_all)
-        for proxy in proxies.values():
+        for proxy in [*(p for ps in proxies.values() for p in ps), *links.values()]:
             await proxy.stop()
     history.acked = dict(workload.acked) if workload else {}
     history.attempted = workload.attempted if workload else 0
