@@ -192,3 +192,25 @@ class MiniClient:
     async def close(self) -> None:
         for client in self.clients.values():
             await client.close()
+
+
+async def describe_quorum(address: str, timeout_ms: int = 5_000):
+    """DescribeQuorum (55) of ``__cluster_metadata``-0 from the controller at ``address``: the leader's
+    view (leader, epoch, high watermark, every voter's log end), or NOT_LEADER_OR_FOLLOWER naming the
+    leader another voter knows (the partition's error_code says which)."""
+    from kio.schema.describe_quorum.v1 import request as dq
+
+    host, port = split(address)[0]
+    client = KafkaClient(host, port, request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms)
+    try:
+        request = dq.DescribeQuorumRequest(
+            topics=(
+                dq.TopicData(
+                    topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)
+                ),
+            )
+        )
+        response = await client.send(request)
+        return response.topics[0].partitions[0]
+    finally:
+        await client.close()
