@@ -567,7 +567,15 @@ async def _admin_server(
     registry = controller_registry(controller)
 
     def state() -> dict[str, Any]:
-        return controller.state() | ({"quorum": quorum.describe()} if quorum is not None else {})
+        # Heartbeat sessions are this controller's own, not in the log: beside the log's view, not in it.
+        sessions = {
+            str(broker): session.last_contact_ms for broker, session in controller.cluster.sessions.items()
+        }
+        return (
+            controller.state()
+            | {"last_heartbeat_ms": sessions}
+            | ({"quorum": quorum.describe()} if quorum is not None else {})
+        )
 
     ready: Callable[[], bool] | None = None
     if quorum is not None:
