@@ -36,9 +36,11 @@ from epochkraft.raft.messages import (
     EndQuorumEpochRequest,
     Envelope,
     FetchRequest,
+    FetchResponse,
     Message,
     VoteRequest,
 )
+from epochkraft.raft.quorum_state import NO_LEADER
 from epochkraft.raft.state_store import FileQuorumStateStore
 
 T = TypeVar("T")
@@ -144,15 +146,18 @@ class QuorumDriver:
         if client is None:
             return
         message = envelope.message
+        answer: Message
         try:
-            response = await client.send(self._encode(message))
-            answer = self._decode(message, response)
+            answer = self._decode(message, await client.send(self._encode(message)))
         except (NetworkError, ProtocolError, OSError, wire.InvalidRaftRequest) as exc:
-            # no answer: the core's own timers retry (as a lost message in the simulator)
             self.log.debug(
                 "raft request failed", to=envelope.destination, api=type(message).__name__, error=str(exc)
             )
-            return
+            if not isinstance(message, FetchRequest):
+                return  # no answer: the core's own timers retry (as a lost message in the simulator)
+            # A failed Fetch is answered with an error at once, so the follower asks again after its retry
+            # backoff rather than at the request timeout (as KafkaRaftClient handles a disconnect).
+            answer = FetchResponse(ErrorCode.network_exception, NO_LEADER, -1, -1)
         reply = Envelope(
             envelope.destination, self.local_id, envelope.correlation_id, answer, is_response=True
         )
