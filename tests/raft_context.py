@@ -42,6 +42,7 @@ class RaftTestContext:
         log: list[tuple[int, bytes]] | None = None,
         persisted: QuorumStateData | None = None,
         settings: RaftSettings = SETTINGS,
+        rejoining: bool = False,
     ) -> None:
         self.now_ms = 0
         self.log = RaftLog([LogEntry(epoch, value) for epoch, value in log or []])
@@ -53,6 +54,7 @@ class RaftTestContext:
             persisted=persisted,
             settings=settings,
             rng=random.Random(0),
+            rejoining=rejoining,
         )
         self.local_id = local_id
         self.voters = voters

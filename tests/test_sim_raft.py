@@ -46,7 +46,8 @@ def run_cli(*args: str, tmp_path) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("faults", "seeds", "voters"), [("raft", 200, 5), ("raft-churn", 200, 5), ("raft", 100, 3)]
+    ("faults", "seeds", "voters"),
+    [("raft", 200, 5), ("raft-churn", 200, 5), ("raft", 100, 3), ("raft-wipe", 300, 5)],
 )
 def test_kafkas_commit_rule_holds_every_raft_invariant(tmp_path, faults, seeds, voters):
     summary = run_cli("--seeds", str(seeds), "--faults", faults, "--voters", str(voters), tmp_path=tmp_path)
@@ -80,3 +81,14 @@ def test_failover_benchmark_measures_election_then_commit():
     elected, committed = one_failover(1, settings, 3)
     assert 0 < elected <= committed
     assert elected >= settings.fetch_timeout_ms - settings.fetch_max_wait_ms
+
+
+def test_a_voter_on_a_new_disk_that_votes_at_once_is_found(monkeypatch):
+    """A voter restarted on an empty disk that votes before it caught up completes a majority that lacks
+    an entry its lost disk had acknowledged: a leader without a committed entry. Seed 19 of raft-wipe finds
+    it with the unsafe switch; with the rejoin rule the same schedule is safe."""
+    monkeypatch.setattr(raft_client, "UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS", True)
+    violation = run_raft_seed(19, faults="raft-wipe").violation
+    assert violation is not None and "leader completeness" in violation
+    monkeypatch.setattr(raft_client, "UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS", False)
+    assert run_raft_seed(19, faults="raft-wipe").violation is None

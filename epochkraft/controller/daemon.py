@@ -209,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="controller.quorum.voters: id@host:port,... of every controller in the Raft quorum, this one "
         "included (default: a single controller, no quorum)",
     )
+    parser.add_argument(
+        "--rejoin",
+        action="store_true",
+        help="in a quorum: this controller's disk was lost and replaced; it takes no part in elections "
+        "until it has caught up with the leader (as Kafka's kafka-storage format --no-initial-controllers)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
     return parser
@@ -281,6 +287,7 @@ def open_quorum(
             request_timeout_ms=settings.quorum_request_timeout_ms,
         ),
         rng=random.Random(),
+        rejoining=args.rejoin,
     )
     quorum = ControllerQuorum(
         raft, lambda log_: Controller(args.cluster_id, settings, log_, node_id=args.node_id)

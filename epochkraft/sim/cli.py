@@ -5,10 +5,11 @@ partitions, slow links, held AlterPartitions and replica fetcher failures; ``--f
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
 without epochs and skip the epoch comparison; the controller skips the KIP-841 check).
 
-``--faults raft`` and ``--faults raft-churn`` simulate a quorum of ``--voters`` controllers instead (the
-Raft core in ``epochkraft/raft``): crashes, partitions, lossy links, resignations, or leaders crashing
-soon after their election; there ``--unsafe`` makes the leader commit entries of an earlier epoch by
-counting replicas (the Raft paper's figure 8). The first
+``--faults raft``, ``raft-churn`` and ``raft-wipe`` simulate a quorum of ``--voters`` controllers instead
+(the Raft core in ``epochkraft/raft``): crashes, partitions, lossy links, resignations, leaders crashing
+soon after their election, or voters coming back on an empty disk; there ``--unsafe`` makes the leader
+commit entries of an earlier epoch by counting replicas (the Raft paper's figure 8), or, with raft-wipe,
+lets a voter that lost its disk vote as a new one. The first
 violation is shrunk to the fewest faults that still break an invariant and printed with its trace.
 """
 
@@ -25,9 +26,16 @@ from epochkraft.sim.cluster import SCHEDULES, run_seed, shrink
 from epochkraft.sim.raft_cluster import RAFT_SCHEDULES, run_raft_seed, shrink_raft
 
 
+def _set_raft_unsafe(faults: str, unsafe: bool) -> None:
+    """--unsafe for a quorum: vote as new after losing the disk (raft-wipe); commit by counting replicas
+    (the other schedules)."""
+    raft_client.UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS = unsafe and faults == "raft-wipe"
+    raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe and faults != "raft-wipe"
+
+
 def _run(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[int, str | None, int, int]:
     if faults in RAFT_SCHEDULES:
-        raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe
+        _set_raft_unsafe(faults, unsafe)
         raft_result = run_raft_seed(seed, faults=faults, voters=voters)
         return seed, raft_result.violation, raft_result.acked, raft_result.events
     result = run_seed(seed, unsafe=unsafe, faults=faults)
@@ -36,7 +44,7 @@ def _run(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[int, str | 
 
 def _shrunk(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[str | None, list[str], list[str]]:
     if faults in RAFT_SCHEDULES:
-        raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe
+        _set_raft_unsafe(faults, unsafe)
         raft_result = shrink_raft(run_raft_seed(seed, faults=faults, voters=voters), voters=voters)
         return raft_result.violation, [f.describe() for f in raft_result.schedule], raft_result.trace
     result = shrink(run_seed(seed, unsafe=unsafe, faults=faults), unsafe=unsafe)
@@ -69,9 +77,15 @@ def main(argv: list[str]) -> int:
                 violations.append((seed, violation))
     seconds = time.monotonic() - started
     if args.faults in RAFT_SCHEDULES:
-        mode = f"{args.voters} voters, " + (
-            "figure-8 commit rule ON" if args.unsafe else "Kafka's commit rule"
-        )
+        if args.faults == "raft-wipe":
+            rule = (
+                "a voter on a new disk votes at once"
+                if args.unsafe
+                else "a voter on a new disk rejoins first"
+            )
+        else:
+            rule = "figure-8 commit rule ON" if args.unsafe else "Kafka's commit rule"
+        mode = f"{args.voters} voters, {rule}"
     else:
         mode = "pre-KIP-903 switches ON" if args.unsafe else "default (KIP-903)"
     print(

@@ -69,6 +69,8 @@ class RaftFault:
                 f"t={self.at_ms}ms crash the next leader elected, {self.other}ms after its election, "
                 f"back after {self.length_ms}ms"
             )
+        if self.kind == "wipe":
+            return f"t={self.at_ms}ms crash {who} and lose its disk, back empty after {self.length_ms}ms"
         if self.kind == "resign":
             return f"t={self.at_ms}ms the leader resigns (graceful shutdown of its Raft role)"
         return f"t={self.at_ms}ms crash {who}, back after {self.length_ms}ms"
@@ -114,7 +116,28 @@ def leader_churn_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     return sorted(faults, key=lambda f: f.at_ms)
 
 
-RAFT_SCHEDULES = {"raft": raft_schedule, "raft-churn": leader_churn_schedule}
+def disk_loss_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
+    """One voter, now and then the leader, comes back on an empty disk (no log, no quorum-state), again
+    and again, among isolations and lossy links. A voter on a new disk must not vote twice in an epoch nor
+    complete a majority that lacks a committed entry. One disk at a time, and no crashes of others: the
+    acknowledgements a lost disk took with it may already have been counted, so more than that is beyond
+    a static quorum (KIP-853's directory ids tell a new disk from the old one)."""
+    rng = random.Random(seed * 4211 + 3)
+    wiped = rng.randint(1, voters)
+    faults = [RaftFault(rng.randint(300, 2000), "lossy", 0, 0, rng.randint(2000, 6000))]
+    at = rng.randint(500, 1500)
+    while at < FAULTS_UNTIL_MS:
+        if rng.random() < 0.5:
+            faults.append(RaftFault(at, "wipe", wiped, 0, rng.randint(20, 600)))
+        else:  # the leader or another voter cut off: the others elect without it
+            faults.append(
+                RaftFault(at, "isolate", rng.choice([0, rng.randint(1, voters)]), 0, rng.randint(300, 1500))
+            )
+        at += rng.randint(200, 1200)
+    return sorted(faults, key=lambda f: f.at_ms)
+
+
+RAFT_SCHEDULES = {"raft": raft_schedule, "raft-churn": leader_churn_schedule, "raft-wipe": disk_loss_schedule}
 
 
 @dataclass
@@ -127,6 +150,7 @@ class Voter:
     timer_token: int = 0
     timer_at_ms: int | None = None
     applied: int = 0  # entries applied to this incarnation's state machine
+    disk_lost: bool = False  # restarted on an empty disk: it rejoins (RaftClient's ``rejoining``)
 
     @property
     def name(self) -> str:
@@ -189,6 +213,7 @@ class RaftSimCluster:
             settings=self.settings,
             rng=random.Random(self.world.seed * 1009 + voter.id * 31 + voter.generation),
             first_correlation_id=voter.generation * 1_000_000,
+            rejoining=voter.disk_lost,
         )
         self.world.log(f"{voter.name} starts in epoch {voter.client.epoch} as {voter.client.role}")
         self._after(voter, voter.client.poll(self.world.now_ms))
@@ -389,6 +414,10 @@ class RaftSimCluster:
         if target.client is None:
             return
         self.crash(target)
+        if fault.kind == "wipe":
+            target.log = RaftLog()
+            target.persisted = None
+            target.disk_lost = True
         self.world.after(
             fault.length_ms, lambda: self.start(target) if target.client is None else None, "restart"
         )

@@ -1,5 +1,8 @@
-"""DescribeQuorum (key 55), versions 0-1, controller listener.
+"""DescribeQuorum (key 55), versions 0-1, on both listeners.
 
+- Broker listener: forwarded to the controllers (as Kafka's brokers forward it), the one the broker talks
+  to first and then the others until the leader answers; what ``kafka-metadata-quorum --bootstrap-server``
+  asks.
 - In a Raft quorum: the leader's view, as KafkaRaftClient.handleDescribeQuorumRequest and
   LeaderState.describeQuorum answer it (raft/describe_quorum.py): leader, epoch, high watermark, each
   voter's and observer's log end offset and last fetch and caught-up times; another voter answers
@@ -14,7 +17,8 @@ from __future__ import annotations
 from kio.schema.describe_quorum.v1 import response as v1
 from kio.static.primitive import i32, i64
 
-from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.describe_quorum import METADATA_TOPIC
@@ -42,7 +46,7 @@ def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v1.Describ
     )
 
 
-@api(key=55, name="DescribeQuorum", versions=(0, 1), listeners=(CONTROLLER,))
+@api(key=55, name="DescribeQuorum", versions=(0, 1), listeners=(BROKER, CONTROLLER))
 async def handle(request, ctx):
     node = ctx.node
     topics = request.topics
@@ -54,8 +58,30 @@ async def handle(request, ctx):
         return downgrade_response(
             v1.DescribeQuorumResponse(error_code=ErrorCode.invalid_request, topics=()), ctx.api_version
         )
+    if ctx.listener == BROKER:
+        return await _forward(request, node.control)
     if node.quorum is None:
         response = _single_controller(node.controller.node_id, node.metadata_log.next_offset, node.now_ms())
     else:
         response = node.quorum.describe_quorum(node.now_ms())
     return downgrade_response(response, ctx.api_version)
+
+
+async def _forward(request, channel):
+    """The leader's answer: each controller in turn until one is not NOT_LEADER_OR_FOLLOWER."""
+    answer = None
+    for client in channel.clients[channel.current :] + channel.clients[: channel.current]:
+        try:
+            answer = await client.send(request)
+        except NetworkError:
+            continue
+        partitions = [p for t in answer.topics for p in t.partitions]
+        if (
+            answer.error_code != ErrorCode.none
+            or not partitions
+            or partitions[0].error_code == ErrorCode.none
+        ):
+            return answer
+    if answer is None:
+        raise NetworkError("no controller answered DescribeQuorum")
+    return answer
