@@ -3,9 +3,18 @@ Apache Kafka, epochkraft and kfake on this machine, one after the other in one r
 
 Each cluster has three brokers on loopback and runs alone while it is measured (the others are stopped), so
 they share the machine's cores with the tool only. Two configurations, 1 KiB records: (a) RF 3, acks=all,
-min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rounds`` runs. Then, for Kafka
-and epochkraft at the same ``--session-timeout-ms``, the failover time after SIGKILL of a partition leader
-(``epochkraft.peers.failover``; kfake runs its brokers in one process, so it has no leader to kill alone).
+min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rounds`` runs. The parts
+(``--parts``, all by default), each reporting its figures and their ratios to Kafka's:
+
+- produce: ProducerPerformance as fast as it goes, (a) and (b);
+- e2e: end-to-end latency at one offered load (``--e2e-rate``) the same for all three
+  (``epochkraft.peers.latency``);
+- failover: Kafka and epochkraft at the same ``--session-timeout-ms``, the time after SIGKILL of a
+  partition leader until a new one is named (``epochkraft.peers.failover``);
+- rejoin: Kafka and epochkraft, a broker SIGKILLed under light load, fenced, and started again: the time
+  until it is unfenced and back in every ISR (``epochkraft.peers.rejoin``).
+
+kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
 """
 
 from __future__ import annotations
@@ -13,8 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -23,17 +30,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
-from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_version
+from epochkraft.peers.fetch import PeerUnavailable, kafka_version
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
-from epochkraft.protocol.errors import ErrorCode
-
-RESULT = re.compile(
-    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
-    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th"
-)
+from epochkraft.peers.latency import LatencyFigure, measure_e2e, report_e2e
+from epochkraft.peers.perf import create_topic, producer_performance
+from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
 
 
 @dataclass(frozen=True)
@@ -58,65 +61,29 @@ class Figure:
     rounds: list[float]
 
 
-def producer_performance(
-    bootstrap: str, topic: str, acks: str, records: int, log4j: Path
-) -> tuple[float, ...]:
-    command = java_command(
-        "org.apache.kafka.tools.ProducerPerformance",
-        [
-            "--topic", topic, "--num-records", str(records), "--record-size", "1024", "--throughput", "-1",
-            "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", "linger.ms=5",
-            "batch.size=65536",
-        ],
-        heap_mb=512,
-        jvm=[f"-Dlog4j2.configurationFile={log4j}"],
-    )  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    match = RESULT.search(result.stdout)
-    if result.returncode != 0 or match is None:
-        raise RuntimeError(f"ProducerPerformance failed ({result.returncode}):\n{result.stdout[-2000:]}")
-    _, rps, mbs, _, _, p50, _, p99 = match.groups()
-    return float(rps), float(mbs), float(p50), float(p99)
-
-
-async def _create(bootstrap: str, topic: str, config: Config) -> None:
-    error = ErrorCode.not_controller
-    for address in bootstrap.split(","):  # kfake takes CreateTopics on its controller broker only
-        creator = MiniClient(address)
-        try:
-            error = await creator.create_topic(
-                topic, 1, config.replication_factor, {"min.insync.replicas": str(config.min_insync)}
-            )
-        finally:
-            await creator.close()
-        if error != ErrorCode.not_controller:
-            break
-    if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-        raise RuntimeError(f"creating {topic} on {bootstrap}: {error!r}")
-    client = MiniClient(bootstrap)
-    try:
-        for _ in range(300):  # every replica in the ISR before the clock starts
-            response = await client.metadata(topic)
-            partitions = response.topics[0].partitions if response.topics else ()
-            if partitions and len(partitions[0].isr_nodes) == config.replication_factor:
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        await client.close()
-
-
 def measure(target: str, bootstrap: str, records: int, rounds: int, log4j: Path) -> list[Figure]:
     figures = []
     for config in CONFIGS:
         runs = []
         for round_ in range(rounds):
             topic = f"perf-rf{config.replication_factor}-{round_}"
-            asyncio.run(_create(bootstrap, topic, config))
+            asyncio.run(create_topic(bootstrap, topic, 1, config.replication_factor, config.min_insync))
             runs.append(producer_performance(bootstrap, topic, config.acks, records, log4j))
-            print(f"  {target:<11} {config.name:<30} round {round_ + 1}: {runs[-1][1]:.1f} MB/s", flush=True)
-        median = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
+            print(
+                f"  {target:<11} {config.name:<30} round {round_ + 1}: {runs[-1].mb_per_s:.1f} MB/s",
+                flush=True,
+            )
+        median = sorted(runs, key=lambda r: r.mb_per_s)[len(runs) // 2]
         figures.append(
-            Figure(target, config.name, median[0], median[1], median[2], median[3], [r[1] for r in runs])
+            Figure(
+                target,
+                config.name,
+                median.records_per_s,
+                median.mb_per_s,
+                median.p50_ms,
+                median.p99_ms,
+                [r.mb_per_s for r in runs],
+            )
         )
     return figures
 
@@ -164,64 +131,101 @@ TARGETS: dict[str, Callable[[Path, int], object]] = {
 }
 
 
+PARTS = ("produce", "e2e", "failover", "rejoin")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_peers", description=__doc__)
-    parser.add_argument("--records", type=int, default=200_000, help="records per ProducerPerformance run")
+    parser = argparse.ArgumentParser(
+        prog="bench_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
+    parser.add_argument("--records", type=int, default=100_000, help="records per ProducerPerformance run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default="kafka,epochkraft,kfake")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--e2e-rate", type=int, default=2000, help="offered load, records/s of 1 KiB")
+    parser.add_argument("--e2e-seconds", type=float, default=10.0, help="measured seconds at that load")
+    parser.add_argument("--e2e-warm-up", type=float, default=2.0, help="seconds produced, not measured")
     parser.add_argument(
         "--failover-rounds", type=int, default=3, help="SIGKILL-the-leader rounds per cluster (0: none)"
     )
     parser.add_argument(
         "--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms, both clusters"
     )
-    parser.add_argument("--skip-produce", action="store_true", help="only the failover rounds")
+    parser.add_argument("--rejoin-rounds", type=int, default=2, help="restarted-broker rounds per cluster")
+    parser.add_argument("--rejoin-partitions", type=int, default=6)
+    parser.add_argument("--rejoin-rate", type=int, default=200, help="records/s of 1 KiB during a round")
+    parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
+    parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(unknown)}")
     figures: list[Figure] = []
+    latency: list[LatencyFigure] = []
     failover: dict[str, list[float]] = {}
+    rejoin: dict[str, list[RejoinRound]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
         log4j.write_text("status = warn\nrootLogger.level = off\n")
-        if not args.skip_produce:
-            print(
-                f"ProducerPerformance (Apache Kafka {kafka_version()}), {args.records} records of 1 KiB per run"
-            )
+        print(f"Apache Kafka {kafka_version()}'s ProducerPerformance; parts {','.join(parts)}")
         for target in args.targets.split(","):
             try:
                 with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers):  # type: ignore[attr-defined]
-                    if not args.skip_produce:
+                    if "produce" in parts:
                         figures += measure(target, bootstrap, args.records, args.rounds, log4j)
-                    if brokers is not None and args.failover_rounds > 0:
+                    if "e2e" in parts:
+                        latency.append(
+                            measure_e2e(
+                                target, bootstrap, args.e2e_rate, args.e2e_seconds, args.e2e_warm_up, log4j
+                            )
+                        )
+                    if brokers is None and {"failover", "rejoin"} & set(parts):
+                        print(f"  {target}: brokers in one process, no failover or rejoin rounds")
+                    if brokers is not None and "failover" in parts and args.failover_rounds > 0:
                         failover[target] = measure_failover(target, brokers, args.failover_rounds)
+                    if brokers is not None and "rejoin" in parts and args.rejoin_rounds > 0:
+                        rejoin[target] = measure_rejoin(
+                            target, brokers, args.rejoin_rounds, args.rejoin_partitions, args.rejoin_rate
+                        )
             except PeerUnavailable as exc:
                 print(f"  {target}: unavailable ({exc})")
-    if figures:
-        print()
-        print(
-            f"{'target':<11} {'configuration':<30} {'MB/s':>8} {'records/s':>10} {'p50 ms':>7} {'p99 ms':>7}"
+    report_produce(figures, args.records)
+    report_e2e(latency, args.e2e_warm_up)
+    report(failover, args.session_timeout_ms)
+    report_rejoin(rejoin, args.rejoin_partitions, args.rejoin_rate)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "produce": [asdict(f) for f in figures],
+                    "e2e": [asdict(f) for f in latency],
+                    "failover": failover,
+                    "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
+                },
+                indent=2,
+            )
         )
+    return 0
+
+
+def report_produce(figures: list[Figure], records: int) -> None:
+    if not figures:
+        return
+    print(f"\nProducerPerformance, {records} records of 1 KiB per run, median of the rounds:")
+    print(f"{'target':<11} {'configuration':<30} {'MB/s':>8} {'records/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
     for f in figures:
         print(
             f"{f.target:<11} {f.config:<30} {f.mb_per_s:>8.1f} {f.records_per_s:>10.0f} "
             f"{f.p50_ms:>7.0f} {f.p99_ms:>7.0f}"
         )
     by = {(f.target, f.config): f for f in figures}
-    if figures:
-        print()
     for config in CONFIGS:
         kafka = by.get(("kafka", config.name))
         for target in ("epochkraft", "kfake"):
             other = by.get((target, config.name))
             if kafka and other:
                 print(f"ratio {target}/kafka, {config.name}: {other.mb_per_s / kafka.mb_per_s:.2f}")
-    report(failover, args.session_timeout_ms)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"produce": [asdict(f) for f in figures], "failover": failover}, indent=2)
-        )
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,33 +25,36 @@ from epochkraft.protocol.errors import ErrorCode
 
 @dataclass
 class Brokers:
-    """What a round needs of a cluster: its brokers' addresses, and killing and restarting one."""
+    """What a round needs of a cluster: its brokers' addresses, and killing and restarting one.
+
+    ``launch`` starts a killed broker and returns at once (the rejoin rounds time what follows);
+    ``ready`` then waits until it serves; ``restart`` is the two together."""
 
     addresses: dict[int, str]
     kill: Callable[[int], None]
-    restart: Callable[[int], None]
+    launch: Callable[[int], None]
+    ready: Callable[[int], None]
+
+    def restart(self, node_id: int) -> None:
+        self.launch(node_id)
+        self.ready(node_id)
 
 
 def kafka_brokers(peer: KafkaPeer) -> Brokers:
-    def restart(node_id: int) -> None:
-        peer.restart_broker(node_id)
-        peer.wait_ready(timeout=120)
-
     return Brokers(
         {i: f"127.0.0.1:{n.port}" for i, n in peer.nodes.items()},
         lambda node_id: peer.signal(node_id, signal.SIGKILL),
-        restart,
+        peer.restart_broker,
+        lambda _node_id: peer.wait_ready(timeout=120),
     )
 
 
 def epochkraft_brokers(cluster: LocalCluster) -> Brokers:
-    def restart(node_id: int) -> None:
-        cluster.nodes[node_id].start(timeout=60)
-
     return Brokers(
         {i: f"127.0.0.1:{p.port}" for i, p in cluster.nodes.items()},
         lambda i: cluster.nodes[i].kill(),
-        restart,
+        lambda i: cluster.nodes[i].launch(),
+        lambda i: cluster.nodes[i].wait_ready(timeout=60),
     )
 
 

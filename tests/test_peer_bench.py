@@ -1,0 +1,60 @@
+"""The pure pieces of the side-by-side benchmarks: ProducerPerformance's summary read, latency percentiles
+and the warm-up cut, a restarted broker's state read from Metadata, and the epochkraft/Kafka ratios."""
+
+from __future__ import annotations
+
+import math
+
+from epochkraft.peers.latency import latencies, percentile, ratio
+from epochkraft.peers.perf import PerfResult, parse_producer_performance
+from epochkraft.peers.rejoin import broker_state
+
+PERF_OUTPUT = """\
+9994 records sent, 1998.4 records/sec (1.95 MB/sec), 12.3 ms avg latency, 410.0 ms max latency.
+20000 records sent, 1999.600080 records/sec (1.95 MB/sec), 9.87 ms avg latency, 410.00 ms max latency, \
+7 ms 50th, 21 ms 95th, 116 ms 99th, 390 ms 99.9th.
+"""
+
+
+def test_producer_performance_summary_is_the_final_line_not_an_interim_one() -> None:
+    assert parse_producer_performance(PERF_OUTPUT) == PerfResult(
+        20000, 1999.600080, 1.95, 9.87, 410.0, 7.0, 21.0, 116.0
+    )
+    assert parse_producer_performance(PERF_OUTPUT.splitlines()[0]) is None  # no percentiles yet
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert percentile(values, 0.5) == 50
+    assert percentile(values, 0.99) == 99
+    assert percentile(values, 1.0) == 100
+    assert percentile([7.0], 0.99) == 7
+    assert percentile(values, 0.0) == 1
+    assert math.isnan(percentile([], 0.5))
+
+
+def test_latencies_leave_out_records_created_during_the_warm_up() -> None:
+    # (create ms, receipt ms): the first record at 1000, a 2 s warm-up ends at 3000.
+    samples = [(1000.0, 1400.0), (2999.0, 3100.0), (3000.0, 3012.0), (5000.0, 5003.5), (4000.0, 4030.0)]
+    assert latencies(samples, 2000) == [3.5, 12.0, 30.0]
+    assert latencies(samples, 0) == [3.5, 12.0, 30.0, 101.0, 400.0]
+    assert latencies([], 2000) == []
+
+
+def test_ratio_is_ours_over_theirs_and_nan_without_a_figure() -> None:
+    assert ratio(6.0, 8.0) == 0.75
+    assert math.isnan(ratio(5.0, 0.0))
+    assert math.isnan(ratio(math.nan, 3.0))
+
+
+def test_broker_state_from_metadata() -> None:
+    partitions = [((1, 2, 3), (2, 3)), ((2, 3, 1), (2, 3)), ((2, 3, 4), (2, 3, 4))]
+    fenced = broker_state([2, 3, 4], partitions, 1)
+    assert (fenced.listed, fenced.in_every_isr, fenced.in_no_isr) == (False, False, True)
+    unfenced_catching_up = broker_state([1, 2, 3, 4], [((1, 2, 3), (1, 2, 3)), *partitions[1:]], 1)
+    assert (unfenced_catching_up.listed, unfenced_catching_up.in_every_isr) == (True, False)
+    assert not unfenced_catching_up.in_no_isr
+    back = broker_state([1, 2, 3, 4], [((1, 2, 3), (1, 2, 3)), ((2, 3, 1), (2, 3, 1))], 1)
+    assert (back.listed, back.in_every_isr, back.in_no_isr) == (True, True, False)
+    # Partitions the broker does not host say nothing about it.
+    assert broker_state([2], [((2, 3), (2,))], 1).in_every_isr
