@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from epochkraft.bench.cli import produce_ratios, side_by_side
 from epochkraft.peers.latency import latencies, percentile, ratio
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
@@ -58,3 +59,30 @@ def test_broker_state_from_metadata() -> None:
     assert (back.listed, back.in_every_isr, back.in_no_isr) == (True, True, False)
     # Partitions the broker does not host say nothing about it.
     assert broker_state([2], [((2, 3), (2,))], 1).in_every_isr
+
+
+def _produce(mb_a: float, cpu_a: float, mb_b: float, cpu_b: float) -> dict[str, object]:
+    return {
+        "1024B": {
+            "a_rf3_acks_all": {"mb_per_s": mb_a, "broker_cpu_s_per_gb": cpu_a},
+            "b_rf1_acks_1": {"mb_per_s": mb_b, "broker_cpu_s_per_gb": cpu_b},
+        }
+    }
+
+
+def test_produce_ratios_and_side_by_side_lines() -> None:
+    ours, kafka = _produce(200.0, 4.0, 400.0, 1.5), _produce(100.0, 8.0, 500.0, 1.0)
+    ratios = produce_ratios(ours, kafka)
+    assert ratios == {
+        "1024B": {
+            "a_mb_per_s": 2.0,
+            "a_broker_cpu_s_per_gb": 0.5,
+            "b_mb_per_s": 0.8,
+            "b_broker_cpu_s_per_gb": 1.5,
+        }
+    }
+    assert produce_ratios(ours, {}) == {}  # Kafka not measured: no ratios
+    lines = side_by_side({**ours, "kafka": kafka, "epochkraft/kafka": ratios}).splitlines()
+    assert len(lines) == 3
+    assert "200.0 |   100.0 | 2.0" in lines[1] and "0.5" in lines[1]
+    assert "400.0 |   500.0 | 0.8" in lines[2]

@@ -2,7 +2,9 @@
 
 1. produce: librdkafka (confluent-kafka) throughput, 1 KiB and 100 B records, against (a) RF 3 acks=all
    min.insync.replicas 2, (b) RF 1 acks=1, (c) the null broker, (d) librdkafka's mock cluster, in
-   ``--rounds`` rounds of the four in turn; each reports its median round.
+   ``--rounds`` rounds of the four in turn; each reports its median round. ``--targets epochkraft,kafka``
+   runs the same measurement against Apache Kafka too (``scripts/peers``' jars, three broker JVMs and a
+   controller with the same broker settings), each cluster alone, and reports epochkraft/Kafka ratios.
 2. latency: end-to-end produce (acks=all) to consumer receipt at about half of the measured maximum.
 3. failover: leader SIGKILLed under acks=all load (RF 3, min.insync.replicas 2), 2 s session timeout, on
    a fresh cluster per run: time to fence and to elect (the controller's event log), to the next
@@ -33,7 +35,8 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -167,13 +170,92 @@ def _median_round(rounds: list[dict[str, float]]) -> dict[str, Any]:
     return {**ordered[(len(ordered) - 1) // 2], "mb_per_s_rounds": [r["mb_per_s"] for r in rounds]}
 
 
-def part_produce(work: Path, seconds: float, warm_gb: float, rounds: int = 3) -> dict[str, Any]:
+PRODUCE_TARGETS = ("epochkraft", "kafka")
+
+
+@contextmanager
+def _produce_cluster(work: Path, target: str) -> Iterator[tuple[str, list[int]]]:
+    """Three brokers of ``target`` with the FAST broker settings (Kafka's names on both) and a 2 s session
+    timeout: the bootstrap and the brokers' pids, whose CPU time is counted."""
+    if target == "epochkraft":
+        cluster = _cluster(work / "produce")
+        try:
+            yield cluster.bootstrap, [p.pid for p in cluster.nodes.values() if p.pid]
+        finally:
+            cluster.kill_all()
+        return
+    from epochkraft.peers.kafka import KafkaPeer
+
+    peer = KafkaPeer(
+        run_dir=work / "produce-kafka",
+        brokers=3,
+        heap_mb=1024,
+        broker_config=dict(line.split("=", 1) for line in FAST.splitlines() if line),
+        controller_config={"broker.session.timeout.ms": 2000},
+    )
+    peer.start(timeout=240)
+    try:
+        yield peer.bootstrap, [n.pid for n in peer.nodes.values() if n.pid]
+    finally:
+        peer.stop(timeout=30)
+
+
+def produce_ratios(ours: dict[str, Any], kafka: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """epochkraft/Kafka for the cluster configurations (a) and (b) of each record size both measured:
+    MB/s (above 1: epochkraft faster) and broker CPU seconds per GB (below 1: epochkraft cheaper)."""
+    ratios: dict[str, dict[str, float]] = {}
+    for size in ("1024B", "100B"):
+        if size not in ours or size not in kafka:
+            continue
+        row = {}
+        for config, short in (("a_rf3_acks_all", "a"), ("b_rf1_acks_1", "b")):
+            mine, theirs = ours[size][config], kafka[size][config]
+            row[f"{short}_mb_per_s"] = round(mine["mb_per_s"] / max(theirs["mb_per_s"], 1e-9), 2)
+            row[f"{short}_broker_cpu_s_per_gb"] = round(
+                mine["broker_cpu_s_per_gb"] / max(theirs["broker_cpu_s_per_gb"], 1e-9), 2
+            )
+        ratios[size] = row
+    return ratios
+
+
+def side_by_side(produce: dict[str, Any]) -> str:
+    """epochkraft's and Kafka's produce figures for (a) and (b), one line each, with the ratios."""
+    kafka, ratios = produce.get("kafka", {}), produce.get("epochkraft/kafka", {})
+    lines = ["produce: epochkraft | Kafka | epochkraft/Kafka"]
+    for size, row in ratios.items():
+        for config, short in (("a_rf3_acks_all", "a"), ("b_rf1_acks_1", "b")):
+            ours, theirs = produce[size][config], kafka[size][config]
+            lines.append(
+                f"  {size:<5} {config:<15} MB/s {ours['mb_per_s']:>7} | {theirs['mb_per_s']:>7} | "
+                f"{row[f'{short}_mb_per_s']:<5}  broker CPU s/GB {ours['broker_cpu_s_per_gb']:>5} | "
+                f"{theirs['broker_cpu_s_per_gb']:>5} | {row[f'{short}_broker_cpu_s_per_gb']}"
+            )
+    return "\n".join(lines)
+
+
+def part_produce_targets(
+    work: Path, seconds: float, warm_gb: float, rounds: int, targets: list[str]
+) -> dict[str, Any]:
+    """The produce part against each target in turn, each cluster alone on the machine: epochkraft's
+    figures where they always are, Kafka's under ``kafka``, and the ratios under ``epochkraft/kafka``."""
+    warm = _warm_page_cache(work, warm_gb) if warm_gb else 0
+    by_target = {t: part_produce(work, seconds, 0, rounds, target=t) for t in targets}
+    results: dict[str, Any] = {**by_target.get("epochkraft", {}), "page_cache_warm_up_s": warm}
+    if "kafka" in by_target:
+        results["kafka"] = by_target["kafka"]
+    if "kafka" in by_target and "epochkraft" in by_target:
+        results["epochkraft/kafka"] = produce_ratios(by_target["epochkraft"], by_target["kafka"])
+    return results
+
+
+def part_produce(
+    work: Path, seconds: float, warm_gb: float, rounds: int = 3, target: str = "epochkraft"
+) -> dict[str, Any]:
     results: dict[str, Any] = {
         "rounds": rounds,
         "page_cache_warm_up_s": _warm_page_cache(work, warm_gb) if warm_gb else 0,
     }
-    cluster = _cluster(work / "produce")
-    try:
+    with _produce_cluster(work, target) as (bootstrap, pids):
         port = _free_port()
         null = subprocess.Popen(
             [sys.executable, "-m", "epochkraft.bench.null_broker", "--port", str(port), "--partitions", "6"],
@@ -187,19 +269,16 @@ def part_produce(work: Path, seconds: float, warm_gb: float, rounds: int = 3) ->
             # Dirty pages left by the previous configuration are written out first, so the kernel's
             # writeback of one configuration's data does not run during the next one's measurement.
             os.sync()
-            _create(cluster.bootstrap, topic, 6, rf, min_isr)
+            _create(bootstrap, topic, 6, rf, min_isr)
             try:
-                pids = [p.pid for p in cluster.nodes.values() if p.pid]
                 before = _cpu_seconds(pids)
-                result = _produce_rate(
-                    {"bootstrap.servers": cluster.bootstrap, "acks": acks}, topic, size, seconds
-                )
+                result = _produce_rate({"bootstrap.servers": bootstrap, "acks": acks}, topic, size, seconds)
                 # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
                 gigabytes = result["mb_per_s"] * result["seconds"] / 1000
                 result["broker_cpu_s_per_gb"] = round((_cpu_seconds(pids) - before) / gigabytes, 2)
                 return result
             finally:
-                _delete(cluster.bootstrap, topic)
+                _delete(bootstrap, topic)
 
         configurations: dict[str, Callable[[int, int], dict[str, float]]] = {
             "a_rf3_acks_all": lambda size, n: on_cluster(f"rf3-{size}-{n}", 3, 2, "all", size),
@@ -212,6 +291,10 @@ def part_produce(work: Path, seconds: float, warm_gb: float, rounds: int = 3) ->
             ),
         }
         try:
+            if target == "kafka":  # one unmeasured run first: the brokers' JIT compiles the hot paths
+                results["unmeasured_warm_up_mb_per_s"] = configurations["a_rf3_acks_all"](1024, rounds)[
+                    "mb_per_s"
+                ]
             for size in (1024, 100):
                 # Rounds of a, b, c, d in turn, so a slow spell of the VM does not fall on one
                 # configuration only; each configuration reports its median round.
@@ -230,8 +313,6 @@ def part_produce(work: Path, seconds: float, warm_gb: float, rounds: int = 3) ->
                 results[f"{size}B"] = row
         finally:
             null.kill()
-    finally:
-        cluster.kill_all()
     return results
 
 
@@ -671,10 +752,18 @@ def main(argv: list[str]) -> int:
         default=5000.0,
         help="records/s taken as (a)'s maximum when the latency part runs without the produce part",
     )
+    parser.add_argument(
+        "--targets",
+        default="epochkraft",
+        help="clusters the produce part measures, in turn: epochkraft, kafka (Apache Kafka, scripts/peers' jars)",
+    )
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if not targets or set(targets) - set(PRODUCE_TARGETS):
+        parser.error(f"--targets: any of {','.join(PRODUCE_TARGETS)}")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="epochkraft-bench-"))
     try:
         results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
@@ -682,9 +771,15 @@ def main(argv: list[str]) -> int:
         for part in parts:
             started = time.monotonic()
             print(f"== {part} ...", flush=True)
-            if part == "produce":
+            if part == "produce" and targets == ["epochkraft"]:
                 results[part] = part_produce(work, args.seconds, args.warm_page_cache_gb, args.rounds)
                 max_rate = results[part]["1024B"]["a_rf3_acks_all"]["records_per_s"]
+            elif part == "produce":
+                results[part] = part_produce_targets(
+                    work, args.seconds, args.warm_page_cache_gb, args.rounds, targets
+                )
+                if "1024B" in results[part]:
+                    max_rate = results[part]["1024B"]["a_rf3_acks_all"]["records_per_s"]
             elif part == "latency":
                 results[part] = part_latency(work, args.seconds, max_rate)
             elif part == "failover":
@@ -719,6 +814,8 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(work, ignore_errors=True)
     Path(args.json).write_text(json.dumps(results, indent=2))
     print("\n" + table(results))
+    if "epochkraft/kafka" in results.get("produce", {}):
+        print("\n" + side_by_side(results["produce"]))
     print(f"results: {args.json}")
     return 0
 
