@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="bench_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
-    parser.add_argument("--records", type=int, default=100_000, help="records per ProducerPerformance run")
+    parser.add_argument("--records", type=int, default=50_000, help="records per ProducerPerformance run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default="kafka,epochkraft,kfake")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-seconds", type=float, default=10.0, help="measured seconds at that load")
     parser.add_argument("--e2e-warm-up", type=float, default=2.0, help="seconds produced, not measured")
     parser.add_argument(
-        "--failover-rounds", type=int, default=3, help="SIGKILL-the-leader rounds per cluster (0: none)"
+        "--failover-rounds", type=int, default=2, help="SIGKILL-the-leader rounds per cluster (0: none)"
     )
     parser.add_argument(
         "--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms, both clusters"
