@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from epochkraft.bench.cli import produce_ratios, side_by_side
-from epochkraft.peers.latency import latencies, percentile, ratio
+from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
 
@@ -86,3 +86,9 @@ def test_produce_ratios_and_side_by_side_lines() -> None:
     assert len(lines) == 3
     assert "200.0 |   100.0 | 2.0" in lines[1] and "0.5" in lines[1]
     assert "400.0 |   500.0 | 0.8" in lines[2]
+
+
+def test_small_ratios_keep_a_third_decimal() -> None:
+    assert fmt_ratio(0.8849) == "0.88"
+    assert fmt_ratio(5 / 1203) == "0.004"
+    assert fmt_ratio(math.nan) == "nan"

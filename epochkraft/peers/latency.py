@@ -152,9 +152,13 @@ def report_e2e(figures: list[LatencyFigure], warm_up_s: float) -> None:
         f"{'records/s':>10} {'measured':>9}"
     )
     for f in figures:
+        # Below 99% of the offered rate the target did not keep up: its latencies are a queue's.
+        behind = (
+            " (behind the offered rate)" if f.achieved_records_per_s < 0.99 * f.offered_records_per_s else ""
+        )
         print(
             f"  {f.target:<11} {f.p50_ms:>7.0f} {f.p99_ms:>7.0f} {f.max_ms:>7.0f} {f.ack_p50_ms:>8.0f} "
-            f"{f.ack_p99_ms:>8.0f} {f.achieved_records_per_s:>10.0f} {f.measured:>9}"
+            f"{f.ack_p99_ms:>8.0f} {f.achieved_records_per_s:>10.0f} {f.measured:>9}{behind}"
         )
     by = {f.target: f for f in figures}
     kafka = by.get("kafka")
@@ -162,9 +166,14 @@ def report_e2e(figures: list[LatencyFigure], warm_up_s: float) -> None:
         other = by.get(target)
         if kafka and other:
             print(
-                f"ratio {target}/kafka, e2e latency: p50 {ratio(other.p50_ms, kafka.p50_ms):.2f}, "
-                f"p99 {ratio(other.p99_ms, kafka.p99_ms):.2f}"
+                f"ratio {target}/kafka, e2e latency: p50 {fmt_ratio(ratio(other.p50_ms, kafka.p50_ms))}, "
+                f"p99 {fmt_ratio(ratio(other.p99_ms, kafka.p99_ms))}"
             )
+
+
+def fmt_ratio(value: float) -> str:
+    """Two decimals, three below 0.05 so a small ratio does not print as 0.00."""
+    return f"{value:.2f}" if math.isnan(value) or value >= 0.05 else f"{value:.3f}"
 
 
 def ratio(ours: float, theirs: float) -> float:
