@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.peers.failover import Brokers
-from epochkraft.peers.latency import ratio
+from epochkraft.peers.latency import fmt_ratio, ratio
 from epochkraft.peers.perf import create_topic
 
 
@@ -197,5 +197,6 @@ def report_rejoin(rejoin: dict[str, list[RejoinRound]], partitions: int, rate: i
     if "kafka" in medians and "epochkraft" in medians:
         (ku, ki), (eu, ei) = medians["kafka"], medians["epochkraft"]
         print(
-            f"ratio epochkraft/kafka, rejoin: unfenced {ratio(eu, ku):.2f}, in every ISR {ratio(ei, ki):.2f}"
+            f"ratio epochkraft/kafka, rejoin: unfenced {fmt_ratio(ratio(eu, ku))}, "
+            f"in every ISR {fmt_ratio(ratio(ei, ki))}"
         )
