@@ -152,9 +152,10 @@ def report_e2e(figures: list[LatencyFigure], warm_up_s: float) -> None:
         f"{'records/s':>10} {'measured':>9}"
     )
     for f in figures:
-        # Below 99% of the offered rate the target did not keep up: its latencies are a queue's.
+        # Below 95% of the offered rate the target did not keep up: its latencies are a queue's. (The
+        # achieved rate counts ProducerPerformance's start, its first metadata fetch: 1-2% of a short run.)
         behind = (
-            " (behind the offered rate)" if f.achieved_records_per_s < 0.99 * f.offered_records_per_s else ""
+            " (behind the offered rate)" if f.achieved_records_per_s < 0.95 * f.offered_records_per_s else ""
         )
         print(
             f"  {f.target:<11} {f.p50_ms:>7.0f} {f.p99_ms:>7.0f} {f.max_ms:>7.0f} {f.ack_p50_ms:>8.0f} "
