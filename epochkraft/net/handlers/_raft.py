@@ -1,12 +1,13 @@
 """The shared path of the Raft RPCs on a controller's listener: decode, hand to the quorum's Raft core,
 encode its answer. A controller outside a quorum, a request for another cluster or for anything but
-``__cluster_metadata``-0 is answered with the error at the top level (INVALID_REQUEST,
+``__cluster_metadata``-0 is answered with the error at the top level and no topics (INVALID_REQUEST,
 INCONSISTENT_CLUSTER_ID), as KafkaRaftClient's handlers check ``hasValidClusterId`` and
 ``hasValidTopicPartition`` first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,10 @@ async def raft_exchange(
     quorum = getattr(ctx.node, "quorum", None)
 
     def refuse(code: ErrorCode) -> Any:
-        return error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+        # Kafka answers these with the top-level error and no topics (e.g. VoteResponseData with only
+        # its errorCode set)
+        answer = error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+        return dataclasses.replace(answer, topics=())
 
     if quorum is None:
         return refuse(ErrorCode.invalid_request)

@@ -9,7 +9,8 @@
   NOT_LEADER_OR_FOLLOWER naming the leader it knows.
 - A single controller is a quorum of one: itself, leading epoch 0 (every batch it writes carries epoch 0),
   its log end the high watermark.
-- ``__cluster_metadata``-0 only; anything else gets INVALID_REQUEST at the top level.
+- ``__cluster_metadata``-0 only; any other partition gets UNKNOWN_TOPIC_OR_PARTITION
+  (KafkaRaftClient.handleDescribeQuorumRequest).
 """
 
 from __future__ import annotations
@@ -22,6 +23,32 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.describe_quorum import METADATA_TOPIC
+
+
+def _unknown_partitions(topics) -> v1.DescribeQuorumResponse:
+    """Kafka's DescribeQuorumRequest.getPartitionLevelErrorResponse: UNKNOWN_TOPIC_OR_PARTITION in every
+    partition asked for, the other fields zero."""
+    return v1.DescribeQuorumResponse(
+        error_code=ErrorCode.none,
+        topics=tuple(
+            v1.TopicData(
+                topic_name=t.topic_name,
+                partitions=tuple(
+                    v1.PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        leader_id=i32(0),
+                        leader_epoch=i32(0),
+                        high_watermark=i64(0),
+                        current_voters=(),
+                        observers=(),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in topics
+        ),
+    )
 
 
 def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v1.DescribeQuorumResponse:
@@ -55,9 +82,7 @@ async def handle(request, ctx):
         or topics[0].topic_name != METADATA_TOPIC
         or [p.partition_index for p in topics[0].partitions] != [0]
     ):
-        return downgrade_response(
-            v1.DescribeQuorumResponse(error_code=ErrorCode.invalid_request, topics=()), ctx.api_version
-        )
+        return downgrade_response(_unknown_partitions(topics), ctx.api_version)
     if ctx.listener == BROKER:
         return await _forward(request, node.control)
     if node.quorum is None:
