@@ -173,4 +173,8 @@ class LocalProcess:
                 wipe_dir(self.data_dir)
             elif power_loss:
                 cut_to_recovery_point(self.data_dir)
+        if "--quorum-voters" in self.args:
+            # A voter on a new disk rejoins: it votes for nobody until it has caught up with the leader
+            # (its lost self may have voted in this epoch already). Only the start after the wipe.
+            self.args = [a for a in self.args if a != "--rejoin"] + (["--rejoin"] if wipe else [])
         self.start(timeout)

@@ -277,9 +277,8 @@ async def _apply_quorum(
     if fault == "controller-disk-loss":
         victim = rng.choice(sorted(cluster.voters))
         await asyncio.to_thread(lambda: cluster.voters[victim].restart(wipe=True))
-        return (
-            f"controller {victim} restarted on an empty disk{' (it was active)' if victim == active else ''}"
-        )
+        was = " (it was active)" if victim == active else ""
+        return f"controller {victim} restarted on an empty disk, rejoining{was}"
     raise ValueError(f"unknown quorum fault {fault!r}")
 
 
