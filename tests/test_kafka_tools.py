@@ -1,7 +1,7 @@
 """Apache Kafka's own command-line tools against epochkraft, each run by its main class from the Kafka
 jars the peers use (the shell scripts are not in the Maven artifacts): topics, configs, the console
-producer and consumer, consumer groups, partition reassignment, leader election, log dirs and the
-producer/consumer performance tools. One test each, bounded by the tool's own options and a timeout."""
+producer and consumer, consumer groups, partition reassignment, leader election, log dirs, the
+producer/consumer performance tools and the metadata quorum tool. One test each, bounded by the tool's own options and a timeout."""
 
 from __future__ import annotations
 
@@ -223,3 +223,45 @@ def test_kafka_producer_and_consumer_performance(tools: Path, bootstrap: str) ->
         zip([h.strip() for h in header.split(",")], [v.strip() for v in row.split(",")], strict=False)
     )
     assert int(fields["data.consumed.in.nMsg"]) == 2000, out
+
+
+METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
+
+
+def quorum_status(out: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
+
+
+def test_kafka_metadata_quorum_describe_a_single_controller(tools: Path, bootstrap: str) -> None:
+    """One controller is a quorum of one: itself, leading epoch 0, its log end the high watermark."""
+    status = quorum_status(
+        run_tool(tools, METADATA_QUORUM, "--bootstrap-server", bootstrap, "describe", "--status")
+    )
+    assert status["LeaderId"] == "0" and status["LeaderEpoch"] == "0", status
+    assert int(status["HighWatermark"]) > 0 and status["CurrentVoters"] == '[{"id": 0}]', status
+
+
+def test_kafka_metadata_quorum_describe_a_raft_quorum(tools: Path, tmp_path: Path) -> None:
+    """kafka-metadata-quorum describe --status and --replication, through a broker and straight to the
+    controllers (bootstrap.controllers: DescribeCluster finds the leader), against three voters."""
+    cluster = LocalCluster(data_dir=tmp_path / "quorum", brokers=1, controllers=3)
+    try:
+        cluster.start()
+        via_broker = run_until(
+            tools, METADATA_QUORUM, "--bootstrap-server", cluster.bootstrap, "describe", "--status",
+            ready=lambda out: "LeaderId" in out,
+        )  # fmt: skip
+        status = quorum_status(via_broker)
+        assert status["LeaderId"] in ("3000", "3001", "3002"), status
+        assert status["CurrentVoters"] == '[{"id": 3000}, {"id": 3001}, {"id": 3002}]', status
+        replication = run_tool(
+            tools, METADATA_QUORUM, "--bootstrap-controller", cluster.controller_addresses,
+            "describe", "--replication",
+        )  # fmt: skip
+        rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
+        assert sorted(row[0] for row in rows) == ["3000", "3001", "3002"], replication
+        assert [row[0] for row in rows if row[-1] == "Leader"] == [status["LeaderId"]], replication
+        assert all(int(row[2]) > 0 for row in rows), replication  # each voter's log end offset
+    finally:
+        cluster.stop()
+        cluster.kill_all()

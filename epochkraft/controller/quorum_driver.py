@@ -85,6 +85,7 @@ class QuorumDriver:
         self.cluster_id = cluster_id
         self.log = log
         self.local_id = self.raft.local_id
+        self.voters = voters
         self.clients = {
             voter: KafkaClient(
                 host,
