@@ -254,12 +254,16 @@ def test_kafka_metadata_quorum_describe_a_raft_quorum(tools: Path, tmp_path: Pat
         status = quorum_status(via_broker)
         assert status["LeaderId"] in ("3000", "3001", "3002"), status
         assert status["CurrentVoters"] == '[{"id": 3000}, {"id": 3001}, {"id": 3002}]', status
-        replication = run_tool(
+        # the broker follows the active controller's log as Kafka's brokers do: an observer of the leader
+        replication = run_until(
             tools, METADATA_QUORUM, "--bootstrap-controller", cluster.controller_addresses,
-            "describe", "--replication",
+            "describe", "--replication", ready=lambda out: "Observer" in out,
         )  # fmt: skip
         rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
-        assert sorted(row[0] for row in rows) == ["3000", "3001", "3002"], replication
+        assert sorted(row[0] for row in rows if row[-1] != "Observer") == ["3000", "3001", "3002"], (
+            replication
+        )
+        assert [row[0] for row in rows if row[-1] == "Observer"] == ["1"], replication
         assert [row[0] for row in rows if row[-1] == "Leader"] == [status["LeaderId"]], replication
         assert all(int(row[2]) > 0 for row in rows), replication  # each voter's log end offset
     finally:

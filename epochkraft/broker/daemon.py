@@ -106,7 +106,10 @@ class BrokerNode:
             ssl_context=to_controller,
         )
         self.metadata_client = ControllerChannel(
-            controller, client_id=f"broker-{self.node_id}-metadata", ssl_context=to_controller
+            controller,
+            client_id=f"broker-{self.node_id}-metadata",
+            ssl_context=to_controller,
+            follow=self.control,
         )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(

@@ -47,7 +47,8 @@ class MetadataFollower:
 
     def _request(self, offset: int) -> f16.FetchRequest:
         return f16.FetchRequest(
-            replica_state=f16.ReplicaState(replica_id=-1, replica_epoch=-1),
+            # named, as Kafka's brokers fetch: a controller quorum's leader lists us as an observer
+            replica_state=f16.ReplicaState(replica_id=self.node_id, replica_epoch=-1),
             max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
             min_bytes=1,
             max_bytes=64 * 1024 * 1024,

@@ -40,7 +40,7 @@ from epochkraft.raft.messages import (
     Message,
     VoteRequest,
 )
-from epochkraft.raft.quorum_state import NO_LEADER
+from epochkraft.raft.quorum_state import NO_LEADER, LeaderState, ReplicaState
 from epochkraft.raft.state_store import FileQuorumStateStore
 
 T = TypeVar("T")
@@ -267,6 +267,15 @@ class QuorumDriver:
             if not waiter.done():
                 waiter.set_result(False)
         self._commit_waiters = []
+
+    def observe(self, broker_id: int, fetch_offset: int) -> None:
+        """A broker fetching the committed log: an observer in the leader's DescribeQuorum answer (Kafka's
+        brokers fetch from the leader as observers; ours may fetch from any voter, and the leader counts
+        those that fetch from it)."""
+        state = self.raft.state
+        if isinstance(state, LeaderState):
+            replica = state.observers.setdefault(broker_id, ReplicaState())
+            replica.update_fetch_state(self.now_ms(), fetch_offset, self.quorum.applied)
 
     def describe_quorum(self, now_ms: int) -> Any:
         """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""

@@ -50,7 +50,12 @@ class ControllerChannel:
         client_id: str,
         request_timeout_ms: int = 30_000,
         ssl_context: ssl.SSLContext | None = None,
+        follow: ControllerChannel | None = None,
     ) -> None:
+        """``follow``: another channel whose controller this one starts each request at (a broker's
+        metadata fetches go where its heartbeats found the active controller, as Kafka's brokers fetch
+        from the leader: fresher than a standby, which learns of commits a fetch later)."""
+        self.follow = follow
         self.clients = [
             KafkaClient(
                 host,
@@ -68,6 +73,8 @@ class ControllerChannel:
         return self.clients[self.current].address
 
     async def send(self, request: Any, **kwargs: Any) -> Any:
+        if self.follow is not None and len(self.follow.clients) == len(self.clients):
+            self.current = self.follow.current
         answer: Any = None
         failure: NetworkError | None = None
         for _ in range(len(self.clients)):

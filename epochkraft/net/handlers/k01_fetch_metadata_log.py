@@ -5,7 +5,8 @@
   as the log grows past it or after max_wait.
 - OFFSET_OUT_OF_RANGE beyond the log end; UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for any other
   topic. The high watermark is the log end: with one controller every batch is committed once written;
-  in a Raft quorum brokers read only the committed log, from any voter.
+  in a Raft quorum brokers read only the committed log, from any voter; the leader counts a broker that
+  names itself (ReplicaState, as Kafka's brokers do) among DescribeQuorum's observers.
 - A voter of the quorum (v15+, its id in ReplicaState) fetches the Raft log itself: the Raft core answers
   (KafkaRaftClient.handleFetchRequest: DivergingEpoch, the high watermark, the leader it knows), records as
   the RecordBatches of raft/batches.py.
@@ -50,6 +51,7 @@ async def handle(request, ctx):
         node.quorum is not None
         and version >= 15
         and request.replica_state.replica_id in node.quorum.raft.voters
+        and request.cluster_id is not None  # voters name the cluster (KIP-595); brokers fetching do not
     ):
         return await _voter_fetch(request, node.quorum)
     wanted = [(topic, p) for topic in request.topics for p in topic.partitions]
@@ -60,6 +62,9 @@ async def handle(request, ctx):
     ]
     # Long poll on the metadata partition when the follower is at the end of the log.
     waits = [p.fetch_offset for (_, p), ok in zip(wanted, is_metadata, strict=True) if ok]
+    observer = request.replica_state.replica_id if version >= 15 else getattr(request, "replica_id", -1)
+    if node.quorum is not None and observer >= 0 and waits:
+        node.quorum.observe(observer, min(waits))  # a broker, shown as an observer by DescribeQuorum
     if waits and all(offset >= log.next_offset for offset in waits):
         await node.wait_for_records(min(waits), ms(request.max_wait))
     responses = []
@@ -99,7 +104,7 @@ async def _voter_fetch(request, quorum):
         return v16.FetchResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, session_id=0, responses=()
         )
-    if request.cluster_id is not None and request.cluster_id != quorum.cluster_id:
+    if request.cluster_id != quorum.cluster_id:
         return v16.FetchResponse(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.inconsistent_cluster_id,
