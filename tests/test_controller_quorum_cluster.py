@@ -19,21 +19,12 @@ from epochkraft.chaos.checker import History, check, quorum_problems
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient, describe_quorum
 from epochkraft.chaos.runner import BROKER_CONFIG, PARTITIONS, TOPIC, Workload
+from epochkraft.chaos.scenarios import until
 from epochkraft.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 SESSION_TIMEOUT_MS = 2000
-
-
-async def until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = await predicate()
-        if result:
-            return result
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def active_other_than(cluster: LocalCluster, old: int | None) -> int | None:

@@ -36,6 +36,7 @@ from epochkraft.chaos.checker import quorum_problems
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.runner import BROKER_CONFIG, Workload
+from epochkraft.chaos.scenarios import until
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
@@ -61,16 +62,6 @@ def _state(cluster: LocalCluster, node_id: int) -> dict[str, Any] | None:
         return None
 
 
-async def _until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = await predicate()
-        if result:
-            return result
-        await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-
-
 async def _healed(cluster: LocalCluster, client: MiniClient) -> bool:
     if quorum_problems(await asyncio.to_thread(cluster.quorum_states)):
         return False
@@ -82,7 +73,7 @@ async def _healed(cluster: LocalCluster, client: MiniClient) -> bool:
 
 
 async def _one_failover(cluster: LocalCluster, client: MiniClient, round_: int) -> dict[str, float]:
-    active = await _until(lambda: asyncio.to_thread(cluster.active_voter), 20, "an active controller")
+    active = await until(lambda: asyncio.to_thread(cluster.active_voter), 20, "an active controller")
     old_epoch = (await asyncio.to_thread(_state, cluster, active) or {})["quorum"]["epoch"]
     partition0 = next(
         p for p in (await client.metadata(TOPIC)).topics[0].partitions if p.partition_index == 0
@@ -154,7 +145,7 @@ async def _one_failover(cluster: LocalCluster, client: MiniClient, round_: int) 
     figures = {name: round(at - killed, 3) for name, at in marks.items()}
     await asyncio.to_thread(cluster.voters[active].start)
     await asyncio.to_thread(cluster.nodes[victim].start)
-    await _until(lambda: _healed(cluster, client), 60, "the quorum and every ISR to heal", interval=0.2)
+    await until(lambda: _healed(cluster, client), 60, "the quorum and every ISR to heal", interval=0.2)
     return figures
 
 
@@ -193,7 +184,7 @@ async def _quorum_part(cluster: LocalCluster, args: argparse.Namespace) -> dict[
     workload = Workload(cluster.bootstrap, rate=args.rate, topic=TOPIC)
     try:
         assert await client.create_topic(TOPIC, 3, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
-        await _until(lambda: _healed(cluster, client), 30, "full ISRs")
+        await until(lambda: _healed(cluster, client), 30, "full ISRs")
         rounds = []
         if args.rounds:
             workload.start()
@@ -204,7 +195,7 @@ async def _quorum_part(cluster: LocalCluster, args: argparse.Namespace) -> dict[
                 rounds.append(figures)
                 await asyncio.sleep(1)
             await asyncio.to_thread(workload.stop)
-        active = await _until(lambda: asyncio.to_thread(cluster.active_voter), 20, "an active controller")
+        active = await until(lambda: asyncio.to_thread(cluster.active_voter), 20, "an active controller")
         commits = await _commit_latencies(("127.0.0.1", cluster.voter_port(active)), args.commits)
         return {
             "rounds": rounds,

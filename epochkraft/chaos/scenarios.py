@@ -41,14 +41,15 @@ group.initial.rebalance.delay.ms=0
 """
 
 
-async def _until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+async def until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Awaits ``predicate()`` every ``interval`` until it returns something true, which it returns."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = await predicate()
         if result:
             return result
         await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out waiting for {what}")
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def run_kafka_14139(work_dir: Path, *, unsafe: bool, log: Any = print) -> Report:
@@ -99,13 +100,13 @@ async def run_kafka_14139(work_dir: Path, *, unsafe: bool, log: Any = print) -> 
         await produce(0, 20)
         log(f"[{mode}] 20 records acknowledged by A and B")
         await asyncio.to_thread(cluster.node(B).stop)
-        await _until(lambda: _eq(isr(), (A,)), 15, "the ISR to shrink to A")
+        await until(lambda: _eq(isr(), (A,)), 15, "the ISR to shrink to A")
         await produce(20, 20)
         log(f"[{mode}] B shut down; 20 more records acknowledged by A alone (ISR [A])")
 
         proxies[A].hold(ALTER_PARTITION)
         await asyncio.to_thread(cluster.node(B).start)
-        await _until(lambda: _true(proxies[A].held_frames >= 1), 20, "A's AlterPartition adding B")
+        await until(lambda: _true(proxies[A].held_frames >= 1), 20, "A's AlterPartition adding B")
         log(f"[{mode}] B caught up; A's AlterPartition adding B is held by the proxy")
 
         cluster.node(A).signal("STOP")
@@ -118,11 +119,11 @@ async def run_kafka_14139(work_dir: Path, *, unsafe: bool, log: Any = print) -> 
         log(f"[{mode}] held AlterPartition delivered: ISR is now {list(after_release)}")
 
         cluster.node(A).kill()
-        await _until(lambda: _leader_changed(client), SESSION_TIMEOUT_MS / 1000 + 10, "A to be fenced")
+        await until(lambda: _leader_changed(client), SESSION_TIMEOUT_MS / 1000 + 10, "A to be fenced")
         state, _ = await client.partition_state(TOPIC)
         log(f"[{mode}] A killed and fenced: leader {state.leader_id}, ISR {list(state.isr_nodes)}")
         await asyncio.to_thread(cluster.node(A).start)
-        await _until(lambda: _has_leader(client), 20, "a leader")
+        await until(lambda: _has_leader(client), 20, "a leader")
         await asyncio.sleep(1.0)  # A, if a follower now, truncates to the leader's log
         history.consumed = [(0, offset, value) for offset, value in await client.read_all(TOPIC)]
         await isr()

@@ -363,18 +363,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     added = controller.add_scram_credentials(node.now_ms(), bootstrap_scram(args.add_scram))
     if added:
         log.info("bootstrap SCRAM credentials written", credentials=added)
-    server = KafkaServer(
-        CONTROLLER,
-        node,
-        listen[0],
-        listen[1],
-        log=log,
-        reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
-        ssl_context=security.server_ssl(listener_protocol(settings)),
-        idle_timeout_ms=settings.connections_max_idle_ms,
-    )
-    await server.start()
-    controller.listener_endpoint = (listen[0], server.port)
+    server = await _start_listener(node, listen, settings, security, log)
     admin = await _admin_server(args, controller)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -437,18 +426,7 @@ async def serve_quorum(
         quorum.listeners.append(repoint_acls)
     node = ControllerNode(controller, log, events, security, quorum=driver)
     scram = bootstrap_scram(args.add_scram)
-    server = KafkaServer(
-        CONTROLLER,
-        node,
-        listen[0],
-        listen[1],
-        log=log,
-        reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
-        ssl_context=security.server_ssl(listener_protocol(settings)),
-        idle_timeout_ms=settings.connections_max_idle_ms,
-    )
-    await server.start()
-    controller.listener_endpoint = (listen[0], server.port)
+    server = await _start_listener(node, listen, settings, security, log)
     admin = await _admin_server(args, controller, driver)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -531,6 +509,29 @@ async def _on_activation(
 
 def NOW() -> int:
     return int(time.time() * 1000)
+
+
+async def _start_listener(
+    node: ControllerNode,
+    listen: tuple[str, int],
+    settings: ControllerSettings,
+    security: NodeSecurity,
+    log: Any,
+) -> KafkaServer:
+    """The controller listener, its bound port recorded as the endpoint DescribeCluster names."""
+    server = KafkaServer(
+        CONTROLLER,
+        node,
+        listen[0],
+        listen[1],
+        log=log,
+        reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
+        ssl_context=security.server_ssl(listener_protocol(settings)),
+        idle_timeout_ms=settings.connections_max_idle_ms,
+    )
+    await server.start()
+    node.controller.listener_endpoint = (listen[0], server.port)
+    return server
 
 
 def load_newest_snapshot(controller: Controller, log_dir: Path, data: bytes, log: Any) -> SnapshotId | None:

@@ -11,7 +11,7 @@ import struct
 
 from epochkraft.metadata.snapshot import control_batch
 from epochkraft.protocol.errors import ProtocolError
-from epochkraft.protocol.framing import write_uvarint
+from epochkraft.protocol.framing import read_uvarint, write_uvarint
 from epochkraft.protocol.records import decode_batch, iter_batches, parse_header, verify_crc
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry
 
@@ -45,26 +45,13 @@ def decode_leader_change(value: bytes) -> LeaderChangeMessage:
     pos = 6
     lists: list[tuple[int, ...]] = []
     for _ in range(2):
-        count, pos = _read_uvarint(view, pos)
+        count, pos = read_uvarint(view, pos)
         ids = []
         for _ in range(count - 1):
             ids.append(_INT32.unpack_from(view, pos)[0])
             pos += 5  # the id and an empty tagged-field section
         lists.append(tuple(ids))
     return LeaderChangeMessage(leader_id, lists[0], lists[1])
-
-
-def _read_uvarint(view: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(view):
-            raise MetadataLogError("truncated varint")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
 
 
 def entry_batch(entry: LogEntry, base_offset: int) -> bytes:
