@@ -120,6 +120,7 @@ def well_formed_requests() -> list:
     seconds = datetime.timedelta(seconds=1)
     follower = object.__new__(MetadataFollower)
     follower.max_wait_ms = 500
+    follower.node_id = 1
     batch = build_batch([(b"k", b"v" * 100, (("h", b"x"),), 1)] * 3)
     return [
         md.MetadataRequest(

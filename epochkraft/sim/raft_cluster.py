@@ -137,6 +137,8 @@ def disk_loss_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     return sorted(faults, key=lambda f: f.at_ms)
 
 
+# the schedules whose entries take several offsets, as the controllers' metadata batches do
+BATCHED_SCHEDULES = frozenset({"raft"})
 RAFT_SCHEDULES = {"raft": raft_schedule, "raft-churn": leader_churn_schedule, "raft-wipe": disk_loss_schedule}
 
 
@@ -171,6 +173,7 @@ class RaftRunResult:
     schedule: list[RaftFault] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     healthy_after_ms: int | None = None
+    batched: bool = False
 
 
 class RaftSimCluster:
@@ -182,7 +185,11 @@ class RaftSimCluster:
         voters: int = 5,
         settings: RaftSettings = SIM_SETTINGS,
         link: LinkPolicy = LINK,
+        batched: bool = False,
     ) -> None:
+        """``batched``: appended entries take 1-3 offsets each, as a controller's metadata batches do
+        (one per record), so commits, fetches and truncations must keep every batch whole."""
+        self.batched = batched
         self.settings = settings
         self.link = link
         self.world = World(seed, link)
@@ -299,7 +306,12 @@ class RaftSimCluster:
             return
         while voter.applied < hw:
             offset = voter.applied
-            entry = voter.log.entries[offset]
+            index = voter.log.index_of(offset)
+            entry = voter.log.entries[index]
+            if voter.log.bases[index] + entry.records > hw:
+                raise Violation(
+                    f"{voter.name}'s high watermark {hw} falls inside the entry at offset {offset}"
+                )
             first = self.committed.setdefault(offset, entry)
             self.commit_epoch[offset] = min(self.commit_epoch.get(offset, client.epoch), client.epoch)
             if first != entry:
@@ -307,7 +319,7 @@ class RaftSimCluster:
                     f"state machine safety: {voter.name} applies {describe(entry)} at offset {offset}, "
                     f"where {describe(first)} was committed"
                 )
-            voter.applied += 1
+            voter.applied += entry.records
         still = []
         for owner, generation, epoch, offset, value in self.pending:
             if owner != voter.id or generation != voter.generation or epoch != client.epoch or offset >= hw:
@@ -326,15 +338,17 @@ class RaftSimCluster:
             )
             if leader is not None:
                 value = f"r{self.next_value}".encode()
+                records = 1 + self.next_value * 7919 % 3 if self.batched else 1
                 self.next_value += 1
 
-                def at_leader(leader: Voter = leader, value: bytes = value) -> None:
+                def at_leader(leader: Voter = leader, value: bytes = value, records: int = records) -> None:
                     client = leader.client
                     if client is None or not client.is_leader:
                         return
-                    offset = client.append(self.world.now_ms, [value])
-                    if offset is not None:
-                        self.pending.append((leader.id, leader.generation, client.epoch, offset, value))
+                    last = client.append(self.world.now_ms, [value], [records])
+                    if last is not None:
+                        base = last - records + 1
+                        self.pending.append((leader.id, leader.generation, client.epoch, base, value))
                         self._step(leader, lambda c: c.poll(self.world.now_ms))
 
                 self.world.send("client", leader.name, at_leader, "append")
@@ -342,29 +356,37 @@ class RaftSimCluster:
 
     # ---- invariants ----------------------------------------------------------------------------------------
     def _check_leader_completeness(self, voter: Voter) -> None:
-        entries = voter.log.entries
+        held_at = dict(zip(voter.log.bases, voter.log.entries, strict=True))
         epoch = voter.client.epoch if voter.client else -1
         for offset, entry in self.committed.items():
             if self.commit_epoch[offset] >= epoch:
                 continue  # committed in this epoch or later: a stale leader of an older one may lack it
-            if offset >= len(entries) or entries[offset] != entry:
-                held = describe(entries[offset]) if offset < len(entries) else "nothing"
+            if held_at.get(offset) != entry:
+                held = describe(held_at[offset]) if offset in held_at else "nothing"
                 raise Violation(
                     f"leader completeness: {voter.name} leads epoch {epoch} "
                     f"without committed {describe(entry)} at offset {offset} (it holds {held})"
                 )
 
     def check(self) -> None:
-        logs = [(v.name, v.log.entries) for v in self.voters.values()]
+        # (first offset, entry) pairs: the same epoch at the same offset means the same logs up to there
+        logs = [(v.name, list(zip(v.log.bases, v.log.entries, strict=True))) for v in self.voters.values()]
         for i, (name_a, a) in enumerate(logs):
             for name_b, b in logs[i + 1 :]:
                 common = min(len(a), len(b))
-                last_match = next((o for o in range(common - 1, -1, -1) if a[o].epoch == b[o].epoch), -1)
+                last_match = next(
+                    (
+                        o
+                        for o in range(common - 1, -1, -1)
+                        if a[o][0] == b[o][0] and a[o][1].epoch == b[o][1].epoch
+                    ),
+                    -1,
+                )
                 if last_match >= 0 and a[: last_match + 1] != b[: last_match + 1]:
                     first = next(o for o in range(last_match + 1) if a[o] != b[o])
                     raise Violation(
-                        f"log matching: {name_a} and {name_b} agree on the epoch at offset {last_match} "
-                        f"but differ at offset {first}"
+                        f"log matching: {name_a} and {name_b} agree on the epoch at offset {a[last_match][0]} "
+                        f"but differ at offset {a[first][0]}"
                     )
         for offset, value in self.acked:
             entry = self.committed.get(offset)
@@ -502,6 +524,7 @@ class RaftSimCluster:
             self.schedule,
             self.world.trace,
             self.healthy_after_ms,
+            self.batched,
         )
 
 
@@ -515,11 +538,12 @@ def run_raft_seed(
     seed: int, *, faults: str = "raft", voters: int = 5, schedule: list[RaftFault] | None = None
 ) -> RaftRunResult:
     schedule = RAFT_SCHEDULES[faults](seed, voters) if schedule is None else schedule
-    return RaftSimCluster(seed, schedule, voters=voters).run()
+    return RaftSimCluster(seed, schedule, voters=voters, batched=faults in BATCHED_SCHEDULES).run()
 
 
 def shrink_raft(result: RaftRunResult, *, voters: int = 5) -> RaftRunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
     return shrink_schedule(
-        result, lambda schedule: run_raft_seed(result.seed, voters=voters, schedule=schedule)
+        result,
+        lambda schedule: RaftSimCluster(result.seed, schedule, voters=voters, batched=result.batched).run(),
     )
