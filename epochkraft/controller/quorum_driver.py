@@ -104,6 +104,7 @@ class QuorumDriver:
         self._write_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.failure: BaseException | None = None
         self.role = self.raft.role
         self.leader_id = self.raft.leader_id
 
@@ -140,7 +141,15 @@ class QuorumDriver:
     def _spawn(self, coroutine: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # a step that failed on an answer: the core's state can no longer be trusted; ``run`` raises
+            # it, and the daemon logs it and stops
+            self.failure = exc
+            self._wake.set()
 
     async def _send(self, envelope: Envelope) -> None:
         client = self.clients.get(envelope.destination)
@@ -199,8 +208,10 @@ class QuorumDriver:
             self._replies.pop((source, correlation_id), None)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Polls the core at its deadlines until ``stop``; then resigns (EndQuorumEpoch) if leading."""
+        """Polls the core at its deadlines until ``stop``; raises what a step on an answer raised."""
         while not stop.is_set():
+            if self.failure is not None:
+                raise self.failure
             self._wake.clear()
             delay = max(self.raft.next_deadline_ms() - self.now_ms(), 0) / 1000
             with contextlib.suppress(TimeoutError):
