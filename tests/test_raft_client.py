@@ -14,6 +14,7 @@ from epochkraft.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    SnapshotRef,
     VoteRequest,
     VoteResponse,
 )
@@ -524,3 +525,79 @@ def test_a_voter_rejoining_on_an_empty_disk_is_silent_to_candidates_until_it_cau
 
 def test_a_new_voter_is_not_abstaining():
     assert not RaftTestContext(1).client.abstaining
+
+
+# ---- snapshots: a log that starts after offset 0 (KafkaRaftClientSnapshotTest) --------------------------------
+def test_testFetchRequestOffsetLessThanLogStart():
+    """The leader has dropped its log below a snapshot: a fetch from below the log start is answered with
+    the snapshot's id, not records."""
+    ctx = RaftTestContext(
+        1, log=[(1, b"a"), (1, b"b"), (2, b"c")], persisted=QuorumStateData(2, -1, -1, (1, 2, 3))
+    )
+    ctx.log.trim_to(2)
+    assert (ctx.log.start_offset, ctx.log.snapshot_epoch) == (2, 1)
+    ctx.become_leader()
+    reply = ctx.fetch_from(2, 1, 1)
+    assert reply.snapshot_id == SnapshotRef(2, 1) and reply.records == ()
+    reply = ctx.fetch_from(2, 2, 1)  # from the log start, after the snapshot's epoch: records
+    assert reply.snapshot_id is None and reply.records[0].value == b"c"
+
+
+def test_testFetchRequestWithLastFetchedEpochLessThanOldestSnapshot():
+    """A follower whose last epoch the leader's remaining log does not hold, diverging below the log start:
+    the snapshot, not a DivergingEpoch it could never truncate to."""
+    ctx = RaftTestContext(
+        1, log=[(1, b"a"), (2, b"b"), (2, b"c")], persisted=QuorumStateData(2, -1, -1, (1, 2, 3))
+    )
+    ctx.log.trim_to(2)
+    ctx.become_leader()
+    reply = ctx.fetch_from(2, 3, 1)  # epoch 1 ends at 1 in the leader's log: below its start
+    assert reply.snapshot_id == SnapshotRef(2, 2) and reply.diverging_epoch is None
+
+
+def test_testFetchResponseWithSnapshotId():
+    """A follower told to fetch a snapshot stops fetching the log; once the driver installs it, the log
+    is the snapshot (start and end at its end offset, its epoch the last fetched), the high watermark at
+    least its end, and fetching goes on from there."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)), log=[(1, b"a")])
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest)
+    ctx.respond(fetch, FetchResponse(ErrorCode.none, 2, 5, 40, snapshot_id=SnapshotRef(30, 4)))
+    assert ctx.client.snapshot_wanted == (30, 4)
+    ctx.poll(100)
+    assert not ctx.take(FetchRequest)  # waits for the snapshot
+    ctx.client.install_snapshot(ctx.now_ms, 30, 4)
+    assert (ctx.log.start_offset, ctx.log.end_offset, ctx.log.last_fetched_epoch) == (30, 30, 4)
+    assert ctx.client.high_watermark == 30 and ctx.client.snapshot_wanted is None
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (30, 4)
+
+
+def test_testFetchSnapshotResponseMissingSnapshot():
+    """The leader no longer has the snapshot it named: the follower fetches again after its backoff and is
+    told the current one."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest)
+    ctx.respond(fetch, FetchResponse(ErrorCode.none, 2, 5, 40, snapshot_id=SnapshotRef(30, 4)))
+    ctx.client.snapshot_unavailable(ctx.now_ms)
+    ctx.client.install_snapshot(ctx.now_ms, 30, 4)  # too late: not wanted any more
+    assert ctx.log.end_offset == 0
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [fetch] = ctx.take(FetchRequest)
+    assert fetch.message.fetch_offset == 0
+
+
+def test_trimming_keeps_batches_whole_and_the_epoch_cache_from_the_start():
+    log = RaftLog([LogEntry(1, b"a", 2), LogEntry(1, b"b", 3), LogEntry(3, b"c", 1)])
+    assert log.bases == [0, 2, 5] and log.end_offset == 6
+    log.trim_to(3)  # inside the second entry: not a boundary, nothing dropped
+    assert log.start_offset == 0
+    log.trim_to(5)
+    assert (log.start_offset, log.snapshot_epoch, log.bases) == (5, 1, [5])
+    # an epoch wholly in the snapshot is not in the cache (truncateFromStart): a fetch naming it gets the
+    # snapshot
+    assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (-1, -1)
+    log.truncate_to(4)  # below the start: never
+    assert log.end_offset == 6

@@ -199,7 +199,7 @@ class RaftClient(Replication):
             deadlines.append(state.fetch_deadline_ms)
             if state.fetch_in_flight is not None:
                 deadlines.append(state.fetch_sent_ms + self.settings.request_timeout_ms)
-            else:
+            elif state.snapshot_wanted is None:  # else the driver is fetching the snapshot
                 deadlines.append(state.next_fetch_ms)
         elif isinstance(state, ProspectiveState | CandidateState):
             if isinstance(state, CandidateState) and state.backoff_until_ms is not None:

@@ -44,6 +44,10 @@ class RaftLog:
         self.entries: list[LogEntry] = []
         self.bases: list[int] = []  # each entry's first offset
         self._end = 0
+        # Below start_offset the log is a snapshot: entries up to there were committed and dropped
+        # (trim_to), or never held (install_snapshot); snapshot_epoch is its last entry's epoch.
+        self.start_offset = 0
+        self.snapshot_epoch = 0
         # (epoch, start offset) in ascending order, as LeaderEpochFileCache
         self.epochs: list[tuple[int, int]] = []
         self.truncations = 0
@@ -56,13 +60,13 @@ class RaftLog:
 
     @property
     def last_fetched_epoch(self) -> int:
-        return self.entries[-1].epoch if self.entries else 0
+        return self.entries[-1].epoch if self.entries else self.snapshot_epoch
 
     def index_of(self, offset: int) -> int:
-        """The index of the entry holding ``offset`` (len(entries) at or past the end)."""
+        """The index of the entry holding ``offset`` (len(entries) at or past the end, 0 below the start)."""
         if offset >= self._end:
             return len(self.entries)
-        return bisect.bisect_right(self.bases, offset) - 1
+        return max(bisect.bisect_right(self.bases, offset) - 1, 0)
 
     def epoch_at(self, offset: int) -> int:
         return self.entries[self.index_of(offset)].epoch
@@ -80,7 +84,7 @@ class RaftLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drops every entry at ``offset`` and above (an entry holding ``offset`` goes whole)."""
-        if offset >= self._end:
+        if offset >= self._end or offset < self.start_offset:
             return
         index = self.index_of(offset)
         offset = self.bases[index]
@@ -88,6 +92,32 @@ class RaftLog:
         del self.bases[index:]
         self._end = offset
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
+        self.truncations += 1
+
+    def trim_to(self, offset: int) -> None:
+        """Drops the entries below ``offset``, which a snapshot now holds (KafkaRaftClient deletes the log
+        below its latest snapshot): ``offset`` is an entry boundary at or below the high watermark."""
+        index = self.index_of(offset)
+        if offset <= self.start_offset or (index < len(self.entries) and self.bases[index] != offset):
+            return
+        self.snapshot_epoch = self.entries[index - 1].epoch
+        del self.entries[:index]
+        del self.bases[:index]
+        self.start_offset = offset
+        # the epoch cache from the start on (LeaderEpochFileCache.truncateFromStart)
+        kept = [(e, start) for e, start in self.epochs if start >= offset]
+        if not kept or kept[0][1] > offset:
+            kept.insert(0, (self.snapshot_epoch, offset))
+        self.epochs = kept
+
+    def install_snapshot(self, end_offset: int, epoch: int) -> None:
+        """Replaces the whole log by a snapshot ending at ``end_offset`` (ReplicatedLog
+        .truncateToLatestSnapshot): a follower too far behind the leader's log start."""
+        self.entries.clear()
+        self.bases.clear()
+        self._end = self.start_offset = end_offset
+        self.snapshot_epoch = epoch
+        self.epochs = [(epoch, end_offset)]
         self.truncations += 1
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

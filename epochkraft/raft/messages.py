@@ -81,6 +81,15 @@ class FetchResponse:
     records: tuple[LogEntry, ...] = ()
     diverging_epoch: DivergingEpoch | None = None
     log_start_offset: int = 0
+    snapshot_id: SnapshotRef | None = None  # fetch this snapshot first: the offset is below the log start
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """A snapshot's id, as Kafka's OffsetAndEpoch: the offset after its last entry and that entry's epoch."""
+
+    end_offset: int
+    epoch: int
 
 
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest

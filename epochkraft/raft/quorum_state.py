@@ -170,6 +170,7 @@ class FollowerState:
     fetch_in_flight: int | None = None  # correlation id
     fetch_sent_ms: int = 0
     next_fetch_ms: int = 0
+    snapshot_wanted: tuple[int, int] | None = None  # (end offset, epoch) the leader said to fetch first
 
     def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
         # FollowerState.canGrantVote: a pre-vote only while it has not heard from its leader

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.raft.messages import DivergingEpoch, Envelope, FetchRequest, FetchResponse, Message
+from epochkraft.raft.messages import (
+    DivergingEpoch,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    SnapshotRef,
+)
 from epochkraft.raft.quorum_state import (
     NO_LEADER,
     EpochState,
@@ -102,9 +109,21 @@ class Replication:
         if request.fetch_offset < 0 or request.last_fetched_epoch > state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
-        # validateOffsetAndEpoch
-        if request.fetch_offset > 0 or request.last_fetched_epoch > 0:
+        # validateOffsetAndEpoch: below the log start, a snapshot first; then divergence
+        if request.fetch_offset < self.log.start_offset:
+            self._reply(envelope, self._snapshot_answer(state))
+            return
+        at_snapshot = (request.fetch_offset, request.last_fetched_epoch) == (
+            self.log.start_offset,
+            self.log.snapshot_epoch,
+        )  # right after the snapshot: valid (KafkaMetadataLog.validateOffsetAndEpoch)
+        if (request.fetch_offset > 0 or request.last_fetched_epoch > 0) and not at_snapshot:
             epoch, end = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+            if (
+                epoch != request.last_fetched_epoch or end < request.fetch_offset
+            ) and end < self.log.start_offset:
+                self._reply(envelope, self._snapshot_answer(state))
+                return
             if epoch != request.last_fetched_epoch or end < request.fetch_offset:
                 self._reply(
                     envelope,
@@ -140,6 +159,11 @@ class Replication:
         records = self.log.read(request.fetch_offset, self.settings.fetch_max_records)
         hw = state.high_watermark if state.high_watermark is not None else -1
         self._reply(envelope, FetchResponse(ErrorCode.none, self.local_id, state.epoch, hw, records))
+
+    def _snapshot_answer(self, state: LeaderState) -> FetchResponse:
+        hw = state.high_watermark if state.high_watermark is not None else -1
+        snapshot = SnapshotRef(self.log.start_offset, self.log.snapshot_epoch)
+        return FetchResponse(ErrorCode.none, self.local_id, state.epoch, hw, snapshot_id=snapshot)
 
     def _fetch_error(self, error: ErrorCode) -> FetchResponse:
         return FetchResponse(error, self.leader_id, self.state.epoch, -1)
@@ -183,7 +207,7 @@ class Replication:
             if now_ms < state.fetch_sent_ms + self.settings.request_timeout_ms:
                 return
             state.fetch_in_flight = None  # lost: ask again
-        if now_ms < state.next_fetch_ms:
+        if now_ms < state.next_fetch_ms or state.snapshot_wanted is not None:
             return
         request = FetchRequest(
             self.local_id,
@@ -214,6 +238,11 @@ class Replication:
             return
         state.has_fetched_from_leader = True
         state.fetch_deadline_ms = now_ms + self.settings.fetch_timeout_ms
+        if response.snapshot_id is not None:
+            # the driver fetches the snapshot (FetchSnapshot) and calls install_snapshot, or
+            # snapshot_unavailable to fetch again (KafkaRaftClient.handleFetchResponse: snapshotId)
+            state.snapshot_wanted = (response.snapshot_id.end_offset, response.snapshot_id.epoch)
+            return
         if response.diverging_epoch is not None:
             # the log below the truncation point is not known to match yet (another round may truncate
             # further), so the high watermark waits for an answer without divergence, as in Kafka
@@ -228,6 +257,34 @@ class Replication:
             if state.high_watermark is None or hw > state.high_watermark:
                 state.high_watermark = hw
                 self._note_high_watermark(hw)
+
+    # ---- snapshots, for a follower behind the leader's log start -----------------------------------------
+    @property
+    def snapshot_wanted(self) -> tuple[int, int] | None:
+        """(end offset, epoch) of the snapshot the leader said to fetch; None: none wanted."""
+        state = self.state
+        return state.snapshot_wanted if isinstance(state, FollowerState) else None
+
+    def install_snapshot(self, now_ms: int, end_offset: int, epoch: int) -> None:
+        """The driver has the snapshot it was told to fetch, whole and durable: the log becomes it and
+        fetching goes on from its end (KafkaRaftClient.handleFetchSnapshotResponse on the last chunk)."""
+        state = self.state
+        if not isinstance(state, FollowerState) or state.snapshot_wanted != (end_offset, epoch):
+            return
+        self.log.install_snapshot(end_offset, epoch)
+        state.snapshot_wanted = None
+        state.next_fetch_ms = now_ms
+        if state.high_watermark is None or end_offset > state.high_watermark:
+            state.high_watermark = end_offset  # a snapshot holds only committed entries
+            self._note_high_watermark(end_offset)
+
+    def snapshot_unavailable(self, now_ms: int) -> None:
+        """The leader no longer has that snapshot (SNAPSHOT_NOT_FOUND) or it could not be read: fetch
+        again after the backoff and be told the current one."""
+        state = self.state
+        if isinstance(state, FollowerState) and state.snapshot_wanted is not None:
+            state.snapshot_wanted = None
+            state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     def _truncate_to_end_offset(self, state: FollowerState, diverging: DivergingEpoch) -> None:
         # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch

@@ -5,9 +5,10 @@ partitions, slow links, held AlterPartitions and replica fetcher failures; ``--f
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
 without epochs and skip the epoch comparison; the controller skips the KIP-841 check).
 
-``--faults raft``, ``raft-churn`` and ``raft-wipe`` simulate a quorum of ``--voters`` controllers instead
-(the Raft core in ``epochkraft/raft``): crashes, partitions, lossy links, resignations, leaders crashing
-soon after their election, or voters coming back on an empty disk; there ``--unsafe`` makes the leader
+``--faults raft``, ``raft-churn``, ``raft-wipe`` and ``raft-snapshots`` simulate a quorum of ``--voters``
+controllers instead (the Raft core in ``epochkraft/raft``): crashes, partitions, lossy links,
+resignations, leaders crashing soon after their election, voters coming back on an empty disk, or voters
+dropping their logs below snapshots and followers installing the leader's; there ``--unsafe`` makes the leader
 commit entries of an earlier epoch by counting replicas (the Raft paper's figure 8), or, with raft-wipe,
 lets a voter that lost its disk vote as a new one. The first
 violation is shrunk to the fewest faults that still break an invariant and printed with its trace.

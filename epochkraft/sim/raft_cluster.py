@@ -17,6 +17,7 @@ its epoch, every log equal to the leader's, and every high watermark at the log 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epochkraft.raft.client import RaftClient
@@ -137,9 +138,17 @@ def disk_loss_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     return sorted(faults, key=lambda f: f.at_ms)
 
 
-# the schedules whose entries take several offsets, as the controllers' metadata batches do
-BATCHED_SCHEDULES = frozenset({"raft"})
-RAFT_SCHEDULES = {"raft": raft_schedule, "raft-churn": leader_churn_schedule, "raft-wipe": disk_loss_schedule}
+# the schedules whose entries take several offsets, as the controllers' metadata batches do, and those
+# whose voters snapshot and drop their logs below
+BATCHED_SCHEDULES = frozenset({"raft", "raft-snapshots"})
+SNAPSHOT_SCHEDULES = frozenset({"raft-snapshots"})
+SNAPSHOT_EVERY = 30  # offsets applied between a voter's snapshots
+RAFT_SCHEDULES: dict[str, Callable[[int, int], list[RaftFault]]] = {
+    "raft": raft_schedule,
+    "raft-churn": leader_churn_schedule,
+    "raft-wipe": disk_loss_schedule,
+    "raft-snapshots": raft_schedule,  # the raft faults, voters snapshotting and dropping their logs
+}
 
 
 @dataclass
@@ -153,6 +162,9 @@ class Voter:
     timer_at_ms: int | None = None
     applied: int = 0  # entries applied to this incarnation's state machine
     disk_lost: bool = False  # restarted on an empty disk: it rejoins (RaftClient's ``rejoining``)
+    snapshot: dict[int, LogEntry] = field(default_factory=dict)  # what its snapshot holds, by offset
+    fetching_snapshot: bool = False
+    snapshot_requests: int = 0
 
     @property
     def name(self) -> str:
@@ -174,6 +186,7 @@ class RaftRunResult:
     trace: list[str] = field(default_factory=list)
     healthy_after_ms: int | None = None
     batched: bool = False
+    snapshots: bool = False
 
 
 class RaftSimCluster:
@@ -186,10 +199,14 @@ class RaftSimCluster:
         settings: RaftSettings = SIM_SETTINGS,
         link: LinkPolicy = LINK,
         batched: bool = False,
+        snapshots: bool = False,
     ) -> None:
         """``batched``: appended entries take 1-3 offsets each, as a controller's metadata batches do
-        (one per record), so commits, fetches and truncations must keep every batch whole."""
+        (one per record), so commits, fetches and truncations must keep every batch whole.
+        ``snapshots``: every voter snapshots what it applied every SNAPSHOT_EVERY offsets and drops its log
+        below; a follower behind the leader's log start fetches the leader's snapshot and installs it."""
         self.batched = batched
+        self.snapshots = snapshots
         self.settings = settings
         self.link = link
         self.world = World(seed, link)
@@ -210,7 +227,8 @@ class RaftSimCluster:
     # ---- driving the cores --------------------------------------------------------------------------------
     def start(self, voter: Voter) -> None:
         voter.generation += 1
-        voter.applied = 0
+        voter.applied = voter.log.start_offset  # the state machine loads the snapshot
+        voter.fetching_snapshot = False
         voter.client = RaftClient(
             voter.id,
             self.voter_ids,
@@ -242,6 +260,8 @@ class RaftSimCluster:
             if known != voter.id:
                 raise Violation(f"two leaders in epoch {client.epoch}: voter-{known} and {voter.name}")
         self._apply(voter)
+        if client.snapshot_wanted is not None and not voter.fetching_snapshot:
+            self._fetch_snapshot(voter, client.leader_id, client.snapshot_wanted)
         deadline = client.next_deadline_ms()
         if voter.timer_at_ms is None or deadline < voter.timer_at_ms or voter.timer_at_ms < self.world.now_ms:
             voter.timer_token += 1
@@ -297,6 +317,59 @@ class RaftSimCluster:
 
         self.world.send(source.name, destination.name, deliver, type(envelope.message).__name__)
 
+    def _fetch_snapshot(self, voter: Voter, leader_id: int, wanted: tuple[int, int]) -> None:
+        """FetchSnapshot, as one message each way: the leader answers with its snapshot if it is still the
+        one asked for (else SNAPSHOT_NOT_FOUND), the follower installs it."""
+        leader = self.voters.get(leader_id)
+        if leader is None:
+            return
+        voter.fetching_snapshot = True
+        voter.snapshot_requests += 1
+        generation, request = voter.generation, voter.snapshot_requests
+
+        def answer(contents: dict[int, LogEntry] | None) -> None:
+            if (
+                voter.client is None
+                or voter.generation != generation
+                or voter.snapshot_requests != request
+                or not voter.fetching_snapshot
+            ):
+                return  # a crashed incarnation's, or one given up on
+            voter.fetching_snapshot = False
+            if contents is None or voter.client.snapshot_wanted != wanted:
+                self._step(
+                    voter, lambda c: (c.snapshot_unavailable(self.world.now_ms), c.poll(self.world.now_ms))[1]
+                )
+                return
+            for offset, entry in contents.items():
+                first = self.committed.setdefault(offset, entry)
+                if first != entry:
+                    raise Violation(
+                        f"state machine safety: {voter.name} installs {describe(entry)} at offset {offset}, "
+                        f"where {describe(first)} was committed"
+                    )
+            voter.snapshot = dict(contents)
+            voter.applied = wanted[0]
+            self.world.log(f"{voter.name} installs {leader.name}'s snapshot up to {wanted[0]}")
+            self._step(
+                voter,
+                lambda c: (c.install_snapshot(self.world.now_ms, *wanted), c.poll(self.world.now_ms))[1],
+            )
+
+        def at_leader() -> None:
+            log = leader.log
+            have = leader.client is not None and (log.start_offset, log.snapshot_epoch) == wanted
+            contents = dict(leader.snapshot) if have else None
+            self.world.send(leader.name, voter.name, lambda: answer(contents), "FetchSnapshotResponse")
+
+        self.world.send(voter.name, leader.name, at_leader, "FetchSnapshotRequest")
+        # no answer within the request timeout: lost, ask the leader again
+        self.world.after(
+            self.settings.request_timeout_ms,
+            lambda: answer(None) if voter.snapshot_requests == request else None,
+            "snapshot timeout",
+        )
+
     # ---- the state machine and the client -----------------------------------------------------------------
     def _apply(self, voter: Voter) -> None:
         client = voter.client
@@ -320,6 +393,14 @@ class RaftSimCluster:
                     f"where {describe(first)} was committed"
                 )
             voter.applied += entry.records
+        if self.snapshots and voter.applied - voter.log.start_offset >= SNAPSHOT_EVERY:
+            first = voter.log.index_of(voter.log.start_offset)
+            last = voter.log.index_of(voter.applied)
+            voter.snapshot.update(
+                zip(voter.log.bases[first:last], voter.log.entries[first:last], strict=True)
+            )
+            voter.log.trim_to(voter.applied)
+            self.world.log(f"{voter.name} snapshots up to {voter.applied} and drops its log below")
         still = []
         for owner, generation, epoch, offset, value in self.pending:
             if owner != voter.id or generation != voter.generation or epoch != client.epoch or offset >= hw:
@@ -356,7 +437,7 @@ class RaftSimCluster:
 
     # ---- invariants ----------------------------------------------------------------------------------------
     def _check_leader_completeness(self, voter: Voter) -> None:
-        held_at = dict(zip(voter.log.bases, voter.log.entries, strict=True))
+        held_at = voter.snapshot | dict(zip(voter.log.bases, voter.log.entries, strict=True))
         epoch = voter.client.epoch if voter.client else -1
         for offset, entry in self.committed.items():
             if self.commit_epoch[offset] >= epoch:
@@ -369,24 +450,18 @@ class RaftSimCluster:
                 )
 
     def check(self) -> None:
-        # (first offset, entry) pairs: the same epoch at the same offset means the same logs up to there
-        logs = [(v.name, list(zip(v.log.bases, v.log.entries, strict=True))) for v in self.voters.values()]
+        # entries by first offset (logs may start at different offsets, below them their snapshots): the
+        # same epoch at the same offset means the same entries up to there
+        logs = [(v.name, dict(zip(v.log.bases, v.log.entries, strict=True))) for v in self.voters.values()]
         for i, (name_a, a) in enumerate(logs):
             for name_b, b in logs[i + 1 :]:
-                common = min(len(a), len(b))
-                last_match = next(
-                    (
-                        o
-                        for o in range(common - 1, -1, -1)
-                        if a[o][0] == b[o][0] and a[o][1].epoch == b[o][1].epoch
-                    ),
-                    -1,
-                )
-                if last_match >= 0 and a[: last_match + 1] != b[: last_match + 1]:
-                    first = next(o for o in range(last_match + 1) if a[o] != b[o])
+                common = sorted(a.keys() & b.keys())
+                last_match = next((o for o in reversed(common) if a[o].epoch == b[o].epoch), -1)
+                differ = next((o for o in common if o <= last_match and a[o] != b[o]), None)
+                if differ is not None:
                     raise Violation(
-                        f"log matching: {name_a} and {name_b} agree on the epoch at offset {a[last_match][0]} "
-                        f"but differ at offset {a[first][0]}"
+                        f"log matching: {name_a} and {name_b} agree on the epoch at offset {last_match} "
+                        f"but differ at offset {differ}"
                     )
         for offset, value in self.acked:
             entry = self.committed.get(offset)
@@ -438,6 +513,7 @@ class RaftSimCluster:
         self.crash(target)
         if fault.kind == "wipe":
             target.log = RaftLog()
+            target.snapshot = {}
             target.persisted = None
             target.disk_lost = True
         self.world.after(
@@ -469,7 +545,9 @@ class RaftSimCluster:
                 problems.append(
                     f"{voter.name} is {client.role} in epoch {client.epoch}, not following {leader.name}"
                 )
-            if voter.log.entries != leader.log.entries:
+            ours = dict(zip(voter.log.bases, voter.log.entries, strict=True))
+            theirs = dict(zip(leader.log.bases, leader.log.entries, strict=True))
+            if voter.log.end_offset != end or any(ours[o] != theirs[o] for o in ours.keys() & theirs.keys()):
                 problems.append(
                     f"{voter.name}'s log ends at {voter.log.end_offset}, {leader.name}'s at {end}"
                 )
@@ -525,6 +603,7 @@ class RaftSimCluster:
             self.world.trace,
             self.healthy_after_ms,
             self.batched,
+            self.snapshots,
         )
 
 
@@ -538,12 +617,20 @@ def run_raft_seed(
     seed: int, *, faults: str = "raft", voters: int = 5, schedule: list[RaftFault] | None = None
 ) -> RaftRunResult:
     schedule = RAFT_SCHEDULES[faults](seed, voters) if schedule is None else schedule
-    return RaftSimCluster(seed, schedule, voters=voters, batched=faults in BATCHED_SCHEDULES).run()
+    return RaftSimCluster(
+        seed,
+        schedule,
+        voters=voters,
+        batched=faults in BATCHED_SCHEDULES,
+        snapshots=faults in SNAPSHOT_SCHEDULES,
+    ).run()
 
 
 def shrink_raft(result: RaftRunResult, *, voters: int = 5) -> RaftRunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
     return shrink_schedule(
         result,
-        lambda schedule: RaftSimCluster(result.seed, schedule, voters=voters, batched=result.batched).run(),
+        lambda schedule: RaftSimCluster(
+            result.seed, schedule, voters=voters, batched=result.batched, snapshots=result.snapshots
+        ).run(),
     )
