@@ -388,10 +388,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
             if fenced:
                 log.info("fenced brokers whose session expired", brokers=fenced)
             node.ship_events()
-            if events is not None and time.monotonic() - last_snapshot >= SNAPSHOT_INTERVAL_S:
-                last_snapshot = time.monotonic()
-                state = controller.state()
-                events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+            last_snapshot = _emit_state(events, controller, last_snapshot)
     finally:
         log.info("controller stopping")
         await server.stop()
@@ -458,10 +455,7 @@ async def serve_quorum(
                 if fenced:
                     log.info("fenced brokers whose session expired", brokers=fenced)
             node.ship_events()
-            if events is not None and time.monotonic() - last_snapshot >= SNAPSHOT_INTERVAL_S:
-                last_snapshot = time.monotonic()
-                state = controller.state()
-                events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+            last_snapshot = _emit_state(events, controller, last_snapshot)
     finally:
         log.info("controller stopping", role=driver.raft.role)
         if raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None:
@@ -509,6 +503,15 @@ async def _on_activation(
 
 def NOW() -> int:
     return int(time.time() * 1000)
+
+
+def _emit_state(events: Any, controller: Controller, last: float) -> float:
+    """A controller_snapshot event every SNAPSHOT_INTERVAL_S (with an event log); returns when it last went."""
+    if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
+        return last
+    state = controller.state()
+    events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+    return time.monotonic()
 
 
 async def _start_listener(
