@@ -11,6 +11,8 @@ import structlog
 from kio.schema.fetch.v16 import request as f16
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.metadata.fetch_snapshot import fetch_snapshot
+from epochkraft.metadata.snapshot import SnapshotId, decode_snapshot, removals_for
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -84,6 +86,9 @@ class MetadataFollower:
                 await asyncio.sleep(0.1)
                 continue
             data = response.responses[0].partitions[0]
+            if data.error_code == ErrorCode.none and data.snapshot_id.end_offset >= 0:
+                await self._load_snapshot(SnapshotId(data.snapshot_id.end_offset, data.snapshot_id.epoch))
+                continue
             if data.error_code != ErrorCode.none:
                 log.warning("metadata fetch error", error=data.error_code.name)
                 await asyncio.sleep(0.2)
@@ -105,6 +110,28 @@ class MetadataFollower:
                 self.on_changes(changes)
             self.progress.set()
             self.progress = asyncio.Event()
+
+    async def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The controller dropped its log below where we are: its snapshot (FetchSnapshot) replaces our
+        image, with what the snapshot no longer holds taken out first so the replica manager hears of
+        it (a deleted topic, an unregistered broker), and fetching goes on from its end."""
+        try:
+            data = await fetch_snapshot(self.client.send, snapshot_id, replica_id=self.node_id)
+            snapshot = decode_snapshot(data, snapshot_id)
+        except (NetworkError, ProtocolError, OSError) as exc:
+            log.warning("metadata snapshot fetch failed", snapshot=str(snapshot_id), error=str(exc))
+            await asyncio.sleep(0.2)
+            return
+        changes = Changes()
+        offset = snapshot_id.last_contained_offset
+        for record in removals_for(self.cache, snapshot.records) + snapshot.records:
+            self.cache.apply(offset, record, changes)
+        self.cache.next_offset = snapshot_id.end_offset
+        log.info("metadata snapshot loaded", end_offset=snapshot_id.end_offset, records=len(snapshot.records))
+        if changes:
+            self.on_changes(changes)
+        self.progress.set()
+        self.progress = asyncio.Event()
 
 
 def _end_offset(records: bytes) -> int:

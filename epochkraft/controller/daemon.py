@@ -44,8 +44,13 @@ from epochkraft.controller.quorum_driver import QuorumDriver, parse_voters
 from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.snapshots import MetadataSnapshotter
+from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
-from epochkraft.metadata.snapshot_file import newest_valid_snapshot, remove_partial_snapshots
+from epochkraft.metadata.snapshot_file import (
+    newest_valid_snapshot,
+    read_snapshot_file,
+    remove_partial_snapshots,
+)
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
@@ -75,14 +80,22 @@ SEGMENT_NAME = "00000000000000000000.log"
 
 
 class MetadataLogFile:
-    """Append-only file of metadata batches; torn tails are truncated on open."""
+    """Append-only file of metadata batches (metadata/segment.py names it by its base offset); torn tails
+    are truncated on open; ``trim`` rewrites it from a snapshot's offset."""
 
     def __init__(self, data_dir: Path, fsync: bool = True) -> None:
         self.dir = data_dir / LOG_DIR_NAME
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / SEGMENT_NAME
+        self.path, self.base_offset = find_segment(self.dir)
         self.fsync = fsync
         self._file: Any = None
+
+    def trim(self, offset: int, kept: list[bytes]) -> None:
+        """The file from ``offset`` on (the batches the log kept), the records before it gone."""
+        self.close()
+        self.path = rewrite_segment(self.dir, self.path, offset, kept, self.fsync)
+        self.base_offset = offset
+        self.open()
 
     def read_valid(self) -> tuple[bytes, int]:
         """(bytes of whole, valid batches, bytes cut from a torn tail)."""
@@ -117,6 +130,7 @@ class MetadataLogFile:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+            self._file = None
 
 
 class ControllerNode:
@@ -138,6 +152,7 @@ class ControllerNode:
         # What brokers fetch: the log itself with one controller, the committed part in a quorum.
         self.quorum = quorum
         self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
+        self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
@@ -289,11 +304,14 @@ def open_quorum(
         rng=random.Random(),
         rejoining=args.rejoin,
     )
+    log_dir = raft_log.directory
     quorum = ControllerQuorum(
-        raft, lambda log_: Controller(args.cluster_id, settings, log_, node_id=args.node_id)
+        raft,
+        lambda log_: Controller(args.cluster_id, settings, log_, node_id=args.node_id),
+        snapshots=lambda snapshot_id: read_snapshot_file(log_dir, snapshot_id),
     )
     data = b"".join(raft_log.raw)
-    snapshot = load_newest_snapshot(quorum.controller, raft_log.directory, data, log)
+    snapshot = load_newest_snapshot(quorum.controller, log_dir, data, log, raft_log.start_offset)
     if snapshot is not None:
         quorum.replayed_to = snapshot.end_offset
         quorum.has_metadata = True
@@ -309,7 +327,13 @@ def open_quorum(
     def snapshot_point() -> SnapshotId | None:
         if quorum.replayed_to != quorum.applied or quorum.applied == 0:
             return None  # the image holds a write not yet committed
+        if quorum.applied == raft_log.start_offset:
+            return SnapshotId(quorum.applied, raft_log.snapshot_epoch)  # the one it starts from
         return SnapshotId(quorum.applied, raft_log.epoch_at(quorum.applied - 1))
+
+    def trim(below: SnapshotId) -> None:
+        if quorum.trim_to(below):
+            log.info("metadata log deleted below a snapshot", offset=below.end_offset)
 
     snapshotter = MetadataSnapshotter(
         quorum.controller,
@@ -319,10 +343,17 @@ def open_quorum(
         latest=snapshot,
         published=quorum.published,
         snapshot_point=snapshot_point,
+        on_written=trim,
     )
     driver = QuorumDriver(
         quorum, store, voters, args.cluster_id, log, ssl_context, settings.quorum_request_timeout_ms
     )
+
+    def installed(snapshot_id: SnapshotId) -> None:
+        snapshotter.latest = snapshot_id
+        snapshotter.bytes_since_snapshot = 0
+
+    driver.installed.append(installed)
     return driver, snapshotter
 
 
@@ -330,15 +361,14 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     log = logs.configure(f"controller-{args.node_id}", args.log_level)
     if settings.quorum_voters:
         return await serve_quorum(args, settings, listen, log)
-    metadata_log = MetadataLog()
+    log_file = MetadataLogFile(Path(args.data_dir)) if args.data_dir else None
+    metadata_log = MetadataLog(log_file.base_offset if log_file is not None else 0)
     controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
-    log_file: MetadataLogFile | None = None
     snapshotter: MetadataSnapshotter | None = None
-    if args.data_dir:
-        log_file = MetadataLogFile(Path(args.data_dir))
+    if log_file is not None:
         data, cut = log_file.read_valid()
         started = time.monotonic()
-        snapshot = load_newest_snapshot(controller, log_file.dir, data, log)
+        snapshot = load_newest_snapshot(controller, log_file.dir, data, log, log_file.base_offset)
         replay_from = 0 if snapshot is None else snapshot.end_offset
         count = controller.load(data, replay_from)
         log.info(
@@ -351,14 +381,28 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         )
         log_file.open()
         metadata_log.listeners.append(log_file.append)  # before the snapshotter: on disk before snapshotted
+
+        def trim(below: SnapshotId) -> None:
+            assert log_file is not None
+            kept = metadata_log.trim_to(below.end_offset, below.epoch)
+            if metadata_log.start_offset == below.end_offset != log_file.base_offset:
+                log_file.trim(below.end_offset, kept)
+                log.info("metadata log deleted below a snapshot", offset=below.end_offset)
+
         snapshotter = MetadataSnapshotter(
-            controller, log_file.dir, settings.max_record_bytes_between_snapshots, log, latest=snapshot
+            controller,
+            log_file.dir,
+            settings.max_record_bytes_between_snapshots,
+            log,
+            latest=snapshot,
+            on_written=trim,
         )
     events = _event_log(args)
     security = NodeSecurity.build(settings)
     if security.authorizer is not None:
         security.authorizer.acls = controller.image.acls  # the ACLs the metadata log holds
     node = ControllerNode(controller, log, events, security)
+    node.snapshot_dir = log_file.dir if log_file is not None else None
     controller.bootstrap(node.now_ms())
     added = controller.add_scram_credentials(node.now_ms(), bootstrap_scram(args.add_scram))
     if added:
@@ -422,6 +466,7 @@ async def serve_quorum(
 
         quorum.listeners.append(repoint_acls)
     node = ControllerNode(controller, log, events, security, quorum=driver)
+    node.snapshot_dir = quorum.log.directory
     scram = bootstrap_scram(args.add_scram)
     server = await _start_listener(node, listen, settings, security, log)
     admin = await _admin_server(args, controller, driver)
@@ -537,12 +582,15 @@ async def _start_listener(
     return server
 
 
-def load_newest_snapshot(controller: Controller, log_dir: Path, data: bytes, log: Any) -> SnapshotId | None:
+def load_newest_snapshot(
+    controller: Controller, log_dir: Path, data: bytes, log: Any, log_start: int = 0
+) -> SnapshotId | None:
     """Loads the newest readable snapshot within the log into ``controller``; returns its id (None: the
-    whole log is to be replayed). Unreadable snapshots are logged and skipped, as are .part files."""
+    whole log is to be replayed). Unreadable snapshots are logged and skipped, as are .part files. A log
+    that starts after offset 0 needs a snapshot from its start on: without one the daemon cannot start."""
     for partial in remove_partial_snapshots(log_dir):
         log.info("deleted an unfinished snapshot", file=partial.name)
-    log_end = 0
+    log_end = log_start
     for _pos, header in iter_batches(data):
         log_end = header.next_offset
 
@@ -550,7 +598,12 @@ def load_newest_snapshot(controller: Controller, log_dir: Path, data: bytes, log
         log.warning("metadata snapshot not used", file=snapshot_filename(snapshot_id), reason=reason)
 
     snapshot = newest_valid_snapshot(log_dir, log_end, rejected)
-    if snapshot is None:
+    if snapshot is None or snapshot.snapshot_id.end_offset < log_start:
+        if log_start > 0:
+            raise ConfigError(
+                f"the metadata log in {log_dir} starts at offset {log_start} and no readable snapshot "
+                "reaches it (restart this controller on an empty data dir, with --rejoin in a quorum)"
+            )
         return None
     count = controller.load_snapshot(snapshot)
     log.info("metadata snapshot loaded", file=snapshot_filename(snapshot.snapshot_id), records=count)

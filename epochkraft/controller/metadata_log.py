@@ -21,10 +21,13 @@ METADATA_TOPIC_ID_INT = 1  # 00000000-0000-0000-0000-000000000001, as in Kafka
 
 
 class MetadataLog:
-    def __init__(self) -> None:
+    def __init__(self, start_offset: int = 0) -> None:
         self._base_offsets: list[int] = []
         self._batches: list[bytes] = []
-        self.next_offset = 0
+        # Below start_offset the records are in a snapshot only: a fetch from there gets the snapshot's id.
+        self.start_offset = start_offset
+        self.snapshot_epoch = 0  # the epoch of the snapshot at start_offset
+        self.next_offset = start_offset
         self.listeners: list[Callable[[int, bytes], None]] = []
 
     def __len__(self) -> int:
@@ -72,6 +75,29 @@ class MetadataLog:
                 for offset, record in read_metadata_batches(raw):
                     if offset >= replay_from:
                         yield offset, record
+
+    def trim_to(self, offset: int, snapshot_epoch: int) -> list[bytes]:
+        """Drops the batches below ``offset`` (a batch boundary a snapshot ends at); returns the batches
+        kept, for the file to be rewritten from them."""
+        index = bisect.bisect_left(self._base_offsets, offset)
+        if offset <= self.start_offset or (
+            index < len(self._base_offsets) and self._base_offsets[index] != offset
+        ):
+            return self._batches
+        if index == len(self._base_offsets) and offset != self.next_offset:
+            return self._batches
+        del self._base_offsets[:index]
+        del self._batches[:index]
+        self.start_offset = offset
+        self.snapshot_epoch = snapshot_epoch
+        return self._batches
+
+    def reset_to(self, offset: int, snapshot_epoch: int) -> None:
+        """Empties the log, which then starts at a snapshot's end (a voter that installed one)."""
+        self._base_offsets.clear()
+        self._batches.clear()
+        self.start_offset = self.next_offset = offset
+        self.snapshot_epoch = snapshot_epoch
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``; at least one batch even if over ``max_bytes``."""

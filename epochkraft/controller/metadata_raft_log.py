@@ -17,12 +17,13 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+from epochkraft.metadata.segment import find_segment, rewrite_segment
+from epochkraft.metadata.snapshot_file import snapshot_ids
 from epochkraft.protocol.records import parse_header
 from epochkraft.raft.batches import MetadataLogError, batch_entry, entry_batch, split_batches
 from epochkraft.raft.log import LogEntry, RaftLog
 
 LOG_DIR_NAME = "__cluster_metadata-0"
-SEGMENT_NAME = "00000000000000000000.log"
 
 
 class MetadataRaftLog(RaftLog):
@@ -39,7 +40,12 @@ class MetadataRaftLog(RaftLog):
         if data_dir is not None:
             directory = data_dir / LOG_DIR_NAME
             directory.mkdir(parents=True, exist_ok=True)
-            self.path = directory / SEGMENT_NAME
+            self.path, base = find_segment(directory)
+            if base > 0:  # the records before it are in the snapshot that ends there
+                ends = [s for s in snapshot_ids(directory) if s.end_offset == base]
+                self._end = self.start_offset = base
+                self.snapshot_epoch = ends[-1].epoch if ends else 0
+                self.epochs = [(self.snapshot_epoch, base)]
             self._open()
 
     @property
@@ -89,6 +95,35 @@ class MetadataRaftLog(RaftLog):
             self._file.truncate(size)
             self._file.seek(size)
             self._sync()
+
+    def trim_to(self, offset: int) -> None:
+        """Drops the entries below a snapshot's end, in memory and on disk (the file rewritten from there)."""
+        index = self.index_of(offset)
+        before = self.start_offset
+        super().trim_to(offset)
+        if self.start_offset == before:
+            return
+        del self.raw[:index]
+        self._rewrite()
+
+    def install_snapshot(self, end_offset: int, epoch: int) -> None:
+        super().install_snapshot(end_offset, epoch)
+        self.raw.clear()
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        self._positions = []
+        self._size = 0
+        for batch in self.raw:
+            self._positions.append(self._size)
+            self._size += len(batch)
+        if self._file is None or self.path is None:
+            return
+        self._file.close()
+        self.path = rewrite_segment(self.path.parent, self.path, self.start_offset, self.raw, self.fsync)
+        self._file = open(self.path, "r+b")  # noqa: SIM115 - held open for the daemon's life
+        self._file.seek(self._size)
+        self._dirty = False
 
     def flush(self) -> None:
         """Makes every append durable (before anything that counts on them is sent)."""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from epochkraft.controller.controller import METADATA_VERSION, Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
+from epochkraft.metadata.snapshot import Snapshot, SnapshotId
 from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
 from epochkraft.protocol.metadata_records import FeatureLevelRecord, MetadataRecord
 from epochkraft.protocol.records import parse_header
@@ -69,15 +70,19 @@ class ControllerQuorum:
         make_controller: Callable[[RaftBackedLog], Controller],  # given the log it is to append to
         published: MetadataLog | None = None,
         replayed_to: int = 0,
+        snapshots: Callable[[SnapshotId], Snapshot] | None = None,
     ) -> None:
         """``replayed_to``: the offset a loaded snapshot brought the controller to (entries below it are
-        published but not replayed again)."""
+        published but not replayed again); ``snapshots`` reads a snapshot this controller holds."""
         self.raft = raft
         assert isinstance(raft.log, MetadataRaftLog)
         self.log: MetadataRaftLog = raft.log
-        self.published = published if published is not None else MetadataLog()
+        start = self.log.start_offset
+        self.published = published if published is not None else MetadataLog(start)
+        self.published.snapshot_epoch = self.log.snapshot_epoch
+        self.snapshots = snapshots
         self.controller = make_controller(RaftBackedLog(self))
-        self.applied = 0  # entries below this offset are committed and published
+        self.applied = start  # entries below this offset are committed and published
         self.replayed_to = replayed_to  # the controller's state holds every record below this offset
         self.has_metadata = replayed_to > 0  # any metadata record committed (or in a loaded snapshot)
         self.active = False
@@ -150,9 +155,39 @@ class ControllerQuorum:
         self.active = False
         if self.replayed_to > self.applied:
             self.controller.reset()
+            start = self.published.start_offset
+            if start > 0:
+                assert self.snapshots is not None
+                self.controller.load_snapshot(
+                    self.snapshots(SnapshotId(start, self.published.snapshot_epoch))
+                )
             for offset, record in self.published.records():
                 self.controller.replay(record, offset)
             self.replayed_to = self.applied
+
+    # ---- snapshots ------------------------------------------------------------------------------------------
+    def trim_to(self, snapshot_id: SnapshotId) -> bool:
+        """Drops the log, and the batches brokers can fetch, below a snapshot of committed state; False
+        when it cannot (not committed yet, or not where an entry starts)."""
+        end = snapshot_id.end_offset
+        if end > self.applied or end <= self.log.start_offset:
+            return False
+        self.log.trim_to(end)
+        if self.log.start_offset != end:
+            return False
+        self.published.trim_to(end, snapshot_id.epoch)
+        return True
+
+    def install(self, snapshot: Snapshot) -> None:
+        """A follower behind the leader's log start takes the leader's snapshot: the controller's state,
+        the log brokers fetch (from its end) and the Raft log (``RaftClient.install_snapshot``, which the
+        driver calls next) all start there."""
+        snapshot_id = snapshot.snapshot_id
+        self.controller.reset()
+        self.controller.load_snapshot(snapshot)
+        self.published.reset_to(snapshot_id.end_offset, snapshot_id.epoch)
+        self.applied = self.replayed_to = snapshot_id.end_offset
+        self.has_metadata = True
 
     def needs_bootstrap(self) -> bool:
         """An active controller of a new cluster writes the metadata.version feature level first."""

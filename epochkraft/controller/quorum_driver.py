@@ -25,6 +25,9 @@ from typing import Any, TypeVar
 
 from epochkraft.config import ConfigError, parse_host_port
 from epochkraft.controller.quorum import ControllerQuorum
+from epochkraft.metadata.fetch_snapshot import SnapshotUnavailable, fetch_snapshot
+from epochkraft.metadata.snapshot import SnapshotId, decode_snapshot, snapshot_filename
+from epochkraft.metadata.snapshot_file import write_snapshot_file
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -105,6 +108,8 @@ class QuorumDriver:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.failure: BaseException | None = None
+        self._snapshot_fetch: asyncio.Future[None] | None = None
+        self.installed: list[Callable[[SnapshotId], None]] = []  # told of each snapshot installed
         self.role = self.raft.role
         self.leader_id = self.raft.leader_id
 
@@ -127,6 +132,10 @@ class QuorumDriver:
             else:
                 self._spawn(self._send(envelope))
         self._settle_commits()
+        wanted = self.raft.snapshot_wanted
+        if wanted is not None and self._snapshot_fetch is None:
+            self._snapshot_fetch = asyncio.ensure_future(self._fetch_snapshot(wanted))
+            self._snapshot_fetch.add_done_callback(self._sent)
         if (self.raft.role, self.raft.leader_id) != (self.role, self.leader_id):
             self.role, self.leader_id = self.raft.role, self.raft.leader_id
             self.log.info(
@@ -193,6 +202,41 @@ class QuorumDriver:
         if isinstance(request, EndQuorumEpochRequest):
             return wire.decode_end_quorum_epoch_response(response)
         return wire.decode_fetch_response(response)
+
+    async def _fetch_snapshot(self, wanted: tuple[int, int]) -> None:
+        """The snapshot the leader named, fetched with FetchSnapshot, made durable, installed: the
+        controller's state, the log brokers fetch and the Raft log then start at its end."""
+        snapshot_id = SnapshotId(*wanted)
+        client = self.clients.get(self.raft.leader_id)
+        directory = self.quorum.log.directory
+        try:
+            if client is None or directory is None:
+                raise SnapshotUnavailable("no leader to fetch it from, or no data dir")
+            data = await fetch_snapshot(
+                client.send,
+                snapshot_id,
+                cluster_id=self.cluster_id,
+                replica_id=self.local_id,
+                leader_epoch=self.raft.epoch,
+                progress=lambda: self.raft.snapshot_progress(self.now_ms()),
+            )
+            snapshot = decode_snapshot(data, snapshot_id)
+            await asyncio.to_thread(write_snapshot_file, directory, snapshot_id, [data])
+        except (NetworkError, ProtocolError, OSError) as exc:
+            self.log.warning("snapshot fetch failed", snapshot=str(snapshot_id), error=str(exc))
+            self._snapshot_fetch = None
+            self.step(lambda raft, now: (raft.snapshot_unavailable(now), raft.poll(now))[1])
+            return
+        self._snapshot_fetch = None
+        if self.raft.snapshot_wanted != wanted:
+            return  # the state moved on meanwhile: the next fetch says what is wanted now
+        self.quorum.install(snapshot)
+        self.step(lambda raft, now: (raft.install_snapshot(now, *wanted), raft.poll(now))[1])
+        self.log.info(
+            "metadata snapshot installed", file=snapshot_filename(snapshot_id), records=len(snapshot.records)
+        )
+        for listener in self.installed:
+            listener(snapshot_id)
 
     async def exchange(self, source: int, request: Message) -> Message:
         """A request from voter ``source`` through the core; returns the core's answer (a Fetch may be

@@ -6,8 +6,8 @@ written. The image is copied on the event loop (between two controller operation
 end offset exactly); turning it into records, encoding and the file IO run on a worker thread. One
 snapshot is written at a time; a failed one is logged and the next threshold tries again.
 
-The metadata log itself is kept whole: brokers fetch ``__cluster_metadata`` from offset 0 (there is no
-FetchSnapshot yet), so the records below a snapshot are still needed and no segment is deleted.
+Once a new snapshot is written, the daemon drops the log below the older of the two kept (``on_written``):
+brokers and voters behind that point fetch the snapshot (FetchSnapshot) and the log after it.
 """
 
 from __future__ import annotations
@@ -74,12 +74,15 @@ class MetadataSnapshotter:
         *,
         published: Any = None,
         snapshot_point: Callable[[], SnapshotId | None] | None = None,
+        on_written: Callable[[SnapshotId], None] | None = None,
     ) -> None:
         """``published``: the log whose appends are counted (the controller's own by default; a quorum
         controller's committed log); ``snapshot_point``: the id a snapshot of the image taken now would
         have, None while the image holds records not yet committed (the log's end, epoch 0, by
         default: a single controller's)."""
         self.controller = controller
+        # told the older of the two snapshots kept once a new one is written: the log below it may go
+        self.on_written = on_written
         self.snapshot_point = snapshot_point or (lambda: SnapshotId(controller.log.next_offset, 0))
         self.log_dir = log_dir
         self.max_bytes_between = max_bytes_between
@@ -131,8 +134,10 @@ class MetadataSnapshotter:
                 int(time.time() * 1000),
                 self.fsync,
             )
-            self.latest = snapshot_id
+            previous, self.latest = self.latest, snapshot_id
             self.written += 1
+            if previous is not None and self.on_written is not None:
+                self.on_written(previous)  # the log below the older kept snapshot, before it may go
             deleted = await asyncio.to_thread(delete_old_snapshots, self.log_dir, KEEP_SNAPSHOTS)
             self.log.info(
                 "metadata snapshot written",

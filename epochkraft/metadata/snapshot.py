@@ -29,7 +29,12 @@ from epochkraft.protocol.metadata_records import (
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from epochkraft.protocol.records import (
     CONTROL_BIT,
@@ -274,4 +279,41 @@ def _control_records(batch: RecordBatch) -> list[tuple[int, bytes]]:
         if expected is not None and len(value) != expected:
             raise SnapshotError(f"control record {control_type} of {len(value)} bytes")
         out.append((control_type, value))
+    return out
+
+
+def removals_for(image: MetadataImage, records: list[MetadataRecord]) -> list[MetadataRecord]:
+    """The records that take out of ``image`` what a snapshot of ``records`` no longer holds: applied
+    before the snapshot's records, they turn an image that fell behind a log's start into the snapshot's
+    (a broker that missed deletions while away). Partitions go with their topics, as in Kafka."""
+    topics, brokers, acls, scram, configs = set(), set(), set(), set(), set()
+    for record in records:
+        if isinstance(record, TopicRecord):
+            topics.add(record.topic_id)
+        elif isinstance(record, RegisterBrokerRecord):
+            brokers.add(record.broker_id)
+        elif isinstance(record, AccessControlEntryRecord):
+            acls.add(record.id)
+        elif isinstance(record, UserScramCredentialRecord):
+            scram.add((record.name, record.mechanism))
+        elif isinstance(record, ConfigRecord):
+            configs.add((record.resource_type, record.resource_name, record.name))
+    out: list[MetadataRecord] = [RemoveTopicRecord(topic_id=t) for t in image.topics if t not in topics]
+    out += [
+        UnregisterBrokerRecord(broker_id=b, broker_epoch=r.epoch)
+        for b, r in image.brokers.items()
+        if b not in brokers
+    ]
+    out += [RemoveAccessControlEntryRecord(id=a) for a in image.acls if a not in acls]
+    out += [
+        RemoveUserScramCredentialRecord(name=u, mechanism=m)
+        for u, m in image.scram_credentials
+        if (u, m) not in scram
+    ]
+    out += [
+        ConfigRecord(resource_type=kind, resource_name=name, name=key, value=None)
+        for (kind, name), values in image.configs.items()
+        for key in values
+        if (kind, name, key) not in configs
+    ]
     return out

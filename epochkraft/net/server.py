@@ -63,8 +63,9 @@ INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
 
 # Fetch of the committed metadata log, ApiVersions, SASL, DescribeCluster (the cluster id a broker asks
-# for first), the Raft RPCs and DescribeQuorum: answered by every controller of a quorum, active or not.
-ANY_VOTER_ANSWERS = frozenset({1, 17, 18, 36, 52, 53, 54, 55, 60})
+# for first), the Raft RPCs, DescribeQuorum and FetchSnapshot: answered by every controller of a quorum,
+# active or not.
+ANY_VOTER_ANSWERS = frozenset({1, 17, 18, 36, 52, 53, 54, 55, 59, 60})
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

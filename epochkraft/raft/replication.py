@@ -278,6 +278,13 @@ class Replication:
             state.high_watermark = end_offset  # a snapshot holds only committed entries
             self._note_high_watermark(end_offset)
 
+    def snapshot_progress(self, now_ms: int) -> None:
+        """A chunk of the wanted snapshot arrived from the leader: contact, as a fetch answer is
+        (FetchSnapshot answers reset the fetch timer in KafkaRaftClient)."""
+        state = self.state
+        if isinstance(state, FollowerState) and state.snapshot_wanted is not None:
+            state.fetch_deadline_ms = now_ms + self.settings.fetch_timeout_ms
+
     def snapshot_unavailable(self, now_ms: int) -> None:
         """The leader no longer has that snapshot (SNAPSHOT_NOT_FOUND) or it could not be read: fetch
         again after the backoff and be told the current one."""

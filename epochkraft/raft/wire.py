@@ -33,6 +33,7 @@ from epochkraft.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    SnapshotRef,
     VoteRequest,
     VoteResponse,
 )
@@ -286,6 +287,7 @@ def fetch_records(entries: tuple[LogEntry, ...], fetch_offset: int) -> bytes:
 
 def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_resp.PartitionData:
     diverging = response.diverging_epoch
+    snapshot = response.snapshot_id
     return fetch_resp.PartitionData(
         partition_index=i32(0),
         error_code=response.error_code,
@@ -298,6 +300,10 @@ def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_
         ),
         current_leader=fetch_resp.LeaderIdAndEpoch(
             leader_id=BrokerId(response.leader_id), leader_epoch=i32(response.leader_epoch)
+        ),
+        snapshot_id=fetch_resp.SnapshotId(
+            end_offset=i64(snapshot.end_offset if snapshot else -1),
+            epoch=i32(snapshot.epoch if snapshot else -1),
         ),
         aborted_transactions=None,
         records=fetch_records(response.records, fetch_offset),
@@ -316,6 +322,9 @@ def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
     if p.diverging_epoch.epoch >= 0 and p.diverging_epoch.end_offset >= 0:
         diverging = DivergingEpoch(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
     records = tuple(batch_entry(batch) for batch in split_batches(p.records or b""))
+    snapshot = None
+    if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
+        snapshot = SnapshotRef(p.snapshot_id.end_offset, p.snapshot_id.epoch)
     return FetchResponse(
         p.error_code,
         p.current_leader.leader_id,
@@ -324,4 +333,5 @@ def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
         records,
         diverging,
         p.log_start_offset,
+        snapshot,
     )

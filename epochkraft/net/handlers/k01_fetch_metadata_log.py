@@ -3,6 +3,8 @@
 - Brokers follow the metadata log by long polling partition 0 of ``__cluster_metadata`` (topic id
   00000000-0000-0000-0000-000000000001; v12 names the topic): batches from fetch_offset, answered as soon
   as the log grows past it or after max_wait.
+- From below the log's start (the records went once a snapshot held them): no records and the
+  snapshot's id (SnapshotId), to be fetched with FetchSnapshot (59), as Kafka answers an observer.
 - OFFSET_OUT_OF_RANGE beyond the log end; UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for any other
   topic. The high watermark is the log end: with one controller every batch is committed once written;
   in a Raft quorum brokers read only the committed log, from any voter; the leader counts a broker that
@@ -29,7 +31,9 @@ from epochkraft.raft import wire
 METADATA_TOPIC_ID = uuid.UUID(int=METADATA_TOPIC_ID_INT)
 
 
-def _partition(index: int, error: ErrorCode, hw: int, records: bytes = b"") -> v16.PartitionData:
+def _partition(
+    index: int, error: ErrorCode, hw: int, records: bytes = b"", snapshot: tuple[int, int] | None = None
+) -> v16.PartitionData:
     return v16.PartitionData(
         partition_index=index,
         error_code=error,
@@ -39,6 +43,11 @@ def _partition(index: int, error: ErrorCode, hw: int, records: bytes = b"") -> v
         aborted_transactions=None,
         preferred_read_replica=-1,
         records=records,
+        **(
+            {}
+            if snapshot is None
+            else {"snapshot_id": v16.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1])}
+        ),
     )
 
 
@@ -75,6 +84,10 @@ async def handle(request, ctx):
             data = _partition(p.partition, error, -1)
         elif p.fetch_offset > hw or p.fetch_offset < 0:
             data = _partition(p.partition, ErrorCode.offset_out_of_range, hw)
+        elif p.fetch_offset < log.start_offset:  # dropped below a snapshot: fetch that first
+            data = _partition(
+                p.partition, ErrorCode.none, hw, snapshot=(log.start_offset, log.snapshot_epoch)
+            )
         else:
             data = _partition(
                 p.partition, ErrorCode.none, hw, log.read(p.fetch_offset, p.partition_max_bytes)
