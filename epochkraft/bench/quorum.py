@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import structlog
 from kio.schema.incremental_alter_configs.v1 import request as iac
 
 from epochkraft.chaos.checker import quorum_problems
@@ -40,10 +41,12 @@ from epochkraft.chaos.scenarios import until
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
-from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
 
 TOPIC = "bench-quorum"
 TOPIC_RESOURCE = 2
+
+log = structlog.get_logger("bench.quorum")
 
 
 def _alter(value: int) -> iac.IncrementalAlterConfigsRequest:
@@ -117,8 +120,8 @@ async def _one_failover(cluster: LocalCluster, client: MiniClient, round_: int) 
                 if response.responses[0].error_code == ErrorCode.none:
                     marks["first write"] = time.time()
                     return
-            except NetworkError:
-                pass
+            except NetworkError as exc:  # no active controller yet: ask again
+                log.debug("metadata write failed; retrying", error=str(exc))
             await asyncio.sleep(0.02)
 
     async def moved() -> None:
@@ -128,8 +131,9 @@ async def _one_failover(cluster: LocalCluster, client: MiniClient, round_: int) 
                 if states and all(p.leader_id not in (victim, -1) for p in states):
                     marks["partitions moved"] = time.time()
                     return
-            except Exception:  # the survivor asked first may be catching up: ask again
-                pass
+            except (NetworkError, ProtocolError, IndexError) as exc:
+                # the survivor asked first may be down or catching up (no topic yet): ask again
+                log.debug("metadata poll failed; retrying", error=str(exc))
             await asyncio.sleep(0.05)
 
     killed = time.time()
