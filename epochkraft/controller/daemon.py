@@ -54,9 +54,8 @@ from epochkraft.metadata.snapshot_file import (
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
-from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
-from epochkraft.protocol.records import iter_batches
+from epochkraft.protocol.records import iter_batches, whole_batches
 from epochkraft.raft.client import RaftClient
 from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
@@ -103,15 +102,8 @@ class MetadataLogFile:
             return b"", 0
         data = self.path.read_bytes()
         end = 0
-        try:
-            for pos, header in iter_batches(data):
-                from epochkraft.protocol.records import verify_crc
-
-                if not verify_crc(data, pos, header):
-                    break
-                end = pos + header.size
-        except ProtocolError:
-            pass
+        for pos, header in whole_batches(data):
+            end = pos + header.size
         cut = len(data) - end
         if cut:
             with open(self.path, "r+b") as f:

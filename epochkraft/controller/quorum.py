@@ -18,14 +18,14 @@ BrokerHeartbeatManager being rebuilt on activation (every broker gets a fresh se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from epochkraft.controller.controller import METADATA_VERSION, Controller
+from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
 from epochkraft.metadata.snapshot import Snapshot, SnapshotId
 from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
-from epochkraft.protocol.metadata_records import FeatureLevelRecord, MetadataRecord
+from epochkraft.protocol.metadata_records import MetadataRecord
 from epochkraft.protocol.records import parse_header
 from epochkraft.raft.client import Output, RaftClient
 from epochkraft.raft.quorum_state import LeaderState
@@ -36,31 +36,18 @@ class NotController(Exception):
 
 
 class RaftBackedLog:
-    """The Controller's log in a quorum: its appends go into the Raft leader's log."""
+    """The Controller's log in a quorum, the two things it asks of one: its end (the Raft log's, written
+    or not) and appends, which go into the Raft leader's log. What brokers fetch is ``published``."""
 
     def __init__(self, quorum: ControllerQuorum) -> None:
         self.quorum = quorum
-        self.listeners: list[Callable[[int, bytes], None]] = []
 
     @property
     def next_offset(self) -> int:
         return self.quorum.raft.log.end_offset
 
-    def __len__(self) -> int:
-        return self.next_offset
-
-    @property
-    def size_bytes(self) -> int:
-        return self.quorum.published.size_bytes
-
     def append(self, records: list[MetadataRecord], now_ms: int, leader_epoch: int = 0) -> int:
         return self.quorum.append(records, now_ms)
-
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        return self.quorum.published.read(offset, max_bytes)
-
-    def records(self) -> Iterator[tuple[int, MetadataRecord]]:
-        return self.quorum.published.records()
 
 
 class ControllerQuorum:
@@ -192,6 +179,3 @@ class ControllerQuorum:
     def needs_bootstrap(self) -> bool:
         """An active controller of a new cluster writes the metadata.version feature level first."""
         return self.active and not self.has_metadata and self.log.end_offset == self.applied
-
-    def bootstrap_records(self) -> list[MetadataRecord]:
-        return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)]

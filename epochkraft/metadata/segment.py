@@ -8,8 +8,9 @@ crash leaves the old file, the new one, or both (the newer base wins at open, th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from epochkraft.files import write_atomically
 
 SUFFIX = ".log"
 OFFSET_WIDTH = 20
@@ -38,20 +39,7 @@ def find_segment(directory: Path) -> tuple[Path, int]:
 
 def rewrite_segment(directory: Path, old: Path, base_offset: int, batches: list[bytes], fsync: bool) -> Path:
     """Writes ``batches`` (starting at ``base_offset``) as the new segment and deletes ``old``."""
-    final = directory / segment_name(base_offset)
-    temporary = final.with_name(final.name + ".tmp")
-    with open(temporary, "wb") as f:
-        f.writelines(batches)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(temporary, final)
+    final = write_atomically(directory / segment_name(base_offset), batches, fsync=fsync)
     if old != final:
-        old.unlink(missing_ok=True)
-    if fsync:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        old.unlink(missing_ok=True)  # a crash before this: find_segment keeps the newer base
     return final

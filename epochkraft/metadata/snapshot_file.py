@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from epochkraft.files import write_atomically
 from epochkraft.metadata.snapshot import (
     PARTIAL_SUFFIX,
     SUFFIX,
@@ -30,19 +31,7 @@ def write_snapshot_file(
     """Writes the batches as ``<id>.checkpoint`` atomically; returns its path."""
     final = log_dir / snapshot_filename(snapshot_id)
     partial = final.with_name(final.name[: -len(SUFFIX)] + PARTIAL_SUFFIX)
-    with open(partial, "wb") as f:
-        f.writelines(batches)
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(partial, final)
-    if fsync:
-        fd = os.open(log_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    return final
+    return write_atomically(final, batches, temporary=partial, fsync=fsync)
 
 
 def snapshot_ids(log_dir: Path) -> list[SnapshotId]:

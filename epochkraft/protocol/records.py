@@ -366,6 +366,18 @@ def verify_crc(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
     return _crc32c.crc32c(view) == header.crc
 
 
+def whole_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole, CRC-valid batch from the front of ``buf``, stopping at the first
+    torn, malformed or damaged one (a log's tail after a crash)."""
+    try:
+        for pos, header in iter_batches(buf):
+            if not verify_crc(buf, pos, header):
+                return
+            yield pos, header
+    except ProtocolError:
+        return
+
+
 MAX_DECOMPRESSED_BATCH_BYTES = 16 * 1024 * 1024  # a produced batch may not inflate past this
 MIN_RECORD_BYTES = 7  # length, attributes, timestamp and offset deltas, key, value, header count
 

@@ -12,7 +12,7 @@ import struct
 from epochkraft.metadata.snapshot import control_batch
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.framing import read_uvarint, write_uvarint
-from epochkraft.protocol.records import decode_batch, iter_batches, parse_header, verify_crc
+from epochkraft.protocol.records import decode_batch, parse_header, whole_batches
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry
 
 LEADER_CHANGE = 2  # Kafka's ControlRecordType.LEADER_CHANGE
@@ -83,12 +83,4 @@ def batch_entry(data: bytes) -> LogEntry:
 
 def split_batches(data: bytes | memoryview) -> list[bytes]:
     """Whole, CRC-valid batches from the front of ``data`` (stops at the first bad or torn one)."""
-    out = []
-    try:
-        for pos, header in iter_batches(data):
-            if not verify_crc(data, pos, header):
-                break
-            out.append(bytes(data[pos : pos + header.size]))
-    except ProtocolError:
-        pass
-    return out
+    return [bytes(data[pos : pos + header.size]) for pos, header in whole_batches(data)]

@@ -8,9 +8,9 @@ sending the messages of the same output (a vote must be durable before it is gra
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from epochkraft.files import write_atomically
 from epochkraft.raft.quorum_state import QuorumStateData
 
 FILE_NAME = "quorum-state"
@@ -31,16 +31,4 @@ class FileQuorumStateStore:
 
     def write(self, data: QuorumStateData) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(FILE_NAME + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(data.to_json())
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        if self.fsync:
-            fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_atomically(self.path, data.to_json(), fsync=self.fsync)

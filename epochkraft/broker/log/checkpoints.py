@@ -7,26 +7,15 @@ same shape with ``epoch startOffset`` lines.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
+
+from epochkraft import files
 
 VERSION = 0
 
 
 def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):  # directory fsync is best effort (not every filesystem allows it)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    files.write_atomically(path, text, directory_sync_best_effort=True)
 
 
 def _read_lines(path: Path) -> list[list[str]]:
