@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from epochkraft.config import ConfigError, parse_host_port
@@ -72,7 +73,11 @@ class ControllerChannel:
     def address(self) -> str:
         return self.clients[self.current].address
 
-    async def send(self, request: Any, **kwargs: Any) -> Any:
+    async def send(
+        self, request: Any, *, elsewhere: Callable[[Any], bool] = not_controller, **kwargs: Any
+    ) -> Any:
+        """The answer of the first controller, from the one that answered last, whose answer is not
+        ``elsewhere`` (by default NOT_CONTROLLER: the request belongs to the active controller)."""
         if self.follow is not None and len(self.follow.clients) == len(self.clients):
             self.current = self.follow.current
         answer: Any = None
@@ -85,7 +90,7 @@ class ControllerChannel:
                 failure = exc
                 self._next()
                 continue
-            if len(self.clients) > 1 and not_controller(answer):
+            if len(self.clients) > 1 and elsewhere(answer):
                 self._next()
                 continue
             return answer

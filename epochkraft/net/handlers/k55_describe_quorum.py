@@ -18,7 +18,6 @@ from __future__ import annotations
 from kio.schema.describe_quorum.v1 import response as v1
 from kio.static.primitive import i32, i64
 
-from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -84,7 +83,7 @@ async def handle(request, ctx):
     ):
         return downgrade_response(_unknown_partitions(topics), ctx.api_version)
     if ctx.listener == BROKER:
-        return await _forward(request, node.control)
+        return await node.control.send(request, elsewhere=_not_leader)
     if node.quorum is None:
         response = _single_controller(node.controller.node_id, node.metadata_log.next_offset, node.now_ms())
     else:
@@ -92,21 +91,7 @@ async def handle(request, ctx):
     return downgrade_response(response, ctx.api_version)
 
 
-async def _forward(request, channel):
-    """The leader's answer: each controller in turn until one is not NOT_LEADER_OR_FOLLOWER."""
-    answer = None
-    for client in channel.clients[channel.current :] + channel.clients[: channel.current]:
-        try:
-            answer = await client.send(request)
-        except NetworkError:
-            continue
-        partitions = [p for t in answer.topics for p in t.partitions]
-        if (
-            answer.error_code != ErrorCode.none
-            or not partitions
-            or partitions[0].error_code == ErrorCode.none
-        ):
-            return answer
-    if answer is None:
-        raise NetworkError("no controller answered DescribeQuorum")
-    return answer
+def _not_leader(answer) -> bool:
+    """A voter other than the leader answered: the channel asks the next controller."""
+    partitions = [p for t in answer.topics for p in t.partitions]
+    return bool(partitions) and partitions[0].error_code == ErrorCode.not_leader_or_follower
