@@ -5,7 +5,6 @@ few KB of records so that a handful of topics moves the log's start."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -23,20 +22,11 @@ from epochkraft.protocol.metadata_records import (
     UnregisterBrokerRecord,
 )
 from tests.controller_context import ControllerContext
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
 SMALL_SNAPSHOTS = "metadata.log.max.record.bytes.between.snapshots=3000\nbroker.session.timeout.ms=6000\n"
-
-
-def until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def create_topics(bootstrap: str, prefix: str, count: int) -> None:
@@ -67,7 +57,7 @@ def test_a_restarted_broker_and_controller_load_the_snapshot_the_log_was_cut_at(
         create_topics(cluster.bootstrap, "before", 20)
         controller = cluster.node("controller")
         assert controller.data_dir is not None
-        until(lambda: log_start(controller.data_dir) > 0, 30, "the log to be cut below a snapshot")
+        wait_until(lambda: log_start(controller.data_dir) > 0, 30, "the log to be cut below a snapshot")
         broker = cluster.node(3)
         broker.kill()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -76,13 +66,15 @@ def test_a_restarted_broker_and_controller_load_the_snapshot_the_log_was_cut_at(
         broker.start()
         assert "metadata snapshot loaded" in broker.log_text()
         expected = {f"before-{i}" for i in range(1, 20)} | {f"while-down-{i}" for i in range(5)}
-        until(lambda: topics_seen(f"127.0.0.1:{broker.port}") == expected, 30, "broker 3's metadata")
+        wait_until(lambda: topics_seen(f"127.0.0.1:{broker.port}") == expected, 30, "broker 3's metadata")
         # the controller restarts from its newest snapshot and the log after it
         controller.stop()
         controller.start()
         assert "metadata snapshot loaded" in controller.log_text()
         create_topics(cluster.bootstrap, "after", 2)
-        until(lambda: topics_seen(cluster.bootstrap) == expected | {"after-0", "after-1"}, 30, "every topic")
+        wait_until(
+            lambda: topics_seen(cluster.bootstrap) == expected | {"after-0", "after-1"}, 30, "every topic"
+        )
     finally:
         cluster.stop()
         cluster.kill_all()
@@ -94,20 +86,22 @@ def test_a_voter_behind_the_leaders_log_start_installs_its_snapshot(tmp_path: Pa
     cluster = LocalCluster(data_dir=tmp_path / "quorum", brokers=3, controllers=3, controller_config=config)
     try:
         cluster.start()
-        active = until(cluster.active_voter, 20, "an active controller")
+        active = wait_until(cluster.active_voter, 20, "an active controller")
         behind = next(v for v in cluster.voters if v != active)
         cluster.voters[behind].kill()
         end_when_killed = max(s["log_end_offset"] for s in cluster.quorum_states().values() if s)
         create_topics(cluster.bootstrap, "quorum", 20)
         leader_dir = cluster.voters[active].data_dir
         assert leader_dir is not None
-        until(
+        wait_until(
             lambda: log_start(leader_dir) > end_when_killed,
             30,
             "the leader's log to start past the voter's end",
         )
         cluster.voters[behind].start()
-        until(lambda: "metadata snapshot installed" in cluster.voters[behind].log_text(), 30, "the install")
+        wait_until(
+            lambda: "metadata snapshot installed" in cluster.voters[behind].log_text(), 30, "the install"
+        )
 
         def caught_up() -> bool:
             states = cluster.quorum_states()
@@ -116,9 +110,9 @@ def test_a_voter_behind_the_leaders_log_start_installs_its_snapshot(tmp_path: Pa
                 and states[behind]["high_watermark"] == states[active]["high_watermark"]
             )
 
-        until(caught_up, 30, "the voter to reach the leader's high watermark")
+        wait_until(caught_up, 30, "the voter to reach the leader's high watermark")
         expected = {f"quorum-{i}" for i in range(20)}
-        until(lambda: topics_seen(cluster.bootstrap) == expected, 30, "every topic")
+        wait_until(lambda: topics_seen(cluster.bootstrap) == expected, 30, "every topic")
     finally:
         cluster.stop()
         cluster.kill_all()

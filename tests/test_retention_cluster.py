@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochkraft.broker.log.checkpoints import read_offsets
 from epochkraft.chaos.cluster import LocalCluster
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(180)]
 
@@ -23,16 +24,6 @@ log.flush.start.offset.checkpoint.interval.ms=200
 replica.fetch.max.bytes=4096
 """  # followers append what one fetch brings in one go, as Kafka's: small fetches keep their segments small
 BASE_TS = int(time.time() * 1000) - 600_000  # recent: retention.ms (7 days) does not apply
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not met in {timeout} s")
 
 
 def create_topic(bootstrap: str, name: str, **config: str) -> None:
