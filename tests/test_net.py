@@ -16,7 +16,7 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_request, parse_response_header
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.net, pytest.mark.timeout(30)]
 
 
 @pytest.fixture
