@@ -415,7 +415,7 @@ class GroupCoordinator:
             for tp in partitions
         }
 
-    def unload_groups(self, predicate) -> list[Completion]:  # type: ignore[no-untyped-def]
+    def unload_groups(self, predicate) -> list[Completion]:
         """Drops groups (e.g. when this broker stops leading their offsets partition); waiters get
         NOT_COORDINATOR so clients look the coordinator up again."""
         done: list[Completion] = []
