@@ -601,3 +601,45 @@ def test_trimming_keeps_batches_whole_and_the_epoch_cache_from_the_start():
     assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (-1, -1)
     log.truncate_to(4)  # below the start: never
     assert log.end_offset == 6
+
+
+# ---- a failed Fetch (KafkaRaftClient.handleFetchResponse, RequestManager) -------------------------------------
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # the request failed as a whole (the driver's answer to a disconnect): no epoch, no leader
+        FetchResponse(ErrorCode.broker_not_available, -1, -1, -1),
+        # a partition-level error in the current epoch, as testObserverLeaderRediscoveryAfterBrokerNotAvailableError
+        FetchResponse(ErrorCode.broker_not_available, -1, 5, -1),
+        FetchResponse(ErrorCode.unknown_server_error, 2, 5, -1),
+    ],
+)
+def test_follower_backs_off_after_a_failed_fetch(answer):
+    """A failed Fetch puts the leader's connection in backoff (RequestManager.onResponseResult with
+    handledSuccessfully false): the next Fetch goes out after controller.quorum.retry.backoff.ms, not at
+    once, so a follower of a dead leader sends one Fetch per backoff until its fetch timeout."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, answer)
+    assert ctx.take(FetchRequest) == []
+    assert ctx.client.next_deadline_ms() == ctx.now_ms + SETTINGS.retry_backoff_ms
+    ctx.poll(SETTINGS.retry_backoff_ms - 1)
+    assert ctx.take(FetchRequest) == []
+    ctx.poll(1)
+    [fetch] = ctx.take(FetchRequest, 2)
+    assert (ctx.client.role, ctx.client.epoch, ctx.client.leader_id) == ("follower", 5, 2)
+
+
+def test_a_follower_of_a_dead_leader_fetches_once_per_backoff_until_its_fetch_timeout():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    bound = SETTINGS.fetch_timeout_ms // SETTINGS.retry_backoff_ms + 1
+    fetches = 0
+    while ctx.client.role == "follower" and fetches <= bound:
+        ctx.poll_until_deadline()
+        while (sent := ctx.take(FetchRequest, 2)) and fetches <= bound:
+            for fetch in sent:  # each answered at once with the driver's failure
+                fetches += 1
+                ctx.respond(fetch, FetchResponse(ErrorCode.broker_not_available, -1, -1, -1))
+    assert fetches <= bound
+    assert ctx.client.role == "prospective"

@@ -292,6 +292,7 @@ def open_quorum(
             fetch_timeout_ms=settings.quorum_fetch_timeout_ms,
             election_backoff_max_ms=settings.quorum_election_backoff_max_ms,
             request_timeout_ms=settings.quorum_request_timeout_ms,
+            retry_backoff_ms=settings.quorum_retry_backoff_ms,
         ),
         rng=random.Random(),
         rejoining=args.rejoin,

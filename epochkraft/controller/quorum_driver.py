@@ -174,9 +174,10 @@ class QuorumDriver:
             )
             if not isinstance(message, FetchRequest):
                 return  # no answer: the core's own timers retry (as a lost message in the simulator)
-            # A failed Fetch is answered with an error at once, so the follower asks again after its retry
-            # backoff rather than at the request timeout (as KafkaRaftClient handles a disconnect).
-            answer = FetchResponse(ErrorCode.network_exception, NO_LEADER, -1, -1)
+            # A failed Fetch is answered with a top-level error at once, so the follower asks again after
+            # its retry backoff rather than at the request timeout (KafkaNetworkChannel.sendOnComplete
+            # answers a disconnect with BROKER_NOT_AVAILABLE).
+            answer = FetchResponse(ErrorCode.broker_not_available, NO_LEADER, -1, -1)
         reply = Envelope(
             envelope.destination, self.local_id, envelope.correlation_id, answer, is_response=True
         )

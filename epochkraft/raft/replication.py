@@ -227,12 +227,7 @@ class Replication:
             return  # an answer to a request of an earlier state (testFetchResponseIgnoredAfterBecomingCandidate)
         state.fetch_in_flight = None
         if response.error_code != ErrorCode.none:
-            if (
-                self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
-                or self.state is not state
-            ):
-                return
-            state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
+            self._handle_fetch_error(now_ms, state, response)
             return
         if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state:
             return
@@ -257,6 +252,18 @@ class Replication:
             if state.high_watermark is None or hw > state.high_watermark:
                 state.high_watermark = hw
                 self._note_high_watermark(hw)
+
+    def _handle_fetch_error(self, now_ms: int, state: FollowerState, response: FetchResponse) -> None:
+        """KafkaRaftClient.handleFetchResponse with maybeHandleCommonResponse and RequestManager: an answer
+        that moves this voter to another epoch or leader is handled; any other error, a top-level one
+        included (the whole request failed, no epoch named: handleTopLevelError, as a disconnect answered
+        by KafkaNetworkChannel), puts the leader's connection in backoff for
+        controller.quorum.retry.backoff.ms before the next Fetch."""
+        if response.leader_epoch >= 0 and (
+            self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state
+        ):
+            return
+        state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     # ---- snapshots, for a follower behind the leader's log start -----------------------------------------
     @property
