@@ -377,7 +377,7 @@ def test_epoch_cache_end_offset_for_epoch():
     assert log.end_offset_for_epoch(2) == (1, 2)
     assert log.end_offset_for_epoch(3) == (3, 3)
     assert log.end_offset_for_epoch(9) == (5, 4)
-    assert log.end_offset_for_epoch(0) == (-1, -1)
+    assert log.end_offset_for_epoch(0) == (0, 0)  # before the first epoch: that epoch, the first's start
     log.truncate_to(3)
     assert log.end_offset_for_epoch(9) == (3, 3) and log.last_fetched_epoch == 3
 
@@ -596,9 +596,8 @@ def test_trimming_keeps_batches_whole_and_the_epoch_cache_from_the_start():
     assert log.start_offset == 0
     log.trim_to(5)
     assert (log.start_offset, log.snapshot_epoch, log.bases) == (5, 1, [5])
-    # an epoch wholly in the snapshot is not in the cache (truncateFromStart): a fetch naming it gets the
-    # snapshot
-    assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (-1, -1)
+    # an epoch wholly in the snapshot is not in the cache (truncateFromStart): it ends at the snapshot
+    assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (1, 5)
     log.truncate_to(4)  # below the start: never
     assert log.end_offset == 6
 
@@ -643,3 +642,101 @@ def test_a_follower_of_a_dead_leader_fetches_once_per_backoff_until_its_fetch_ti
                 ctx.respond(fetch, FetchResponse(ErrorCode.broker_not_available, -1, -1, -1))
     assert fetches <= bound
     assert ctx.client.role == "prospective"
+
+
+# ---- the epoch cache and the leader's fetch validation (LeaderEpochFileCacheTest, KafkaMetadataLogTest) ----------
+def _log(*epochs: tuple[int, int], snapshot: tuple[int, int] | None = None) -> RaftLog:
+    """A log of (epoch, records) entries, after a snapshot (end offset, epoch) when given."""
+    log = RaftLog()
+    if snapshot is not None:
+        log.install_snapshot(*snapshot)
+    for epoch, records in epochs:
+        log.append(LogEntry(epoch, b"x", records))
+    return log
+
+
+@pytest.mark.parametrize(
+    ("epochs", "requested", "expected"),
+    [
+        # shouldReturnFirstEpochIfRequestedEpochLessThanFirstEpoch
+        (((5, 11), (6, 1), (7, 1)), 4, (4, 0)),
+        # shouldReturnUndefinedOffsetIfUndefinedEpochRequested
+        (((2, 11), (3, 1)), -1, (-1, -1)),
+        # shouldReturnUnsupportedIfNoEpochRecorded
+        ((), 0, (-1, -1)),
+        # shouldGetFirstOffsetOfSubsequentEpochWhenOffsetRequestedForPreviousEpoch
+        (((1, 2), (2, 2), (3, 2)), 2, (2, 4)),
+        # shouldReturnNextAvailableEpochIfThereIsNoExactEpochForTheOneRequested
+        (((0, 10), (2, 3), (4, 4)), 1, (0, 10)),
+        # the latest epoch ends at the log end; above it nothing is known
+        (((1, 2), (3, 1)), 3, (3, 3)),
+        (((1, 2), (3, 1)), 9, (-1, -1)),
+    ],
+)
+def test_LeaderEpochFileCacheTest_endOffsetFor(epochs, requested, expected):
+    assert _log(*epochs).end_offset_for(requested) == expected
+
+
+@pytest.mark.parametrize(
+    ("log", "offset", "epoch", "expected"),
+    [
+        ("testValidateEpochGreaterThanLastKnownEpoch", 1, 2, ("diverging", 1, 1)),
+        ("testValidateEpochLessThanOldestSnapshotEpoch", 10, 0, ("snapshot", 1, 10)),
+        ("testValidateOffsetLessThanOldestSnapshotOffset", 1, 1, ("snapshot", 1, 2)),
+        ("testValidateOffsetEqualToOldestSnapshotOffset", 2, 1, ("valid", 1, 2)),
+        ("testValidateUnknownEpochLessThanLastKnownGreaterThanOldestSnapshot", 100, 3, ("diverging", 2, 20)),
+        ("testValidateEpochLessThanFirstEpochInLog", 100, 2, ("diverging", 1, 10)),
+        ("testValidateOffsetGreatThanEndOffset", 2, 1, ("diverging", 1, 1)),
+        ("testValidateOffsetLessThanLEO", 11, 1, ("diverging", 1, 10)),
+        ("testValidateValidEpochAndOffset", 4, 1, ("valid", 1, 4)),
+        # no snapshot, the follower's last epoch older than the leader's first: truncate to the log start
+        ("epochLessThanFirstEpochWithoutSnapshot", 1, 1, ("diverging", 1, 0)),
+    ],
+)
+def test_KafkaMetadataLogTest_validateOffsetAndEpoch(log, offset, epoch, expected):
+    logs = {
+        "testValidateEpochGreaterThanLastKnownEpoch": lambda: _log((1, 1)),
+        "testValidateEpochLessThanOldestSnapshotEpoch": lambda: _trimmed(_log((1, 10)), 10),
+        "testValidateOffsetLessThanOldestSnapshotOffset": lambda: _trimmed(_log((1, 2)), 2),
+        "testValidateOffsetEqualToOldestSnapshotOffset": lambda: _trimmed(_log((1, 2)), 2),
+        "testValidateUnknownEpochLessThanLastKnownGreaterThanOldestSnapshot": lambda: _log(
+            (1, 5), (2, 5), (4, 5), snapshot=(10, 1)
+        ),
+        "testValidateEpochLessThanFirstEpochInLog": lambda: _log((3, 5), snapshot=(10, 1)),
+        "testValidateOffsetGreatThanEndOffset": lambda: _log((1, 1)),
+        "testValidateOffsetLessThanLEO": lambda: _log((1, 10), (2, 10)),
+        "testValidateValidEpochAndOffset": lambda: _log((1, 5)),
+        "epochLessThanFirstEpochWithoutSnapshot": lambda: _log((2, 1), (2, 1)),
+    }
+    validated = logs[log]().validate_offset_and_epoch(offset, epoch)
+    assert (validated.kind, validated.epoch, validated.offset) == expected
+
+
+def _trimmed(log: RaftLog, offset: int) -> RaftLog:
+    log.trim_to(offset)
+    return log
+
+
+def test_a_follower_whose_last_epoch_the_leader_never_held_truncates_instead_of_fetching_a_snapshot():
+    """The first leader (voter 2) wrote its LeaderChangeMessage in epoch 1 and died before anyone fetched
+    it; voter 1 leads epoch 2 with no snapshot. Voter 2's fetch (offset 1, epoch 1) is below the leader's
+    first epoch: LeaderEpochFileCache.endOffsetFor answers (1, 0), a DivergingEpoch, not a snapshot id
+    (0, 0) the leader does not have; voter 2 truncates to 0 and fetches the leader's log."""
+    leader = RaftTestContext(1, persisted=QuorumStateData(1, -1, -1, (1, 2, 3)))
+    leader.become_leader()
+    assert leader.client.epoch == 2 and leader.log.epochs == [(2, 0)]
+    reply = leader.fetch_from(2, 1, 1)
+    assert reply.snapshot_id is None
+    assert reply.diverging_epoch == DivergingEpoch(1, 0)
+
+    follower = RaftTestContext(2, persisted=QuorumStateData(2, 1, -1, (1, 2, 3)), log=[])
+    follower.log.append(leader_change(1, 2))
+    follower.poll()
+    [fetch] = follower.take(FetchRequest, 1)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (1, 1)
+    follower.respond(fetch, reply)
+    assert follower.log.end_offset == 0 and follower.client.snapshot_wanted is None
+    [fetch] = follower.take(FetchRequest, 1)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (0, 0)
+    reply = leader.fetch_from(2, 0, 0)
+    assert reply.diverging_epoch is None and reply.records[0].epoch == 2

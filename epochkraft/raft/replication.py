@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.log import ValidOffsetAndEpoch
 from epochkraft.raft.messages import (
     DivergingEpoch,
     Envelope,
@@ -109,33 +110,23 @@ class Replication:
         if request.fetch_offset < 0 or request.last_fetched_epoch > state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
-        # validateOffsetAndEpoch: below the log start, a snapshot first; then divergence
-        if request.fetch_offset < self.log.start_offset:
+        # KafkaRaftClient.handleFetchRequest: a snapshot to fetch first, or a DivergingEpoch to truncate to
+        validated = self.log.validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
+        if validated.kind == ValidOffsetAndEpoch.SNAPSHOT:
             self._reply(envelope, self._snapshot_answer(state))
             return
-        at_snapshot = (request.fetch_offset, request.last_fetched_epoch) == (
-            self.log.start_offset,
-            self.log.snapshot_epoch,
-        )  # right after the snapshot: valid (KafkaMetadataLog.validateOffsetAndEpoch)
-        if (request.fetch_offset > 0 or request.last_fetched_epoch > 0) and not at_snapshot:
-            epoch, end = self.log.end_offset_for_epoch(request.last_fetched_epoch)
-            if (
-                epoch != request.last_fetched_epoch or end < request.fetch_offset
-            ) and end < self.log.start_offset:
-                self._reply(envelope, self._snapshot_answer(state))
-                return
-            if epoch != request.last_fetched_epoch or end < request.fetch_offset:
-                self._reply(
-                    envelope,
-                    FetchResponse(
-                        ErrorCode.none,
-                        self.local_id,
-                        state.epoch,
-                        state.high_watermark if state.high_watermark is not None else -1,
-                        diverging_epoch=DivergingEpoch(epoch, end),
-                    ),
-                )
-                return
+        if validated.kind == ValidOffsetAndEpoch.DIVERGING:
+            self._reply(
+                envelope,
+                FetchResponse(
+                    ErrorCode.none,
+                    self.local_id,
+                    state.epoch,
+                    state.high_watermark if state.high_watermark is not None else -1,
+                    diverging_epoch=DivergingEpoch(validated.epoch, validated.offset),
+                ),
+            )
+            return
         if request.replica_id in state.replicas:
             state.replicas[request.replica_id].update_fetch_state(
                 now_ms, request.fetch_offset, self.log.end_offset
@@ -301,12 +292,13 @@ class Replication:
             state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     def _truncate_to_end_offset(self, state: FollowerState, diverging: DivergingEpoch) -> None:
-        # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch
-        local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
-        if diverging.epoch < 0 or local_epoch < 0:
-            offset = 0
+        # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch, or to
+        # our end of the epoch before it when we hold none of it
+        if diverging.epoch == 0:
+            offset = min(diverging.end_offset, self.log.end_offset)
         else:
-            offset = min(local_end, diverging.end_offset)
+            local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
+            offset = min(local_end, diverging.end_offset) if local_epoch == diverging.epoch else local_end
         if state.high_watermark is not None and offset < state.high_watermark:
             raise RaftSafetyError(
                 f"the leader asked voter {self.local_id} to truncate to {offset}, "
