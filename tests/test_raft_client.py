@@ -740,3 +740,84 @@ def test_a_follower_whose_last_epoch_the_leader_never_held_truncates_instead_of_
     assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (0, 0)
     reply = leader.fetch_from(2, 0, 0)
     assert reply.diverging_epoch is None and reply.records[0].epoch == 2
+
+
+# ---- epochs and ids from the wire are range-checked before use ------------------------------------------------
+LAST_INT32 = 2**31 - 1
+
+
+def test_a_forged_begin_quorum_epoch_with_the_last_int32_epoch_is_refused():
+    """BeginQuorumEpoch naming a real voter as leader in epoch 2^31-1: a voter that followed it could never
+    raise its epoch again (2^31 does not fit the wire's int32). Refused with INVALID_REQUEST, as
+    KafkaRaftClient refuses an invalid Vote; nothing changes or is persisted, and the voter still elects."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(2, -1, -1, (1, 2, 3)))
+    reply = ctx.reply_to(ctx.deliver(2, BeginQuorumEpochRequest(2, LAST_INT32)))
+    assert reply.error_code == ErrorCode.invalid_request and reply.leader_epoch == 2
+    assert (ctx.client.role, ctx.client.epoch) == ("unattached", 2) and ctx.persisted == []
+    ctx.become_leader()
+    assert ctx.client.epoch == 3
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        VoteRequest(LAST_INT32, 2, 0, 0),
+        VoteRequest(LAST_INT32, 2, 0, 0, pre_vote=True),
+        VoteRequest(2**40, 2, 0, 0),
+        VoteRequest(3, 2, -1, 0),  # testInvalidVoteRequest: a negative last epoch
+        EndQuorumEpochRequest(2, LAST_INT32, (1,)),
+        EndQuorumEpochRequest(2, -5, (1,)),
+    ],
+)
+def test_testInvalidVoteRequest_and_end_quorum_epoch_with_an_epoch_no_voter_can_hold(request_):
+    ctx = RaftTestContext(1, persisted=QuorumStateData(2, -1, -1, (1, 2, 3)))
+    reply = ctx.reply_to(ctx.deliver(2, request_))
+    assert reply.error_code == ErrorCode.invalid_request
+    assert ctx.client.epoch == 2 and ctx.persisted == []
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms"),
+    [
+        (LAST_INT32, 0, 0, 0),  # would move every voter to an epoch it cannot raise
+        (2, -1, 0, 0),  # testInvalidFetchRequest: a negative offset
+        (2, 0, -1, 0),  # ... a negative last fetched epoch
+        (2, 0, 3, 0),  # ... a last fetched epoch above the request's epoch
+        (2, 0, 0, -1),  # ... a negative max wait
+    ],
+)
+def test_testInvalidFetchRequest(current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms):
+    ctx = RaftTestContext(1, persisted=QuorumStateData(1, -1, -1, (1, 2, 3)))
+    ctx.become_leader()
+    request = FetchRequest(2, current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms)
+    reply = ctx.reply_to(ctx.deliver(2, request))
+    assert reply.error_code == ErrorCode.invalid_request
+    assert ctx.client.is_leader and ctx.client.epoch == 2
+
+
+def test_answers_naming_an_epoch_or_leader_no_voter_can_hold_are_ignored():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, 3, LAST_INT32, -1))
+    assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2)
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, -7, 6, -1))
+    assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2) and ctx.persisted == []
+
+
+def test_a_voter_whose_next_epoch_would_not_be_usable_does_not_stand():
+    """In epoch 2^31-2 a voter's candidacy would take 2^31-1, which it could never raise again: it waits
+    unattached, its timers reset, instead of standing or failing."""
+    last_usable = LAST_INT32 - 1
+    ctx = RaftTestContext(1, persisted=QuorumStateData(last_usable, 2, -1, (1, 2, 3)))
+    ctx.poll_until_deadline()  # the fetch timeout
+    ctx.poll_until_deadline()
+    assert ctx.client.role == "unattached" and ctx.client.epoch == last_usable
+    assert ctx.take(VoteRequest) == []
+    deadline = ctx.client.next_deadline_ms()
+    assert deadline > ctx.now_ms
+    ctx.poll_until_deadline()
+    assert ctx.client.role == "unattached" and ctx.client.next_deadline_ms() > deadline
+    assert all(state.leader_epoch <= last_usable for state in ctx.persisted)

@@ -59,11 +59,13 @@ from epochkraft.protocol.records import iter_batches, whole_batches
 from epochkraft.raft.client import RaftClient
 from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
-from epochkraft.raft.state_store import FileQuorumStateStore
+from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
 LOG_DIR_NAME = "__cluster_metadata-0"
+EXIT_INTERNAL_ERROR = 1  # the daemon stopped on an error of its own (its Raft driver failed, say)
+EXIT_CONFIG_ERROR = 2
 SNAPSHOT_INTERVAL_S = 2.0
 # listener slots kept for brokers' registration, heartbeat and metadata clients during a connection flood
 CONTROLLER_RESERVED_CONNECTIONS = 64
@@ -496,7 +498,8 @@ async def serve_quorum(
             last_snapshot = _emit_state(events, controller, last_snapshot)
     finally:
         log.info("controller stopping", role=driver.raft.role)
-        if raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None:
+        failed = raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None
+        if failed:
             log.error("the Raft driver failed; stopping", error=repr(raft_task.exception()))
         else:
             await driver.resign()
@@ -512,7 +515,7 @@ async def serve_quorum(
             await events.aclose()
         await snapshotter.wait()
         quorum.log.close()
-    return 0
+    return EXIT_INTERNAL_ERROR if failed else 0
 
 
 def _tick(controller: Controller, node: ControllerNode) -> Callable[[], Awaitable[list[int]]]:
@@ -653,9 +656,13 @@ def main(argv: list[str]) -> int:
         settings, listen = load(args)
     except ConfigError as exc:
         print(f"epochkraft controller: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
     if args.check_config:
         print(f"configuration ok: {replace(settings)}")
         return 0
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(serve(args, settings, listen))
+        try:
+            return runner.run(serve(args, settings, listen))
+        except InvalidQuorumState as exc:
+            print(f"epochkraft controller: {exc}", file=sys.stderr)
+            return EXIT_INTERNAL_ERROR

@@ -119,6 +119,18 @@ class QuorumDriver:
 
     # ---- stepping the core --------------------------------------------------------------------------------
     def step(self, call: Callable[[RaftClient, int], Output]) -> None:
+        try:
+            self._step(call)
+        except Exception as exc:
+            # the core has moved on and what it owed may be lost (a quorum-state not written, say),
+            # wherever the step ran (a handler's exchange too): the driver stops, ``run`` raises it and
+            # the daemon exits non-zero
+            if self.failure is None:
+                self.failure = exc
+            self._wake.set()
+            raise
+
+    def _step(self, call: Callable[[RaftClient, int], Output]) -> None:
         now = self.now_ms()
         output = self.quorum.after(now, call(self.raft, now))
         if output.persist is not None and self.store is not None:

@@ -31,6 +31,7 @@ from epochkraft.raft.quorum_state import (
     FollowerState,
     LeaderState,
     ReplicaState,
+    is_usable_epoch,
     majority,
 )
 
@@ -97,6 +98,16 @@ class Replication:
         request = envelope.message
         assert isinstance(request, FetchRequest)
         state = self.state
+        if (
+            not is_usable_epoch(request.current_leader_epoch)
+            or not 0 <= request.last_fetched_epoch <= request.current_leader_epoch
+            or request.fetch_offset < 0
+            or request.max_wait_ms < 0
+        ):
+            # handleFetchRequest: INVALID_REQUEST for a negative offset, wait or last epoch, or a last
+            # epoch above the request's; an epoch no voter can hold is refused alike
+            self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
+            return
         if request.current_leader_epoch > state.epoch:
             self._observe_epoch(now_ms, request.current_leader_epoch, NO_LEADER)
             self._reply(envelope, self._fetch_error(ErrorCode.unknown_leader_epoch))
@@ -107,7 +118,7 @@ class Replication:
         if request.current_leader_epoch < state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.fenced_leader_epoch))
             return
-        if request.fetch_offset < 0 or request.last_fetched_epoch > state.epoch:
+        if request.last_fetched_epoch > state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
         # KafkaRaftClient.handleFetchRequest: a snapshot to fetch first, or a DivergingEpoch to truncate to
