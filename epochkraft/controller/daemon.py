@@ -248,7 +248,7 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
-    NodeSecurity.build(settings).server_ssl(listener_protocol(settings))
+    NodeSecurity.build(settings).server_ssl(listener_protocol(settings), listener_name(settings))
     bootstrap_scram(args.add_scram)
     return settings, listen
 
@@ -270,6 +270,11 @@ def listener_protocol(settings: ControllerSettings) -> str:
     """The security protocol of the --listen listener: the first of controller.listener.names in
     listener.security.protocol.map (PLAINTEXT when controller.listener.names is empty)."""
     return controller_protocol(settings, parse_protocol_map(settings.listener_security_protocol_map))
+
+
+def listener_name(settings: ControllerSettings) -> str:
+    """The --listen listener's name: the first of controller.listener.names (empty: unnamed)."""
+    return next((n.strip().upper() for n in settings.controller_listener_names.split(",") if n.strip()), "")
 
 
 def open_quorum(
@@ -570,7 +575,7 @@ async def _start_listener(
         listen[1],
         log=log,
         reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
-        ssl_context=security.server_ssl(listener_protocol(settings)),
+        ssl_context=security.server_ssl(listener_protocol(settings), listener_name(settings)),
         idle_timeout_ms=settings.connections_max_idle_ms,
     )
     await server.start()
