@@ -442,7 +442,7 @@ async def serve(
             max_connections_per_ip=settings.max_connections_per_ip,
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
-            ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name]),
+            ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials
             ),
@@ -553,7 +553,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     security = NodeSecurity.build(settings)
     for endpoint in listeners.bind:
-        security.server_ssl(listeners.protocols[endpoint.name])
+        security.server_ssl(listeners.protocols[endpoint.name], endpoint.name)
         security.sasl_sessions(listeners.protocols[endpoint.name], {})
     security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
     security.client_ssl(listeners.inter_broker_protocol)
