@@ -139,7 +139,7 @@ class ConfigurationControl:
                 new = ",".join(parts)
             else:
                 return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
-            if op != OpType.DELETE and (why := self._validate(resource_type, key, new)) is not None:
+            if op != OpType.DELETE and (why := self._validate(resource, key, new)) is not None:
                 return ApiError(ErrorCode.invalid_config, why), []
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
@@ -157,7 +157,7 @@ class ConfigurationControl:
         current = self.get(*resource)
         records: list[ConfigRecord] = []
         for key, value in new_configs.items():
-            if (why := self._validate(resource_type, key, value)) is not None:
+            if (why := self._validate(resource, key, value)) is not None:
                 return ApiError(ErrorCode.invalid_config, why), []
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
@@ -165,10 +165,11 @@ class ConfigurationControl:
         return NONE, records
 
     @staticmethod
-    def _validate(resource_type: ResourceType, key: str, value: str | None) -> str | None:
+    def _validate(resource: Resource, key: str, value: str | None) -> str | None:
+        resource_type, resource_name = resource
         if value is None and resource_type == ResourceType.TOPIC:
             return f"Null value not supported for topic configs: {key}"
-        return validate(resource_type, key, value)
+        return validate(resource_type, key, value, resource_name)
 
     @staticmethod
     def _record(resource: Resource, key: str, value: str | None) -> ConfigRecord:
