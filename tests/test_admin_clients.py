@@ -273,18 +273,18 @@ def alter_broker(
 
 
 def refusal(cluster, admin: AdminClient, broker: str, name: str, value: str) -> str:
-    """The INVALID_CONFIG message a SET of ``name=value`` on ``broker`` gets ("" if accepted): through
+    """The INVALID_REQUEST message (Kafka's answer to a refused broker config) a SET of ``name=value`` on ``broker`` gets ("" if accepted): through
     confluent-kafka for a broker id, kio for the cluster-wide default."""
     if broker == "":
         error, message = alter_broker(cluster, "", 0, validate_only=True, **{name: value})
-        assert error in (0, KafkaError.INVALID_CONFIG), (error, message)
+        assert error in (0, KafkaError.INVALID_REQUEST), (error, message)
         return message
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource("broker", broker, incremental_configs=[entry])
     try:
         admin.incremental_alter_configs([resource], validate_only=True)[resource].result(10)
     except KafkaException as exc:
-        assert exc.args[0].code() == KafkaError.INVALID_CONFIG, exc
+        assert exc.args[0].code() == KafkaError.INVALID_REQUEST, exc
         return exc.args[0].str()
     return ""
 
@@ -292,7 +292,7 @@ def refusal(cluster, admin: AdminClient, broker: str, name: str, value: str) -> 
 def test_every_dynamic_broker_config_kafka_lists_is_accepted_per_broker_and_cluster_wide(cluster, admin):
     """Kafka's DynamicBrokerConfig: its dynamic configs are stored per broker and cluster-wide, with their
     types and validators; read-only ones, SSL stores without a listener prefix, and listener configs
-    cluster-wide get Kafka's INVALID_CONFIG (the same answers Kafka 4.3.1 gives)."""
+    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.3.1 gives)."""
     dynamic = {
         "log.retention.ms": "3600000",
         "log.cleaner.threads": "2",

@@ -138,7 +138,7 @@ def test_validate_alter_config_answers_invalid_config_with_kafkas_message(ctx, k
 @pytest.mark.parametrize(
     ("resource", "key", "error"),
     [
-        ((BROKER, "0"), "log.segment.bytes", ErrorCode.invalid_config),
+        ((BROKER, "0"), "log.segment.bytes", ErrorCode.invalid_request),  # below its 1 MiB floor
         ((BROKER, "zero"), "min.insync.replicas", ErrorCode.invalid_request),
         ((TOPIC, ""), "retention.ms", ErrorCode.invalid_request),
         ((ResourceType.BROKER_LOGGER, "0"), "kafka", ErrorCode.invalid_request),

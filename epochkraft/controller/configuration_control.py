@@ -140,7 +140,7 @@ class ConfigurationControl:
             else:
                 return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
             if op != OpType.DELETE and (why := self._validate(resource, key, new)) is not None:
-                return ApiError(ErrorCode.invalid_config, why), []
+                return ApiError(_refusal(resource_type), why), []
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
                 records.append(self._record(resource, key, new))
@@ -158,7 +158,7 @@ class ConfigurationControl:
         records: list[ConfigRecord] = []
         for key, value in new_configs.items():
             if (why := self._validate(resource, key, value)) is not None:
-                return ApiError(ErrorCode.invalid_config, why), []
+                return ApiError(_refusal(resource_type), why), []
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
         records += [self._record(resource, key, None) for key in current if key not in new_configs]
@@ -178,3 +178,9 @@ class ConfigurationControl:
     # ---- replay -------------------------------------------------------------------------------------
     def replay(self, record: ConfigRecord) -> None:
         self.image.replay(record)
+
+
+def _refusal(resource_type: ResourceType) -> ErrorCode:
+    """A refused topic config is INVALID_CONFIG; a refused broker config INVALID_REQUEST, as Kafka's broker
+    answers once DynamicBrokerConfig.validate throws (ConfigAdminManager.validateBrokerConfigChange)."""
+    return ErrorCode.invalid_request if resource_type == ResourceType.BROKER else ErrorCode.invalid_config
