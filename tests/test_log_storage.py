@@ -12,6 +12,8 @@ from epochkraft.broker.log.checkpoints import read_offsets, write_offsets
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import page_cache_drops
 from epochkraft.broker.log.tail_cache import TailCache
+from epochkraft.broker.replica_manager import log_config
+from epochkraft.broker.settings import BrokerSettings
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_BIT,
@@ -82,6 +84,12 @@ def test_checkLogAppendTimeWithoutRecompression(tmp_path, codec):
     entries = [(None, v, (), 1234) for v in (b"hello", b"there", b"beautiful")]
     plog = PartitionLog.open(tmp_path / "t-0", LOG_APPEND_TIME)
     _check_log_append_time(plog, build_batch(entries, compression=codec), 1234)
+
+
+def test_the_brokers_log_message_timestamp_type_is_the_default_of_its_logs():
+    settings = BrokerSettings(log_message_timestamp_type="LogAppendTime")
+    assert log_config(settings).message_timestamp_type == "LogAppendTime"
+    assert log_config(BrokerSettings()).message_timestamp_type == "CreateTime"
 
 
 def test_create_time_batches_are_written_as_produced(tmp_path):
