@@ -29,6 +29,7 @@ import dataclasses
 from kio.schema.metadata.v12 import response as r12
 
 from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -83,7 +84,9 @@ def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataR
     )
 
 
-async def _answer_topic(ctx, name: str | None, allow_create: bool, version: int) -> r12.MetadataResponseTopic:
+async def _answer_topic(
+    ctx: RequestContext, name: str | None, allow_create: bool, version: int
+) -> r12.MetadataResponseTopic:
     """One named topic's answer: its metadata, created first when auto-creation applies, or its error."""
     node = ctx.node
     cache = node.cache
@@ -115,7 +118,7 @@ async def _answer_topic(ctx, name: str | None, allow_create: bool, version: int)
 
 
 def _with_authorized_operations(
-    ctx, topics: list[r12.MetadataResponseTopic]
+    ctx: RequestContext, topics: list[r12.MetadataResponseTopic]
 ) -> list[r12.MetadataResponseTopic]:
     """Each topic answered for the principal carries the operations it may perform on it; those refused
     (TOPIC_AUTHORIZATION_FAILED) or unknown by id keep the schema's default (KafkaApis.handleTopicMetadataRequest,
@@ -130,7 +133,7 @@ def _with_authorized_operations(
     ]
 
 
-def _cluster_authorized_operations(ctx) -> int:
+def _cluster_authorized_operations(ctx: RequestContext) -> int:
     """Metadata v8-10: the cluster operations the principal may perform, 0 without DESCRIBE on the
     cluster (KafkaApis.handleTopicMetadataRequest)."""
     if not ctx.authorized_cluster(AclOperation.DESCRIBE):

@@ -18,6 +18,7 @@ from kio.schema.describe_groups.v6.response import (
 )
 
 from epochkraft.broker.group_coordinator import GroupState
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -70,7 +71,7 @@ GROUP_ID_NOT_FOUND_FROM = 6
 AUTHORIZED_OPERATIONS_FROM = 3  # KIP-430
 
 
-def _with_authorized_operations(ctx, group: DescribedGroup) -> DescribedGroup:
+def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> DescribedGroup:
     """A group described without error carries the group operations the principal may perform
     (KafkaApis.handleDescribeGroupsRequest, AuthHelper.authorizedOperations)."""
     if group.error_code != ErrorCode.none:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -31,7 +33,7 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperatio
 BROKERS, CONTROLLERS = 1, 2
 
 
-def cluster_authorized_operations(request, ctx) -> int:
+def cluster_authorized_operations(request: DescribeClusterRequest, ctx: RequestContext) -> int:
     """AuthHelper.computeDescribeClusterResponse: asked for, the cluster operations the principal may
     perform, 0 without DESCRIBE on the cluster."""
     if not request.include_cluster_authorized_operations:
@@ -78,7 +80,7 @@ async def handle(request, ctx):
     return downgrade_response(response, ctx.api_version)
 
 
-def _brokers(request, ctx, asked: int) -> DescribeClusterResponse:
+def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -> DescribeClusterResponse:
     """The brokers' answer (KafkaApis.handleDescribeCluster), or Kafka's refusal of another endpoint type."""
     if asked != BROKERS:
         unknown = asked != CONTROLLERS
