@@ -88,6 +88,12 @@ class BrokerSettings(SecuritySettings):
         "delete: segments past retention are deleted; compact: the cleaner keeps the latest record per "
         "key and retention deletes nothing; compact,delete: both. Topic: cleanup.policy.",
     )
+    log_message_timestamp_type: str = prop(
+        "log.message.timestamp.type",
+        "CreateTime",
+        "CreateTime: records keep the producer's timestamps; LogAppendTime: the leader stamps each batch "
+        "with its append time. Topic: message.timestamp.type.",
+    )
     log_cleaner_enable: bool = prop(
         "log.cleaner.enable", True, "Compact logs whose cleanup.policy includes compact."
     )
