@@ -22,6 +22,8 @@ from dataclasses import replace
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32
 
 from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
@@ -98,9 +100,9 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
             error_code=error,
             error_message=message,
             cluster_id="",
-            controller_id=-1,
+            controller_id=BrokerId(-1),
             brokers=(),
-            cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+            cluster_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
         )
     cache = ctx.node.cache
     brokers = tuple(
@@ -113,11 +115,11 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
-        endpoint_type=BROKERS,
+        endpoint_type=i8(BROKERS),
         cluster_id=ctx.node.cluster_id,
-        controller_id=brokers[0].broker_id if brokers else -1,
+        controller_id=brokers[0].broker_id if brokers else BrokerId(-1),
         brokers=brokers,
-        cluster_authorized_operations=cluster_authorized_operations(request, ctx),
+        cluster_authorized_operations=i32(cluster_authorized_operations(request, ctx)),
     )
 
 
