@@ -82,6 +82,7 @@ async def handshakes(server_context: ssl.SSLContext, client_context: ssl.SSLCont
         await server.wait_closed()
 
 
+@pytest.mark.net
 async def test_internal_refuses_a_tls_client_without_a_certificate(tmp_path):
     security = NodeSecurity.build(
         settings(tmp_path, **{"listener.name.internal.ssl.client.auth": "required"})
