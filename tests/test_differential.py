@@ -20,6 +20,7 @@ from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2 import request as el
 from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.produce.v9 import request as pr
 
 from epochkraft.chaos.cluster import LocalCluster
@@ -244,6 +245,20 @@ def _produce(records: bytes, topic: str = TOPIC, acks: int = -1) -> pr.ProduceRe
     )
 
 
+def _offset_commit(topic: str, metadata: str) -> oc.OffsetCommitRequest:
+    """A standalone commit (generation -1, no member) of partition 0."""
+    partition = oc.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=metadata
+    )
+    return oc.OffsetCommitRequest(
+        group_id="diff-errors",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=topic, partitions=(partition,)),),
+    )
+
+
 def _corrupt(batch: bytes) -> bytes:
     broken = bytearray(batch)
     broken[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
@@ -289,6 +304,7 @@ def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, o
         "Produce-corrupt-crc": _produce(_corrupt(RECORDS), topic=topic),
         "Produce-invalid-acks": _produce(RECORDS, topic=topic, acks=2),
         "Produce-unknown-topic": _produce(RECORDS, topic=unknown),
+        "OffsetCommit-metadata-too-large": _offset_commit(topic, "m" * 5000),
         "DescribeAcls-unknown-pattern-type": request_for(
             29, 3, Scenario("acl", topic, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
         ),

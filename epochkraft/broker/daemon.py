@@ -135,6 +135,7 @@ class BrokerNode:
                 GroupSettings(
                     initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
                     offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+                    offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
                 )
             ),
             settings.offsets_retention_check_interval_ms,

@@ -173,6 +173,12 @@ class BrokerSettings(SecuritySettings):
         "How often expired committed offsets are looked for.",
         minimum=1,
     )
+    offset_metadata_max_bytes: int = prop(
+        "offset.metadata.max.bytes",
+        4096,
+        "Longest metadata string an OffsetCommit may carry per partition (OFFSET_METADATA_TOO_LARGE above it).",
+        minimum=0,
+    )
     offsets_topic_segment_bytes: int = prop(
         "offsets.topic.segment.bytes",
         104857600,
