@@ -2,7 +2,7 @@
 
 import pytest
 
-from epochkraft.broker.producer_state import ProducerIdAllocator, ProducerStateTable
+from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.protocol.errors import ErrorCode
 
 
@@ -48,9 +48,3 @@ def test_truncate_forgets_batches_beyond_log_end():
     table.truncate(2)
     assert table.check(9, 0, 2, 2).duplicate_of is None
     assert table.check(9, 0, 2, 2).error == ErrorCode.none
-
-
-def test_producer_ids_unique_per_broker_epoch():
-    a, b = ProducerIdAllocator(10), ProducerIdAllocator(11)
-    ids = {a.allocate() for _ in range(100)} | {b.allocate() for _ in range(100)}
-    assert len(ids) == 200

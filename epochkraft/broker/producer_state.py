@@ -110,24 +110,3 @@ class ProducerStateTable:
                 entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
             else:
                 del self.producers[producer_id]
-
-
-class ProducerIdAllocator:
-    """Hands out producer ids unique across the cluster without a controller round trip.
-
-    The broker epoch is unique per broker registration (it is the registration's metadata-log offset), so
-    ``broker_epoch * BLOCK + n`` never collides between brokers or incarnations while n < BLOCK.
-    """
-
-    BLOCK = 1_000_000
-
-    def __init__(self, broker_epoch: int) -> None:
-        self.broker_epoch = broker_epoch
-        self._next = 0
-
-    def allocate(self) -> int:
-        if self._next >= self.BLOCK:
-            raise RuntimeError("producer id block exhausted for this broker epoch; restart re-registers")
-        pid = max(self.broker_epoch, 0) * self.BLOCK + self._next
-        self._next += 1
-        return pid

@@ -17,6 +17,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
         63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
         64: AclOperation.ALTER,  # UnregisterBroker
+        67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
     },
     BROKER: {
         43: AclOperation.ALTER,  # ElectLeaders
