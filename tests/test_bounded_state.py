@@ -1,5 +1,6 @@
 """What a client can make a cluster hold or use up is bounded, against real daemons on loopback: offset
-metadata (offset.metadata.max.bytes), producer ids (blocks from the controller)."""
+metadata (offset.metadata.max.bytes), producer ids (blocks from the controller), idle producers' state
+(producer.id.expiration.ms)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from epochkraft.chaos.cluster import LocalCluster
@@ -113,3 +115,66 @@ def test_init_producer_ids_across_blocks_failover_and_restart_stay_unique(tmp_pa
     assert len(set(ids)) == len(ids), "a producer id was handed out twice"
     assert max(ids) > 5000  # more than the first block of each broker
     assert errors | more | most <= {"coordinator_load_in_progress"}
+
+
+def produce_idempotent(bootstrap: str, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v")
+    assert producer.flush(30) == 0
+
+
+def producer_ids(cluster: LocalCluster, topic: str) -> list[int]:
+    """DescribeProducers of the topic's partition 0 on broker 1 (its leader)."""
+
+    async def describe() -> list[int]:
+        async with KafkaClient("127.0.0.1", cluster.nodes[1].port) as client:
+            request = DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(0,)),))
+            response = await client.send(request)
+        partition = response.topics[0].partitions[0]
+        assert partition.error_code == ErrorCode.none
+        return [p.producer_id for p in partition.active_producers]
+
+    return asyncio.run(describe())
+
+
+def wait_for(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def test_idle_producer_ids_expire_and_stay_expired_across_a_restart(make_cluster):
+    """producer.id.expiration.ms=3000: an idle idempotent producer leaves the partition's producer state at
+    the periodic check; one that went idle while the broker was down does not come back when the broker
+    rebuilds its state from the log (the check is then too rare to be what removes it)."""
+    config = "producer.id.expiration.ms=3000\nproducer.id.expiration.check.interval.ms=500\n"
+    cluster = make_cluster(brokers=1, broker_extra=config)
+    create_topic(cluster.bootstrap, "idle")
+    produce_idempotent(cluster.bootstrap, "idle", 10)
+    assert len(producer_ids(cluster, "idle")) == 1
+    assert wait_for(lambda: producer_ids(cluster, "idle") == [], 20)
+
+    produce_idempotent(cluster.bootstrap, "idle", 10)
+    assert len(producer_ids(cluster, "idle")) == 1
+    broker = cluster.nodes[1]
+    broker.kill()
+    config_file = cluster.broker_config
+    config_file.write_text(
+        config_file.read_text().replace("check.interval.ms=500", "check.interval.ms=600000")
+    )
+    time.sleep(3.5)
+    broker.start(60)
+    assert wait_for(lambda: _leads(cluster, "idle"), 30)
+    assert producer_ids(cluster, "idle") == []
+
+
+def _leads(cluster: LocalCluster, topic: str) -> bool:
+    try:
+        producer_ids(cluster, topic)
+    except (AssertionError, NetworkError, OSError):
+        return False
+    return True

@@ -173,6 +173,19 @@ class BrokerSettings(SecuritySettings):
         "How often expired committed offsets are looked for.",
         minimum=1,
     )
+    producer_id_expiration_ms: int = prop(
+        "producer.id.expiration.ms",
+        86400000,
+        "A partition forgets an idempotent producer that has appended nothing for this long (by its last "
+        "batch's timestamp).",
+        minimum=1,
+    )
+    producer_id_expiration_check_interval_ms: int = prop(
+        "producer.id.expiration.check.interval.ms",
+        600000,
+        "How often partitions look for producer ids past producer.id.expiration.ms.",
+        minimum=1,
+    )
     offset_metadata_max_bytes: int = prop(
         "offset.metadata.max.bytes",
         4096,
