@@ -1,6 +1,6 @@
 """What a client can make a cluster hold or use up is bounded, against real daemons on loopback: offset
 metadata (offset.metadata.max.bytes), producer ids (blocks from the controller), idle producers' state
-(producer.id.expiration.ms)."""
+(producer.id.expiration.ms), the cleaner's map (log.cleaner.dedupe.buffer.size)."""
 
 from __future__ import annotations
 
@@ -178,3 +178,60 @@ def _leads(cluster: LocalCluster, topic: str) -> bool:
     except (AssertionError, NetworkError, OSError):
         return False
     return True
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of every record of partition 0, up to its high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False})
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        records: list[tuple[int, bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while (not records or records[-1][0] < high - 1) and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=1):
+                if message.error() is None:
+                    records.append((message.offset(), message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()
+
+
+def test_compaction_with_a_small_dedupe_buffer_keeps_only_the_latest_value_per_key(make_cluster):
+    """log.cleaner.dedupe.buffer.size=24576 holds 921 keys (1,024 entries of 24 bytes, load factor 0.9);
+    5,000 keys written twice are compacted in several passes, and the cleaned log holds each key once,
+    with its latest value."""
+    cluster = make_cluster(
+        brokers=1, broker_extra="log.cleaner.dedupe.buffer.size=24576\nlog.cleaner.backoff.ms=200\n"
+    )
+    create_topic(cluster.bootstrap, "compacted", **{"cleanup.policy": "compact", "segment.bytes": "16384"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    for value in (b"old", b"new"):
+        for i in range(5000):
+            producer.produce("compacted", key=f"key-{i:05d}".encode(), value=value)
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    for i in range(3):  # batches of 20 KB: the segments the keys are in roll, so all of them are cleanable
+        for _ in range(40):
+            producer.produce("compacted", key=b"filler", value=f"{i}".encode().ljust(500, b"."))
+        assert producer.flush(30) == 0
+    directory = cluster.data_dir / "broker-1" / "compacted-0"
+
+    def cleaned() -> list[tuple[int, bytes, bytes]] | None:
+        active_base = max(int(p.stem) for p in directory.glob("*.log"))
+        records = [r for r in read_all(cluster.bootstrap, "compacted") if r[0] < active_base]
+        keys = [key for _, key, _ in records]
+        return records if len(keys) == len(set(keys)) and len(records) > 4000 else None
+
+    assert wait_for(lambda: cleaned() is not None, 90), "the log was never compacted whole"
+    records = cleaned()
+    assert records is not None
+    assert {value for _, key, value in records if key != b"filler"} == {b"new"}
+    assert len({key for _, key, _ in records if key != b"filler"}) == 5000
+    broker_log = (cluster.data_dir / "logs" / "broker-1.log").read_text()
+    partial = [
+        line
+        for line in broker_log.splitlines()
+        if "log compacted" in line and "cleaned_up_to=None" not in line
+    ]
+    assert len(partial) >= 5, "a map of 921 keys needs several passes over 5,000"

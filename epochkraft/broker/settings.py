@@ -103,6 +103,19 @@ class BrokerSettings(SecuritySettings):
         "Bytes per second the cleaner reads at most (it runs on a worker thread).",
         minimum=1,
     )
+    log_cleaner_dedupe_buffer_size: int = prop(
+        "log.cleaner.dedupe.buffer.size",
+        134217728,
+        "Bytes of the cleaner's key -> offset map (24 per key: a 16-byte MD5 hash and an 8-byte offset); a "
+        "log with more distinct keys is compacted in as many passes as the map needs.",
+        minimum=1024,
+    )
+    log_cleaner_io_buffer_load_factor: float = prop(
+        "log.cleaner.io.buffer.load.factor",
+        0.9,
+        "How full the cleaner's map may get before a pass stops mapping keys.",
+        minimum=0.05,
+    )
     log_cleaner_delete_retention_ms: int = prop(
         "log.cleaner.delete.retention.ms",
         86400000,
