@@ -423,6 +423,18 @@ def test_skimpy_offset_map():
     offset_map.close()
 
 
+def test_skimpy_offset_map_grows_up_to_its_buffer():
+    """The table starts at 65,536 entries and doubles while half full, never past the buffer's slots: a
+    map of 100,000 slots holds 90,000 keys (the load factor), each found again."""
+    offset_map = SkimpyOffsetMap(100_000 * BYTES_PER_ENTRY)
+    for i in range(90_000):
+        offset_map.put(f"key-{i}".encode(), i)
+    assert offset_map.size == 90_000 and offset_map.slots == 100_000
+    assert all(offset_map.get(f"key-{i}".encode()) == i for i in range(0, 90_000, 7))
+    assert offset_map.get(b"absent") == -1
+    offset_map.close()
+
+
 def test_a_cleaned_copy_is_not_swapped_in_over_a_segment_that_changed(tmp_path):
     """The pass works on files off the event loop: a segment deleted meanwhile keeps the log as it is."""
     from epochkraft.broker.log.cleaner import compact
