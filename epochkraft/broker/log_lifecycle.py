@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from epochkraft.broker.log.cleaner import compact
+from epochkraft.broker.log.cleaner import SegmentSnapshot, compact
 from epochkraft.broker.partition import Role
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CorruptRecordError
@@ -120,8 +120,8 @@ class LogLifecycle:
             return False
         first_dirty_offset: int | None = 0
         while first_dirty_offset is not None:
-            end_offset = await self._clean_pass(key, replica, snapshots, now, first_dirty_offset)
-            if end_offset is False:
+            swapped, end_offset = await self._clean_pass(key, replica, snapshots, now, first_dirty_offset)
+            if not swapped:
                 return False  # the log changed meanwhile (moved, deleted, truncated): the next pass retries
             if end_offset is not None and end_offset <= first_dirty_offset:
                 break  # a map that holds no key: nothing more to gain
@@ -134,10 +134,15 @@ class LogLifecycle:
         return True
 
     async def _clean_pass(
-        self, key: tuple[str, int], replica: Replica, snapshots: list, now: int, first_dirty_offset: int
-    ) -> int | bool | None:
-        """One pass: the offset its cleaned range ended at (None: the whole cleanable log), or False if the
-        cleaned copies could not be swapped in."""
+        self,
+        key: tuple[str, int],
+        replica: Replica,
+        snapshots: list[SegmentSnapshot],
+        now: int,
+        first_dirty_offset: int,
+    ) -> tuple[bool, int | None]:
+        """One pass: whether its cleaned copies were swapped in, and the offset its cleaned range ended at
+        (None: the whole cleanable log)."""
         plog, settings = replica.log, self.manager.settings
         cleaned, stats, end_offset = await asyncio.to_thread(
             compact,
@@ -151,7 +156,7 @@ class LogLifecycle:
             first_dirty_offset=first_dirty_offset,
         )
         if self.manager.replica(*key) is not replica or not plog.replace_cleaned(cleaned):
-            return False
+            return False, end_offset
         self.cleaner_stats["bytes_read"] += stats.bytes_read
         self.cleaner_stats["bytes_written"] += stats.bytes_written
         self.cleaner_stats["seconds"] += stats.seconds
@@ -169,7 +174,7 @@ class LogLifecycle:
             records_read=stats.records_read,
             seconds=round(stats.seconds, 3),
         )
-        return end_offset
+        return True, end_offset
 
     # ---- DeleteRecords -------------------------------------------------------------------------------
     def low_watermark(self, replica: Replica) -> int:
