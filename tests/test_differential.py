@@ -20,6 +20,7 @@ from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2 import request as el
 from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.produce.v9 import request as pr
 
 from epochkraft.chaos.cluster import LocalCluster
@@ -45,6 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
 
 TOPIC = "diff"
 UNKNOWN_TOPIC = "diff-no-such-topic"
+ERRORS_GROUP = "diff-errors"
 DELETE_TOPICS_KEY = 20
 # A timestamp of today: records years old would be deleted by retention.ms (7 days) within the run.
 RECORDS = build_batch([(b"k", b"differential", (), int(time.time() * 1000))])
@@ -244,6 +246,20 @@ def _produce(records: bytes, topic: str = TOPIC, acks: int = -1) -> pr.ProduceRe
     )
 
 
+def _offset_commit(topic: str, metadata: str, group: str) -> oc.OffsetCommitRequest:
+    """A standalone commit (generation -1, no member) of partition 0."""
+    partition = oc.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=metadata
+    )
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=topic, partitions=(partition,)),),
+    )
+
+
 def _corrupt(batch: bytes) -> bytes:
     broken = bytearray(batch)
     broken[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
@@ -295,8 +311,11 @@ BROKER_CONFIG_CASES = {
 }
 
 
-def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, object]:
-    """The error cases, about ``topic`` (which must exist) and ``unknown`` (which must not)."""
+def error_cases(
+    topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC, group: str = ERRORS_GROUP
+) -> dict[str, object]:
+    """The error cases, about ``topic`` (which must exist) and ``unknown`` (which must not); the group
+    ones about ``group``, the group they are routed by."""
     return {
         "CreateTopics-invalid-config-value": _create("diff-new", configs=[("retention.ms", "soon")]),
         "CreateTopics-unknown-config": _create("diff-new", configs=[("no.such.config", "1")]),
@@ -335,6 +354,7 @@ def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, o
         "Produce-corrupt-crc": _produce(_corrupt(RECORDS), topic=topic),
         "Produce-invalid-acks": _produce(RECORDS, topic=topic, acks=2),
         "Produce-unknown-topic": _produce(RECORDS, topic=unknown),
+        "OffsetCommit-metadata-too-large": _offset_commit(topic, "m" * 5000, group),
         "DescribeAcls-unknown-pattern-type": request_for(
             29, 3, Scenario("acl", topic, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
         ),
@@ -355,7 +375,7 @@ def test_same_error_answers_as_kafka(pair: Pair, case: str) -> None:
         answers = []
         for side in (pair.kafka, pair.ours):
             try:
-                answers.append(await side.exchange(key, request, TOPIC, "diff-errors"))
+                answers.append(await side.exchange(key, request, TOPIC, ERRORS_GROUP))
             except NetworkError:
                 answers.append("closed")
         theirs, ours = answers

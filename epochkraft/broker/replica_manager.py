@@ -136,6 +136,7 @@ class ReplicaManager:
             asyncio.create_task(self._alter_partition_loop(), name="alter-partition"),
             asyncio.create_task(self._isr_shrink_loop(), name="isr-shrink"),
             asyncio.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
+            asyncio.create_task(self._producer_expiration_loop(), name="producer-expiration"),
             asyncio.create_task(self.lifecycle.run(), name="log-retention"),
             asyncio.create_task(self.lifecycle.run_cleaner(), name="log-cleaner"),
         ]
@@ -231,8 +232,10 @@ class ReplicaManager:
                     header.record_count,
                     header.base_offset,
                     header.last_offset,
+                    header.max_timestamp,
                 )
                 position = header.next_offset
+        replica.producers.remove_expired_producers(now_ms(), self.settings.producer_id_expiration_ms)
 
     def _became_leader(self, replica: Replica, transition: Transition) -> None:
         p = replica.partition
@@ -460,6 +463,7 @@ class ReplicaManager:
                 header.record_count,
                 header.base_offset,
                 header.last_offset,
+                header.max_timestamp,
             )
         wake(replica)  # followers long-polling this partition fetch the new batch at once
         self.replica_set.on_append(now_ms(), replica.key)
@@ -538,6 +542,19 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.replica_set.tick(now_ms())
             self._after_replica_set()
+
+    # ---- producer state --------------------------------------------------------------------------------
+    def remove_expired_producers(self, now: int) -> int:
+        """Kafka's PeriodicProducerExpirationCheck over every partition here; returns the producers removed."""
+        expiration_ms = self.settings.producer_id_expiration_ms
+        return sum(r.producers.remove_expired_producers(now, expiration_ms) for r in self.replicas.values())
+
+    async def _producer_expiration_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.producer_id_expiration_check_interval_ms / 1000)
+            removed = self.remove_expired_producers(now_ms())
+            if removed:
+                log.info("expired idle producer ids", producers=removed)
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self) -> None:

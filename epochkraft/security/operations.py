@@ -22,6 +22,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
         64: AclOperation.ALTER,  # UnregisterBroker
         59: AclOperation.CLUSTER_ACTION,  # FetchSnapshot
+        67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
     },
     BROKER: {
         43: AclOperation.ALTER,  # ElectLeaders
