@@ -455,6 +455,39 @@ def test_testCandidateIgnoreVoteRequestOnSameEpoch():
     assert reply == VoteResponse(ErrorCode.none, -1, epoch, False) and ctx.client.role == "candidate"
 
 
+def test_a_candidate_that_lost_keeps_its_vote_while_it_pre_votes_again_in_the_same_epoch():
+    """A candidate whose election failed backs off and pre-votes again in its epoch (KIP-996's prospective
+    state); it voted for itself in that epoch, so a late Vote of another candidate of the same epoch is
+    refused (QuorumState.transitionToProspective keeps votedKey)."""
+    ctx = RaftTestContext(1)
+    ctx.become_candidate()
+    epoch = ctx.client.epoch
+    for request in ctx.take(VoteRequest):
+        ctx.respond(request, VoteResponse(ErrorCode.none, -1, epoch, False))
+    ctx.poll_until_deadline()  # lost: the election backoff
+    ctx.poll_until_deadline()  # then a pre-vote in the same epoch
+    assert ctx.client.role == "prospective" and ctx.client.epoch == epoch
+    reply = ctx.reply_to(ctx.deliver(2, VoteRequest(epoch, 2, 0, 0)))
+    assert not reply.vote_granted
+    assert all(state.voted_id == 1 for state in ctx.persisted if state.leader_epoch == epoch)
+
+
+def test_a_candidate_that_cannot_stand_again_keeps_its_vote():
+    """A candidate in epoch 2^31-2 that lost waits unattached (its next epoch would not be usable) and
+    keeps its vote for itself: no second vote in that epoch."""
+    last_usable = LAST_INT32 - 1
+    ctx = RaftTestContext(1, persisted=QuorumStateData(last_usable - 1, -1, -1, (1, 2, 3)))
+    ctx.become_candidate()
+    assert ctx.client.epoch == last_usable
+    for request in ctx.take(VoteRequest):
+        ctx.respond(request, VoteResponse(ErrorCode.none, -1, last_usable, False))
+    ctx.poll_until_deadline()  # lost: the election backoff
+    ctx.poll_until_deadline()
+    assert ctx.client.role == "unattached" and ctx.client.epoch == last_usable
+    assert not ctx.reply_to(ctx.deliver(3, VoteRequest(last_usable, 3, 0, 0))).vote_granted
+    assert ctx.persisted[-1].voted_id == 1
+
+
 def test_testHandleVoteRequestAsFollowerWithVotedCandidate():
     ctx = RaftTestContext(1, persisted=QuorumStateData(4, -1, 3, (1, 2, 3)))
     assert not ctx.reply_to(ctx.deliver(2, VoteRequest(4, 2, 0, 0))).vote_granted

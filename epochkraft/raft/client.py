@@ -292,7 +292,8 @@ class RaftClient(Replication):
                 UnattachedState(
                     state.epoch,
                     now_ms + self._random_election_timeout_ms(),
-                    voted_id=getattr(state, "voted_id", NO_LEADER),
+                    voted_id=self._vote_in_this_epoch(),
+                    leader_id=getattr(state, "leader_id", NO_LEADER),
                 )
             )
             return
@@ -302,11 +303,23 @@ class RaftClient(Replication):
                 now_ms + self._random_election_timeout_ms(),
                 self.voters,
                 self.local_id,
-                voted_id=getattr(state, "voted_id", NO_LEADER),
+                voted_id=self._vote_in_this_epoch(),
                 leader_id=getattr(state, "leader_id", NO_LEADER),
             )
         )
         self._maybe_won_pre_vote(now_ms)
+
+    def _vote_in_this_epoch(self) -> int:
+        """Whom this voter voted for in its current epoch (QuorumState.votedKey): itself as a candidate, a
+        leader or a resigned leader, else the state's or the durable vote, so that a state of the same epoch
+        that follows one of those never grants a second vote in it."""
+        state = self.state
+        if isinstance(state, CandidateState | LeaderState | ResignedState):
+            return self.local_id
+        voted = getattr(state, "voted_id", NO_LEADER)
+        if voted == NO_LEADER and self._persisted.leader_epoch == state.epoch:
+            return self._persisted.voted_id
+        return voted
 
     def _after_lost_pre_vote(self, now_ms: int) -> None:
         # KafkaRaftClient.prospectiveTransitionAfterElectionTimeout
