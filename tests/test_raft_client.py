@@ -834,10 +834,18 @@ def test_answers_naming_an_epoch_or_leader_no_voter_can_hold_are_ignored():
     [fetch] = ctx.take(FetchRequest, 2)
     ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, 3, LAST_INT32, -1))
     assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2)
-    ctx.poll(SETTINGS.retry_backoff_ms)
+    ctx.poll(SETTINGS.retry_backoff_ms - 1)
+    assert ctx.take(FetchRequest) == []  # an ignored answer still waits the backoff
+    ctx.poll(1)
     [fetch] = ctx.take(FetchRequest, 2)
     ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, -7, 6, -1))
     assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2) and ctx.persisted == []
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, FetchResponse(ErrorCode.none, 2, LAST_INT32, -1))  # no error, unusable epoch
+    assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2)
+    ctx.poll(SETTINGS.retry_backoff_ms - 1)
+    assert ctx.take(FetchRequest) == []
 
 
 def test_a_voter_whose_next_epoch_would_not_be_usable_does_not_stand():

@@ -231,7 +231,11 @@ class Replication:
         if response.error_code != ErrorCode.none:
             self._handle_fetch_error(now_ms, state, response)
             return
-        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state:
+        ignored = self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
+        if self.state is not state:
+            return
+        if ignored:  # an older epoch's answer, or one naming an epoch or leader no voter can hold
+            state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
             return
         state.has_fetched_from_leader = True
         state.fetch_deadline_ms = now_ms + self.settings.fetch_timeout_ms
@@ -261,10 +265,11 @@ class Replication:
         included (the whole request failed, no epoch named: handleTopLevelError, as a disconnect answered
         by KafkaNetworkChannel), puts the leader's connection in backoff for
         controller.quorum.retry.backoff.ms before the next Fetch."""
-        if response.leader_epoch >= 0 and (
-            self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state
-        ):
-            return
+        if response.leader_epoch >= 0:
+            self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
+            if self.state is not state:
+                return
+        # the same epoch and leader, or an answer ignored: the next Fetch waits the backoff either way
         state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     # ---- snapshots, for a follower behind the leader's log start -----------------------------------------
