@@ -11,6 +11,7 @@ import pytest
 from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.config import load_settings
 from epochkraft.controller.config_schema import ConfigSource, ConfigType, ResourceType
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord, TopicRecord
@@ -131,3 +132,34 @@ def test_broker_resources_list_settings_read_only_unless_dynamic_and_the_cluster
     assert [(c.name, c.value, c.config_source) for c in defaults] == [
         ("unclean.leader.election.enable", "true", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     ]
+
+
+def test_passwords_and_configs_of_no_known_type_are_never_shown():
+    """ConfigHelper.createBrokerConfigEntry with KafkaConfig.maybeSensitive: a PASSWORD config (Kafka's
+    type, whatever our settings hold it as), or a cluster-wide config Kafka has no type for, is described
+    with a null value and as sensitive."""
+    settings = load_settings(
+        BrokerSettings,
+        properties={
+            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="s";',
+            "ssl.key.password": "hunter2",
+        },
+    )
+    cache = MetadataCache(node_id=1)
+    records = [
+        ConfigRecord(resource_type=BROKER, resource_name="", name="no.such.config", value="secret"),
+        ConfigRecord(resource_type=BROKER, resource_name="", name="message.max.bytes", value="2000"),
+    ]
+    for offset, record in enumerate(records):
+        cache.apply(offset, record, Changes())
+    d = ConfigDescriber(1, settings, cache)
+    own = {
+        c.name: c
+        for c in d.describe(BROKER, "1", ("sasl.jaas.config", "ssl.key.password"), True, False).configs
+    }
+    for name in ("sasl.jaas.config", "ssl.key.password"):
+        assert own[name].value is None and own[name].is_sensitive, own[name]
+        assert all(synonym.value is None for synonym in own[name].synonyms)
+    defaults = {c.name: c for c in d.describe(BROKER, "", None, False, False).configs}
+    assert defaults["no.such.config"].value is None and defaults["no.such.config"].is_sensitive
+    assert defaults["message.max.bytes"].value == "2000" and not defaults["message.max.bytes"].is_sensitive

@@ -29,6 +29,7 @@ from epochkraft.controller.config_schema import (
     ConfigSource,
     ConfigType,
     ResourceType,
+    broker_config_type,
 )
 from epochkraft.controller.replication_control import valid_topic_name
 from epochkraft.protocol.errors import ErrorCode
@@ -216,7 +217,8 @@ class ConfigDescriber:
                 if wanted(key):
                     definition = DYNAMIC_BROKER_CONFIGS.get(key)
                     found = [Synonym(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
-                    kind = definition.type if definition else ConfigType.STRING
+                    # a name Kafka does not know has no type, and is shown as sensitive, as Kafka's
+                    kind = broker_config_type(key) or ConfigType.UNKNOWN
                     doc = definition.doc if definition else ""
                     entries.append(self._entry(key, found, False, kind, doc, synonyms, documentation))
         elif resource_type == ResourceType.BROKER and name == str(self.node_id):
@@ -228,7 +230,8 @@ class ConfigDescriber:
                 static = self.static.get(key)
                 default = static.default if static is not None else definition.default  # type: ignore[union-attr]
                 found = self._broker_synonyms(key, default)
-                kind = static.type if static is not None else definition.type  # type: ignore[union-attr]
+                # Kafka's type first, so that a password our settings hold as text is never shown
+                kind = broker_config_type(key) or static.type  # type: ignore[union-attr]
                 doc = static.doc if static is not None else definition.doc  # type: ignore[union-attr]
                 entries.append(
                     self._entry(key, found, definition is None, kind, doc, synonyms, documentation)
@@ -252,10 +255,10 @@ class ConfigDescriber:
         shown: list[Synonym] | None = None,
     ) -> dc.DescribeConfigsResourceResult:
         """``found``: every value in precedence order (the first is the config's); ``shown``: the synonyms
-        listed, where they differ from ``found``. A password's value is never shown (Kafka's
-        ConfigHelper: null and is_sensitive)."""
+        listed, where they differ from ``found``. A password's value, or one of no known type, is never
+        shown (Kafka's ConfigHelper: null and is_sensitive)."""
         first = found[0] if found else Synonym(name, None, ConfigSource.DEFAULT_CONFIG)
-        sensitive = kind == ConfigType.PASSWORD
+        sensitive = kind in (ConfigType.PASSWORD, ConfigType.UNKNOWN)  # KafkaConfig.maybeSensitive
         return dc.DescribeConfigsResourceResult(
             name=name,
             value=None if sensitive else first.value,

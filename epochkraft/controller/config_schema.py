@@ -524,6 +524,14 @@ PER_BROKER_ONLY = (
 _LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
 
+def broker_config_type(name: str) -> ConfigType | None:
+    """Kafka's type of a dynamic broker config, a listener-prefixed one by its base name
+    (KafkaConfig.configType); None for a name Kafka does not know."""
+    listener_config = _LISTENER_CONFIG.fullmatch(name)
+    definition = DYNAMIC_BROKER_CONFIGS.get(listener_config.group(1) if listener_config else name)
+    return definition.type if definition is not None else None
+
+
 def validate_broker_config(name: str, value: str | None, per_broker: bool) -> str | None:
     """None if ``name=value`` may be stored as a dynamic broker config (``per_broker``: for one broker,
     else cluster-wide), else Kafka's message: DynamicBrokerConfig.validateConfigs' checks in its order.
