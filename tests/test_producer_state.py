@@ -83,3 +83,13 @@ def test_remove_expired_pids_on_reload():
         table.record(producer_id, 0, 0, 1, producer_id, producer_id, max_timestamp=timestamp)
     assert table.remove_expired_producers(10_000, EXPIRATION_MS) == 2
     assert list(table.producers) == [3]
+
+
+def test_a_duplicate_carries_the_first_appends_timestamp():
+    """UnifiedLog.append answers a retried batch with the first append's offsets and timestamp (on a
+    LogAppendTime topic the leader's append time, which the Produce response returns again)."""
+    table = ProducerStateTable()
+    table.record(9, 0, 0, 3, 10, 12, max_timestamp=1_700_000_000_123)
+    duplicate = table.check(9, 0, 0, 3).duplicate_of
+    assert duplicate is not None
+    assert (duplicate.first_offset, duplicate.last_offset, duplicate.timestamp) == (10, 12, 1_700_000_000_123)

@@ -31,6 +31,7 @@ class BatchMetadata:
     last_seq: int
     first_offset: int
     last_offset: int
+    timestamp: int = -1  # the batch's max timestamp as appended (Kafka's BatchMetadata.timestamp)
 
 
 @dataclass(slots=True)
@@ -106,7 +107,11 @@ class ProducerStateTable:
         entry.last_timestamp = max_timestamp
         entry.batches.append(
             BatchMetadata(
-                base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
+                base_sequence,
+                last_sequence(base_sequence, record_count),
+                first_offset,
+                last_offset,
+                max_timestamp,
             )
         )
 

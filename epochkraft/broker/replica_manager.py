@@ -444,8 +444,10 @@ class ReplicaManager:
             if check.error != ErrorCode.none:
                 return ProduceResult(check.error)
             if check.duplicate_of is not None:
+                # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
+                # timestamp (the append time on a LogAppendTime topic)
                 duplicate = check.duplicate_of
-                return replica, duplicate.first_offset, duplicate.last_offset + 1, NO_TIMESTAMP
+                return replica, duplicate.first_offset, duplicate.last_offset + 1, duplicate.timestamp
         try:
             info = replica.log.append_as_leader(
                 records, replica.partition.leader_epoch, validated=True, now_ms=now_ms()
