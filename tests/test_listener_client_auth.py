@@ -40,9 +40,19 @@ def test_a_listener_prefixed_ssl_client_auth_wins_over_the_daemon_wide_one(tmp_p
     assert loaded.ssl_client_auth_for("INTERNAL") == "required"
     assert loaded.ssl_client_auth_for("internal") == "required"
     assert loaded.ssl_client_auth_for("SECURE") == "requested"
+    assert loaded.ssl_client_auth_for("SECURE", sasl=True) == "none"
     security = NodeSecurity.build(loaded)
     assert security.server_ssl("SSL", "INTERNAL").verify_mode == ssl.CERT_REQUIRED
-    assert security.server_ssl("SASL_SSL", "SECURE").verify_mode == ssl.CERT_OPTIONAL
+    assert security.server_ssl("SSL", "OTHER").verify_mode == ssl.CERT_OPTIONAL
+
+
+def test_a_sasl_ssl_listener_takes_only_its_own_ssl_client_auth(tmp_path):
+    """ChannelBuilders.channelBuilderConfigs: the broker-wide ssl.client.auth applies to SSL listeners; a
+    SASL_SSL listener asks for a certificate only when its listener-prefixed value says so."""
+    security = NodeSecurity.build(settings(tmp_path, **{"ssl.client.auth": "required"}))
+    assert security.server_ssl("SASL_SSL", "SECURE").verify_mode == ssl.CERT_NONE
+    own = NodeSecurity.build(settings(tmp_path, **{"listener.name.secure.ssl.client.auth": "required"}))
+    assert own.server_ssl("SASL_SSL", "SECURE").verify_mode == ssl.CERT_REQUIRED
     assert security.server_ssl("PLAINTEXT", "INTERNAL") is None
 
 
@@ -102,4 +112,4 @@ def test_cluster_up_secure_requires_certificates_on_internal(tmp_path):
     overrides = LocalSecurity.create(tmp_path, brokers=1).broker_overrides(1, 9092, 9093)
     loaded = load_settings(BrokerSettings, properties=dict(item.split("=", 1) for item in overrides))
     assert loaded.ssl_client_auth_for(INTER_BROKER_LISTENER) == "required"
-    assert loaded.ssl_client_auth_for("SECURE") == "requested"
+    assert loaded.ssl_client_auth_for("SECURE", sasl=True) == "none"

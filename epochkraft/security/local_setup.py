@@ -92,8 +92,9 @@ class LocalSecurity:
             f"listener.security.protocol.map={CLIENT_LISTENER}:SASL_SSL,{INTER_BROKER_LISTENER}:SSL,CONTROLLER:SSL",
             f"inter.broker.listener.name={INTER_BROKER_LISTENER}",
             f"ssl.keystore.location={self.keystore(f'broker-{node_id}')}",
-            # SASL clients on SECURE need no certificate; INTERNAL serves only those that present one
-            # (the brokers and the admin), as Kafka's listener.name.internal.ssl.client.auth=required
+            # SASL clients on SECURE need no certificate (a SASL_SSL listener asks for none unless its own
+            # ssl.client.auth says so); INTERNAL serves only those that present one (the brokers and the
+            # admin), as Kafka's listener.name.internal.ssl.client.auth=required
             "ssl.client.auth=requested",
             f"listener.name.{INTER_BROKER_LISTENER.lower()}.ssl.client.auth=required",
             "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",

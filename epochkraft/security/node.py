@@ -83,9 +83,10 @@ class NodeSecurity:
         """The TLS context of ``listener``, with ``protocol`` (None: not TLS)."""
         if protocol not in TLS_PROTOCOLS:
             return None
-        client_auth = self.settings.ssl_client_auth_for(listener).lower()
+        sasl = protocol == "SASL_SSL"
+        client_auth = self.settings.ssl_client_auth_for(listener, sasl=sasl).lower()
         if client_auth not in self._server_ssl:
-            self._server_ssl[client_auth] = tls.server_context(self.settings, listener)
+            self._server_ssl[client_auth] = tls.server_context(self.settings, listener, sasl=sasl)
         return self._server_ssl[client_auth]
 
     def client_ssl(self, protocol: str) -> ssl.SSLContext | None:

@@ -73,10 +73,11 @@ class SecuritySettings:
     # (LISTENER, property, value) from listener.name.<listener>.<property> lines
     listener_properties: tuple[tuple[str, str, str], ...] = field(default=())
 
-    def ssl_client_auth_for(self, listener: str) -> str:
-        """ssl.client.auth of ``listener``: listener.name.<listener>.ssl.client.auth, else the
-        daemon-wide value."""
-        return self._for_listener(listener, "ssl.client.auth", self.ssl_client_auth)
+    def ssl_client_auth_for(self, listener: str, *, sasl: bool = False) -> str:
+        """ssl.client.auth of ``listener``: listener.name.<listener>.ssl.client.auth, else the daemon-wide
+        value on an SSL listener and none on a SASL_SSL one (Kafka's ChannelBuilders.channelBuilderConfigs:
+        the broker-wide ssl.client.auth applies to SSL listeners only)."""
+        return self._for_listener(listener, "ssl.client.auth", "none" if sasl else self.ssl_client_auth)
 
     def _for_listener(self, listener: str, name: str, default: str) -> str:
         for known, prop_name, value in self.listener_properties:

@@ -24,11 +24,11 @@ def _load_truststore(context: ssl.SSLContext, settings: SecuritySettings) -> Non
         raise ConfigError(f"ssl.truststore.location {settings.ssl_truststore_location}: {exc}") from exc
 
 
-def server_context(settings: SecuritySettings, listener: str = "") -> ssl.SSLContext:
-    """The context of an SSL or SASL_SSL listener (its ssl.client.auth may be its own)."""
+def server_context(settings: SecuritySettings, listener: str = "", *, sasl: bool = False) -> ssl.SSLContext:
+    """The context of an SSL or (``sasl``) SASL_SSL listener (its ssl.client.auth may be its own)."""
     if not settings.ssl_keystore_location:
         raise ConfigError("an SSL listener needs ssl.keystore.location (a PEM key and certificate chain)")
-    client_auth = settings.ssl_client_auth_for(listener)
+    client_auth = settings.ssl_client_auth_for(listener, sasl=sasl)
     mode = CLIENT_AUTH_MODES.get(client_auth.lower())
     if mode is None:
         name = f"listener.name.{listener.lower()}.ssl.client.auth" if listener else "ssl.client.auth"
