@@ -72,7 +72,7 @@ def test_three_controllers_form_one_quorum_that_every_broker_follows():
     for name in BROKERS:
         assert option(services[name]["command"], "controller").split(",") == list(endpoints.values())
     admin = {name: services[name]["ports"] for name in CONTROLLERS}
-    assert admin["controller-1"] == ["127.0.0.1:9190:9190"], "the admin port the README names"
+    assert admin["controller-1"] == ["127.0.0.1:9190:9190"], "the admin port docs/operations.md names"
 
 
 def option(command: list[str], name: str) -> str:
@@ -138,8 +138,8 @@ def test_images_run_as_a_user_and_compose_needs_v2():
     assert dockerfile.index("pip install -c constraints.txt") < dockerfile.index("COPY epochkraft")
     assert "--allow-root" not in (ROOT / "docker-compose.yml").read_text()
     assert COMPOSE["name"] == "epochkraft"
-    readme = (ROOT / "README.md").read_text()
-    assert "Compose v2" in readme and "scripts/compose-test" in readme
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "Compose v2" in operations and "scripts/compose-test" in operations
 
 
 @pytest.mark.net

@@ -1,7 +1,8 @@
 """Differential conformance against Apache Kafka: every API and version the broker listener serves (and
 Kafka serves too), each with its error paths, sent as the same kio-built bytes to a real Kafka cluster and
 to epochkraft; the answers must match field by field, except the masked fields and the differences listed
-in ``KNOWN_DIFFERENCES`` (each with its reason, as the README's "Compared with Kafka" table)."""
+in ``KNOWN_DIFFERENCES`` (each with its reason, as the known-differences table in
+docs/kafka-compatibility.md)."""
 
 from __future__ import annotations
 
@@ -716,7 +717,8 @@ def test_a_log_append_time_is_compared_by_its_presence() -> None:
 
 def test_every_known_difference_is_still_seen(request: pytest.FixtureRequest) -> None:
     """Runs last: each KNOWN_DIFFERENCES entry explained at least one difference in this run, so the table
-    (and the README's) lists only what still differs. Only meaningful when the whole module ran."""
+    (and the one in docs/kafka-compatibility.md) lists only what still differs. Only meaningful when the
+    whole module ran."""
     selected = [i for i in request.session.items if i.module is request.module]
     sweeps = (
         len([k for k in served(BROKER) if k != API_VERSIONS_KEY]) + len(ERROR_CASES) + len(controller_keys())

@@ -5,7 +5,7 @@ Kafka, to epochkraft and to franz-go's kfake, the answers compared two by two.
 Where epochkraft differs from Kafka (each such difference is in ``KNOWN_DIFFERENCES``), the run says
 whether kfake sides with Kafka or with us; where kfake alone differs from Kafka, the difference must be in
 ``KFAKE_DIFFERENCES``: kfake's own, listed so that nobody moves epochkraft towards kfake on its account.
-The README's "Compared with Kafka" section carries the resulting table."""
+docs/kafka-compatibility.md ("Compared with Kafka") carries the resulting table."""
 
 from __future__ import annotations
 
@@ -225,8 +225,9 @@ def test_kfake_as_a_third_party_on_error_paths(trio: Trio, case: str) -> None:
     assert not problems, "\n".join(problems)
 
 
-# Where epochkraft differs from Kafka in this sweep, the side kfake takes (the README's table): an API key
-# and field path (indexes folded) -> "Kafka", "epochkraft" or "neither".
+# Where epochkraft differs from Kafka in this sweep, the side kfake takes (the table in
+# docs/kafka-compatibility.md): an API key and field path (indexes folded) -> "Kafka", "epochkraft" or
+# "neither".
 SIDES_TAKEN = {
     (1, "responses[].partitions[].high_watermark"): "epochkraft",  # OFFSET_OUT_OF_RANGE
     (1, "responses[].partitions[].last_stable_offset"): "epochkraft",

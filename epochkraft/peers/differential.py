@@ -6,7 +6,7 @@ client would send it to (the partition's leader, the group's coordinator). ``dif
 decoded responses of the same class and names every field whose values differ, except the fields that
 must differ between two clusters (``MASKED``: ids, hosts, ports, throttle times, cluster ids, generated
 member and producer ids, error message texts; ``NORMALIZED``: a log append time compared by its presence). ``KNOWN_DIFFERENCES`` lists what differs on purpose, each
-with its reason; the README's "Compared with Kafka" section carries the same table.
+with its reason; docs/kafka-compatibility.md ("Compared with Kafka") carries the same table.
 """
 
 from __future__ import annotations

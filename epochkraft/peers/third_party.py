@@ -1,7 +1,7 @@
 """kfake as a third party in the differential comparison: where epochkraft's answer differs from Kafka's,
 the side franz-go's kfake takes (with Kafka, with epochkraft, or neither), and kfake's own differences from
-Kafka (``KFAKE_DIFFERENCES``), listed so that epochkraft is not moved towards kfake on their account. The
-README's "Compared with Kafka" section carries both tables."""
+Kafka (``KFAKE_DIFFERENCES``), listed so that epochkraft is not moved towards kfake on their account.
+docs/kafka-compatibility.md ("Compared with Kafka") carries both tables."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def side_taken(
 
 
 # kfake's own differences from Kafka, where epochkraft answers as Kafka does: not to be copied. (franz-go's
-# kfake at the version pinned in peers/kfake/go.mod; the README's "Compared with Kafka" has the same list.)
+# kfake at the version pinned in peers/kfake/go.mod; docs/kafka-compatibility.md has the same list.)
 KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
         0,
