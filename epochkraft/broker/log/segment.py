@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import ctypes.util
 import os
 import queue
 import struct
@@ -54,8 +53,9 @@ _FALLOC_FL_KEEP_SIZE = 1
 
 def _load_fallocate() -> Callable[..., int] | None:
     # The os module has posix_fallocate, which grows the file; reserving past the end needs the flag.
+    # The process's own symbols hold libc's (dlopen(NULL)), without find_library's ldconfig process.
     try:
-        fallocate = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).fallocate
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
     except (OSError, AttributeError):
         return None  # not Linux: appends allocate as they go
     fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
