@@ -76,7 +76,7 @@ def test_confluent_describe_and_alter_topic_configs(admin):
     assert len(configs) >= 25, "every topic config Kafka knows is described"
     retention = configs["retention.ms"]
     assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-    # log.retention.ms has no default in Kafka, so no broker synonym is listed (as Kafka 4.3.1 answers)
+    # log.retention.ms has no default in Kafka, so no broker synonym is listed (as Kafka 4.4.0 answers)
     assert [(s.name, s.source) for s in retention.synonyms.values()] == [
         ("retention.ms", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
     ]
