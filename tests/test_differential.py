@@ -270,6 +270,16 @@ def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, o
         ),
         "IncrementalAlterConfigs-unknown-topic": _incremental([("retention.ms", 0, "5")], resource=unknown),
         "IncrementalAlterConfigs-valid": _incremental([("retention.ms", 0, "3600000")], resource=topic),
+        # topic configs Kafka 4.4 added: max.decompressed.message.bytes, remote.copy.lag.ms (KIP-1241)
+        "IncrementalAlterConfigs-max-decompressed-invalid": _incremental(
+            [("max.decompressed.message.bytes", 0, "0")], resource=topic
+        ),
+        "IncrementalAlterConfigs-remote-copy-lag-invalid": _incremental(
+            [("remote.copy.lag.ms", 0, "-2")], resource=topic
+        ),
+        "IncrementalAlterConfigs-remote-copy-lag-valid": _incremental(
+            [("remote.copy.lag.bytes", 0, "1048576"), ("remote.copy.lag.ms", 0, "-1")], resource=topic
+        ),
         "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
         "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
         "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=unknown),
