@@ -38,6 +38,7 @@ from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
+from epochkraft.protocol.kio_extra import ApiVersionsRequestV5
 from epochkraft.protocol.records import build_batch
 from tests.support.kio_requests import Scenario, request_for
 
@@ -469,6 +470,56 @@ def test_a_request_to_a_follower_gets_the_same_answers_as_kafka(pair: Pair) -> N
 
     pair.run(sweep())
     assert not found, "\n".join(found)
+
+
+# ---- ApiVersions v5 (KIP-1242): the cluster and node a client means to reach ---------------------------
+def _v5_cases(cluster_id: str, node_id: int) -> dict[str, ApiVersionsRequestV5]:
+    def ask(cluster: str | None, node: int) -> ApiVersionsRequestV5:
+        return ApiVersionsRequestV5(
+            client_software_name="diff", client_software_version="1", cluster_id=cluster, node_id=node
+        )
+
+    other = "AAAAAAAAAAAAAAAAAAAAAA"
+    return {
+        "both-right": ask(cluster_id, node_id),
+        "other-node": ask(cluster_id, node_id + 1),
+        "other-cluster": ask(other, node_id),
+        "cluster-only": ask(cluster_id, -1),
+        "node-only": ask(None, node_id),
+        "neither": ask(None, -1),
+    }
+
+
+def _v5_answer(response) -> tuple[int, bool]:
+    return int(response.error_code), bool(response.api_keys)
+
+
+def test_api_versions_v5_checks_the_cluster_and_node_as_kafka(
+    pair: Pair, controllers: dict[str, tuple]
+) -> None:
+    """A broker answers REBOOTSTRAP_REQUIRED to a cluster or node id not its own and INVALID_REQUEST to one
+    without the other, with no API list; a controller checks only that both or neither are given."""
+    answers: dict[str, dict[str, tuple[int, bool]]] = {}
+
+    async def ask() -> None:
+        for side in (pair.kafka, pair.ours):
+            metadata = await side.metadata()
+            node = min(side.brokers)
+            address, cluster_id = controllers[side.name]
+            for case, request in _v5_cases(metadata.cluster_id, node).items():
+                answers.setdefault(f"broker {case}", {})[side.name] = _v5_answer(
+                    await side.send_to(node, request)
+                )
+            for case, request in _v5_cases(cluster_id, 0).items():
+                answers.setdefault(f"controller {case}", {})[side.name] = _v5_answer(
+                    await side.client(address).send(request)
+                )
+
+    pair.run(ask())
+    found = {case: a for case, a in answers.items() if a["kafka"] != a["epochkraft"]}
+    assert not found, found
+    assert answers["broker other-node"]["kafka"] == (ErrorCode.rebootstrap_required, False)
+    assert answers["controller other-cluster"]["kafka"] == (ErrorCode.none, True)
 
 
 # ---- the controller listener: the broker lifecycle and admin APIs against Kafka's own controller -------
