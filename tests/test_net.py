@@ -88,16 +88,27 @@ def _v5(cluster_id: str | None, node_id: int) -> ApiVersionsV5:
 async def test_api_versions_v5_on_a_broker_checks_the_cluster_and_node_named(cluster_id, node_id, error):
     """KIP-1242, as KafkaApis.handleApiVersionsRequest answers (tests/test_differential.py): another
     cluster or node is REBOOTSTRAP_REQUIRED, one id without the other INVALID_REQUEST, with no API list."""
-    node = types.SimpleNamespace(node_id=1, cluster_id="cluster-a")
+    response = await _broker_answer(
+        types.SimpleNamespace(node_id=1, cluster_id="cluster-a"), cluster_id, node_id
+    )
+    assert response.error_code == error
+    assert bool(response.api_keys) == (error == ErrorCode.none)
+
+
+async def _broker_answer(node, cluster_id: str | None, node_id: int):
     server = KafkaServer(BROKER, node=node, host="127.0.0.1", port=0, max_frame_bytes=1 << 20)
     await server.start()
     try:
         async with KafkaClient("127.0.0.1", server.port) as client:
-            response = await client.send(_v5(cluster_id, node_id))
+            return await client.send(_v5(cluster_id, node_id))
     finally:
         await server.stop()
-    assert response.error_code == error
-    assert bool(response.api_keys) == (error == ErrorCode.none)
+
+
+async def test_api_versions_v5_before_the_broker_knows_its_cluster_id_judges_the_node_id_only():
+    node = types.SimpleNamespace(node_id=1, cluster_id=None)  # listening, not yet told by the controller
+    assert (await _broker_answer(node, "cluster-a", 1)).error_code == ErrorCode.none
+    assert (await _broker_answer(node, "cluster-a", 2)).error_code == ErrorCode.rebootstrap_required
 
 
 async def test_api_versions_v5_on_a_controller_checks_only_that_both_ids_or_neither_are_named(

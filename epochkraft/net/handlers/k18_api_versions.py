@@ -31,7 +31,10 @@ def _refusal(request, ctx) -> ErrorCode | None:
         return ErrorCode.invalid_request
     if named_cluster and ctx.listener == BROKER:
         node = ctx.node
-        if request.node_id != node.node_id or request.cluster_id != node.cluster_id:
+        # A broker listens before it has asked the controller for the cluster id; until then only the
+        # node id is judged (Kafka's broker reads it from meta.properties before it listens).
+        other_cluster = node.cluster_id is not None and request.cluster_id != node.cluster_id
+        if request.node_id != node.node_id or other_cluster:
             return ErrorCode.rebootstrap_required
     return None
 
