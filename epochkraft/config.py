@@ -68,6 +68,20 @@ def property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
     return {f.metadata["property"]: f for f in dataclasses.fields(cls) if "property" in f.metadata}
 
 
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_property(key: str, per_listener: frozenset[str]) -> tuple[str, str] | None:
+    """Kafka's per-listener form ``listener.name.<listener>.<property>`` -> (LISTENER, property), for the
+    properties a daemon takes per listener (None: not that form)."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, sep, name = key.removeprefix(LISTENER_PREFIX).partition(".")
+    if not sep or not listener or name not in per_listener:
+        return None
+    return listener.upper(), name
+
+
 def parse_overrides(items: list[str] | None) -> dict[str, str]:
     """``--override KEY=VALUE`` flags (as Kafka's start script takes) -> {property: raw value}."""
     result: dict[str, str] = {}
@@ -96,12 +110,19 @@ def load_settings(
             (k, raw, f"{config_file}:{line}") for k, (raw, line) in read_properties(config_file).items()
         ]
     sources += [(k, raw, "--override") for k, raw in (properties or {}).items()]
+    per_listener: frozenset[str] = getattr(cls, "PER_LISTENER_PROPERTIES", frozenset())
+    by_listener: dict[tuple[str, str], str] = {}
     for key, raw, where in sources:
+        if (named := listener_property(key, per_listener)) is not None:
+            by_listener[named] = raw  # checked where it is used, as its broker-wide form
+            continue
         if key not in by_property:
             known = ", ".join(sorted(by_property))
             raise ConfigError(f"{where}: unknown property {key!r} (known: {known})")
         field = by_property[key]
         values[field.name] = _parse(raw, hints[field.name], f"{where}: {key}")
+    if by_listener:
+        values["listener_properties"] = tuple(sorted((*named, raw) for named, raw in by_listener.items()))
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value

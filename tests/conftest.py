@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,47 @@ from epochkraft.chaos.cluster import LocalCluster
 # Property tests check behaviour, not speed: no per-example deadline, which a loaded machine would miss.
 settings.register_profile("epochkraft", deadline=None)
 settings.load_profile("epochkraft")
+
+# The unit tier (`scripts/test-fast`, `pytest -m unit`): every test without one of these markers. It opens no
+# network socket and starts no process, which the guard below enforces, so it runs in about a minute.
+NOT_UNIT = ("slow", "clients", "peers", "spark", "net", "sweep")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in NOT_UNIT):
+            item.add_marker(pytest.mark.unit)
+
+
+class NotInTheUnitTier(RuntimeError):
+    """A unit-tier test reached for the network or a process: mark it `net` or `slow` instead."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unit") is None or os.environ.get("EPOCHKRAFT_UNIT_GUARD") == "off":
+        return
+    inet = (socket.AF_INET, socket.AF_INET6)
+
+    def refuse(what: str):
+        def refused(*args: object, **kwargs: object) -> None:
+            raise NotInTheUnitTier(f"{request.node.nodeid}: {what} in a unit-tier test")
+
+        return refused
+
+    for method in ("bind", "connect", "connect_ex"):
+        original = getattr(socket.socket, method)
+
+        def guarded(self: socket.socket, *args: object, _original=original, _method=method) -> object:
+            if self.family in inet:
+                refuse(f"socket.{_method}")()
+            return _original(self, *args)
+
+        monkeypatch.setattr(socket.socket, method, guarded)
+    for method in ("create_server", "create_connection"):
+        monkeypatch.setattr(asyncio.BaseEventLoop, method, refuse(f"loop.{method}"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("a process"))
+
 
 FAST_BROKER = """
 broker.heartbeat.interval.ms=200

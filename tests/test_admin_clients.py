@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -22,8 +22,10 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
+from kio.schema.incremental_alter_configs.v1 import request as ia
 
 from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.net.client import KafkaClient
 from tests.conftest import write_fast_configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(180)]
@@ -238,6 +240,142 @@ def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluste
         eventually(lambda: produce_one() is None, what="acks=all to be accepted again")
     finally:
         cluster.node(follower).start()
+
+
+# ---- dynamic broker configs ---------------------------------------------------------------------------
+SET = AlterConfigOpType.SET
+
+
+def alter_broker(
+    cluster, broker: str, op: int, validate_only: bool = False, **configs: str
+) -> tuple[int, str]:
+    """IncrementalAlterConfigs (op: 0 SET, 1 DELETE) of broker ``broker``, "" the cluster-wide default:
+    (error code, message). Sent with kio, as librdkafka refuses an empty broker name."""
+    entries = tuple(
+        ia.AlterableConfig(name=k.replace("_", "."), config_operation=op, value=v or None)
+        for k, v in configs.items()
+    )
+    request = ia.IncrementalAlterConfigsRequest(
+        resources=(ia.AlterConfigsResource(resource_type=4, resource_name=broker, configs=entries),),
+        validate_only=validate_only,
+    )
+
+    async def send() -> tuple[int, str]:
+        host, port = cluster.bootstrap.split(",")[0].split(":")
+        client = KafkaClient(host, int(port))
+        try:
+            answer = (await client.send(request)).responses[0]
+            return answer.error_code, answer.error_message or ""
+        finally:
+            await client.close()
+
+    return asyncio.run(send())
+
+
+def refusal(cluster, admin: AdminClient, broker: str, name: str, value: str) -> str:
+    """The INVALID_REQUEST message (Kafka's answer to a refused broker config) a SET of ``name=value`` on ``broker`` gets ("" if accepted): through
+    confluent-kafka for a broker id, kio for the cluster-wide default."""
+    if broker == "":
+        error, message = alter_broker(cluster, "", 0, validate_only=True, **{name: value})
+        assert error in (0, KafkaError.INVALID_REQUEST), (error, message)
+        return message
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("broker", broker, incremental_configs=[entry])
+    try:
+        admin.incremental_alter_configs([resource], validate_only=True)[resource].result(10)
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.INVALID_REQUEST, exc
+        return exc.args[0].str()
+    return ""
+
+
+def test_every_dynamic_broker_config_kafka_lists_is_accepted_per_broker_and_cluster_wide(cluster, admin):
+    """Kafka's DynamicBrokerConfig: its dynamic configs are stored per broker and cluster-wide, with their
+    types and validators; read-only ones, SSL stores without a listener prefix, and listener configs
+    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.3.1 gives)."""
+    dynamic = {
+        "log.retention.ms": "3600000",
+        "log.cleaner.threads": "2",
+        "max.connections": "1000",
+        "num.io.threads": "8",
+        "compression.type": "zstd",
+        "log.cleanup.policy": "compact,delete",
+    }
+    for broker in ("1", ""):
+        for name, value in dynamic.items():
+            assert refusal(cluster, admin, broker, name, value) == "", (broker, name)
+    assert refusal(cluster, admin, "1", "listener.name.plaintext.sasl.enabled.mechanisms", "PLAIN") == ""
+    assert refusal(cluster, admin, "1", "sasl.enabled.mechanisms", "PLAIN") == ""
+    assert "dynamically: [broker.id]" in refusal(cluster, admin, "1", "broker.id", "7")
+    assert "dynamically: [log.retention.hours]" in refusal(cluster, admin, "", "log.retention.hours", "5")
+    assert "listener prefix" in refusal(cluster, admin, "1", "ssl.keystore.location", "/x.jks")
+    assert "broker id must be specified" in refusal(cluster, admin, "", "sasl.enabled.mechanisms", "PLAIN")
+    assert "at least 1" in refusal(cluster, admin, "1", "num.io.threads", "0")
+    assert "Not a number" in refusal(cluster, admin, "", "log.retention.ms", "soon")
+    assert "CreateTime, LogAppendTime" in refusal(cluster, admin, "", "log.message.timestamp.type", "Later")
+
+    # AlterConfigs (the legacy API) alike
+    legacy = ConfigResource("broker", "1", set_config={"log.cleaner.threads": "2", "max.connections": "9"})
+    admin.alter_configs([legacy], validate_only=True)[legacy].result(10)
+    read_only = ConfigResource("broker", "1", set_config={"broker.id": "7"})
+    with pytest.raises(KafkaException, match=r"dynamically: \[broker.id\]"):
+        admin.alter_configs([read_only], validate_only=True)[read_only].result(10)
+    one = ConfigResource(
+        "broker",
+        "1",
+        incremental_configs=[ConfigEntry("log.cleaner.threads", "2", incremental_operation=SET)],
+    )
+    admin.incremental_alter_configs([one])[one].result(10)
+    assert alter_broker(cluster, "", 0, max_connections="1234") == (0, "")
+    try:
+        resource = ConfigResource("broker", "1")
+
+        def described() -> dict | None:
+            configs = admin.describe_configs([resource])[resource].result(10)
+            return configs if configs["max.connections"].value == "1234" else None
+
+        configs = eventually(described, what="the dynamic configs to reach broker 1")
+        threads, connections = configs["log.cleaner.threads"], configs["max.connections"]
+        assert (threads.value, threads.source) == ("2", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert connections.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        assert not threads.is_read_only and configs["replica.lag.time.max.ms"].is_read_only
+    finally:
+        alter_broker(cluster, "1", 1, log_cleaner_threads="")
+        alter_broker(cluster, "", 1, max_connections="")
+
+
+def test_cluster_wide_log_message_timestamp_type_and_message_max_bytes_take_effect(cluster, admin):
+    """The cluster-wide dynamic defaults of topic configs apply to topics without their own value (the
+    topic config's broker synonyms): log.message.timestamp.type=LogAppendTime stamps a new topic's
+    records with the append time; message.max.bytes refuses a larger batch (MESSAGE_TOO_LARGE)."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer
+
+    create(admin, "dyn-timestamps", rf=3)
+    assert alter_broker(cluster, "", 0, log_message_timestamp_type="LogAppendTime") == (0, "")
+    assert alter_broker(cluster, "", 0, message_max_bytes="2000") == (0, "")
+    try:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0})
+
+        def produce(value: bytes) -> KafkaError | None:
+            outcome: list = []
+            producer.produce("dyn-timestamps", value, partition=0, timestamp=1_700_000_000_000,
+                             on_delivery=lambda err, _msg: outcome.append(err))  # fmt: skip
+            producer.flush(10)
+            return outcome[0]
+
+        too_large = eventually(lambda: produce(b"x" * 5000), what="message.max.bytes to apply")
+        assert too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE
+        assert produce(b"small") is None
+        consumer = Consumer(
+            {"bootstrap.servers": cluster.bootstrap, "group.id": "dyn-ts", "auto.offset.reset": "earliest"}
+        )
+        consumer.subscribe(["dyn-timestamps"])
+        message = eventually(lambda: consumer.poll(0.5), what="the record")
+        consumer.close()
+        kind, timestamp = message.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and timestamp > 1_700_000_000_000
+    finally:
+        alter_broker(cluster, "", 1, log_message_timestamp_type="", message_max_bytes="")
 
 
 # ---- partitions, groups, log dirs, producers, elections ------------------------------------------------

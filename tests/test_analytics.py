@@ -86,6 +86,8 @@ def test_analyze_finds_the_restart_the_shrink_and_the_rejoin(metrics_run):
     )
     print(f"epochkraft analyze took {time.monotonic() - started:.1f}s")
     assert result.returncode == 0, result.stderr[-3000:]
+    # pyarrow comes with the analytics extra: Spark's Arrow path for toPandas, without its warning.
+    assert "PyArrow" not in result.stdout + result.stderr, result.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert (out / "isr_size_over_time.png").stat().st_size > 1000
     assert (out / "alter_partition_outcomes.png").exists()

@@ -6,6 +6,8 @@ import asyncio
 import struct
 import time
 
+import pytest
+
 from epochkraft.chaos.proxy import FaultProxy
 
 
@@ -47,6 +49,7 @@ async def _with_proxy(handler, body) -> None:
         server.close()
 
 
+@pytest.mark.net
 def test_pass_delay_and_drop_with_an_echo_server():
     async def body(proxy: FaultProxy, reader, writer) -> None:
         writer.write(b"hello")
@@ -70,6 +73,7 @@ def test_pass_delay_and_drop_with_an_echo_server():
     asyncio.run(_with_proxy(_echo, body))
 
 
+@pytest.mark.net
 def test_hold_by_api_key_lets_other_requests_through_until_release():
     async def body(proxy: FaultProxy, reader, writer) -> None:
         proxy.hold(56)
@@ -90,6 +94,7 @@ def test_hold_by_api_key_lets_other_requests_through_until_release():
     asyncio.run(_with_proxy(_framed, body))
 
 
+@pytest.mark.net
 def test_http_control_switches_the_proxy():
     import aiohttp
 

@@ -8,10 +8,12 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.protocol.records import build_batch
 from tests.conftest import write_fast_configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(120)]
@@ -99,6 +101,58 @@ def test_confluent_producer_acks_all_each_codec_round_trips_exactly(cluster, cod
     assert got == [
         (i, f"v{i}".encode(), [("h", f"{i}".encode())], 1_700_000_000_000 + i) for i in range(200)
     ], "keys, values, headers and timestamps come back exactly"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def segments_of(cluster: LocalCluster, topic: str) -> list[bytes]:
+    """Each broker's log of ``topic``-0, its segment files' bytes."""
+    dirs = sorted(cluster.data_dir.glob(f"broker-*/**/{topic}-0"))
+    return [b"".join(f.read_bytes() for f in sorted(d.glob("*.log"))) for d in dirs]
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_log_append_time_topic_stamps_each_batch_with_the_leaders_time(cluster, codec):
+    """message.timestamp.type=LogAppendTime: consumers see the leader's append time with its type, not
+    the producer's create time (Kafka's LogValidator, compressed or not); followers keep the leader's
+    bytes as they are."""
+    topic = f"log-append-time-{codec}"
+    create_topic(cluster.bootstrap, topic, partitions=1, **{"message.timestamp.type": "LogAppendTime"})
+    before = now_ms()
+    produce(cluster.bootstrap, topic, 50, acks="all", **{"compression.type": codec})
+    after = now_ms()
+    messages = consume(cluster.bootstrap, topic, 50, group=f"g-lat-{codec}")
+    assert len(messages) == 50
+    for m in messages:
+        kind, timestamp = m.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= timestamp <= after, (kind, timestamp)
+    logs = segments_of(cluster, topic)
+    assert len(logs) == 3 and logs[0] and logs[0] == logs[1] == logs[2]
+
+
+def test_produce_response_carries_the_log_append_time(cluster):
+    """ProduceResponse.log_append_time_ms: the leader's append time on a LogAppendTime topic, -1
+    (None) on a CreateTime one (UnifiedLog.append sets it only for LogAppendTime)."""
+    create_topic(
+        cluster.bootstrap, "lat-response", partitions=1, **{"message.timestamp.type": "LogAppendTime"}
+    )
+    create_topic(cluster.bootstrap, "ct-response", partitions=1)
+    batch = build_batch([(b"k", b"v", (), 1_700_000_000_000)])
+
+    async def produce_both():
+        client = MiniClient(cluster.bootstrap)
+        try:
+            return [await client.produce_response(t, 0, batch) for t in ("lat-response", "ct-response")]
+        finally:
+            await client.close()
+
+    before = now_ms()
+    stamped, create_time = asyncio.run(produce_both())
+    assert stamped.error_code == 0 and create_time.error_code == 0
+    assert before <= stamped.log_append_time.timestamp() * 1000 <= now_ms()
+    assert create_time.log_append_time is None
 
 
 def test_confluent_idempotent_producer(cluster):

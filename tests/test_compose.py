@@ -142,6 +142,7 @@ def test_images_run_as_a_user_and_compose_needs_v2():
     assert "Compose v2" in readme and "scripts/compose-test" in readme
 
 
+@pytest.mark.net
 @pytest.mark.parametrize("service", DAEMONS)
 def test_service_command_passes_config_check(service, tmp_path):
     command = [
@@ -162,6 +163,7 @@ def test_service_command_passes_config_check(service, tmp_path):
     assert "configuration ok" in result.stdout
 
 
+@pytest.mark.net
 def test_config_check_rejects_garbage(tmp_path):
     bad = tmp_path / "broker.properties"
     bad.write_text("replica.lag.time.max.ms=-5\n")

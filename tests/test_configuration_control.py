@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from kio.schema.incremental_alter_configs.v1 import request as iac1
 
-from epochkraft.controller.config_schema import ResourceType
+from epochkraft.broker.metadata_cache import MetadataCache
+from epochkraft.controller.config_schema import ResourceType, validate_broker_config
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
 from epochkraft.protocol.errors import ErrorCode
@@ -138,7 +139,7 @@ def test_validate_alter_config_answers_invalid_config_with_kafkas_message(ctx, k
 @pytest.mark.parametrize(
     ("resource", "key", "error"),
     [
-        ((BROKER, "0"), "log.segment.bytes", ErrorCode.invalid_config),
+        ((BROKER, "0"), "log.segment.bytes", ErrorCode.invalid_request),  # below its 1 MiB floor
         ((BROKER, "zero"), "min.insync.replicas", ErrorCode.invalid_request),
         ((TOPIC, ""), "retention.ms", ErrorCode.invalid_request),
         ((ResourceType.BROKER_LOGGER, "0"), "kafka", ErrorCode.invalid_request),
@@ -207,3 +208,41 @@ def test_maybe_trigger_unclean_leader_election_for_leaderless_partitions(unclean
     assert state() == (untouched if unclean_config == "none" else elected)
     if unclean_config not in ("none", "static"):
         assert ctx.partition("foo", 0).leader_recovery_state == 1, "RECOVERING after the unclean election"
+
+
+# ---- dynamic broker configs: DynamicBrokerConfigTest ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ssl.keystore.location", "ks.jks"),
+        ("ssl.keystore.type", "JKS"),
+        ("ssl.keystore.password", "password"),
+        ("ssl.key.password", "password"),
+    ],
+)
+def test_testSecurityConfigs(name, value):
+    """An SSL store is updated only per listener (listener.name.<listener>.<config>) and only per broker."""
+    prefixed = f"listener.name.external.{name}"
+    assert "listener prefix" in validate_broker_config(name, value, per_broker=True)
+    assert validate_broker_config(prefixed, value, per_broker=True) is None
+    assert "listener prefix" in validate_broker_config(name, value, per_broker=False)
+    assert "broker id must be specified" in validate_broker_config(prefixed, value, per_broker=False)
+
+
+def test_testLogRetentionTimeMinutesIsNotDynamicallyReconfigurable():
+    assert validate_broker_config("log.retention.minutes", "3", per_broker=False) == (
+        "Cannot update these configs dynamically: [log.retention.minutes]"
+    )
+    assert validate_broker_config("log.retention.ms", "180000", per_broker=False) is None
+
+
+def test_testDynamicLogConfigHandlesSynonymsCorrectly():
+    """A cluster-wide message.max.bytes is the max.message.bytes of a topic without its own, and leaves
+    retention alone; a broker's own log.retention.ms wins over the cluster-wide one."""
+    cache = MetadataCache(node_id=1)
+    cache.configs[(ResourceType.BROKER, "")] = {"message.max.bytes": "12345678", "log.retention.ms": "1000"}
+    assert cache.topic_config("t", "max.message.bytes") == "12345678"
+    assert cache.topic_config("t", "retention.ms") == "1000"
+    cache.configs[(ResourceType.BROKER, "1")] = {"log.retention.ms": "2000"}
+    assert cache.topic_config("t", "retention.ms") == "2000"
+    assert cache.topic_config("t", "segment.bytes") is None  # the static setting applies

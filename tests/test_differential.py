@@ -20,6 +20,7 @@ from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2 import request as el
 from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.produce.v9 import request as pr
 
 from epochkraft.chaos.cluster import LocalCluster
@@ -39,13 +40,14 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
 from epochkraft.protocol.kio_extra import ApiVersionsRequestV5
-from epochkraft.protocol.records import build_batch
+from epochkraft.protocol.records import TIMESTAMP_TYPE_BIT, build_batch, decode_batches
 from tests.support.kio_requests import Scenario, request_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
 
 TOPIC = "diff"
 UNKNOWN_TOPIC = "diff-no-such-topic"
+ERRORS_GROUP = "diff-errors"
 DELETE_TOPICS_KEY = 20
 # A timestamp of today: records years old would be deleted by retention.ms (7 days) within the run.
 RECORDS = build_batch([(b"k", b"differential", (), int(time.time() * 1000))])
@@ -219,11 +221,11 @@ def _incremental(configs, resource=TOPIC, resource_type=2) -> ia.IncrementalAlte
     )
 
 
-def _alter(configs, resource=TOPIC) -> ac.AlterConfigsRequest:
+def _alter(configs, resource=TOPIC, resource_type=2) -> ac.AlterConfigsRequest:
     return ac.AlterConfigsRequest(
         resources=(
             ac.AlterConfigsResource(
-                resource_type=2,
+                resource_type=resource_type,
                 resource_name=resource,
                 configs=tuple(ac.AlterableConfig(name=k, value=v) for k, v in configs),
             ),
@@ -245,14 +247,76 @@ def _produce(records: bytes, topic: str = TOPIC, acks: int = -1) -> pr.ProduceRe
     )
 
 
+def _offset_commit(topic: str, metadata: str, group: str) -> oc.OffsetCommitRequest:
+    """A standalone commit (generation -1, no member) of partition 0."""
+    partition = oc.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=metadata
+    )
+    return oc.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name=topic, partitions=(partition,)),),
+    )
+
+
 def _corrupt(batch: bytes) -> bytes:
     broken = bytearray(batch)
     broken[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
     return bytes(broken)
 
 
-def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, object]:
-    """The error cases, about ``topic`` (which must exist) and ``unknown`` (which must not)."""
+BROKER_ID, CLUSTER_DEFAULT = (
+    "1",
+    "",
+)  # a broker's own configs (TOPIC's leader answers), the cluster-wide default
+# Dynamic broker configs (Kafka's DynamicBrokerConfig.validateConfigs), validated only: accepted dynamic
+# configs, read-only ones, SSL stores without a listener prefix, listener configs cluster-wide, bad values.
+BROKER_CONFIG_CASES = {
+    "IncrementalAlterConfigs-broker-dynamic": _incremental(
+        [("log.retention.ms", 0, "3600000"), ("log.cleaner.threads", 0, "2"), ("max.connections", 0, "100")],
+        resource=BROKER_ID,
+        resource_type=4,
+    ),
+    "IncrementalAlterConfigs-cluster-dynamic": _incremental(
+        [("log.message.timestamp.type", 0, "LogAppendTime"), ("message.max.bytes", 0, "2000")],
+        resource=CLUSTER_DEFAULT,
+        resource_type=4,
+    ),
+    "IncrementalAlterConfigs-broker-listener-config": _incremental(
+        [("listener.name.plaintext.sasl.enabled.mechanisms", 0, "PLAIN")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-unknown-config": _incremental(
+        [("no.such.config", 0, "1")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-read-only": _incremental(
+        [("broker.id", 0, "7")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-ssl-without-listener-prefix": _incremental(
+        [("ssl.keystore.location", 0, "/x.jks")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-cluster-per-broker-config": _incremental(
+        [("sasl.enabled.mechanisms", 0, "PLAIN")], resource=CLUSTER_DEFAULT, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-invalid-value": _incremental(
+        [("num.io.threads", 0, "0")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-cluster-invalid-value": _incremental(
+        [("log.message.timestamp.type", 0, "Later")], resource=CLUSTER_DEFAULT, resource_type=4
+    ),
+    "AlterConfigs-broker-dynamic": _alter(
+        [("log.cleaner.threads", "2"), ("message.max.bytes", "2000")], BROKER, 4
+    ),
+    "AlterConfigs-broker-read-only": _alter([("log.retention.hours", "5")], BROKER_ID, 4),
+}
+
+
+def error_cases(
+    topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC, group: str = ERRORS_GROUP
+) -> dict[str, object]:
+    """The error cases, about ``topic`` (which must exist) and ``unknown`` (which must not); the group
+    ones about ``group``, the group they are routed by."""
     return {
         "CreateTopics-invalid-config-value": _create("diff-new", configs=[("retention.ms", "soon")]),
         "CreateTopics-unknown-config": _create("diff-new", configs=[("no.such.config", "1")]),
@@ -281,6 +345,7 @@ def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, o
         "IncrementalAlterConfigs-remote-copy-lag-valid": _incremental(
             [("remote.copy.lag.bytes", 0, "1048576"), ("remote.copy.lag.ms", 0, "-1")], resource=topic
         ),
+        **BROKER_CONFIG_CASES,
         "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
         "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
         "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=unknown),
@@ -300,6 +365,7 @@ def error_cases(topic: str = TOPIC, unknown: str = UNKNOWN_TOPIC) -> dict[str, o
         "Produce-corrupt-crc": _produce(_corrupt(RECORDS), topic=topic),
         "Produce-invalid-acks": _produce(RECORDS, topic=topic, acks=2),
         "Produce-unknown-topic": _produce(RECORDS, topic=unknown),
+        "OffsetCommit-metadata-too-large": _offset_commit(topic, "m" * 5000, group),
         "DescribeAcls-unknown-pattern-type": request_for(
             29, 3, Scenario("acl", topic, overrides={**ACL_FIELDS, "pattern_type_filter": 0})
         ),
@@ -320,7 +386,7 @@ def test_same_error_answers_as_kafka(pair: Pair, case: str) -> None:
         answers = []
         for side in (pair.kafka, pair.ours):
             try:
-                answers.append(await side.exchange(key, request, TOPIC, "diff-errors"))
+                answers.append(await side.exchange(key, request, TOPIC, ERRORS_GROUP))
             except NetworkError:
                 answers.append("closed")
         theirs, ours = answers
@@ -439,6 +505,47 @@ def test_a_fenced_leader_epoch_gets_the_same_answers_as_kafka(pair: Pair) -> Non
 
     pair.run(sweep())
     assert not found, "\n".join(found)
+
+
+# ---- message.timestamp.type=LogAppendTime -------------------------------------------------------------
+LOG_APPEND_TIME_TOPIC = f"diff-log-append-time-{uuid.uuid4().hex[:8]}"  # new on a reused peer too
+
+
+async def _produce_and_fetch_log_append_time(side: Side) -> tuple[object, list[bool]]:
+    """The Produce answer for a batch sent to a LogAppendTime topic, and whether each fetched batch is
+    stamped LogAppendTime with a max timestamp past the producer's create time."""
+    client = MiniClient(f"{side.bootstrap[0]}:{side.bootstrap[1]}")
+    try:
+        configs = {"message.timestamp.type": "LogAppendTime"}
+        error = await client.create_topic(LOG_APPEND_TIME_TOPIC, -1, -1, configs, assignment=[[1, 2, 3]])
+        assert error in (ErrorCode.none, ErrorCode.topic_already_exists), (side.name, error)
+        for _ in range(100):
+            metadata = await side.metadata(LOG_APPEND_TIME_TOPIC)
+            if metadata.topics[0].partitions and metadata.topics[0].partitions[0].leader_id == 1:
+                break
+            await asyncio.sleep(0.1)
+        create_time = int(time.time() * 1000) - 60_000
+        batch = build_batch([(b"k", b"v", (), create_time)])
+        answer = await side.exchange(0, _produce(batch, LOG_APPEND_TIME_TOPIC), LOG_APPEND_TIME_TOPIC, "")
+        fetch = request_for(1, 12, Scenario("log-append-time", LOG_APPEND_TIME_TOPIC, records=RECORDS))
+        fetched = await side.exchange(1, fetch, LOG_APPEND_TIME_TOPIC, "")
+        records = decode_batches(fetched.responses[0].partitions[0].records or b"")
+        return answer, [
+            b.attributes & TIMESTAMP_TYPE_BIT != 0 and b.max_timestamp > create_time for b in records
+        ]
+    finally:
+        await client.close()
+
+
+def test_a_log_append_time_topic_gets_the_same_answers_as_kafka(pair: Pair) -> None:
+    """Produce to a topic with message.timestamp.type=LogAppendTime: the same answer as Kafka (the
+    log_append_time field compared by its presence), and the batch read back stamped LogAppendTime."""
+    (theirs, kafka_batches), (ours, our_batches) = (
+        pair.run(_produce_and_fetch_log_append_time(side)) for side in (pair.kafka, pair.ours)
+    )
+    assert theirs.responses[0].partition_responses[0].log_append_time is not None
+    assert differences(ours, theirs) == []
+    assert kafka_batches == our_batches == [True]
 
 
 # ---- a request sent to a follower: NOT_LEADER_OR_FOLLOWER --------------------------------------------
@@ -647,6 +754,25 @@ def test_differences_name_each_field_and_skip_the_masked_ones() -> None:
     found = differences(ours, theirs)
     assert unexplained(3, 0, "unknown-topic", found) == []  # the auto-creation entry covers v0-3
     assert unexplained(3, 12, "unknown-topic", found) == found
+
+
+def test_a_log_append_time_is_compared_by_its_presence() -> None:
+    from kio.schema.produce.v9 import response as pr9
+
+    def answer(at: datetime.datetime | None) -> pr9.ProduceResponse:
+        partition = pr9.PartitionProduceResponse(
+            index=0, error_code=ErrorCode.none, base_offset=0, log_append_time=at, record_errors=()
+        )
+        return pr9.ProduceResponse(
+            responses=(pr9.TopicProduceResponse(name="t", partition_responses=(partition,)),),
+            throttle_time=datetime.timedelta(0),
+        )
+
+    now = datetime.datetime.now(tz=datetime.UTC)
+    assert differences(answer(now), answer(now + datetime.timedelta(seconds=1))) == []
+    assert [str(d) for d in differences(answer(None), answer(now))] == [
+        "responses[t].partition_responses[0].log_append_time: ours 'none', Kafka \"the leader's append time\""
+    ]
 
 
 def test_every_known_difference_is_still_seen(request: pytest.FixtureRequest) -> None:

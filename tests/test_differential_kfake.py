@@ -202,7 +202,7 @@ def test_kfake_as_a_third_party(trio: Trio, key: int) -> None:
 # The two-party module's error cases, and DescribeConfigs with an empty key list (every config for Kafka
 # and ours, none for kfake; the sweep asks with a null list here, so that kfake's configs are compared).
 ERROR_CASES = {
-    **error_cases(TOPIC, UNKNOWN_TOPIC),
+    **error_cases(TOPIC, UNKNOWN_TOPIC, f"{GROUPS}errors"),
     "DescribeConfigs-empty-keys": request_for(
         32, 4, Scenario("all", TOPIC, overrides={"configuration_keys": ()})
     ),

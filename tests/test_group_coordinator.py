@@ -15,6 +15,7 @@ from epochkraft.broker.group_coordinator import (
     offset_record_value,
     parse_offset_record,
 )
+from epochkraft.broker.group_service import GroupService, OffsetCommitEntry
 from epochkraft.protocol.errors import ErrorCode
 
 PROTOCOLS = (("range", b"meta-range"), ("roundrobin", b"meta-rr"))
@@ -321,3 +322,64 @@ def test_offsets_of_a_group_expire_only_once_it_has_been_empty_for_the_retention
     assert ctx.c.decide_expired_offsets(ctx.now)["g"] == [("t", 0)]
     ctx.tick(5_000)
     assert ctx.c.decide_expired_offsets(ctx.now)["g"] == [("t", 0), ("t", 2)]
+
+
+class MemoryOffsetsTopic:
+    """__consumer_offsets as a list: every append is committed at once."""
+
+    num_partitions = 1
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes | None]] = []
+
+    def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
+        return (0, "127.0.0.1", 9092)
+
+    def is_local_leader(self, partition: int) -> bool:
+        return True
+
+    async def ensure(self) -> None:
+        return None
+
+    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        self.records.extend(entries)
+        return ErrorCode.none
+
+
+@pytest.mark.parametrize(
+    ("metadata", "too_large"),
+    [(None, False), ("", False), ("m" * 4096, False), ("m" * 4097, True), ("\U0001f600" * 2049, True)],
+)
+def test_offset_metadata_too_large(metadata, too_large):
+    """GroupMetadataManagerTest.testOffsetMetadataTooLarge: the limit is offset.metadata.max.bytes (4096)
+    counted as Java's String.length(), so a character outside the BMP counts twice."""
+    assert GroupCoordinator().offset_metadata_too_large(metadata) is too_large
+
+
+async def test_generic_group_offset_commit_with_offset_metadata_too_large():
+    """OffsetMetadataManagerTest.testGenericGroupOffsetCommitWithOffsetMetadataTooLarge: the partition with
+    too much metadata gets OFFSET_METADATA_TOO_LARGE and nothing is stored for it; the others commit."""
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic, GroupCoordinator(GroupSettings(offset_metadata_max_bytes=10)))
+    errors = await service.commit(
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        entries=[
+            OffsetCommitEntry("t", 0, 5, -1, "x" * 11),
+            OffsetCommitEntry("t", 1, 6, -1, "x" * 10),
+        ],
+    )
+    assert errors == [ErrorCode.offset_metadata_too_large, ErrorCode.none]
+    assert [key for key, _ in topic.records] == [offset_record_key("g", "t", 1)]
+    assert list(service.fetch_offsets("g", None)) == [("t", 1)]
+
+
+async def test_offset_commit_with_only_too_large_metadata_writes_nothing():
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic, GroupCoordinator(GroupSettings(offset_metadata_max_bytes=0)))
+    entry = OffsetCommitEntry("t", 0, 5, -1, "x")
+    errors = await service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry])
+    assert errors == [ErrorCode.offset_metadata_too_large]
+    assert topic.records == []
+    assert service.fetch_offsets("g", None) == {}

@@ -24,6 +24,7 @@ from tests.test_broker_cluster import wait_for
 from tests.test_fuzz import rss_mb
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 async def test_produce_with_invalid_records_is_refused(make_cluster):
     """As Kafka's ProduceRequestTest.testCorruptLz4ProduceRequest and LogValidatorTest's invalid batches:
@@ -61,6 +62,7 @@ async def test_produce_with_invalid_records_is_refused(make_cluster):
         await client.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_record_bombs_are_refused_while_other_clients_are_served(make_cluster):
     """A zstd batch under message.max.bytes holding 1.2 million records, the last one malformed: the
@@ -122,6 +124,7 @@ async def test_record_bombs_are_refused_while_other_clients_are_served(make_clus
             await c.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_record_errors_in_produce_responses(make_cluster):
     """Records that parse but break their partition's rules are named in Produce's record_errors with the
@@ -157,6 +160,7 @@ async def test_record_errors_in_produce_responses(make_cluster):
         await client.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_pipelined_produces_are_appended_in_arrival_order(make_cluster):
     """A large zstd batch (validated on a worker thread) and a small uncompressed one (validated at once)
@@ -261,6 +265,7 @@ async def test_full_disk_answers_kafka_storage_error_and_moves_leadership(make_c
             cluster.kill_all()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_unreadable_segment_at_startup_is_one_line(make_cluster):
     """A segment the broker cannot open at startup: the broker exits 1 with one line naming the error and
@@ -336,6 +341,7 @@ async def test_connection_flood_keeps_room_for_replication_and_registration(make
         await client.close()
 
 
+@pytest.mark.net
 async def test_max_connections_per_ip_and_overrides():
     """As Kafka's ConnectionQuotasTest.testMaxConnectionsPerIp and testMaxConnectionsPerIpOverrides: a
     client address gets at most its limit, an override replaces it for its address, and a closed
@@ -368,6 +374,7 @@ async def test_max_connections_per_ip_and_overrides():
             await server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_metadata_naming_a_million_topics_is_refused_without_stalling(make_cluster):
     """A Metadata request naming 1,000,000 topics (about 30 MB) is over Metadata's request size limit:

@@ -16,6 +16,8 @@ from epochkraft.protocol.errors import ErrorCode
 from tests.test_broker_cluster import wait_for
 from tests.test_fuzz import rss_mb
 
+pytestmark = pytest.mark.slow
+
 IDLE = "connections.max.idle.ms=1000\n"
 
 

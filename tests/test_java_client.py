@@ -38,13 +38,19 @@ def expected_lines() -> list[str]:
     return [
         "OK createTopics",
         "OK describeCluster brokers=3",
+        # No authorizer: every operation Kafka supports on each resource (AclEntry.supportedOperations).
+        "OK describeCluster authorizedOperations=ALTER,ALTER_CONFIGS,CLUSTER_ACTION,CREATE,DESCRIBE,"
+        "DESCRIBE_CONFIGS,IDEMPOTENT_WRITE",
         "OK describeTopics partitions=3 isr=3",
+        "OK describeTopics authorizedOperations=ALTER,ALTER_CONFIGS,CREATE,DELETE,DESCRIBE,DESCRIBE_CONFIGS,"
+        "READ,WRITE",
         "OK listTopics",
         "OK incrementalAlterConfigs+describeConfigs retention.ms=86400000",
         *(f"OK idempotent producer compression.type={codec} records=200" for codec in CODECS),
         "OK consumer group read=1000 assigned=3",
         "OK listConsumerGroupOffsets partitions=3 total=1000",
         "OK describeConsumerGroups state=Empty",
+        "OK describeConsumerGroups authorizedOperations=ALTER_CONFIGS,DELETE,DESCRIBE,DESCRIBE_CONFIGS,READ",
         "OK deleteConsumerGroups",
         "OK deleteTopics",
     ]

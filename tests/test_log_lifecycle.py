@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
 from epochkraft.broker.log.checkpoints import read_offsets
+from epochkraft.broker.log.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 from epochkraft.broker.log.segment import INT32_MAX, TIME_INDEX_ENTRY
 from epochkraft.protocol.records import Record, RecordBatch, build_batch, decode_batches, encode_batch
 
@@ -277,12 +278,30 @@ def test_index_files_of_a_truncated_segment_stay_consistent(tmp_path):
 
 
 # ---- compaction --------------------------------------------------------------------------------------
-def compact_log(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> bool:
+def compact_log(
+    plog: PartitionLog, now_ms: int, delete_retention_ms: int, dedupe_buffer_size: int = 1 << 20
+) -> int:
+    """Passes as LogLifecycle.clean runs them, each mapping on from where the last one's map filled;
+    returns how many."""
     from epochkraft.broker.log.cleaner import compact
 
-    snapshots = plog.cleanable_snapshots(plog.log_end_offset)
-    cleaned, _stats = compact(plog.dir, snapshots, now_ms, delete_retention_ms)
-    return plog.replace_cleaned(cleaned)
+    first_dirty_offset: int | None = 0
+    passes = 0
+    while first_dirty_offset is not None:
+        snapshots = plog.cleanable_snapshots(plog.log_end_offset)
+        cleaned, _stats, end = compact(
+            plog.dir,
+            snapshots,
+            now_ms,
+            delete_retention_ms,
+            dedupe_buffer_size=dedupe_buffer_size,
+            first_dirty_offset=first_dirty_offset,
+        )
+        assert plog.replace_cleaned(cleaned)
+        passes += 1
+        assert end is None or end > first_dirty_offset
+        first_dirty_offset = end
+    return passes
 
 
 def records_of(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -303,14 +322,17 @@ def records_of(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None
     ),
     segment_bytes=st.sampled_from([300, 800, 3_000]),
     tombstones_expired=st.booleans(),
+    dedupe_slots=st.sampled_from([4, 8, 1 << 10]),
 )
 def test_compaction_keeps_exactly_the_latest_value_per_key(
-    tmp_path_factory, batches, segment_bytes, tombstones_expired
+    tmp_path_factory, batches, segment_bytes, tombstones_expired, dedupe_slots
 ):
     """LogCleanerTest.testCleanSegments / testLogCleanerRetainsLastSequence-style property, against a
-    dictionary: after a pass the cleaned segments hold each key once, at its latest offset, with its
+    dictionary: after a compaction the cleaned segments hold each key once, at its latest offset, with its
     latest value; records past them are untouched; offsets never move; tombstones go only once
-    delete.retention.ms has passed; the log reopens the same and a follower can copy it, gaps and all."""
+    delete.retention.ms has passed; the log reopens the same and a follower can copy it, gaps and all.
+    With a dedupe buffer of 4 or 8 entries (fewer than the 13 keys) it takes several passes and ends the
+    same."""
     directory = tmp_path_factory.mktemp("compacted")
     config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1, cleanup_policy="compact")
     plog = PartitionLog.open(directory, config)
@@ -327,7 +349,7 @@ def test_compaction_keeps_exactly_the_latest_value_per_key(
         if offset < active_base:
             latest[key] = (offset, value)
     now = ts + (10**6 if tombstones_expired else 0)
-    assert compact_log(plog, now_ms=now, delete_retention_ms=1_000)
+    assert compact_log(plog, now, 1_000, dedupe_buffer_size=dedupe_slots * BYTES_PER_ENTRY) >= 1
     after = records_of(plog)
     cleaned = [(o, k, v) for o, k, v in after if o < active_base]
     assert [(o, k, v) for o, k, v in after if o >= active_base] == [r for r in before if r[0] >= active_base]
@@ -349,6 +371,70 @@ def test_compaction_keeps_exactly_the_latest_value_per_key(
     follower.close()
 
 
+def test_build_partial_offset_map(tmp_path):
+    """LogCleanerTest.testBuildPartialOffsetMap: a map of 10 slots (9 at the load factor) takes the keys
+    from the first dirty offset until it holds 9, and its latest offset is the last one mapped."""
+    from epochkraft.broker.log.cleaner import CleanStats, Throttle, build_offset_map
+
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=300, cleanup_policy="compact"))
+    for i in range(30):
+        plog.append_as_leader(build_batch([(f"k{i}".encode(), b"v", (), 1_000 + i)]), 0)
+    offset_map = SkimpyOffsetMap(10 * BYTES_PER_ENTRY)
+    snapshots = plog.cleanable_snapshots(plog.log_end_offset)
+    assert build_offset_map(snapshots, offset_map, 5, 0.9, Throttle(float("inf")), CleanStats())
+    assert (offset_map.size, offset_map.latest_offset) == (9, 13)
+    assert [offset_map.get(f"k{i}".encode()) for i in (4, 5, 13, 14)] == [-1, 5, 13, -1]
+    offset_map.close()
+
+
+def test_partial_segment_clean(tmp_path):
+    """LogCleanerTest.testPartialSegmentClean: with a map too small for the log's keys, a pass cleans up to
+    where the map filled and keeps everything after it; the next passes go on from there, and in the end
+    each key is there once, with its latest value."""
+    from epochkraft.broker.log.cleaner import compact
+
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=600, cleanup_policy="compact"))
+    for round_ in range(3):
+        for i in range(40):
+            plog.append_as_leader(build_batch([(f"k{i}".encode(), f"{round_}".encode(), (), 1_000)]), 0)
+    before = records_of(plog)
+    snapshots = plog.cleanable_snapshots(plog.log_end_offset)
+    cleaned, _, end = compact(plog.dir, snapshots, 0, 10**9, dedupe_buffer_size=20 * BYTES_PER_ENTRY)
+    assert end == 18  # 18 keys: 90% of 20 slots
+    assert plog.replace_cleaned(cleaned)
+    assert [r for r in records_of(plog) if r[0] >= end] == [r for r in before if r[0] >= end]
+    assert compact_log(plog, 0, 10**9, dedupe_buffer_size=20 * BYTES_PER_ENTRY) > 2
+    active_base = plog.segments[-1].base_offset
+    cleaned_keys = [k for o, k, _ in records_of(plog) if o < active_base]
+    assert len(cleaned_keys) == len(set(cleaned_keys))
+    latest = {k: v for _, k, v in before}
+    assert {k: v for _, k, v in records_of(plog)} == latest
+
+
+def test_skimpy_offset_map():
+    """SkimpyOffsetMapTest.testBasicValidation: every key put is found with its offset, others are not."""
+    offset_map = SkimpyOffsetMap(1000 * BYTES_PER_ENTRY)
+    for i in range(900):
+        offset_map.put(f"key-{i}".encode(), i * 3)
+    offset_map.put(b"key-7", 5000)
+    assert offset_map.size == 900 and offset_map.latest_offset == 5000
+    assert [offset_map.get(f"key-{i}".encode()) for i in (0, 7, 899)] == [0, 5000, 2697]
+    assert offset_map.get(b"absent") == -1
+    offset_map.close()
+
+
+def test_skimpy_offset_map_grows_up_to_its_buffer():
+    """The table starts at 65,536 entries and doubles while half full, never past the buffer's slots: a
+    map of 100,000 slots holds 90,000 keys (the load factor), each found again."""
+    offset_map = SkimpyOffsetMap(100_000 * BYTES_PER_ENTRY)
+    for i in range(90_000):
+        offset_map.put(f"key-{i}".encode(), i)
+    assert offset_map.size == 90_000 and offset_map.slots == 100_000
+    assert all(offset_map.get(f"key-{i}".encode()) == i for i in range(0, 90_000, 7))
+    assert offset_map.get(b"absent") == -1
+    offset_map.close()
+
+
 def test_a_cleaned_copy_is_not_swapped_in_over_a_segment_that_changed(tmp_path):
     """The pass works on files off the event loop: a segment deleted meanwhile keeps the log as it is."""
     from epochkraft.broker.log.cleaner import compact
@@ -357,7 +443,7 @@ def test_a_cleaned_copy_is_not_swapped_in_over_a_segment_that_changed(tmp_path):
     for i in range(20):
         plog.append_as_leader(build_batch([(b"k", f"v{i}".encode(), (), 1_000 + i)]), 0)
     snapshots = plog.cleanable_snapshots(plog.log_end_offset)
-    cleaned, _ = compact(plog.dir, snapshots, 0, 10**9)
+    cleaned, _, _ = compact(plog.dir, snapshots, 0, 10**9)
     plog.maybe_increment_log_start_offset(plog.segments[1].base_offset)
     plog.delete_old_segments(0, plog.log_end_offset)
     before = records_of(plog)

@@ -12,7 +12,12 @@ from epochkraft.broker.log.checkpoints import read_offsets, write_offsets
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import page_cache_drops
 from epochkraft.broker.log.tail_cache import TailCache
+from epochkraft.broker.replica_manager import log_config
+from epochkraft.broker.settings import BrokerSettings
 from epochkraft.protocol.records import (
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    Compression,
     CorruptRecordError,
     build_batch,
     decode_batches,
@@ -48,6 +53,51 @@ def test_append_as_leader_assigns_offsets_and_stamps_the_epoch_with_a_valid_crc(
         assert verify_crc(data, pos, header)
     assert values_of(data) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
     assert plog.epochs.entries == [(5, 0)]
+
+
+LOG_APPEND_TIME = LogConfig(message_timestamp_type="LogAppendTime")
+NOW = 1_700_000_000_000
+
+
+def _check_log_append_time(plog: PartitionLog, produced: bytes, base_timestamp: int) -> None:
+    """LogValidatorTest.validateLogAppendTime: the batch is valid, LogAppendTime, max timestamp = now;
+    its base timestamp and records are the producer's (read back, each record's timestamp is now)."""
+    info = plog.append_as_leader(produced, leader_epoch=3, now_ms=NOW)
+    assert info.log_append_time == NOW and info.max_timestamp == NOW
+    data = plog.read(info.first_offset, 1 << 20)
+    assert len(data) == len(produced)  # messageSizeMaybeChanged: false
+    for pos, header in iter_batches(data):
+        assert verify_crc(data, pos, header)
+        assert header.attributes & TIMESTAMP_TYPE_BIT
+        assert (header.max_timestamp, header.base_timestamp) == (NOW, base_timestamp)
+        assert data[pos + HEADER_SIZE : pos + header.size] == produced[HEADER_SIZE : header.size]
+    assert all(b.max_timestamp == NOW for b in decode_batches(data))
+
+
+def test_checkLogAppendTimeNonCompressed(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0", LOG_APPEND_TIME)
+    _check_log_append_time(plog, batch([b"hello", b"there", b"beautiful"], ts=1234), 1234)
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+def test_checkLogAppendTimeWithoutRecompression(tmp_path, codec):
+    entries = [(None, v, (), 1234) for v in (b"hello", b"there", b"beautiful")]
+    plog = PartitionLog.open(tmp_path / "t-0", LOG_APPEND_TIME)
+    _check_log_append_time(plog, build_batch(entries, compression=codec), 1234)
+
+
+def test_the_brokers_log_message_timestamp_type_is_the_default_of_its_logs():
+    settings = BrokerSettings(log_message_timestamp_type="LogAppendTime")
+    assert log_config(settings).message_timestamp_type == "LogAppendTime"
+    assert log_config(BrokerSettings()).message_timestamp_type == "CreateTime"
+
+
+def test_create_time_batches_are_written_as_produced(tmp_path):
+    plog = PartitionLog.open(tmp_path / "t-0")
+    produced = batch([b"a", b"b"], ts=1234)
+    info = plog.append_as_leader(produced, leader_epoch=0, now_ms=NOW)
+    assert (info.log_append_time, info.max_timestamp) == (-1, 1235)
+    assert plog.read(0, 1 << 20)[16:] == produced[16:]  # past offset, length and leader epoch
 
 
 def test_testTruncateToEndOffsetClearsEpochCache(tmp_path):

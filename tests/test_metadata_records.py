@@ -176,6 +176,7 @@ def test_truncated_records_only_raise_protocol_errors(index, data):
         decode_metadata_record(encoded[:cut])
 
 
+@pytest.mark.net
 def test_generated_module_matches_the_generator():
     result = subprocess.run(
         [

@@ -18,7 +18,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_request, parse_response_header
 from epochkraft.protocol.kio_extra import ApiVersionsRequestV5 as ApiVersionsV5
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.net, pytest.mark.timeout(30)]
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from epochkraft.broker.producer_state import ProducerIdAllocator, ProducerStateTable
+from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.protocol.errors import ErrorCode
 
 
@@ -50,7 +50,36 @@ def test_truncate_forgets_batches_beyond_log_end():
     assert table.check(9, 0, 2, 2).error == ErrorCode.none
 
 
-def test_producer_ids_unique_per_broker_epoch():
-    a, b = ProducerIdAllocator(10), ProducerIdAllocator(11)
-    ids = {a.allocate() for _ in range(100)} | {b.allocate() for _ in range(100)}
-    assert len(ids) == 200
+# ---- expiry (ProducerStateManagerTest) ------------------------------------------------------------------
+EXPIRATION_MS = 5000
+
+
+def test_pid_expiration_timeout():
+    """ProducerStateManagerTest.testPidExpirationTimeout: a producer idle for producer.id.expiration.ms
+    (from its last batch's max timestamp) is removed, not a millisecond earlier, and its next batch is then
+    one of an unknown producer."""
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 5, 0, 4, max_timestamp=1000)
+    assert table.remove_expired_producers(1000 + EXPIRATION_MS - 1, EXPIRATION_MS) == 0
+    assert table.check(7, 0, 9, 1).error == ErrorCode.out_of_order_sequence_number
+    assert table.remove_expired_producers(1000 + EXPIRATION_MS, EXPIRATION_MS) == 1
+    assert table.producers == {}
+    assert table.check(7, 0, 9, 1).error == ErrorCode.none
+
+
+def test_expiration_counts_from_the_last_batch():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 5, 0, 4, max_timestamp=1000)
+    table.record(7, 0, 5, 5, 5, 9, max_timestamp=4000)
+    assert table.remove_expired_producers(1000 + EXPIRATION_MS, EXPIRATION_MS) == 0
+    assert table.remove_expired_producers(4000 + EXPIRATION_MS, EXPIRATION_MS) == 1
+
+
+def test_remove_expired_pids_on_reload():
+    """ProducerStateManagerTest.testRemoveExpiredPidsOnReload: a table rebuilt from the log (the broker's
+    restart) keeps only the producers that had not expired; an idle one does not come back."""
+    table = ProducerStateTable()
+    for producer_id, timestamp in ((1, 0), (2, 2000), (3, 9000)):
+        table.record(producer_id, 0, 0, 1, producer_id, producer_id, max_timestamp=timestamp)
+    assert table.remove_expired_producers(10_000, EXPIRATION_MS) == 2
+    assert list(table.producers) == [3]

@@ -377,7 +377,7 @@ def test_epoch_cache_end_offset_for_epoch():
     assert log.end_offset_for_epoch(2) == (1, 2)
     assert log.end_offset_for_epoch(3) == (3, 3)
     assert log.end_offset_for_epoch(9) == (5, 4)
-    assert log.end_offset_for_epoch(0) == (-1, -1)
+    assert log.end_offset_for_epoch(0) == (0, 0)  # before the first epoch: that epoch, the first's start
     log.truncate_to(3)
     assert log.end_offset_for_epoch(9) == (3, 3) and log.last_fetched_epoch == 3
 
@@ -596,8 +596,228 @@ def test_trimming_keeps_batches_whole_and_the_epoch_cache_from_the_start():
     assert log.start_offset == 0
     log.trim_to(5)
     assert (log.start_offset, log.snapshot_epoch, log.bases) == (5, 1, [5])
-    # an epoch wholly in the snapshot is not in the cache (truncateFromStart): a fetch naming it gets the
-    # snapshot
-    assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (-1, -1)
+    # an epoch wholly in the snapshot is not in the cache (truncateFromStart): it ends at the snapshot
+    assert log.end_offset_for_epoch(3) == (3, 6) and log.end_offset_for_epoch(1) == (1, 5)
     log.truncate_to(4)  # below the start: never
     assert log.end_offset == 6
+
+
+# ---- a failed Fetch (KafkaRaftClient.handleFetchResponse, RequestManager) -------------------------------------
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # the request failed as a whole (the driver's answer to a disconnect): no epoch, no leader
+        FetchResponse(ErrorCode.broker_not_available, -1, -1, -1),
+        # a partition-level error in the current epoch, as testObserverLeaderRediscoveryAfterBrokerNotAvailableError
+        FetchResponse(ErrorCode.broker_not_available, -1, 5, -1),
+        FetchResponse(ErrorCode.unknown_server_error, 2, 5, -1),
+    ],
+)
+def test_follower_backs_off_after_a_failed_fetch(answer):
+    """A failed Fetch puts the leader's connection in backoff (RequestManager.onResponseResult with
+    handledSuccessfully false): the next Fetch goes out after controller.quorum.retry.backoff.ms, not at
+    once, so a follower of a dead leader sends one Fetch per backoff until its fetch timeout."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, answer)
+    assert ctx.take(FetchRequest) == []
+    assert ctx.client.next_deadline_ms() == ctx.now_ms + SETTINGS.retry_backoff_ms
+    ctx.poll(SETTINGS.retry_backoff_ms - 1)
+    assert ctx.take(FetchRequest) == []
+    ctx.poll(1)
+    [fetch] = ctx.take(FetchRequest, 2)
+    assert (ctx.client.role, ctx.client.epoch, ctx.client.leader_id) == ("follower", 5, 2)
+
+
+def test_a_follower_of_a_dead_leader_fetches_once_per_backoff_until_its_fetch_timeout():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    bound = SETTINGS.fetch_timeout_ms // SETTINGS.retry_backoff_ms + 1
+    fetches = 0
+    while ctx.client.role == "follower" and fetches <= bound:
+        ctx.poll_until_deadline()
+        while (sent := ctx.take(FetchRequest, 2)) and fetches <= bound:
+            for fetch in sent:  # each answered at once with the driver's failure
+                fetches += 1
+                ctx.respond(fetch, FetchResponse(ErrorCode.broker_not_available, -1, -1, -1))
+    assert fetches <= bound
+    assert ctx.client.role == "prospective"
+
+
+# ---- the epoch cache and the leader's fetch validation (LeaderEpochFileCacheTest, KafkaMetadataLogTest) ----------
+def _log(*epochs: tuple[int, int], snapshot: tuple[int, int] | None = None) -> RaftLog:
+    """A log of (epoch, records) entries, after a snapshot (end offset, epoch) when given."""
+    log = RaftLog()
+    if snapshot is not None:
+        log.install_snapshot(*snapshot)
+    for epoch, records in epochs:
+        log.append(LogEntry(epoch, b"x", records))
+    return log
+
+
+@pytest.mark.parametrize(
+    ("epochs", "requested", "expected"),
+    [
+        # shouldReturnFirstEpochIfRequestedEpochLessThanFirstEpoch
+        (((5, 11), (6, 1), (7, 1)), 4, (4, 0)),
+        # shouldReturnUndefinedOffsetIfUndefinedEpochRequested
+        (((2, 11), (3, 1)), -1, (-1, -1)),
+        # shouldReturnUnsupportedIfNoEpochRecorded
+        ((), 0, (-1, -1)),
+        # shouldGetFirstOffsetOfSubsequentEpochWhenOffsetRequestedForPreviousEpoch
+        (((1, 2), (2, 2), (3, 2)), 2, (2, 4)),
+        # shouldReturnNextAvailableEpochIfThereIsNoExactEpochForTheOneRequested
+        (((0, 10), (2, 3), (4, 4)), 1, (0, 10)),
+        # the latest epoch ends at the log end; above it nothing is known
+        (((1, 2), (3, 1)), 3, (3, 3)),
+        (((1, 2), (3, 1)), 9, (-1, -1)),
+    ],
+)
+def test_LeaderEpochFileCacheTest_endOffsetFor(epochs, requested, expected):
+    assert _log(*epochs).end_offset_for(requested) == expected
+
+
+@pytest.mark.parametrize(
+    ("log", "offset", "epoch", "expected"),
+    [
+        ("testValidateEpochGreaterThanLastKnownEpoch", 1, 2, ("diverging", 1, 1)),
+        ("testValidateEpochLessThanOldestSnapshotEpoch", 10, 0, ("snapshot", 1, 10)),
+        ("testValidateOffsetLessThanOldestSnapshotOffset", 1, 1, ("snapshot", 1, 2)),
+        ("testValidateOffsetEqualToOldestSnapshotOffset", 2, 1, ("valid", 1, 2)),
+        ("testValidateUnknownEpochLessThanLastKnownGreaterThanOldestSnapshot", 100, 3, ("diverging", 2, 20)),
+        ("testValidateEpochLessThanFirstEpochInLog", 100, 2, ("diverging", 1, 10)),
+        ("testValidateOffsetGreatThanEndOffset", 2, 1, ("diverging", 1, 1)),
+        ("testValidateOffsetLessThanLEO", 11, 1, ("diverging", 1, 10)),
+        ("testValidateValidEpochAndOffset", 4, 1, ("valid", 1, 4)),
+        # no snapshot, the follower's last epoch older than the leader's first: truncate to the log start
+        ("epochLessThanFirstEpochWithoutSnapshot", 1, 1, ("diverging", 1, 0)),
+    ],
+)
+def test_KafkaMetadataLogTest_validateOffsetAndEpoch(log, offset, epoch, expected):
+    logs = {
+        "testValidateEpochGreaterThanLastKnownEpoch": lambda: _log((1, 1)),
+        "testValidateEpochLessThanOldestSnapshotEpoch": lambda: _trimmed(_log((1, 10)), 10),
+        "testValidateOffsetLessThanOldestSnapshotOffset": lambda: _trimmed(_log((1, 2)), 2),
+        "testValidateOffsetEqualToOldestSnapshotOffset": lambda: _trimmed(_log((1, 2)), 2),
+        "testValidateUnknownEpochLessThanLastKnownGreaterThanOldestSnapshot": lambda: _log(
+            (1, 5), (2, 5), (4, 5), snapshot=(10, 1)
+        ),
+        "testValidateEpochLessThanFirstEpochInLog": lambda: _log((3, 5), snapshot=(10, 1)),
+        "testValidateOffsetGreatThanEndOffset": lambda: _log((1, 1)),
+        "testValidateOffsetLessThanLEO": lambda: _log((1, 10), (2, 10)),
+        "testValidateValidEpochAndOffset": lambda: _log((1, 5)),
+        "epochLessThanFirstEpochWithoutSnapshot": lambda: _log((2, 1), (2, 1)),
+    }
+    validated = logs[log]().validate_offset_and_epoch(offset, epoch)
+    assert (validated.kind, validated.epoch, validated.offset) == expected
+
+
+def _trimmed(log: RaftLog, offset: int) -> RaftLog:
+    log.trim_to(offset)
+    return log
+
+
+def test_a_follower_whose_last_epoch_the_leader_never_held_truncates_instead_of_fetching_a_snapshot():
+    """The first leader (voter 2) wrote its LeaderChangeMessage in epoch 1 and died before anyone fetched
+    it; voter 1 leads epoch 2 with no snapshot. Voter 2's fetch (offset 1, epoch 1) is below the leader's
+    first epoch: LeaderEpochFileCache.endOffsetFor answers (1, 0), a DivergingEpoch, not a snapshot id
+    (0, 0) the leader does not have; voter 2 truncates to 0 and fetches the leader's log."""
+    leader = RaftTestContext(1, persisted=QuorumStateData(1, -1, -1, (1, 2, 3)))
+    leader.become_leader()
+    assert leader.client.epoch == 2 and leader.log.epochs == [(2, 0)]
+    reply = leader.fetch_from(2, 1, 1)
+    assert reply.snapshot_id is None
+    assert reply.diverging_epoch == DivergingEpoch(1, 0)
+
+    follower = RaftTestContext(2, persisted=QuorumStateData(2, 1, -1, (1, 2, 3)), log=[])
+    follower.log.append(leader_change(1, 2))
+    follower.poll()
+    [fetch] = follower.take(FetchRequest, 1)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (1, 1)
+    follower.respond(fetch, reply)
+    assert follower.log.end_offset == 0 and follower.client.snapshot_wanted is None
+    [fetch] = follower.take(FetchRequest, 1)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (0, 0)
+    reply = leader.fetch_from(2, 0, 0)
+    assert reply.diverging_epoch is None and reply.records[0].epoch == 2
+
+
+# ---- epochs and ids from the wire are range-checked before use ------------------------------------------------
+LAST_INT32 = 2**31 - 1
+
+
+def test_a_forged_begin_quorum_epoch_with_the_last_int32_epoch_is_refused():
+    """BeginQuorumEpoch naming a real voter as leader in epoch 2^31-1: a voter that followed it could never
+    raise its epoch again (2^31 does not fit the wire's int32). Refused with INVALID_REQUEST, as
+    KafkaRaftClient refuses an invalid Vote; nothing changes or is persisted, and the voter still elects."""
+    ctx = RaftTestContext(1, persisted=QuorumStateData(2, -1, -1, (1, 2, 3)))
+    reply = ctx.reply_to(ctx.deliver(2, BeginQuorumEpochRequest(2, LAST_INT32)))
+    assert reply.error_code == ErrorCode.invalid_request and reply.leader_epoch == 2
+    assert (ctx.client.role, ctx.client.epoch) == ("unattached", 2) and ctx.persisted == []
+    ctx.become_leader()
+    assert ctx.client.epoch == 3
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        VoteRequest(LAST_INT32, 2, 0, 0),
+        VoteRequest(LAST_INT32, 2, 0, 0, pre_vote=True),
+        VoteRequest(2**40, 2, 0, 0),
+        VoteRequest(3, 2, -1, 0),  # testInvalidVoteRequest: a negative last epoch
+        EndQuorumEpochRequest(2, LAST_INT32, (1,)),
+        EndQuorumEpochRequest(2, -5, (1,)),
+    ],
+)
+def test_testInvalidVoteRequest_and_end_quorum_epoch_with_an_epoch_no_voter_can_hold(request_):
+    ctx = RaftTestContext(1, persisted=QuorumStateData(2, -1, -1, (1, 2, 3)))
+    reply = ctx.reply_to(ctx.deliver(2, request_))
+    assert reply.error_code == ErrorCode.invalid_request
+    assert ctx.client.epoch == 2 and ctx.persisted == []
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms"),
+    [
+        (LAST_INT32, 0, 0, 0),  # would move every voter to an epoch it cannot raise
+        (2, -1, 0, 0),  # testInvalidFetchRequest: a negative offset
+        (2, 0, -1, 0),  # ... a negative last fetched epoch
+        (2, 0, 3, 0),  # ... a last fetched epoch above the request's epoch
+        (2, 0, 0, -1),  # ... a negative max wait
+    ],
+)
+def test_testInvalidFetchRequest(current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms):
+    ctx = RaftTestContext(1, persisted=QuorumStateData(1, -1, -1, (1, 2, 3)))
+    ctx.become_leader()
+    request = FetchRequest(2, current_leader_epoch, fetch_offset, last_fetched_epoch, max_wait_ms)
+    reply = ctx.reply_to(ctx.deliver(2, request))
+    assert reply.error_code == ErrorCode.invalid_request
+    assert ctx.client.is_leader and ctx.client.epoch == 2
+
+
+def test_answers_naming_an_epoch_or_leader_no_voter_can_hold_are_ignored():
+    ctx = RaftTestContext(1, persisted=QuorumStateData(5, 2, -1, (1, 2, 3)))
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, 3, LAST_INT32, -1))
+    assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2)
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [fetch] = ctx.take(FetchRequest, 2)
+    ctx.respond(fetch, FetchResponse(ErrorCode.fenced_leader_epoch, -7, 6, -1))
+    assert (ctx.client.epoch, ctx.client.leader_id) == (5, 2) and ctx.persisted == []
+
+
+def test_a_voter_whose_next_epoch_would_not_be_usable_does_not_stand():
+    """In epoch 2^31-2 a voter's candidacy would take 2^31-1, which it could never raise again: it waits
+    unattached, its timers reset, instead of standing or failing."""
+    last_usable = LAST_INT32 - 1
+    ctx = RaftTestContext(1, persisted=QuorumStateData(last_usable, 2, -1, (1, 2, 3)))
+    ctx.poll_until_deadline()  # the fetch timeout
+    ctx.poll_until_deadline()
+    assert ctx.client.role == "unattached" and ctx.client.epoch == last_usable
+    assert ctx.take(VoteRequest) == []
+    deadline = ctx.client.next_deadline_ms()
+    assert deadline > ctx.now_ms
+    ctx.poll_until_deadline()
+    assert ctx.client.role == "unattached" and ctx.client.next_deadline_ms() > deadline
+    assert all(state.leader_epoch <= last_usable for state in ctx.persisted)

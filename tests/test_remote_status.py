@@ -49,12 +49,14 @@ def test_status_by_bootstrap_address_and_by_admin_ports(make_cluster):
     assert "0 under-replicated, 0 without a leader" in by_admin.stdout
 
 
+@pytest.mark.net
 def test_status_says_when_nothing_answers():
     result = status("--bootstrap", "127.0.0.1:1", "--admin", "127.0.0.1:1")
     assert result.returncode == 1
     assert "no broker answered" in result.stdout and "no answer" in result.stdout
 
 
+@pytest.mark.net
 async def test_readyz_answers_503_until_ready_while_healthz_says_the_process_lives():
     ready = False
     admin = AdminServer("127.0.0.1", 0, CollectorRegistry(), lambda: {"state": "RECOVERY"}, lambda: ready)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.chaos.processes import LocalProcess
 from epochkraft.chaos.runner import WorkDirBusy, start_clean
@@ -45,6 +47,7 @@ def test_a_work_dir_whose_cluster_still_runs_is_refused_in_one_line(tmp_path):
     assert (tmp_path / "cluster" / "broker-1" / "meta.properties").exists()
 
 
+@pytest.mark.net
 def test_chaos_cli_refuses_a_busy_work_dir_without_a_traceback(tmp_path):
     run_dir = tmp_path / "pre-kip903"
     leftovers(run_dir)
@@ -71,6 +74,7 @@ def test_chaos_cli_refuses_a_busy_work_dir_without_a_traceback(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.net
 def test_analyze_without_the_analytics_extra_says_what_to_install(tmp_path):
     hide_pyspark = (
         "import sys; sys.modules['pyspark'] = None; from epochkraft.cli import main; "

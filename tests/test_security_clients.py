@@ -494,3 +494,34 @@ def test_admin_creates_a_scram_user_who_then_logs_in(cluster):
     admin.alter_user_scram_credentials([deletion])["carol"].result(30)
     with pytest.raises(KafkaException):
         admin.alter_user_scram_credentials([deletion])["carol"].result(30)  # RESOURCE_NOT_FOUND
+
+
+def test_authorized_operations_are_what_the_acls_allow(cluster):
+    """describe_topics / describe_cluster with include_authorized_operations: alice's ACLs allow READ and
+    WRITE on the topic, which imply DESCRIBE, and nothing on the cluster (0: no DESCRIBE there); a super
+    user may do everything (AuthHelper.authorizedOperations over AclEntry.supportedOperations)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    def operations(user: str) -> tuple[set, set]:
+        admin = AdminClient(scram_tls(cluster, user))
+        topics = TopicCollection([TOPIC])
+        topic = admin.describe_topics(topics, include_authorized_operations=True)[TOPIC].result(30)
+        described = admin.describe_cluster(include_authorized_operations=True).result(30)
+        return set(topic.authorized_operations), set(described.authorized_operations or ())
+
+    topic_ops, cluster_ops = operations("alice")
+    assert topic_ops == {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}
+    assert cluster_ops == set()
+    topic_ops, cluster_ops = operations("admin")
+    assert topic_ops == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
+    assert AclOperation.CLUSTER_ACTION in cluster_ops and len(cluster_ops) == 7

@@ -55,12 +55,14 @@ def run_cli(*args: str, tmp_path) -> dict:
     return summary
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("faults", "seeds"), [("random", 2000), ("kafka-14139", 200)])
 def test_defaults_hold_every_invariant(tmp_path, faults, seeds):
     summary = run_cli("--seeds", str(seeds), "--faults", faults, tmp_path=tmp_path)
     assert summary["returncode"] == 0 and summary["violations"] == 0, summary["stdout"]
 
 
+@pytest.mark.sweep
 def test_unsafe_switches_let_the_simulator_find_kafka_14139(tmp_path):
     summary = run_cli("--seeds", "40", "--faults", "kafka-14139", "--unsafe", tmp_path=tmp_path)
     assert summary["returncode"] == 1 and summary["violations"] >= 1

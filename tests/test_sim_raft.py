@@ -55,11 +55,13 @@ def run_cli(*args: str, tmp_path) -> dict:
         ("raft-snapshots", 300, 5),
     ],
 )
+@pytest.mark.sweep
 def test_kafkas_commit_rule_holds_every_raft_invariant(tmp_path, faults, seeds, voters):
     summary = run_cli("--seeds", str(seeds), "--faults", faults, "--voters", str(voters), tmp_path=tmp_path)
     assert summary["returncode"] == 0 and summary["violations"] == 0, summary["stdout"]
 
 
+@pytest.mark.sweep
 def test_figure_8_commit_rule_is_found_and_shrunk(tmp_path):
     """With the unsafe switch the leader counts replicas of an entry of an earlier epoch and commits it;
     a later leader elected without it breaks leader completeness. The simulator finds a seed and shrinks its

@@ -151,6 +151,7 @@ def every_version(listener: str) -> list[tuple[int, int]]:
     return [(k, v) for k, s in served(listener).items() for v in range(s.min_version, s.max_version + 1)]
 
 
+@pytest.mark.net
 @pytest.mark.parametrize("listener", [BROKER, CONTROLLER])
 async def test_a_failing_handler_gets_its_error_response_and_the_connection_stays_open(listener):
     # No node behind the server: every handler that touches it raises.

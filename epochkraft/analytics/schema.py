@@ -79,7 +79,7 @@ def ddl() -> str:
     return ", ".join(f"`{name}` {kind}" for name, kind, _ in COMMON + FIELDS)
 
 
-def spark_schema():  # type: ignore[no-untyped-def]
+def spark_schema():
     from pyspark.sql.types import StructType
 
     return StructType.fromDDL(ddl())

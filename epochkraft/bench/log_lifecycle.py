@@ -111,7 +111,7 @@ def cleaner(scratch: Path, megabytes: int, keys: int = 10_000) -> dict[str, obje
     snapshots = plog.cleanable_snapshots(plog.log_end_offset)
     log_bytes = sum(s.size for s in snapshots)
     started = time.perf_counter()
-    cleaned, stats = compact(directory, snapshots, ts, 86_400_000)
+    cleaned, stats, _end = compact(directory, snapshots, ts, 86_400_000)
     seconds = time.perf_counter() - started
     assert plog.replace_cleaned(cleaned)
     plog.close()

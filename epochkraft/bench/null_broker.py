@@ -14,7 +14,7 @@ from typing import Any
 import uvloop
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
-from epochkraft.broker.producer_state import ProducerIdAllocator
+from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.net.server import KafkaServer
@@ -80,7 +80,11 @@ class NullNode:
         for offset, record in enumerate(records):
             self.cache.apply(offset, record, changes)
         self.replica_manager = NullReplicaManager()
-        self.producer_ids = ProducerIdAllocator(1)
+        self.producer_ids = RpcProducerIdManager(1)
+        self.producer_ids.handle_allocate_producer_ids_response(0, ErrorCode.none, 0, 2**62)  # no controller
+
+    def generate_producer_id(self) -> GeneratedProducerId:
+        return self.producer_ids.generate_producer_id(0)
 
     def observe_produce(self, seconds: float) -> None:
         pass

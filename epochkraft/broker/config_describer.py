@@ -252,16 +252,20 @@ class ConfigDescriber:
         shown: list[Synonym] | None = None,
     ) -> dc.DescribeConfigsResourceResult:
         """``found``: every value in precedence order (the first is the config's); ``shown``: the synonyms
-        listed, where they differ from ``found``."""
+        listed, where they differ from ``found``. A password's value is never shown (Kafka's
+        ConfigHelper: null and is_sensitive)."""
         first = found[0] if found else Synonym(name, None, ConfigSource.DEFAULT_CONFIG)
+        sensitive = kind == ConfigType.PASSWORD
         return dc.DescribeConfigsResourceResult(
             name=name,
-            value=first.value,
+            value=None if sensitive else first.value,
             read_only=read_only,
             config_source=int(first.source),
-            is_sensitive=False,
+            is_sensitive=sensitive,
             synonyms=tuple(
-                dc.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                dc.DescribeConfigsSynonym(
+                    name=s.name, value=None if sensitive else s.value, source=int(s.source)
+                )
                 for s in (found if shown is None else shown)
             )
             if synonyms

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
@@ -42,7 +43,7 @@ from epochkraft.broker.log import LogManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.metadata_follower import MetadataFollower
 from epochkraft.broker.offsets_topic import OffsetsTopic
-from epochkraft.broker.producer_state import ProducerIdAllocator
+from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
@@ -135,12 +136,14 @@ class BrokerNode:
                 GroupSettings(
                     initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
                     offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+                    offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
                 )
             ),
             settings.offsets_retention_check_interval_ms,
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
-        self.producer_ids = ProducerIdAllocator(0)
+        self.producer_ids = RpcProducerIdManager(self.node_id)
+        self._producer_id_requests: set[asyncio.Task[None]] = set()
         self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
         self.servers: list[KafkaServer] = []
         self.metrics: Any = None
@@ -171,6 +174,31 @@ class BrokerNode:
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: Any) -> Any:
         return await self.control.send(request)
+
+    def generate_producer_id(self) -> GeneratedProducerId:
+        """An id for InitProducerId; asks the controller for the next block when the manager wants one."""
+        generated = self.producer_ids.generate_producer_id(self.now_ms())
+        self._maybe_allocate_producer_ids()
+        return generated
+
+    def _maybe_allocate_producer_ids(self) -> None:
+        if self.producer_ids.take_block_request():
+            task = asyncio.create_task(self._allocate_producer_ids(), name="allocate-producer-ids")
+            self._producer_id_requests.add(task)
+            task.add_done_callback(self._producer_id_requests.discard)
+
+    async def _allocate_producer_ids(self) -> None:
+        request = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch)
+        error, start, length = ErrorCode.unknown_server_error, -1, 0
+        try:
+            response = await self.control.send(request)
+            error, start, length = response.error_code, response.producer_id_start, response.producer_id_len
+        except NetworkError as exc:
+            self.log.info("AllocateProducerIds failed", error=str(exc))
+        finally:  # any outcome settles the request, so the next InitProducerId may ask again
+            self.producer_ids.handle_allocate_producer_ids_response(self.now_ms(), error, start, length)
+        if error != ErrorCode.none:
+            self.log.info("AllocateProducerIds refused", error=error.name)
 
     async def forward_to_controller(self, request: Any) -> Any:
         response = await self.control.send(request)
@@ -258,7 +286,8 @@ class BrokerNode:
                 continue
             if response.error_code == ErrorCode.none:
                 self.broker_epoch = response.broker_epoch
-                self.producer_ids = ProducerIdAllocator(self.broker_epoch)
+                self.producer_ids.request_block_now(self.now_ms())
+                self._maybe_allocate_producer_ids()
                 self.state = State.RECOVERY
                 self.log.info(
                     "registered", broker_epoch=self.broker_epoch, incarnation=str(self.incarnation_id)
@@ -442,7 +471,7 @@ async def serve(
             max_connections_per_ip=settings.max_connections_per_ip,
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
-            ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name]),
+            ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials
             ),
@@ -553,7 +582,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     security = NodeSecurity.build(settings)
     for endpoint in listeners.bind:
-        security.server_ssl(listeners.protocols[endpoint.name])
+        security.server_ssl(listeners.protocols[endpoint.name], endpoint.name)
         security.sasl_sessions(listeners.protocols[endpoint.name], {})
     security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
     security.client_ssl(listeners.inter_broker_protocol)

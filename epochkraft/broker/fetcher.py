@@ -264,6 +264,7 @@ class ReplicaFetcher:
                         header.record_count,
                         header.base_offset,
                         header.last_offset,
+                        header.max_timestamp,
                     )
         p.update_follower_high_watermark(data.high_watermark, plog.log_end_offset)
         # The leader's log start offset, as far as this replica's high watermark (Kafka's follower

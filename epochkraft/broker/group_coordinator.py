@@ -113,6 +113,7 @@ class GroupSettings:
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes
+    offset_metadata_max_bytes: int = 4096
 
 
 def java_string_hash(value: str) -> int:
@@ -336,6 +337,13 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
+    def offset_metadata_too_large(self, metadata: str | None) -> bool:
+        """Kafka's OffsetMetadataManager.isMetadataInvalid (GroupMetadataManager.validateOffsetMetadataLength
+        before KIP-848): longer than offset.metadata.max.bytes, counted as Java's String.length()."""
+        if metadata is None:
+            return False
+        return len(metadata.encode("utf-16-le")) // 2 > self.settings.offset_metadata_max_bytes
+
     def apply_offset(
         self, group_id: str, topic: str, partition: int, committed: CommittedOffset | None
     ) -> None:
@@ -415,7 +423,7 @@ class GroupCoordinator:
             for tp in partitions
         }
 
-    def unload_groups(self, predicate) -> list[Completion]:  # type: ignore[no-untyped-def]
+    def unload_groups(self, predicate) -> list[Completion]:
         """Drops groups (e.g. when this broker stops leading their offsets partition); waiters get
         NOT_COORDINATOR so clients look the coordinator up again."""
         done: list[Completion] = []

@@ -193,13 +193,30 @@ class GroupService:
     # ---- offsets ---------------------------------------------------------------------------------------
     async def commit(
         self, *, group_id: str, generation_id: int, member_id: str, entries: list[OffsetCommitEntry]
-    ) -> ErrorCode:
-        """Validates, writes to __consumer_offsets with acks=all, then applies. One error for all entries."""
+    ) -> list[ErrorCode]:
+        """Validates, writes to __consumer_offsets with acks=all, then applies. One error per entry, in
+        order: the group's error for every entry if it refuses the commit; else OFFSET_METADATA_TOO_LARGE
+        for an entry whose metadata is too long (not written, as Kafka's OffsetMetadataManager.commitOffset)
+        and the append's error for the others."""
         error = self.coordinator.validate_offset_commit(
             group_id=group_id, generation_id=generation_id, member_id=member_id
         )
-        if error != ErrorCode.none or not entries:
-            return error
+        if error != ErrorCode.none:
+            return [error] * len(entries)
+        errors = [
+            ErrorCode.offset_metadata_too_large
+            if self.coordinator.offset_metadata_too_large(e.metadata)
+            else ErrorCode.none
+            for e in entries
+        ]
+        accepted = [
+            e for e, entry_error in zip(entries, errors, strict=True) if entry_error == ErrorCode.none
+        ]
+        if accepted:
+            error = await self._write_offsets(group_id, accepted)
+        return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    async def _write_offsets(self, group_id: str, entries: list[OffsetCommitEntry]) -> ErrorCode:
         now = self.now_ms()
         committed = [(e, CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)) for e in entries]
         records = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from epochkraft.broker.log.cleaner import compact
+from epochkraft.broker.log.cleaner import SegmentSnapshot, compact
 from epochkraft.broker.partition import Role
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CorruptRecordError
@@ -106,8 +106,9 @@ class LogLifecycle:
                     log.error("log compaction failed", topic=key[0], partition=key[1], error=str(exc))
 
     async def clean(self, key: tuple[str, int], replica: Replica) -> bool:
-        """One compaction pass over the log's cleanable segments, if they changed since the last one or
-        its tombstones may have come of age; True if cleaned segments were swapped in."""
+        """Compaction of the log's cleanable segments, if they changed since the last one or its
+        tombstones may have come of age, in as many passes as the dedupe buffer needs (each maps keys
+        from where the previous one's map filled); True if cleaned segments were swapped in."""
         plog = replica.log
         snapshots = plog.cleanable_snapshots(replica.partition.high_watermark)
         if not snapshots:
@@ -117,20 +118,45 @@ class LogLifecycle:
         last = self._cleaned.get(key)
         if last is not None and last[0] == shape and now - last[1] < plog.config.delete_retention_ms:
             return False
-        cleaned, stats = await asyncio.to_thread(
+        first_dirty_offset: int | None = 0
+        while first_dirty_offset is not None:
+            swapped, end_offset = await self._clean_pass(key, replica, snapshots, now, first_dirty_offset)
+            if not swapped:
+                return False  # the log changed meanwhile (moved, deleted, truncated): the next pass retries
+            if end_offset is not None and end_offset <= first_dirty_offset:
+                break  # a map that holds no key: nothing more to gain
+            first_dirty_offset = end_offset
+            snapshots = plog.cleanable_snapshots(replica.partition.high_watermark)
+        shape = tuple(
+            (s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.partition.high_watermark)
+        )
+        self._cleaned[key] = (shape, now)
+        return True
+
+    async def _clean_pass(
+        self,
+        key: tuple[str, int],
+        replica: Replica,
+        snapshots: list[SegmentSnapshot],
+        now: int,
+        first_dirty_offset: int,
+    ) -> tuple[bool, int | None]:
+        """One pass: whether its cleaned copies were swapped in, and the offset its cleaned range ended at
+        (None: the whole cleanable log)."""
+        plog, settings = replica.log, self.manager.settings
+        cleaned, stats, end_offset = await asyncio.to_thread(
             compact,
             plog.dir,
             snapshots,
             now,
             plog.config.delete_retention_ms,
-            self.manager.settings.log_cleaner_io_max_bytes_per_second,
+            settings.log_cleaner_io_max_bytes_per_second,
+            dedupe_buffer_size=settings.log_cleaner_dedupe_buffer_size,
+            load_factor=settings.log_cleaner_io_buffer_load_factor,
+            first_dirty_offset=first_dirty_offset,
         )
         if self.manager.replica(*key) is not replica or not plog.replace_cleaned(cleaned):
-            return False  # the log changed meanwhile (moved, deleted, truncated): the next pass retries
-        shape = tuple(
-            (s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.partition.high_watermark)
-        )
-        self._cleaned[key] = (shape, now)
+            return False, end_offset
         self.cleaner_stats["bytes_read"] += stats.bytes_read
         self.cleaner_stats["bytes_written"] += stats.bytes_written
         self.cleaner_stats["seconds"] += stats.seconds
@@ -139,14 +165,16 @@ class LogLifecycle:
             "log compacted",
             topic=key[0],
             partition=key[1],
-            segments=len(snapshots),
+            segments=len(cleaned),
+            first_dirty_offset=first_dirty_offset,
+            cleaned_up_to=end_offset,
             bytes_read=stats.bytes_read,
             bytes_written=stats.bytes_written,
             records_kept=stats.records_kept,
             records_read=stats.records_read,
             seconds=round(stats.seconds, 3),
         )
-        return True
+        return True, end_offset
 
     # ---- DeleteRecords -------------------------------------------------------------------------------
     def low_watermark(self, replica: Replica) -> int:

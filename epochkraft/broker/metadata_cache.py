@@ -7,6 +7,7 @@ can react; partition changes carry the partition epoch so stale ones can be igno
 
 from __future__ import annotations
 
+from epochkraft.controller.config_schema import TOPIC_CONFIGS
 from epochkraft.controller.state import BrokerRegistration, Endpoint, PartitionRegistration
 from epochkraft.metadata.image import BROKER, TOPIC, Changes, MetadataImage
 
@@ -51,11 +52,18 @@ class MetadataCache(MetadataImage):
 
     def topic_config(self, topic: str, key: str) -> str | None:
         """The topic's own value, else this broker's dynamic value, else the cluster-wide dynamic default
-        (None: the static setting applies), in Kafka's precedence."""
-        for resource in ((TOPIC, topic), (BROKER, str(self.node_id)), (BROKER, "")):
-            value = self.configs.get(resource, {}).get(key)
-            if value is not None:
-                return value
+        (None: the static setting applies), in Kafka's precedence; at the broker levels under the topic
+        config's broker synonyms (retention.ms: log.retention.ms; LogConfig.TopicConfigSynonyms)."""
+        value = self.configs.get((TOPIC, topic), {}).get(key)
+        if value is not None:
+            return value
+        definition = TOPIC_CONFIGS.get(key)
+        synonyms = definition.synonyms if definition is not None and definition.synonyms else (key,)
+        for resource in ((BROKER, str(self.node_id)), (BROKER, "")):
+            configs = self.configs.get(resource, {})
+            for synonym in synonyms:
+                if (value := configs.get(synonym)) is not None:
+                    return value
         return None
 
     def min_insync(self, topic: str, default: int) -> int:

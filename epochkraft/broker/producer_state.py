@@ -5,6 +5,12 @@ ranges of its last five batches. A retried batch whose sequences match one of th
 answered with the original offsets instead of being appended again; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
 an older epoch is INVALID_PRODUCER_EPOCH. The table is rebuilt from batch headers when a replica becomes
 leader, so a new leader drops the same duplicates.
+
+A producer that has appended nothing for ``producer.id.expiration.ms`` (by its last batch's max timestamp)
+is forgotten, as Kafka's removeExpiredProducers: the broker checks every
+``producer.id.expiration.check.interval.ms``, and a rebuild from the log skips expired producers as
+Kafka's loadFromSnapshot does, so the expiry holds across a restart. Transactions are not built, so no
+producer has an ongoing transaction that would keep it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ class BatchMetadata:
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
+    last_timestamp: int = -1  # max timestamp of its last batch (Kafka's ProducerStateEntry.lastTimestamp)
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
 
     @property
@@ -86,6 +93,7 @@ class ProducerStateTable:
         record_count: int,
         first_offset: int,
         last_offset: int,
+        max_timestamp: int = -1,
     ) -> None:
         """Remembers an appended batch (on the leader after append, and when rebuilding from the log)."""
         if producer_id == NO_PRODUCER_ID or base_sequence < 0:
@@ -95,6 +103,7 @@ class ProducerStateTable:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         elif epoch < entry.epoch:
             return
+        entry.last_timestamp = max_timestamp
         entry.batches.append(
             BatchMetadata(
                 base_sequence, last_sequence(base_sequence, record_count), first_offset, last_offset
@@ -111,23 +120,19 @@ class ProducerStateTable:
             else:
                 del self.producers[producer_id]
 
+    def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
+        """Kafka's ProducerStateManager.removeExpiredProducers: forgets every producer idle for
+        ``producer_id_expiration_ms``; returns how many."""
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if is_producer_expired(now_ms, entry, producer_id_expiration_ms)
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
 
-class ProducerIdAllocator:
-    """Hands out producer ids unique across the cluster without a controller round trip.
 
-    The broker epoch is unique per broker registration (it is the registration's metadata-log offset), so
-    ``broker_epoch * BLOCK + n`` never collides between brokers or incarnations while n < BLOCK.
-    """
-
-    BLOCK = 1_000_000
-
-    def __init__(self, broker_epoch: int) -> None:
-        self.broker_epoch = broker_epoch
-        self._next = 0
-
-    def allocate(self) -> int:
-        if self._next >= self.BLOCK:
-            raise RuntimeError("producer id block exhausted for this broker epoch; restart re-registers")
-        pid = max(self.broker_epoch, 0) * self.BLOCK + self._next
-        self._next += 1
-        return pid
+def is_producer_expired(now_ms: int, entry: ProducerEntry, producer_id_expiration_ms: int) -> bool:
+    """Kafka's isProducerExpired (without transactions, no entry has a current transaction to keep it)."""
+    return now_ms - entry.last_timestamp >= producer_id_expiration_ms

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import time
@@ -20,7 +21,7 @@ from typing import Any
 import structlog
 
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
-from epochkraft.broker.log.partition_log import TOPIC_CONFIGS
+from epochkraft.broker.log.partition_log import NO_TIMESTAMP, TOPIC_CONFIGS
 from epochkraft.broker.log_dir_failure import LogDirFailureChannel
 from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
@@ -75,6 +76,7 @@ class ProduceResult:
     message: str | None = None
     # (index of the record in its batch, message) per invalid record: Produce's record_errors (v8+)
     record_errors: tuple[tuple[int, str], ...] = ()
+    log_append_time: int = NO_TIMESTAMP  # Produce's log_append_time_ms: -1 unless LogAppendTime
 
 
 class ReplicaManager:
@@ -134,6 +136,7 @@ class ReplicaManager:
             asyncio.create_task(self._alter_partition_loop(), name="alter-partition"),
             asyncio.create_task(self._isr_shrink_loop(), name="isr-shrink"),
             asyncio.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
+            asyncio.create_task(self._producer_expiration_loop(), name="producer-expiration"),
             asyncio.create_task(self.lifecycle.run(), name="log-retention"),
             asyncio.create_task(self.lifecycle.run_cleaner(), name="log-cleaner"),
         ]
@@ -229,8 +232,10 @@ class ReplicaManager:
                     header.record_count,
                     header.base_offset,
                     header.last_offset,
+                    header.max_timestamp,
                 )
                 position = header.next_offset
+        replica.producers.remove_expired_producers(now_ms(), self.settings.producer_id_expiration_ms)
 
     def _became_leader(self, replica: Replica, transition: Transition) -> None:
         p = replica.partition
@@ -367,8 +372,11 @@ class ReplicaManager:
                 del self._append_turns[key]
         if isinstance(appended, ProduceResult):
             return appended
-        replica, first_offset, end_offset = appended
-        return await self._await_acks(replica, first_offset, end_offset, acks, timeout_ms)
+        replica, first_offset, end_offset, log_append_time = appended
+        result = await self._await_acks(replica, first_offset, end_offset, acks, timeout_ms)
+        if result.error != ErrorCode.none:
+            return result
+        return dataclasses.replace(result, log_append_time=log_append_time)
 
     async def _validate(
         self, replica: Replica, records: bytes
@@ -424,8 +432,9 @@ class ReplicaManager:
 
     def _append_validated(
         self, replica: Replica, records: bytes, headers: list[tuple[int, BatchHeader]]
-    ) -> tuple[Replica, int, int] | ProduceResult:
-        """Appends validated batches: (replica, first offset, end offset) to await acks for, or an error."""
+    ) -> tuple[Replica, int, int, int] | ProduceResult:
+        """Appends validated batches: (replica, first offset, end offset, log append time) to await acks
+        for, or an error."""
         topic, index = replica.key
         # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
         for _pos, header in headers:
@@ -435,9 +444,12 @@ class ReplicaManager:
             if check.error != ErrorCode.none:
                 return ProduceResult(check.error)
             if check.duplicate_of is not None:
-                return replica, check.duplicate_of.first_offset, check.duplicate_of.last_offset + 1
+                duplicate = check.duplicate_of
+                return replica, duplicate.first_offset, duplicate.last_offset + 1, NO_TIMESTAMP
         try:
-            info = replica.log.append_as_leader(records, replica.partition.leader_epoch, validated=True)
+            info = replica.log.append_as_leader(
+                records, replica.partition.leader_epoch, validated=True, now_ms=now_ms()
+            )
         except OSError as exc:  # the disk, not the client: KafkaStorageException
             self.log_dir_failed(f"error appending to {topic}-{index}", exc)
             return ProduceResult(
@@ -451,11 +463,12 @@ class ReplicaManager:
                 header.record_count,
                 header.base_offset,
                 header.last_offset,
+                header.max_timestamp,
             )
         wake(replica)  # followers long-polling this partition fetch the new batch at once
         self.replica_set.on_append(now_ms(), replica.key)
         self._after_replica_set()
-        return replica, info.first_offset, info.last_offset + 1
+        return replica, info.first_offset, info.last_offset + 1, info.log_append_time
 
     def max_message_bytes(self, topic: str) -> int:
         """The topic's max.message.bytes, else the broker's message.max.bytes."""
@@ -529,6 +542,19 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.replica_set.tick(now_ms())
             self._after_replica_set()
+
+    # ---- producer state --------------------------------------------------------------------------------
+    def remove_expired_producers(self, now: int) -> int:
+        """Kafka's PeriodicProducerExpirationCheck over every partition here; returns the producers removed."""
+        expiration_ms = self.settings.producer_id_expiration_ms
+        return sum(r.producers.remove_expired_producers(now, expiration_ms) for r in self.replicas.values())
+
+    async def _producer_expiration_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.producer_id_expiration_check_interval_ms / 1000)
+            removed = self.remove_expired_producers(now_ms())
+            if removed:
+                log.info("expired idle producer ids", producers=removed)
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self) -> None:
@@ -618,4 +644,5 @@ def log_config(settings: BrokerSettings) -> LogConfig:
         delete_retention_ms=settings.log_cleaner_delete_retention_ms,
         flush_messages=settings.log_flush_interval_messages,
         drop_behind_bytes=settings.log_page_cache_drop_behind_bytes,
+        message_timestamp_type=settings.log_message_timestamp_type,
     )

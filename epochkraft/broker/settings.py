@@ -88,6 +88,12 @@ class BrokerSettings(SecuritySettings):
         "delete: segments past retention are deleted; compact: the cleaner keeps the latest record per "
         "key and retention deletes nothing; compact,delete: both. Topic: cleanup.policy.",
     )
+    log_message_timestamp_type: str = prop(
+        "log.message.timestamp.type",
+        "CreateTime",
+        "CreateTime: records keep the producer's timestamps; LogAppendTime: the leader stamps each batch "
+        "with its append time. Topic: message.timestamp.type.",
+    )
     log_cleaner_enable: bool = prop(
         "log.cleaner.enable", True, "Compact logs whose cleanup.policy includes compact."
     )
@@ -102,6 +108,19 @@ class BrokerSettings(SecuritySettings):
         1.7976931348623157e308,
         "Bytes per second the cleaner reads at most (it runs on a worker thread).",
         minimum=1,
+    )
+    log_cleaner_dedupe_buffer_size: int = prop(
+        "log.cleaner.dedupe.buffer.size",
+        134217728,
+        "Bytes of the cleaner's key -> offset map (24 per key: a 16-byte MD5 hash and an 8-byte offset); a "
+        "log with more distinct keys is compacted in as many passes as the map needs.",
+        minimum=1024,
+    )
+    log_cleaner_io_buffer_load_factor: float = prop(
+        "log.cleaner.io.buffer.load.factor",
+        0.9,
+        "How full the cleaner's map may get before a pass stops mapping keys.",
+        minimum=0.05,
     )
     log_cleaner_delete_retention_ms: int = prop(
         "log.cleaner.delete.retention.ms",
@@ -172,6 +191,25 @@ class BrokerSettings(SecuritySettings):
         600000,
         "How often expired committed offsets are looked for.",
         minimum=1,
+    )
+    producer_id_expiration_ms: int = prop(
+        "producer.id.expiration.ms",
+        86400000,
+        "A partition forgets an idempotent producer that has appended nothing for this long (by its last "
+        "batch's timestamp).",
+        minimum=1,
+    )
+    producer_id_expiration_check_interval_ms: int = prop(
+        "producer.id.expiration.check.interval.ms",
+        600000,
+        "How often partitions look for producer ids past producer.id.expiration.ms.",
+        minimum=1,
+    )
+    offset_metadata_max_bytes: int = prop(
+        "offset.metadata.max.bytes",
+        4096,
+        "Longest metadata string an OffsetCommit may carry per partition (OFFSET_METADATA_TOO_LARGE above it).",
+        minimum=0,
     )
     offsets_topic_segment_bytes: int = prop(
         "offsets.topic.segment.bytes",

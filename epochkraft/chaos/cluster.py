@@ -67,8 +67,6 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         if self.controllers > 1:
-            if self.secure:
-                raise ValueError("a secured cluster runs one controller (no quorum with --secure yet)")
             self.admin_ports = True  # the quorum's state (role, leader, high watermark) is read there
 
     @property

@@ -11,9 +11,13 @@ them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+
+from epochkraft.controller import kafka_broker_configs
+from epochkraft.controller.kafka_broker_configs import READ_ONLY
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -442,36 +446,149 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     )
 }
 
-# Broker properties that may be set dynamically (per broker, or cluster-wide with the empty name): the
-# cluster defaults of the two topic configs that change behaviour, and the replication throttles that
-# kafka-reassign-partitions --throttle sets (the follower's is enforced, see broker/replication_quota.py;
-# the leader's is stored and described only).
-DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
-    MIN_INSYNC: TOPIC_CONFIGS[MIN_INSYNC],
-    UNCLEAN: TOPIC_CONFIGS[UNCLEAN],
+# Broker properties that may be set dynamically, per broker or cluster-wide (the empty name): Kafka 4.3.1's
+# DynamicBrokerConfig.AllDynamicConfigs (kafka_broker_configs.DYNAMIC) with Kafka's validators, and the
+# replication throttles of DynamicConfig.Broker that kafka-reassign-partitions --throttle sets (the
+# follower's is enforced, see broker/replication_quota.py; the leader's is stored and described only).
+# Those whose feature epochkraft has take effect: min.insync.replicas, unclean.leader.election.enable,
+# message.max.bytes and the log.* defaults of the topic configs (through their synonyms); the others are
+# stored and described.
+_BROKER_VALIDATORS: dict[str, Validator] = {
     **{
-        name: _def(name, LONG, str(LONG_MAX), doc, at_least(0))
-        for name, doc in (
-            (
-                "follower.replication.throttled.rate",
-                "Bytes per second a follower fetches for throttled replicas.",
-            ),
-            ("leader.replication.throttled.rate", "Bytes per second a leader serves to throttled replicas."),
-        )
+        synonym: d.validator
+        for d in TOPIC_CONFIGS.values()
+        for synonym in d.synonyms
+        if d.validator is not None
     },
+    **dict.fromkeys(
+        (
+            "background.threads",
+            "num.io.threads",
+            "num.network.threads",
+            "num.replica.fetchers",
+            "num.recovery.threads.per.data.dir",
+            "producer.id.expiration.ms",
+            "log.roll.ms",
+            "log.flush.interval.messages",
+            "remote.log.reader.threads",
+            "remote.log.manager.copier.thread.pool.size",
+            "remote.log.manager.expiration.thread.pool.size",
+            "remote.log.manager.follower.thread.pool.size",
+        ),
+        at_least(1),
+    ),
+    **dict.fromkeys(
+        (
+            "log.cleaner.threads",
+            "message.max.bytes",
+            "max.connections",
+            "max.connections.per.ip",
+            "max.connection.creation.rate",
+            "log.cleaner.backoff.ms",
+            "log.cleaner.io.buffer.size",
+            "log.cleaner.dedupe.buffer.size",
+            "log.roll.jitter.ms",
+        ),
+        at_least(0),
+    ),
+    "log.segment.bytes": at_least(1024 * 1024),  # the broker's floor (KIP-1030), above the topic's
+    "log.cleaner.io.buffer.load.factor": between(0, 1),
+    "ssl.client.auth": one_of("required", "requested", "none"),
 }
+DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
+    name: ConfigDef(
+        name,
+        ConfigType[kind],
+        default,
+        "Dynamic broker config (Kafka's DynamicBrokerConfig).",
+        _BROKER_VALIDATORS.get(name),
+        sensitive=kind == "PASSWORD",
+    )
+    for name, kind, default in kafka_broker_configs.DYNAMIC
+}
+DYNAMIC_BROKER_CONFIGS.update(
+    {
+        MIN_INSYNC: TOPIC_CONFIGS[MIN_INSYNC],
+        UNCLEAN: TOPIC_CONFIGS[UNCLEAN],
+        **{
+            name: _def(name, LONG, str(LONG_MAX), doc, at_least(0))
+            for name, doc in (
+                (
+                    "follower.replication.throttled.rate",
+                    "Bytes per second a follower fetches for throttled replicas.",
+                ),
+                (
+                    "leader.replication.throttled.rate",
+                    "Bytes per second a leader serves to throttled replicas.",
+                ),
+            )
+        },
+    }
+)
+# SslConfigs.RECONFIGURABLE_CONFIGS: set only per listener (listener.name.<listener>.<config>).
+SSL_RECONFIGURABLE = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    }
+)
+# DynamicBrokerConfig.PerBrokerConfigs: the security and listener configs, but for the three
+# ClusterLevelListenerConfigs, may not be set cluster-wide.
+CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset(
+    {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+)
+PER_BROKER_ONLY = (
+    SSL_RECONFIGURABLE
+    | frozenset(
+        name
+        for name in DYNAMIC_BROKER_CONFIGS
+        if name.startswith(("ssl.", "sasl.", "listener")) or name == "principal.builder.class"
+    )
+    - CLUSTER_LEVEL_LISTENER_CONFIGS
+)
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
 
-def validate(resource_type: ResourceType, name: str, value: str | None) -> str | None:
-    """None if ``name=value`` may be stored for the resource type, else Kafka's message for INVALID_CONFIG."""
-    if resource_type == ResourceType.TOPIC:
-        definition = TOPIC_CONFIGS.get(name)
-        if definition is None:
-            return f"Unknown topic config name: {name}"
-    else:
-        definition = DYNAMIC_BROKER_CONFIGS.get(name)
-        if definition is None:
-            return f"Cannot update these configs dynamically: Set({name})"
+def validate_broker_config(name: str, value: str | None, per_broker: bool) -> str | None:
+    """None if ``name=value`` may be stored as a dynamic broker config (``per_broker``: for one broker,
+    else cluster-wide), else Kafka's message: DynamicBrokerConfig.validateConfigs' checks in its order.
+    A name Kafka does not know is stored as it is, as Kafka's broker does."""
+    listener_config = _LISTENER_CONFIG.fullmatch(name)
+    base = listener_config.group(1) if listener_config else name
+    if name in READ_ONLY:
+        return f"Cannot update these configs dynamically: [{name}]"
+    if name in SSL_RECONFIGURABLE:
+        return (
+            "These security configs can be dynamically updated only per-listener using the listener "
+            f"prefix: [{name}]"
+        )
+    definition = DYNAMIC_BROKER_CONFIGS.get(base)
+    if definition is not None and (why := definition.parse(value)[1]) is not None:
+        return why.replace(f"configuration {base}:", f"configuration {name}:")
+    if not per_broker and (
+        name in PER_BROKER_ONLY or (listener_config and base not in CLUSTER_LEVEL_LISTENER_CONFIGS)
+    ):
+        return f"Cannot update these configs at default cluster level, broker id must be specified: [{name}]"
+    return None
+
+
+def validate(
+    resource_type: ResourceType, name: str, value: str | None, resource_name: str = ""
+) -> str | None:
+    """None if ``name=value`` may be stored for the resource, else Kafka's message for INVALID_CONFIG."""
+    if resource_type != ResourceType.TOPIC:
+        return validate_broker_config(name, value, per_broker=resource_name != "")
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
+        return f"Unknown topic config name: {name}"
     return definition.parse(value)[1]
 
 

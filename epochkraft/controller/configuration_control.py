@@ -139,8 +139,8 @@ class ConfigurationControl:
                 new = ",".join(parts)
             else:
                 return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
-            if op != OpType.DELETE and (why := self._validate(resource_type, key, new)) is not None:
-                return ApiError(ErrorCode.invalid_config, why), []
+            if op != OpType.DELETE and (why := self._validate(resource, key, new)) is not None:
+                return ApiError(_refusal(resource_type), why), []
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
                 records.append(self._record(resource, key, new))
@@ -157,18 +157,19 @@ class ConfigurationControl:
         current = self.get(*resource)
         records: list[ConfigRecord] = []
         for key, value in new_configs.items():
-            if (why := self._validate(resource_type, key, value)) is not None:
-                return ApiError(ErrorCode.invalid_config, why), []
+            if (why := self._validate(resource, key, value)) is not None:
+                return ApiError(_refusal(resource_type), why), []
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
         records += [self._record(resource, key, None) for key in current if key not in new_configs]
         return NONE, records
 
     @staticmethod
-    def _validate(resource_type: ResourceType, key: str, value: str | None) -> str | None:
+    def _validate(resource: Resource, key: str, value: str | None) -> str | None:
+        resource_type, resource_name = resource
         if value is None and resource_type == ResourceType.TOPIC:
             return f"Null value not supported for topic configs: {key}"
-        return validate(resource_type, key, value)
+        return validate(resource_type, key, value, resource_name)
 
     @staticmethod
     def _record(resource: Resource, key: str, value: str | None) -> ConfigRecord:
@@ -177,3 +178,9 @@ class ConfigurationControl:
     # ---- replay -------------------------------------------------------------------------------------
     def replay(self, record: ConfigRecord) -> None:
         self.image.replay(record)
+
+
+def _refusal(resource_type: ResourceType) -> ErrorCode:
+    """A refused topic config is INVALID_CONFIG; a refused broker config INVALID_REQUEST, as Kafka's broker
+    answers once DynamicBrokerConfig.validate throws (ConfigAdminManager.validateBrokerConfigChange)."""
+    return ErrorCode.invalid_request if resource_type == ResourceType.BROKER else ErrorCode.invalid_config

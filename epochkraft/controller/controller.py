@@ -7,7 +7,7 @@ then move leaderships) decide and commit in two steps, as Kafka's controller wri
 
 Requests and responses are kio objects at the newest version served: BrokerRegistration v3,
 BrokerHeartbeat v1, AlterPartition v3 (with the version the broker used), CreateTopics v7,
-DeleteTopics v6, UnregisterBroker v0, ElectLeaders v2, DescribeCluster v1; the admin operations
+DeleteTopics v6, UnregisterBroker v0, ElectLeaders v2, DescribeCluster v1, AllocateProducerIds v0; the admin operations
 (CreatePartitions, reassignment, configs) live in ``admin_operations.AdminOperations``, which it inherits.
 
 Domain events (broker fenced, leader elected, ISR change committed or rejected...) are appended to
@@ -20,6 +20,7 @@ import datetime
 from functools import singledispatchmethod
 from typing import Any
 
+from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
@@ -36,6 +37,7 @@ from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.partition_change import Election
+from epochkraft.controller.producer_id_control import generate_next_producer_id
 from epochkraft.controller.replication_control import (
     AlterPartitionItem,
     IsrMember,
@@ -230,9 +232,17 @@ class Controller(AdminOperations):
     def _(self, record: Any, offset: int = -1) -> None:
         self.image.replay(record)
 
+    @replay.register
+    def _(self, record: ProducerIdsRecord, offset: int = -1) -> None:
+        # Kafka's ProducerIdControlManager.replay: the next block only ever moves up.
+        if record.next_producer_id <= self.image.next_producer_id:
+            raise RuntimeError(
+                f"next producer id {record.next_producer_id} is not above {self.image.next_producer_id}"
+            )
+        self.image.replay(record)
+
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)
-    @replay.register(ProducerIdsRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
 
@@ -257,6 +267,23 @@ class Controller(AdminOperations):
         records, results = security_control.delete_acls(self.image, request)
         self._commit(records, now_ms)
         return results
+
+    # ---- producer ids -------------------------------------------------------------------------------
+    def allocate_producer_ids(self, now_ms: int, request: Any) -> AllocateProducerIdsResponse:
+        """Kafka's QuorumController.allocateProducerIds: a block of ids for a broker of the current epoch."""
+        error, records, block = generate_next_producer_id(
+            self.image.next_producer_id,
+            request.broker_id,
+            self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch),
+            request.broker_epoch,
+        )
+        self._commit(records, now_ms)
+        return AllocateProducerIdsResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            producer_id_start=block.first_producer_id,
+            producer_id_len=block.size,
+        )
 
     # ---- registration and heartbeats ----------------------------------------------------------------
     def register_broker(self, now_ms: int, request: Any) -> BrokerRegistrationResponse:

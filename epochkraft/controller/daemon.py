@@ -59,11 +59,13 @@ from epochkraft.protocol.records import iter_batches, whole_batches
 from epochkraft.raft.client import RaftClient
 from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
-from epochkraft.raft.state_store import FileQuorumStateStore
+from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
 LOG_DIR_NAME = "__cluster_metadata-0"
+EXIT_INTERNAL_ERROR = 1  # the daemon stopped on an error of its own (its Raft driver failed, say)
+EXIT_CONFIG_ERROR = 2
 SNAPSHOT_INTERVAL_S = 2.0
 # listener slots kept for brokers' registration, heartbeat and metadata clients during a connection flood
 CONTROLLER_RESERVED_CONNECTIONS = 64
@@ -246,7 +248,7 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
-    NodeSecurity.build(settings).server_ssl(listener_protocol(settings))
+    NodeSecurity.build(settings).server_ssl(listener_protocol(settings), listener_name(settings))
     bootstrap_scram(args.add_scram)
     return settings, listen
 
@@ -268,6 +270,11 @@ def listener_protocol(settings: ControllerSettings) -> str:
     """The security protocol of the --listen listener: the first of controller.listener.names in
     listener.security.protocol.map (PLAINTEXT when controller.listener.names is empty)."""
     return controller_protocol(settings, parse_protocol_map(settings.listener_security_protocol_map))
+
+
+def listener_name(settings: ControllerSettings) -> str:
+    """The --listen listener's name: the first of controller.listener.names (empty: unnamed)."""
+    return next((n.strip().upper() for n in settings.controller_listener_names.split(",") if n.strip()), "")
 
 
 def open_quorum(
@@ -292,6 +299,7 @@ def open_quorum(
             fetch_timeout_ms=settings.quorum_fetch_timeout_ms,
             election_backoff_max_ms=settings.quorum_election_backoff_max_ms,
             request_timeout_ms=settings.quorum_request_timeout_ms,
+            retry_backoff_ms=settings.quorum_retry_backoff_ms,
         ),
         rng=random.Random(),
         rejoining=args.rejoin,
@@ -495,7 +503,8 @@ async def serve_quorum(
             last_snapshot = _emit_state(events, controller, last_snapshot)
     finally:
         log.info("controller stopping", role=driver.raft.role)
-        if raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None:
+        failed = raft_task.done() and not raft_task.cancelled() and raft_task.exception() is not None
+        if failed:
             log.error("the Raft driver failed; stopping", error=repr(raft_task.exception()))
         else:
             await driver.resign()
@@ -511,7 +520,7 @@ async def serve_quorum(
             await events.aclose()
         await snapshotter.wait()
         quorum.log.close()
-    return 0
+    return EXIT_INTERNAL_ERROR if failed else 0
 
 
 def _tick(controller: Controller, node: ControllerNode) -> Callable[[], Awaitable[list[int]]]:
@@ -566,7 +575,7 @@ async def _start_listener(
         listen[1],
         log=log,
         reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
-        ssl_context=security.server_ssl(listener_protocol(settings)),
+        ssl_context=security.server_ssl(listener_protocol(settings), listener_name(settings)),
         idle_timeout_ms=settings.connections_max_idle_ms,
     )
     await server.start()
@@ -652,9 +661,13 @@ def main(argv: list[str]) -> int:
         settings, listen = load(args)
     except ConfigError as exc:
         print(f"epochkraft controller: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
     if args.check_config:
         print(f"configuration ok: {replace(settings)}")
         return 0
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(serve(args, settings, listen))
+        try:
+            return runner.run(serve(args, settings, listen))
+        except InvalidQuorumState as exc:
+            print(f"epochkraft controller: {exc}", file=sys.stderr)
+            return EXIT_INTERNAL_ERROR

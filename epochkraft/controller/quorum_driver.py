@@ -119,6 +119,18 @@ class QuorumDriver:
 
     # ---- stepping the core --------------------------------------------------------------------------------
     def step(self, call: Callable[[RaftClient, int], Output]) -> None:
+        try:
+            self._step(call)
+        except Exception as exc:
+            # the core has moved on and what it owed may be lost (a quorum-state not written, say),
+            # wherever the step ran (a handler's exchange too): the driver stops, ``run`` raises it and
+            # the daemon exits non-zero
+            if self.failure is None:
+                self.failure = exc
+            self._wake.set()
+            raise
+
+    def _step(self, call: Callable[[RaftClient, int], Output]) -> None:
         now = self.now_ms()
         output = self.quorum.after(now, call(self.raft, now))
         if output.persist is not None and self.store is not None:
@@ -174,9 +186,10 @@ class QuorumDriver:
             )
             if not isinstance(message, FetchRequest):
                 return  # no answer: the core's own timers retry (as a lost message in the simulator)
-            # A failed Fetch is answered with an error at once, so the follower asks again after its retry
-            # backoff rather than at the request timeout (as KafkaRaftClient handles a disconnect).
-            answer = FetchResponse(ErrorCode.network_exception, NO_LEADER, -1, -1)
+            # A failed Fetch is answered with a top-level error at once, so the follower asks again after
+            # its retry backoff rather than at the request timeout (KafkaNetworkChannel.sendOnComplete
+            # answers a disconnect with BROKER_NOT_AVAILABLE).
+            answer = FetchResponse(ErrorCode.broker_not_available, NO_LEADER, -1, -1)
         reply = Envelope(
             envelope.destination, self.local_id, envelope.correlation_id, answer, is_response=True
         )

@@ -91,3 +91,10 @@ class ControllerSettings(SecuritySettings):
         "A Raft request to another voter unanswered for this long is retried.",
         minimum=1,
     )
+    quorum_retry_backoff_ms: int = prop(
+        "controller.quorum.retry.backoff.ms",
+        20,
+        "How long a voter waits before sending again to a voter whose last request failed (a Fetch to a "
+        "leader that cannot be reached included).",
+        minimum=0,
+    )

@@ -72,6 +72,7 @@ class MetadataImage:
         self.configs: dict[tuple[int, str], dict[str, str]] = {}  # (resource type, name) -> dynamic configs
         self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}  # (user, mechanism)
         self.acls: dict[uuid.UUID, AclBinding] = {}  # the authorizer reads these
+        self.next_producer_id = -1  # first id of the next producer id block (Kafka's ProducerIdsImage)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     def topic(self, name: str) -> TopicInfo | None:
@@ -218,9 +219,12 @@ class MetadataImage:
     def _(self, record: RemoveAccessControlEntryRecord, changes: Changes | None = None) -> None:
         self.acls.pop(record.id, None)
 
+    @replay.register
+    def _(self, record: ProducerIdsRecord, changes: Changes | None = None) -> None:
+        self.next_producer_id = record.next_producer_id
+
     @replay.register(FeatureLevelRecord)
     @replay.register(NoOpRecord)
-    @replay.register(ProducerIdsRecord)
     def _(self, record: object, changes: Changes | None = None) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in the image depends on them
 

@@ -28,6 +28,7 @@ from epochkraft.protocol.metadata_records import (
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -109,6 +110,7 @@ def copy_image(image: MetadataImage) -> MetadataImage:
     copy.configs = {resource: dict(values) for resource, values in image.configs.items()}
     copy.scram_credentials = dict(image.scram_credentials)
     copy.acls = dict(image.acls)
+    copy.next_producer_id = image.next_producer_id
     return copy
 
 
@@ -160,6 +162,10 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
     for acl_id, acl in image.acls.items():
         records.append(acl_record(acl_id, acl))
     records.extend(image.scram_credentials.values())
+    if image.next_producer_id >= 0:  # Kafka's ProducerIdsImage.write
+        records.append(
+            ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id)
+        )
     return records
 
 

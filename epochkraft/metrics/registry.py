@@ -40,7 +40,7 @@ class FunctionCollector(Collector):
         self.counters = counters or dict
         self.labelled = labelled or list
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self):
         for name, value in self.gauges().items():
             yield GaugeMetricFamily(f"{PREFIX}{name}", f"Kafka's {name}", value=value)
         for name, value in self.counters().items():

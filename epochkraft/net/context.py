@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochkraft.protocol.framing import RequestHeader
-from epochkraft.security.authorizer import AclOperation, ResourceType, StandardAuthorizer
+from epochkraft.security.authorizer import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    StandardAuthorizer,
+    operations_bitfield,
+)
 from epochkraft.security.principal import ANONYMOUS, KafkaPrincipal
 from epochkraft.security.sasl import SaslServerSession
 
@@ -51,6 +58,12 @@ class RequestContext:
         return self.authorizer.authorize_by_resource_type(
             self.principal, self.client_host, operation, resource_type
         )
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """The bitfield of the operations on ``name`` the principal may perform, of those Kafka supports for
+        the resource type: all of them without an authorizer (AuthHelper.authorizedOperations)."""
+        supported = SUPPORTED_OPERATIONS[resource_type]
+        return operations_bitfield(op for op in supported if self.authorized(op, resource_type, name))
 
     @property
     def is_super_user(self) -> bool:

@@ -5,7 +5,7 @@ A ``Side`` is one cluster answering (its brokers found from Metadata); each requ
 client would send it to (the partition's leader, the group's coordinator). ``differences`` walks two
 decoded responses of the same class and names every field whose values differ, except the fields that
 must differ between two clusters (``MASKED``: ids, hosts, ports, throttle times, cluster ids, generated
-member and producer ids, error message texts). ``KNOWN_DIFFERENCES`` lists what differs on purpose, each
+member and producer ids, error message texts; ``NORMALIZED``: a log append time compared by its presence). ``KNOWN_DIFFERENCES`` lists what differs on purpose, each
 with its reason; the README's "Compared with Kafka" section carries the same table.
 """
 
@@ -57,12 +57,11 @@ MASKED = frozenset(
         "supported_features",
         "finalized_features",
         "zk_migration_ready",
-        "topic_authorized_operations",
-        "cluster_authorized_operations",
-        "authorized_operations",
-        "log_append_time",
     }
 )
+# Fields compared by what they say, not their value: a Produce response's log_append_time is each broker's
+# clock, so only whether there is one (LogAppendTime) or not (-1: CreateTime) is compared.
+NORMALIZED = {"log_append_time": lambda value: "none" if value is None else "the leader's append time"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +123,9 @@ def differences(ours: object, theirs: object, path: str = "", masked: Iterable[s
             label = i if key is None or key != _key(b) else key  # by name where the entries have one
             found += differences(a, b, f"{path}[{label}]", skip)
         return found
+    field = path.rsplit(".", 1)[-1]
+    if field in NORMALIZED:
+        ours, theirs = NORMALIZED[field](ours), NORMALIZED[field](theirs)
     if _plain(ours) != _plain(theirs):
         found.append(Difference(path, _plain(ours), _plain(theirs)))
     return found

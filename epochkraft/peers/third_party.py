@@ -135,6 +135,14 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
         "partition asked with offset -1 and no error.",
     ),
     KnownDifference(
+        8,
+        ANY,
+        "OffsetCommit-metadata-too-large",
+        r"topics\[.*\]\.partitions\[.*\]\.error_code",
+        "OffsetCommit metadata longer than offset.metadata.max.bytes (4096): committed (NONE); Kafka "
+        "OFFSET_METADATA_TOO_LARGE.",
+    ),
+    KnownDifference(
         12,
         ANY,
         None,

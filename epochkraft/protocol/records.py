@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 import cramjam
@@ -574,6 +574,31 @@ def stamped_prefix(header: BatchHeader, base_offset: int, leader_epoch: int) -> 
     """The first ``STAMPED_PREFIX`` bytes of a batch as the leader writes them, with its offset and leader
     epoch; the rest of the batch is written unchanged, as it arrived."""
     return _PREFIX.pack(base_offset, header.batch_length, leader_epoch)
+
+
+_STAMPED_HEAD = struct.Struct(">bIhiqq")  # magic, crc, attributes, lastOffsetDelta, base and max timestamps
+
+
+def with_log_append_time(
+    buf: bytes | memoryview, pos: int, header: BatchHeader, now_ms: int
+) -> tuple[bytes, BatchHeader]:
+    """A batch stamped with the broker's append time, as Kafka's LogValidator does for a topic with
+    message.timestamp.type=LogAppendTime (DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, now)):
+    the timestamp-type bit set, max timestamp ``now_ms``, the CRC recomputed; the records (compressed or
+    not) are not touched. Returns the header's bytes from the magic byte to the record count (what
+    follows ``STAMPED_PREFIX``) and the new header."""
+    attributes = header.attributes | TIMESTAMP_TYPE_BIT
+    head = bytearray(memoryview(buf)[pos + STAMPED_PREFIX : pos + HEADER_SIZE])
+    if header.attributes == attributes and header.max_timestamp == now_ms:
+        return bytes(head), header  # setMaxTimestamp: nothing changes, nor does the CRC
+    tail = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    _STAMPED_HEAD.pack_into(
+        head, 0, header.magic, 0, attributes, header.last_offset_delta, header.base_timestamp, now_ms
+    )
+    crc = _crc32c.crc32c(tail, _crc32c.crc32c(head[CRC_START - STAMPED_PREFIX :]))
+    struct.pack_into(">I", head, 1, crc)
+    stamped = replace(header, crc=crc, attributes=attributes, max_timestamp=now_ms)
+    return bytes(head), stamped
 
 
 def decode_batch(data: bytes | memoryview, pos: int = 0) -> RecordBatch:

@@ -47,6 +47,8 @@ from epochkraft.raft.quorum_state import (
     ReplicaState,
     ResignedState,
     UnattachedState,
+    is_leader_id,
+    is_usable_epoch,
     majority,
 )
 from epochkraft.raft.replication import (
@@ -283,6 +285,17 @@ class RaftClient(Replication):
         state = self.state
         if self.local_id not in self.voters:
             return
+        if not is_usable_epoch(state.epoch + 1):
+            # its candidacy's epoch would be one no voter can raise again (or not fit an int32): it waits
+            # unattached instead of standing, and never holds such an epoch
+            self._set_state(
+                UnattachedState(
+                    state.epoch,
+                    now_ms + self._random_election_timeout_ms(),
+                    voted_id=getattr(state, "voted_id", NO_LEADER),
+                )
+            )
+            return
         self._set_state(
             ProspectiveState(
                 state.epoch,
@@ -365,8 +378,9 @@ class RaftClient(Replication):
 
     def _observe_epoch(self, now_ms: int, epoch: int, leader_id: int) -> bool:
         """maybeHandleCommonResponse / maybeTransition: a higher epoch (or the leader of ours, newly
-        learnt) moves this voter on. True when the message came from an older epoch (to be ignored)."""
-        if epoch < self.state.epoch:
+        learnt) moves this voter on. True when the message came from an older epoch, or names an epoch or
+        leader no voter can hold (to be ignored)."""
+        if epoch < self.state.epoch or not is_usable_epoch(epoch) or not is_leader_id(leader_id):
             return True
         if epoch > self.state.epoch:
             if leader_id not in (NO_LEADER, self.local_id):
@@ -388,7 +402,13 @@ class RaftClient(Replication):
     def _handle_vote_request(self, now_ms: int, request: VoteRequest) -> VoteResponse:
         if request.candidate_id not in self.voters:
             return self._vote_response(ErrorCode.inconsistent_voter_set, False)
-        if request.last_offset_epoch >= request.candidate_epoch or request.last_offset < 0:
+        if (
+            not is_usable_epoch(request.candidate_epoch)
+            or not 0 <= request.last_offset_epoch < request.candidate_epoch
+            or request.last_offset < 0
+        ):
+            # handleVoteRequest: INVALID_REQUEST for an invalid last epoch or offset; an epoch no voter
+            # can hold is refused alike
             return self._vote_response(ErrorCode.invalid_request, False)
         if request.candidate_epoch < self.state.epoch:
             return self._vote_response(ErrorCode.none, False)
@@ -471,6 +491,9 @@ class RaftClient(Replication):
             return BeginQuorumEpochResponse(
                 ErrorCode.inconsistent_voter_set, self.leader_id, self.state.epoch
             )
+        if not is_usable_epoch(request.leader_epoch):
+            # an epoch no voter can hold (one 2^31-1 would be raised past an int32 at the next election)
+            return BeginQuorumEpochResponse(ErrorCode.invalid_request, self.leader_id, self.state.epoch)
         # a newer epoch, or the leader of ours (for a candidate or unattached voter), is followed
         self._observe_epoch(now_ms, request.leader_epoch, request.leader_id)
         return BeginQuorumEpochResponse(ErrorCode.none, self.leader_id, self.state.epoch)
@@ -480,6 +503,8 @@ class RaftClient(Replication):
     ) -> EndQuorumEpochResponse:
         if request.leader_id not in self.voters:
             return EndQuorumEpochResponse(ErrorCode.inconsistent_voter_set, self.leader_id, self.state.epoch)
+        if not is_usable_epoch(request.leader_epoch):
+            return EndQuorumEpochResponse(ErrorCode.invalid_request, self.leader_id, self.state.epoch)
         if not self._observe_epoch(now_ms, request.leader_epoch, request.leader_id):
             state = self.state
             if isinstance(state, FollowerState) and state.leader_id == request.leader_id:
@@ -496,9 +521,10 @@ class RaftClient(Replication):
         position = successors.index(self.local_id)
         if position == 0:
             return 0
-        # strictExponentialElectionBackoffMs
+        # strictExponentialElectionBackoffMs (the exponent bounded: the list comes from the wire)
         return min(
-            self.settings.election_backoff_max_ms, self.settings.retry_backoff_ms * (2 ** (position - 1))
+            self.settings.election_backoff_max_ms,
+            self.settings.retry_backoff_ms * (2 ** min(position - 1, 31)),
         )
 
     # ---- plumbing ---------------------------------------------------------------------------------------------

@@ -26,6 +26,22 @@ class LeaderChangeMessage:
     granting_voters: tuple[int, ...] = ()
 
 
+UNDEFINED_EPOCH = -1  # LeaderEpochFileCache's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class ValidOffsetAndEpoch:
+    """Kafka's ValidOffsetAndEpoch: the kind and the (epoch, offset) that goes with it."""
+
+    VALID = "valid"
+    DIVERGING = "diverging"
+    SNAPSHOT = "snapshot"
+
+    kind: str
+    epoch: int
+    offset: int
+
+
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     epoch: int
@@ -120,20 +136,52 @@ class RaftLog:
         self.epochs = [(epoch, end_offset)]
         self.truncations += 1
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as LeaderEpochFileCache.endOffsetFor: the largest epoch at or below the one
-        asked for and the offset where the next epoch starts (the log end for the latest); (-1, -1) when
-        the log holds no epoch at or below it."""
-        found = -1
-        for index, (known, _start) in enumerate(self.epochs):
-            if known > epoch:
-                break
-            found = index
-        if found < 0:
-            return -1, -1
-        known = self.epochs[found][0]
-        end = self.epochs[found + 1][1] if found + 1 < len(self.epochs) else self._end
-        return known, end
+        asked for and the offset where the next epoch starts (the log end for the latest); for an epoch
+        below the first known one, that epoch and the first one's start offset (what was before is gone,
+        so a follower truncates to there); (-1, -1) for an undefined epoch, an empty cache or an epoch
+        above the latest."""
+        epochs = self.epochs
+        if epoch == UNDEFINED_EPOCH or not epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH
+        if epochs[-1][0] == epoch:
+            return epoch, self._end
+        higher = bisect.bisect_right(epochs, epoch, key=lambda known: known[0])
+        if higher == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH
+        if higher == 0:
+            return epoch, epochs[0][1]
+        return epochs[higher - 1][0], epochs[higher][1]
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as KafkaMetadataLog.endOffsetForEpoch: the epoch cache's answer, the
+        snapshot's id when that answer is the log start for an epoch before it, and (last fetched epoch,
+        log end) when the cache has none."""
+        found_epoch, end = self.end_offset_for(epoch)
+        if end == UNDEFINED_EPOCH:
+            return self.last_fetched_epoch, self._end
+        if self.start_offset > 0 and end == self.start_offset and found_epoch == epoch:
+            return self.snapshot_epoch, self.start_offset
+        return found_epoch, end
+
+    def validate_offset_and_epoch(self, offset: int, epoch: int) -> ValidOffsetAndEpoch:
+        """Whether a follower's (fetch offset, last fetched epoch) matches this log
+        (ReplicatedLog.validateOffsetAndEpoch): valid; a snapshot to fetch first (the offset is below
+        the log start, or at it in another epoch than the snapshot's, or the epoch is older than the
+        snapshot's); or the epoch and end offset to truncate to."""
+        if self.start_offset == 0 and offset == 0:
+            return ValidOffsetAndEpoch(ValidOffsetAndEpoch.VALID, 0, 0)
+        if self.start_offset > 0 and (
+            offset < self.start_offset
+            or (offset == self.start_offset and epoch != self.snapshot_epoch)
+            or epoch < self.snapshot_epoch
+        ):
+            return ValidOffsetAndEpoch(ValidOffsetAndEpoch.SNAPSHOT, self.snapshot_epoch, self.start_offset)
+        end_epoch, end = self.end_offset_for_epoch(epoch)
+        if end_epoch != epoch or end < offset:
+            return ValidOffsetAndEpoch(ValidOffsetAndEpoch.DIVERGING, end_epoch, end)
+        return ValidOffsetAndEpoch(ValidOffsetAndEpoch.VALID, epoch, offset)
 
     def read(self, offset: int, max_records: int) -> tuple[LogEntry, ...]:
         """Whole entries from the one starting at ``offset``, up to ``max_records`` offsets (at least one

@@ -11,6 +11,19 @@ import json
 from dataclasses import dataclass, field
 
 NO_LEADER = -1
+INT32_MAX = 2**31 - 1
+
+
+def is_usable_epoch(epoch: int) -> bool:
+    """An epoch a voter can hold: 0 up to 2^31-2, so that raising it for an election still fits the
+    wire's int32. Epochs from peers outside this range are refused before use, and a voter stands only
+    when its next epoch is usable too, so it never holds (or writes to quorum-state) one it cannot use."""
+    return 0 <= epoch < INT32_MAX
+
+
+def is_leader_id(node: int) -> bool:
+    """A node id, or NO_LEADER."""
+    return node == NO_LEADER or 0 <= node <= INT32_MAX
 
 
 def unattached_or_prospective_can_grant_vote(

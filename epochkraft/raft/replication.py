@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.log import ValidOffsetAndEpoch
 from epochkraft.raft.messages import (
     DivergingEpoch,
     Envelope,
@@ -30,6 +31,7 @@ from epochkraft.raft.quorum_state import (
     FollowerState,
     LeaderState,
     ReplicaState,
+    is_usable_epoch,
     majority,
 )
 
@@ -96,6 +98,16 @@ class Replication:
         request = envelope.message
         assert isinstance(request, FetchRequest)
         state = self.state
+        if (
+            not is_usable_epoch(request.current_leader_epoch)
+            or not 0 <= request.last_fetched_epoch <= request.current_leader_epoch
+            or request.fetch_offset < 0
+            or request.max_wait_ms < 0
+        ):
+            # handleFetchRequest: INVALID_REQUEST for a negative offset, wait or last epoch, or a last
+            # epoch above the request's; an epoch no voter can hold is refused alike
+            self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
+            return
         if request.current_leader_epoch > state.epoch:
             self._observe_epoch(now_ms, request.current_leader_epoch, NO_LEADER)
             self._reply(envelope, self._fetch_error(ErrorCode.unknown_leader_epoch))
@@ -106,36 +118,26 @@ class Replication:
         if request.current_leader_epoch < state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.fenced_leader_epoch))
             return
-        if request.fetch_offset < 0 or request.last_fetched_epoch > state.epoch:
+        if request.last_fetched_epoch > state.epoch:
             self._reply(envelope, self._fetch_error(ErrorCode.invalid_request))
             return
-        # validateOffsetAndEpoch: below the log start, a snapshot first; then divergence
-        if request.fetch_offset < self.log.start_offset:
+        # KafkaRaftClient.handleFetchRequest: a snapshot to fetch first, or a DivergingEpoch to truncate to
+        validated = self.log.validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
+        if validated.kind == ValidOffsetAndEpoch.SNAPSHOT:
             self._reply(envelope, self._snapshot_answer(state))
             return
-        at_snapshot = (request.fetch_offset, request.last_fetched_epoch) == (
-            self.log.start_offset,
-            self.log.snapshot_epoch,
-        )  # right after the snapshot: valid (KafkaMetadataLog.validateOffsetAndEpoch)
-        if (request.fetch_offset > 0 or request.last_fetched_epoch > 0) and not at_snapshot:
-            epoch, end = self.log.end_offset_for_epoch(request.last_fetched_epoch)
-            if (
-                epoch != request.last_fetched_epoch or end < request.fetch_offset
-            ) and end < self.log.start_offset:
-                self._reply(envelope, self._snapshot_answer(state))
-                return
-            if epoch != request.last_fetched_epoch or end < request.fetch_offset:
-                self._reply(
-                    envelope,
-                    FetchResponse(
-                        ErrorCode.none,
-                        self.local_id,
-                        state.epoch,
-                        state.high_watermark if state.high_watermark is not None else -1,
-                        diverging_epoch=DivergingEpoch(epoch, end),
-                    ),
-                )
-                return
+        if validated.kind == ValidOffsetAndEpoch.DIVERGING:
+            self._reply(
+                envelope,
+                FetchResponse(
+                    ErrorCode.none,
+                    self.local_id,
+                    state.epoch,
+                    state.high_watermark if state.high_watermark is not None else -1,
+                    diverging_epoch=DivergingEpoch(validated.epoch, validated.offset),
+                ),
+            )
+            return
         if request.replica_id in state.replicas:
             state.replicas[request.replica_id].update_fetch_state(
                 now_ms, request.fetch_offset, self.log.end_offset
@@ -227,12 +229,7 @@ class Replication:
             return  # an answer to a request of an earlier state (testFetchResponseIgnoredAfterBecomingCandidate)
         state.fetch_in_flight = None
         if response.error_code != ErrorCode.none:
-            if (
-                self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
-                or self.state is not state
-            ):
-                return
-            state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
+            self._handle_fetch_error(now_ms, state, response)
             return
         if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state:
             return
@@ -257,6 +254,18 @@ class Replication:
             if state.high_watermark is None or hw > state.high_watermark:
                 state.high_watermark = hw
                 self._note_high_watermark(hw)
+
+    def _handle_fetch_error(self, now_ms: int, state: FollowerState, response: FetchResponse) -> None:
+        """KafkaRaftClient.handleFetchResponse with maybeHandleCommonResponse and RequestManager: an answer
+        that moves this voter to another epoch or leader is handled; any other error, a top-level one
+        included (the whole request failed, no epoch named: handleTopLevelError, as a disconnect answered
+        by KafkaNetworkChannel), puts the leader's connection in backoff for
+        controller.quorum.retry.backoff.ms before the next Fetch."""
+        if response.leader_epoch >= 0 and (
+            self._observe_epoch(now_ms, response.leader_epoch, response.leader_id) or self.state is not state
+        ):
+            return
+        state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     # ---- snapshots, for a follower behind the leader's log start -----------------------------------------
     @property
@@ -294,12 +303,13 @@ class Replication:
             state.next_fetch_ms = now_ms + self.settings.retry_backoff_ms
 
     def _truncate_to_end_offset(self, state: FollowerState, diverging: DivergingEpoch) -> None:
-        # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch
-        local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
-        if diverging.epoch < 0 or local_epoch < 0:
-            offset = 0
+        # ReplicatedLog.truncateToEndOffset: to the smaller of the leader's and our end of that epoch, or to
+        # our end of the epoch before it when we hold none of it
+        if diverging.epoch == 0:
+            offset = min(diverging.end_offset, self.log.end_offset)
         else:
-            offset = min(local_end, diverging.end_offset)
+            local_epoch, local_end = self.log.end_offset_for_epoch(diverging.epoch)
+            offset = min(local_end, diverging.end_offset) if local_epoch == diverging.epoch else local_end
         if state.high_watermark is not None and offset < state.high_watermark:
             raise RaftSafetyError(
                 f"the leader asked voter {self.local_id} to truncate to {offset}, "

@@ -11,9 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from epochkraft.files import write_atomically
-from epochkraft.raft.quorum_state import QuorumStateData
+from epochkraft.raft.quorum_state import QuorumStateData, is_leader_id, is_usable_epoch
 
 FILE_NAME = "quorum-state"
+
+
+class InvalidQuorumState(Exception):
+    """A quorum-state file this voter cannot start from: unreadable, or holding an epoch or id no voter
+    can use (this version never writes one)."""
 
 
 class FileQuorumStateStore:
@@ -27,7 +32,19 @@ class FileQuorumStateStore:
             text = self.path.read_text()
         except FileNotFoundError:
             return None
-        return QuorumStateData.from_json(text)
+        try:
+            data = QuorumStateData.from_json(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidQuorumState(f"{self.path}: not a quorum-state file ({exc})") from exc
+        if not is_usable_epoch(data.leader_epoch):
+            raise InvalidQuorumState(
+                f"{self.path}: epoch {data.leader_epoch} is not one a voter can hold (0 to 2^31-2)"
+            )
+        if not (is_leader_id(data.leader_id) and is_leader_id(data.voted_id)):
+            raise InvalidQuorumState(
+                f"{self.path}: leader {data.leader_id} or vote {data.voted_id} not a node id"
+            )
+        return data
 
     def write(self, data: QuorumStateData) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ The bindings come from AccessControlEntryRecords in the metadata log (``add``/``
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -67,6 +68,47 @@ class AclPermissionType(IntEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+# AclEntry.supportedOperations: the operations an authorized-operations bitfield is made of, per resource type.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+}
+# The schemas' default for authorized operations: what a response carries when they were not asked for.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operations_bitfield(operations: Iterable[AclOperation]) -> int:
+    """Utils.to32BitField: bit ``code`` set for each operation."""
+    field = 0
+    for operation in operations:
+        field |= 1 << operation
+    return field
 
 
 _IMPLIES_DESCRIBE = {AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE}

@@ -92,8 +92,10 @@ class LocalSecurity:
             f"listener.security.protocol.map={CLIENT_LISTENER}:SASL_SSL,{INTER_BROKER_LISTENER}:SSL,CONTROLLER:SSL",
             f"inter.broker.listener.name={INTER_BROKER_LISTENER}",
             f"ssl.keystore.location={self.keystore(f'broker-{node_id}')}",
-            # brokers present certificates on INTERNAL; SASL clients on SECURE need none
+            # SASL clients on SECURE need no certificate; INTERNAL serves only those that present one
+            # (the brokers and the admin), as Kafka's listener.name.internal.ssl.client.auth=required
             "ssl.client.auth=requested",
+            f"listener.name.{INTER_BROKER_LISTENER.lower()}.ssl.client.auth=required",
             "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
         ]
 

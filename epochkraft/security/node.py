@@ -72,20 +72,21 @@ def controller_protocol(settings: SecuritySettings, protocols: dict[str, str]) -
 class NodeSecurity:
     settings: SecuritySettings
     authorizer: StandardAuthorizer | None
-    _server_ssl: ssl.SSLContext | None = field(default=None, repr=False)
+    _server_ssl: dict[str, ssl.SSLContext] = field(default_factory=dict, repr=False)  # by client auth
     _client_ssl: ssl.SSLContext | None = field(default=None, repr=False)
 
     @staticmethod
     def build(settings: SecuritySettings) -> NodeSecurity:
         return NodeSecurity(settings, build_authorizer(settings))
 
-    def server_ssl(self, protocol: str) -> ssl.SSLContext | None:
-        """The TLS context of a listener with ``protocol`` (None: not TLS)."""
+    def server_ssl(self, protocol: str, listener: str = "") -> ssl.SSLContext | None:
+        """The TLS context of ``listener``, with ``protocol`` (None: not TLS)."""
         if protocol not in TLS_PROTOCOLS:
             return None
-        if self._server_ssl is None:
-            self._server_ssl = tls.server_context(self.settings)
-        return self._server_ssl
+        client_auth = self.settings.ssl_client_auth_for(listener).lower()
+        if client_auth not in self._server_ssl:
+            self._server_ssl[client_auth] = tls.server_context(self.settings, listener)
+        return self._server_ssl[client_auth]
 
     def client_ssl(self, protocol: str) -> ssl.SSLContext | None:
         """The TLS context this daemon's clients use towards a listener with ``protocol``."""

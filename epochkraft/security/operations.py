@@ -13,10 +13,16 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         43: AclOperation.ALTER,  # ElectLeaders
         45: AclOperation.ALTER,  # AlterPartitionReassignments
         46: AclOperation.DESCRIBE,  # ListPartitionReassignments
+        52: AclOperation.CLUSTER_ACTION,  # Vote (handleVote)
+        53: AclOperation.CLUSTER_ACTION,  # BeginQuorumEpoch
+        54: AclOperation.CLUSTER_ACTION,  # EndQuorumEpoch
+        55: AclOperation.DESCRIBE,  # DescribeQuorum
         56: AclOperation.CLUSTER_ACTION,  # AlterPartition
         62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
         63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
         64: AclOperation.ALTER,  # UnregisterBroker
+        59: AclOperation.CLUSTER_ACTION,  # FetchSnapshot
+        67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
     },
     BROKER: {
         43: AclOperation.ALTER,  # ElectLeaders

@@ -3,13 +3,17 @@ everywhere and no authorizer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from epochkraft.config import prop
 
 
 @dataclass(frozen=True, slots=True)
 class SecuritySettings:
+    # taken per listener too, as Kafka's listener.name.<listener>.<property> (the listener's value wins)
+    PER_LISTENER_PROPERTIES: ClassVar[frozenset[str]] = frozenset({"ssl.client.auth"})
+
     listener_security_protocol_map: str = prop(
         "listener.security.protocol.map",
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
@@ -66,3 +70,16 @@ class SecuritySettings:
         "PLAIN's users, as Kafka's PlainLoginModule entry: user_NAME=\"password\" options (SCRAM users live in "
         "the metadata log).",
     )
+    # (LISTENER, property, value) from listener.name.<listener>.<property> lines
+    listener_properties: tuple[tuple[str, str, str], ...] = field(default=())
+
+    def ssl_client_auth_for(self, listener: str) -> str:
+        """ssl.client.auth of ``listener``: listener.name.<listener>.ssl.client.auth, else the
+        daemon-wide value."""
+        return self._for_listener(listener, "ssl.client.auth", self.ssl_client_auth)
+
+    def _for_listener(self, listener: str, name: str, default: str) -> str:
+        for known, prop_name, value in self.listener_properties:
+            if known == listener.upper() and prop_name == name:
+                return value
+        return default

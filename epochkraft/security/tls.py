@@ -24,21 +24,21 @@ def _load_truststore(context: ssl.SSLContext, settings: SecuritySettings) -> Non
         raise ConfigError(f"ssl.truststore.location {settings.ssl_truststore_location}: {exc}") from exc
 
 
-def server_context(settings: SecuritySettings) -> ssl.SSLContext:
-    """The context of an SSL or SASL_SSL listener."""
+def server_context(settings: SecuritySettings, listener: str = "") -> ssl.SSLContext:
+    """The context of an SSL or SASL_SSL listener (its ssl.client.auth may be its own)."""
     if not settings.ssl_keystore_location:
         raise ConfigError("an SSL listener needs ssl.keystore.location (a PEM key and certificate chain)")
-    mode = CLIENT_AUTH_MODES.get(settings.ssl_client_auth.lower())
+    client_auth = settings.ssl_client_auth_for(listener)
+    mode = CLIENT_AUTH_MODES.get(client_auth.lower())
     if mode is None:
-        raise ConfigError(
-            f"ssl.client.auth must be none, requested or required, got {settings.ssl_client_auth!r}"
-        )
+        name = f"listener.name.{listener.lower()}.ssl.client.auth" if listener else "ssl.client.auth"
+        raise ConfigError(f"{name} must be none, requested or required, got {client_auth!r}")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_keystore(context, settings)
     if mode != ssl.CERT_NONE:
         if not settings.ssl_truststore_location:
-            raise ConfigError(f"ssl.client.auth={settings.ssl_client_auth} needs ssl.truststore.location")
+            raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location")
         _load_truststore(context, settings)
     context.verify_mode = mode
     return context

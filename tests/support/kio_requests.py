@@ -55,7 +55,15 @@ EMPTY_ARRAYS = {
 }
 # Nullable fields sent as null (Kafka's "not given").
 NULL_FIELDS = {"group_instance_id", "transactional_id", "rack", "reason", "replicas", "cursor"}
-TRUE_FIELDS = {"validate_only", "include_synonyms", "include_documentation"}
+TRUE_FIELDS = {
+    "validate_only",
+    "include_synonyms",
+    "include_documentation",
+    # authorized operations asked for, so that the answers carry them (KIP-430)
+    "include_topic_authorized_operations",
+    "include_cluster_authorized_operations",
+    "include_authorized_operations",
+}
 FALSE_FIELDS = {"allow_auto_topic_creation", "want_shut_down", "want_fence", "is_migrating_zk_broker"}
 
 

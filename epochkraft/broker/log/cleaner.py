@@ -2,8 +2,10 @@
 
 A pass works on a log's cleanable segments: every inactive segment wholly below the high watermark
 (Kafka's firstUncleanableOffset). ``compact`` runs on a worker thread and never touches the live segment
-objects: it opens the files itself, builds the map of each key's last offset over those segments, then
-writes a cleaned copy of each into ``.cleaning/``: a batch whose records all stay is copied as it is, one
+objects: it opens the files itself, builds the map of each key's last offset (a SkimpyOffsetMap of
+log.cleaner.dedupe.buffer.size bytes) from the first dirty offset until the map is full, then writes a
+cleaned copy of each segment below where the map stopped into ``.cleaning/``; records past that point
+stay, and the next pass maps on from there (Kafka's Cleaner.doClean): a batch whose records all stay is copied as it is, one
 that loses some is rewritten with its base offset, last offset delta (so offsets never move and every
 batch keeps its offset range), producer fields and its remaining records; one that loses all goes.
 Records without a key go, tombstones (null values) go once their segment's largest timestamp is
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochkraft.broker.log.offset_map import SkimpyOffsetMap
 from epochkraft.broker.log.segment import Segment
 from epochkraft.protocol.records import (
     HEADER_SIZE,
@@ -33,6 +36,8 @@ from epochkraft.protocol.records import (
 
 CLEANING_DIR = ".cleaning"
 READ_CHUNK = 1 << 20
+DEDUPE_BUFFER_SIZE = 134217728  # log.cleaner.dedupe.buffer.size
+LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,59 +118,122 @@ def compact(
     now_ms: int,
     delete_retention_ms: int,
     max_bytes_per_second: float = float("inf"),
-) -> tuple[list[CleanedSegment], CleanStats]:
-    """Writes a cleaned copy of each snapshotted segment (worker thread; no live object is touched)."""
+    *,
+    dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
+    load_factor: float = LOAD_FACTOR,
+    first_dirty_offset: int = 0,
+) -> tuple[list[CleanedSegment], CleanStats, int | None]:
+    """Writes a cleaned copy of the snapshotted segments (worker thread; no live object is touched), as
+    Kafka's Cleaner.doClean: the offset map is built from ``first_dirty_offset`` until it is full, and the
+    cleaned range ends there. Returns the copies, the stats, and the offset the range ended at (None: the
+    map held every key, so every segment was cleaned)."""
     started = time.monotonic()
     stats = CleanStats()
     throttle = Throttle(max_bytes_per_second)
-    latest: dict[bytes, int] = {}
-    for snapshot in snapshots:
-        for _pos, raw in _batches(snapshot.log_path, throttle, stats):
-            batch = decode_batch(raw)
-            if batch.is_control:
-                continue
-            for record in batch.records:
-                if record.key is not None:
-                    latest[record.key] = batch.offset_of(record)
-    work = directory / CLEANING_DIR
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    cleaned: list[CleanedSegment] = []
-    for snapshot in snapshots:
-        horizon_passed = 0 <= snapshot.max_timestamp < now_ms - delete_retention_ms
-        target = work / f"{snapshot.base_offset:020d}"
-        target.mkdir()
-        out = Segment(target, snapshot.base_offset)
-        pieces: list[bytes] = []
-        for _pos, raw in _batches(snapshot.log_path, throttle, stats):
-            batch = decode_batch(raw)
-            stats.records_read += len(batch.records)
-            if batch.is_control:
-                pieces.append(raw)
-                continue
-            kept = [
-                r
-                for r in batch.records
-                if r.key is not None
-                and latest.get(r.key) == batch.offset_of(r)
-                and not (r.value is None and horizon_passed)
-            ]
-            stats.records_kept += len(kept)
-            if len(kept) == len(batch.records):
-                pieces.append(raw)
-            elif kept:
-                pieces.append(_rewrite(batch, kept))
-        if pieces:
-            data = b"".join(pieces)
-            os.pwrite(out.fd, data, 0)
-            out.size = len(data)
-            os.fsync(out.fd)
-        out.recover()  # builds both indexes for the cleaned copy
-        out.close()
-        stats.bytes_written += out.size
-        cleaned.append(CleanedSegment(snapshot, target, out.size))
+    offset_map = SkimpyOffsetMap(dedupe_buffer_size)
+    try:
+        full = build_offset_map(snapshots, offset_map, first_dirty_offset, load_factor, throttle, stats)
+        end_offset = offset_map.latest_offset + 1 if full else None
+        work = directory / CLEANING_DIR
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        cleaned = [
+            _clean_segment(
+                work, snapshot, offset_map, end_offset, now_ms, delete_retention_ms, throttle, stats
+            )
+            for snapshot in snapshots
+            if end_offset is None or snapshot.base_offset < end_offset
+        ]
+    finally:
+        offset_map.close()
     stats.seconds = time.monotonic() - started
-    return cleaned, stats
+    return cleaned, stats, end_offset
+
+
+def build_offset_map(
+    snapshots: list[SegmentSnapshot],
+    offset_map: SkimpyOffsetMap,
+    start_offset: int,
+    load_factor: float,
+    throttle: Throttle,
+    stats: CleanStats,
+) -> bool:
+    """Kafka's buildOffsetMap / buildOffsetMapForSegment: each key's last offset from ``start_offset`` on,
+    until the map holds ``load_factor`` of its slots; True if it filled before the last segment's end."""
+    # One slot always stays empty, so a probe always ends (a load factor of 1 or more would fill them all).
+    max_desired_map_size = min(int(offset_map.slots * load_factor), offset_map.slots - 1)
+    following: list[int | None] = [s.base_offset for s in snapshots[1:]]
+    for snapshot, next_base in zip(snapshots, [*following, None], strict=False):
+        if next_base is not None and next_base <= start_offset:
+            continue  # wholly below the dirty section
+        for _pos, raw in _batches(snapshot.log_path, throttle, stats):
+            batch = decode_batch(raw)
+            if not batch.is_control:
+                for record in batch.records:
+                    offset = batch.offset_of(record)
+                    if record.key is not None and offset >= start_offset:
+                        if offset_map.size >= max_desired_map_size:
+                            return True
+                        offset_map.put(record.key, offset)
+            if batch.last_offset >= start_offset:
+                offset_map.update_latest_offset(batch.last_offset)
+    return False
+
+
+def _clean_segment(
+    work: Path,
+    snapshot: SegmentSnapshot,
+    offset_map: SkimpyOffsetMap,
+    end_offset: int | None,
+    now_ms: int,
+    delete_retention_ms: int,
+    throttle: Throttle,
+    stats: CleanStats,
+) -> CleanedSegment:
+    horizon_passed = 0 <= snapshot.max_timestamp < now_ms - delete_retention_ms
+    target = work / f"{snapshot.base_offset:020d}"
+    target.mkdir()
+    out = Segment(target, snapshot.base_offset)
+    pieces: list[bytes] = []
+    for _pos, raw in _batches(snapshot.log_path, throttle, stats):
+        batch = decode_batch(raw)
+        stats.records_read += len(batch.records)
+        if batch.is_control:
+            pieces.append(raw)
+            continue
+        kept = [
+            r
+            for r in batch.records
+            if _retained(
+                offset_map, end_offset, batch.offset_of(r), r.key, r.value is None and horizon_passed
+            )
+        ]
+        stats.records_kept += len(kept)
+        if len(kept) == len(batch.records):
+            pieces.append(raw)
+        elif kept:
+            pieces.append(_rewrite(batch, kept))
+    if pieces:
+        data = b"".join(pieces)
+        os.pwrite(out.fd, data, 0)
+        out.size = len(data)
+        os.fsync(out.fd)
+    out.recover()  # builds both indexes for the cleaned copy
+    out.close()
+    stats.bytes_written += out.size
+    return CleanedSegment(snapshot, target, out.size)
+
+
+def _retained(
+    offset_map: SkimpyOffsetMap, end_offset: int | None, offset: int, key: bytes | None, deletable: bool
+) -> bool:
+    """Kafka's shouldRetainRecord: past the cleaned range, kept; else a record with a key kept if no later
+    offset of its key is mapped, unless it is a tombstone past delete.retention.ms."""
+    if end_offset is not None and offset >= end_offset:
+        return True
+    if key is None:
+        return False
+    return offset >= offset_map.get(key) and not deletable
 
 
 def _rewrite(batch: RecordBatch, kept: list) -> bytes:

@@ -41,12 +41,15 @@ from epochkraft.protocol.records import (
     stamped_prefix,
     validate,
     verify_crc,
+    with_log_append_time,
 )
 
 log = structlog.get_logger()
 
 
 DAY_MS = 24 * 60 * 60 * 1000
+NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
+LOG_APPEND_TIME = "LogAppendTime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,7 @@ class AppendInfo:
     record_count: int
     max_timestamp: int
     headers: tuple[BatchHeader, ...]
+    log_append_time: int = NO_TIMESTAMP  # the leader's append time on a LogAppendTime topic, else -1
 
 
 class PartitionLog:
@@ -239,44 +243,54 @@ class PartitionLog:
             timestamp_after_max_ms=c.message_timestamp_after_max_ms,
         )
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, *, validated: bool = False) -> AppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes,
+        leader_epoch: int,
+        *,
+        validated: bool = False,
+        now_ms: int = NO_TIMESTAMP,
+    ) -> AppendInfo:
         """Validates produced batches (CORRUPT_MESSAGE or INVALID_RECORD on failure) unless the caller
         already did (``validated``: the broker validates heavy batches off its event loop), assigns
-        offsets, stamps the epoch.
+        offsets, stamps the epoch, and with message.timestamp.type=LogAppendTime stamps each batch with
+        ``now_ms`` (LogValidator.assignOffsetsNonCompressed and the in-place compressed path alike).
 
         The produced bytes are not copied: each batch is written as its stamped prefix followed by the
-        rest of its bytes as they arrived, in one pwritev."""
+        rest of its bytes as they arrived (a LogAppendTime batch: its rewritten header, then its records),
+        in one pwritev."""
         headers = list(iter_batches(records))
         if not headers:
             raise CorruptRecordError("no record batch in the produce request")
         if not validated:
             for pos, header in headers:
                 validate(records, pos, header, rules=self.record_rules())
+        append_time = now_ms if self.config.message_timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
         offset = self.log_end_offset
         first = offset
         view = memoryview(records)
-        parts: list[bytes | memoryview] = []
+        pieces: list[list[bytes | memoryview]] = []
         stamped = []
         for pos, header in headers:
-            parts += (
-                stamped_prefix(header, offset, leader_epoch),
-                view[pos + STAMPED_PREFIX : pos + header.size],
-            )
+            rest: list[bytes | memoryview] = [view[pos + STAMPED_PREFIX : pos + header.size]]
+            if append_time != NO_TIMESTAMP:
+                head, header = with_log_append_time(records, pos, header, append_time)
+                rest = [head, view[pos + HEADER_SIZE : pos + header.size]]
+            pieces.append([stamped_prefix(header, offset, leader_epoch), *rest])
             stamped.append((pos, _with_offset(header, offset, leader_epoch)))
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
-        self._write(parts, stamped)
+        self._write([piece for batch in pieces for piece in batch], stamped)
         if isinstance(records, bytes):  # kept only if it cannot change
-            for i, (_, header) in enumerate(stamped):
-                self.tail.append(
-                    self, header.base_offset, header.next_offset, parts[2 * i : 2 * i + 2], header.size
-                )
+            for batch, (_, header) in zip(pieces, stamped, strict=True):
+                self.tail.append(self, header.base_offset, header.next_offset, batch, header.size)
         return AppendInfo(
             first,
             offset - 1,
             offset - first,
-            max(h.max_timestamp for _, h in headers),
+            max(h.max_timestamp for _, h in stamped),
             tuple(h for _, h in stamped),
+            append_time,
         )
 
     def append_as_follower(self, data: bytes | memoryview) -> AppendInfo | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 
-NO_THROTTLE = datetime.timedelta(0)
+from kio.static.primitive import i32Timedelta
+
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 def ms(value: datetime.timedelta | int) -> int:

@@ -11,7 +11,9 @@
   A batch larger than the topic's max.message.bytes, else message.max.bytes (1048588), gets
   MESSAGE_TOO_LARGE. The leader assigns offsets and stamps its leader epoch without re-encoding, then
   answers per acks: 0 no response, 1 after the local append, -1 (all) once the high watermark passes the
-  batch.
+  batch. A topic with message.timestamp.type=LogAppendTime (or the broker's log.message.timestamp.type)
+  gets each batch stamped with the leader's append time and that time back in log_append_time_ms (-1 for
+  CreateTime), as Kafka's LogValidator and UnifiedLog.append.
 - acks=all honours min.insync.replicas: NOT_ENOUGH_REPLICAS before appending when the ISR is too small,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if it shrank while waiting, REQUEST_TIMED_OUT after the request timeout.
 - NOT_LEADER_OR_FOLLOWER on a non-leader (clients refresh metadata), UNKNOWN_TOPIC_OR_PARTITION for
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import time
 
 from kio.schema.produce.v11 import response as r11
@@ -50,11 +53,19 @@ TOPIC_IDS_FROM = 13
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
-Answer = tuple[ErrorCode, int, int, str | None, tuple[tuple[int, str], ...]]
+# (error, base offset, log append time, log start offset, message, record errors)
+Answer = tuple[ErrorCode, int, int, int, str | None, tuple[tuple[int, str], ...]]
+
+
+def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
+    """log_append_time_ms on the wire: -1 (None) for CreateTime, else the leader's append time."""
+    if log_append_time_ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
 
 
 def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
-    return [(error, -1, -1, message, ())] * len(partitions)
+    return [(error, -1, -1, -1, message, ())] * len(partitions)
 
 
 @api(key=0, name="Produce", versions=(3, TOPIC_IDS_FROM), listeners=(BROKER,))
@@ -72,7 +83,7 @@ async def handle(request, ctx):
             refused[name] = (ErrorCode.topic_authorization_failed, None)
         elif name in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
             refused[name] = (ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
-    # (error, base offset, log start offset, message, record errors) per partition, in request order
+    # one Answer per partition, in request order
     results: list[list[Answer]] = []
     if request.acks not in (-1, 0, 1):
         results = [
@@ -103,7 +114,17 @@ async def handle(request, ctx):
                 continue
             answers = [next(done) for _ in t.partition_data]
             results.append(
-                [(r.error, r.base_offset, r.log_start_offset, r.message, r.record_errors) for r in answers]
+                [
+                    (
+                        r.error,
+                        r.base_offset,
+                        r.log_append_time,
+                        r.log_start_offset,
+                        r.message,
+                        r.record_errors,
+                    )
+                    for r in answers
+                ]
             )
     if request.acks == 0:
         return None
@@ -117,6 +138,7 @@ async def handle(request, ctx):
                         index=p.index,
                         error_code=error,
                         base_offset=base_offset,
+                        log_append_time=_append_time(log_append_time),
                         log_start_offset=log_start_offset,
                         record_errors=tuple(
                             schema.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
@@ -124,9 +146,14 @@ async def handle(request, ctx):
                         ),
                         error_message=message,
                     )
-                    for p, (error, base_offset, log_start_offset, message, record_errors) in zip(
-                        t.partition_data, answers, strict=True
-                    )
+                    for p, (
+                        error,
+                        base_offset,
+                        log_append_time,
+                        log_start_offset,
+                        message,
+                        record_errors,
+                    ) in zip(t.partition_data, answers, strict=True)
                 ),
             )
             for t, answers in zip(request.topic_data, results, strict=True)

@@ -17,21 +17,29 @@
   (Kafka's error response: each topic with the error, no brokers); from v12 on, when any topic id is
   given, topics are looked up by id alone and an unknown id is UNKNOWN_TOPIC_ID with a null name, never
   created (KafkaApis.handleTopicMetadataRequest, useTopicId).
+- Authorized operations (v8+, when asked): each topic answered for the principal carries the bitfield of
+  the topic operations it may perform (all of them without an authorizer), v8-10 the cluster's too (0
+  without DESCRIBE on the cluster); not asked, the schema's default -2147483648 (AuthHelper.authorizedOperations).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from kio.schema.metadata.v12 import response as r12
 
 from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
-from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 
 INTERNAL_TOPICS = {"__consumer_offsets"}
+AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
+CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
 
 
 def _topic(node, name: str, listener_name: str, version: int) -> r12.MetadataResponseTopic:
@@ -61,7 +69,7 @@ def _topic(node, name: str, listener_name: str, version: int) -> r12.MetadataRes
         topic_id=info.topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=tuple(partitions),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
 
 
@@ -72,8 +80,65 @@ def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataR
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
+
+
+async def _answer_topic(
+    ctx: RequestContext, name: str | None, allow_create: bool, version: int
+) -> r12.MetadataResponseTopic:
+    """One named topic's answer: its metadata, created first when auto-creation applies, or its error."""
+    node = ctx.node
+    cache = node.cache
+    if name is None:
+        return _missing(None, ErrorCode.unknown_topic_id)
+    if cache.topic(name) is not None:
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return _topic(node, name, ctx.listener_name, version)
+        return _missing(name, ErrorCode.topic_authorization_failed)
+    if valid_topic_name(name) is not None:
+        return _missing(name, ErrorCode.invalid_topic_exception)
+    if name == CLUSTER_METADATA_TOPIC:  # never created by a client, auto-creation included
+        return _missing(name, ErrorCode.unknown_topic_or_partition)
+    if (
+        node.settings.auto_create_topics_enable
+        and allow_create
+        and not ctx.authorized_cluster(AclOperation.CREATE)
+        and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+    ):
+        return _missing(name, ErrorCode.topic_authorization_failed)
+    if node.settings.auto_create_topics_enable and allow_create:
+        await node.auto_create_topic(name)
+        return (
+            _topic(node, name, ctx.listener_name, version)
+            if cache.topic(name)
+            else _missing(name, ErrorCode.leader_not_available)
+        )
+    return _missing(name, ErrorCode.unknown_topic_or_partition)
+
+
+def _with_authorized_operations(
+    ctx: RequestContext, topics: list[r12.MetadataResponseTopic]
+) -> list[r12.MetadataResponseTopic]:
+    """Each topic answered for the principal carries the operations it may perform on it; those refused
+    (TOPIC_AUTHORIZATION_FAILED) or unknown by id keep the schema's default (KafkaApis.handleTopicMetadataRequest,
+    AuthHelper.authorizedOperations)."""
+    return [
+        t
+        if t.name is None or t.error_code == ErrorCode.topic_authorization_failed
+        else dataclasses.replace(
+            t, topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name)
+        )
+        for t in topics
+    ]
+
+
+def _cluster_authorized_operations(ctx: RequestContext) -> int:
+    """Metadata v8-10: the cluster operations the principal may perform, 0 without DESCRIBE on the
+    cluster (KafkaApis.handleTopicMetadataRequest)."""
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER)
 
 
 @api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
@@ -123,33 +188,7 @@ async def handle(request, ctx):
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     topics = [_missing(None, ErrorCode.unknown_topic_id, topic_id) for topic_id in unknown_ids]
     for name in names:
-        if name is None:
-            topics.append(_missing(None, ErrorCode.unknown_topic_id))
-        elif cache.topic(name) is not None:
-            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(_topic(node, name, ctx.listener_name, version))
-            else:
-                topics.append(_missing(name, ErrorCode.topic_authorization_failed))
-        elif valid_topic_name(name) is not None:
-            topics.append(_missing(name, ErrorCode.invalid_topic_exception))
-        elif name == CLUSTER_METADATA_TOPIC:  # never created by a client, auto-creation included
-            topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))
-        elif (
-            node.settings.auto_create_topics_enable
-            and allow_create
-            and not ctx.authorized_cluster(AclOperation.CREATE)
-            and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
-        ):
-            topics.append(_missing(name, ErrorCode.topic_authorization_failed))
-        elif node.settings.auto_create_topics_enable and allow_create:
-            await node.auto_create_topic(name)
-            topics.append(
-                _topic(node, name, ctx.listener_name, version)
-                if cache.topic(name)
-                else _missing(name, ErrorCode.leader_not_available)
-            )
-        else:
-            topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))
+        topics.append(await _answer_topic(ctx, name, allow_create, version))
     brokers = tuple(
         r12.MetadataResponseBroker(node_id=reg.broker_id, host=ep.host, port=ep.port, rack=reg.rack)
         for reg in cache.alive_brokers()
@@ -157,6 +196,8 @@ async def handle(request, ctx):
         if ep.name == ctx.listener_name
     )
     controller_id = brokers[0].node_id if brokers else -1
+    if version >= AUTHORIZED_OPERATIONS_FROM and request.include_topic_authorized_operations:
+        topics = _with_authorized_operations(ctx, topics)
     response = r12.MetadataResponse(
         throttle_time=NO_THROTTLE,
         brokers=brokers,
@@ -164,4 +205,9 @@ async def handle(request, ctx):
         controller_id=controller_id,
         topics=tuple(topics),
     )
-    return downgrade_response(response, version)
+    response = downgrade_response(response, version)
+    asks_cluster = getattr(request, "include_cluster_authorized_operations", False)
+    if asks_cluster and version <= CLUSTER_OPERATIONS_UNTIL:
+        operations = _cluster_authorized_operations(ctx)
+        response = dataclasses.replace(response, cluster_authorized_operations=operations)
+    return response

@@ -9,6 +9,8 @@
   for an id the broker does not know).
 - A partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION and is not committed; the others
   are (KafkaApis.handleOffsetCommitRequest checks each against its metadata cache).
+- Metadata longer than ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE for that partition and
+  is not committed; the other partitions are (Kafka's OffsetMetadataManager.commitOffset).
 """
 
 from __future__ import annotations
@@ -51,14 +53,18 @@ async def handle(request, ctx):
         for p in topic.partitions
         if known(name, p.partition_index)
     ]
+    errors = dict.fromkeys(((e.topic, e.partition) for e in entries), ErrorCode.none)
     error = groups.coordinator_error(request.group_id)
-    if error == ErrorCode.none and entries:
-        error = await groups.commit(
+    if error != ErrorCode.none:
+        errors = dict.fromkeys(errors, error)
+    elif entries:
+        results = await groups.commit(
             group_id=request.group_id,
             generation_id=request.generation_id_or_member_epoch,
             member_id=request.member_id,
             entries=entries,
         )
+        errors = {(e.topic, e.partition): r for e, r in zip(entries, results, strict=True)}
     schema = v10 if by_id else v9
     response = schema.OffsetCommitResponse(
         throttle_time=NO_THROTTLE,
@@ -70,9 +76,7 @@ async def handle(request, ctx):
                         partition_index=p.partition_index,
                         error_code=ErrorCode.unknown_topic_id
                         if name is None
-                        else error
-                        if known(name, p.partition_index)
-                        else ErrorCode.unknown_topic_or_partition,
+                        else errors.get((name, p.partition_index), ErrorCode.unknown_topic_or_partition),
                     )
                     for p in topic.partitions
                 ),

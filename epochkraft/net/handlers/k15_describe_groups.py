@@ -3,9 +3,13 @@
 - State, protocol and members (metadata and assignment) of each named group; NOT_COORDINATOR for groups
   coordinated elsewhere; an unknown group is described as Dead with no members, as Kafka does, and from
   v6 also carries GROUP_ID_NOT_FOUND with a message (KIP-1043).
+- v3+ with include_authorized_operations: each group described without error carries the group operations
+  the principal may perform (all of them without an authorizer), as Kafka's handleDescribeGroupsRequest.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kio.schema.describe_groups.v6.response import (
     DescribedGroup,
@@ -14,10 +18,12 @@ from kio.schema.describe_groups.v6.response import (
 )
 
 from epochkraft.broker.group_coordinator import GroupState
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, ResourceType
 
 
 def _describe(service, group_id: str, version: int) -> DescribedGroup:
@@ -36,7 +42,7 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
             protocol_type="",
             protocol_data="",
             members=(),
-            authorized_operations=-2147483648,
+            authorized_operations=OPERATIONS_NOT_REQUESTED,
         )
     members = tuple(
         DescribedGroupMember(
@@ -57,15 +63,27 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
         protocol_type=group.protocol_type or "",
         protocol_data=group.protocol_name or "",
         members=members,
-        authorized_operations=-2147483648,
+        authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
 
 
 GROUP_ID_NOT_FOUND_FROM = 6
+AUTHORIZED_OPERATIONS_FROM = 3  # KIP-430
+
+
+def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> DescribedGroup:
+    """A group described without error carries the group operations the principal may perform
+    (KafkaApis.handleDescribeGroupsRequest, AuthHelper.authorizedOperations)."""
+    if group.error_code != ErrorCode.none:
+        return group
+    operations = ctx.authorized_operations(ResourceType.GROUP, group.group_id)
+    return dataclasses.replace(group, authorized_operations=operations)
 
 
 @api(key=15, name="DescribeGroups", versions=(0, GROUP_ID_NOT_FOUND_FROM), listeners=(BROKER,))
 async def handle(request, ctx):
     groups = tuple(_describe(ctx.node.groups, g, ctx.api_version) for g in request.groups)
+    if ctx.api_version >= AUTHORIZED_OPERATIONS_FROM and request.include_authorized_operations:
+        groups = tuple(_with_authorized_operations(ctx, g) for g in groups)
     response = DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=groups)
     return downgrade_response(response, ctx.api_version)

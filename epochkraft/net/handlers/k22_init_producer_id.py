@@ -1,7 +1,8 @@
 """InitProducerId (key 22), versions 0-6, broker listener.
 
-- Idempotent producers (no transactional id) get a fresh producer id, epoch 0, from the broker's
-  allocator (ids derived from the broker epoch, unique across the cluster without a controller call).
+- Idempotent producers (no transactional id) get a fresh producer id, epoch 0, from the blocks of ids the
+  controller allocates to this broker (AllocateProducerIds, Kafka's RPCProducerIdManager);
+  COORDINATOR_LOAD_IN_PROGRESS, which clients retry, while the broker waits for its next block.
 - Transactions are not supported: a request with a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
   fatal to the producer in every client, as FindCoordinator answers for a transaction coordinator.
 - v5 is v4 (KIP-890); v6 (KIP-939, two-phase commit) answers no ongoing transaction (-1).
@@ -29,11 +30,12 @@ async def handle(request, ctx):
             ongoing_txn_producer_epoch=-1,
         )
     else:
+        generated = ctx.node.generate_producer_id()
         response = InitProducerIdResponse(
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.none,
-            producer_id=ctx.node.producer_ids.allocate(),
-            producer_epoch=0,
+            error_code=generated.error,
+            producer_id=generated.producer_id,
+            producer_epoch=0 if generated.error == ErrorCode.none else -1,
             ongoing_txn_producer_id=-1,
             ongoing_txn_producer_epoch=-1,
         )

@@ -7,6 +7,9 @@
   (fenced or unregistered), empty ELR lists (eligible leader replicas are not kept).
 - UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION per missing or badly named topic; a cursor whose
   topic is not in the list or whose partition is negative is INVALID_REQUEST for every topic asked for.
+- Each topic answered carries the topic operations the principal may perform (all of them without an
+  authorizer); a topic it may not DESCRIBE is left out of "every topic", and named, answered
+  TOPIC_AUTHORIZATION_FAILED with a zero id (DescribeTopicPartitionsRequestHandler, AuthHelper.authorizedOperations).
 """
 
 from __future__ import annotations
@@ -18,13 +21,19 @@ from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.net.handlers.k03_metadata import INTERNAL_TOPICS
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 NO_LEADER_ID = -1
+TOPIC = ResourceType.TOPIC
 
 
 def _topic(
-    name: str, error: ErrorCode, topic_id=None, partitions: tuple = ()
+    name: str,
+    error: ErrorCode,
+    topic_id=None,
+    partitions: tuple = (),
+    operations: int = OPERATIONS_NOT_REQUESTED,
 ) -> r0.DescribeTopicPartitionsResponseTopic:
     return r0.DescribeTopicPartitionsResponseTopic(
         error_code=error,
@@ -32,7 +41,7 @@ def _topic(
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=operations,
     )
 
 
@@ -47,6 +56,9 @@ async def handle(request, ctx):
     if cursor is not None and (cursor.partition_index < 0 or (not every and cursor_topic not in names)):
         topics = tuple(_topic(t.name, ErrorCode.invalid_request) for t in request.topics)
         return r0.DescribeTopicPartitionsResponse(throttle_time=NO_THROTTLE, topics=topics, next_cursor=None)
+    # Topics the principal may not DESCRIBE: left out of "every topic", refused by name (no id given).
+    refused = [n for n in names if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+    names = [n for n in names if n not in refused]
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
     results = []
     next_cursor = None
@@ -55,14 +67,10 @@ async def handle(request, ctx):
         if topic is None:
             if not every:
                 bad_name = valid_topic_name(name) is not None
-                results.append(
-                    _topic(
-                        name,
-                        ErrorCode.invalid_topic_exception
-                        if bad_name
-                        else ErrorCode.unknown_topic_or_partition,
-                    )
+                error = (
+                    ErrorCode.invalid_topic_exception if bad_name else ErrorCode.unknown_topic_or_partition
                 )
+                results.append(_topic(name, error, operations=ctx.authorized_operations(TOPIC, name)))
             continue
         if remaining == 0:
             next_cursor = r0.Cursor(topic_name=name, partition_index=0)
@@ -88,11 +96,14 @@ async def handle(request, ctx):
                     offline_replicas=tuple(b for b in p.replicas if cache.is_fenced(b)),
                 )
             )
-        results.append(_topic(name, ErrorCode.none, topic.topic_id, tuple(partitions)))
+        operations = ctx.authorized_operations(TOPIC, name)
+        results.append(_topic(name, ErrorCode.none, topic.topic_id, tuple(partitions), operations))
         remaining -= len(partitions)
         if end < len(topic.partitions):
             next_cursor = r0.Cursor(topic_name=name, partition_index=end)
             break
+    if not every:
+        results += [_topic(n, ErrorCode.topic_authorization_failed) for n in refused]
     return r0.DescribeTopicPartitionsResponse(
         throttle_time=NO_THROTTLE, topics=tuple(results), next_cursor=next_cursor
     )

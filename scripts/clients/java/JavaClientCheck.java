@@ -17,6 +17,9 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -26,6 +29,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -49,6 +53,12 @@ public class JavaClientCheck {
         System.exit(0);
     }
 
+    // Authorized operations, sorted: null (not answered) prints as "null".
+    static String names(Set<AclOperation> operations) {
+        if (operations == null) return "null";
+        return String.join(",", operations.stream().map(Enum::name).sorted().toList());
+    }
+
     static void admin(String bootstrap, String topic) throws Exception {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
@@ -57,6 +67,10 @@ public class JavaClientCheck {
             System.out.println("OK createTopics");
             int brokers = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).size();
             System.out.println("OK describeCluster brokers=" + brokers);
+            Set<AclOperation> clusterOps = admin.describeCluster(
+                new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations()
+                .get(30, TimeUnit.SECONDS);
+            System.out.println("OK describeCluster authorizedOperations=" + names(clusterOps));
             TopicDescription described = null;
             for (int i = 0; i < 100; i++) {  // metadata reaches every broker shortly after creation
                 try {
@@ -74,6 +88,10 @@ public class JavaClientCheck {
             }
             System.out.println("OK describeTopics partitions=" + described.partitions().size()
                 + " isr=" + described.partitions().get(0).isr().size());
+            Set<AclOperation> topicOps = admin.describeTopics(List.of(topic),
+                new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicNames()
+                .get(30, TimeUnit.SECONDS).get(topic).authorizedOperations();
+            System.out.println("OK describeTopics authorizedOperations=" + names(topicOps));
             boolean listed = false;
             for (int i = 0; i < 100 && !listed; i++) {  // each broker learns of the topic on its own time
                 listed = admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(topic);
@@ -160,6 +178,10 @@ public class JavaClientCheck {
             String state = admin.describeConsumerGroups(List.of(topic + "-group")).all().get(30, TimeUnit.SECONDS)
                 .get(topic + "-group").groupState().toString();
             System.out.println("OK describeConsumerGroups state=" + state);
+            Set<AclOperation> groupOps = admin.describeConsumerGroups(List.of(topic + "-group"),
+                new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all()
+                .get(30, TimeUnit.SECONDS).get(topic + "-group").authorizedOperations();
+            System.out.println("OK describeConsumerGroups authorizedOperations=" + names(groupOps));
             admin.deleteConsumerGroups(List.of(topic + "-group")).all().get(30, TimeUnit.SECONDS);
             System.out.println("OK deleteConsumerGroups");
             admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
