@@ -292,7 +292,7 @@ def refusal(cluster, admin: AdminClient, broker: str, name: str, value: str) -> 
 def test_every_dynamic_broker_config_kafka_lists_is_accepted_per_broker_and_cluster_wide(cluster, admin):
     """Kafka's DynamicBrokerConfig: its dynamic configs are stored per broker and cluster-wide, with their
     types and validators; read-only ones, SSL stores without a listener prefix, and listener configs
-    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.3.1 gives)."""
+    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.4.0 gives)."""
     dynamic = {
         "log.retention.ms": "3600000",
         "log.cleaner.threads": "2",

@@ -309,6 +309,22 @@ BROKER_CONFIG_CASES = {
         [("log.cleaner.threads", "2"), ("message.max.bytes", "2000")], BROKER, 4
     ),
     "AlterConfigs-broker-read-only": _alter([("log.retention.hours", "5")], BROKER_ID, 4),
+    # dynamic broker configs Kafka 4.4 added, and one of its new read-only ones
+    "IncrementalAlterConfigs-cluster-dynamic-4.4": _incremental(
+        [
+            ("max.decompressed.message.bytes", 0, "1000000"),
+            ("log.remote.copy.lag.ms", 0, "-1"),
+            ("errors.deadletterqueue.topic.name.prefix", 0, "dead."),
+        ],
+        resource=CLUSTER_DEFAULT,
+        resource_type=4,
+    ),
+    "IncrementalAlterConfigs-broker-invalid-value-4.4": _incremental(
+        [("log.remote.copy.lag.bytes", 0, "-2")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-read-only-4.4": _incremental(
+        [("group.streams.assignors", 0, "sticky")], resource=BROKER_ID, resource_type=4
+    ),
 }
 
 

@@ -446,7 +446,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     )
 }
 
-# Broker properties that may be set dynamically, per broker or cluster-wide (the empty name): Kafka 4.3.1's
+# Broker properties that may be set dynamically, per broker or cluster-wide (the empty name): Kafka 4.4.0's
 # DynamicBrokerConfig.AllDynamicConfigs (kafka_broker_configs.DYNAMIC) with Kafka's validators, and the
 # replication throttles of DynamicConfig.Broker that kafka-reassign-partitions --throttle sets (the
 # follower's is enforced, see broker/replication_quota.py; the leader's is stored and described only).
