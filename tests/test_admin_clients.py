@@ -78,7 +78,7 @@ def test_confluent_describe_and_alter_topic_configs(admin):
     assert len(configs) >= 25, "every topic config Kafka knows is described"
     retention = configs["retention.ms"]
     assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-    # log.retention.ms has no default in Kafka, so no broker synonym is listed (as Kafka 4.3.1 answers)
+    # log.retention.ms has no default in Kafka, so no broker synonym is listed (as Kafka 4.4.0 answers)
     assert [(s.name, s.source) for s in retention.synonyms.values()] == [
         ("retention.ms", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
     ]
@@ -292,7 +292,7 @@ def refusal(cluster, admin: AdminClient, broker: str, name: str, value: str) -> 
 def test_every_dynamic_broker_config_kafka_lists_is_accepted_per_broker_and_cluster_wide(cluster, admin):
     """Kafka's DynamicBrokerConfig: its dynamic configs are stored per broker and cluster-wide, with their
     types and validators; read-only ones, SSL stores without a listener prefix, and listener configs
-    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.3.1 gives)."""
+    cluster-wide get Kafka's INVALID_REQUEST with its message (the same answers Kafka 4.4.0 gives)."""
     dynamic = {
         "log.retention.ms": "3600000",
         "log.cleaner.threads": "2",

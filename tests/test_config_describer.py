@@ -12,7 +12,7 @@ from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import load_settings
-from epochkraft.controller.config_schema import ConfigSource, ConfigType, ResourceType
+from epochkraft.controller.config_schema import ConfigSource, ConfigType, ResourceType, validate
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord, TopicRecord
 
@@ -98,11 +98,65 @@ def test_every_topic_config_is_described_with_its_type_and_documentation_when_as
     result = describer().describe(TOPIC, "orders", None, synonyms=False, documentation=True)
     assert result.error_code == ErrorCode.none
     entries = {c.name: c for c in result.configs}
-    assert len(entries) == 33  # as Kafka 4.3.1 describes a topic (tests/test_differential.py)
+    assert len(entries) == 37  # as Kafka 4.4.0 describes a topic (tests/test_differential.py)
     assert entries["cleanup.policy"].config_type == ConfigType.LIST
     assert entries["retention.ms"].config_type == ConfigType.LONG
     assert entries["unclean.leader.election.enable"].config_type == ConfigType.BOOLEAN
     assert all(c.documentation and not c.read_only and c.synonyms == () for c in result.configs)
+
+
+def test_the_topic_configs_kafka_4_4_added_are_described_with_kafka_s_defaults_types_and_synonyms():
+    names = (
+        "errors.deadletterqueue.group.enable",
+        "max.decompressed.message.bytes",
+        "remote.copy.lag.bytes",
+        "remote.copy.lag.ms",
+    )
+    result = describer().describe(TOPIC, "orders", names, synonyms=True, documentation=False)
+    described = {
+        c.name: (c.value, c.config_source, c.config_type, [(s.name, s.value, s.source) for s in c.synonyms])
+        for c in result.configs
+    }
+    assert described == {  # as Kafka 4.4.0 describes them (tests/test_differential.py)
+        "errors.deadletterqueue.group.enable": ("false", S.DEFAULT_CONFIG, ConfigType.BOOLEAN, []),
+        "max.decompressed.message.bytes": (
+            "2147483639",
+            S.DEFAULT_CONFIG,
+            ConfigType.INT,
+            [("max.decompressed.message.bytes", "2147483639", S.DEFAULT_CONFIG)],
+        ),
+        "remote.copy.lag.bytes": (
+            "-1",
+            S.DEFAULT_CONFIG,
+            ConfigType.LONG,
+            [("log.remote.copy.lag.bytes", "-1", S.DEFAULT_CONFIG)],
+        ),
+        "remote.copy.lag.ms": (
+            "0",
+            S.DEFAULT_CONFIG,
+            ConfigType.LONG,
+            [("log.remote.copy.lag.ms", "0", S.DEFAULT_CONFIG)],
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("max.decompressed.message.bytes", "0", "Value must be at least 1"),
+        ("max.decompressed.message.bytes", "2147483647", "Value must be no more than 2147483639"),
+        ("max.decompressed.message.bytes", "1", None),
+        ("remote.copy.lag.bytes", "-2", "Value must be at least -1"),
+        ("remote.copy.lag.ms", "-1", None),
+        ("errors.deadletterqueue.group.enable", "yes", "Expected value to be either true or false"),
+    ],
+)
+def test_the_topic_configs_kafka_4_4_added_are_validated_as_kafka_validates_them(name, value, error):
+    found = validate(ResourceType.TOPIC, name, value)
+    if error is None:
+        assert found is None
+    else:
+        assert found == f"Invalid value {value} for configuration {name}: {error}"
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
+from epochkraft.protocol.kio_extra import ApiVersionsRequestV5
 from epochkraft.protocol.records import TIMESTAMP_TYPE_BIT, build_batch, decode_batches
 from tests.support.kio_requests import Scenario, request_for
 
@@ -309,6 +310,22 @@ BROKER_CONFIG_CASES = {
         [("log.cleaner.threads", "2"), ("message.max.bytes", "2000")], BROKER, 4
     ),
     "AlterConfigs-broker-read-only": _alter([("log.retention.hours", "5")], BROKER_ID, 4),
+    # dynamic broker configs Kafka 4.4 added, and one of its new read-only ones
+    "IncrementalAlterConfigs-cluster-dynamic-4.4": _incremental(
+        [
+            ("max.decompressed.message.bytes", 0, "1000000"),
+            ("log.remote.copy.lag.ms", 0, "-1"),
+            ("errors.deadletterqueue.topic.name.prefix", 0, "dead."),
+        ],
+        resource=CLUSTER_DEFAULT,
+        resource_type=4,
+    ),
+    "IncrementalAlterConfigs-broker-invalid-value-4.4": _incremental(
+        [("log.remote.copy.lag.bytes", 0, "-2")], resource=BROKER_ID, resource_type=4
+    ),
+    "IncrementalAlterConfigs-broker-read-only-4.4": _incremental(
+        [("group.streams.assignors", 0, "sticky")], resource=BROKER_ID, resource_type=4
+    ),
 }
 
 
@@ -335,6 +352,16 @@ def error_cases(
         ),
         "IncrementalAlterConfigs-unknown-topic": _incremental([("retention.ms", 0, "5")], resource=unknown),
         "IncrementalAlterConfigs-valid": _incremental([("retention.ms", 0, "3600000")], resource=topic),
+        # topic configs Kafka 4.4 added: max.decompressed.message.bytes, remote.copy.lag.ms (KIP-1241)
+        "IncrementalAlterConfigs-max-decompressed-invalid": _incremental(
+            [("max.decompressed.message.bytes", 0, "0")], resource=topic
+        ),
+        "IncrementalAlterConfigs-remote-copy-lag-invalid": _incremental(
+            [("remote.copy.lag.ms", 0, "-2")], resource=topic
+        ),
+        "IncrementalAlterConfigs-remote-copy-lag-valid": _incremental(
+            [("remote.copy.lag.bytes", 0, "1048576"), ("remote.copy.lag.ms", 0, "-1")], resource=topic
+        ),
         **BROKER_CONFIG_CASES,
         "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
         "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
@@ -567,6 +594,56 @@ def test_a_request_to_a_follower_gets_the_same_answers_as_kafka(pair: Pair) -> N
 
     pair.run(sweep())
     assert not found, "\n".join(found)
+
+
+# ---- ApiVersions v5 (KIP-1242): the cluster and node a client means to reach ---------------------------
+def _v5_cases(cluster_id: str, node_id: int) -> dict[str, ApiVersionsRequestV5]:
+    def ask(cluster: str | None, node: int) -> ApiVersionsRequestV5:
+        return ApiVersionsRequestV5(
+            client_software_name="diff", client_software_version="1", cluster_id=cluster, node_id=node
+        )
+
+    other = "AAAAAAAAAAAAAAAAAAAAAA"
+    return {
+        "both-right": ask(cluster_id, node_id),
+        "other-node": ask(cluster_id, node_id + 1),
+        "other-cluster": ask(other, node_id),
+        "cluster-only": ask(cluster_id, -1),
+        "node-only": ask(None, node_id),
+        "neither": ask(None, -1),
+    }
+
+
+def _v5_answer(response) -> tuple[int, bool]:
+    return int(response.error_code), bool(response.api_keys)
+
+
+def test_api_versions_v5_checks_the_cluster_and_node_as_kafka(
+    pair: Pair, controllers: dict[str, tuple]
+) -> None:
+    """A broker answers REBOOTSTRAP_REQUIRED to a cluster or node id not its own and INVALID_REQUEST to one
+    without the other, with no API list; a controller checks only that both or neither are given."""
+    answers: dict[str, dict[str, tuple[int, bool]]] = {}
+
+    async def ask() -> None:
+        for side in (pair.kafka, pair.ours):
+            metadata = await side.metadata()
+            node = min(side.brokers)
+            address, cluster_id = controllers[side.name]
+            for case, request in _v5_cases(metadata.cluster_id, node).items():
+                answers.setdefault(f"broker {case}", {})[side.name] = _v5_answer(
+                    await side.send_to(node, request)
+                )
+            for case, request in _v5_cases(cluster_id, 0).items():
+                answers.setdefault(f"controller {case}", {})[side.name] = _v5_answer(
+                    await side.client(address).send(request)
+                )
+
+    pair.run(ask())
+    found = {case: a for case, a in answers.items() if a["kafka"] != a["epochkraft"]}
+    assert not found, found
+    assert answers["broker other-node"]["kafka"] == (ErrorCode.rebootstrap_required, False)
+    assert answers["controller other-cluster"]["kafka"] == (ErrorCode.none, True)
 
 
 # ---- the controller listener: the broker lifecycle and admin APIs against Kafka's own controller -------

@@ -128,7 +128,7 @@ async def test_record_bombs_are_refused_while_other_clients_are_served(make_clus
 @pytest.mark.timeout(120)
 async def test_record_errors_in_produce_responses(make_cluster):
     """Records that parse but break their partition's rules are named in Produce's record_errors with the
-    texts Kafka 4.3.1 answers (compared side by side): no key in a compacted topic (INVALID_RECORD) and a
+    texts Kafka 4.4.0 answers (compared side by side): no key in a compacted topic (INVALID_RECORD) and a
     create time more than message.timestamp.after.max.ms ahead (INVALID_TIMESTAMP); nothing is appended."""
     cluster = make_cluster(1)
     client = MiniClient(cluster.bootstrap)

@@ -244,7 +244,10 @@ def test_we_read_the_bootstrap_checkpoint_kafka_storage_format_writes(tmp_path):
         tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    snapshot = decode_snapshot((tmp_path / "data" / "bootstrap.checkpoint").read_bytes(), SnapshotId(0, 0))
+    # Kafka 4.4 writes the bootstrap records as the metadata log's first snapshot, 0-0 (bootstrap.checkpoint
+    # in the log dir before)
+    checkpoint = tmp_path / "data" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    snapshot = decode_snapshot(checkpoint.read_bytes(), SnapshotId(0, 0))
     features = {r.name: r.feature_level for r in snapshot.records if isinstance(r, FeatureLevelRecord)}
     assert "metadata.version" in features
     assert [r.name for r in snapshot.records if not isinstance(r, FeatureLevelRecord)] == ["bob"]

@@ -4,6 +4,7 @@ import asyncio
 import os
 import random
 import struct
+import types
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
@@ -15,6 +16,7 @@ from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER, CONTROLLER, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_request, parse_response_header
+from epochkraft.protocol.kio_extra import ApiVersionsRequestV5 as ApiVersionsV5
 
 pytestmark = [pytest.mark.net, pytest.mark.timeout(30)]
 
@@ -56,14 +58,67 @@ async def assert_still_serving(port: int) -> None:
         assert response.error_code == ErrorCode.none
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 async def test_api_versions_lists_the_listener_table(controller_server, version):
     async with KafkaClient("127.0.0.1", controller_server.port) as client:
         response = await client.api_versions(version)
     assert response.error_code == ErrorCode.none
     table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert table == {key: (s.min_version, s.max_version) for key, s in served(CONTROLLER).items()}
-    assert table[18] == (0, 4)
+    assert table[18] == (0, 5)
+
+
+def _v5(cluster_id: str | None, node_id: int) -> ApiVersionsV5:
+    return ApiVersionsV5(
+        client_software_name="t", client_software_version="1", cluster_id=cluster_id, node_id=node_id
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "node_id", "error"),
+    [
+        ("cluster-a", 1, ErrorCode.none),
+        (None, -1, ErrorCode.none),
+        ("cluster-a", 2, ErrorCode.rebootstrap_required),
+        ("cluster-b", 1, ErrorCode.rebootstrap_required),
+        ("cluster-a", -1, ErrorCode.invalid_request),
+        (None, 1, ErrorCode.invalid_request),
+    ],
+)
+async def test_api_versions_v5_on_a_broker_checks_the_cluster_and_node_named(cluster_id, node_id, error):
+    """KIP-1242, as KafkaApis.handleApiVersionsRequest answers (tests/test_differential.py): another
+    cluster or node is REBOOTSTRAP_REQUIRED, one id without the other INVALID_REQUEST, with no API list."""
+    response = await _broker_answer(
+        types.SimpleNamespace(node_id=1, cluster_id="cluster-a"), cluster_id, node_id
+    )
+    assert response.error_code == error
+    assert bool(response.api_keys) == (error == ErrorCode.none)
+
+
+async def _broker_answer(node, cluster_id: str | None, node_id: int):
+    server = KafkaServer(BROKER, node=node, host="127.0.0.1", port=0, max_frame_bytes=1 << 20)
+    await server.start()
+    try:
+        async with KafkaClient("127.0.0.1", server.port) as client:
+            return await client.send(_v5(cluster_id, node_id))
+    finally:
+        await server.stop()
+
+
+async def test_api_versions_v5_before_the_broker_knows_its_cluster_id_judges_the_node_id_only():
+    node = types.SimpleNamespace(node_id=1, cluster_id=None)  # listening, not yet told by the controller
+    assert (await _broker_answer(node, "cluster-a", 1)).error_code == ErrorCode.none
+    assert (await _broker_answer(node, "cluster-a", 2)).error_code == ErrorCode.rebootstrap_required
+
+
+async def test_api_versions_v5_on_a_controller_checks_only_that_both_ids_or_neither_are_named(
+    controller_server,
+):
+    async with KafkaClient("127.0.0.1", controller_server.port) as client:
+        other = await client.send(_v5("another-cluster", 42))
+        half = await client.send(_v5("another-cluster", -1))
+    assert other.error_code == ErrorCode.none and other.api_keys  # ControllerApis does not compare them
+    assert half.error_code == ErrorCode.invalid_request and half.api_keys == ()
 
 
 def test_listeners_serve_different_tables():

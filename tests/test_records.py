@@ -167,7 +167,7 @@ def test_testCompactedTopicConstraints(tmp_path):
     keyed, unkeyed = (b"k", b"v", (), 0), (None, b"v", (), 0)
     with pytest.raises(RecordValidationError) as refused:
         plog.append_as_leader(build_batch([unkeyed]), 0)
-    # the texts as Kafka 4.3.1 answers them
+    # the texts as Kafka 4.4.0 answers them
     message = "Compacted topic cannot accept message without key in topic partition compact-0"
     assert refused.value.record_errors == ((0, message),)
     assert str(refused.value) == (
@@ -188,7 +188,7 @@ def test_testCompactedTopicConstraints(tmp_path):
     "name", ["offset_delta_gap", "negative_record_length", "trailing_record", "count_5_one_record"]
 )
 def test_records_that_do_not_parse_refuse_the_batch_without_record_errors(name):
-    """As Kafka 4.3.1 answers: a record the iterator cannot read is INVALID_RECORD for the whole batch
+    """As Kafka 4.4.0 answers: a record the iterator cannot read is INVALID_RECORD for the whole batch
     (InvalidRecordException, not a RecordValidationException), with no record_errors."""
     data = lying_batch(name)
     with pytest.raises(InvalidRecordError) as refused:

@@ -161,7 +161,9 @@ BOOL, STR, INT, LONG, DOUBLE, LIST = (
 MIN_INSYNC = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 
-# LogConfig's topic configs (Kafka 4.3: message.downconversion.enable is gone, KIP-724), with the broker properties that give their defaults.
+# LogConfig's topic configs (Kafka 4.4: message.downconversion.enable is gone, KIP-724; 4.4 adds
+# max.decompressed.message.bytes, remote.copy.lag.bytes/ms (KIP-1241) and errors.deadletterqueue.group.enable),
+# with the broker properties that give their defaults.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
@@ -212,6 +214,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "How long delete tombstones are kept.",
             at_least(0),
             "log.cleaner.delete.retention.ms",
+        ),
+        _def(
+            "errors.deadletterqueue.group.enable",
+            BOOL,
+            "false",
+            "Whether share groups may write undeliverable records to the topic (a dead-letter queue).",
+            None,
         ),
         _def(
             "file.delete.delay.ms",
@@ -284,6 +293,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "log.cleaner.max.compaction.lag.ms",
         ),
         _def(
+            "max.decompressed.message.bytes",
+            INT,
+            "2147483639",
+            "Largest decompressed size of a single record.",
+            between(1, 2147483639),
+            "max.decompressed.message.bytes",
+        ),
+        _def(
             "max.message.bytes",
             INT,
             "1048588",
@@ -335,6 +352,22 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             MIN_INSYNC, INT, "1", "Replicas that must acknowledge an acks=all write.", at_least(1), MIN_INSYNC
         ),
         _def("preallocate", BOOL, "false", "Preallocate the file of a new segment.", None, "log.preallocate"),
+        _def(
+            "remote.copy.lag.bytes",
+            LONG,
+            "-1",
+            "Newer local bytes after which a segment may be copied to tiered storage (KIP-1241).",
+            at_least(-1),
+            "log.remote.copy.lag.bytes",
+        ),
+        _def(
+            "remote.copy.lag.ms",
+            LONG,
+            "0",
+            "Age after which a segment may be copied to tiered storage (KIP-1241).",
+            at_least(-1),
+            "log.remote.copy.lag.ms",
+        ),
         _def(
             "remote.log.copy.disable",
             BOOL,
@@ -413,7 +446,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     )
 }
 
-# Broker properties that may be set dynamically, per broker or cluster-wide (the empty name): Kafka 4.3.1's
+# Broker properties that may be set dynamically, per broker or cluster-wide (the empty name): Kafka 4.4.0's
 # DynamicBrokerConfig.AllDynamicConfigs (kafka_broker_configs.DYNAMIC) with Kafka's validators, and the
 # replication throttles of DynamicConfig.Broker that kafka-reassign-partitions --throttle sets (the
 # follower's is enforced, see broker/replication_quota.py; the leader's is stored and described only).

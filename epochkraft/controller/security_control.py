@@ -59,7 +59,7 @@ def alter_scram_credentials(image: MetadataImage, request: Any) -> tuple[Records
     are derived (ScramFormatter); a user named twice is DUPLICATE_RESOURCE, an unknown mechanism
     UNSUPPORTED_SASL_MECHANISM, iterations out of range UNACCEPTABLE_CREDENTIAL, deleting what does not
     exist RESOURCE_NOT_FOUND; an empty user name is UNACCEPTABLE_CREDENTIAL before any of these, as Kafka
-    4.3.1 answers (tests/test_differential.py)."""
+    4.4.0 answers (tests/test_differential.py)."""
     counts: dict[str, int] = {}
     for item in (*request.deletions, *request.upsertions):
         counts[item.name] = counts.get(item.name, 0) + 1

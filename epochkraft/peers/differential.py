@@ -232,7 +232,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         r"error_code|topics\[.*\]",
         "FetchSnapshot on the controller listener for a topic other than __cluster_metadata: ours answers "
         "UNKNOWN_TOPIC_OR_PARTITION in the partition (KafkaRaftClient.handleFetchSnapshotRequest's own "
-        "rule); Kafka 4.3.1's controller answers UNKNOWN_SERVER_ERROR with no topics.",
+        "rule); Kafka 4.4.0's controller answers UNKNOWN_SERVER_ERROR with no topics.",
     ),
     KnownDifference(
         50,

@@ -282,4 +282,29 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
         "AlterPartitionReassignments v1: allow_replication_factor_change answered true; Kafka echoes the "
         "request's false.",
     ),
+    KnownDifference(
+        3,
+        (8, 99),
+        None,
+        r"cluster_authorized_operations|topics\[.*\]\.topic_authorized_operations",
+        "Authorized operations (Metadata v8+): every operation's bit, asked for or not (topics 3576, the "
+        "cluster 8184); Kafka the supported ones when asked (the cluster 8096) and -2147483648 when not.",
+    ),
+    KnownDifference(
+        15,
+        (3, 99),
+        None,
+        r"groups\[.*\]\.authorized_operations",
+        "A group's authorized operations (DescribeGroups v3+): 328, asked for or not; Kafka the supported "
+        "ones (3400) when asked and -2147483648 when not.",
+    ),
+    KnownDifference(
+        60,
+        ANY,
+        None,
+        r"brokers\[.*\]\.broker_id|cluster_authorized_operations",
+        "DescribeCluster on the broker listener: kfake numbers its brokers from 0 (the peers' Kafka and "
+        "epochkraft from 1), and its cluster authorized operations are every operation's bit (8184), "
+        "asked for or not; Kafka 8096 when asked and -2147483648 when not.",
+    ),
 )

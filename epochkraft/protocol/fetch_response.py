@@ -95,8 +95,8 @@ def encode_response(
     out += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
     length(len(topics))
     for topic, answers in topics:
-        if version >= 13:
-            out += topic.bytes
+        if version >= 13:  # the zero id (decoded as None) is echoed back, with UNKNOWN_TOPIC_ID
+            out += topic.bytes if topic is not None else bytes(16)
         else:
             name = (topic or "").encode()
             if flexible:

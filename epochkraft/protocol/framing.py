@@ -18,6 +18,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
 
+from epochkraft.protocol import kio_extra
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
 from epochkraft.protocol.guard import check_lengths
 
@@ -170,7 +171,10 @@ class RequestHeader:
 
 @cache
 def request_class(api_key: int, api_version: int) -> type:
-    """kio's request class for a key and version; ProtocolError if kio does not know it."""
+    """kio's request class for a key and version (or ours, protocol/kio_extra, for a version kio lacks);
+    ProtocolError if neither knows it."""
+    if (api_key, api_version) in kio_extra.REQUESTS:
+        return kio_extra.REQUESTS[api_key, api_version]
     try:
         return load_request_schema(api_key, api_version)
     except Exception as exc:  # kio raises several index errors for unknown keys/versions
@@ -179,6 +183,8 @@ def request_class(api_key: int, api_version: int) -> type:
 
 @cache
 def response_class(api_key: int, api_version: int) -> type:
+    if (api_key, api_version) in kio_extra.RESPONSES:
+        return kio_extra.RESPONSES[api_key, api_version]
     try:
         return load_response_schema(api_key, api_version)
     except Exception as exc:

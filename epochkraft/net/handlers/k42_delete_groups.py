@@ -1,8 +1,10 @@
-"""DeleteGroups (key 42), versions 0-2, broker listener (the group's coordinator).
+"""DeleteGroups (key 42), versions 0-3, broker listener (the group's coordinator).
 
 - A group without members is deleted: tombstones for its committed offsets are written to
   __consumer_offsets with acks=all, then the group is forgotten. NON_EMPTY_GROUP while it has members,
   GROUP_ID_NOT_FOUND for an unknown group, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS elsewhere.
+- v3 (Kafka 4.4) gives each group's result an error message: null, as the error code says it all here
+  (Kafka fills it only where a cause needs telling, GROUP_DELETION_FAILED).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.versions import downgrade_response
 
 
-@api(key=42, name="DeleteGroups", versions=(0, 2), listeners=(BROKER,))
+@api(key=42, name="DeleteGroups", versions=(0, 3), listeners=(BROKER,))
 async def handle(request, ctx):
     results = []
     for group_id in request.groups_names:

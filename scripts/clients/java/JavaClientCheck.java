@@ -1,7 +1,7 @@
 // The reference client (kafka-clients) against a cluster: admin calls, an idempotent producer with each
 // compression codec, and a consumer group (classic protocol) reading it all back and committing.
 // Run in Java's source-file mode with Kafka's jars (no build step):
-//   java -cp "$HOME/.cache/epochkraft/peers/kafka-4.3.1/libs/*" JavaClientCheck.java HOST:PORT TOPIC
+//   java -cp "$HOME/.cache/epochkraft/peers/kafka-4.4.0/libs/*" JavaClientCheck.java HOST:PORT TOPIC
 // Prints one "OK ..." line per check and exits 0, or prints the failure and exits 1.
 
 import java.time.Duration;
