@@ -162,8 +162,8 @@ class BrokerNode:
         return int(time.time() * 1000)
 
     # ---- metadata ----------------------------------------------------------------------------------------
-    def _on_metadata(self, changes: Changes) -> None:
-        self.replica_manager.on_metadata(changes)
+    async def _on_metadata(self, changes: Changes) -> None:
+        await self.replica_manager.on_metadata(changes)
         if self.metrics is not None:
             self.metrics.on_metadata(self)
 
