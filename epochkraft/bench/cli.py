@@ -18,6 +18,9 @@
 8. idle: broker RSS per 1,000 idle connections.
 9. tls: produce throughput with TLS on the client and inter-broker listeners against plaintext
    (epochkraft/bench/tls.py).
+10. floods: another client's acks=all produce latency (p99, max) while a client creates ``--flood-topics``
+   RF 3 topics in CreateTopics requests of 500, with the failed creations and the brokers the controller
+   fenced meanwhile (epochkraft/bench/floods.py).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ PARTS = (
     "bombs",
     "idle",
     "tls",
+    "floods",
 )
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
@@ -757,6 +761,9 @@ def main(argv: list[str]) -> int:
         default="epochkraft",
         help="clusters the produce part measures, in turn: epochkraft, kafka (Apache Kafka, scripts/peers' jars)",
     )
+    parser.add_argument(
+        "--flood-topics", type=int, default=2000, help="topics (RF 3) the floods part creates, 500 a request"
+    )
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
@@ -800,6 +807,10 @@ def main(argv: list[str]) -> int:
                 from epochkraft.bench.hostile import part_idle
 
                 results[part] = part_idle(work)
+            elif part == "floods":
+                from epochkraft.bench.floods import part_floods
+
+                results[part] = part_floods(work / "floods", args.flood_topics)
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 

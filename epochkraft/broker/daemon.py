@@ -100,17 +100,28 @@ class BrokerNode:
         if self.authorizer is not None:
             self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
+        # Registration and heartbeats on a connection of their own, as Kafka's BrokerLifecycleManager has
+        # its own channel ("heartbeat"): the controller answers a connection's requests in order, so a
+        # heartbeat must never wait behind a forwarded CreateTopics or an AlterPartition. The other
+        # channels start where the heartbeats last found the active controller.
+        self.lifecycle_channel = ControllerChannel(
+            controller,
+            client_id=f"broker-{self.node_id}-heartbeat",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
+        )
         self.control = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-control",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
+            follow=self.lifecycle_channel,
         )
         self.metadata_client = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-metadata",
             ssl_context=to_controller,
-            follow=self.control,
+            follow=self.lifecycle_channel,
         )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(
@@ -154,8 +165,8 @@ class BrokerNode:
         return int(time.time() * 1000)
 
     # ---- metadata ----------------------------------------------------------------------------------------
-    def _on_metadata(self, changes: Changes) -> None:
-        self.replica_manager.on_metadata(changes)
+    async def _on_metadata(self, changes: Changes) -> None:
+        await self.replica_manager.on_metadata(changes)
         if self.metrics is not None:
             self.metrics.on_metadata(self)
 
@@ -279,7 +290,7 @@ class BrokerNode:
                 previous_broker_epoch=previous,
             )
             try:
-                response = await self.control.send(request)
+                response = await self.lifecycle_channel.send(request)
             except NetworkError as exc:
                 self.log.info("registration failed; retrying", error=str(exc))
                 await asyncio.sleep(0.3)
@@ -319,7 +330,7 @@ class BrokerNode:
                 offline_log_dirs=(),
             )
             try:
-                response = await self.control.send(request)
+                response = await self.lifecycle_channel.send(request)
             except NetworkError as exc:
                 self.log.debug("heartbeat failed", error=str(exc))
                 await asyncio.sleep(0.2)
@@ -524,6 +535,7 @@ async def serve(
     (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     node.logs.close()
     await node.control.close()
+    await node.lifecycle_channel.close()
     await node.metadata_client.close()
     if node.events is not None:
         await node.events.aclose()

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 from kio.schema.fetch.v16 import request as f16
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.broker.slices import SLICE_SECONDS
 from epochkraft.metadata.fetch_snapshot import fetch_snapshot
 from epochkraft.metadata.snapshot import SnapshotId, decode_snapshot, removals_for
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
-from epochkraft.protocol.metadata_codec import read_metadata_batches
+from epochkraft.protocol.metadata_codec import metadata_batches
 from epochkraft.protocol.records import iter_batches
 
 log = structlog.get_logger()
@@ -28,7 +30,7 @@ class MetadataFollower:
         self,
         client: ControllerChannel,
         cache: MetadataCache,
-        on_changes: Callable[[Changes], None],
+        on_changes: Callable[[Changes], Awaitable[None]],
         node_id: int,
         max_wait_ms: int = 500,
     ) -> None:
@@ -95,21 +97,37 @@ class MetadataFollower:
                 continue
             if not data.records:
                 continue
-            changes = Changes()
             try:
-                for record_offset, record in read_metadata_batches(data.records):
-                    if record_offset >= offset:
-                        self.cache.apply(record_offset, record, changes)
-                # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
-                self.cache.next_offset = max(self.cache.next_offset, _end_offset(data.records))
+                await self._apply(offset, data.records)
             except ProtocolError as exc:
                 log.error("undecodable metadata record; retrying", error=str(exc))
                 await asyncio.sleep(0.5)
                 continue
-            if changes:
-                self.on_changes(changes)
-            self.progress.set()
-            self.progress = asyncio.Event()
+
+    async def _apply(self, offset: int, records: bytes) -> None:
+        """Applies the fetched batches from ``offset`` on, handing their changes on (and letting the event
+        loop run: heartbeats, replica fetches, clients) once a slice's time is up (broker/slices.py).
+        Slices end at batch boundaries, so what others see between them is a state the controller
+        wrote, as Kafka's MetadataLoader publishes an image per batch."""
+        changes = Changes()
+        started = time.monotonic()
+        for batch in metadata_batches(records):
+            for record_offset, record in batch:
+                if record_offset >= offset:
+                    self.cache.apply(record_offset, record, changes)
+            if time.monotonic() - started >= SLICE_SECONDS:
+                await self._publish(changes)
+                changes, started = Changes(), time.monotonic()
+        # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
+        self.cache.next_offset = max(self.cache.next_offset, _end_offset(records))
+        await self._publish(changes)
+
+    async def _publish(self, changes: Changes) -> None:
+        if changes:
+            await self.on_changes(changes)
+        self.progress.set()
+        self.progress = asyncio.Event()
+        await asyncio.sleep(0)
 
     async def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
         """The controller dropped its log below where we are: its snapshot (FetchSnapshot) replaces our
@@ -128,10 +146,7 @@ class MetadataFollower:
             self.cache.apply(offset, record, changes)
         self.cache.next_offset = snapshot_id.end_offset
         log.info("metadata snapshot loaded", end_offset=snapshot_id.end_offset, records=len(snapshot.records))
-        if changes:
-            self.on_changes(changes)
-        self.progress.set()
-        self.progress = asyncio.Event()
+        await self._publish(changes)
 
 
 def _end_offset(records: bytes) -> int:

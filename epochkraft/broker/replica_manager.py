@@ -30,6 +30,7 @@ from epochkraft.broker.produce_validation import BatchValidator
 from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.broker.slices import Slicer
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import (
     BatchHeader,
@@ -125,6 +126,9 @@ class ReplicaManager:
         self.validator = BatchValidator(settings.produce_validation_threads)
         # per partition: resolved once the latest produce to it has been appended (or refused)
         self._append_turns: dict[tuple[str, int], asyncio.Future[None]] = {}
+        # The replicas with acks=all waiters: each replica-set step looks at these, not at every replica
+        # (a follower's fetch of thousands of partitions is thousands of steps).
+        self._waiting: dict[tuple[str, int], Replica] = {}
 
     @property
     def stats(self) -> dict[str, int]:
@@ -196,26 +200,50 @@ class ReplicaManager:
         return self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
 
     # ---- metadata ----------------------------------------------------------------------------------------
-    def on_metadata(self, changes: Changes) -> None:
-        """Applies partition changes from the metadata log, then carries out what the replica set decided."""
+    async def on_metadata(self, changes: Changes) -> None:
+        """Applies partition changes from the metadata log, then carries out what the replica set decided,
+        in slices (epochkraft/broker/slices.py): opening thousands of logs and writing their leader-epoch
+        checkpoints at once would hold back heartbeats and replica fetches for seconds. The replica set
+        takes the whole change first; a request for a partition not carried out yet is answered as
+        before the change."""
+        slicer = Slicer()
+        await self._open_new_logs(changes, slicer)
         transitions = self.replica_set.apply_metadata(now_ms(), changes)
         for transition in transitions:
-            key = transition.key
-            if transition.kind == "removed":
-                self._remove(key, was_leader=transition.was_leader)
-                continue
-            replica = self.replicas.get(key)
-            if replica is None:
-                partition = self.replica_set.partitions[key]
-                plog = self.logs.get_or_create(*key, self.topic_log_config(key[0]))
-                replica = self.replicas[key] = Replica(partition, plog)
-                self._rebuild_producer_state(replica)
-            replica.log.config = self.topic_log_config(key[0])  # topic configs may have changed
-            if transition.kind == "leader":
-                self._became_leader(replica, transition)
-            else:
-                self._became_follower(replica, transition)
+            self._carry_out(transition)
+            await slicer.turn()
         self._after_replica_set()
+
+    async def _open_new_logs(self, changes: Changes, slicer: Slicer) -> None:
+        """Opens (creating on disk) the logs of the partitions this change gives this broker, in slices,
+        so the replica set's synchronous pass finds them open. Topics deleted by the same change are
+        left to that pass, which drops the old log first."""
+        deleted = {t.name for t in changes.deleted_topics}
+        for key in sorted(changes.partitions):
+            if key in self.replica_set.partitions or key[0] in deleted or key in self.logs.logs:
+                continue
+            registration = self.cache.partition(*key)
+            if registration is None or self.node_id not in registration.replicas:
+                continue
+            self.logs.get_or_create(*key, self.topic_log_config(key[0]))
+            await slicer.turn()
+
+    def _carry_out(self, transition: Transition) -> None:
+        key = transition.key
+        if transition.kind == "removed":
+            self._remove(key, was_leader=transition.was_leader)
+            return
+        replica = self.replicas.get(key)
+        if replica is None:
+            partition = self.replica_set.partitions[key]
+            plog = self.logs.get_or_create(*key, self.topic_log_config(key[0]))
+            replica = self.replicas[key] = Replica(partition, plog)
+            self._rebuild_producer_state(replica)
+        replica.log.config = self.topic_log_config(key[0])  # topic configs may have changed
+        if transition.kind == "leader":
+            self._became_leader(replica, transition)
+        else:
+            self._became_follower(replica, transition)
 
     def _rebuild_producer_state(self, replica: Replica) -> None:
         position = replica.log.log_start_offset
@@ -319,9 +347,10 @@ class ReplicaManager:
                 log.info("AlterPartition rejected", topic=topic, partition=index, error=event.error.name)
             elif event.kind == "changed" and item is not None:
                 log.info("ISR changed", topic=topic, partition=index, isr=list(event.isr), kind=item.kind)
-        for replica in self.replicas.values():
-            if replica.hw_waiters:
-                self._release_waiters(replica)
+        for key, replica in list(self._waiting.items()):
+            self._release_waiters(replica)
+            if not replica.hw_waiters:
+                del self._waiting[key]
 
     # ---- high watermark and acks=all ---------------------------------------------------------------------
     def _release_waiters(self, replica: Replica) -> None:
@@ -487,6 +516,7 @@ class ReplicaManager:
         if result is None:
             future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
             heapq.heappush(replica.hw_waiters, (required, next(self._seq), future))
+            self._waiting[replica.key] = replica
             try:
                 result = await asyncio.wait_for(future, timeout_ms / 1000)
             except TimeoutError:

@@ -72,6 +72,22 @@ from epochkraft.protocol.metadata_records import (
 NO_THROTTLE = datetime.timedelta(0)
 METADATA_VERSION = 20  # the metadata.version feature level written at bootstrap (informational)
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def _refused_topic(name: str, error: ErrorCode, message: str) -> create_resp.CreatableTopicResult:
+    return create_resp.CreatableTopicResult(
+        name=name,
+        topic_id=None,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )
 
 
 class Controller(AdminOperations):
@@ -481,23 +497,25 @@ class Controller(AdminOperations):
 
     # ---- topics -------------------------------------------------------------------------------------
     def create_topics(self, now_ms: int, request: Any) -> create_resp.CreateTopicsResponse:
+        """Every topic the request creates is written in one batch, as Kafka's ReplicationControlManager
+        returns one atomic ControllerResult (one append, not one per topic), and a request for more than
+        MAX_PARTITIONS_PER_REQUEST partitions is refused whole (validateTotalNumberOfPartitions), which
+        bounds the records one write holds."""
+        if self._requested_partitions(request) > MAX_PARTITIONS_PER_REQUEST:
+            refused = (
+                _refused_topic(t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
+                for t in request.topics
+            )
+            return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(refused))
         active = [b for b, r in self.cluster.brokers.items() if r.active]
         registered = set(self.cluster.brokers)
         results = []
+        batch: list = []
         seen: set[str] = set()
         for topic in request.topics:
             if topic.name in seen:
                 results.append(
-                    create_resp.CreatableTopicResult(
-                        name=topic.name,
-                        topic_id=None,
-                        error_code=ErrorCode.invalid_request,
-                        error_message="topic named twice in one request",
-                        topic_config_error_code=0,
-                        num_partitions=-1,
-                        replication_factor=-1,
-                        configs=(),
-                    )
+                    _refused_topic(topic.name, ErrorCode.invalid_request, "topic named twice in one request")
                 )
                 continue
             seen.add(topic.name)
@@ -515,7 +533,7 @@ class Controller(AdminOperations):
                 (self.settings.num_partitions, self.settings.default_replication_factor),
             )
             if created.error == ErrorCode.none and not request.validate_only:
-                self._commit(records, now_ms)
+                batch += records
             configs = tuple(
                 create_resp.CreatableTopicConfigs(
                     name=name, value=value, read_only=False, config_source=1, is_sensitive=False
@@ -535,7 +553,18 @@ class Controller(AdminOperations):
                     configs=configs if ok else (),  # Kafka's default: an empty list, not null
                 )
             )
+        self._commit(batch, now_ms)
         return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
+
+    def _requested_partitions(self, request: Any) -> int:
+        """The partitions a CreateTopics asks for: each topic's assignments, else its count (else the
+        num.partitions default), as Kafka's ReplicationControlManager.validateTotalNumberOfPartitions."""
+        return sum(
+            len(t.assignments)
+            if t.assignments
+            else (self.settings.num_partitions if t.num_partitions == -1 else max(0, t.num_partitions))
+            for t in request.topics
+        )
 
     def delete_topics(self, now_ms: int, request: Any) -> delete_resp.DeleteTopicsResponse:
         results = []

@@ -377,14 +377,23 @@ def metadata_batch(
 def read_metadata_batches(buf: bytes | memoryview) -> Iterator[tuple[int, MetadataRecord]]:
     """(offset, record) for every record of every batch in ``buf``; control batches (a Raft leader's
     LeaderChangeMessage) hold no metadata records and are skipped, as Kafka's MetadataLoader does."""
+    for batch in metadata_batches(buf):
+        yield from batch
+
+
+def metadata_batches(buf: bytes | memoryview) -> Iterator[list[tuple[int, MetadataRecord]]]:
+    """The (offset, record) pairs of ``buf`` batch by batch: a batch is one controller write, the unit
+    Kafka's MetadataLoader publishes."""
     for pos, header in iter_batches(buf):
         if header.is_control:
             continue
         batch = decode_batch(buf, pos)
+        records = []
         for record in batch.records:
             if record.value is None:
                 raise MetadataRecordError("metadata record without a value")
-            yield batch.offset_of(record), decode_metadata_record(record.value)
+            records.append((batch.offset_of(record), decode_metadata_record(record.value)))
+        yield records
 
 
 def record_fields(record: MetadataRecord) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from epochkraft.broker.fetch_rules import plan_read
+from epochkraft.broker.slices import Slicer
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -118,6 +119,9 @@ async def handle(request, ctx):
     }
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     started = time.monotonic()
+    # A fetch of thousands of partitions (a follower's, after a CreateTopics flood) lets heartbeats and
+    # other requests run between partitions once a slice's time is up.
+    slicer = Slicer()
     while True:
         # fetch.max.bytes caps the response whatever the request asks (KafkaApis.handleFetchRequest).
         budget = max(min(request.max_bytes, node.settings.fetch_max_bytes), 0)
@@ -142,6 +146,7 @@ async def handle(request, ctx):
                 replica = node.replica_manager.replica(name, p.partition)
                 if replica is not None:
                     waits.append(replica.data_event)
+                await slicer.turn()
             answers.append((topic, name, parts))
         remaining = deadline - time.monotonic()
         errors = any(a.error != ErrorCode.none or a.diverging for _, _, ps in answers for a in ps)
