@@ -4,6 +4,7 @@ a clock the test moves, requests and responses delivered by hand, and what it se
 from __future__ import annotations
 
 import random
+import uuid
 from typing import TypeVar
 
 from epochkraft.protocol.errors import ErrorCode
@@ -20,6 +21,7 @@ from epochkraft.raft.messages import (
 )
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSettings
+from epochkraft.raft.voter_set import VoterSet
 
 M = TypeVar("M")
 
@@ -43,9 +45,17 @@ class RaftTestContext:
         persisted: QuorumStateData | None = None,
         settings: RaftSettings = SETTINGS,
         rejoining: bool = False,
+        directory_id: uuid.UUID | None = None,
+        bootstrap: VoterSet | None = None,
     ) -> None:
+        """``bootstrap``: a dynamic quorum, the log formatted with these initial voters (no static ones)."""
         self.now_ms = 0
-        self.log = RaftLog([LogEntry(epoch, value) for epoch, value in log or []])
+        self.log = RaftLog()
+        if bootstrap is not None:
+            self.log.bootstrap(bootstrap)
+            voters = ()
+        for epoch, value in log or []:
+            self.log.append(LogEntry(epoch, value))
         self.client = RaftClient(
             local_id,
             voters,
@@ -55,6 +65,8 @@ class RaftTestContext:
             settings=settings,
             rng=random.Random(0),
             rejoining=rejoining,
+            directory_id=directory_id,
+            bootstrap_servers=bootstrap.ids if bootstrap is not None else (),
         )
         self.local_id = local_id
         self.voters = voters
@@ -129,11 +141,17 @@ class RaftTestContext:
             self.respond(request, BeginQuorumEpochResponse(ErrorCode.none, self.local_id, self.client.epoch))
 
     def fetch_from(
-        self, replica: int, fetch_offset: int, last_fetched_epoch: int, max_wait_ms: int = 0
+        self,
+        replica: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_wait_ms: int = 0,
+        directory_id: uuid.UUID | None = None,
     ) -> FetchResponse:
-        correlation = self.deliver(
-            replica, FetchRequest(replica, self.client.epoch, fetch_offset, last_fetched_epoch, max_wait_ms)
+        request = FetchRequest(
+            replica, self.client.epoch, fetch_offset, last_fetched_epoch, max_wait_ms, directory_id
         )
+        correlation = self.deliver(replica, request)
         reply = self.reply_to(correlation)
         assert isinstance(reply, FetchResponse)
         return reply

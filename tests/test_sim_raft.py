@@ -1,5 +1,8 @@
 """The controller-quorum simulation: reproducible per seed, every Raft safety property and liveness held
-by the core, and the Raft paper's figure-8 commit bug found and shrunk when switched on."""
+by the core, the Raft paper's figure-8 commit bug found and shrunk when switched on, and a dynamic quorum
+(KIP-853) whose controllers lose their disks and are removed and added back, under one-way and pairwise
+partitions and restarts at any step; with the --rejoin rule instead, the simulator finds and shrinks a
+leader without committed entries (issue 26's scenarios 1-3)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,15 @@ import sys
 import pytest
 
 from epochkraft.raft import replication as raft_client
-from epochkraft.sim.raft_cluster import RaftFault, RaftSimCluster, leader_churn_schedule, run_raft_seed
+from epochkraft.raft.voter_set import ReplicaKey
+from epochkraft.sim import raft_cluster
+from epochkraft.sim.raft_cluster import (
+    RaftFault,
+    RaftSimCluster,
+    leader_churn_schedule,
+    reconfig_schedule,
+    run_raft_seed,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -53,6 +64,9 @@ def run_cli(*args: str, tmp_path) -> dict:
         ("raft", 100, 3),
         ("raft-wipe", 300, 5),
         ("raft-snapshots", 300, 5),
+        # the KIP-853 grammar: 2,000 seeds in all (more with `epochkraft sim --faults raft-reconfig`)
+        ("raft-reconfig", 1500, 3),
+        ("raft-reconfig", 500, 5),
     ],
 )
 @pytest.mark.sweep
@@ -112,3 +126,79 @@ def test_snapshots_are_taken_and_installed():
     assert result.violation is None
     assert all(v.log.start_offset > 0 for v in cluster.voters.values())
     assert any("installs" in line for line in cluster.world.trace)
+
+
+# ---- a dynamic quorum (KIP-853) ------------------------------------------------------------------------------
+def test_a_reconfig_seed_replays_exactly():
+    first, second = run_raft_seed(5, faults="raft-reconfig"), run_raft_seed(5, faults="raft-reconfig")
+    assert first.trace == second.trace and first.acked == second.acked
+    assert reconfig_schedule(9) == reconfig_schedule(9) and reconfig_schedule(9) != reconfig_schedule(10)
+    kinds = {fault.kind for seed in range(20) for fault in reconfig_schedule(seed)}
+    assert {"wipe", "crash", "partition", "one-way", "isolate"} <= kinds
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        [RaftFault(2000, "wipe", 1, 0, 300)],
+        # lost again before it caught up (and before the operator added it back)
+        [RaftFault(2000, "wipe", 1, 0, 300), RaftFault(2400, "wipe", 1, 0, 20), RaftFault(2500, "crash", 0, 0, 700)],
+    ],
+)  # fmt: skip
+def test_a_controller_on_a_new_disk_observes_until_the_operator_adds_it_back(schedule):
+    cluster = RaftSimCluster(3, schedule, dynamic=True)
+    old_key = ReplicaKey(1, cluster.voters[1].directory_id)
+    result = cluster.run()
+    assert result.violation is None and result.healthy_after_ms is not None, result.trace[-20:]
+    new_key = ReplicaKey(1, cluster.voters[1].directory_id)
+    leader = cluster._current_leader()
+    assert leader is not None and leader.client is not None
+    assert new_key != old_key and new_key in leader.client.voter_set.voters
+    assert old_key not in leader.client.voter_set.voters
+    assert any("RemoveRaftVoterResponse NONE" in line for line in result.trace)
+    assert any("AddRaftVoterResponse NONE" in line for line in result.trace)
+    # from its new disk until it is added back, voter-1 follows as an observer and never stands
+    lost = next(i for i, line in enumerate(result.trace) if "voter-1 gets a new disk" in line)
+    added = next(i for i, line in enumerate(result.trace) if "AddRaftVoterResponse NONE" in line)
+    observing = result.trace[lost:added]
+    assert any("voter-1 unattached" in line and "-> follower" in line for line in observing)
+    assert not any(
+        line.split("ms  ")[-1].startswith("voter-1 ") and "prospective" in line for line in observing
+    )
+
+
+# The shrunk schedule of seed 25 (3 voters) with the unsafe switch: voter-2 loses its disk three times; the
+# first start after each wipe abstains, the later ones do not (the abstention is not durable: issue 26's
+# scenario 3); with voter-1's messages to voter-3 lost, voter-2 and voter-3 elect voter-2 without r25.
+REJOIN_FINDING = [
+    RaftFault(233, "wipe", 2, 0, 577),
+    RaftFault(912, "wipe", 2, 0, 53),
+    RaftFault(1138, "one-way", 1, 3, 1594),
+    RaftFault(1792, "wipe", 2, 0, 85),
+    RaftFault(2499, "crash", 0, 0, 1103),
+]
+
+
+def test_the_rejoin_rule_loses_a_committed_entry_where_the_observer_path_does_not(monkeypatch):
+    monkeypatch.setattr(raft_cluster, "UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS", True)
+    unsafe = RaftSimCluster(25, REJOIN_FINDING, voters=3, dynamic=True).run()
+    assert unsafe.violation is not None and "leader completeness" in unsafe.violation
+    monkeypatch.setattr(raft_cluster, "UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS", False)
+    safe = RaftSimCluster(25, REJOIN_FINDING, voters=3, dynamic=True).run()
+    assert safe.violation is None and safe.healthy_after_ms is not None
+
+
+@pytest.mark.sweep
+def test_the_rejoin_rule_is_found_and_shrunk(tmp_path):
+    """With the unsafe switch a wiped controller comes back as its old voter under the --rejoin rule; over
+    150 seeds of the KIP-853 grammar the simulator finds a broken invariant and shrinks the schedule to a
+    handful of faults, disk losses among them."""
+    summary = run_cli(
+        "--seeds", "150", "--faults", "raft-reconfig", "--voters", "3", "--unsafe", tmp_path=tmp_path
+    )
+    assert summary["returncode"] == 1 and summary["violations"] >= 1
+    assert any(
+        word in summary["violation"] for word in ("leader completeness", "two leaders", "state machine")
+    )
+    assert 1 <= len(summary["shrunk_schedule"]) <= 6
+    assert any("lose its disk" in fault for fault in summary["shrunk_schedule"])

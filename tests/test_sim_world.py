@@ -40,6 +40,20 @@ def test_cut_links_drop_in_both_directions_until_healed():
     assert got == ["ac", "ab"]
 
 
+def test_a_one_way_cut_drops_one_direction_until_healed():
+    world = World(1)
+    got: list[str] = []
+    world.partition_one_way("a", "b")
+    world.send("a", "b", lambda: got.append("ab"))
+    world.send("b", "a", lambda: got.append("ba"))
+    world.run_until(100)
+    assert got == ["ba"]
+    world.heal_one_way("a", "b")
+    world.send("a", "b", lambda: got.append("ab"))
+    world.run_until(200)
+    assert got == ["ba", "ab"]
+
+
 def test_events_at_the_same_time_run_in_insertion_order():
     world = World(1)
     order: list[int] = []

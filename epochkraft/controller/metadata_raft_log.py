@@ -22,6 +22,7 @@ from epochkraft.metadata.snapshot_file import snapshot_ids
 from epochkraft.protocol.records import parse_header
 from epochkraft.raft.batches import MetadataLogError, batch_entry, entry_batch, split_batches
 from epochkraft.raft.log import LogEntry, RaftLog
+from epochkraft.raft.voter_set import VoterSet
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 
@@ -106,8 +107,10 @@ class MetadataRaftLog(RaftLog):
         del self.raw[:index]
         self._rewrite()
 
-    def install_snapshot(self, end_offset: int, epoch: int) -> None:
-        super().install_snapshot(end_offset, epoch)
+    def install_snapshot(
+        self, end_offset: int, epoch: int, voters: VoterSet | None = None, kraft_version: int = 0
+    ) -> None:
+        super().install_snapshot(end_offset, epoch, voters, kraft_version)
         self.raw.clear()
         self._rewrite()
 

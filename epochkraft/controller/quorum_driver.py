@@ -45,6 +45,7 @@ from epochkraft.raft.messages import (
 )
 from epochkraft.raft.quorum_state import NO_LEADER, LeaderState, ReplicaState
 from epochkraft.raft.state_store import FileQuorumStateStore
+from epochkraft.raft.voter_set import ReplicaKey
 
 T = TypeVar("T")
 EXCHANGE_TIMEOUT_S = 30.0
@@ -342,7 +343,7 @@ class QuorumDriver:
         those that fetch from it)."""
         state = self.raft.state
         if isinstance(state, LeaderState):
-            replica = state.observers.setdefault(broker_id, ReplicaState())
+            replica = state.observers.setdefault(ReplicaKey(broker_id), ReplicaState())
             replica.update_fetch_state(self.now_ms(), fetch_offset, self.quorum.applied)
 
     def describe_quorum(self, now_ms: int) -> Any:

@@ -59,6 +59,9 @@ def entry_batch(entry: LogEntry, base_offset: int) -> bytes:
     if isinstance(entry.value, LeaderChangeMessage):
         # timestamp 0: every voter writes the same bytes for the same entry
         return control_batch(base_offset, entry.epoch, LEADER_CHANGE, encode_leader_change(entry.value), 0)
+    if not isinstance(entry.value, bytes):
+        # VotersRecord and KRaftVersionRecord: only a dynamic quorum writes them, which the daemon does not run
+        raise MetadataLogError(f"no batch encoding for {type(entry.value).__name__} yet")
     header = parse_header(entry.value)
     if header.base_offset != base_offset or header.partition_leader_epoch != entry.epoch:
         raise MetadataLogError(

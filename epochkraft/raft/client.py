@@ -13,18 +13,28 @@ handleFetchRequest (validateOffsetAndEpoch: a DivergingEpoch from the epoch cach
 (truncateToEndOffset, appendAsFollower, the follower's high watermark), maybeHandleCommonResponse
 (a higher epoch in any answer moves the voter on) and onBecomeLeader (a LeaderChangeMessage first).
 Fetch, on the leader and on the follower, is in ``replication.py``.
+
+The voters are the latest voter set in the log, committed or not (KRaftControlRecordStateMachine
+.lastVoterSet), else the static ``voters`` (kraft.version 0). A replica whose key (id and directory id) is
+not in that set is an observer: it fetches, from a bootstrap server until it knows the leader, and never
+stands; the leader counts only voters' fetches toward the high watermark and check-quorum. The leader
+serves AddRaftVoter and RemoveRaftVoter one at a time (AddVoterHandler, RemoveVoterHandler): the new set
+takes effect once its VotersRecord is in the log, and the answer goes out once it commits.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import uuid
 from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft import replication
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry, RaftLog
 from epochkraft.raft.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -33,6 +43,8 @@ from epochkraft.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -42,6 +54,7 @@ from epochkraft.raft.quorum_state import (
     EpochState,
     FollowerState,
     LeaderState,
+    PendingVoterChange,
     ProspectiveState,
     QuorumStateData,
     ReplicaState,
@@ -56,6 +69,15 @@ from epochkraft.raft.replication import (
     Replication,
     _ParkedFetch,
 )
+from epochkraft.raft.voter_set import (
+    KRAFT_VERSION_1,
+    KRaftVersionRecord,
+    ReplicaKey,
+    VoterSet,
+    VotersRecord,
+)
+
+AN_HOUR_MS = 3_600_000  # LeaderState.isReplicaCaughtUp: fetched within the last hour
 
 
 @dataclass(slots=True)
@@ -77,9 +99,18 @@ class RaftClient(Replication):
         rng: random.Random | None = None,
         first_correlation_id: int = 1,
         rejoining: bool = False,
+        directory_id: uuid.UUID | None = None,
+        bootstrap_servers: tuple[int, ...] = (),
     ) -> None:
+        """``voters``: the static voter set (controller.quorum.voters; empty for a dynamic quorum, whose
+        voter set is in the log). ``directory_id``: the id written when this replica's disk was formatted.
+        ``bootstrap_servers``: where an observer that knows no leader fetches (controller.quorum
+        .bootstrap.servers; the static voters by default)."""
         self.local_id = local_id
-        self.voters = tuple(sorted(voters))
+        self.local_key = ReplicaKey(local_id, directory_id)
+        self.static_voters = VoterSet.static(tuple(voters))
+        self.bootstrap_servers = bootstrap_servers or tuple(sorted(voters))
+        self._bootstrap_turn = 0
         self.log = log
         self.settings = settings or RaftSettings()
         self.rng = rng or random.Random(local_id)
@@ -107,6 +138,26 @@ class RaftClient(Replication):
         if isinstance(self.state, LeaderState):
             return self.local_id
         return getattr(self.state, "leader_id", NO_LEADER)  # a resigned leader names none
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """KRaftControlRecordStateMachine.lastVoterSet: the latest voter set in the log, committed or not;
+        the static voters when the log holds none."""
+        voters = self.log.voter_history.last_value()
+        return self.static_voters if voters is None else voters
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_set.ids
+
+    @property
+    def kraft_version(self) -> int:
+        return self.log.voter_history.kraft_version()
+
+    @property
+    def is_voter(self) -> bool:
+        """QuorumState.isVoter: this replica's key (its id and directory id) is in the voter set."""
+        return self.voter_set.is_voter(self.local_key)
 
     @property
     def high_watermark(self) -> int | None:
@@ -139,13 +190,19 @@ class RaftClient(Replication):
             self._reply(envelope, self._handle_end_quorum_epoch(now_ms, envelope.source, message))
         elif isinstance(message, FetchRequest):
             self._handle_fetch_request(now_ms, envelope)
+        elif isinstance(message, AddRaftVoterRequest):
+            self._handle_add_voter(now_ms, envelope, message)
+        elif isinstance(message, RemoveRaftVoterRequest):
+            self._handle_remove_voter(now_ms, envelope, message)
         return self._drain(now_ms)
 
     def poll(self, now_ms: int) -> Output:
         state = self.state
         if isinstance(state, UnattachedState):
-            if now_ms >= state.election_deadline_ms and self.local_id in self.voters:
+            if now_ms >= state.election_deadline_ms and self.is_voter:
                 self._transition_to_prospective(now_ms)
+            elif now_ms >= state.election_deadline_ms:
+                self._fetch_from_bootstrap(now_ms, state)
         elif isinstance(state, FollowerState):
             if now_ms >= state.fetch_deadline_ms:
                 self._transition_to_prospective(now_ms)
@@ -159,7 +216,10 @@ class RaftClient(Replication):
             elif now_ms >= state.election_deadline_ms or len(state.rejected) >= majority(self.voters):
                 state.backoff_until_ms = now_ms + self._election_backoff_ms()
         elif isinstance(state, LeaderState):
-            if now_ms >= state.check_quorum_deadline_ms:
+            self._expire_voter_change(now_ms, state)
+            if state.resign_requested:
+                self._transition_to_resigned(now_ms, ())
+            elif now_ms >= state.check_quorum_deadline_ms:
                 self._check_quorum(now_ms, state)
         elif isinstance(state, ResignedState) and now_ms >= state.election_deadline_ms:
             self._transition_to_prospective(now_ms)
@@ -213,6 +273,8 @@ class RaftClient(Replication):
         elif isinstance(state, LeaderState):
             deadlines.append(state.check_quorum_deadline_ms)
             deadlines += state.begin_retry_at_ms.values()
+            if state.voter_change is not None:
+                deadlines.append(state.voter_change.deadline_ms)
         elif isinstance(state, ResignedState):
             deadlines.append(state.election_deadline_ms)
             deadlines += state.retry_at_ms.values()
@@ -244,6 +306,9 @@ class RaftClient(Replication):
         )
 
     def _set_state(self, state: EpochState) -> None:
+        if isinstance(self.state, LeaderState) and self.state.voter_change is not None:
+            # LeaderState.close: a voter change in progress is answered NOT_LEADER_OR_FOLLOWER
+            self._answer_voter_change(self.state, ErrorCode.not_leader_or_follower)
         self.state = state
         self._parked.clear()
         leader = (
@@ -283,7 +348,11 @@ class RaftClient(Replication):
 
     def _transition_to_prospective(self, now_ms: int) -> None:
         state = self.state
-        if self.local_id not in self.voters:
+        if not self.is_voter:
+            # an observer never stands: it looks for the leader instead (a follower whose fetches time out,
+            # a leader that removed itself and resigned)
+            if not isinstance(state, UnattachedState):
+                self._set_state(UnattachedState(state.epoch, now_ms))
             return
         if not is_usable_epoch(state.epoch + 1):
             # its candidacy's epoch would be one no voter can raise again (or not fit an int32): it waits
@@ -354,6 +423,12 @@ class RaftClient(Replication):
         # unknown until a majority holds it.
         epoch = self.state.epoch
         start = self.log.append(LogEntry(epoch, LeaderChangeMessage(self.local_id, self.voters, granting)))
+        history = self.log.voter_history
+        if self.kraft_version >= KRAFT_VERSION_1 and (history.last_offset() or 0) < 0:
+            # LeaderState.appendStartOfEpochControlRecords: the bootstrap checkpoint's voter set and
+            # kraft.version go into the log, so they are replicated and read back from it
+            self.log.append(LogEntry(epoch, KRaftVersionRecord(self.kraft_version)))
+            self.log.append(LogEntry(epoch, VotersRecord(self.voter_set)))
         others = {v for v in self.voters if v != self.local_id}
         leader = LeaderState(
             epoch,
@@ -361,7 +436,7 @@ class RaftClient(Replication):
             self.voters,
             self.local_id,
             check_quorum_deadline_ms=now_ms + self._check_quorum_timeout_ms(),
-            replicas={v: ReplicaState() for v in self.voters},
+            replicas={v: ReplicaState() for v in (*self.voters, self.local_id)},
             non_acknowledging=others,
             begin_retry_at_ms=dict.fromkeys(others, now_ms),
             granting_voters=granting,
@@ -382,8 +457,11 @@ class RaftClient(Replication):
         )
 
     def _check_quorum(self, now_ms: int, state: LeaderState) -> None:
-        # LeaderState.timeUntilCheckQuorumExpires: a leader no majority fetched from steps down
-        if len(state.fetched_since_check | {self.local_id}) >= majority(self.voters):
+        # LeaderState.timeUntilCheckQuorumExpires: a leader no majority of voters fetched from steps down
+        fetched = state.fetched_since_check & set(self.voters)
+        if self.is_voter:
+            fetched.add(self.local_id)
+        if len(fetched) >= majority(self.voters):
             state.fetched_since_check.clear()
             state.check_quorum_deadline_ms = now_ms + self._check_quorum_timeout_ms()
         else:
@@ -413,7 +491,7 @@ class RaftClient(Replication):
         return self.abstaining and not replication.UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS
 
     def _handle_vote_request(self, now_ms: int, request: VoteRequest) -> VoteResponse:
-        if request.candidate_id not in self.voters:
+        if self._unknown_static_voter(request.candidate_id):
             return self._vote_response(ErrorCode.inconsistent_voter_set, False)
         if (
             not is_usable_epoch(request.candidate_epoch)
@@ -427,6 +505,10 @@ class RaftClient(Replication):
             return self._vote_response(ErrorCode.none, False)
         if request.candidate_epoch > self.state.epoch and not request.pre_vote:
             self._transition_to_unattached(now_ms, request.candidate_epoch)
+        if not self._is_valid_voter_key(request.voter_directory_id):
+            # KafkaRaftClient.handleVoteRequest: the candidate asks another disk of this node (its voter
+            # set names the lost one); this replica never voted as that key and must not answer for it
+            return self._vote_response(ErrorCode.invalid_voter_key, False)
         candidate_end = (request.last_offset_epoch, request.last_offset)
         up_to_date = candidate_end >= (self.log.last_fetched_epoch, self.log.end_offset)
         granted = self.state.can_grant_vote(request.candidate_id, up_to_date, request.pre_vote)
@@ -443,6 +525,15 @@ class RaftClient(Replication):
                 # a vote granted again resets the election timer, as a Voted state's
                 self.state.election_deadline_ms = now_ms + self._random_election_timeout_ms()
         return self._vote_response(ErrorCode.none, granted)
+
+    def _unknown_static_voter(self, node: int) -> bool:
+        """A static quorum (kraft.version 0) refuses a candidate or leader it does not know as a voter
+        (INCONSISTENT_VOTER_SET); a dynamic one does not, since the sender may know a newer voter set."""
+        return self.kraft_version < KRAFT_VERSION_1 and node not in self.voters
+
+    def _is_valid_voter_key(self, directory_id: uuid.UUID | None) -> bool:
+        """KafkaRaftClient.isValidVoterKey: a request for this node's voter names this disk or none."""
+        return directory_id is None or directory_id == self.local_key.directory_id
 
     def _vote_response(self, error: ErrorCode, granted: bool) -> VoteResponse:
         return VoteResponse(error, self.leader_id, self.state.epoch, granted)
@@ -480,33 +571,37 @@ class RaftClient(Replication):
         if isinstance(state, CandidateState) and state.backoff_until_ms is not None:
             return
         pre_vote = isinstance(state, ProspectiveState)
-        request = VoteRequest(
-            state.epoch + 1 if pre_vote else state.epoch,
-            self.local_id,
-            self.log.last_fetched_epoch,
-            self.log.end_offset,
-            pre_vote,
-        )
-        for voter in self.voters:
-            if voter == self.local_id or voter in state.granted or voter in state.rejected:
+        for voter in self.voter_set.voters:
+            if voter.id == self.local_id or voter.id in state.granted or voter.id in state.rejected:
                 continue
-            if now_ms < state.retry_at_ms.get(voter, 0):
+            if now_ms < state.retry_at_ms.get(voter.id, 0):
                 continue  # in flight (sent again after the request timeout) or backing off
-            correlation = self._send(voter, request)
-            state.in_flight[voter] = correlation
-            state.retry_at_ms[voter] = now_ms + self.settings.request_timeout_ms
+            request = VoteRequest(
+                state.epoch + 1 if pre_vote else state.epoch,
+                self.local_id,
+                self.log.last_fetched_epoch,
+                self.log.end_offset,
+                pre_vote,
+                self.local_key.directory_id,
+                voter.directory_id,
+            )
+            state.in_flight[voter.id] = self._send(voter.id, request)
+            state.retry_at_ms[voter.id] = now_ms + self.settings.request_timeout_ms
 
     # ---- BeginQuorumEpoch (53) and EndQuorumEpoch (54) -------------------------------------------------------
     def _handle_begin_quorum_epoch(
         self, now_ms: int, request: BeginQuorumEpochRequest
     ) -> BeginQuorumEpochResponse:
-        if request.leader_id not in self.voters:
+        if self._unknown_static_voter(request.leader_id):
             return BeginQuorumEpochResponse(
                 ErrorCode.inconsistent_voter_set, self.leader_id, self.state.epoch
             )
         if not is_usable_epoch(request.leader_epoch):
             # an epoch no voter can hold (one 2^31-1 would be raised past an int32 at the next election)
             return BeginQuorumEpochResponse(ErrorCode.invalid_request, self.leader_id, self.state.epoch)
+        if not self._is_valid_voter_key(request.voter_directory_id):
+            # KafkaRaftClient.handleBeginQuorumEpochRequest: meant for another disk of this node
+            return BeginQuorumEpochResponse(ErrorCode.invalid_voter_key, self.leader_id, self.state.epoch)
         # a newer epoch, or the leader of ours (for a candidate or unattached voter), is followed
         self._observe_epoch(now_ms, request.leader_epoch, request.leader_id)
         return BeginQuorumEpochResponse(ErrorCode.none, self.leader_id, self.state.epoch)
@@ -514,7 +609,7 @@ class RaftClient(Replication):
     def _handle_end_quorum_epoch(
         self, now_ms: int, source: int, request: EndQuorumEpochRequest
     ) -> EndQuorumEpochResponse:
-        if request.leader_id not in self.voters:
+        if self._unknown_static_voter(request.leader_id):
             return EndQuorumEpochResponse(ErrorCode.inconsistent_voter_set, self.leader_id, self.state.epoch)
         if not is_usable_epoch(request.leader_epoch):
             return EndQuorumEpochResponse(ErrorCode.invalid_request, self.leader_id, self.state.epoch)
@@ -539,6 +634,121 @@ class RaftClient(Replication):
             self.settings.election_backoff_max_ms,
             self.settings.retry_backoff_ms * (2 ** min(position - 1, 31)),
         )
+
+    # ---- AddRaftVoter (80) and RemoveRaftVoter (81) ------------------------------------------------------------
+    def _handle_add_voter(self, now_ms: int, envelope: Envelope, request: AddRaftVoterRequest) -> None:
+        """AddVoterHandler.handleAddVoterRequest: the checks in Kafka's order, then the new VotersRecord,
+        answered once it commits (highWatermarkUpdated). Kafka's ApiVersions exchange with the new voter
+        (its supported kraft.version) is the driver's to add."""
+        voter = ReplicaKey(request.voter_id, request.voter_directory_id)
+        state, refusal = self._voter_change_refusal(now_ms, AddRaftVoterResponse)
+        if refusal is not None:
+            self._reply(envelope, refusal)
+            return
+        assert state is not None
+        added = self.voter_set.add_voter(voter)
+        if added is None:
+            message = f"The voter id for {voter} is already part of the set of voters {self.voter_set}."
+            self._reply(envelope, AddRaftVoterResponse(ErrorCode.duplicate_voter, message))
+            return
+        if not self._is_replica_caught_up(state, voter, now_ms):
+            message = f"Aborted add voter operation for {voter} since it is lagging behind"
+            self._reply(envelope, AddRaftVoterResponse(ErrorCode.request_timed_out, message))
+            return
+        self._append_voters_record(now_ms, state, envelope, added)
+
+    def _handle_remove_voter(self, now_ms: int, envelope: Envelope, request: RemoveRaftVoterRequest) -> None:
+        """RemoveVoterHandler.handleRemoveVoterRequest: as AddRaftVoter without the catch-up; a leader that
+        removed itself resigns once the removal commits."""
+        voter = ReplicaKey(request.voter_id, request.voter_directory_id)
+        state, refusal = self._voter_change_refusal(now_ms, RemoveRaftVoterResponse)
+        if refusal is not None:
+            self._reply(envelope, refusal)
+            return
+        assert state is not None
+        remaining = self.voter_set.remove_voter(voter)
+        if remaining is None:
+            message = f"Cannot remove voter {voter} from the set of voters {self.voter_set}"
+            self._reply(envelope, RemoveRaftVoterResponse(ErrorCode.voter_not_found, message))
+            return
+        self._append_voters_record(now_ms, state, envelope, remaining)
+
+    def _voter_change_refusal(
+        self, now_ms: int, answer: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
+    ) -> tuple[LeaderState | None, AddRaftVoterResponse | RemoveRaftVoterResponse | None]:
+        """The checks AddVoterHandler and RemoveVoterHandler share, in their order: the leader, no change in
+        progress, a high watermark in its epoch, kraft.version 1, the latest voter set committed."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return None, answer(ErrorCode.not_leader_or_follower, None)
+        self._expire_voter_change(now_ms, state)
+        if state.voter_change is not None:
+            message = "Request timed out waiting for leader to handle previous voter change request"
+            return None, answer(ErrorCode.request_timed_out, message)
+        if state.high_watermark is None:
+            message = "Request timed out waiting for leader to establish HWM and fence previous voter changes"
+            return None, answer(ErrorCode.request_timed_out, message)
+        if self.kraft_version < KRAFT_VERSION_1:
+            message = f"Cluster doesn't support changing voters because kraft.version is {self.kraft_version}"
+            return None, answer(ErrorCode.unsupported_version, message)
+        last = self.log.voter_history.last_offset()
+        if last is None or last >= state.high_watermark:
+            message = f"Request timed out waiting for voters to commit the latest voter change at {last}"
+            return None, answer(ErrorCode.request_timed_out, message)
+        return state, None
+
+    def _is_replica_caught_up(self, state: LeaderState, replica: ReplicaKey, now_ms: int) -> bool:
+        """LeaderState.isReplicaCaughtUp: the observer has been at the leader's log end once and fetched
+        within the last hour."""
+        observer = state.observers.get(replica)
+        return (
+            observer is not None
+            and observer.last_caught_up_ms > 0
+            and observer.last_fetch_ms > 0
+            and observer.last_fetch_ms > now_ms - AN_HOUR_MS
+        )
+
+    def _append_voters_record(
+        self, now_ms: int, state: LeaderState, request: Envelope, voters: VoterSet
+    ) -> None:
+        """LeaderState.appendVotersRecord: the new set holds from its offset on, for the high watermark and
+        check-quorum too (updateVoterAndObserverStates)."""
+        offset = self.log.append(LogEntry(state.epoch, VotersRecord(voters)))
+        deadline = now_ms + self.settings.request_timeout_ms
+        state.voter_change = PendingVoterChange(request, offset, deadline)
+        for voter in voters.voters:
+            if voter.id not in state.replicas:
+                state.replicas[voter.id] = state.observers.pop(voter, ReplicaState())
+        for voter_id in [v for v in state.replicas if v not in voters.ids and v != self.local_id]:
+            del state.replicas[voter_id]
+            state.non_acknowledging.discard(voter_id)
+            state.begin_retry_at_ms.pop(voter_id, None)
+        self._leader_progress(now_ms, state)
+
+    def _after_high_watermark(self, now_ms: int, state: LeaderState) -> None:
+        """AddVoterHandler / RemoveVoterHandler.highWatermarkUpdated: the change committed is answered; a
+        leader no longer in the committed voter set resigns (LeaderState.requestResign)."""
+        change, hw = state.voter_change, state.high_watermark
+        if change is not None and hw is not None and hw > change.offset:
+            self._answer_voter_change(state, ErrorCode.none)
+        last = self.log.voter_history.last_offset()
+        if not self.is_voter and hw is not None and last is not None and hw > last:
+            # also when the removal's answer had timed out: a leader outside the committed set steps down
+            state.resign_requested = True
+
+    def _expire_voter_change(self, now_ms: int, state: LeaderState) -> None:
+        change = state.voter_change
+        if change is not None and now_ms >= change.deadline_ms:
+            self._answer_voter_change(state, ErrorCode.request_timed_out)
+
+    def _answer_voter_change(self, state: LeaderState, error: ErrorCode) -> None:
+        change, state.voter_change = state.voter_change, None
+        if change is None:
+            return
+        if isinstance(change.request.message, AddRaftVoterRequest):
+            self._reply(change.request, AddRaftVoterResponse(error))
+        else:
+            self._reply(change.request, RemoveRaftVoterResponse(error))
 
     # ---- plumbing ---------------------------------------------------------------------------------------------
     def _handle_response(self, now_ms: int, envelope: Envelope) -> None:
@@ -572,7 +782,9 @@ class RaftClient(Replication):
         elif isinstance(state, LeaderState):
             for voter in sorted(state.non_acknowledging):
                 if now_ms >= state.begin_retry_at_ms.get(voter, 0):
-                    self._send(voter, BeginQuorumEpochRequest(self.local_id, state.epoch))
+                    key = self.voter_set.key_of(voter)
+                    directory_id = key.directory_id if key is not None else None
+                    self._send(voter, BeginQuorumEpochRequest(self.local_id, state.epoch, directory_id))
                     state.begin_retry_at_ms[voter] = now_ms + self.settings.request_timeout_ms
             self._release_parked(now_ms, force=False)
         elif isinstance(state, ResignedState):

@@ -54,7 +54,7 @@ def describe_quorum(client: RaftClient, now_ms: int) -> v1.DescribeQuorumRespons
             leader_epoch=i32(state.epoch),
             high_watermark=i64(hw if hw is not None else -1),
             current_voters=tuple(voters),
-            observers=tuple(_replica(o, s) for o, s in sorted(state.observers.items())),
+            observers=tuple(_replica(key.id, s) for key, s in sorted(state.observers.items())),
         )
     return v1.DescribeQuorumResponse(
         error_code=ErrorCode.none,

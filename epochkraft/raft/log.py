@@ -16,6 +16,15 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from epochkraft.raft.voter_set import (
+    BOOTSTRAP_OFFSET,
+    KRAFT_VERSION_1,
+    KRaftVersionRecord,
+    VoterSet,
+    VoterSetHistory,
+    VotersRecord,
+)
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderChangeMessage:
@@ -45,12 +54,12 @@ class ValidOffsetAndEpoch:
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     epoch: int
-    value: bytes | LeaderChangeMessage
+    value: bytes | LeaderChangeMessage | VotersRecord | KRaftVersionRecord
     records: int = 1  # the offsets it takes
 
     @property
     def is_control(self) -> bool:
-        return isinstance(self.value, LeaderChangeMessage)
+        return isinstance(self.value, LeaderChangeMessage | VotersRecord | KRaftVersionRecord)
 
 
 class RaftLog:
@@ -67,6 +76,8 @@ class RaftLog:
         # (epoch, start offset) in ascending order, as LeaderEpochFileCache
         self.epochs: list[tuple[int, int]] = []
         self.truncations = 0
+        # the voter sets and kraft.versions its control records (and snapshot) hold
+        self.voter_history = VoterSetHistory()
         for entry in entries or []:
             self.append(entry)
 
@@ -95,8 +106,20 @@ class RaftLog:
             self.epochs.append((entry.epoch, self._end))
         self.entries.append(entry)
         self.bases.append(self._end)
+        if isinstance(entry.value, VotersRecord):
+            self.voter_history.add_voters_at(self._end, entry.value.voters)
+        elif isinstance(entry.value, KRaftVersionRecord):
+            self.voter_history.add_kraft_version_at(self._end, entry.value.kraft_version)
         self._end += entry.records
         return self._end - 1
+
+    def bootstrap(self, voters: VoterSet) -> None:
+        """The bootstrap checkpoint of a disk formatted with its initial controllers (Kafka's 0-0.checkpoint
+        with KRaftVersionRecord and VotersRecord): kraft.version 1 and these voters before any entry."""
+        if self._end or self.voter_history.last_value() is not None:
+            raise ValueError("only an empty log takes a bootstrap voter set")
+        self.voter_history.add_kraft_version_at(BOOTSTRAP_OFFSET, KRAFT_VERSION_1)
+        self.voter_history.add_voters_at(BOOTSTRAP_OFFSET, voters)
 
     def truncate_to(self, offset: int) -> None:
         """Drops every entry at ``offset`` and above (an entry holding ``offset`` goes whole)."""
@@ -108,6 +131,7 @@ class RaftLog:
         del self.bases[index:]
         self._end = offset
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
+        self.voter_history.truncate_new_entries(offset)
         self.truncations += 1
 
     def trim_to(self, offset: int) -> None:
@@ -125,15 +149,20 @@ class RaftLog:
         if not kept or kept[0][1] > offset:
             kept.insert(0, (self.snapshot_epoch, offset))
         self.epochs = kept
+        self.voter_history.truncate_old_entries(offset)
 
-    def install_snapshot(self, end_offset: int, epoch: int) -> None:
+    def install_snapshot(
+        self, end_offset: int, epoch: int, voters: VoterSet | None = None, kraft_version: int = 0
+    ) -> None:
         """Replaces the whole log by a snapshot ending at ``end_offset`` (ReplicatedLog
-        .truncateToLatestSnapshot): a follower too far behind the leader's log start."""
+        .truncateToLatestSnapshot): a follower too far behind the leader's log start. ``voters`` and
+        ``kraft_version``: the snapshot's control records (none in a static quorum's)."""
         self.entries.clear()
         self.bases.clear()
         self._end = self.start_offset = end_offset
         self.snapshot_epoch = epoch
         self.epochs = [(epoch, end_offset)]
+        self.voter_history.reset(end_offset - 1, voters, kraft_version)
         self.truncations += 1
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:

@@ -7,6 +7,7 @@ they are. ``correlation_id`` pairs a response with its request, as the request h
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
@@ -20,6 +21,8 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False
+    candidate_directory_id: uuid.UUID | None = None  # Vote v1+
+    voter_directory_id: uuid.UUID | None = None  # the receiver's, as the candidate's voter set has it
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,7 @@ class VoteResponse:
 class BeginQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
+    voter_directory_id: uuid.UUID | None = None  # BeginQuorumEpoch v1+: the receiver's, as the leader has it
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,7 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 0
+    replica_directory_id: uuid.UUID | None = None  # Fetch v17+
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +97,51 @@ class SnapshotRef:
     epoch: int
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    """AddRaftVoter (80), from an operator to the leader (endpoints are the driver's business)."""
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class AddRaftVoterResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    """RemoveRaftVoter (81), from an operator to the leader."""
+
+    voter_id: int
+    voter_directory_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | AddRaftVoterRequest
+    | RemoveRaftVoterRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | AddRaftVoterResponse
+    | RemoveRaftVoterResponse
+)
 Message = Request | Response
 
 

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from epochkraft.raft.voter_set import ReplicaKey
+
+if TYPE_CHECKING:
+    from epochkraft.raft.messages import Envelope
 
 NO_LEADER = -1
 INT32_MAX = 2**31 - 1
@@ -154,6 +160,16 @@ class ReplicaState:
 
 
 @dataclass(slots=True)
+class PendingVoterChange:
+    """An AddRaftVoter or RemoveRaftVoter the leader is serving (LeaderState's AddVoterHandlerState and
+    RemoveVoterHandlerState): answered when its VotersRecord at ``offset`` commits, or at ``deadline_ms``."""
+
+    request: Envelope
+    offset: int
+    deadline_ms: int
+
+
+@dataclass(slots=True)
 class LeaderState:
     epoch: int
     epoch_start_offset: int
@@ -162,11 +178,14 @@ class LeaderState:
     check_quorum_deadline_ms: int
     high_watermark: int | None = None
     replicas: dict[int, ReplicaState] = field(default_factory=dict)
-    observers: dict[int, ReplicaState] = field(default_factory=dict)  # non-voters that fetch (brokers)
+    # replicas that fetch but are not voters (brokers, controllers on a new disk), by replica key
+    observers: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
     non_acknowledging: set[int] = field(default_factory=set)  # voters not yet told by BeginQuorumEpoch
     begin_retry_at_ms: dict[int, int] = field(default_factory=dict)
     fetched_since_check: set[int] = field(default_factory=set)
     granting_voters: tuple[int, ...] = ()
+    voter_change: PendingVoterChange | None = None
+    resign_requested: bool = False  # LeaderState.requestResign: its own removal committed
 
     def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
         return False

@@ -31,9 +31,11 @@ from epochkraft.raft.quorum_state import (
     FollowerState,
     LeaderState,
     ReplicaState,
+    UnattachedState,
     is_usable_epoch,
     majority,
 )
+from epochkraft.raft.voter_set import ReplicaKey, VoterSet
 
 if TYPE_CHECKING:
     from epochkraft.raft.log import RaftLog
@@ -72,12 +74,14 @@ class Replication:
     """The Fetch half of RaftClient; the attributes below are RaftClient's."""
 
     local_id: int
-    voters: tuple[int, ...]
+    local_key: ReplicaKey
     log: RaftLog
     settings: RaftSettings
     state: EpochState
     known_high_watermark: int | None
     abstaining: bool
+    bootstrap_servers: tuple[int, ...]
+    _bootstrap_turn: int
     _parked: list[_ParkedFetch]
 
     def _observe_epoch(self, now_ms: int, epoch: int, leader_id: int) -> bool:
@@ -91,6 +95,21 @@ class Replication:
 
     @property
     def leader_id(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def voter_set(self) -> VoterSet:
+        raise NotImplementedError
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def is_voter(self) -> bool:
+        raise NotImplementedError
+
+    def _after_high_watermark(self, now_ms: int, state: LeaderState) -> None:
         raise NotImplementedError
 
     # ---- Fetch (1) on the leader ------------------------------------------------------------------------------
@@ -138,7 +157,10 @@ class Replication:
                 ),
             )
             return
-        if request.replica_id in state.replicas:
+        replica = ReplicaKey(request.replica_id, request.replica_directory_id)
+        # LeaderState.updateReplicaState: a fetch counts for a voter only from that voter's replica key; a
+        # replica on another disk (a new directory id) is an observer
+        if request.replica_id in state.replicas and self.voter_set.is_voter(replica):
             state.replicas[request.replica_id].update_fetch_state(
                 now_ms, request.fetch_offset, self.log.end_offset
             )
@@ -146,7 +168,7 @@ class Replication:
             state.begin_retry_at_ms.pop(request.replica_id, None)
             state.fetched_since_check.add(request.replica_id)
         elif request.replica_id >= 0:
-            observer = state.observers.setdefault(request.replica_id, ReplicaState())
+            observer = state.observers.setdefault(replica, ReplicaState())
             observer.update_fetch_state(now_ms, request.fetch_offset, self.log.end_offset)
         self._update_high_watermark(now_ms, state)
         if request.fetch_offset < self.log.end_offset or request.max_wait_ms <= 0:
@@ -184,6 +206,7 @@ class Replication:
         if state.high_watermark is None or candidate > state.high_watermark:
             state.high_watermark = candidate
             self._note_high_watermark(candidate)
+            self._after_high_watermark(now_ms, state)
             self._release_parked(now_ms, force=True)
 
     def _note_high_watermark(self, hw: int) -> None:
@@ -211,20 +234,36 @@ class Replication:
             state.fetch_in_flight = None  # lost: ask again
         if now_ms < state.next_fetch_ms or state.snapshot_wanted is not None:
             return
-        request = FetchRequest(
+        state.fetch_in_flight = self._send(state.leader_id, self._fetch_request(state.epoch))
+        state.fetch_sent_ms = now_ms
+
+    def _fetch_request(self, epoch: int) -> FetchRequest:
+        return FetchRequest(
             self.local_id,
-            state.epoch,
+            epoch,
             self.log.end_offset,
             self.log.last_fetched_epoch,
             self.settings.fetch_max_wait_ms,
+            self.local_key.directory_id,
         )
-        state.fetch_in_flight = self._send(state.leader_id, request)
-        state.fetch_sent_ms = now_ms
+
+    def _fetch_from_bootstrap(self, now_ms: int, state: UnattachedState) -> None:
+        """KafkaRaftClient.maybeSendFetchToAnyBootstrap: an observer that knows no leader fetches from a
+        bootstrap server; the answer names the leader (or a newer epoch), which it then follows."""
+        state.election_deadline_ms = now_ms + self.settings.request_timeout_ms
+        servers = [server for server in self.bootstrap_servers if server != self.local_id]
+        if servers:
+            self._send(servers[self._bootstrap_turn % len(servers)], self._fetch_request(state.epoch))
+            self._bootstrap_turn += 1
 
     def _handle_fetch_response(
         self, now_ms: int, source: int, correlation_id: int, response: FetchResponse
     ) -> None:
         state = self.state
+        if isinstance(state, UnattachedState) and not self.is_voter:
+            # an observer's fetch from a bootstrap server: it learns the leader or a newer epoch
+            self._observe_epoch(now_ms, response.leader_epoch, response.leader_id)
+            return
         if not isinstance(state, FollowerState) or state.fetch_in_flight != correlation_id:
             return  # an answer to a request of an earlier state (testFetchResponseIgnoredAfterBecomingCandidate)
         state.fetch_in_flight = None
@@ -279,13 +318,22 @@ class Replication:
         state = self.state
         return state.snapshot_wanted if isinstance(state, FollowerState) else None
 
-    def install_snapshot(self, now_ms: int, end_offset: int, epoch: int) -> None:
+    def install_snapshot(
+        self,
+        now_ms: int,
+        end_offset: int,
+        epoch: int,
+        voters: VoterSet | None = None,
+        kraft_version: int = 0,
+    ) -> None:
         """The driver has the snapshot it was told to fetch, whole and durable: the log becomes it and
-        fetching goes on from its end (KafkaRaftClient.handleFetchSnapshotResponse on the last chunk)."""
+        fetching goes on from its end (KafkaRaftClient.handleFetchSnapshotResponse on the last chunk).
+        ``voters`` and ``kraft_version``: its control records (KRaftControlRecordStateMachine reads them
+        back from a snapshot); none in a static quorum's."""
         state = self.state
         if not isinstance(state, FollowerState) or state.snapshot_wanted != (end_offset, epoch):
             return
-        self.log.install_snapshot(end_offset, epoch)
+        self.log.install_snapshot(end_offset, epoch, voters, kraft_version)
         state.snapshot_wanted = None
         state.next_fetch_ms = now_ms
         if state.high_watermark is None or end_offset > state.high_watermark:

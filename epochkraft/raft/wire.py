@@ -68,8 +68,8 @@ def encode_vote_request(request: VoteRequest, cluster_id: str, voter_id: int) ->
                         partition_index=i32(0),
                         replica_epoch=i32(request.candidate_epoch),
                         replica_id=BrokerId(request.candidate_id),
-                        replica_directory_id=None,
-                        voter_directory_id=None,
+                        replica_directory_id=request.candidate_directory_id,
+                        voter_directory_id=request.voter_directory_id,
                         last_offset_epoch=i32(request.last_offset_epoch),
                         last_offset=i64(request.last_offset),
                         pre_vote=request.pre_vote,
@@ -83,7 +83,15 @@ def encode_vote_request(request: VoteRequest, cluster_id: str, voter_id: int) ->
 def decode_vote_request(request: vote_req.VoteRequest) -> VoteRequest:
     p = _single_partition(request.topics)
     assert isinstance(p, vote_req.PartitionData)
-    return VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset, p.pre_vote)
+    return VoteRequest(
+        p.replica_epoch,
+        p.replica_id,
+        p.last_offset_epoch,
+        p.last_offset,
+        p.pre_vote,
+        p.replica_directory_id,
+        p.voter_directory_id,
+    )
 
 
 def encode_vote_response(response: VoteResponse) -> vote_resp.VoteResponse:

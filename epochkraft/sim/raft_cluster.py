@@ -10,21 +10,39 @@ Safety, checked as the run goes (a violation stops it):
   watermark in an earlier epoch);
 - state machine safety: no two voters apply different entries at one offset, and no acknowledged record
   is ever missing from the committed log.
+- high watermark monotonic: no incarnation of a replica sees its high watermark go back.
 Liveness: within ``LIVENESS_BOUND_MS`` of the last fault healing, one leader that every voter follows in
-its epoch, every log equal to the leader's, and every high watermark at the log end.
+its epoch, every log equal to the leader's, and every high watermark at the log end; in a dynamic quorum
+also the operator's work done: the committed voter set is every controller's current replica key.
+
+A dynamic quorum (``dynamic``, the raft-reconfig faults: KIP-853) starts from a bootstrap voter set with
+directory ids. A controller that loses its disk comes back with a new directory id and an empty log, as
+an observer, and an operator reconciles the voter set as Kafka's operator would: RemoveRaftVoter for the
+lost key, then AddRaftVoter for the new one, one change at a time, retried until each is answered NONE.
+``UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS`` restores the ``--rejoin`` rule instead: the wiped controller
+comes back as its old key, abstaining from votes (in memory only) until it has caught up with a leader.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from epochkraft.raft.client import RaftClient
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.raft.client import Output, RaftClient
 from epochkraft.raft.log import LogEntry, RaftLog
-from epochkraft.raft.messages import Envelope
+from epochkraft.raft.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    Envelope,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+)
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSafetyError, RaftSettings
+from epochkraft.raft.voter_set import KRAFT_VERSION_0, ReplicaKey, VoterSet, VotersRecord
 from epochkraft.sim.shrinking import shrink_schedule
 from epochkraft.sim.world import LinkPolicy, World
 
@@ -32,7 +50,12 @@ RAFT_FAULT_KINDS = ("crash", "crash-leader", "partition", "isolate", "lossy", "r
 DURATION_MS = 12_000
 FAULTS_UNTIL_MS = 9_000
 LIVENESS_BOUND_MS = 8_000
+# the KIP-853 grammar runs shorter (and appends half as often), so that thousands of seeds fit a CI run
+RECONFIG_DURATION_MS = 8_000
+RECONFIG_FAULTS_UNTIL_MS = 6_000
+RECONFIG_APPEND_EVERY_MS = 40
 CHECK_EVERY_MS = 100
+STUCK_AFTER_EVENTS = 20_000  # events at one virtual instant: some replica spins
 APPEND_EVERY_MS = 20
 SIM_SETTINGS = RaftSettings(
     election_timeout_ms=300,
@@ -45,6 +68,11 @@ SIM_SETTINGS = RaftSettings(
 )
 LINK = LinkPolicy(min_delay_ms=1, max_delay_ms=10)
 LOSSY = LinkPolicy(min_delay_ms=1, max_delay_ms=60, drop=0.3, duplicate=0.1)
+OPERATOR_ID = 0  # the admin client's connection (AddRaftVoter, RemoveRaftVoter)
+OPERATOR_EVERY_MS = 100
+# UNSAFE, for the simulator only: a controller that lost its disk comes back as its old replica key (the
+# static quorum's --rejoin rule) instead of a new one the operator removes and adds back.
+UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +91,11 @@ class RaftFault:
             )
         if self.kind == "isolate":
             return f"t={self.at_ms}ms isolate {who} for {self.length_ms}ms"
+        if self.kind == "one-way":
+            return (
+                f"t={self.at_ms}ms voter-{self.target} cannot reach voter-{self.other} "
+                f"(the other way works) for {self.length_ms}ms"
+            )
         if self.kind == "lossy":
             return f"t={self.at_ms}ms every link drops 30%, duplicates and reorders for {self.length_ms}ms"
         if self.kind == "crash-new-leader":
@@ -138,6 +171,37 @@ def disk_loss_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     return sorted(faults, key=lambda f: f.at_ms)
 
 
+def reconfig_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
+    """The KIP-853 grammar: controllers lose their disks (at most a minority of them, now and then the
+    same one again before it caught up) while any controller crashes and restarts at any step, pairs of
+    links are cut both ways or one way, controllers are isolated, links drop and leaders resign."""
+    rng = random.Random(seed * 7919 + 17)
+    wipeable = rng.sample(range(1, voters + 1), max((voters - 1) // 2, 1))
+    faults: list[RaftFault] = []
+    at = rng.randint(200, 800)
+    while at < RECONFIG_FAULTS_UNTIL_MS:
+        kind = rng.choices(
+            ("wipe", "crash", "partition", "one-way", "isolate", "lossy", "resign"), (5, 3, 4, 3, 2, 1, 1)
+        )[0]
+        target = rng.randint(1, voters)
+        other = rng.choice([v for v in range(1, voters + 1) if v != target])
+        length = rng.randint(50, 2500)
+        if kind == "wipe":
+            faults.append(RaftFault(at, kind, rng.choice(wipeable), 0, rng.randint(10, 600)))
+        elif kind == "crash":
+            faults.append(RaftFault(at, kind, rng.choice([0, target]), 0, rng.randint(0, 1500)))
+        elif kind in ("partition", "one-way"):
+            faults.append(RaftFault(at, kind, target, other, length))
+        elif kind == "isolate":
+            faults.append(RaftFault(at, kind, rng.choice([0, target]), 0, length))
+        elif kind == "lossy":
+            faults.append(RaftFault(at, kind, 0, 0, length))
+        else:
+            faults.append(RaftFault(at, kind))
+        at += rng.randint(50, 900)
+    return faults
+
+
 # the schedules whose entries take several offsets, as the controllers' metadata batches do, and those
 # whose voters snapshot and drop their logs below
 BATCHED_SCHEDULES = frozenset({"raft", "raft-snapshots"})
@@ -148,7 +212,9 @@ RAFT_SCHEDULES: dict[str, Callable[[int, int], list[RaftFault]]] = {
     "raft-churn": leader_churn_schedule,
     "raft-wipe": disk_loss_schedule,
     "raft-snapshots": raft_schedule,  # the raft faults, voters snapshotting and dropping their logs
+    "raft-reconfig": reconfig_schedule,  # a dynamic quorum (KIP-853): disks lost, voters removed and added
 }
+DYNAMIC_SCHEDULES = frozenset({"raft-reconfig"})
 
 
 @dataclass
@@ -162,6 +228,9 @@ class Voter:
     timer_at_ms: int | None = None
     applied: int = 0  # entries applied to this incarnation's state machine
     disk_lost: bool = False  # restarted on an empty disk: it rejoins (RaftClient's ``rejoining``)
+    directory_id: uuid.UUID | None = None  # a dynamic quorum's: a new one when the disk is replaced
+    rejoin_next_start: bool = False  # the unsafe --rejoin rule: only the first start after a wipe rejoins
+    last_high_watermark: int = -1  # this incarnation's
     snapshot: dict[int, LogEntry] = field(default_factory=dict)  # what its snapshot holds, by offset
     fetching_snapshot: bool = False
     snapshot_requests: int = 0
@@ -187,6 +256,7 @@ class RaftRunResult:
     healthy_after_ms: int | None = None
     batched: bool = False
     snapshots: bool = False
+    dynamic: bool = False
 
 
 class RaftSimCluster:
@@ -200,6 +270,7 @@ class RaftSimCluster:
         link: LinkPolicy = LINK,
         batched: bool = False,
         snapshots: bool = False,
+        dynamic: bool = False,
     ) -> None:
         """``batched``: appended entries take 1-3 offsets each, as a controller's metadata batches do
         (one per record), so commits, fetches and truncations must keep every batch whole.
@@ -207,6 +278,10 @@ class RaftSimCluster:
         below; a follower behind the leader's log start fetches the leader's snapshot and installs it."""
         self.batched = batched
         self.snapshots = snapshots
+        self.dynamic = dynamic
+        self.duration_ms = RECONFIG_DURATION_MS if dynamic else DURATION_MS
+        self.append_every_ms = RECONFIG_APPEND_EVERY_MS if dynamic else APPEND_EVERY_MS
+        self.disk_rng = random.Random(seed * 104_729 + 7)  # directory ids, apart from the world's draws
         self.settings = settings
         self.link = link
         self.world = World(seed, link)
@@ -223,22 +298,43 @@ class RaftSimCluster:
         self.events = 0
         self.healthy_after_ms: int | None = None
         self.armed: list[RaftFault] = []  # crash-new-leader faults waiting for the next election
+        self.events_at_once = 0
+        self.operator_in_flight: int | None = None  # correlation id of the operator's voter change
+        self.operator_correlation = 0
+        if dynamic:
+            for voter in self.voters.values():
+                voter.directory_id = self._new_directory_id()
+            bootstrap = self.desired_voters()
+            for voter in self.voters.values():
+                voter.log.bootstrap(bootstrap)
+
+    def _new_directory_id(self) -> uuid.UUID:
+        return uuid.UUID(int=self.disk_rng.getrandbits(128), version=4)
+
+    def desired_voters(self) -> VoterSet:
+        """Every controller's current replica key: the voter set the operator works toward."""
+        return VoterSet(tuple(ReplicaKey(v.id, v.directory_id) for v in self.voters.values()))
 
     # ---- driving the cores --------------------------------------------------------------------------------
     def start(self, voter: Voter) -> None:
         voter.generation += 1
         voter.applied = voter.log.start_offset  # the state machine loads the snapshot
         voter.fetching_snapshot = False
+        voter.last_high_watermark = -1
+        rejoining = voter.rejoin_next_start if self.dynamic else voter.disk_lost
+        voter.rejoin_next_start = False
         voter.client = RaftClient(
             voter.id,
-            self.voter_ids,
+            () if self.dynamic else self.voter_ids,
             voter.log,
             self.world.now_ms,
             persisted=voter.persisted,
             settings=self.settings,
             rng=random.Random(self.world.seed * 1009 + voter.id * 31 + voter.generation),
             first_correlation_id=voter.generation * 1_000_000,
-            rejoining=voter.disk_lost,
+            rejoining=rejoining,
+            directory_id=voter.directory_id,
+            bootstrap_servers=self.voter_ids,
         )
         self.world.log(f"{voter.name} starts in epoch {voter.client.epoch} as {voter.client.role}")
         self._after(voter, voter.client.poll(self.world.now_ms))
@@ -248,9 +344,16 @@ class RaftSimCluster:
         voter.timer_at_ms = None
         self.world.log(f"{voter.name} crashes (log ends at {voter.log.end_offset})")
 
-    def _after(self, voter: Voter, output) -> None:
+    def _after(self, voter: Voter, output: Output) -> None:
         client = voter.client
         assert client is not None
+        hw = client.high_watermark
+        if hw is not None:
+            if hw < voter.last_high_watermark:
+                raise Violation(
+                    f"high watermark monotonic: {voter.name}'s went from {voter.last_high_watermark} to {hw}"
+                )
+            voter.last_high_watermark = hw
         if output.persist is not None:
             voter.persisted = output.persist  # written before anything is sent
         for envelope in output.sends:
@@ -307,7 +410,11 @@ class RaftSimCluster:
             self.world.after(fault.other, crash, "fault")
 
     def _send(self, envelope: Envelope) -> None:
-        source, destination = self.voters[envelope.source], self.voters[envelope.destination]
+        source = self.voters[envelope.source]
+        if envelope.destination == OPERATOR_ID:
+            self.world.send(source.name, "operator", lambda: self._operator_answer(envelope), "operator")
+            return
+        destination = self.voters[envelope.destination]
 
         def deliver() -> None:
             if destination.client is None:
@@ -327,7 +434,7 @@ class RaftSimCluster:
         voter.snapshot_requests += 1
         generation, request = voter.generation, voter.snapshot_requests
 
-        def answer(contents: dict[int, LogEntry] | None) -> None:
+        def answer(contents: dict[int, LogEntry] | None, voters: VoterSet | None, kraft_version: int) -> None:
             if (
                 voter.client is None
                 or voter.generation != generation
@@ -353,20 +460,28 @@ class RaftSimCluster:
             self.world.log(f"{voter.name} installs {leader.name}'s snapshot up to {wanted[0]}")
             self._step(
                 voter,
-                lambda c: (c.install_snapshot(self.world.now_ms, *wanted), c.poll(self.world.now_ms))[1],
+                lambda c: (
+                    c.install_snapshot(self.world.now_ms, *wanted, voters, kraft_version),
+                    c.poll(self.world.now_ms),
+                )[1],
             )
 
         def at_leader() -> None:
             log = leader.log
             have = leader.client is not None and (log.start_offset, log.snapshot_epoch) == wanted
             contents = dict(leader.snapshot) if have else None
-            self.world.send(leader.name, voter.name, lambda: answer(contents), "FetchSnapshotResponse")
+            # the snapshot's control records: the voter set and kraft.version as of its end
+            voters = log.voter_history.value_at_or_before(wanted[0] - 1)
+            version = log.voter_history.kraft_version() if voters is not None else KRAFT_VERSION_0
+            self.world.send(
+                leader.name, voter.name, lambda: answer(contents, voters, version), "FetchSnapshotResponse"
+            )
 
         self.world.send(voter.name, leader.name, at_leader, "FetchSnapshotRequest")
         # no answer within the request timeout: lost, ask the leader again
         self.world.after(
             self.settings.request_timeout_ms,
-            lambda: answer(None) if voter.snapshot_requests == request else None,
+            lambda: answer(None, None, KRAFT_VERSION_0) if voter.snapshot_requests == request else None,
             "snapshot timeout",
         )
 
@@ -413,7 +528,7 @@ class RaftSimCluster:
         self.pending = [p for p in still if self.voters[p[0]].generation == p[1]]
 
     def _append_loop(self) -> None:
-        if self.world.now_ms < DURATION_MS - 1000:
+        if self.world.now_ms < self.duration_ms - 1000:
             leader = next(
                 (v for v in self.voters.values() if v.client is not None and v.client.is_leader), None
             )
@@ -433,7 +548,7 @@ class RaftSimCluster:
                         self._step(leader, lambda c: c.poll(self.world.now_ms))
 
                 self.world.send("client", leader.name, at_leader, "append")
-            self.world.after(APPEND_EVERY_MS, self._append_loop)
+            self.world.after(self.append_every_ms, self._append_loop)
 
     # ---- invariants ----------------------------------------------------------------------------------------
     def _check_leader_completeness(self, voter: Voter) -> None:
@@ -457,7 +572,7 @@ class RaftSimCluster:
             for name_b, b in logs[i + 1 :]:
                 common = sorted(a.keys() & b.keys())
                 last_match = next((o for o in reversed(common) if a[o].epoch == b[o].epoch), -1)
-                differ = next((o for o in common if o <= last_match and a[o] != b[o]), None)
+                differ = _first_difference(a, b, common, last_match)
                 if differ is not None:
                     raise Violation(
                         f"log matching: {name_a} and {name_b} agree on the epoch at offset {last_match} "
@@ -500,8 +615,13 @@ class RaftSimCluster:
             self.world.partition(a, b)
             self.world.after(fault.length_ms, lambda: self.world.heal(a, b), "heal")
             return
+        if fault.kind == "one-way":
+            a, b = target.name, self.voters[fault.other].name
+            self.world.partition_one_way(a, b)
+            self.world.after(fault.length_ms, lambda: self.world.heal_one_way(a, b), "heal")
+            return
         if fault.kind == "isolate":
-            others = [v.name for v in self.voters.values() if v is not target] + ["client"]
+            others = [v.name for v in self.voters.values() if v is not target] + ["client", "operator"]
             for other in others:
                 self.world.partition(target.name, other)
             self.world.after(
@@ -512,20 +632,89 @@ class RaftSimCluster:
             return
         self.crash(target)
         if fault.kind == "wipe":
-            target.log = RaftLog()
-            target.snapshot = {}
-            target.persisted = None
-            target.disk_lost = True
+            self._lose_disk(target)
         self.world.after(
             fault.length_ms, lambda: self.start(target) if target.client is None else None, "restart"
         )
+
+    def _lose_disk(self, voter: Voter) -> None:
+        """A new, empty disk. Static quorum: the same voter, rejoining. Dynamic quorum: formatted without
+        initial controllers, so a new directory id and no voter set (an observer until added back); or,
+        with the unsafe switch, formatted as the old voter (its old key and the bootstrap voters) and
+        rejoining on its next start only, as the --rejoin flag is passed once."""
+        voter.log = RaftLog()
+        voter.snapshot = {}
+        voter.persisted = None
+        voter.disk_lost = True
+        if not self.dynamic:
+            return
+        if UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS:
+            voter.log.bootstrap(self.desired_voters())
+            voter.rejoin_next_start = True
+        else:
+            voter.directory_id = self._new_directory_id()
+            self.world.log(
+                f"{voter.name} gets a new disk, directory id {ReplicaKey(voter.id, voter.directory_id)}"
+            )
+
+    # ---- the operator (dynamic quorum) --------------------------------------------------------------------
+    def _operator_loop(self) -> None:
+        """Reconciles the voter set with the controllers' current keys, one change at a time, against
+        the leader of the moment: the lost key removed first, then the new one added."""
+        self.world.after(OPERATOR_EVERY_MS, self._operator_loop)
+        leader = self._current_leader()
+        if self.operator_in_flight is not None or leader is None or leader.client is None:
+            return
+        change = self._next_voter_change(leader.client.voter_set)
+        if change is None:
+            return
+        self.operator_correlation += 1
+        correlation = self.operator_correlation
+        self.operator_in_flight = correlation
+        envelope = Envelope(OPERATOR_ID, leader.id, correlation, change)
+        generation = leader.generation
+
+        def at_leader() -> None:
+            if leader.client is not None and leader.generation == generation:
+                self._step(leader, lambda client: client.handle(self.world.now_ms, envelope))
+
+        self.world.log(f"operator sends {type(change).__name__} {change.voter_id} to {leader.name}")
+        self.world.send("operator", leader.name, at_leader, "operator")
+        # no answer (the leader crashed, a link is cut): the operator gives up on it and tries again
+        give_up_after = self.settings.request_timeout_ms * 2
+        self.world.after(give_up_after, lambda: self._operator_gives_up(correlation), "operator timeout")
+
+    def _next_voter_change(self, current: VoterSet) -> AddRaftVoterRequest | RemoveRaftVoterRequest | None:
+        for wanted in self.desired_voters().voters:
+            held = current.key_of(wanted.id)
+            if held is not None and held != wanted and held.directory_id is not None:
+                return RemoveRaftVoterRequest(held.id, held.directory_id)
+        for wanted in self.desired_voters().voters:
+            if current.key_of(wanted.id) is None and wanted.directory_id is not None:
+                return AddRaftVoterRequest(wanted.id, wanted.directory_id)
+        return None
+
+    def _operator_gives_up(self, correlation: int) -> None:
+        if self.operator_in_flight == correlation:
+            self.operator_in_flight = None
+
+    def _operator_answer(self, envelope: Envelope) -> None:
+        answer = envelope.message
+        assert isinstance(answer, AddRaftVoterResponse | RemoveRaftVoterResponse)
+        if envelope.correlation_id != self.operator_in_flight:
+            return
+        self.operator_in_flight = None
+        if answer.error_code != ErrorCode.none:
+            self.world.log(f"operator: {type(answer).__name__} {answer.error_code.name}")
+        else:
+            self.world.log(f"operator: {type(answer).__name__} NONE from voter-{envelope.source}")
 
     def _end_lossy(self) -> None:
         if self.world.now_ms >= self.lossy_until_ms:
             self.world.default_link = self.link
 
     def healed_at_ms(self) -> int:
-        healed = DURATION_MS - 1000
+        healed = self.duration_ms - 1000
         for fault in self.schedule:
             extra = fault.other if fault.kind == "crash-new-leader" else 0
             healed = max(healed, fault.at_ms + fault.length_ms + extra)
@@ -554,18 +743,33 @@ class RaftSimCluster:
         for voter in self.voters.values():
             if voter.client is not None and voter.client.high_watermark != end:
                 problems.append(f"{voter.name}'s high watermark is {voter.client.high_watermark}, not {end}")
+        if self.dynamic:
+            voters, wanted = leader.client.voter_set, self.desired_voters()
+            if voters != wanted:
+                problems.append(f"the voter set is {voters}, the controllers' keys {wanted}")
         return problems
 
     # ---- running -------------------------------------------------------------------------------------------
     def _run_until(self, end_ms: int) -> None:
         next_check = self.world.now_ms
         while (next_ms := self.world.next_event_ms()) is not None and next_ms <= end_ms:
-            self.world.run_until(next_ms)
+            self.events_at_once = 0
+            self.world.run_until(next_ms, stop=self._stuck)
             self.events += 1
             if self.world.now_ms >= next_check:
                 self.check()
                 next_check = self.world.now_ms + CHECK_EVERY_MS
         self.world.now_ms = max(self.world.now_ms, end_ms)
+
+    def _stuck(self) -> bool:
+        """A replica whose timer is always due (a state polled without moving on) would spin at one
+        virtual instant for ever: a liveness failure, reported instead of hanging the run."""
+        self.events_at_once += 1
+        if self.events_at_once > STUCK_AFTER_EVENTS:
+            raise Violation(
+                f"no progress: {STUCK_AFTER_EVENTS} events at {self.world.now_ms} ms, time stands still"
+            )
+        return False
 
     def run(self) -> RaftRunResult:
         violation = None
@@ -574,8 +778,10 @@ class RaftSimCluster:
                 self.start(voter)
             for fault in self.schedule:
                 self.world.at(fault.at_ms, lambda f=fault: self._apply_fault(f), "fault")
-            self.world.after(APPEND_EVERY_MS, self._append_loop)
-            self._run_until(DURATION_MS)
+            self.world.after(self.append_every_ms, self._append_loop)
+            if self.dynamic:
+                self.world.after(OPERATOR_EVERY_MS, self._operator_loop)
+            self._run_until(self.duration_ms)
             healed = self.healed_at_ms()
             deadline = healed + LIVENESS_BOUND_MS
             while True:
@@ -604,12 +810,32 @@ class RaftSimCluster:
             self.healthy_after_ms,
             self.batched,
             self.snapshots,
+            self.dynamic,
         )
+
+
+def _first_difference(
+    a: dict[int, LogEntry], b: dict[int, LogEntry], common: list[int], up_to: int
+) -> int | None:
+    for offset in common:
+        if offset > up_to:
+            return None
+        # replicas usually hold the very entry the leader sent: identity first, equality only if not
+        if a[offset] is not b[offset] and a[offset] != b[offset]:
+            return offset
+    return None
 
 
 def describe(entry: LogEntry) -> str:
     value = entry.value
-    shown = value.decode() if isinstance(value, bytes) else f"LeaderChange(leader {value.leader_id})"
+    if isinstance(value, bytes):
+        shown = value.decode()
+    elif isinstance(value, VotersRecord):
+        shown = f"Voters{value.voters}"
+    elif hasattr(value, "leader_id"):
+        shown = f"LeaderChange(leader {value.leader_id})"
+    else:
+        shown = type(value).__name__
     return f"{shown}@epoch{entry.epoch}"
 
 
@@ -623,6 +849,7 @@ def run_raft_seed(
         voters=voters,
         batched=faults in BATCHED_SCHEDULES,
         snapshots=faults in SNAPSHOT_SCHEDULES,
+        dynamic=faults in DYNAMIC_SCHEDULES,
     ).run()
 
 
@@ -631,6 +858,11 @@ def shrink_raft(result: RaftRunResult, *, voters: int = 5) -> RaftRunResult:
     return shrink_schedule(
         result,
         lambda schedule: RaftSimCluster(
-            result.seed, schedule, voters=voters, batched=result.batched, snapshots=result.snapshots
+            result.seed,
+            schedule,
+            voters=voters,
+            batched=result.batched,
+            snapshots=result.snapshots,
+            dynamic=result.dynamic,
         ).run(),
     )

@@ -39,6 +39,7 @@ class World:
         self.default_link = default_link or LinkPolicy()
         self.links: dict[tuple[str, str], LinkPolicy] = {}
         self.cut: set[frozenset[str]] = set()
+        self.cut_one_way: set[tuple[str, str]] = set()  # (src, dst): src's messages to dst are lost
         self.label_delays: dict[tuple[str, str, str], int] = {}  # (src, dst, message label) -> extra delay
         self.trace: list[str] = []
         self._queue: list[_Event] = []
@@ -78,14 +79,22 @@ class World:
     def partition(self, a: str, b: str) -> None:
         self.cut.add(frozenset((a, b)))
 
+    def partition_one_way(self, src: str, dst: str) -> None:
+        """An asymmetric partition: what ``src`` sends ``dst`` is lost, the other way still arrives."""
+        self.cut_one_way.add((src, dst))
+
+    def heal_one_way(self, src: str, dst: str) -> None:
+        self.cut_one_way.discard((src, dst))
+
     def heal(self, a: str | None = None, b: str | None = None) -> None:
         if a is None:
             self.cut.clear()
+            self.cut_one_way.clear()
         else:
             self.cut.discard(frozenset((a, b)))
 
     def isolated(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) in self.cut
+        return frozenset((a, b)) in self.cut or (a, b) in self.cut_one_way
 
     def send(self, src: str, dst: str, deliver: Callable[[], None], label: str = "") -> None:
         """Schedules ``deliver`` at the destination, subject to the link's delay, loss and duplication.
