@@ -78,3 +78,42 @@ async def test_slicer_yields_only_once_its_time_is_up():
     slicer = Slicer(seconds=0)
     await slicer.turn()
     assert ran == 1
+
+
+async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(monkeypatch):
+    """ReplicaManager.applyDelta stops deleted and moved-away partitions first: every removal is carried
+    out before the loop runs anything else, so no produce or fetch is served meanwhile by a partition the
+    metadata has taken away; the other transitions follow in slices, a key's removal before its new one."""
+    from epochkraft.broker import replica_manager
+    from epochkraft.broker.replica_set import Transition
+
+    transitions = [
+        Transition(("a", 0), "leader"),
+        Transition(("gone", 0), "removed", was_leader=True),
+        Transition(("b", 0), "follower"),
+        Transition(("again", 0), "removed"),
+        Transition(("again", 0), "leader"),
+    ]
+    done: list[tuple[str, tuple[str, int]] | str] = []
+
+    class ReplicaSetStub:
+        def apply_metadata(self, now_ms: int, changes: Changes) -> list[Transition]:
+            return transitions
+
+    class RecordingSlicer:
+        async def turn(self) -> None:
+            done.append("yield")
+
+    async def no_new_logs(changes: Changes, slicer: object) -> None:
+        return None
+
+    manager = object.__new__(replica_manager.ReplicaManager)
+    manager.replica_set = ReplicaSetStub()
+    monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
+    monkeypatch.setattr(manager, "_carry_out", lambda t: done.append((t.kind, t.key)))
+    monkeypatch.setattr(manager, "_after_replica_set", lambda: None)
+    monkeypatch.setattr(replica_manager, "Slicer", RecordingSlicer)
+    await manager.on_metadata(Changes())
+    first_yield = done.index("yield")
+    assert done[:first_yield] == [("removed", ("gone", 0)), ("removed", ("again", 0)), ("leader", ("a", 0))]
+    assert [d for d in done if d != "yield"][3:] == [("follower", ("b", 0)), ("leader", ("again", 0))]

@@ -205,13 +205,20 @@ class ReplicaManager:
         in slices (epochkraft/broker/slices.py): opening thousands of logs and writing their leader-epoch
         checkpoints at once would hold back heartbeats and replica fetches for seconds. The replica set
         takes the whole change first; a request for a partition not carried out yet is answered as
-        before the change."""
+        before the change. Partitions this broker no longer holds are stopped before the first slice
+        ends, as Kafka's ReplicaManager.applyDelta stops deleted and moved-away partitions first: no
+        produce or fetch is served meanwhile by a partition the metadata has taken away (a key's removal
+        comes before its new partition in the list, so that order holds)."""
         slicer = Slicer()
         await self._open_new_logs(changes, slicer)
         transitions = self.replica_set.apply_metadata(now_ms(), changes)
         for transition in transitions:
-            self._carry_out(transition)
-            await slicer.turn()
+            if transition.kind == "removed":
+                self._carry_out(transition)
+        for transition in transitions:
+            if transition.kind != "removed":
+                self._carry_out(transition)
+                await slicer.turn()
         self._after_replica_set()
 
     async def _open_new_logs(self, changes: Changes, slicer: Slicer) -> None:
