@@ -10,6 +10,7 @@ from kio.schema.create_topics.v7 import request as ct
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.metadata_follower import MetadataFollower
 from epochkraft.broker.slices import Slicer
+from epochkraft.protocol.errors import ErrorCode
 from tests.controller_context import NO_TIMEOUT, ControllerContext
 
 TOPICS_PER_REQUEST = 200
@@ -117,3 +118,39 @@ async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(mon
     first_yield = done.index("yield")
     assert done[:first_yield] == [("removed", ("gone", 0)), ("removed", ("again", 0)), ("leader", ("a", 0))]
     assert [d for d in done if d != "yield"][3:] == [("follower", ("b", 0)), ("leader", ("again", 0))]
+
+
+async def test_a_failure_to_carry_out_metadata_stops_the_broker_instead_of_being_retried_as_a_bad_record():
+    """A record that does not decode is fetched again; but once records are applied, a failure of the
+    replica manager to carry them out (here a damaged local log read while rebuilding producer state)
+    cannot be retried (the cache has moved on): the follower's task ends and the daemon is told to stop."""
+    from types import SimpleNamespace
+
+    from epochkraft.protocol.records import CorruptRecordError
+
+    records = flood_log()
+    answer = SimpleNamespace(
+        error_code=ErrorCode.none, snapshot_id=SimpleNamespace(end_offset=-1, epoch=-1), records=records
+    )
+    fetches = 0
+
+    class OneAnswer:
+        async def send(self, request: object, timeout_ms: int) -> object:
+            nonlocal fetches
+            fetches += 1
+            if fetches > 1:
+                await asyncio.sleep(3600)  # a long poll with nothing new
+            return SimpleNamespace(responses=[SimpleNamespace(partitions=[answer])])
+
+    async def on_changes(changes: Changes) -> None:
+        raise CorruptRecordError("a damaged batch in a local log")
+
+    fatal: list[str] = []
+    follower = MetadataFollower(OneAnswer(), MetadataCache(1), on_changes, node_id=1)  # type: ignore[arg-type]
+    follower.start(on_fatal=fatal.append)
+    for _ in range(100):
+        if fatal:
+            break
+        await asyncio.sleep(0.01)
+    await follower.stop()
+    assert fatal and "metadata follower ended" in fatal[0] and fetches == 1

@@ -496,7 +496,7 @@ async def serve(
         node.cluster_id = meta["cluster.id"]  # the controller will answer INCONSISTENT_CLUSTER_ID
     await node.register()
     node.logs.write_meta(node.node_id, node.cluster_id)
-    node.follower.start()
+    node.follower.start(on_fatal=background_task_failed)
     node.replica_manager.start()
     node.groups.start()
     admin = await _start_admin(args, node)

@@ -22,6 +22,14 @@ from epochkraft.protocol.metadata_codec import metadata_batches
 from epochkraft.protocol.records import iter_batches
 
 log = structlog.get_logger()
+
+
+class MetadataApplyFailed(RuntimeError):
+    """Handing applied records on failed (the replica manager could not carry them out): not a record
+    that failed to decode, which a fetch retries, but a broker whose state would stop following its
+    metadata, so the follower's task ends and the daemon stops."""
+
+
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 
@@ -42,8 +50,19 @@ class MetadataFollower:
         self.progress = asyncio.Event()  # set whenever records were applied
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self, on_fatal: Callable[[str], None] | None = None) -> None:
+        """Starts following; ``on_fatal`` hears (and should stop the daemon) if the task ever fails."""
         self._task = asyncio.create_task(self._run(), name="metadata-follower")
+        self._task.add_done_callback(lambda task: self._task_done(task, on_fatal))
+
+    @staticmethod
+    def _task_done(task: asyncio.Task[None], on_fatal: Callable[[str], None] | None) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        log.critical("metadata follower failed; stopping the broker", exc_info=error)
+        if on_fatal is not None:
+            on_fatal(f"metadata follower ended: {error!r}")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -124,7 +143,12 @@ class MetadataFollower:
 
     async def _publish(self, changes: Changes) -> None:
         if changes:
-            await self.on_changes(changes)
+            try:
+                await self.on_changes(changes)
+            except Exception as exc:  # not a decode error: the records are applied, their changes lost
+                raise MetadataApplyFailed(
+                    f"applying metadata up to {self.cache.next_offset}: {exc!r}"
+                ) from exc
         self.progress.set()
         self.progress = asyncio.Event()
         await asyncio.sleep(0)
