@@ -378,6 +378,8 @@ def test_testRemoveVoterIsLeader():
     for _ in range(4):
         ctx.poll_until_deadline()
     assert ctx.client.role == "unattached" and ctx.take(VoteRequest) == []
+    # it voted for itself in the epoch it led and keeps that vote (QuorumState.votedKey)
+    assert ctx.client.state.voted_id == 1
 
 
 def test_testRemoveVoterTimedOut():

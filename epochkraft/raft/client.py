@@ -352,7 +352,8 @@ class RaftClient(Replication):
             # an observer never stands: it looks for the leader instead (a follower whose fetches time out,
             # a leader that removed itself and resigned)
             if not isinstance(state, UnattachedState):
-                self._set_state(UnattachedState(state.epoch, now_ms))
+                # keeping its vote in the epoch (a leader that removed itself voted for itself in it)
+                self._set_state(UnattachedState(state.epoch, now_ms, voted_id=self._vote_in_this_epoch()))
             return
         if not is_usable_epoch(state.epoch + 1):
             # its candidacy's epoch would be one no voter can raise again (or not fit an int32): it waits
