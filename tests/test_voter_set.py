@@ -199,3 +199,13 @@ def test_a_snapshot_keeps_the_voter_set_it_holds():
 def test_only_an_empty_log_is_bootstrapped():
     with pytest.raises(ValueError):
         dynamic_log().bootstrap(voters(1, 2, 3))
+
+
+def test_a_voter_set_the_history_refuses_leaves_the_log_as_it_was():
+    log = RaftLog([])
+    log.append(LogEntry(1, VotersRecord(voters(1, 2, 3))))
+    end, entries = log.end_offset, len(log.entries)
+    with pytest.raises(ValueError):
+        log.append(LogEntry(1, VotersRecord(voters(1, 2, 3, 4, 5))))  # no overlapping majority
+    assert (log.end_offset, len(log.entries), len(log.bases)) == (end, entries, entries)
+    assert log.voter_history.last_value() == voters(1, 2, 3)

@@ -102,14 +102,15 @@ class RaftLog:
         """Appends an entry; returns its last offset."""
         if self.epochs and entry.epoch < self.epochs[-1][0]:
             raise ValueError(f"epoch {entry.epoch} below the log's latest epoch {self.epochs[-1][0]}")
-        if not self.epochs or entry.epoch > self.epochs[-1][0]:
-            self.epochs.append((entry.epoch, self._end))
-        self.entries.append(entry)
-        self.bases.append(self._end)
+        # the voter set first: one it refuses (no overlapping majority) leaves the log as it was
         if isinstance(entry.value, VotersRecord):
             self.voter_history.add_voters_at(self._end, entry.value.voters)
         elif isinstance(entry.value, KRaftVersionRecord):
             self.voter_history.add_kraft_version_at(self._end, entry.value.kraft_version)
+        if not self.epochs or entry.epoch > self.epochs[-1][0]:
+            self.epochs.append((entry.epoch, self._end))
+        self.entries.append(entry)
+        self.bases.append(self._end)
         self._end += entry.records
         return self._end - 1
 
