@@ -203,6 +203,9 @@ class Replication:
         candidate = ends[majority(self.voters) - 1]
         if candidate <= state.epoch_start_offset and not UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS:
             return
+        known = self.known_high_watermark if self.known_high_watermark is not None else -1
+        if UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS and candidate <= known:
+            return  # the unsafe rule differs from Kafka's only in the epoch-start check, never moving back
         if state.high_watermark is None or candidate > state.high_watermark:
             state.high_watermark = candidate
             self._note_high_watermark(candidate)

@@ -288,7 +288,7 @@ class RaftSimCluster:
         self.schedule = schedule
         self.voter_ids = tuple(range(1, voters + 1))
         self.voters = {v: Voter(v) for v in self.voter_ids}
-        self.leaders_by_epoch: dict[int, int] = {}
+        self.leaders_by_epoch: dict[int, ReplicaKey] = {}
         self.committed: dict[int, LogEntry] = {}  # offset -> the entry first seen committed there
         self.commit_epoch: dict[int, int] = {}  # offset -> the lowest epoch in which a voter saw it committed
         self.pending: list[tuple[int, int, int, int, bytes]] = []  # voter, generation, epoch, offset, value
@@ -359,9 +359,11 @@ class RaftSimCluster:
         for envelope in output.sends:
             self._send(envelope)
         if client.is_leader:
-            known = self.leaders_by_epoch.setdefault(client.epoch, voter.id)
-            if known != voter.id:
-                raise Violation(f"two leaders in epoch {client.epoch}: voter-{known} and {voter.name}")
+            # by replica key: the same id back on a new disk leading an epoch again is a second leader
+            leader = ReplicaKey(voter.id, voter.directory_id)
+            known = self.leaders_by_epoch.setdefault(client.epoch, leader)
+            if known != leader:
+                raise Violation(f"two leaders in epoch {client.epoch}: {known} and {leader}")
         self._apply(voter)
         if client.snapshot_wanted is not None and not voter.fetching_snapshot:
             self._fetch_snapshot(voter, client.leader_id, client.snapshot_wanted)
