@@ -456,3 +456,31 @@ async def test_controller_restarts_from_its_snapshot_and_the_log_tail(tmp_path):
     assert loaded_id is not None and loaded_id.end_offset > 0
     assert restored.load(data, loaded_id.end_offset) < full.log.next_offset
     assert image_view(restored.image) == image_view(full.image)
+
+
+async def test_a_threshold_passed_while_a_snapshot_is_written_starts_the_next_one(tmp_path):
+    """Appends that pass metadata.log.max.record.bytes.between.snapshots while a snapshot is being written
+    start the next one once it is done, not only at a later append (which a quiet cluster may never make):
+    otherwise a few large writes leave the log uncut."""
+    import asyncio
+
+    import structlog
+
+    from epochkraft.controller.snapshots import MetadataSnapshotter
+
+    ctx = ControllerContext()
+    snapshotter = MetadataSnapshotter(ctx.controller, tmp_path, 500, structlog.get_logger(), fsync=False)
+    ctx.brokers_ready(1, 2, 3)
+    ctx.create_topic("first", [[1, 2, 3]] * 10)  # past the threshold: a snapshot starts soon
+    for _ in range(10):
+        await asyncio.sleep(0)
+        if snapshotter.written or snapshotter._task is not None:
+            break
+    assert snapshotter._task is not None
+    ctx.create_topic("second", [[1, 2, 3]] * 10)  # past it again while the first is written
+    await snapshotter.wait()
+    for _ in range(10):
+        await asyncio.sleep(0)
+        await snapshotter.wait()
+    assert snapshotter.written == 2
+    assert snapshotter.latest is not None and snapshotter.latest.end_offset == ctx.controller.log.next_offset

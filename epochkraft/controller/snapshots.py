@@ -151,6 +151,11 @@ class MetadataSnapshotter:
             self.log.error("metadata snapshot failed", offset=snapshot_id.end_offset, error=repr(exc))
         finally:
             self._task = None
+            if self.bytes_since_snapshot >= self.max_bytes_between and not self._scheduled:
+                # the threshold was passed while this one was written: the next starts now, rather than
+                # at an append that may not come
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self.start)
 
     async def wait(self) -> None:
         """Waits for a snapshot being written (at shutdown, so no .part file is left behind)."""
