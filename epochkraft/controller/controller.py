@@ -77,7 +77,8 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
-def _refused_topic(name: str, error: ErrorCode, message: str) -> create_resp.CreatableTopicResult:
+def refused_topic(name: str, error: ErrorCode, message: str) -> create_resp.CreatableTopicResult:
+    """A CreateTopics answer for a topic not created (also the handler's, before the controller)."""
     return create_resp.CreatableTopicResult(
         name=name,
         topic_id=None,
@@ -503,8 +504,7 @@ class Controller(AdminOperations):
         bounds the records one write holds."""
         if self._requested_partitions(request) > MAX_PARTITIONS_PER_REQUEST:
             refused = (
-                _refused_topic(t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS)
-                for t in request.topics
+                refused_topic(t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS) for t in request.topics
             )
             return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(refused))
         active = [b for b, r in self.cluster.brokers.items() if r.active]
@@ -515,7 +515,7 @@ class Controller(AdminOperations):
         for topic in request.topics:
             if topic.name in seen:
                 results.append(
-                    _refused_topic(topic.name, ErrorCode.invalid_request, "topic named twice in one request")
+                    refused_topic(topic.name, ErrorCode.invalid_request, "topic named twice in one request")
                 )
                 continue
             seen.add(topic.name)

@@ -19,25 +19,13 @@ from dataclasses import replace
 from kio.schema.create_topics.v7 import response as r7
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
 
+from epochkraft.controller.controller import refused_topic
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
-
-
-def _refused(name: str, error: ErrorCode, message: str) -> r7.CreatableTopicResult:
-    return r7.CreatableTopicResult(
-        name=name,
-        topic_id=None,
-        error_code=error,
-        error_message=message,
-        topic_config_error_code=0,
-        num_partitions=-1,
-        replication_factor=-1,
-        configs=(),
-    )
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER, CONTROLLER))
@@ -48,7 +36,7 @@ async def handle(request, ctx):
     for topic in request.topics:
         if topic.name == CLUSTER_METADATA_TOPIC:
             refused.append(
-                _refused(
+                refused_topic(
                     topic.name,
                     ErrorCode.invalid_request,
                     f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
@@ -56,7 +44,7 @@ async def handle(request, ctx):
             )
         elif not cluster_create and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             refused.append(
-                _refused(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
+                refused_topic(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             )
     if refused:
         names = {r.name for r in refused}
