@@ -224,7 +224,8 @@ class ReplicaManager:
     async def _open_new_logs(self, changes: Changes, slicer: Slicer) -> None:
         """Opens (creating on disk) the logs of the partitions this change gives this broker, in slices,
         so the replica set's synchronous pass finds them open. Topics deleted by the same change are
-        left to that pass, which drops the old log first."""
+        skipped here: their old log goes with the removal carried out first, and the new one is opened when
+        its transition is carried out."""
         deleted = {t.name for t in changes.deleted_topics}
         for key in sorted(changes.partitions):
             if key in self.replica_set.partitions or key[0] in deleted or key in self.logs.logs:

@@ -20,10 +20,12 @@ import datetime
 from functools import singledispatchmethod
 from typing import Any
 
+from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
+from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
@@ -286,7 +288,9 @@ class Controller(AdminOperations):
         return results
 
     # ---- producer ids -------------------------------------------------------------------------------
-    def allocate_producer_ids(self, now_ms: int, request: Any) -> AllocateProducerIdsResponse:
+    def allocate_producer_ids(
+        self, now_ms: int, request: AllocateProducerIdsRequest
+    ) -> AllocateProducerIdsResponse:
         """Kafka's QuorumController.allocateProducerIds: a block of ids for a broker of the current epoch."""
         error, records, block = generate_next_producer_id(
             self.image.next_producer_id,
@@ -556,7 +560,7 @@ class Controller(AdminOperations):
         self._commit(batch, now_ms)
         return create_resp.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(results))
 
-    def _requested_partitions(self, request: Any) -> int:
+    def _requested_partitions(self, request: create_req.CreateTopicsRequest) -> int:
         """The partitions a CreateTopics asks for: each topic's assignments, else its count (else the
         num.partitions default), as Kafka's ReplicationControlManager.validateTotalNumberOfPartitions."""
         return sum(
