@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 
@@ -62,6 +62,9 @@ from epochkraft.raft.replication import RaftSettings
 from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
+
+if TYPE_CHECKING:
+    from epochkraft.metrics.events import EventLog
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 EXIT_INTERNAL_ERROR = 1  # the daemon stopped on an error of its own (its Raft driver failed, say)
@@ -134,8 +137,8 @@ class ControllerNode:
         self,
         controller: Controller,
         log: Any,
-        events: Any = None,
-        security: Any = None,
+        events: EventLog | None = None,
+        security: NodeSecurity | None = None,
         quorum: QuorumDriver | None = None,
     ) -> None:
         self.controller = controller
@@ -551,7 +554,7 @@ def NOW() -> int:
     return int(time.time() * 1000)
 
 
-def _emit_state(events: Any, controller: Controller, last: float) -> float:
+def _emit_state(events: EventLog | None, controller: Controller, last: float) -> float:
     """A controller_snapshot event every SNAPSHOT_INTERVAL_S (with an event log); returns when it last went."""
     if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
         return last
