@@ -5,6 +5,7 @@ and /v1/state (JSON)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,9 @@ class AdminServer:
 
     @property
     def port(self) -> int:
-        assert self._site is not None and self._site._server is not None
-        return self._site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server = self._site._server if self._site is not None else None
+        assert isinstance(server, asyncio.Server)
+        return int(server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self._runner is not None:
