@@ -150,6 +150,8 @@ class ControllerNode:
         self.quorum = quorum
         self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
+        # the live web view's timeline, beside the event log
+        self.event_listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
@@ -185,6 +187,9 @@ class ControllerNode:
         if self.events is not None:
             for name, fields in outbox:
                 self.events.emit(name, **fields)
+        for listener in self.event_listeners:
+            for name, fields in outbox:
+                listener(name, fields)
         outbox.clear()
 
 
@@ -411,7 +416,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     if added:
         log.info("bootstrap SCRAM credentials written", credentials=added)
     server = await _start_listener(node, listen, settings, security, log)
-    admin = await _admin_server(args, controller)
+    admin = await _admin_server(args, controller, node=node)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -472,7 +477,7 @@ async def serve_quorum(
     node.snapshot_dir = quorum.log.directory
     scram = bootstrap_scram(args.add_scram)
     server = await _start_listener(node, listen, settings, security, log)
-    admin = await _admin_server(args, controller, driver)
+    admin = await _admin_server(args, controller, driver, node=node)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -625,11 +630,16 @@ def _event_log(args: argparse.Namespace) -> Any:
 
 
 async def _admin_server(
-    args: argparse.Namespace, controller: Controller, quorum: QuorumDriver | None = None
+    args: argparse.Namespace,
+    controller: Controller,
+    quorum: QuorumDriver | None = None,
+    *,
+    node: ControllerNode,
 ) -> Any:
     if args.admin_port is None:
         return None
     from epochkraft.metrics.admin_http import AdminServer
+    from epochkraft.metrics.live_view import LiveView
     from epochkraft.metrics.registry import controller_registry
 
     registry = controller_registry(controller)
@@ -653,7 +663,9 @@ async def _admin_server(
             return isinstance(raft.state, LeaderState | FollowerState)
 
         ready = in_quorum
-    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready)
+    view = LiveView(state, node.now_ms)
+    node.event_listeners.append(view.on_event)
+    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready, live_view=view)
     await server.start()
     return server
 
