@@ -10,9 +10,12 @@ from __future__ import annotations
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 class ConfigError(ValueError):
@@ -127,7 +130,7 @@ def load_settings(
         if value is not None:
             values[name] = value
     settings = cls(**values)
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(settings):
         minimum = f.metadata.get("minimum")
         value = getattr(settings, f.name)
         if minimum is not None and isinstance(value, int | float) and value < minimum:

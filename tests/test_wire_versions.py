@@ -134,10 +134,8 @@ def error_codes(entity) -> list[int]:
 # every log dir (Kafka's error response is then empty too; the top-level error code arrived in v3).
 NO_ERROR_FIELD = {(35, 1), (35, 2)}
 # Refused before the handler reaches the node: DeleteTopics v6 naming a topic by both name and id is
-# INVALID_REQUEST (Kafka's ControllerApis.deleteTopics), and the sweep's scenario gives both. The Raft
-# RPCs name a topic other than __cluster_metadata-0 here: INVALID_REQUEST, as Kafka's
-# hasValidTopicPartition check answers before the Raft client is asked.
-REFUSED_BEFORE_NODE = {(20, 6), (52, 2), (53, 0), (54, 0)}
+# INVALID_REQUEST (Kafka's ControllerApis.deleteTopics), and the sweep's scenario gives both.
+REFUSED_BEFORE_NODE = {(20, 6)}
 # DescribeQuorum for another topic: UNKNOWN_TOPIC_OR_PARTITION in the partition, before the node is asked.
 UNKNOWN_BEFORE_NODE = {(55, 0), (55, 1)}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import uvloop
 
@@ -17,6 +17,7 @@ from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.net.apis import BrokerApis
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
@@ -94,7 +95,8 @@ class NullNode:
 
 
 async def serve(port: int, partitions: int) -> None:
-    server = KafkaServer(BROKER, NullNode(port, partitions), "127.0.0.1", port)
+    # NullNode has only what Produce, Metadata and ApiVersions reach, not all of BrokerApis.
+    server = KafkaServer(BROKER, cast(BrokerApis, NullNode(port, partitions)), "127.0.0.1", port)
     await server.start()
     print(f"null broker ready listen=127.0.0.1:{server.port}", flush=True)
     await asyncio.Event().wait()

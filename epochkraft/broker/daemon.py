@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
@@ -54,6 +54,10 @@ from epochkraft.net.server import KafkaServer, parse_ip_overrides
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.node import NodeSecurity, controller_protocol
+
+if TYPE_CHECKING:
+    from epochkraft.metrics.broker_metrics import BrokerMetrics
+    from epochkraft.metrics.events import EventLog
 
 CREATE_TOPICS_KEY = 19
 LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
@@ -157,7 +161,7 @@ class BrokerNode:
         self._producer_id_requests: set[asyncio.Task[None]] = set()
         self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
         self.servers: list[KafkaServer] = []
-        self.metrics: Any = None
+        self.metrics: BrokerMetrics | None = None
         self.unfenced = asyncio.Event()
 
     @staticmethod
@@ -391,7 +395,7 @@ class BrokerNode:
         }
 
 
-def _event_log(metrics_dir: str | None, node: str) -> Any:
+def _event_log(metrics_dir: str | None, node: str) -> EventLog | None:
     if not metrics_dir:
         return None
     try:

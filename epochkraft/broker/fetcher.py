@@ -18,7 +18,8 @@ import contextlib
 import datetime
 import functools
 import ssl
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.fetch.v14 import request as f14
@@ -36,6 +37,9 @@ from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.fetch_response import FetchedPartition, decode_partitions
+
+if TYPE_CHECKING:
+    from epochkraft.broker.replica_manager import Replica
 
 log = structlog.get_logger()
 TOPIC = int(ResourceType.TOPIC)
@@ -56,7 +60,7 @@ class ReplicaFetcher:
         self.manager = manager
         self.broker_epoch = broker_epoch
         self.unsafe = unsafe_pre_kip903
-        self.partitions: dict[tuple[str, int], Any] = {}
+        self.partitions: dict[tuple[str, int], Replica] = {}
         self._changed = asyncio.Event()
         self._client: KafkaClient | None = None
         self.stopped = False
@@ -64,7 +68,7 @@ class ReplicaFetcher:
         self.quota = ReplicationQuota()
         self._task = asyncio.create_task(self._supervise(), name=f"fetcher-{source_id}")
 
-    def add(self, replica: Any) -> None:
+    def add(self, replica: Replica) -> None:
         if self.stopped:
             return
         self.partitions[replica.key] = replica
@@ -148,7 +152,7 @@ class ReplicaFetcher:
             if backoff:
                 await asyncio.sleep(BACKOFF_S)
 
-    def _fetchable(self, now: float) -> list[Any]:
+    def _fetchable(self, now: float) -> list[Replica]:
         """The replicas to fetch now: all of them, less the throttled ones outside the ISR while the
         follower replication quota is exceeded (Kafka's ReplicaFetcherThread.shouldFollowerThrottle)."""
         replicas = list(self.partitions.values())
@@ -157,14 +161,16 @@ class ReplicaFetcher:
             return replicas
         return [r for r in replicas if not self._throttled(r)]
 
-    def _throttled(self, replica: Any) -> bool:
+    def _throttled(self, replica: Replica) -> bool:
         p = replica.partition
         if self.manager.node_id in p.isr:
             return False
         config = self.manager.cache.dynamic_config(TOPIC, p.topic).get(FOLLOWER_REPLICAS)
         return is_throttled(config, p.index, self.manager.node_id)
 
-    def _apply(self, frame: bytes | memoryview, pos: int, by_key: dict[Any, Any]) -> bool:
+    def _apply(
+        self, frame: bytes | memoryview, pos: int, by_key: dict[tuple[uuid.UUID, int], Replica]
+    ) -> bool:
         """Applies the leader's answer as it arrives (the records are views into the receive buffer, so
         they go to the log without a copy); True when the fetcher should back off."""
         error, partitions = decode_partitions(frame, pos)
@@ -178,10 +184,10 @@ class ReplicaFetcher:
             backoff |= not self._handle(replica, data)
         return backoff
 
-    def _request(self, replicas: list[Any]) -> Any:
+    def _request(self, replicas: list[Replica]) -> Any:
         settings = self.manager.settings
         module = f14 if self.unsafe else f16
-        by_topic: dict[Any, list[Any]] = {}
+        by_topic: dict[uuid.UUID, list[Replica]] = {}
         for r in replicas:
             by_topic.setdefault(r.partition.topic_id, []).append(r)
         topics = tuple(
@@ -222,7 +228,7 @@ class ReplicaFetcher:
             **common,
         )
 
-    def _handle(self, replica: Any, data: FetchedPartition) -> bool:
+    def _handle(self, replica: Replica, data: FetchedPartition) -> bool:
         """Applies one partition's answer; False when the fetcher should back off."""
         error = data.error
         plog = replica.log
@@ -272,7 +278,7 @@ class ReplicaFetcher:
         plog.maybe_increment_log_start_offset(min(data.log_start_offset, p.high_watermark))
         return True
 
-    def _handle_out_of_range(self, replica: Any, data: FetchedPartition) -> None:
+    def _handle_out_of_range(self, replica: Replica, data: FetchedPartition) -> None:
         """Kafka's AbstractFetcherThread.handleOutOfRangeError: a fetch offset below the leader's log
         start offset (retention or DeleteRecords removed what this replica still needs) starts the log
         afresh there; one past the leader's end truncates to the leader's high watermark and fetches on."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.create_topics.v7 import request as ct
 
@@ -13,11 +13,14 @@ from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch, decode_batches
 
+if TYPE_CHECKING:
+    from epochkraft.broker.daemon import BrokerNode
+
 APPEND_TIMEOUT_MS = 10_000
 
 
 class OffsetsTopic:
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: BrokerNode) -> None:
         self.node = node
         self.num_partitions = node.settings.offsets_topic_num_partitions
         self._creating: asyncio.Task[None] | None = None

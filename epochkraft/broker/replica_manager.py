@@ -16,7 +16,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,6 +39,9 @@ from epochkraft.protocol.records import (
     RecordValidationError,
     iter_batches,
 )
+
+if TYPE_CHECKING:
+    from epochkraft.metrics.events import EventLog
 
 log = structlog.get_logger()
 
@@ -92,7 +95,7 @@ class ReplicaManager:
         cache: MetadataCache,
         broker_epoch: Callable[[], int],
         send_alter_partition: Callable[[Any], Any],
-        events: Any = None,
+        events: EventLog | None = None,
     ) -> None:
         self.node_id = node_id
         self.settings = settings

@@ -57,9 +57,12 @@ def _up(args: argparse.Namespace) -> int:
             print(
                 f"controller {voter}:   {cluster.voter_address(voter)}"
                 f"  admin http://127.0.0.1:{cluster.admin_port(voter)}/v1/state"
+                f"  live view http://127.0.0.1:{cluster.admin_port(voter)}/view/"
             )
     else:
         print(f"controller:        {cluster.controller_address}")
+        if (admin := cluster.admin_port(0)) is not None:
+            print(f"live view:         http://127.0.0.1:{admin}/view/")
     print(f"bootstrap servers: {cluster.client_bootstrap}")
     if (security := cluster.security) is not None:
         settings = security.client_properties(cluster.client_bootstrap)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 
@@ -62,6 +62,9 @@ from epochkraft.raft.replication import RaftSettings
 from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
+
+if TYPE_CHECKING:
+    from epochkraft.metrics.events import EventLog
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 EXIT_INTERNAL_ERROR = 1  # the daemon stopped on an error of its own (its Raft driver failed, say)
@@ -134,8 +137,8 @@ class ControllerNode:
         self,
         controller: Controller,
         log: Any,
-        events: Any = None,
-        security: Any = None,
+        events: EventLog | None = None,
+        security: NodeSecurity | None = None,
         quorum: QuorumDriver | None = None,
     ) -> None:
         self.controller = controller
@@ -147,6 +150,8 @@ class ControllerNode:
         self.quorum = quorum
         self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
+        # the live web view's timeline, beside the event log
+        self.event_listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
@@ -182,6 +187,9 @@ class ControllerNode:
         if self.events is not None:
             for name, fields in outbox:
                 self.events.emit(name, **fields)
+        for listener in self.event_listeners:
+            for name, fields in outbox:
+                listener(name, fields)
         outbox.clear()
 
 
@@ -408,7 +416,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     if added:
         log.info("bootstrap SCRAM credentials written", credentials=added)
     server = await _start_listener(node, listen, settings, security, log)
-    admin = await _admin_server(args, controller)
+    admin = await _admin_server(args, controller, node=node)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -469,7 +477,7 @@ async def serve_quorum(
     node.snapshot_dir = quorum.log.directory
     scram = bootstrap_scram(args.add_scram)
     server = await _start_listener(node, listen, settings, security, log)
-    admin = await _admin_server(args, controller, driver)
+    admin = await _admin_server(args, controller, driver, node=node)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -551,7 +559,7 @@ def NOW() -> int:
     return int(time.time() * 1000)
 
 
-def _emit_state(events: Any, controller: Controller, last: float) -> float:
+def _emit_state(events: EventLog | None, controller: Controller, last: float) -> float:
     """A controller_snapshot event every SNAPSHOT_INTERVAL_S (with an event log); returns when it last went."""
     if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
         return last
@@ -622,11 +630,16 @@ def _event_log(args: argparse.Namespace) -> Any:
 
 
 async def _admin_server(
-    args: argparse.Namespace, controller: Controller, quorum: QuorumDriver | None = None
+    args: argparse.Namespace,
+    controller: Controller,
+    quorum: QuorumDriver | None = None,
+    *,
+    node: ControllerNode,
 ) -> Any:
     if args.admin_port is None:
         return None
     from epochkraft.metrics.admin_http import AdminServer
+    from epochkraft.metrics.live_view import LiveView
     from epochkraft.metrics.registry import controller_registry
 
     registry = controller_registry(controller)
@@ -650,7 +663,9 @@ async def _admin_server(
             return isinstance(raft.state, LeaderState | FollowerState)
 
         ready = in_quorum
-    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready)
+    view = LiveView(state, node.now_ms)
+    node.event_listeners.append(view.on_event)
+    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready, live_view=view)
     await server.start()
     return server
 

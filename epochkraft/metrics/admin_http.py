@@ -1,15 +1,18 @@
 """The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz (the process
 answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; a controller of a Raft
 quorum leads it or follows its leader; 503 otherwise)
-and /v1/state (JSON)."""
+and /v1/state (JSON); a controller's also serves the live web view (/view/, metrics/live_view.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from epochkraft.metrics.live_view import LiveView
 
 
 class AdminServer:
@@ -20,12 +23,14 @@ class AdminServer:
         registry: CollectorRegistry,
         state_fn: Callable[[], dict[str, Any]],
         ready_fn: Callable[[], bool] | None = None,
+        live_view: LiveView | None = None,
     ):
         self.host = host
         self.ready_fn = ready_fn
         self.requested_port = port
         self.registry = registry
         self.state_fn = state_fn
+        self.live_view = live_view  # a controller's /view/
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -35,6 +40,8 @@ class AdminServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/v1/state", self._state)
+        if self.live_view is not None:
+            self.live_view.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         self._site = web.TCPSite(self._runner, self.host, self.requested_port)
@@ -42,10 +49,13 @@ class AdminServer:
 
     @property
     def port(self) -> int:
-        assert self._site is not None and self._site._server is not None
-        return self._site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server = self._site._server if self._site is not None else None
+        assert isinstance(server, asyncio.Server)
+        return int(server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        if self.live_view is not None:
+            await self.live_view.stop()  # ends the browsers' streams, which the runner would wait for
         if self._runner is not None:
             await self._runner.cleanup()
 

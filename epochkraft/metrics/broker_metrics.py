@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
 from epochkraft.metrics.registry import FunctionCollector
+
+if TYPE_CHECKING:
+    from epochkraft.broker.daemon import BrokerNode
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30)
 SNAPSHOT_INTERVAL_S = 2.0
@@ -17,7 +20,7 @@ HW_SAMPLE_INTERVAL_MS = 1000
 
 
 class BrokerMetrics:
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: BrokerNode) -> None:
         self.node = node
         self.registry = CollectorRegistry()
         self.registry.register(FunctionCollector(self.gauges, self.counters, self.partition_gauges))
@@ -91,7 +94,7 @@ class BrokerMetrics:
         if not is_follower:
             self._fetch_window.append(seconds)
 
-    def on_metadata(self, node: Any) -> None:
+    def on_metadata(self, node: BrokerNode) -> None:
         """Metadata changed: nothing cached here (gauges are computed at scrape time)."""
 
     # ---- snapshots ----------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ class EventLog:
         lines = []
         while self._queue:
             record = self._queue.popleft()
-            lines.append((record["ts_ms"], self._render(None, "", record)))
+            lines.append((record["ts_ms"], str(self._render(None, "", record))))
         for ts_ms, line in lines:
             self._write(ts_ms, line + "\n")
         if self._file is not None:

@@ -7,11 +7,14 @@ stale; counters and latency histograms are updated as things happen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from epochkraft.controller.controller import Controller
 
 PREFIX = "kafka_"
 
@@ -56,7 +59,7 @@ class FunctionCollector(Collector):
         yield from families.values()
 
 
-def controller_registry(controller: Any) -> CollectorRegistry:
+def controller_registry(controller: Controller) -> CollectorRegistry:
     registry = CollectorRegistry()
 
     def gauges() -> dict[str, float]:

@@ -10,6 +10,7 @@ lazily by the next ``send``. Responses are received straight into the frame buff
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import ssl
 from collections.abc import Callable
@@ -215,7 +216,8 @@ class KafkaClient:
 
         cls = request_class(18, version)
         fields = {"client_software_name": "epochkraft", "client_software_version": "0.1.0"}
-        return await self.send(cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__}))
+        names = {f.name for f in dataclasses.fields(cls)}
+        return await self.send(cls(**{k: v for k, v in fields.items() if k in names}))
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None

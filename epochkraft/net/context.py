@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from epochkraft.net.apis import BrokerApis, ControllerApis
+from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.framing import RequestHeader
 from epochkraft.security.authorizer import (
     CLUSTER_NAME,
@@ -19,18 +21,38 @@ from epochkraft.security.principal import ANONYMOUS, KafkaPrincipal
 from epochkraft.security.sasl import SaslServerSession
 
 
+class WrongListener(TypeError):
+    """A handler asked for the daemon of the other listener: a bug in the API registry's listeners."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     listener: str
     header: RequestHeader
     api_version: int
-    node: Any  # the daemon object: the controller or the broker
+    node: (
+        BrokerApis | ControllerApis
+    )  # the daemon serving the listener: reach it by ``broker``/``controller_node``
     peer: tuple[Any, ...] | None
     log: Any
     listener_name: str = "PLAINTEXT"  # the named listener the request came in on
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
     authorizer: StandardAuthorizer | None = None  # None: every request is allowed (no authorizer.class.name)
     sasl: SaslServerSession | None = None  # the connection's SASL state on a SASL listener
+
+    @property
+    def broker(self) -> BrokerApis:
+        """The broker serving the request (a handler of the broker listener)."""
+        if self.listener != BROKER:
+            raise WrongListener(f"a broker's handler served on the {self.listener} listener")
+        return cast(BrokerApis, self.node)
+
+    @property
+    def controller_node(self) -> ControllerApis:
+        """The controller serving the request (a handler of the controller listener)."""
+        if self.listener != CONTROLLER:
+            raise WrongListener(f"a controller's handler served on the {self.listener} listener")
+        return cast(ControllerApis, self.node)
 
     @staticmethod
     def now_ms() -> int:

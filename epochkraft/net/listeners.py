@@ -110,7 +110,7 @@ def resolve_listeners(
     if listen is not None and listeners:
         raise ConfigError("give the listeners with --listen or with the listeners property, not both")
     if listen is not None:
-        bind = (ListenerEndpoint(DEFAULT_LISTENER_NAME, *listen),)
+        bind: tuple[ListenerEndpoint, ...] = (ListenerEndpoint(DEFAULT_LISTENER_NAME, *listen),)
     else:
         bind = parse_endpoints(listeners, "listeners")
     if not bind:

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from epochkraft.net.apis import BrokerApis, ControllerApis
 from epochkraft.net.context import RequestContext
 from epochkraft.net.failure_log import FailureLog, failure_key
 from epochkraft.protocol.api import ApiSpec, served
@@ -86,7 +87,7 @@ class KafkaServer:
     def __init__(
         self,
         listener: str,
-        node: Any,
+        node: BrokerApis | ControllerApis,
         host: str,
         port: int,
         *,

@@ -72,7 +72,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             origin = typing.get_origin(hint)
         is_array = origin is tuple
         inner = typing.get_args(hint)[0] if is_array else hint
-        entity = inner if dataclasses.is_dataclass(inner) else None
+        entity = inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
         default: Any = f.default
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
@@ -98,7 +98,8 @@ def _request_source(request_item: Any, target: _Field, used: set[str]) -> tuple[
     assert target.entity is not None
     wanted = _identities(target.entity)
     best: tuple[int, str] | None = None
-    for f in _fields(type(request_item)):
+    item_class: type = type(request_item)
+    for f in _fields(item_class):
         if not f.is_array or f.name in used:
             continue
         if f.entity is not None:

@@ -193,7 +193,7 @@ def response_class(api_key: int, api_version: int) -> type:
 
 def is_flexible(api_key: int, api_version: int) -> bool:
     try:
-        return bool(request_class(api_key, api_version).__flexible__)
+        return bool(getattr(request_class(api_key, api_version), "__flexible__"))  # noqa: B009  (kio sets it)
     except ProtocolError:
         return False
 
@@ -218,7 +218,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -266,9 +266,12 @@ def decode_request_body(header: RequestHeader, data: bytes) -> Any:
     return decode_entity(cls, data, header.header_size, allow_trailing=True)
 
 
-def decode_entity(cls: type, data: bytes, offset: int = 0, *, allow_trailing: bool = False) -> Any:
+def decode_entity(
+    cls: type, data: bytes | memoryview, offset: int = 0, *, allow_trailing: bool = False
+) -> Any:
     """Decodes a kio entity, requests and responses alike; ProtocolError when malformed."""
     check_lengths(cls, data, offset)  # before kio: its native reader aborts the process on absurd counts
+    obj: object
     try:
         obj, size = entity_reader(cls)(memoryview(data), offset)
     except ProtocolError:
@@ -336,7 +339,7 @@ def encode_request(
     return frame(header + body)
 
 
-def parse_response_header(api_key: int, api_version: int, data: bytes) -> tuple[int, int]:
+def parse_response_header(api_key: int, api_version: int, data: bytes | memoryview) -> tuple[int, int]:
     """Returns (correlation id, header size) of a response frame's payload."""
     if len(data) < 4:
         raise ProtocolError("response header truncated")

@@ -57,7 +57,7 @@ INIT_PRODUCER_ID = 22
 
 
 def _names(items: Iterable[Any] | None) -> list[str]:
-    return [getattr(t, "name", None) or getattr(t, "topic", "") for t in items or ()]
+    return [str(getattr(t, "name", None) or getattr(t, "topic", "")) for t in items or ()]
 
 
 def _groups(key: int, request: Any) -> list[str]:

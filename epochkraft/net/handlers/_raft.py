@@ -27,7 +27,7 @@ async def raft_exchange(
     source: Callable[[Any], int],
     encode: Callable[[Any], Any],
 ) -> Any:
-    quorum = getattr(ctx.node, "quorum", None)
+    quorum = ctx.controller_node.quorum
 
     def refuse(code: ErrorCode) -> Any:
         # Kafka answers these with the top-level error and no topics (e.g. VoteResponseData with only

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER
 
 
-def image_of(ctx) -> MetadataImage:
+def image_of(ctx: RequestContext) -> MetadataImage:
     """The broker's metadata cache or the controller's image: both are built from the metadata log."""
-    return ctx.node.cache if ctx.listener == BROKER else ctx.node.controller.image
+    return ctx.broker.cache if ctx.listener == BROKER else ctx.controller_node.controller.image

@@ -39,6 +39,7 @@ import time
 from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -69,13 +70,13 @@ def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
 
 
 @api(key=0, name="Produce", versions=(3, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     started = time.monotonic()
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
     names = []
     for t in request.topic_data:
-        info = ctx.node.cache.topics.get(t.topic_id) if by_id else None
+        info = ctx.broker.cache.topics.get(t.topic_id) if by_id else None
         names.append(t.name if not by_id else info.name if info else None)
     refused: dict[str, tuple[ErrorCode, str | None]] = {}
     for name in filter(None, names):
@@ -95,7 +96,7 @@ async def handle(request, ctx):
             _answers(t.partition_data, error, "transactions are not supported") for t in request.topic_data
         ]
     else:
-        manager = ctx.node.replica_manager
+        manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
         appends = [
             manager.append(name, p.index, p.records or b"", request.acks, timeout)
@@ -104,7 +105,7 @@ async def handle(request, ctx):
             for p in t.partition_data
         ]
         done = iter(await asyncio.gather(*appends))
-        ctx.node.observe_produce(time.monotonic() - started)
+        ctx.broker.observe_produce(time.monotonic() - started)
         for t, name in zip(request.topic_data, names, strict=True):
             if name is None:
                 results.append(_answers(t.partition_data, ErrorCode.unknown_topic_id, None))
@@ -165,11 +166,11 @@ async def handle(request, ctx):
     return downgrade_response(response, version)
 
 
-def _with_leader_hints(response, names: list[str | None], ctx, schema):
+def _with_leader_hints(response, names: list[str | None], ctx: RequestContext, schema):
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names the current leader and its epoch, and the
     response carries that leader's endpoint on this listener, so the producer redirects without a Metadata
     round trip (KafkaApis.handleProduceRequest, getCurrentLeader)."""
-    cache = ctx.node.cache
+    cache = ctx.broker.cache
     endpoints: dict[int, object] = {}
     topics = []
     for topic, name in zip(response.responses, names, strict=True):

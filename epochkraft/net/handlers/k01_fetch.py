@@ -30,6 +30,8 @@ from typing import Any
 
 from epochkraft.broker.fetch_rules import plan_read
 from epochkraft.broker.slices import Slicer
+from epochkraft.net.apis import BrokerApis
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -44,7 +46,9 @@ def _follower_identity(request, version):
     return request.replica_id, -1
 
 
-def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one) -> tuple[Answer, int]:
+def _read(
+    node: BrokerApis, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one
+) -> tuple[Answer, int]:
     """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``; at
     most ``budget`` bytes, or one whole batch over it while ``min_one`` (no partition before it returned
     data), as Kafka's ReplicaManager.readFromLocalLog."""
@@ -93,8 +97,8 @@ def _read(node, topic_name, p, replica_id, replica_epoch, is_follower, budget, m
 
 
 @api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.broker
     version = ctx.api_version
     replica_id, replica_epoch = _follower_identity(request, version)
     is_follower = replica_id >= 0
@@ -169,11 +173,13 @@ LEADER_HINTS_FROM = 16  # KIP-951
 HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 
-def _leader_hints(ctx, name: str | None, answers: list[Answer], endpoints: dict) -> list[Answer]:
+def _leader_hints(
+    ctx: RequestContext, name: str | None, answers: list[Answer], endpoints: dict
+) -> list[Answer]:
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader
     and its epoch, and the response carries the leader's endpoint on this listener (KafkaApis
     .handleFetchRequest, getCurrentLeader)."""
-    cache = ctx.node.cache
+    cache = ctx.broker.cache
     hinted = []
     for a in answers:
         reg = cache.partition(name, a.index) if name is not None and a.error in HINTED_ERRORS else None

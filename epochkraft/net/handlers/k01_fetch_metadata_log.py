@@ -22,6 +22,7 @@ from kio.schema.fetch.v12 import response as v12
 from kio.schema.fetch.v16 import response as v16
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -52,8 +53,8 @@ def _partition(
 
 
 @api(key=1, name="Fetch", versions=(12, 16), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
     log = node.metadata_log
     version = ctx.api_version
     if (

@@ -14,6 +14,8 @@ from __future__ import annotations
 from kio.schema.list_offsets.v8 import response as r8
 
 from epochkraft.broker.partition import Role
+from epochkraft.net.apis import BrokerApis
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -33,7 +35,7 @@ def _lookup(replica, timestamp: int) -> tuple[int, int]:
     return found if found is not None else (-1, -1)
 
 
-def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:
+def _answer(node: BrokerApis, topic: str, p) -> r8.ListOffsetsPartitionResponse:
     def result(error, timestamp=-1, offset=-1, epoch=-1):
         return r8.ListOffsetsPartitionResponse(
             partition_index=p.partition_index,
@@ -67,12 +69,12 @@ def _answer(node, topic: str, p) -> r8.ListOffsetsPartitionResponse:
 
 
 @api(key=2, name="ListOffsets", versions=(1, 11), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     response = r8.ListOffsetsResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
             r8.ListOffsetsTopicResponse(
-                name=t.name, partitions=tuple(_answer(ctx.node, t.name, p) for p in t.partitions)
+                name=t.name, partitions=tuple(_answer(ctx.broker, t.name, p) for p in t.partitions)
             )
             for t in request.topics
         ),

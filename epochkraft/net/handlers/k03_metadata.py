@@ -29,6 +29,7 @@ import dataclasses
 from kio.schema.metadata.v12 import response as r12
 
 from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.net.apis import BrokerApis
 from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
@@ -42,7 +43,7 @@ AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
 CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
 
 
-def _topic(node, name: str, listener_name: str, version: int) -> r12.MetadataResponseTopic:
+def _topic(node: BrokerApis, name: str, listener_name: str, version: int) -> r12.MetadataResponseTopic:
     cache = node.cache
     info = cache.topic(name)
     partitions = []
@@ -88,7 +89,7 @@ async def _answer_topic(
     ctx: RequestContext, name: str | None, allow_create: bool, version: int
 ) -> r12.MetadataResponseTopic:
     """One named topic's answer: its metadata, created first when auto-creation applies, or its error."""
-    node = ctx.node
+    node = ctx.broker
     cache = node.cache
     if name is None:
         return _missing(None, ErrorCode.unknown_topic_id)
@@ -142,8 +143,8 @@ def _cluster_authorized_operations(ctx: RequestContext) -> int:
 
 
 @api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.broker
     cache = node.cache
     version = ctx.api_version
     ids = [t.topic_id for t in request.topics or () if getattr(t, "topic_id", None) is not None]

@@ -19,6 +19,7 @@ from kio.schema.offset_commit.v9 import response as v9
 from kio.schema.offset_commit.v10 import response as v10
 
 from epochkraft.broker.group_service import OffsetCommitEntry
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -28,10 +29,10 @@ TOPIC_IDS_FROM = 10
 
 
 @api(key=8, name="OffsetCommit", versions=(2, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
-    groups, cache = ctx.node.groups, ctx.node.cache
+    groups, cache = ctx.broker.groups, ctx.broker.cache
     names = []
     for topic in request.topics:
         info = cache.topics.get(topic.topic_id) if by_id else None
@@ -51,7 +52,7 @@ async def handle(request, ctx):
         )
         for topic, name in zip(request.topics, names, strict=True)
         for p in topic.partitions
-        if known(name, p.partition_index)
+        if name is not None and known(name, p.partition_index)
     ]
     errors = dict.fromkeys(((e.topic, e.partition) for e in entries), ErrorCode.none)
     error = groups.coordinator_error(request.group_id)

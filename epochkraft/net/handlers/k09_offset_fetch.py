@@ -15,7 +15,11 @@ import uuid
 from kio.schema.offset_fetch.v7 import response as v7
 from kio.schema.offset_fetch.v9 import response as v9
 from kio.schema.offset_fetch.v10 import response as v10
+from kio.schema.types import TopicName
+from kio.static.primitive import i32, i64
 
+from epochkraft.net.apis import BrokerApis
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -26,7 +30,9 @@ Partition = tuple[int, int, int, str, ErrorCode]  # index, offset, leader epoch,
 TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id, partitions
 
 
-def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode, list[TopicOffsets]]:
+def _group_offsets(
+    node: BrokerApis, group_id: str, topics, version: int
+) -> tuple[ErrorCode, list[TopicOffsets]]:
     """The group's error and its committed offsets for ``topics`` (None: every committed partition)."""
     groups, cache = node.groups, node.cache
     by_id = version >= TOPIC_IDS_FROM
@@ -70,20 +76,20 @@ def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode
 
 
 @api(key=9, name="OffsetFetch", versions=(1, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if version < GROUPS_FROM:
-        error, topics = _group_offsets(ctx.node, request.group_id, request.topics, version)
+        error, topics = _group_offsets(ctx.broker, request.group_id, request.topics, version)
         response = v7.OffsetFetchResponse(
             throttle_time=NO_THROTTLE,
             topics=tuple(
                 v7.OffsetFetchResponseTopic(
-                    name=name,
+                    name=TopicName(name or ""),  # by name before v8: every topic has one
                     partitions=tuple(
                         v7.OffsetFetchResponsePartition(
-                            partition_index=index,
-                            committed_offset=offset,
-                            committed_leader_epoch=epoch,
+                            partition_index=i32(index),
+                            committed_offset=i64(offset),
+                            committed_leader_epoch=i32(epoch),
                             metadata=metadata,
                             error_code=partition_error,
                         )
@@ -98,7 +104,7 @@ async def handle(request, ctx):
     schema = v10 if version >= TOPIC_IDS_FROM else v9
     answers = []
     for group in request.groups:
-        error, topics = _group_offsets(ctx.node, group.group_id, group.topics, version)
+        error, topics = _group_offsets(ctx.broker, group.group_id, group.topics, version)
         answers.append(
             schema.OffsetFetchResponseGroup(
                 group_id=group.group_id,

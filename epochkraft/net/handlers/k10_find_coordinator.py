@@ -15,7 +15,10 @@
 from __future__ import annotations
 
 from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, build
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -27,7 +30,7 @@ TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this cluster"
 
 
 @api(key=10, name="FindCoordinator", versions=(0, 6), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     keys = tuple(request.coordinator_keys) if version >= 4 else (request.key,)
     key_type = getattr(request, "key_type", 0)
@@ -41,10 +44,17 @@ async def handle(request, ctx):
             error, node, host, port = ErrorCode.invalid_request, -1, "", -1
             message = f"coordinator key type {key_type} is not supported"
         else:
-            error, node, host, port = await ctx.node.groups.find_coordinator(key, ctx.listener_name)
+            error, node, host, port = await ctx.broker.groups.find_coordinator(key, ctx.listener_name)
             message = None if error == ErrorCode.none else error.name.upper()
         coordinators.append(
-            Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+            Coordinator(
+                key=key,
+                node_id=BrokerId(node),
+                host=host,
+                port=i32(port),
+                error_code=error,
+                error_message=message,
+            )
         )
     if version >= 4:
         response = FindCoordinatorResponse(throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.static.primitive import i32
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -21,9 +23,12 @@ LATEST = 9
 
 
 @api(key=11, name="JoinGroup", versions=(0, LATEST), listeners=(BROKER,))
-async def handle(request, ctx):
-    groups = ctx.node.groups
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
+    result_error: ErrorCode
+    protocol_name: str | None
+    members: tuple[tuple[str, str | None, bytes], ...]
     if error != ErrorCode.none:
         result_error, member_id, generation, protocol_type, protocol_name, leader, members = (
             error,
@@ -57,7 +62,7 @@ async def handle(request, ctx):
     response = JoinGroupResponse(
         throttle_time=NO_THROTTLE,
         error_code=result_error,
-        generation_id=generation,
+        generation_id=i32(generation),
         protocol_type=protocol_type,
         # Versions before 7 cannot carry a null protocol name.
         protocol_name=protocol_name if protocol_name is not None or ctx.api_version >= 7 else "",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -15,8 +16,8 @@ from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=12, name="Heartbeat", versions=(0, 4), listeners=(BROKER,))
-async def handle(request, ctx):
-    groups = ctx.node.groups
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     if error == ErrorCode.none:
         error = groups.heartbeat(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, build
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -17,14 +18,16 @@ from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=13, name="LeaveGroup", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    groups = ctx.node.groups
+    groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
+    top: ErrorCode
+    errors: list[ErrorCode]
     if error != ErrorCode.none:
         top, errors = error, [error] * len(members)
     else:

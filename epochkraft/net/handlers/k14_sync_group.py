@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -16,8 +17,8 @@ from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=14, name="SyncGroup", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx):
-    groups = ctx.node.groups
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     if error != ErrorCode.none:
         response = SyncGroupResponse(throttle_time=NO_THROTTLE, error_code=error, assignment=b"")

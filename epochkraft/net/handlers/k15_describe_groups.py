@@ -81,8 +81,8 @@ def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> D
 
 
 @api(key=15, name="DescribeGroups", versions=(0, GROUP_ID_NOT_FOUND_FROM), listeners=(BROKER,))
-async def handle(request, ctx):
-    groups = tuple(_describe(ctx.node.groups, g, ctx.api_version) for g in request.groups)
+async def handle(request, ctx: RequestContext):
+    groups = tuple(_describe(ctx.broker.groups, g, ctx.api_version) for g in request.groups)
     if ctx.api_version >= AUTHORIZED_OPERATIONS_FROM and request.include_authorized_operations:
         groups = tuple(_with_authorized_operations(ctx, g) for g in groups)
     response = DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=groups)

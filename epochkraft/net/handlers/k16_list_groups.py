@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
+from kio.schema.types import GroupId
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -18,14 +20,14 @@ CLASSIC = "classic"
 
 
 @api(key=16, name="ListGroups", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     wanted = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     # DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE (KafkaApis).
     everything = ctx.authorized_cluster(AclOperation.DESCRIBE)
     groups = tuple(
-        ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=CLASSIC)
-        for gid, ptype, state in ctx.node.groups.list_groups()
+        ListedGroup(group_id=GroupId(gid), protocol_type=ptype, group_state=state, group_type=CLASSIC)
+        for gid, ptype, state in ctx.broker.groups.list_groups()
         if (not wanted or state.lower() in wanted)
         and (not types or CLASSIC in types)
         and (everything or ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, gid))

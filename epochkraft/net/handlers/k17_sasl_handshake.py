@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 
 
 @api(key=17, name="SaslHandshake", versions=(1, 1), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     session = ctx.sasl
     if session is None:
         return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=())

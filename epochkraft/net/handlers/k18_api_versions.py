@@ -15,14 +15,16 @@
 from __future__ import annotations
 
 from kio.schema.api_versions.v3.response import ApiVersion, ApiVersionsResponse
+from kio.static.primitive import i16, i64
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api, served
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
 
-def _refusal(request, ctx) -> ErrorCode | None:
+def _refusal(request, ctx: RequestContext) -> ErrorCode | None:
     """KIP-1242's checks of a v5 request: the error to answer, else None."""
     if ctx.api_version < 5:
         return None
@@ -30,7 +32,7 @@ def _refusal(request, ctx) -> ErrorCode | None:
     if named_cluster != named_node:
         return ErrorCode.invalid_request
     if named_cluster and ctx.listener == BROKER:
-        node = ctx.node
+        node = ctx.broker
         # A broker listens before it has asked the controller for the cluster id; until then only the
         # node id is judged (Kafka's broker reads it from meta.properties before it listens).
         other_cluster = node.cluster_id is not None and request.cluster_id != node.cluster_id
@@ -40,13 +42,13 @@ def _refusal(request, ctx) -> ErrorCode | None:
 
 
 @api(key=18, name="ApiVersions", versions=(0, 5), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     error = _refusal(request, ctx)
     table = (
         ()
         if error is not None
         else tuple(
-            ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
+            ApiVersion(api_key=i16(key), min_version=i16(spec.min_version), max_version=i16(spec.max_version))
             for key, spec in served(ctx.listener).items()
         )
     )
@@ -55,7 +57,7 @@ async def handle(request, ctx):
         api_keys=table,
         throttle_time=NO_THROTTLE,
         supported_features=(),
-        finalized_features_epoch=-1,
+        finalized_features_epoch=i64(-1),
         finalized_features=(),
         zk_migration_ready=False,
     )

@@ -20,6 +20,7 @@ from kio.schema.create_topics.v7 import response as r7
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
 
 from epochkraft.controller.controller import refused_topic
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -29,7 +30,7 @@ from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     request = convert(request, CreateTopicsRequest)
     cluster_create = ctx.authorized_cluster(AclOperation.CREATE)
     refused = []
@@ -50,9 +51,9 @@ async def handle(request, ctx):
         names = {r.name for r in refused}
         request = replace(request, topics=tuple(t for t in request.topics if t.name not in names))
     if ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(request) if request.topics or not refused else None
+        response = await ctx.broker.forward_to_controller(request) if request.topics or not refused else None
     else:
-        response = ctx.node.controller.create_topics(ctx.node.now_ms(), request)
+        response = ctx.controller_node.controller.create_topics(ctx.now_ms(), request)
     if refused:
         results = (response.topics if response is not None else ()) + tuple(refused)
         response = r7.CreateTopicsResponse(

@@ -16,7 +16,9 @@ from dataclasses import replace
 
 from kio.schema.delete_topics.v6 import response as r6
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.types import TopicName
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -25,17 +27,19 @@ from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
 
 
-def _topic_name(ctx, state: DeleteTopicState) -> str | None:
+def _topic_name(ctx: RequestContext, state: DeleteTopicState) -> TopicName | None:
     if state.name is not None:
-        return state.name
+        return TopicName(state.name)
+    if state.topic_id is None:
+        return None
     if ctx.listener == BROKER:
-        info = ctx.node.cache.topics.get(state.topic_id)
+        info = ctx.broker.cache.topics.get(state.topic_id)
     else:
-        info = ctx.node.controller.replication.topics.get(state.topic_id)
-    return info.name if info is not None else None
+        info = ctx.controller_node.controller.replication.topics.get(state.topic_id)
+    return TopicName(info.name) if info is not None else None
 
 
-def _refusal(ctx, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | None:
+def _refusal(ctx: RequestContext, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | None:
     if state.name is not None and state.topic_id is not None:
         return ErrorCode.invalid_request, "You may not specify both topic name and topic id."
     if state.name is None and state.topic_id is None:
@@ -56,7 +60,7 @@ def _refusal(ctx, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | Non
 
 
 @api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.api_version >= 6:
         upgraded = request
     else:
@@ -82,9 +86,9 @@ async def handle(request, ctx):
     if not allowed and refused:
         response = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
     elif ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(upgraded)
+        response = await ctx.broker.forward_to_controller(upgraded)
     else:
-        response = ctx.node.controller.delete_topics(ctx.node.now_ms(), upgraded)
+        response = ctx.controller_node.controller.delete_topics(ctx.now_ms(), upgraded)
     if refused:
         response = replace(response, responses=response.responses + tuple(refused))
     return downgrade_response(response, ctx.api_version)

@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 
 from kio.schema.delete_records.v2 import response as r2
+from kio.static.primitive import i64
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=21, name="DeleteRecords", versions=(0, 2), listeners=(BROKER,))
-async def handle(request, ctx):
-    lifecycle = ctx.node.replica_manager.lifecycle
+async def handle(request, ctx: RequestContext):
+    lifecycle = ctx.broker.replica_manager.lifecycle
     timeout = ms(request.timeout)
     keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     results = await asyncio.gather(
@@ -40,7 +42,7 @@ async def handle(request, ctx):
                 partitions=tuple(
                     r2.DeleteRecordsPartitionResult(
                         partition_index=p.partition_index,
-                        low_watermark=by_key[(t.name, p.partition_index)][1],
+                        low_watermark=i64(by_key[(t.name, p.partition_index)][1]),
                         error_code=by_key[(t.name, p.partition_index)][0],
                     )
                     for p in t.partitions

@@ -11,7 +11,10 @@
 from __future__ import annotations
 
 from kio.schema.init_producer_id.v6.response import InitProducerIdResponse
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -19,24 +22,24 @@ from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=22, name="InitProducerId", versions=(0, 6), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if request.transactional_id is not None:
         response = InitProducerIdResponse(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
-            ongoing_txn_producer_id=-1,
-            ongoing_txn_producer_epoch=-1,
+            producer_id=ProducerId(-1),
+            producer_epoch=i16(-1),
+            ongoing_txn_producer_id=ProducerId(-1),
+            ongoing_txn_producer_epoch=i16(-1),
         )
     else:
-        generated = ctx.node.generate_producer_id()
+        generated = ctx.broker.generate_producer_id()
         response = InitProducerIdResponse(
             throttle_time=NO_THROTTLE,
             error_code=generated.error,
-            producer_id=generated.producer_id,
-            producer_epoch=0 if generated.error == ErrorCode.none else -1,
-            ongoing_txn_producer_id=-1,
-            ongoing_txn_producer_epoch=-1,
+            producer_id=ProducerId(generated.producer_id),
+            producer_epoch=i16(0 if generated.error == ErrorCode.none else -1),
+            ongoing_txn_producer_id=ProducerId(-1),
+            ongoing_txn_producer_epoch=i16(-1),
         )
     return downgrade_response(response, ctx.api_version)

@@ -10,13 +10,15 @@ from __future__ import annotations
 from kio.schema.offset_for_leader_epoch.v4 import response as r4
 
 from epochkraft.broker.partition import Role
+from epochkraft.net.apis import BrokerApis
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
 
-def _answer(node, topic: str, p) -> r4.EpochEndOffset:
+def _answer(node: BrokerApis, topic: str, p) -> r4.EpochEndOffset:
     def result(error, epoch=-1, offset=-1):
         return r4.EpochEndOffset(
             error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=offset
@@ -39,12 +41,12 @@ def _answer(node, topic: str, p) -> r4.EpochEndOffset:
 
 
 @api(key=23, name="OffsetForLeaderEpoch", versions=(2, 4), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     response = r4.OffsetForLeaderEpochResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
             r4.OffsetForLeaderTopicResult(
-                topic=t.topic, partitions=tuple(_answer(ctx.node, t.topic, p) for p in t.partitions)
+                topic=t.topic, partitions=tuple(_answer(ctx.broker, t.topic, p) for p in t.partitions)
             )
             for t in request.topics
         ),

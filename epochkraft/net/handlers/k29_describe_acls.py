@@ -11,6 +11,7 @@ from __future__ import annotations
 from kio.schema.describe_acls.v3 import response as r3
 
 from epochkraft.controller.security_control import acl_filter
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._security import image_of
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -25,7 +26,7 @@ def _response(error: ErrorCode, message: str | None, resources: tuple = ()) -> r
 
 
 @api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _response(ErrorCode.security_disabled, "No Authorizer is configured.")
         return downgrade_response(response, ctx.api_version)

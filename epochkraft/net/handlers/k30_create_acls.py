@@ -12,6 +12,7 @@ from __future__ import annotations
 from kio.schema.create_acls.v3 import response as r3
 from kio.schema.create_acls.v3.request import CreateAclsRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -19,7 +20,7 @@ from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=30, name="CreateAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.authorizer is None:
         results = tuple(
             r3.AclCreationResult(
@@ -29,8 +30,8 @@ async def handle(request, ctx):
         )
         response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=results)
     elif ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(convert(request, CreateAclsRequest))
+        response = await ctx.broker.forward_to_controller(convert(request, CreateAclsRequest))
     else:
-        results = ctx.node.controller.create_acls(ctx.node.now_ms(), request)
-        response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+        created = ctx.controller_node.controller.create_acls(ctx.now_ms(), request)
+        response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(created))
     return downgrade_response(response, ctx.api_version)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kio.schema.delete_acls.v3 import response as r3
 from kio.schema.delete_acls.v3.request import DeleteAclsRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -17,7 +18,7 @@ from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.authorizer is None:
         results = tuple(
             r3.DeleteAclsFilterResult(
@@ -29,8 +30,8 @@ async def handle(request, ctx):
         )
         response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=results)
     elif ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(convert(request, DeleteAclsRequest))
+        response = await ctx.broker.forward_to_controller(convert(request, DeleteAclsRequest))
     else:
-        results = ctx.node.controller.delete_acls(ctx.node.now_ms(), request)
-        response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(results))
+        deleted = ctx.controller_node.controller.delete_acls(ctx.now_ms(), request)
+        response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(deleted))
     return downgrade_response(response, ctx.api_version)

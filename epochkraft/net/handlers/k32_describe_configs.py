@@ -14,16 +14,17 @@ from __future__ import annotations
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=32, name="DescribeConfigs", versions=(1, 4), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     upgraded = convert(request, DescribeConfigsRequest)
     results = tuple(
-        ctx.node.config_describer.describe(
+        ctx.broker.config_describer.describe(
             resource.resource_type,
             resource.resource_name,
             resource.configuration_keys,

@@ -11,16 +11,18 @@ from __future__ import annotations
 import datetime
 
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.static.primitive import i64Timedelta
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
-NO_LIFETIME = datetime.timedelta(0)
+NO_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
 
 
 @api(key=36, name="SaslAuthenticate", versions=(0, 2), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     session = ctx.sasl
     if session is None or session.authenticated:
         response = SaslAuthenticateResponse(

@@ -14,25 +14,26 @@ from __future__ import annotations
 
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     upgraded = convert(request, CreatePartitionsRequest)
     if ctx.listener == CONTROLLER:
-        response = ctx.node.controller.create_partitions(ctx.node.now_ms(), upgraded)
+        response = ctx.controller_node.controller.create_partitions(ctx.now_ms(), upgraded)
         return downgrade_response(response, ctx.api_version)
-    response = await ctx.node.forward_to_controller(upgraded)
+    response = await ctx.broker.forward_to_controller(upgraded)
     if not upgraded.validate_only:
         counts = {t.name: t.count for t in upgraded.topics}
         grown = [r.name for r in response.results if r.error_code == ErrorCode.none]
-        cache = ctx.node.cache
+        cache = ctx.broker.cache
 
         def applied() -> bool:
             return all(len(getattr(cache.topic(n), "partitions", ())) >= counts[n] for n in grown)
 
-        await ctx.node.wait_for_metadata(applied)
+        await ctx.broker.wait_for_metadata(applied)
     return downgrade_response(response, ctx.api_version)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from kio.schema.delete_groups.v2 import response as r2
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.versions import downgrade_response
 
 
 @api(key=42, name="DeleteGroups", versions=(0, 3), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     results = []
     for group_id in request.groups_names:
-        error = await ctx.node.groups.delete_group(group_id)
+        error = await ctx.broker.groups.delete_group(group_id)
         results.append(r2.DeletableGroupResult(group_id=group_id, error_code=error))
     response = r2.DeleteGroupsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
     return downgrade_response(response, ctx.api_version)

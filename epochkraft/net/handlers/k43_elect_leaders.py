@@ -10,20 +10,22 @@
 from __future__ import annotations
 
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.static.primitive import i8
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     upgraded = convert(request, ElectLeadersRequest)
     if ctx.api_version == 0:
         upgraded = ElectLeadersRequest(
-            election_type=0, topic_partitions=upgraded.topic_partitions, timeout=upgraded.timeout
+            election_type=i8(0), topic_partitions=upgraded.topic_partitions, timeout=upgraded.timeout
         )
     if ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(upgraded)
+        response = await ctx.broker.forward_to_controller(upgraded)
     else:
-        response = ctx.node.controller.elect_leaders(ctx.node.now_ms(), upgraded)
+        response = ctx.controller_node.controller.elect_leaders(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=44, name="IncrementalAlterConfigs", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
     if ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(upgraded)
+        response = await ctx.broker.forward_to_controller(upgraded)
     else:
-        response = ctx.node.controller.incremental_alter_configs(ctx.node.now_ms(), upgraded)
+        response = ctx.controller_node.controller.incremental_alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     upgraded = convert(request, AlterPartitionReassignmentsRequest)
     if ctx.api_version == 0:
         upgraded = AlterPartitionReassignmentsRequest(
             timeout=upgraded.timeout, allow_replication_factor_change=True, topics=upgraded.topics
         )
     if ctx.listener == BROKER:
-        response = await ctx.node.forward_to_controller(upgraded)
+        response = await ctx.broker.forward_to_controller(upgraded)
     else:
-        response = ctx.node.controller.alter_partition_reassignments(ctx.node.now_ms(), upgraded)
+        response = ctx.controller_node.controller.alter_partition_reassignments(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 
 
 @api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.listener == BROKER:
-        return await ctx.node.forward_to_controller(request)
-    return ctx.node.controller.list_partition_reassignments(request)
+        return await ctx.broker.forward_to_controller(request)
+    return ctx.controller_node.controller.list_partition_reassignments(request)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from kio.schema.offset_delete.v0 import response as r0
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 
 
 @api(key=47, name="OffsetDelete", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, results = await ctx.node.groups.delete_offsets(request.group_id, wanted)
-    topics = ()
+    error, results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    topics: tuple[r0.OffsetDeleteResponseTopic, ...] = ()
     if error == ErrorCode.none:
         topics = tuple(
             r0.OffsetDeleteResponseTopic(

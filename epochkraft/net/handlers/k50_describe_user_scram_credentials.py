@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 from kio.schema.describe_user_scram_credentials.v0 import response as r0
+from kio.static.primitive import i8, i32
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._security import image_of
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -17,15 +19,16 @@ from epochkraft.protocol.errors import ErrorCode
 
 
 @api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     by_user: dict[str, list[r0.CredentialInfo]] = {}
     for (user, mechanism), record in sorted(image_of(ctx).scram_credentials.items()):
         by_user.setdefault(user, []).append(
-            r0.CredentialInfo(mechanism=mechanism, iterations=record.iterations)
+            r0.CredentialInfo(mechanism=i8(mechanism), iterations=i32(record.iterations))
         )
     names = [u.name for u in request.users] if request.users else sorted(by_user)
     results = []
     for name in dict.fromkeys(names):
+        infos: tuple[r0.CredentialInfo, ...]
         if names.count(name) > 1:
             error, message, infos = (
                 ErrorCode.duplicate_resource,

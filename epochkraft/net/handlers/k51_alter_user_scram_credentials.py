@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from kio.schema.alter_user_scram_credentials.v0 import response as r0
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 
 
 @api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     if ctx.listener == BROKER:
-        node = ctx.node
+        node = ctx.broker
         response = await node.forward_to_controller(request)
         done = {r.user for r in response.results if r.error_code == ErrorCode.none}
         upserted = {(u.name, u.mechanism): u.salt for u in request.upsertions if u.name in done}
@@ -35,5 +36,5 @@ async def handle(request, ctx):
         # sees it (as CreateTopics waits for the topics)
         await node.wait_for_metadata(applied)
         return response
-    results = ctx.node.controller.alter_scram_credentials(ctx.node.now_ms(), request)
+    results = ctx.controller_node.controller.alter_scram_credentials(ctx.now_ms(), request)
     return r0.AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

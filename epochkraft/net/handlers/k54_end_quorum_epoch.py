@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._raft import raft_exchange
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.raft import wire
 
 
 @api(key=54, name="EndQuorumEpoch", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     return await raft_exchange(
         request,
         ctx,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kio.schema.describe_quorum.v1 import response as v1
 from kio.static.primitive import i32, i64
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -73,8 +74,7 @@ def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v1.Describ
 
 
 @api(key=55, name="DescribeQuorum", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
     topics = request.topics
     if (
         len(topics) != 1
@@ -83,7 +83,8 @@ async def handle(request, ctx):
     ):
         return downgrade_response(_unknown_partitions(topics), ctx.api_version)
     if ctx.listener == BROKER:
-        return await node.control.send(request, elsewhere=_not_leader)
+        return await ctx.broker.control.send(request, elsewhere=_not_leader)
+    node = ctx.controller_node
     if node.quorum is None:
         response = _single_controller(node.controller.node_id, node.metadata_log.next_offset, node.now_ms())
     else:

@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 from epochkraft.controller.requests import alter_partition_v3
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.framing import write_uvarint
@@ -47,8 +48,8 @@ def encode_response(response: Any) -> bytes:
 
 
 @api(key=56, name="AlterPartition", versions=(2, 3), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
     upgraded = alter_partition_v3(request)
     response = node.controller.alter_partition(node.now_ms(), upgraded, ctx.api_version)
     return encode_response(response)

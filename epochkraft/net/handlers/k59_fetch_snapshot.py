@@ -14,6 +14,7 @@ from __future__ import annotations
 from kio.schema.fetch_snapshot.v1 import response as v1
 
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -36,8 +37,8 @@ def _answer(index: int, error: ErrorCode, snapshot, leader: tuple[int, int], siz
 
 
 @api(key=59, name="FetchSnapshot", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
     directory = node.snapshot_dir
     quorum = node.quorum
     leader = (

@@ -46,16 +46,16 @@ def cluster_authorized_operations(request: DescribeClusterRequest, ctx: RequestC
 
 
 @api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     asked = getattr(request, "endpoint_type", BROKERS)  # v0 has no field: brokers
     if ctx.listener == BROKER:
         return downgrade_response(_brokers(request, ctx, asked), ctx.api_version)
     if asked == CONTROLLERS:
-        answer = ctx.node.controller.describe_cluster()
-        if ctx.node.quorum is not None:
-            answer = _quorum(answer, ctx.node.quorum)
+        answer = ctx.controller_node.controller.describe_cluster()
+        if ctx.controller_node.quorum is not None:
+            answer = _quorum(answer, ctx.controller_node.quorum)
         operations = cluster_authorized_operations(request, ctx)
-        answer = replace(answer, cluster_authorized_operations=operations)
+        answer = replace(answer, cluster_authorized_operations=i32(operations))
         return downgrade_response(answer, ctx.api_version)
     if asked not in (BROKERS, CONTROLLERS):
         error, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {asked}"
@@ -73,11 +73,11 @@ async def handle(request, ctx):
         throttle_time=NO_THROTTLE,
         error_code=error,
         error_message=message,
-        endpoint_type=asked,
-        cluster_id=ctx.node.controller.cluster_id,
-        controller_id=-1,
+        endpoint_type=i8(asked),
+        cluster_id=ctx.controller_node.controller.cluster_id,
+        controller_id=BrokerId(-1),
         brokers=(),
-        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        cluster_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
     return downgrade_response(response, ctx.api_version)
 
@@ -104,9 +104,11 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
             brokers=(),
             cluster_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
         )
-    cache = ctx.node.cache
+    cache = ctx.broker.cache
     brokers = tuple(
-        DescribeClusterBroker(broker_id=reg.broker_id, host=ep.host, port=ep.port, rack=reg.rack)
+        DescribeClusterBroker(
+            broker_id=BrokerId(reg.broker_id), host=ep.host, port=i32(ep.port), rack=reg.rack
+        )
         for reg in cache.alive_brokers()
         for ep in reg.endpoints
         if ep.name == ctx.listener_name
@@ -116,7 +118,7 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=i8(BROKERS),
-        cluster_id=ctx.node.cluster_id,
+        cluster_id=ctx.broker.cluster_id or "",
         controller_id=brokers[0].broker_id if brokers else BrokerId(-1),
         brokers=brokers,
         cluster_authorized_operations=i32(cluster_authorized_operations(request, ctx)),

@@ -8,25 +8,25 @@
 from __future__ import annotations
 
 from kio.schema.describe_producers.v0 import response as r0
+from kio.schema.types import ProducerId
+from kio.static.primitive import i32, i64
 
 from epochkraft.broker.replica_views import active_producers
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 
 
 @api(key=61, name="DescribeProducers", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx):
+async def handle(request, ctx: RequestContext):
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            if ctx.node.cache.partition(topic.name, index) is None:
+            error, producers = active_producers(ctx.broker.replica_manager.replicas.get((topic.name, index)))
+            if ctx.broker.cache.partition(topic.name, index) is None:
                 error, producers = ErrorCode.unknown_topic_or_partition, []
-            else:
-                error, producers = active_producers(
-                    ctx.node.replica_manager.replicas.get((topic.name, index))
-                )
             partitions.append(
                 r0.PartitionResponse(
                     partition_index=index,
@@ -34,12 +34,12 @@ async def handle(request, ctx):
                     error_message=None,
                     active_producers=tuple(
                         r0.ProducerState(
-                            producer_id=p.producer_id,
-                            producer_epoch=p.producer_epoch,
-                            last_sequence=p.last_sequence,
-                            last_timestamp=-1,
-                            coordinator_epoch=-1,
-                            current_txn_start_offset=-1,
+                            producer_id=ProducerId(p.producer_id),
+                            producer_epoch=i32(p.producer_epoch),
+                            last_sequence=i32(p.last_sequence),
+                            last_timestamp=i64(-1),
+                            coordinator_epoch=i32(-1),
+                            current_txn_start_offset=i64(-1),
                         )
                         for p in producers
                     ),

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=62, name="BrokerRegistration", versions=(0, 3), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
     response = node.controller.register_broker(node.now_ms(), convert(request, BrokerRegistrationRequest))
     return downgrade_response(response, ctx.api_version)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 
 
 @api(key=63, name="BrokerHeartbeat", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    node = ctx.node
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
     response = node.controller.heartbeat(node.now_ms(), convert(request, BrokerHeartbeatRequest))
     return downgrade_response(response, ctx.api_version)

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import CONTROLLER, api
 
 
 @api(key=64, name="UnregisterBroker", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    return ctx.node.controller.unregister_broker(ctx.node.now_ms(), request)
+async def handle(request, ctx: RequestContext):
+    return ctx.controller_node.controller.unregister_broker(ctx.controller_node.now_ms(), request)

@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
+from epochkraft.net.context import RequestContext
 from epochkraft.protocol.api import CONTROLLER, api
 
 
 @api(key=67, name="AllocateProducerIds", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx):
-    return ctx.node.controller.allocate_producer_ids(ctx.node.now_ms(), request)
+async def handle(request, ctx: RequestContext):
+    return ctx.controller_node.controller.allocate_producer_ids(ctx.controller_node.now_ms(), request)

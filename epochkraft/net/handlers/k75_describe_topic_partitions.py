@@ -17,6 +17,7 @@ from __future__ import annotations
 from kio.schema.describe_topic_partitions.v0 import response as r0
 
 from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.net.handlers.k03_metadata import INTERNAL_TOPICS
 from epochkraft.protocol.api import BROKER, api
@@ -46,8 +47,8 @@ def _topic(
 
 
 @api(key=75, name="DescribeTopicPartitions", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx):
-    cache = ctx.node.cache
+async def handle(request, ctx: RequestContext):
+    cache = ctx.broker.cache
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     every = not request.topics

@@ -1,0 +1,111 @@
+"""The package's layering, read from the source: the daemons never import the tools that test and measure
+them, the state machines do no I/O of their own (time and randomness come in as arguments), and the Raft
+core knows nothing of the controller, the brokers or the network that carry it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "epochkraft"
+
+# What tests, measures and breaks the cluster; `epochkraft.cli` dispatches to them and is not a daemon.
+TOOLS = ("chaos", "bench", "peers", "analytics", "sim")
+NOT_DAEMON_CODE = {"cli.py", "__main__.py"}
+
+# The sans-IO cores: they decide; the daemons' async edges do the reading, writing, sleeping and clock reads.
+STATE_MACHINES = (
+    "raft/client.py",
+    "raft/replication.py",
+    "raft/quorum_state.py",
+    "raft/voter_set.py",
+    "raft/messages.py",
+    "controller/controller.py",
+    "controller/partition_change.py",
+    "controller/replication_control.py",
+    "controller/cluster_control.py",
+    "controller/configuration_control.py",
+    "controller/producer_id_control.py",
+    "controller/security_control.py",
+    "broker/partition.py",
+    "broker/fetch_rules.py",
+    "broker/group_coordinator.py",
+    "broker/producer_state.py",
+    "broker/producer_id_manager.py",
+    "broker/replication_quota.py",
+)
+IO_MODULES = {"asyncio", "socket", "ssl", "selectors", "subprocess", "threading", "time", "uvloop"}
+
+RAFT_CORE_MUST_NOT_REACH = ("epochkraft.controller", "epochkraft.broker", "epochkraft.net")
+
+
+def imported_modules(source: str) -> list[str]:
+    """Every module an import statement names, at any depth (function-level imports too)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            names.extend([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+    return names
+
+
+def offending(source: str, forbidden: tuple[str, ...] | set[str]) -> list[str]:
+    """The imports of ``source`` that are, or are inside, a forbidden module."""
+    return sorted(
+        {
+            name
+            for name in imported_modules(source)
+            for bad in forbidden
+            if name == bad or name.startswith(bad + ".")
+        }
+    )
+
+
+def daemon_files() -> list[Path]:
+    tools = {PACKAGE / tool for tool in TOOLS}
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not any(tool in path.parents for tool in tools) and path.name not in NOT_DAEMON_CODE
+    ]
+
+
+def test_the_checks_see_an_offending_import_at_any_depth():
+    source = (
+        "import json\n\ndef f():\n    from epochkraft.chaos.cluster import LocalCluster\n    import time\n"
+    )
+    assert offending(source, ("epochkraft.chaos",)) == [
+        "epochkraft.chaos.cluster",
+        "epochkraft.chaos.cluster.LocalCluster",
+    ]
+    assert offending(source, IO_MODULES) == ["time"]
+    assert offending("from epochkraft.chaosmonkey import x\n", ("epochkraft.chaos",)) == []
+
+
+def test_the_daemons_do_not_import_the_tools():
+    forbidden = tuple(f"epochkraft.{tool}" for tool in TOOLS)
+    found = {
+        str(path.relative_to(PACKAGE)): bad
+        for path in daemon_files()
+        if (bad := offending(path.read_text(), forbidden))
+    }
+    assert found == {}
+
+
+def test_the_state_machines_do_no_io():
+    found = {
+        module: bad
+        for module in STATE_MACHINES
+        if (bad := offending((PACKAGE / module).read_text(), IO_MODULES))
+    }
+    assert found == {}
+
+
+def test_the_raft_core_stands_alone():
+    found = {
+        str(path.relative_to(PACKAGE)): bad
+        for path in sorted((PACKAGE / "raft").glob("*.py"))
+        if (bad := offending(path.read_text(), RAFT_CORE_MUST_NOT_REACH))
+    }
+    assert found == {}

@@ -1,0 +1,215 @@
+"""The controller's live web view (metrics/live_view.py): the differ's deltas, a slow browser dropped, and the
+page in a real headless Chromium against a running cluster while a broker is killed and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.metrics import live_view
+from epochkraft.metrics.live_view import LiveView, ViewDiffer
+from epochkraft.protocol.errors import ErrorCode
+
+
+def _state(
+    fenced: bool = False, isr: tuple[int, ...] = (1, 2, 3), heartbeat_ms: int = 10_000
+) -> dict[str, Any]:
+    return {
+        "cluster_id": "c",
+        "metadata_offset": 7,
+        "brokers": [
+            {"id": 1, "epoch": 4, "incarnation": "a" * 32, "fenced": False, "in_controlled_shutdown": False},
+            {"id": 2, "epoch": 5, "incarnation": "b" * 32, "fenced": fenced, "in_controlled_shutdown": False},
+        ],
+        "last_heartbeat_ms": {"1": heartbeat_ms, "2": heartbeat_ms},
+        "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [1, 2, 3], "isr": list(isr), "leader": 1,
+             "leader_epoch": 0, "partition_epoch": 0, "min_insync_replicas": 2},
+        ],
+    }  # fmt: skip
+
+
+def test_the_first_update_sends_everything_and_an_unchanged_state_nothing():
+    differ = ViewDiffer()
+    first = differ.update(_state(), now_ms=10_500)
+    assert first is not None
+    assert [b["id"] for b in first["brokers"]] == [1, 2]
+    assert first["partitions"][0]["under_min_isr"] is False
+    assert differ.update(_state(), now_ms=10_900) is None  # the heartbeat age moves in whole seconds
+
+
+def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
+    differ = ViewDiffer()
+    differ.update(_state(), now_ms=10_000)
+    delta = differ.update(_state(fenced=True, isr=(1,)), now_ms=10_000)
+    assert delta is not None
+    assert [b["id"] for b in delta["brokers"]] == [2] and delta["brokers"][0]["fenced"]
+    assert delta["partitions"][0]["isr"] == [1] and delta["partitions"][0]["under_min_isr"]
+    assert set(delta) == {"brokers", "partitions"}
+
+
+def test_removed_brokers_and_partitions_are_named():
+    differ = ViewDiffer()
+    differ.update(_state(), now_ms=10_000)
+    state = _state()
+    state["brokers"], state["partitions"] = state["brokers"][:1], []
+    delta = differ.update(state, now_ms=10_000)
+    assert delta is not None
+    assert delta["removed_brokers"] == [2] and delta["removed_partitions"] == ["t-0"]
+
+
+async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not():
+    view = LiveView(_state, lambda: 0)
+    stuck = view.attach()
+    reading = view.attach()
+    for i in range(live_view.QUEUE_MESSAGES + 1):
+        view.on_event("broker_fenced", {"broker": 2, "epoch": i})
+        while not reading.empty():
+            reading.get_nowait()
+    assert stuck not in view.browsers and reading in view.browsers and view.dropped == 1
+    assert stuck.get_nowait() is None  # the end of its stream: the browser reconnects to a fresh snapshot
+    await view.stop()
+
+
+# ---- the page in a real browser ------------------------------------------------------------------------------
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("the live view's browser test needs Debian's chromium: scripts/browser installs it")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (its own WebSocket; no driver library)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.next_id = 0
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        await self.ws.send_json({"id": self.next_id, "method": method, "params": params})
+        while True:
+            message = json.loads((await self.ws.receive(timeout=30)).data)
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return dict(message["result"])
+
+    async def evaluate(self, expression: str) -> Any:
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    async def wait_for(self, expression: str, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if value := await self.evaluate(expression):
+                return value
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"not seen in {timeout} s: {expression}")
+
+
+@contextlib.asynccontextmanager
+async def open_page(url: str) -> AsyncIterator[Browser]:
+    port = _free_port()
+    profile = tempfile.mkdtemp(prefix="epochkraft-chromium-")
+    process = subprocess.Popen(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+         f"--user-data-dir={profile}", "--window-size=1400,1000", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as answer:
+                    pages = [t for t in json.load(answer) if t["type"] == "page"]
+                if pages:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("chromium did not open its DevTools port")
+            await asyncio.sleep(0.2)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws,
+        ):
+            browser = Browser(ws)
+            await browser.call("Page.enable")
+            await browser.call("Page.navigate", url=url)
+            yield browser
+    finally:
+        process.kill()
+        process.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+BROKER_ROWS = "document.querySelectorAll('#brokers tbody tr').length"
+PARTITION_ROWS = "document.querySelectorAll('#partitions tbody tr').length"
+
+
+def _broker(node_id: int, attribute: str) -> str:
+    return f"document.querySelector('#brokers tr[data-broker=\"{node_id}\"]')?.dataset.{attribute}"
+
+
+def _isr(partition: str) -> str:
+    return f"document.querySelector('#partitions tr[data-partition=\"{partition}\"]')?.dataset.isr"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_epoch(make_cluster):
+    """A SIGKILLed broker is shown fenced with its partitions' ISR shrunk within the session timeout (2 s
+    here) plus 2 s; restarted, it is shown under a new broker epoch and back in the ISR."""
+    cluster = make_cluster(3, admin=True)
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("orders", 3, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
+        url = f"http://127.0.0.1:{cluster.admin_port(0)}/view/"
+        async with open_page(url) as browser:
+            await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=20)
+            await browser.wait_for(f"{_isr('orders-0')} === '1,2,3'", timeout=20)
+            epoch_before = int(await browser.evaluate(_broker(2, "epoch")))
+            cluster.node(2).kill()
+            fenced_and_out = (
+                f"{_broker(2, 'state')} === 'fenced' && !{_isr('orders-0')}.split(',').includes('2')"
+            )
+            await browser.wait_for(fenced_and_out, timeout=2 + 2)  # the session timeout, plus 2 s
+            assert await browser.evaluate(
+                "document.querySelector('#timeline li[data-event=\"broker_fenced\"]') !== null"
+            )
+            cluster.node(2).start()
+            await browser.wait_for(f"{_broker(2, 'state')} === 'unfenced'", timeout=30)
+            assert int(await browser.evaluate(_broker(2, "epoch"))) > epoch_before
+            await browser.wait_for(f"{_isr('orders-0')}.split(',').includes('2')", timeout=30)
+            if target := os.environ.get("EPOCHKRAFT_VIEW_SCREENSHOT"):
+                shot = await browser.call("Page.captureScreenshot", format="png")
+                Path(target).write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        await client.close()
