@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS
+from epochkraft.metrics.events import read_events
+from epochkraft.metrics.live_view import CHAOS_NODE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -40,6 +42,11 @@ def test_every_fault_once_and_the_checker_passes(tmp_path):
     assert report["isr_shrank"] and report["isr_reexpanded"]
     assert len(report["faults"]) == len(FAULTS)
     assert "verdict" in result.stdout and "PASS" in result.stdout
+    # each fault is also an event, which the controllers' live view puts on its timeline
+    injected = [
+        e["fault"] for e in read_events(tmp_path / "metrics", CHAOS_NODE) if e["event"] == "fault_injected"
+    ]
+    assert sorted(injected) == sorted(FAULTS)
 
 
 def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):

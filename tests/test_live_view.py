@@ -74,6 +74,30 @@ def test_removed_brokers_and_partitions_are_named():
     assert delta["removed_brokers"] == [2] and delta["removed_partitions"] == ["t-0"]
 
 
+def test_replica_positions_from_the_brokers_give_each_partition_its_high_watermark_and_lag():
+    brokers = {
+        1: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 10, "high_watermark": 8}]},
+        2: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 8, "high_watermark": 8}]},
+    }
+    state = _state() | {"replica_positions": live_view.replica_positions(brokers)}
+    delta = ViewDiffer().update(state, now_ms=10_000)
+    assert delta is not None
+    (p,) = delta["partitions"]
+    assert p["high_watermark"] == 8 and p["log_end"] == {"1": 10, "2": 8} and p["lag"] == 2
+
+
+def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
+    events = tmp_path / "dt=2026-11-27" / f"node={live_view.CHAOS_NODE}" / "events-1-0000.jsonl"
+    events.parent.mkdir(parents=True)
+    line = json.dumps({"event": "fault_injected", "fault": "partition", "detail": "broker 2 cut off"})
+    events.write_text(line + "\n" + line[:10])  # the second line is still being written
+    faults = live_view.ChaosFaults(tmp_path)
+    assert faults.read_new() == [{"fault": "partition", "detail": "broker 2 cut off"}]
+    assert faults.read_new() == []
+    events.write_text(line + "\n" + line + "\n")
+    assert faults.read_new() == [{"fault": "partition", "detail": "broker 2 cut off"}]
+
+
 async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not():
     view = LiveView(_state, lambda: 0)
     stuck = view.attach()
@@ -195,6 +219,12 @@ async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_e
         async with open_page(url) as browser:
             await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=20)
             await browser.wait_for(f"{_isr('orders-0')} === '1,2,3'", timeout=20)
+            for i in range(5):
+                error, _ = await client.produce("orders", 0, [f"value-{i}".encode()])
+                assert error == ErrorCode.none
+            # the high watermark comes from the leader's /v1/state, read while the page is open
+            hw = "document.querySelector('#partitions tr[data-partition=\"orders-0\"]')?.dataset.hw"
+            await browser.wait_for(f"{hw} === '5'", timeout=10)
             epoch_before = int(await browser.evaluate(_broker(2, "epoch")))
             cluster.node(2).kill()
             fenced_and_out = (

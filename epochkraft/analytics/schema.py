@@ -54,6 +54,10 @@ FIELDS = [
     ("FencedBrokerCount", "double", (int, float)),
     ("ActiveBrokerCount", "double", (int, float)),
     ("GlobalPartitionCount", "double", (int, float)),
+    ("end_offset", "long", (int,)),
+    ("bytes", "long", (int,)),
+    ("fault", "string", (str,)),
+    ("detail", "string", (str,)),
 ]
 EVENTS = {
     "broker_registered",
@@ -71,6 +75,8 @@ EVENTS = {
     "metrics_snapshot",
     "partition_snapshot",
     "controller_snapshot",
+    "metadata_snapshot_written",
+    "fault_injected",
 }
 
 

@@ -1,4 +1,4 @@
-"""``epochkraft bench [--parts produce,latency,failover,rejoin,reassign,controller,scale]``: figures as a table and JSON.
+"""``epochkraft bench [--parts produce,latency,failover,rejoin,reassign,controller,scale,...,view]``: figures as a table and JSON.
 
 1. produce: librdkafka (confluent-kafka) throughput, 1 KiB and 100 B records, against (a) RF 3 acks=all
    min.insync.replicas 2, (b) RF 1 acks=1, (c) the null broker, (d) librdkafka's mock cluster, in
@@ -58,6 +58,7 @@ PARTS = (
     "idle",
     "tls",
     "floods",
+    "view",
 )
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
@@ -764,6 +765,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--flood-topics", type=int, default=2000, help="topics (RF 3) the floods part creates, 500 a request"
     )
+    parser.add_argument("--view-partitions", type=int, default=10_000, help="partitions for the view part")
+    parser.add_argument(
+        "--view-changes", type=float, default=100.0, help="metadata changes/s in the view part"
+    )
+    parser.add_argument("--view-browsers", type=int, default=3, help="browsers attached in the view part")
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
@@ -811,6 +817,17 @@ def main(argv: list[str]) -> int:
                 from epochkraft.bench.floods import part_floods
 
                 results[part] = part_floods(work / "floods", args.flood_topics)
+            elif part == "view":
+                from epochkraft.bench.live_view import part_view
+
+                results[part] = part_view(
+                    work / "view",
+                    FAST,
+                    args.view_partitions,
+                    args.view_changes,
+                    args.seconds,
+                    args.view_browsers,
+                )
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 

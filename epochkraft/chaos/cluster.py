@@ -137,6 +137,8 @@ class LocalCluster:
             args += ["--config", str(self.controller_config)]
         if (admin := self._admin(node_id)) is not None:
             args += ["--admin-port", str(admin)]
+            brokers = ",".join(f"{b}=127.0.0.1:{self._admin(b)}" for b in range(1, self.brokers + 1))
+            args += ["--view-broker-admin", brokers]
         if (security := self.security) is not None:
             args += security.controller_args()
         return args

@@ -31,7 +31,8 @@ from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.cluster import STATE_FILE, LocalCluster, voter_ids
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
-from epochkraft.metrics.events import read_events
+from epochkraft.metrics.events import EventLog, read_events
+from epochkraft.metrics.live_view import CHAOS_NODE
 from epochkraft.protocol.errors import ErrorCode
 
 # Debug lines through the standard library: silent unless a caller turns them on, so the progress bar stays clean.
@@ -398,7 +399,9 @@ async def run_chaos(
         metrics_dir=work_dir / "metrics",
         secure=secure,
         controllers=controllers,
+        admin_ports=True,  # the controllers' live view shows the run, its faults on the timeline
     )
+    fault_log = EventLog(work_dir / "metrics", CHAOS_NODE)
     proxies: dict[int, list[FaultProxy]] = {}  # broker -> its proxies to the controller(s)
     links: dict[tuple[int, int], FaultProxy] = {}  # (voter, other voter) -> the proxy between them
     history = History(replication_factor=min(3, brokers))
@@ -427,6 +430,11 @@ async def run_chaos(
                 proxies[broker].append(proxy)
             cluster.controller_for[broker] = ",".join(f"127.0.0.1:{p.port}" for p in proxies[broker])
         await asyncio.to_thread(cluster.start_brokers)
+        if progress:
+            views = [cluster.admin_port(v) for v in voters] if voters else [cluster.admin_port(0)]
+            print(
+                "live view: " + "  ".join(f"http://127.0.0.1:{port}/view/" for port in views), file=sys.stderr
+            )
         security = cluster.security
         # A secured cluster: the checker's client is the admin on the inter-broker (mTLS) listener, the
         # workload the admin with SCRAM over TLS on the clients' listener.
@@ -451,6 +459,7 @@ async def run_chaos(
         for done, fault in enumerate(plan):
             bar.show(done, fault, workload)
             applied.append(await _apply(fault, cluster, proxies, client, rng, links))
+            fault_log.emit("fault_injected", fault=fault, detail=applied[-1])
             await _wait_healthy(client, history.replication_factor)
             if cluster.quorum and quorum_problems(await _wait_quorum(cluster)):
                 raise TimeoutError(f"the controller quorum did not heal after {applied[-1]}")
@@ -474,6 +483,7 @@ async def run_chaos(
         await asyncio.to_thread(cluster.kill_all)
         for proxy in [*(p for ps in proxies.values() for p in ps), *links.values()]:
             await proxy.stop()
+        await fault_log.aclose()
     history.acked = dict(workload.acked) if workload else {}
     history.attempted = workload.attempted if workload else 0
     history.failed_produces = workload.failed if workload else 0

@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
     )
+    parser.add_argument(
+        "--view-broker-admin",
+        metavar="ID=HOST:PORT,...",
+        help="the brokers' admin ports, from which the live view reads replicas' log ends and high watermarks",
+    )
     parser.add_argument("--config", help="a .properties file (see config/controller.properties)")
     parser.add_argument(
         "--override",
@@ -629,6 +634,16 @@ def _event_log(args: argparse.Namespace) -> Any:
     return EventLog(args.metrics_dir, f"controller-{args.node_id}")
 
 
+def _broker_admin(value: str | None) -> dict[int, str]:
+    """``1=127.0.0.1:9192,2=...`` as {1: "127.0.0.1:9192", ...}."""
+    if not value:
+        return {}
+    try:
+        return {int(node): address for node, _, address in (part.partition("=") for part in value.split(","))}
+    except ValueError as exc:
+        raise ConfigError(f"--view-broker-admin {value!r}: expected ID=HOST:PORT,...") from exc
+
+
 async def _admin_server(
     args: argparse.Namespace,
     controller: Controller,
@@ -663,7 +678,12 @@ async def _admin_server(
             return isinstance(raft.state, LeaderState | FollowerState)
 
         ready = in_quorum
-    view = LiveView(state, node.now_ms)
+    view = LiveView(
+        state,
+        node.now_ms,
+        broker_admin=_broker_admin(args.view_broker_admin),
+        metrics_dir=Path(args.metrics_dir) if args.metrics_dir else None,
+    )
     node.event_listeners.append(view.on_event)
     server = AdminServer(args.admin_host, args.admin_port, registry, state, ready, live_view=view)
     await server.start()

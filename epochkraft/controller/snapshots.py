@@ -139,6 +139,12 @@ class MetadataSnapshotter:
             if previous is not None and self.on_written is not None:
                 self.on_written(previous)  # the log below the older kept snapshot, before it may go
             deleted = await asyncio.to_thread(delete_old_snapshots, self.log_dir, KEEP_SNAPSHOTS)
+            self.controller.outbox.append(
+                (
+                    "metadata_snapshot_written",
+                    {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch, "bytes": size},
+                )
+            )
             self.log.info(
                 "metadata snapshot written",
                 file=path.name,

@@ -5,7 +5,9 @@ events, pushed to browsers as server-sent events (`/view/`, `/view/events` on th
 browser has not seen yet, so one tick costs one pass over the state whatever the number of browsers.
 ``LiveView`` is the asyncio edge: it ticks only while a browser is attached, and gives each browser a bounded
 queue; a browser that does not keep up is dropped (its EventSource reconnects and starts from a snapshot),
-so a slow or stuck browser never holds the controller back.
+so a slow or stuck browser never holds the controller back. While it ticks it also reads each broker's
+`/v1/state` (replicas' log end offsets and high watermarks, which only the brokers know) when it is given
+their admin addresses, and the chaos tool's faults from the metrics directory the controller writes to.
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+import structlog
 from aiohttp import web
 
 TICK_S = 0.5  # how often attached browsers get what changed
 QUEUE_MESSAGES = 64  # per browser; a browser this far behind is dropped
 TIMELINE_EVENTS = 2_000  # the newest timeline events a new browser is sent
+BROKER_POLL_TICKS = 2  # brokers' /v1/state read every second tick
+BROKER_TIMEOUT_S = 1.0
+CHAOS_NODE = "chaos"  # the event log node the chaos tool writes its faults as
+
+log = structlog.get_logger()
 
 Json = dict[str, Any]  # a JSON object as the controller's /v1/state gives it
 
@@ -80,10 +90,33 @@ def _brokers(state: Json, now_ms: int) -> Iterator[Json]:
 
 
 def _partitions(state: Json) -> Iterator[Json]:
+    positions: dict[str, dict[int, Json]] = state.get("replica_positions", {})
     for p in state.get("partitions", []):
         leaderless = p["leader"] < 0
         under_min_isr = len(p["isr"]) < p.get("min_insync_replicas", 1)
-        yield p | {"leaderless": leaderless, "under_min_isr": under_min_isr}
+        extra: Json = {"leaderless": leaderless, "under_min_isr": under_min_isr}
+        if held := positions.get(_partition_key(p)):
+            ends = {str(b): r["log_end_offset"] for b, r in sorted(held.items())}
+            leader = held.get(p["leader"])
+            extra |= {"log_end": ends}
+            if leader is not None:
+                extra |= {
+                    "high_watermark": leader["high_watermark"],
+                    "lag": max((leader["log_end_offset"] - end for end in ends.values()), default=0),
+                }
+        yield p | extra
+
+
+def replica_positions(broker_states: dict[int, Json]) -> dict[str, dict[int, Json]]:
+    """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/state."""
+    positions: dict[str, dict[int, Json]] = {}
+    for broker, state in broker_states.items():
+        for r in state.get("partitions", []):
+            positions.setdefault(_partition_key(r), {})[broker] = {
+                "log_end_offset": r["log_end_offset"],
+                "high_watermark": r["high_watermark"],
+            }
+    return positions
 
 
 def _partition_key(p: Json) -> str:
@@ -93,9 +126,18 @@ def _partition_key(p: Json) -> str:
 class LiveView:
     """Ticks the differ while browsers are attached and fans its deltas and the timeline out to them."""
 
-    def __init__(self, state_fn: Callable[[], Json], now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        state_fn: Callable[[], Json],
+        now_ms: Callable[[], int],
+        broker_admin: dict[int, str] | None = None,
+        metrics_dir: Path | None = None,
+    ) -> None:
         self.state_fn = state_fn
         self.now_ms = now_ms
+        self.broker_admin = broker_admin or {}  # broker id -> HOST:PORT of its admin port
+        self.broker_states: dict[int, Json] = {}
+        self.faults = ChaosFaults(metrics_dir) if metrics_dir is not None else None
         self.differ = ViewDiffer()
         self.timeline: collections.deque[Json] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.browsers: set[asyncio.Queue[str | None]] = set()
@@ -114,7 +156,7 @@ class LiveView:
         queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MESSAGES)
         if not self.browsers:  # the first browser: the differ has not run since the last one left
             self.differ = ViewDiffer()
-            self.differ.update(self.state_fn(), self.now_ms())
+            self.differ.update(self._state(), self.now_ms())
         queue.put_nowait(_message("snapshot", self.differ.snapshot() | {"timeline": list(self.timeline)}))
         self.browsers.add(queue)
         if self._ticker is None or self._ticker.done():
@@ -141,12 +183,33 @@ class LiveView:
             queue.get_nowait()
         queue.put_nowait(None)
 
+    def _state(self) -> Json:
+        return self.state_fn() | {"replica_positions": replica_positions(self.broker_states)}
+
     async def _tick(self) -> None:
-        while self.browsers:
-            await asyncio.sleep(TICK_S)
-            delta = self.differ.update(self.state_fn(), self.now_ms())
-            if delta is not None:
-                self._publish("delta", delta)
+        ticks = 0
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=BROKER_TIMEOUT_S)) as http:
+            while self.browsers:
+                await asyncio.sleep(TICK_S)
+                if self.broker_admin and ticks % BROKER_POLL_TICKS == 0:
+                    await self._read_brokers(http)
+                ticks += 1
+                if self.faults is not None:
+                    for fault in self.faults.read_new():
+                        self.on_event("fault_injected", fault)
+                delta = self.differ.update(self._state(), self.now_ms())
+                if delta is not None:
+                    self._publish("delta", delta)
+
+    async def _read_brokers(self, http: aiohttp.ClientSession) -> None:
+        async def read(broker: int, address: str) -> None:
+            try:
+                async with http.get(f"http://{address}/v1/state") as answer:
+                    self.broker_states[broker] = await answer.json()
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                self.broker_states.pop(broker, None)  # a broker that does not answer shows no positions
+
+        await asyncio.gather(*(read(b, a) for b, a in self.broker_admin.items()))
 
     async def stop(self) -> None:
         for queue in list(self.browsers):
@@ -176,6 +239,36 @@ class LiveView:
         finally:
             self.detach(queue)
         return response
+
+
+class ChaosFaults:
+    """The chaos tool's faults, read as they are appended to its event files in the metrics directory."""
+
+    def __init__(self, metrics_dir: Path) -> None:
+        self.metrics_dir = metrics_dir
+        self.read_to: dict[Path, int] = {}
+
+    def read_new(self) -> list[Json]:
+        faults: list[Json] = []
+        for path in sorted(self.metrics_dir.glob(f"dt=*/node={CHAOS_NODE}/events-*.jsonl")):
+            start = self.read_to.get(path, 0)
+            try:
+                with open(path, "rb") as f:
+                    f.seek(start)
+                    data = f.read()
+            except OSError:
+                continue
+            complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
+            self.read_to[path] = start + len(complete)
+            for line in complete.splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    log.warning("unreadable chaos event", file=str(path))
+                    continue
+                if event.get("event") == "fault_injected":
+                    faults.append({k: v for k, v in event.items() if k in ("fault", "detail")})
+        return faults
 
 
 def _message(kind: str, payload: Json | list[Json]) -> str:

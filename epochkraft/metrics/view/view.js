@@ -33,6 +33,8 @@ function drawQuorum() {
     : "a single controller";
 }
 
+const ends = (byBroker) => (byBroker ? Object.entries(byBroker).map(([b, end]) => `${b}:${end}`).join(" ") : "–");
+
 function partitionMatches(p, words) {
   return words.every((w) =>
     `${p.topic}-${p.partition}`.startsWith(w) || p.topic === w ||
@@ -48,10 +50,11 @@ function drawPartitions() {
   const rows = shown.slice(0, MAX_ROWS).map((p) => {
     const key = `${p.topic}-${p.partition}`;
     const cls = p.leaderless ? "leaderless" : p.under_min_isr ? "under-min-isr" : "";
-    return `<tr class="${cls}" data-partition="${key}" data-leader="${p.leader}" data-isr="${p.isr.join(",")}">` +
+    return `<tr class="${cls}" data-partition="${key}" data-leader="${p.leader}" data-isr="${p.isr.join(",")}" data-hw="${p.high_watermark ?? ""}">` +
       `<td>${key}</td><td>${p.leader < 0 ? "none" : p.leader}</td><td>${p.leader_epoch}</td>` +
       `<td>${p.partition_epoch}</td><td>${list(p.replicas)}</td><td>${list(p.isr)}</td>` +
       `<td>${list(p.eligible_leader_replicas)}</td><td>${list(p.last_known_elr)}</td>` +
+      `<td>${p.high_watermark ?? "–"}</td><td>${ends(p.log_end)}</td><td>${p.lag ?? "–"}</td>` +
       `<td>${p.leader_recovery_state}</td></tr>`;
   });
   $("partitions").tBodies[0].innerHTML = rows.join("");
@@ -61,10 +64,8 @@ function drawPartitions() {
   $("partitions-shown").textContent = shown.length > MAX_ROWS ? `showing ${MAX_ROWS} of ${shown.length}` : "";
 }
 
-function eventClass(e) {
-  if (e.event === "isr_change_rejected" || e.event === "broker_fenced") return e.event === "broker_fenced" ? "fenced" : "refused";
-  return e.event === "leader_elected" ? "elected" : "";
-}
+const EVENT_CLASSES = { isr_change_rejected: "refused", broker_fenced: "fenced", leader_elected: "elected", fault_injected: "fault" };
+const eventClass = (e) => EVENT_CLASSES[e.event] || "";
 
 function describe(e) {
   const where = e.topic !== undefined ? `${e.topic}-${e.partition}` : e.topic_id !== undefined ? `${e.topic_id.slice(0, 8)}-${e.partition}` : "";

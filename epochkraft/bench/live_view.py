@@ -1,0 +1,138 @@
+"""The live view's cost (``epochkraft bench --parts view``).
+
+A cluster with --view-partitions partitions takes --view-changes metadata changes a second (topic config
+writes through IncrementalAlterConfigs, one at a time) in three phases of equal length: no browser, browsers
+attached (SSE readers of /view/events, as many as --view-browsers), and one stuck browser (a connection that
+never reads). Per phase: the controller's CPU seconds per second and its RSS, and the changes' latency p99 (a
+stuck browser must not slow the controller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from epochkraft.chaos.cluster import LocalCluster
+
+PHASES = ("no_browser", "browsers", "stuck_browser")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _change_configs(bootstrap: str, topic: str, per_second: float, seconds: float) -> list[float]:
+    """IncrementalAlterConfigs on ``topic`` at ``per_second``; each one's latency in seconds."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        entry = ConfigEntry("retention.ms", str(86_400_000 + n), incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("topic", topic, incremental_configs=[entry])
+        started = time.monotonic()
+        future = admin.incremental_alter_configs([resource])[resource]
+        await asyncio.to_thread(future.result, 30)
+        latencies.append(time.monotonic() - started)
+        await asyncio.sleep(max(1 / per_second - (time.monotonic() - started), 0))
+    return latencies
+
+
+async def _read_view(url: str, stop: asyncio.Event, received: list[int]) -> None:
+    async with aiohttp.ClientSession() as http, http.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+        while not stop.is_set():
+            try:
+                chunk = await asyncio.wait_for(r.content.readany(), 0.5)
+            except TimeoutError:
+                continue
+            if not chunk:
+                return
+            received[0] += len(chunk)
+
+
+async def _stuck_view(host: str, port: int, stop: asyncio.Event) -> None:
+    """Asks for the stream and never reads it: the kernel's buffers fill, then the controller's queue."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(f"GET /view/events HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    await writer.drain()
+    await stop.wait()
+    writer.close()
+    del reader
+
+
+async def _phase(
+    phase: str, cluster: LocalCluster, topic: str, changes: float, seconds: float, browsers: int
+) -> dict[str, Any]:
+    assert cluster.controller is not None and cluster.controller.proc is not None
+    pid = cluster.controller.proc.pid
+    admin = cluster.admin_port(0)
+    stop = asyncio.Event()
+    received = [0]
+    readers: list[asyncio.Task[None]] = []
+    if phase == "browsers":
+        url = f"http://127.0.0.1:{admin}/view/events"
+        readers = [asyncio.create_task(_read_view(url, stop, received)) for _ in range(browsers)]
+    elif phase == "stuck_browser":
+        readers = [asyncio.create_task(_stuck_view("127.0.0.1", admin or 0, stop))]
+    await asyncio.sleep(1)
+    cpu_before = _cpu_seconds(pid)
+    started = time.monotonic()
+    latencies = sorted(await _change_configs(cluster.bootstrap, topic, changes, seconds))
+    elapsed = time.monotonic() - started
+    cpu = (_cpu_seconds(pid) - cpu_before) / elapsed
+    rss = _rss_mb(pid)
+    stop.set()
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    return {
+        "controller_cpu_s_per_s": round(cpu, 3),
+        "controller_rss_mb": round(rss, 1),
+        "changes": len(latencies),
+        "change_p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1) if latencies else None,
+        "view_bytes_read": received[0],
+    }
+
+
+def part_view(
+    work: Path, fast_config: str, partitions: int, changes: float, seconds: float, browsers: int
+) -> dict[str, Any]:
+    from epochkraft.bench.cli import _create
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "broker.properties").write_text(fast_config)
+    (work / "controller.properties").write_text("broker.session.timeout.ms=9000\n")
+    cluster = LocalCluster(
+        data_dir=work / "cluster",
+        brokers=3,
+        broker_config=work / "broker.properties",
+        controller_config=work / "controller.properties",
+        admin_ports=True,
+    )
+    cluster.start()
+    try:
+        per_topic = 1000
+        for i in range(max(partitions // per_topic, 1)):
+            _create(cluster.bootstrap, f"view-{i}", min(per_topic, partitions), 3, 2)
+        results: dict[str, Any] = {"partitions": partitions, "changes_per_s": changes, "browsers": browsers}
+        for phase in PHASES:
+            results[phase] = asyncio.run(_phase(phase, cluster, "view-0", changes, seconds, browsers))
+        return results
+    finally:
+        cluster.kill_all()
