@@ -170,11 +170,12 @@ class ClientQuotaManager:
             return 0
         rate = self._rate(tags, now_ms)
         rate.record(value, now_ms)
-        observed = rate.measure(now_ms)
+        total, window_ms = rate.total_and_window_ms(now_ms)
+        observed = total / (window_ms / 1000)
         if observed <= limit:
             return 0
         # QuotaUtils.throttleTime: how long until the average over the window is back at the quota
-        throttle = round((observed - limit) / limit * rate.window_size_ms(now_ms))
+        throttle = round((observed - limit) / limit * window_ms)
         return throttle if self.max_throttle_ms is None else min(throttle, self.max_throttle_ms)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:

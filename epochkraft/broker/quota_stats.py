@@ -54,26 +54,32 @@ class Rate:
             self._samples[self._current].reset(now_ms)
         return self._samples[self._current]
 
-    def _purge_obsolete(self, now_ms: int) -> None:
+    def total_and_window_ms(self, now_ms: int) -> tuple[float, int]:
+        """(the total of the samples, the span in ms it is divided by) at ``now_ms``, in one pass: samples
+        idle for the whole span reset first (SampledStat.purgeObsoleteSamples), then Rate.windowSize."""
         expire_age = self.samples * self.window_ms
+        total = 0.0
+        oldest = now_ms
         for sample in self._samples:
             if now_ms - sample.last_event_ms >= expire_age:
                 sample.reset(now_ms)
-
-    def window_size_ms(self, now_ms: int) -> int:
-        """Rate.windowSize: the span the total is divided by."""
-        self._purge_obsolete(now_ms)
-        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+            total += sample.value
+            if sample.start_ms < oldest:
+                oldest = sample.start_ms
         elapsed = now_ms - oldest
         full_windows = elapsed // self.window_ms
         if full_windows < self.samples - 1:
             elapsed += (self.samples - 1 - full_windows) * self.window_ms
-        return max(elapsed, 1)
+        return total, max(elapsed, 1)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """Rate.windowSize: the span the total is divided by."""
+        return self.total_and_window_ms(now_ms)[1]
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at ``now_ms``."""
-        window = self.window_size_ms(now_ms)
-        return sum(s.value for s in self._samples) / (window / 1000)
+        total, window = self.total_and_window_ms(now_ms)
+        return total / (window / 1000)
 
     def unrecord(self, value: float, now_ms: int) -> None:
         """Takes back a value recorded at ``now_ms`` (Kafka's ClientQuotaManager.unrecordQuotaSensor
