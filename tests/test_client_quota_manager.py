@@ -198,3 +198,27 @@ def test_client_quotas_follow_the_image_and_cost_nothing_without_quotas():
     image.client_quotas = {(("client-id", "app"),): {CONSUMER_BYTE_RATE: 100.0}}
     image.client_quotas_version = 1
     assert quotas.active() and quotas.fetch.enabled and not quotas.produce.enabled
+
+
+def test_busy_time_counts_the_steps_of_a_request_not_its_waits():
+    """request_percentage measures the event loop's time running a request: a handler that waits 100 ms
+    and computes for about 20 ms is charged about 20 ms (Kafka charges request handler thread time)."""
+    import asyncio
+    import time
+
+    from epochkraft.net.server import _BusyTime
+
+    async def handler() -> str:
+        await asyncio.sleep(0.1)
+        deadline = time.perf_counter() + 0.02
+        while time.perf_counter() < deadline:
+            pass
+        return "answer"
+
+    async def run() -> tuple[str, int]:
+        timed = _BusyTime(handler())
+        return await timed, timed.busy_ns
+
+    answer, busy_ns = asyncio.run(run())
+    assert answer == "answer"
+    assert 0.02 <= busy_ns / 1e9 < 0.08, busy_ns
