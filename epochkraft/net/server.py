@@ -268,6 +268,12 @@ class _Connection(asyncio.BufferedProtocol):
         self.muted = False  # not read: throttled (KIP-219), until muted_until
         self.muted_until = 0.0
         self.mutes: dict[asyncio.Future[Response], int] = {}  # response -> ms to mute once it is sent
+        # A client under a quota has its requests run one at a time, as Kafka's broker reads one request per
+        # connection at a time: a pipelining client cannot start more work while it is throttled. Frames read
+        # meanwhile wait here.
+        self.sequential = False
+        self.in_flight = 0
+        self.held: deque[bytes] = deque()
         self.log = server.log
         self.ip = "?"
         self.reserved_slot = False  # holds one of the slots kept for inter-broker traffic
@@ -336,11 +342,26 @@ class _Connection(asyncio.BufferedProtocol):
         for frame in frames:
             if self.closed:
                 return
+            if self.held or self._holding():
+                self.held.append(bytes(frame))  # the frame's view is valid only until the next read
+                continue
             self._dispatch(frame)
-        if len(self.pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self.paused and self.transport:
+        if (
+            len(self.pending) + len(self.held) >= MAX_IN_FLIGHT_PER_CONNECTION
+            and not self.paused
+            and self.transport
+        ):
             self.paused = True
             if not self.muted:
                 self.transport.pause_reading()
+
+    def _holding(self) -> bool:
+        return self.muted or (self.sequential and self.in_flight > 0)
+
+    def _release_held(self) -> None:
+        """Starts the frames held back while the connection was muted or a quota'd request ran."""
+        while self.held and not self.closed and not self._holding():
+            self._dispatch(self.held.popleft())
 
     # ---- requests -----------------------------------------------------------------------------------
     def _dispatch(self, frame: bytes | memoryview) -> None:
@@ -484,6 +505,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.muted = False
         if not self.paused:
             self.transport.resume_reading()
+        self._release_held()
 
     async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext, encode: bool = True) -> Any:
         refused = self._refusal(spec, request, ctx)
@@ -555,6 +577,7 @@ class _Connection(asyncio.BufferedProtocol):
         return encode_response_entity(ctx.header.correlation_id, spec.key, ctx.api_version, body)
 
     def _settle(self, task: asyncio.Task[Response], future: asyncio.Future[Response]) -> None:
+        self.in_flight -= 1
         if future.done():
             return
         if task.cancelled():
@@ -573,6 +596,8 @@ class _Connection(asyncio.BufferedProtocol):
         else:
             future.set_result(task.result())
         self._flush()
+        if self.held:
+            self._release_held()
 
     def _queue_ready(self, data: bytes) -> None:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
@@ -602,7 +627,11 @@ class _Connection(asyncio.BufferedProtocol):
             self.last_progress = time.monotonic()
         if mute:
             self._mute(mute)
-        if self.paused and len(self.pending) < MAX_IN_FLIGHT_PER_CONNECTION // 2 and self.transport:
+        if (
+            self.paused
+            and len(self.pending) + len(self.held) < MAX_IN_FLIGHT_PER_CONNECTION // 2
+            and self.transport
+        ):
             self.paused = False
             if not self.muted:
                 self.transport.resume_reading()
