@@ -66,6 +66,24 @@ async def test_a_throttled_connection_is_muted_for_the_throttle_time():
         await server.stop()
 
 
+async def test_a_throttled_client_pipelining_gets_one_request_served_per_throttle_time():
+    """Three requests sent at once by a client whose every request is throttled a window: they are started
+    one at a time (as Kafka reads one request per connection at a time), so each waits for the previous
+    one's mute, and the last is answered two windows later, not at once with the first."""
+    server = await serve()
+    try:
+        async with KafkaClient("127.0.0.1", server.port, client_id="slow") as slow:
+            started = time.monotonic()
+            responses = await slow.send_many([REQUEST] * 3)
+            waited = time.monotonic() - started
+            assert [r.throttle_time / datetime.timedelta(milliseconds=1) for r in responses] == [
+                WINDOW_MS
+            ] * 3
+            assert waited >= 2 * 0.8 * WINDOW_MS / 1000, waited
+    finally:
+        await server.stop()
+
+
 async def test_without_enforcement_nothing_is_throttled_or_muted(monkeypatch):
     """UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS: the checks above fail (no throttle time, no wait)."""
     monkeypatch.setattr(server_module, "UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS", True)

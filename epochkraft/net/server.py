@@ -422,11 +422,13 @@ class _Connection(asyncio.BufferedProtocol):
         self.pending.append(future)
         quotas = self.server.quotas
         if quotas is not None and quotas.active() and self._quota_applies(spec, ctx):
+            self.sequential = True
             task = asyncio.ensure_future(
                 self._run_with_quotas(spec, request, ctx, len(frame), future, quotas)
             )
         else:
             task = asyncio.ensure_future(self._run(spec, request, ctx))
+        self.in_flight += 1
         task.add_done_callback(lambda t, f=future: self._settle(t, f))
 
     async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
