@@ -222,3 +222,39 @@ def test_busy_time_counts_the_steps_of_a_request_not_its_waits():
     answer, busy_ns = asyncio.run(run())
     assert answer == "answer"
     assert 0.02 <= busy_ns / 1e9 < 0.08, busy_ns
+
+
+def test_only_the_daemons_own_clients_are_exempt_and_not_by_client_id_alone():
+    """Replica fetchers and brokers' clients (client ids replica-fetcher-*, broker-*) are not measured, as
+    Kafka exempts inter-broker requests; with an authorizer only a principal allowed CLUSTER_ACTION is, so a
+    client naming itself broker-1 still has its quota."""
+    from epochkraft.net.context import RequestContext
+    from epochkraft.net.server import _Connection, served
+    from epochkraft.protocol.api import BROKER
+    from epochkraft.protocol.framing import RequestHeader
+    from epochkraft.security.authorizer import StandardAuthorizer
+    from epochkraft.security.principal import KafkaPrincipal
+
+    produce = served(BROKER)[0]
+    broker = KafkaPrincipal("User", "broker")
+
+    def applies(client_id: str, authorizer=None, principal=broker) -> bool:
+        ctx = RequestContext(
+            BROKER,
+            RequestHeader(0, 9, 1, client_id, 0),
+            9,
+            None,
+            None,
+            None,
+            principal=principal,
+            authorizer=authorizer,
+        )
+        return _Connection._quota_applies(produce, ctx)
+
+    assert applies("app") and not applies("replica-fetcher-2") and not applies("broker-3")
+    authorizer = StandardAuthorizer(frozenset({broker}), allow_everyone_if_no_acl_found=False)
+    assert not applies("broker-3", authorizer)
+    assert applies("broker-3", authorizer, KafkaPrincipal("User", "mallory"))
+    assert not _Connection._quota_applies(
+        served(BROKER)[18], RequestContext(BROKER, RequestHeader(18, 3, 1, "app", 0), 3, None, None, None)
+    )

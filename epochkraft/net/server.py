@@ -46,6 +46,7 @@ from epochkraft.protocol.framing import (
     parse_request_header,
     response_class,
 )
+from epochkraft.security.authorizer import AclOperation
 from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 from epochkraft.security.request_rules import refusal as request_refusal
@@ -441,9 +442,15 @@ class _Connection(asyncio.BufferedProtocol):
     @staticmethod
     def _quota_applies(spec: ApiSpec, ctx: RequestContext) -> bool:
         """Clients' requests count against their quotas; the daemons' own (replica fetchers, brokers'
-        controller clients) are exempt, as Kafka exempts inter-broker requests."""
+        controller clients) are exempt, as Kafka exempts inter-broker requests; with an authorizer only a
+        principal allowed CLUSTER_ACTION is, so a client cannot escape its quota by its client id."""
+        if spec.key in UNTHROTTLED_APIS:
+            return False
         client_id = ctx.header.client_id or ""
-        return spec.key not in UNTHROTTLED_APIS and not client_id.startswith(INTER_BROKER_CLIENT_PREFIXES)
+        return not (
+            client_id.startswith(INTER_BROKER_CLIENT_PREFIXES)
+            and ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+        )
 
     async def _run_with_quotas(
         self,
