@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kio.schema.alter_client_quotas.v1 import request as acq
 from kio.schema.alter_configs.v2 import request as ac2
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.alter_partition_reassignments.v1 import request as apr
@@ -32,6 +33,35 @@ class ControllerContext:
         self.controller = Controller(CLUSTER_ID, ControllerSettings(**settings))
         self.controller.bootstrap(self.now)
         self.incarnations: dict[int, uuid.UUID] = {}
+
+    # ---- client quotas ------------------------------------------------------------------------------
+    def alter_client_quotas(
+        self,
+        alterations: dict[tuple[tuple[str, str | None], ...], dict[str, float | None]],
+        validate_only: bool = False,
+    ) -> dict[tuple[tuple[str, str | None], ...], tuple[int, str | None]]:
+        """AlterClientQuotas: {entity pairs: {key: value, or None to remove}} -> {entity: (error, message)}."""
+        request = acq.AlterClientQuotasRequest(
+            entries=tuple(
+                acq.EntryData(
+                    entity=tuple(acq.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+                    ops=tuple(
+                        acq.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+                        for k, v in ops.items()
+                    ),
+                )
+                for entity, ops in alterations.items()
+            ),
+            validate_only=validate_only,
+        )
+        response = self.controller.alter_client_quotas(self.now, request)
+        return {
+            tuple((e.entity_type, e.entity_name) for e in entry.entity): (
+                entry.error_code,
+                entry.error_message,
+            )
+            for entry in response.entries
+        }
 
     # ---- brokers ------------------------------------------------------------------------------------
     def registration(self, broker_id: int, incarnation: uuid.UUID | None = None, **kw: Any) -> Any:

@@ -118,6 +118,32 @@ def test_kafka_configs_alter_and_describe(tools: Path, bootstrap: str) -> None:
     assert "retention.ms=3600000" not in described and "min.insync.replicas=2" in described, described
 
 
+def test_kafka_configs_client_quotas(tools: Path, bootstrap: str) -> None:
+    """kafka-configs --entity-type users|clients (AlterClientQuotas, then DescribeClientQuotas): a user's,
+    a client id's and a (user, client id)'s quotas added, described and deleted."""
+    entities = {
+        "user": ["--entity-type", "users", "--entity-name", "tool-alice"],
+        "client": ["--entity-type", "clients", "--entity-name", "tool-app"],
+        "both": ["--entity-type", "users", "--entity-name", "tool-bob", "--entity-type", "clients", "--entity-name", "tool-app"],
+    }  # fmt: skip
+    for entity in entities.values():
+        run_tool(tools, CONFIGS, "--bootstrap-server", bootstrap, *entity, "--alter",
+                 "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152,request_percentage=50")  # fmt: skip
+    for entity in entities.values():
+        describe = ["--bootstrap-server", bootstrap, *entity, "--describe"]
+        described = run_until(
+            tools, CONFIGS, *describe, ready=lambda out: "producer_byte_rate=1048576" in out
+        )
+        for quota in ("producer_byte_rate=1048576", "consumer_byte_rate=2097152", "request_percentage=50"):
+            assert quota in described, described
+    user = ["--bootstrap-server", bootstrap, *entities["user"]]
+    run_tool(tools, CONFIGS, *user, "--alter", "--delete-config", "producer_byte_rate")
+    described = run_until(
+        tools, CONFIGS, *user, "--describe", ready=lambda out: "producer_byte_rate" not in out
+    )
+    assert "producer_byte_rate" not in described and "consumer_byte_rate=2097152" in described, described
+
+
 def test_kafka_console_producer_and_consumer(tools: Path, bootstrap: str) -> None:
     create_topic(tools, bootstrap, "tool-console")
     lines = [f"line-{i}" for i in range(5)]

@@ -73,6 +73,14 @@ SAMPLES = [
         permission_type=3,
     ),
     mr.RemoveAccessControlEntryRecord(id=uuid.UUID(int=7)),
+    mr.ClientQuotaRecord(
+        entity=(
+            mr.EntityData(entity_type="user", entity_name="alice"),
+            mr.EntityData(entity_type="client-id", entity_name=None),
+        ),
+        key="producer_byte_rate",
+        value=1048576.0,
+    ),
 ]
 
 

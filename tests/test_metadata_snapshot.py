@@ -53,6 +53,7 @@ def image_view(image: MetadataImage) -> dict[str, object]:
         "configs": image.configs,
         "scram": image.scram_credentials,
         "acls": image.acls,
+        "client_quotas": image.client_quotas,
     }
 
 
@@ -92,6 +93,11 @@ def busy_context() -> ControllerContext:
     )
     results = controller.create_acls(ctx.now, ca.CreateAclsRequest(creations=(creation,)))
     assert [r.error_code for r in results] == [0]
+    quotas = {
+        (("user", "alice"),): {"producer_byte_rate": 1024.0},
+        (("client-id", None),): {"request_percentage": 50.0},
+    }
+    assert all(error == 0 for error, _ in ctx.alter_client_quotas(quotas).values())
     return ctx
 
 
@@ -116,7 +122,7 @@ def test_image_round_trips_with_configs_acls_credentials_reassignment_and_broker
     assert states == {1: (True, False), 2: (True, False), 3: (False, True), 4: (True, False)}, states
     assert image.topic("audit").partitions[0].leader == -1
     assert image.topic("orders").partitions[0].adding_replicas == (4,)
-    assert image.acls and image.scram_credentials and image.configs
+    assert image.acls and image.scram_credentials and image.configs and image.client_quotas
     loaded = through_a_file(ctx.controller, tmp_path)
     assert image_view(loaded.image) == image_view(image)
 
@@ -138,7 +144,8 @@ def test_snapshot_is_the_shortest_list_of_current_records():
     records = image_records(image, METADATA_VERSION)
     partitions = sum(len(t.partitions) for t in image.topics.values())
     configs = sum(len(v) for v in image.configs.values())
-    expected = 1 + len(image.brokers) + len(image.topics) + partitions + configs
+    quotas = sum(len(v) for v in image.client_quotas.values())
+    expected = 1 + len(image.brokers) + len(image.topics) + partitions + configs + quotas
     assert len(records) == expected + len(image.acls) + len(image.scram_credentials)
     assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)
     assert len(records) < len(ctx.controller.log), "fewer records than the log that built the image"

@@ -21,6 +21,9 @@
 10. floods: another client's acks=all produce latency (p99, max) while a client creates ``--flood-topics``
    RF 3 topics in CreateTopics requests of 500, with the failed creations and the brokers the controller
    fenced meanwhile (epochkraft/bench/floods.py).
+11. request_floods: another client's acks=all produce latency while four connections of one client keep 32
+   ListOffsets of 200 partitions each in flight for ``--seconds``, without a quota and with a default
+   client-id request_percentage of 25 (KIP-124), on one broker (epochkraft/bench/floods.py).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ PARTS = (
     "tls",
     "floods",
     "view",
+    "request_floods",
 )
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
@@ -828,6 +832,10 @@ def main(argv: list[str]) -> int:
                     args.seconds,
                     args.view_browsers,
                 )
+            elif part == "request_floods":
+                from epochkraft.bench.floods import part_request_floods
+
+                results[part] = part_request_floods(work / "request-floods", args.seconds)
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 

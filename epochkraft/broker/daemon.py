@@ -35,6 +35,7 @@ from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest,
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from epochkraft import logs
+from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
@@ -97,6 +98,10 @@ class BrokerNode:
         self.broker_epoch = -1
         self.cluster_id: str | None = None
         self.cache = MetadataCache(self.node_id)
+        # KIP-13/124/599 client quotas, following the quotas in our metadata
+        self.client_quotas = ClientQuotas(
+            self.cache, settings.quota_window_num, settings.quota_window_size_seconds * 1000
+        )
         self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
         self.security = NodeSecurity.build(settings)
@@ -486,6 +491,7 @@ async def serve(
             max_connections_per_ip=settings.max_connections_per_ip,
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
+            quotas=node.client_quotas,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials

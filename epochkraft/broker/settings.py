@@ -257,6 +257,15 @@ class BrokerSettings(SecuritySettings):
         "Of max.connections, the last ones kept for replica fetchers and other brokers' clients.",
         minimum=0,
     )
+    quota_window_num: int = prop(
+        "quota.window.num",
+        11,
+        "Samples client quota rates are measured over (produce and fetch byte rates, request_percentage).",
+        minimum=1,
+    )
+    quota_window_size_seconds: int = prop(
+        "quota.window.size.seconds", 1, "Length of each client quota sample.", minimum=1
+    )
     connections_max_idle_ms: int = prop(
         "connections.max.idle.ms", 600000, "Idle connections are closed after this long.", minimum=100
     )

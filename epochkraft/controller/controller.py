@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
+from kio.schema.alter_client_quotas.v1 import response as alter_quotas_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
@@ -32,7 +33,7 @@ from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, Descr
 from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 
-from epochkraft.controller import security_control
+from epochkraft.controller import client_quota_control, security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
@@ -54,6 +55,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -248,6 +250,7 @@ class Controller(AdminOperations):
     @replay.register(RemoveUserScramCredentialRecord)
     @replay.register(AccessControlEntryRecord)
     @replay.register(RemoveAccessControlEntryRecord)
+    @replay.register(ClientQuotaRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         self.image.replay(record)
 
@@ -286,6 +289,31 @@ class Controller(AdminOperations):
         records, results = security_control.delete_acls(self.image, request)
         self._commit(records, now_ms)
         return results
+
+    # ---- client quotas (client_quota_control decides, replay applies) -------------------------------
+    def alter_client_quotas(self, now_ms: int, request: Any) -> alter_quotas_resp.AlterClientQuotasResponse:
+        """AlterClientQuotas v1 (ControllerApis.handleAlterClientQuotas): atomic, validate_only writes
+        nothing."""
+        alterations = [
+            (
+                # Kafka's request turns the entity list into a map: a type named twice counts once
+                tuple(dict((e.entity_type, e.entity_name) for e in entry.entity).items()),
+                [(op.key, None if op.remove else float(op.value)) for op in entry.ops],
+            )
+            for entry in request.entries
+        ]
+        records, results = client_quota_control.alter_client_quotas(self.image.client_quotas, alterations)
+        if not request.validate_only:
+            self._commit(records, now_ms)
+        entries = tuple(
+            alter_quotas_resp.EntryData(
+                error_code=error,
+                error_message=message,
+                entity=tuple(alter_quotas_resp.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+            )
+            for entity, (error, message) in results.items()
+        )
+        return alter_quotas_resp.AlterClientQuotasResponse(throttle_time=NO_THROTTLE, entries=entries)
 
     # ---- producer ids -------------------------------------------------------------------------------
     def allocate_producer_ids(

@@ -23,9 +23,11 @@ from epochkraft.controller.state import (
     PartitionRegistration,
     TopicInfo,
 )
+from epochkraft.metadata.client_quotas import QuotaEntity, quota_entity
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -73,6 +75,8 @@ class MetadataImage:
         self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}  # (user, mechanism)
         self.acls: dict[uuid.UUID, AclBinding] = {}  # the authorizer reads these
         self.next_producer_id = -1  # first id of the next producer id block (Kafka's ProducerIdsImage)
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}  # Kafka's ClientQuotasImage
+        self.client_quotas_version = 0  # bumped by every ClientQuotaRecord: quota managers re-read on change
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     def topic(self, name: str) -> TopicInfo | None:
@@ -218,6 +222,18 @@ class MetadataImage:
     @replay.register
     def _(self, record: RemoveAccessControlEntryRecord, changes: Changes | None = None) -> None:
         self.acls.pop(record.id, None)
+
+    @replay.register
+    def _(self, record: ClientQuotaRecord, changes: Changes | None = None) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in record.entity)
+        quotas = self.client_quotas.setdefault(entity, {})
+        if record.remove:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+        if not quotas:
+            del self.client_quotas[entity]
+        self.client_quotas_version += 1
 
     @replay.register
     def _(self, record: ProducerIdsRecord, changes: Changes | None = None) -> None:

@@ -1,7 +1,7 @@
 """Metadata snapshots (KIP-630) in Kafka's checkpoint format, sans-IO: image -> records -> bytes and back.
 
 ``image_records`` is the shortest record list that rebuilds an image, in the order Kafka's
-``MetadataImage.write`` emits it (features, cluster, topics, configs, ACLs, SCRAM). ``encode_snapshot``
+``MetadataImage.write`` emits it (features, cluster, topics, configs, client quotas, ACLs, SCRAM). ``encode_snapshot``
 lays them out as Kafka's ``RecordsSnapshotWriter`` does: a control batch at offset 0 holding the
 SnapshotHeaderRecord (``ControlRecordType.SNAPSHOT_HEADER`` = 3), the metadata records in RecordBatch v2
 batches of at most ``KafkaRaftClient.MAX_BATCH_SIZE_BYTES`` with offsets following on, and a control
@@ -24,7 +24,9 @@ from epochkraft.protocol.metadata_codec import decode_metadata_record, encode_me
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ConfigRecord,
+    EntityData,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
@@ -111,6 +113,7 @@ def copy_image(image: MetadataImage) -> MetadataImage:
     copy.scram_credentials = dict(image.scram_credentials)
     copy.acls = dict(image.acls)
     copy.next_producer_id = image.next_producer_id
+    copy.client_quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
     return copy
 
 
@@ -159,6 +162,10 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
             records.append(
                 ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
             )
+    for entity, quotas in image.client_quotas.items():  # Kafka's ClientQuotasImage.write
+        entity_data = tuple(EntityData(entity_type=t, entity_name=name) for t, name in entity)
+        for key, value in quotas.items():
+            records.append(ClientQuotaRecord(entity=entity_data, key=key, value=value))
     for acl_id, acl in image.acls.items():
         records.append(acl_record(acl_id, acl))
     records.extend(image.scram_credentials.values())

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from epochkraft.broker.client_quotas import ClientQuotas
     from epochkraft.broker.config_describer import ConfigDescriber
     from epochkraft.broker.daemon import BrokerNode
     from epochkraft.broker.group_service import GroupService
@@ -48,6 +49,8 @@ class BrokerApis(Protocol):
     def control(self) -> ControllerChannel: ...
     @property
     def authorizer(self) -> StandardAuthorizer | None: ...
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
 
     def now_ms(self) -> int: ...
     def generate_producer_id(self) -> GeneratedProducerId: ...

@@ -14,17 +14,24 @@ as Kafka's ``getErrorResponse``) and the connection stays open; identical failur
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import os
 import ssl
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import structlog
+from kio.static.primitive import i32Timedelta
 
+from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.net.apis import BrokerApis, ControllerApis
 from epochkraft.net.context import RequestContext
 from epochkraft.net.failure_log import FailureLog, failure_key
+from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import ApiSpec, served
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -40,6 +47,7 @@ from epochkraft.protocol.framing import (
     parse_request_header,
     response_class,
 )
+from epochkraft.security.authorizer import AclOperation
 from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 from epochkraft.security.request_rules import refusal as request_refusal
@@ -62,6 +70,15 @@ MAX_REQUEST_BYTES_PER_API = {
 # the reserved connection slots admit only these, so a flood of clients cannot lock out replication.
 INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
+
+# Requests no client quota measures or throttles: ApiVersions and SASL come before a client is known.
+UNTHROTTLED_APIS = frozenset({17, 18, 36})
+PRODUCE_KEY, FETCH_KEY = 0, 1
+_THROTTLE_FIELD = struct.Struct(">i")  # a Fetch response body opens with throttle_time_ms
+# Tests only: client quotas are measured but never enforced (no throttle time answered, no connection muted),
+# so a test can show its checks catch a broker that does not throttle. A daemon takes it from the environment
+# variable of the same name.
+UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS = os.environ.get("UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS") == "1"
 
 # Fetch of the committed metadata log, ApiVersions, SASL, DescribeCluster (the cluster id a broker asks
 # for first), the Raft RPCs, DescribeQuorum and FetchSnapshot: answered by every controller of a quorum,
@@ -101,11 +118,13 @@ class KafkaServer:
         reserved_connections: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         sasl: Callable[[], SaslServerSession] | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self.listener = listener
         self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
         self.sasl = sasl  # a SASL listener: a new session per connection
         self.listener_name = listener_name  # the named listener (listeners property) it serves
+        self.quotas = quotas  # a broker's client quotas (None: nothing is throttled)
         self.node = node
         self.host = host
         self.requested_port = port
@@ -184,6 +203,56 @@ class KafkaServer:
                     conn.decoder.release_buffers()
 
 
+class _BusyTime:
+    """Awaits a coroutine, adding up the time the event loop spends running it (its steps, not its waits):
+    the analogue of the request handler thread time Kafka's request_percentage measures."""
+
+    __slots__ = ("busy_ns", "coro")
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.busy_ns = 0
+
+    def __await__(self) -> Any:
+        coro, clock = self.coro, time.perf_counter_ns
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                self.busy_ns += clock() - start
+                return stop.value
+            except BaseException:
+                self.busy_ns += clock() - start
+                raise
+            self.busy_ns += clock() - start
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # a cancellation goes on into the coroutine
+                value, error = None, exc
+
+
+def _throttle_of(response: Any) -> int:
+    """The throttle time a handler put in its response itself (KIP-599's controller mutation quota)."""
+    throttle = getattr(response, "throttle_time", None)
+    return 0 if throttle is None else int(throttle / datetime.timedelta(milliseconds=1))
+
+
+def _with_throttle(response: Any, throttle_ms: int) -> Any:
+    """The response with ``throttle_ms`` as its throttle_time_ms: a kio entity's field, or the first field
+    of a Fetch body in pieces."""
+    if isinstance(response, list):
+        return [_THROTTLE_FIELD.pack(throttle_ms) + bytes(response[0][4:]), *response[1:]]
+    if dataclasses.is_dataclass(response) and hasattr(response, "throttle_time"):
+        return dataclasses.replace(
+            response,  # type: ignore[type-var]
+            throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms)),
+        )
+    return response
+
+
 class _NoErrorResponse(Exception):
     """A failed request Kafka answers by closing the connection (Produce with acks=0)."""
 
@@ -197,7 +266,16 @@ class _Connection(asyncio.BufferedProtocol):
         self.pending: deque[asyncio.Future[Response]] = deque()
         self.last_progress = time.monotonic()
         self.closed = False
-        self.paused = False
+        self.paused = False  # not read: too many requests in flight
+        self.muted = False  # not read: throttled (KIP-219), until muted_until
+        self.muted_until = 0.0
+        self.mutes: dict[asyncio.Future[Response], int] = {}  # response -> ms to mute once it is sent
+        # A client under a quota has its requests run one at a time, as Kafka's broker reads one request per
+        # connection at a time: a pipelining client cannot start more work while it is throttled. Frames read
+        # meanwhile wait here.
+        self.sequential = False
+        self.in_flight = 0
+        self.held: deque[bytes] = deque()
         self.log = server.log
         self.ip = "?"
         self.reserved_slot = False  # holds one of the slots kept for inter-broker traffic
@@ -266,10 +344,26 @@ class _Connection(asyncio.BufferedProtocol):
         for frame in frames:
             if self.closed:
                 return
+            if self.held or self._holding():
+                self.held.append(bytes(frame))  # the frame's view is valid only until the next read
+                continue
             self._dispatch(frame)
-        if len(self.pending) >= MAX_IN_FLIGHT_PER_CONNECTION and not self.paused and self.transport:
+        if (
+            len(self.pending) + len(self.held) >= MAX_IN_FLIGHT_PER_CONNECTION
+            and not self.paused
+            and self.transport
+        ):
             self.paused = True
-            self.transport.pause_reading()
+            if not self.muted:
+                self.transport.pause_reading()
+
+    def _holding(self) -> bool:
+        return self.muted or (self.sequential and self.in_flight > 0)
+
+    def _release_held(self) -> None:
+        """Starts the frames held back while the connection was muted or a quota'd request ran."""
+        while self.held and not self.closed and not self._holding():
+            self._dispatch(self.held.popleft())
 
     # ---- requests -----------------------------------------------------------------------------------
     def _dispatch(self, frame: bytes | memoryview) -> None:
@@ -328,7 +422,15 @@ class _Connection(asyncio.BufferedProtocol):
         )
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
-        task = asyncio.ensure_future(self._run(spec, request, ctx))
+        quotas = self.server.quotas
+        if quotas is not None and quotas.active() and self._quota_applies(spec, ctx):
+            self.sequential = True
+            task = asyncio.ensure_future(
+                self._run_with_quotas(spec, request, ctx, len(frame), future, quotas)
+            )
+        else:
+            task = asyncio.ensure_future(self._run(spec, request, ctx))
+        self.in_flight += 1
         task.add_done_callback(lambda t, f=future: self._settle(t, f))
 
     async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
@@ -337,7 +439,85 @@ class _Connection(asyncio.BufferedProtocol):
         except Exception as exc:
             return self._failed(spec, request, ctx, exc)
 
-    async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
+    # ---- client quotas (KIP-13, KIP-124, KIP-219) ---------------------------------------------------------
+    @staticmethod
+    def _quota_applies(spec: ApiSpec, ctx: RequestContext) -> bool:
+        """Clients' requests count against their quotas; the daemons' own (replica fetchers, brokers'
+        controller clients) are exempt, as Kafka exempts inter-broker requests; with an authorizer only a
+        principal allowed CLUSTER_ACTION is, so a client cannot escape its quota by its client id."""
+        if spec.key in UNTHROTTLED_APIS:
+            return False
+        client_id = ctx.header.client_id or ""
+        return not (
+            client_id.startswith(INTER_BROKER_CLIENT_PREFIXES)
+            and ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+        )
+
+    async def _run_with_quotas(
+        self,
+        spec: ApiSpec,
+        request: Any,
+        ctx: RequestContext,
+        size: int,
+        future: asyncio.Future[Response],
+        quotas: ClientQuotas,
+    ) -> Response:
+        """Handles the request as ``_run``, then records it against the client's quotas: the request
+        frame's bytes for a Produce, the response's for a Fetch, and the event loop's time running it
+        (request_percentage). The largest throttle time goes in the response, and the connection is
+        muted that long once the response is sent (Kafka's KafkaApis.sendResponseMaybeThrottle)."""
+        user, client_id = ctx.principal.name, ctx.header.client_id or ""
+        throttle = 0
+        if spec.key == PRODUCE_KEY:
+            throttle = quotas.produce.record(user, client_id, size, ctx.now_ms())
+        timed = _BusyTime(self._handle(spec, request, ctx, encode=False))
+        try:
+            response = await timed
+        except Exception as exc:
+            return self._failed(spec, request, ctx, exc)
+        now_ms = ctx.now_ms()
+        throttle = max(throttle, quotas.request.record_time(user, client_id, timed.busy_ns, now_ms))
+        if spec.key == FETCH_KEY and isinstance(response, list):
+            size = sum(map(len, response))
+            fetch_throttle = quotas.fetch.record(user, client_id, size, now_ms)
+            if fetch_throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
+                # A throttled fetch is answered empty and its bytes taken back (KafkaApis.handleFetchRequest).
+                quotas.fetch.unrecord(user, client_id, size, now_ms)
+                response = fetch_response.encode_response(ctx.api_version, [])
+                throttle = max(throttle, fetch_throttle)
+        throttle = max(throttle, _throttle_of(response))
+        if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
+            response = _with_throttle(response, throttle)
+            self.mutes[future] = throttle
+        return self._encode(response, ctx)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """KIP-219: the connection is not read for the throttle time after the throttled response."""
+        if self.transport is None or self.closed:
+            return
+        until = time.monotonic() + throttle_ms / 1000
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        if not self.muted:
+            self.muted = True
+            if not self.paused:
+                self.transport.pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        if not self.muted or self.closed or self.transport is None:
+            return
+        left = self.muted_until - time.monotonic()
+        if left > 0.001:  # a later throttle extended the mute
+            asyncio.get_running_loop().call_later(left, self._unmute)
+            return
+        self.muted = False
+        if not self.paused:
+            self.transport.resume_reading()
+        self._release_held()
+
+    async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext, encode: bool = True) -> Any:
         refused = self._refusal(spec, request, ctx)
         gate = self._write_gate(spec)
         if refused is not None:
@@ -350,6 +530,10 @@ class _Connection(asyncio.BufferedProtocol):
             )
         else:
             response = await spec.handler(request, ctx)
+        return self._encode(response, ctx) if encode else response
+
+    @staticmethod
+    def _encode(response: Any, ctx: RequestContext) -> Response:
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
         header = ctx.header
@@ -403,6 +587,7 @@ class _Connection(asyncio.BufferedProtocol):
         return encode_response_entity(ctx.header.correlation_id, spec.key, ctx.api_version, body)
 
     def _settle(self, task: asyncio.Task[Response], future: asyncio.Future[Response]) -> None:
+        self.in_flight -= 1
         if future.done():
             return
         if task.cancelled():
@@ -421,6 +606,8 @@ class _Connection(asyncio.BufferedProtocol):
         else:
             future.set_result(task.result())
         self._flush()
+        if self.held:
+            self._release_held()
 
     def _queue_ready(self, data: bytes) -> None:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
@@ -432,8 +619,11 @@ class _Connection(asyncio.BufferedProtocol):
         """Writes every finished response at the head of the queue, keeping request order."""
         chunks: list[bytes | memoryview] = []
         served = 0
+        mute = 0
         while self.pending and self.pending[0].done():
             future = self.pending.popleft()
+            if self.mutes:
+                mute = max(mute, self.mutes.pop(future, 0))
             if not future.cancelled() and (data := future.result()) is not None:
                 if isinstance(data, list):
                     chunks.extend(data)
@@ -445,9 +635,16 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.writelines(chunks)
             self.server.requests_served += served
             self.last_progress = time.monotonic()
-        if self.paused and len(self.pending) < MAX_IN_FLIGHT_PER_CONNECTION // 2 and self.transport:
+        if mute:
+            self._mute(mute)
+        if (
+            self.paused
+            and len(self.pending) + len(self.held) < MAX_IN_FLIGHT_PER_CONNECTION // 2
+            and self.transport
+        ):
             self.paused = False
-            self.transport.resume_reading()
+            if not self.muted:
+                self.transport.resume_reading()
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         """KIP-511: an ApiVersions request at an unknown version gets a v0 body with UNSUPPORTED_VERSION."""

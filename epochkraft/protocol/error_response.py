@@ -41,7 +41,14 @@ _IDENTITY = {
     "broker_id": "broker",
 }
 # Response entries that name nothing answer the request array of this name position by position.
-_POSITIONAL = {"AclCreationResult": "creations", "DeleteAclsFilterResult": "filters"}
+_POSITIONAL = {
+    "AclCreationResult": "creations",
+    "DeleteAclsFilterResult": "filters",
+    "EntryData": "entries",  # AlterClientQuotas: one answer per entry, naming its entity
+}
+# Response entry arrays copied from the request entry they answer, field by field by name: an
+# AlterClientQuotas answer names the entity its entry named (AlterClientQuotasRequest.getErrorResponse).
+_COPIED = {("EntryData", "entity")}
 # Int fields answering "unknown" with -1, as Kafka's error constructors do (others take 0).
 _UNKNOWN_INT_SUFFIXES = ("offset", "watermark", "timestamp", "epoch")
 _UNKNOWN_INTS = {"leader_id", "node_id", "producer_id", "generation_id", "controller_id", "coordinator_id"}
@@ -170,6 +177,9 @@ def _build(cls: type, source: Any, error: ErrorCode, message: str | None, *, ent
     for f in fields:
         if f.name in values:
             continue
+        if source is not None and f.entity is not None and (cls.__name__, f.name) in _COPIED:
+            values[f.name] = tuple(_copy(f.entity, item) for item in getattr(source, f.name, ()) or ())
+            continue
         if source is not None and f.is_array and f.entity is not None and _carries_error(f.entity):
             found = _request_source(source, f, used)
             if found is not None:
@@ -179,6 +189,10 @@ def _build(cls: type, source: Any, error: ErrorCode, message: str | None, *, ent
                 continue
         values[f.name] = _default(f, error, message)
     return cls(**values)
+
+
+def _copy(cls: type, item: Any) -> Any:
+    return cls(**{f.name: getattr(item, f.name) for f in _fields(cls)})
 
 
 PRODUCE_KEY = 0

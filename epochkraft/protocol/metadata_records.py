@@ -161,6 +161,23 @@ class FeatureLevelRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EntityData:
+    entity_type: str = ""
+    entity_name: str | None = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    API_KEY: ClassVar[int] = 14
+    LOWEST_VERSION: ClassVar[int] = 0
+    HIGHEST_VERSION: ClassVar[int] = 0
+    entity: tuple[EntityData, ...] = ()
+    key: str = ""
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerIdsRecord:
     API_KEY: ClassVar[int] = 15
     LOWEST_VERSION: ClassVar[int] = 0
@@ -221,7 +238,7 @@ class RemoveUserScramCredentialRecord:
     mechanism: int = 0
 
 
-MetadataRecord = RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord | RemoveTopicRecord | UserScramCredentialRecord | FeatureLevelRecord | ProducerIdsRecord | BrokerRegistrationChangeRecord | AccessControlEntryRecord | RemoveAccessControlEntryRecord | NoOpRecord | RemoveUserScramCredentialRecord
+MetadataRecord = RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord | RemoveTopicRecord | UserScramCredentialRecord | FeatureLevelRecord | ClientQuotaRecord | ProducerIdsRecord | BrokerRegistrationChangeRecord | AccessControlEntryRecord | RemoveAccessControlEntryRecord | NoOpRecord | RemoveUserScramCredentialRecord
 
 RECORD_TYPES: dict[int, type] = {
     0: RegisterBrokerRecord,
@@ -235,6 +252,7 @@ RECORD_TYPES: dict[int, type] = {
     9: RemoveTopicRecord,
     11: UserScramCredentialRecord,
     12: FeatureLevelRecord,
+    14: ClientQuotaRecord,
     15: ProducerIdsRecord,
     17: BrokerRegistrationChangeRecord,
     18: AccessControlEntryRecord,

@@ -29,6 +29,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         45: AclOperation.ALTER,  # AlterPartitionReassignments
         46: AclOperation.DESCRIBE,  # ListPartitionReassignments
         35: AclOperation.DESCRIBE,  # DescribeLogDirs
+        48: AclOperation.DESCRIBE_CONFIGS,  # DescribeClientQuotas
     },
 }
 # On both listeners: the ACL and SCRAM APIs (AclApis, ControllerApis.handleAlterUserScramCredentials).
@@ -40,5 +41,6 @@ for _listener in (BROKER, CONTROLLER):
             31: AclOperation.ALTER,  # DeleteAcls
             50: AclOperation.DESCRIBE,  # DescribeUserScramCredentials
             51: AclOperation.ALTER,  # AlterUserScramCredentials
+            49: AclOperation.ALTER_CONFIGS,  # AlterClientQuotas
         }
     )

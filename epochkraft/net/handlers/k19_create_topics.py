@@ -10,6 +10,8 @@
 - On either listener, before anything is created (ControllerApis.createTopics): ``__cluster_metadata`` is
   never created (INVALID_REQUEST), and with an authorizer a topic needs CREATE on the cluster or on the
   topic (TOPIC_AUTHORIZATION_FAILED).
+- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
+  from v6 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from kio.schema.create_topics.v7.request import CreateTopicsRequest
 
 from epochkraft.controller.controller import refused_topic
 from epochkraft.net.context import RequestContext
+from epochkraft.net.handlers._mutation_quota import (
+    CREATE_TOPICS_STRICT_SINCE,
+    THROTTLED_MESSAGE,
+    mutation_quota,
+    with_throttle,
+)
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -47,6 +55,9 @@ async def handle(request, ctx: RequestContext):
             refused.append(
                 refused_topic(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             )
+    quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
+    if quota is not None and not request.validate_only:
+        refused += _throttled(ctx, request, quota, {r.name for r in refused})
     if refused:
         names = {r.name for r in refused}
         request = replace(request, topics=tuple(t for t in request.topics if t.name not in names))
@@ -59,4 +70,25 @@ async def handle(request, ctx: RequestContext):
         response = r7.CreateTopicsResponse(
             throttle_time=response.throttle_time if response is not None else NO_THROTTLE, topics=results
         )
-    return downgrade_response(response, ctx.api_version)
+    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+def _partitions(ctx, topic) -> int:
+    """The partitions a topic's creation makes (the broker's num.partitions when the request says -1)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return topic.num_partitions if topic.num_partitions > 0 else ctx.broker.settings.num_partitions
+
+
+def _throttled(ctx, request, quota, refused: set[str]) -> list:
+    """KIP-599: each topic still to create charges its partitions; those over a strict quota are refused
+    (a topic that exists already is answered by the controller, uncharged)."""
+    throttled = []
+    for topic in request.topics:
+        if topic.name in refused or ctx.broker.cache.topic(topic.name) is not None:
+            continue
+        if not quota.record(_partitions(ctx, topic)):
+            throttled.append(
+                refused_topic(topic.name, ErrorCode.throttling_quota_exceeded, THROTTLED_MESSAGE)
+            )
+    return throttled

@@ -8,6 +8,8 @@
   a super user.
 - v6: an entry with both a name and a topic id, or with neither, is INVALID_REQUEST and the others are
   deleted (Kafka's ControllerApis.deleteTopics).
+- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
+  from v5 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.types import TopicName
 
 from epochkraft.net.context import RequestContext
+from epochkraft.net.handlers._mutation_quota import (
+    DELETE_TOPICS_STRICT_SINCE,
+    THROTTLED_MESSAGE,
+    mutation_quota,
+    with_throttle,
+)
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -82,6 +90,9 @@ async def handle(request, ctx: RequestContext):
                     error_message=refusal[1],
                 )
             )
+    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE)
+    if quota is not None:
+        allowed = _charge(ctx, allowed, quota, refused)
     upgraded = replace(upgraded, topics=tuple(allowed))
     if not allowed and refused:
         response = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
@@ -91,4 +102,24 @@ async def handle(request, ctx: RequestContext):
         response = ctx.controller_node.controller.delete_topics(ctx.now_ms(), upgraded)
     if refused:
         response = replace(response, responses=response.responses + tuple(refused))
-    return downgrade_response(response, ctx.api_version)
+    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+def _charge(ctx, states: list, quota, refused: list) -> list:
+    """KIP-599: each topic to delete charges its partitions; those over a strict quota are refused
+    (THROTTLING_QUOTA_EXCEEDED) and left out of what is forwarded."""
+    kept = []
+    for state in states:
+        topic = ctx.broker.cache.topic(_topic_name(ctx, state) or "")
+        if topic is None or quota.record(len(topic.partitions)):
+            kept.append(state)
+            continue
+        refused.append(
+            r6.DeletableTopicResult(
+                name=topic.name,
+                topic_id=state.topic_id,
+                error_code=ErrorCode.throttling_quota_exceeded,
+                error_message=THROTTLED_MESSAGE,
+            )
+        )
+    return kept
