@@ -90,7 +90,7 @@ async def handle(request, ctx: RequestContext):
                     error_message=refusal[1],
                 )
             )
-    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE)
+    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge
     if quota is not None:
         allowed = _charge(ctx, allowed, quota, refused)
     upgraded = replace(upgraded, topics=tuple(allowed))
