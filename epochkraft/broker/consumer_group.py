@@ -537,11 +537,12 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
-    def subscribed_topics(self, group_id: str, topics: TopicsImage) -> set[str]:
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The existing topics the group's members subscribe to (OffsetDelete keeps their offsets)."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or not group.members:
             return set()
-        return {n for m in group.members.values() for n in subscribed_topic_names(m, topics)}
+        return set(group.subscription_metadata)
 
     def remove_empty_group(self, group_id: str) -> bool:
         """Drops an empty consumer group (a classic join takes its id, or DeleteGroups); False if it has
