@@ -5,17 +5,24 @@ record is consumed; the group is described and listed as a consumer group."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
 from tests.test_clients import create_topic, produce
+from tests.test_kafka_tools import GROUPS, QUIET_LOG4J2, run_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(150)]
 
 GROUP_PROTOCOL = {"group.protocol": "consumer"}
+JAVA_CHECK = (
+    Path(__file__).resolve().parents[1] / "scripts" / "clients" / "java" / "ConsumerProtocolCheck.java"
+)
 
 
 def consumer(bootstrap: str, group: str, **conf) -> Consumer:
@@ -95,3 +102,34 @@ def test_two_consumers_share_a_topic_and_one_takes_over(make_cluster):
         for c in (a, b):
             with contextlib.suppress(KafkaException, RuntimeError):
                 c.close()
+
+
+@pytest.mark.peers
+def test_java_consumers_with_the_consumer_protocol(make_cluster, tmp_path):
+    """Kafka's own KafkaConsumer (group.protocol=consumer): the same scenario, then the group described by
+    kafka-consumer-groups --describe (the tool asks ConsumerGroupDescribe)."""
+    try:
+        classpath = kafka_classpath()
+    except PeerUnavailable as exc:
+        pytest.skip(f"kafka-clients unavailable: {exc}")
+    cluster = make_cluster(brokers=3)
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    result = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath,
+         str(JAVA_CHECK), cluster.bootstrap, "kip848-java", "g848-java"],
+        capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}"
+    lines = [line for line in result.stdout.splitlines() if line.startswith("OK ")]
+    assert lines == [
+        "OK two consumers share the topic assigned=3+3 read=300",
+        "OK describeConsumerGroups type=Consumer members=2 state=Stable",
+        "OK one consumer takes over assigned=6 read=300",
+    ], result.stdout
+    described = run_tool(
+        log4j, GROUPS, "--bootstrap-server", cluster.bootstrap, "--group", "g848-java", "--describe"
+    )
+    rows = [line.split() for line in described.splitlines() if "kip848-java" in line]
+    assert sorted(int(row[2]) for row in rows) == list(range(6)), described
+    assert sum(int(row[3]) for row in rows) == 600, described  # every record's offset committed
