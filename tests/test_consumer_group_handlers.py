@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
-from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v5.request import ListGroupsRequest
@@ -248,3 +248,43 @@ async def test_delete_group_and_offsets_of_a_consumer_group():
     await join(node)
     await heartbeat(node, "m1", -1)
     assert await service.delete_group("grp") == ErrorCode.none  # no offsets ever committed
+
+
+async def test_a_new_coordinator_resumes_the_group_from_its_records():
+    """GroupMetadataManagerTest.testOnLoaded / the ConsumerGroup* records' replay: a broker that becomes
+    coordinator rebuilds the group from __consumer_offsets; its members carry on with their epochs and
+    partitions instead of being fenced, and members gone (left) stay gone."""
+    node = broker()
+    await join(node, "m1")
+    await join(node, "m2")
+    await heartbeat(node, "m2", -1)
+    before = node.groups.consumer_groups.groups["grp"]
+    member = before.members["m1"]
+    records = node.groups.offsets_topic.records
+    assert records and all(b'"consumer-group' in key for key, _ in records)
+
+    successor = broker()
+    successor.groups.offsets_topic.records = list(records)
+    successor.groups.load_partition(0, records)
+    after = successor.groups.consumer_groups.groups["grp"]
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert set(after.members) == {"m1"} and after.members["m1"] == member
+    assert after.target_assignment == before.target_assignment
+    owned = tuple(
+        TopicPartitions(topic_id=topic, partitions=tuple(sorted(parts)))
+        for topic, parts in member.assigned.items()
+    )
+    resumed = await heartbeat(successor, "m1", member.member_epoch, topic_partitions=owned)
+    assert resumed.error_code == ErrorCode.none and resumed.member_epoch >= member.member_epoch
+    assert (await heartbeat(successor, "m2", 1)).error_code == ErrorCode.unknown_member_id
+
+
+async def test_deleting_a_consumer_group_tombstones_its_records():
+    node = broker()
+    await join(node)
+    await heartbeat(node, "m1", -1)
+    assert await node.groups.delete_group("grp") == ErrorCode.none
+    records = node.groups.offsets_topic.records
+    successor = broker()
+    successor.groups.load_partition(0, records)
+    assert "grp" not in successor.groups.consumer_groups.groups

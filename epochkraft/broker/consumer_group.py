@@ -8,9 +8,9 @@ its part of that target (``CurrentAssignmentBuilder``). ``tick(now_ms)`` fences 
 expired and members that did not revoke partitions within their rebalance timeout.
 
 Committed offsets stay with the classic coordinator (one group id namespace, one offsets store); this
-module only says whether a commit or fetch by a member is valid. The groups' state is held in memory: a
-new coordinator (after a leader change of the offsets partition) starts without it, and members rejoin
-with epoch 0 after UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH, as Kafka's clients do.
+module only says whether a commit or fetch by a member is valid. The edge writes each change of a group
+to ``__consumer_offsets`` (``consumer_group_records``) before answering, and a new coordinator rebuilds
+the groups from those records (``replay``, then ``on_loaded``).
 """
 
 from __future__ import annotations
@@ -552,6 +552,18 @@ class ConsumerGroupCoordinator:
             return False
         self.groups.pop(group_id, None)
         return True
+
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
+        """Groups rebuilt from their records: every member's session starts now, and a member asked to
+        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded)."""
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            for member in group.members.values():
+                group.session_deadlines[member.member_id] = now_ms + self.settings.session_timeout_ms
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
 
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if predicate(g)]:

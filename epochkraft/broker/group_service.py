@@ -17,7 +17,14 @@ from typing import Protocol
 
 import structlog
 
-from epochkraft.broker.consumer_group import ConsumerGroupCoordinator, ConsumerGroupSettings
+from epochkraft.broker import consumer_group_records
+from epochkraft.broker.consumer_group import (
+    ConsumerGroupCoordinator,
+    ConsumerGroupSettings,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsImage,
+)
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
@@ -76,6 +83,7 @@ class GroupService:
         self.consumer_groups = ConsumerGroupCoordinator(
             consumer_group_settings, lambda group_id: self.coordinator.has_members(group_id)
         )
+        self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -103,7 +111,8 @@ class GroupService:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
-            self.consumer_groups.tick(now)
+            for group_id in sorted({group_id for group_id, _ in self.consumer_groups.tick(now)}):
+                await self.persist_consumer_group(group_id)
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
                 await self.expire_offsets(now)
@@ -157,6 +166,13 @@ class GroupService:
             parsed = parse_offset_record(key, value)
             if parsed is not None:
                 self.coordinator.apply_offset(*parsed)
+            else:
+                consumer_group_records.replay(self.consumer_groups, key, value)
+        loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
+        self.consumer_groups.on_loaded(self.now_ms(), loaded)
+        for group_id in loaded:
+            group = self.consumer_groups.groups[group_id]
+            self._consumer_groups_written[group_id] = consumer_group_records.group_records(group)
         self._loaded.add(partition)
 
     def unload_partition(self, partition: int) -> None:
@@ -164,6 +180,8 @@ class GroupService:
         self._loaded.discard(partition)
         self._complete(self.coordinator.unload_groups(lambda g: self.partition_for(g) == partition))
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
+        for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
+            del self._consumer_groups_written[group_id]
 
     # ---- membership -----------------------------------------------------------------------------------
     async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
@@ -180,6 +198,7 @@ class GroupService:
         if not self.consumer_groups.remove_empty_group(kwargs["group_id"]):
             # No classic members in a consumer group here (Kafka admits them; see docs)
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=kwargs["member_id"])
+        await self.persist_consumer_group(kwargs["group_id"])
         result = await self._wait(lambda token: self.coordinator.join_group(self.now_ms(), token, **kwargs))
         assert isinstance(result, JoinResult)
         return result
@@ -188,6 +207,32 @@ class GroupService:
         result = await self._wait(lambda token: self.coordinator.sync_group(self.now_ms(), token, **kwargs))
         assert isinstance(result, SyncResult)
         return result
+
+    async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
+        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
+        result = self.consumer_groups.heartbeat(self.now_ms(), request, topics)
+        error = await self.persist_consumer_group(request.group_id)
+        return result if error == ErrorCode.none else HeartbeatResult(error)
+
+    async def persist_consumer_group(self, group_id: str) -> ErrorCode:
+        """Writes what changed in a consumer group since its last write (tombstones for what is gone)."""
+        group = self.consumer_groups.groups.get(group_id)
+        if group is None and group_id not in self._consumer_groups_written:
+            return ErrorCode.none
+        written = self._consumer_groups_written.setdefault(group_id, {})
+        records = consumer_group_records.records_to_write(group, written)
+        if not records:
+            return ErrorCode.none
+        error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        if error == ErrorCode.none:
+            for key, value in records:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            if group is None:
+                del self._consumer_groups_written[group_id]
+        return error
 
     def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
         return self.coordinator.heartbeat(
@@ -265,6 +310,9 @@ class GroupService:
         consumer_group_existed = group_id in self.consumer_groups.groups
         if not self.consumer_groups.remove_empty_group(group_id):
             return ErrorCode.non_empty_group
+        error = await self.persist_consumer_group(group_id)
+        if error != ErrorCode.none:
+            return error
         error, offsets = self.coordinator.decide_delete_group(group_id)
         if error == ErrorCode.group_id_not_found and consumer_group_existed:
             error = ErrorCode.none

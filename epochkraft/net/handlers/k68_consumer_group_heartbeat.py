@@ -6,6 +6,8 @@
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as the classic group APIs; READ on the group (checked
   before the handler) and DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as
   KafkaApis.handleConsumerGroupHeartbeatRequest.
+- The group's changes are written to ``__consumer_offsets`` (acks=all) before the answer, so a new
+  coordinator resumes the group; a failed write answers its error (NOT_COORDINATOR after a leader change).
 - v0 lets the coordinator generate the member id; from v1 the consumer generates it (KIP-1082).
 """
 
@@ -90,5 +92,5 @@ async def handle(request, ctx):
         client_host=ctx.client_host,
         api_version=ctx.api_version,
     )
-    result = groups.consumer_groups.heartbeat(groups.now_ms(), heartbeat, CacheTopics(ctx.node.cache))
+    result = await groups.consumer_heartbeat(heartbeat, CacheTopics(ctx.node.cache))
     return _response(result, ctx.api_version)
