@@ -4,6 +4,7 @@ record is consumed; the group is described and listed as a consumer group."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import time
@@ -12,8 +13,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 
+from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.net.errors import NetworkError
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
+from epochkraft.protocol.errors import ErrorCode
 from tests.test_clients import create_topic, produce
 from tests.test_kafka_tools import GROUPS, QUIET_LOG4J2, run_tool
 
@@ -133,3 +138,57 @@ def test_java_consumers_with_the_consumer_protocol(make_cluster, tmp_path):
     rows = [line.split() for line in described.splitlines() if "kip848-java" in line]
     assert sorted(int(row[2]) for row in rows) == list(range(6)), described
     assert sum(int(row[3]) for row in rows) == 600, described  # every record's offset committed
+
+
+def described_epochs(bootstrap: str, group: str) -> tuple[int, dict[str, int]]:
+    """(group epoch, member epochs) from ConsumerGroupDescribe, asked of the brokers until the
+    coordinator answers."""
+
+    async def ask() -> tuple[int, dict[str, int]]:
+        client = MiniClient(bootstrap)
+        try:
+            for address in client.addresses:
+                request = ConsumerGroupDescribeRequest(
+                    group_ids=(group,), include_authorized_operations=False
+                )
+                with contextlib.suppress(NetworkError, OSError):
+                    (described,) = (await client._client(address).send(request)).groups
+                    if described.error_code == ErrorCode.none:
+                        return described.group_epoch, {m.member_id: m.member_epoch for m in described.members}
+            raise AssertionError(f"no broker describes {group}")
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_consumer_group_survives_its_coordinator(make_cluster):
+    """The coordinator's broker is killed: the new coordinator replays the group from __consumer_offsets,
+    the members keep their member ids (no rejoin with epoch 0 bumping the group epoch twice), every
+    record produced afterwards is consumed."""
+    cluster = make_cluster(brokers=3)
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "kip848-failover", partitions=6)
+    a, b = consumer(bootstrap, "g848-failover"), consumer(bootstrap, "g848-failover")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        a.subscribe(["kip848-failover"])
+        b.subscribe(["kip848-failover"])
+        poll_until([a, b], {}, lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3, 60)
+        before = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
+        coordinator = before.coordinator.id
+        epochs = described_epochs(bootstrap, "g848-failover")
+        cluster.nodes[coordinator].signal("KILL")
+        produced = produce(bootstrap, "kip848-failover", 300)
+        seen: dict[str, set[bytes]] = {}
+        everything = {v for _, _, v in produced}
+        poll_until([a, b], seen, lambda: set().union(set(), *seen.values()) >= everything, 60)
+        assert set().union(set(), *seen.values()) >= everything
+        after = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
+        assert after.coordinator.id != coordinator
+        assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+        assert described_epochs(bootstrap, "g848-failover") == epochs  # resumed, not rejoined
+    finally:
+        for c in (a, b):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()
