@@ -112,7 +112,10 @@ class GroupService:
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
             for group_id in sorted({group_id for group_id, _ in self.consumer_groups.tick(now)}):
-                await self.persist_consumer_group(group_id)
+                try:  # what a failed write left out goes with the group's next heartbeat; the ticks go on
+                    await self.persist_consumer_group(group_id)
+                except Exception as exc:
+                    log.warning("could not write a consumer group's changes", group=group_id, error=str(exc))
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
                 await self.expire_offsets(now)
