@@ -4,6 +4,7 @@ an in-memory broker: no sockets."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from types import SimpleNamespace
@@ -33,6 +34,16 @@ from epochkraft.net.handlers import (
     k69_consumer_group_describe,
 )
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security import request_rules
+from epochkraft.security.authorizer import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    StandardAuthorizer,
+)
+from epochkraft.security.principal import KafkaPrincipal, parse_super_users
 from tests.test_group_coordinator import MemoryOffsetsTopic
 
 FOO = uuid.UUID(int=7)
@@ -288,3 +299,46 @@ async def test_deleting_a_consumer_group_tombstones_its_records():
     successor = broker()
     successor.groups.load_partition(0, records)
     assert "grp" not in successor.groups.consumer_groups.groups
+
+
+async def test_authorization_of_heartbeat_and_describe():
+    """KafkaApis.handleConsumerGroupHeartbeatRequest: READ on the group (checked before the handler),
+    then DESCRIBE on every subscribed topic name; ConsumerGroupDescribe needs DESCRIBE on the group."""
+    node = broker()
+    alice = KafkaPrincipal("User", "alice")
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    authorizer.add(
+        uuid.uuid4(),
+        AclBinding(
+            ResourceType.GROUP,
+            "grp",
+            PatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+    )
+    secured = dataclasses.replace(ctx(node, 1), principal=alice, authorizer=authorizer)
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="grp",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout=timeout(1000),
+        subscribed_topic_names=("foo",),
+        topic_partitions=(),
+    )
+    assert request_rules.refusal(68, request, secured) is None
+    answer = await k68_consumer_group_heartbeat.handle(request, secured)
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.topic_authorization_failed,
+        "The following topics are not authorized: foo.",
+    )
+    describe = ConsumerGroupDescribeRequest(group_ids=("grp",), include_authorized_operations=False)
+    assert request_rules.refusal(69, describe, secured) is None  # READ implies DESCRIBE, as in Kafka
+    describe_other = ConsumerGroupDescribeRequest(
+        group_ids=("grp", "other"), include_authorized_operations=False
+    )
+    assert request_rules.refusal(69, describe_other, secured) == ErrorCode.group_authorization_failed
+    other = dataclasses.replace(request, group_id="other")
+    assert request_rules.refusal(68, other, secured) == ErrorCode.group_authorization_failed
