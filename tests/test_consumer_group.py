@@ -123,14 +123,16 @@ def ctx() -> Context:
         ),
         (
             {"member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 5000, "owned": {}},
-            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
         ),
+        ({"member_id": "", "member_epoch": -1, "group_id": ""}, "MemberId can't be empty."),
         ({"member_id": "m", "member_epoch": -2}, "InstanceId can't be null."),
         ({"member_id": "m", "member_epoch": -3}, "MemberEpoch is invalid."),
     ],
 )
 def test_consumer_heartbeat_request_validation(ctx, fields, message):
-    """GroupMetadataManagerTest.testConsumerHeartbeatRequestValidation"""
+    """GroupMetadataManagerTest.testConsumerHeartbeatRequestValidation, in the order of Kafka 4.4's
+    GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (the member id first)."""
     request = {"group_id": "grp", **fields}
     result = ctx.coordinator.heartbeat(0, HeartbeatRequest(**request), ctx.topics)
     assert (result.error, result.error_message) == (ErrorCode.invalid_request, message)

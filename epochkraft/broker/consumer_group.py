@@ -201,35 +201,51 @@ class ConsumerGroupCoordinator:
     # ---- ConsumerGroupHeartbeat --------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
         try:
-            self._validate(request)
+            self.validate(request)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
             return self._heartbeat(now_ms, request, topics)
         except GroupError as exc:
             return HeartbeatResult(exc.error, exc.message)
 
-    def _validate(self, request: HeartbeatRequest) -> None:
-        """GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+    def invalid_request(self, request: HeartbeatRequest) -> HeartbeatResult | None:
+        """The answer to a request that is not valid, whatever group it names; None if it is valid."""
+        try:
+            self.validate(request)
+        except GroupError as exc:
+            return HeartbeatResult(exc.error, exc.message)
+        return None
+
+    def validate(self, request: HeartbeatRequest) -> None:
+        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (Kafka 4.4), in its order;
+        Kafka checks this before it looks for the group's coordinator."""
 
         def invalid(message: str) -> GroupError:
             return GroupError(ErrorCode.invalid_request, message)
 
+        epoch = request.member_epoch
+        member_id_required = (
+            request.api_version >= MEMBER_ID_FROM_CLIENT_VERSION
+            or epoch > 0
+            or epoch == LEAVE_GROUP_MEMBER_EPOCH
+        )
+        if member_id_required and not request.member_id:
+            raise invalid("MemberId can't be empty.")
         if not request.group_id:
             raise invalid("GroupId can't be empty.")
         if request.instance_id == "":
             raise invalid("InstanceId can't be empty.")
         if request.rack_id == "":
             raise invalid("RackId can't be empty.")
-        epoch = request.member_epoch
-        if not request.member_id and (epoch != 0 or request.api_version >= MEMBER_ID_FROM_CLIENT_VERSION):
-            raise invalid("MemberId can't be empty.")
         if epoch == 0:
             if request.rebalance_timeout_ms == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if request.owned is None or any(request.owned.values()):
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not request.subscribed_topic_names and request.subscribed_topic_regex is None:
-                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if request.instance_id is None:
                 raise invalid("InstanceId can't be null.")

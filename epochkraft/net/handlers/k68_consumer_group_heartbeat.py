@@ -68,9 +68,6 @@ def _response(result: HeartbeatResult, version: int):
 @api(key=68, name="ConsumerGroupHeartbeat", versions=(0, 1), listeners=(BROKER,))
 async def handle(request, ctx):
     groups = ctx.node.groups
-    error = groups.coordinator_error(request.group_id)
-    if error != ErrorCode.none:
-        return _response(HeartbeatResult(error), ctx.api_version)
     unauthorized = _unauthorized_topics(request, ctx)
     if unauthorized:
         message = f"The following topics are not authorized: {', '.join(unauthorized)}."
@@ -92,5 +89,11 @@ async def handle(request, ctx):
         client_host=ctx.client_host,
         api_version=ctx.api_version,
     )
+    invalid = groups.consumer_groups.invalid_request(heartbeat)
+    if invalid is not None:  # Kafka validates before it routes the request to the group's coordinator
+        return _response(invalid, ctx.api_version)
+    error = groups.coordinator_error(request.group_id)
+    if error != ErrorCode.none:
+        return _response(HeartbeatResult(error), ctx.api_version)
     result = await groups.consumer_heartbeat(heartbeat, CacheTopics(ctx.node.cache))
     return _response(result, ctx.api_version)

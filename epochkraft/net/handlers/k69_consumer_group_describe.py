@@ -17,7 +17,7 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32
 
 from epochkraft.broker.assignors import Assignment
-from epochkraft.broker.consumer_group import ConsumerGroup, ConsumerGroupState
+from epochkraft.broker.consumer_group import ConsumerGroup
 from epochkraft.broker.current_assignment import ConsumerGroupMember
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.net.context import RequestContext
@@ -81,9 +81,9 @@ def _not_described(group_id: str, error: ErrorCode, message: str | None = None) 
         error_code=error,
         error_message=message,
         group_id=GroupId(group_id),
-        group_state=str(ConsumerGroupState.DEAD) if error == ErrorCode.group_id_not_found else "",
-        group_epoch=i32(-1),
-        assignment_epoch=i32(-1),
+        group_state="",  # as Kafka's DescribedGroup() with only the id, error and message set
+        group_epoch=i32(0),
+        assignment_epoch=i32(0),
         assignor_name="",
         members=(),
         authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
