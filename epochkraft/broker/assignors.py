@@ -187,20 +187,37 @@ def _balance(
     subscribed: dict[str, set[uuid.UUID]],
     order: list[str],
 ) -> None:
-    """Moves partitions from fuller members to subscribed members with at least two fewer."""
-    moved = True
-    while moved:
-        moved = False
-        for tp in sorted(owner, key=lambda tp: (-counts[owner[tp]], tp)):
-            current = owner[tp]
-            receivers = [m for m in order if tp[0] in subscribed[m] and counts[m] + 1 < counts[current]]
-            if receivers:
-                receiver = min(receivers, key=lambda m: counts[m])
-                owner[tp] = receiver
-                counts[current] -= 1
-                counts[receiver] += 1
-                moved = True
-                break
+    """Moves partitions from fuller members to subscribed members with at least two fewer, fullest first."""
+    owned: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in order}
+    for tp, member_id in sorted(owner.items()):
+        owned[member_id].append(tp)
+    while True:
+        move = _next_move(owned, counts, subscribed, order)
+        if move is None:
+            return
+        tp, giver, receiver = move
+        owned[giver].remove(tp)
+        owned[receiver].append(tp)
+        owner[tp] = receiver
+        counts[giver] -= 1
+        counts[receiver] += 1
+
+
+def _next_move(
+    owned: dict[str, list[tuple[uuid.UUID, int]]],
+    counts: dict[str, int],
+    subscribed: dict[str, set[uuid.UUID]],
+    order: list[str],
+) -> tuple[tuple[uuid.UUID, int], str, str] | None:
+    by_load = sorted(order, key=lambda m: counts[m])
+    for giver in reversed(by_load):
+        for tp in reversed(owned[giver]):  # the partitions it got last go first
+            for receiver in by_load:
+                if counts[receiver] + 1 >= counts[giver]:
+                    break
+                if tp[0] in subscribed[receiver]:
+                    return tp, giver, receiver
+    return None
 
 
 ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (UniformAssignor(), RangeAssignor())}
