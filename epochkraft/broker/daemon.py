@@ -37,6 +37,7 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from epochkraft import logs
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.config_describer import ConfigDescriber
+from epochkraft.broker.consumer_group import ConsumerGroupSettings
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from epochkraft.broker.group_service import GroupService
@@ -160,6 +161,12 @@ class BrokerNode:
                 )
             ),
             settings.offsets_retention_check_interval_ms,
+            ConsumerGroupSettings(
+                session_timeout_ms=settings.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+                assignors=tuple(a.strip() for a in settings.group_consumer_assignors.split(",") if a.strip()),
+                max_size=settings.group_consumer_max_size,
+            ),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.producer_ids = RpcProducerIdManager(self.node_id)

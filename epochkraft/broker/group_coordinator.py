@@ -358,6 +358,10 @@ class GroupCoordinator:
         else:
             group.offsets[(topic, partition)] = committed
 
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         group = self.groups.get(group_id)
         return dict(group.offsets) if group else {}

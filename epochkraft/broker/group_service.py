@@ -17,6 +17,14 @@ from typing import Protocol
 
 import structlog
 
+from epochkraft.broker import consumer_group_records
+from epochkraft.broker.consumer_group import (
+    ConsumerGroupCoordinator,
+    ConsumerGroupSettings,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsImage,
+)
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
@@ -67,9 +75,15 @@ class GroupService:
         offsets_topic: OffsetsTopic,
         coordinator: GroupCoordinator | None = None,
         offsets_retention_check_interval_ms: int = 600_000,
+        consumer_group_settings: ConsumerGroupSettings | None = None,
     ) -> None:
         self.offsets_topic = offsets_topic
         self.coordinator = coordinator or GroupCoordinator()
+        # KIP-848 consumer groups share the group id namespace and the committed offsets with classic ones
+        self.consumer_groups = ConsumerGroupCoordinator(
+            consumer_group_settings, lambda group_id: self.coordinator.has_members(group_id)
+        )
+        self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -97,6 +111,11 @@ class GroupService:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
+            for group_id in sorted({group_id for group_id, _ in self.consumer_groups.tick(now)}):
+                try:  # what a failed write left out goes with the group's next heartbeat; the ticks go on
+                    await self.persist_consumer_group(group_id)
+                except Exception as exc:
+                    log.warning("could not write a consumer group's changes", group=group_id, error=str(exc))
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
                 await self.expire_offsets(now)
@@ -105,7 +124,7 @@ class GroupService:
         """Kafka's cleanupGroupMetadata: tombstones the expired offsets of empty groups (acks=all, so the
         compacted __consumer_offsets drops them too) and forgets groups left with nothing."""
         for group_id, partitions in self.coordinator.decide_expired_offsets(now_ms).items():
-            if self.coordinator_error(group_id) != ErrorCode.none:
+            if self.coordinator_error(group_id) != ErrorCode.none or self.consumer_groups.is_live(group_id):
                 continue
             if await self._tombstone(group_id, partitions) == ErrorCode.none:
                 log.info("expired committed offsets", group=group_id, partitions=len(partitions))
@@ -150,12 +169,22 @@ class GroupService:
             parsed = parse_offset_record(key, value)
             if parsed is not None:
                 self.coordinator.apply_offset(*parsed)
+            else:
+                consumer_group_records.replay(self.consumer_groups, key, value)
+        loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
+        self.consumer_groups.on_loaded(self.now_ms(), loaded)
+        for group_id in loaded:
+            group = self.consumer_groups.groups[group_id]
+            self._consumer_groups_written[group_id] = consumer_group_records.group_records(group)
         self._loaded.add(partition)
 
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
         self._loaded.discard(partition)
         self._complete(self.coordinator.unload_groups(lambda g: self.partition_for(g) == partition))
+        self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
+        for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
+            del self._consumer_groups_written[group_id]
 
     # ---- membership -----------------------------------------------------------------------------------
     async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
@@ -169,6 +198,10 @@ class GroupService:
             self._waiters.pop(token, None)
 
     async def join(self, **kwargs) -> JoinResult:  # type: ignore[no-untyped-def]
+        if not self.consumer_groups.remove_empty_group(kwargs["group_id"]):
+            # No classic members in a consumer group here (Kafka admits them; see docs)
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=kwargs["member_id"])
+        await self.persist_consumer_group(kwargs["group_id"])
         result = await self._wait(lambda token: self.coordinator.join_group(self.now_ms(), token, **kwargs))
         assert isinstance(result, JoinResult)
         return result
@@ -177,6 +210,32 @@ class GroupService:
         result = await self._wait(lambda token: self.coordinator.sync_group(self.now_ms(), token, **kwargs))
         assert isinstance(result, SyncResult)
         return result
+
+    async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
+        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
+        result = self.consumer_groups.heartbeat(self.now_ms(), request, topics)
+        error = await self.persist_consumer_group(request.group_id)
+        return result if error == ErrorCode.none else HeartbeatResult(error)
+
+    async def persist_consumer_group(self, group_id: str) -> ErrorCode:
+        """Writes what changed in a consumer group since its last write (tombstones for what is gone)."""
+        group = self.consumer_groups.groups.get(group_id)
+        if group is None and group_id not in self._consumer_groups_written:
+            return ErrorCode.none
+        written = self._consumer_groups_written.setdefault(group_id, {})
+        records = consumer_group_records.records_to_write(group, written)
+        if not records:
+            return ErrorCode.none
+        error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        if error == ErrorCode.none:
+            for key, value in records:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            if group is None:
+                del self._consumer_groups_written[group_id]
+        return error
 
     def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
         return self.coordinator.heartbeat(
@@ -192,15 +251,23 @@ class GroupService:
 
     # ---- offsets ---------------------------------------------------------------------------------------
     async def commit(
-        self, *, group_id: str, generation_id: int, member_id: str, entries: list[OffsetCommitEntry]
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        entries: list[OffsetCommitEntry],
+        api_version: int = 9,
     ) -> list[ErrorCode]:
         """Validates, writes to __consumer_offsets with acks=all, then applies. One error per entry, in
         order: the group's error for every entry if it refuses the commit; else OFFSET_METADATA_TOO_LARGE
         for an entry whose metadata is too long (not written, as Kafka's OffsetMetadataManager.commitOffset)
         and the append's error for the others."""
-        error = self.coordinator.validate_offset_commit(
-            group_id=group_id, generation_id=generation_id, member_id=member_id
-        )
+        error = self.consumer_groups.validate_offset_commit(group_id, member_id, generation_id, api_version)
+        if error is None:
+            error = self.coordinator.validate_offset_commit(
+                group_id=group_id, generation_id=generation_id, member_id=member_id
+            )
         if error != ErrorCode.none:
             return [error] * len(entries)
         errors = [
@@ -243,7 +310,15 @@ class GroupService:
         error = self.coordinator_error(group_id)
         if error != ErrorCode.none:
             return error
+        consumer_group_existed = group_id in self.consumer_groups.groups
+        if not self.consumer_groups.remove_empty_group(group_id):
+            return ErrorCode.non_empty_group
+        error = await self.persist_consumer_group(group_id)
+        if error != ErrorCode.none:
+            return error
         error, offsets = self.coordinator.decide_delete_group(group_id)
+        if error == ErrorCode.group_id_not_found and consumer_group_existed:
+            error = ErrorCode.none
         if error == ErrorCode.none:
             error = await self._tombstone(group_id, offsets)
         if error == ErrorCode.none:
@@ -257,6 +332,10 @@ class GroupService:
         if error != ErrorCode.none:
             return error, {}
         error, results = self.coordinator.decide_delete_offsets(group_id, partitions)
+        subscribed = self.consumer_groups.subscribed_topics(group_id)
+        results = {
+            tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else e for tp, e in results.items()
+        }
         stored = self.coordinator.committed_offsets(group_id)
         deletable = [tp for tp, e in results.items() if e == ErrorCode.none and tp in stored]
         if error == ErrorCode.none and deletable:

@@ -229,6 +229,29 @@ class BrokerSettings(SecuritySettings):
         "Wait for more members before the first rebalance.",
         minimum=0,
     )
+    group_consumer_session_timeout_ms: int = prop(
+        "group.consumer.session.timeout.ms",
+        45000,
+        "A consumer group member (KIP-848) not heard from for this long is removed from its group.",
+        minimum=1,
+    )
+    group_consumer_heartbeat_interval_ms: int = prop(
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        "How often consumer group members (KIP-848) are told to heartbeat.",
+        minimum=1,
+    )
+    group_consumer_assignors: str = prop(
+        "group.consumer.assignors",
+        "uniform,range",
+        "The server-side assignors consumer groups may use (uniform, range); the first is the default.",
+    )
+    group_consumer_max_size: int = prop(
+        "group.consumer.max.size",
+        2147483647,
+        "Most members a consumer group (KIP-848) admits (GROUP_MAX_SIZE_REACHED beyond).",
+        minimum=1,
+    )
     message_max_bytes: int = prop(
         "message.max.bytes",
         1048588,

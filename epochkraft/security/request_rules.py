@@ -47,6 +47,8 @@ GROUP_OPERATIONS: dict[int, AclOperation] = {
     15: DESCRIBE,  # DescribeGroups
     42: DELETE,  # DeleteGroups
     47: DELETE,  # OffsetDelete
+    68: READ,  # ConsumerGroupHeartbeat (DESCRIBE on its subscribed topics: in the handler)
+    69: DESCRIBE,  # ConsumerGroupDescribe
 }
 CONFIG_OPERATIONS = {
     32: AclOperation.DESCRIBE_CONFIGS,
@@ -72,6 +74,8 @@ def _groups(key: int, request: Any) -> list[str]:
         return list(request.groups)
     if key == 42:
         return list(request.groups_names)
+    if key == 69:
+        return list(request.group_ids)
     return [request.group_id]
 
 

@@ -5,8 +5,9 @@
 - Writes the offsets to the replicated ``__consumer_offsets`` partition with acks=all and answers once they
   are committed, so they survive broker restarts and leader changes.
 - v6+ carry the committed leader epoch; v2-4 a retention time (ignored, as Kafka 2.1+ does); v9 is v8 for
-  classic groups (KIP-848's member epoch is the generation here); v10 names topics by id (UNKNOWN_TOPIC_ID
-  for an id the broker does not know).
+  classic groups; for a KIP-848 consumer group the generation is the member epoch (STALE_MEMBER_EPOCH,
+  UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below v9, as ConsumerGroup.validateOffsetCommit); v10 names
+  topics by id (UNKNOWN_TOPIC_ID for an id the broker does not know).
 - A partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION and is not committed; the others
   are (KafkaApis.handleOffsetCommitRequest checks each against its metadata cache).
 - Metadata longer than ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE for that partition and
@@ -64,6 +65,7 @@ async def handle(request, ctx: RequestContext):
             generation_id=request.generation_id_or_member_epoch,
             member_id=request.member_id,
             entries=entries,
+            api_version=version,
         )
         errors = {(e.topic, e.partition): r for e, r in zip(entries, results, strict=True)}
     schema = v10 if by_id else v9

@@ -4,7 +4,8 @@
   topics meaning every partition the group committed, and carry a top-level error.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading.
 - v8+ ask for several groups at once, each answered with its own error; v9 adds the member id and epoch of
-  KIP-848's consumer groups (groups here are classic ones: not checked); v10 names topics by id
+  KIP-848's consumer groups, checked as ConsumerGroup.validateOffsetFetch (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH; a null member id with epoch -1 is an admin's fetch); v10 names topics by id
   (UNKNOWN_TOPIC_ID for an id the broker does not know).
 """
 
@@ -25,15 +26,16 @@ from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 
-GROUPS_FROM, TOPIC_IDS_FROM = 8, 10
+GROUPS_FROM, MEMBER_EPOCH_FROM, TOPIC_IDS_FROM = 8, 9, 10
 Partition = tuple[int, int, int, str, ErrorCode]  # index, offset, leader epoch, metadata, error
 TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id, partitions
 
 
 def _group_offsets(
-    node: BrokerApis, group_id: str, topics, version: int
+    node: BrokerApis, group_id: str, topics, version: int, member: tuple[str | None, int] | None = None
 ) -> tuple[ErrorCode, list[TopicOffsets]]:
-    """The group's error and its committed offsets for ``topics`` (None: every committed partition)."""
+    """The group's error and its committed offsets for ``topics`` (None: every committed partition);
+    ``member`` is the (member id, member epoch) a v9+ request names."""
     groups, cache = node.groups, node.cache
     by_id = version >= TOPIC_IDS_FROM
     unknown: list[TopicOffsets] = []
@@ -49,6 +51,10 @@ def _group_offsets(
                 continue
             requested += [(name, p) for p in t.partition_indexes]
     error = groups.coordinator_error(group_id)
+    if error == ErrorCode.none and member is not None:
+        refused = groups.consumer_groups.validate_offset_fetch(group_id, *member)
+        if refused not in (None, ErrorCode.none):
+            return refused, []
     offsets = groups.fetch_offsets(group_id, requested) if error == ErrorCode.none else {}
     if error != ErrorCode.none and requested is not None:
         offsets = dict.fromkeys(requested)
@@ -104,7 +110,8 @@ async def handle(request, ctx: RequestContext):
     schema = v10 if version >= TOPIC_IDS_FROM else v9
     answers = []
     for group in request.groups:
-        error, topics = _group_offsets(ctx.broker, group.group_id, group.topics, version)
+        member = (group.member_id, group.member_epoch) if version >= MEMBER_EPOCH_FROM else None
+        error, topics = _group_offsets(ctx.broker, group.group_id, group.topics, version, member)
         answers.append(
             schema.OffsetFetchResponseGroup(
                 group_id=group.group_id,

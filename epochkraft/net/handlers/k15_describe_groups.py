@@ -2,7 +2,9 @@
 
 - State, protocol and members (metadata and assignment) of each named group; NOT_COORDINATOR for groups
   coordinated elsewhere; an unknown group is described as Dead with no members, as Kafka does, and from
-  v6 also carries GROUP_ID_NOT_FOUND with a message (KIP-1043).
+  v6 also carries GROUP_ID_NOT_FOUND with a message (KIP-1043). A KIP-848 consumer group is described as
+  Kafka 4.3 does: Dead, and from v6 GROUP_ID_NOT_FOUND "Group ... is not a classic group." (clients use
+  ConsumerGroupDescribe for it).
 - v3+ with include_authorized_operations: each group described without error carries the group operations
   the principal may perform (all of them without an authorizer), as Kafka's handleDescribeGroupsRequest.
 """
@@ -29,11 +31,17 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, ResourceTyp
 def _describe(service, group_id: str, version: int) -> DescribedGroup:
     error = service.coordinator_error(group_id)
     group = service.coordinator.groups.get(group_id) if error == ErrorCode.none else None
-    if group is None:
+    consumer_group = error == ErrorCode.none and group_id in service.consumer_groups.groups
+    if group is None or consumer_group:
         state = GroupState.DEAD if error == ErrorCode.none else ""
         message = None
         if error == ErrorCode.none and version >= GROUP_ID_NOT_FOUND_FROM:
-            error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
+            error = ErrorCode.group_id_not_found
+            message = (
+                f"Group {group_id} is not a classic group."
+                if consumer_group
+                else f"Group {group_id} not found."
+            )
         return DescribedGroup(
             error_code=error,
             error_message=message,

@@ -1,0 +1,603 @@
+"""Sans-IO KIP-848 consumer groups: ConsumerGroupHeartbeat, member epochs, target assignments, timeouts.
+
+Follows Kafka's GroupMetadataManager (its consumer group parts) and ConsumerGroup. A heartbeat comes in with
+``now_ms`` and a view of the topics (``TopicsImage``); it may bump the group epoch (a new member, a changed
+subscription, a member gone, partitions added or a topic created or deleted), in which case the group's
+target assignment is computed again by the server-side assignor, and then moves the member one step towards
+its part of that target (``CurrentAssignmentBuilder``). ``tick(now_ms)`` fences members whose session
+expired and members that did not revoke partitions within their rebalance timeout.
+
+Committed offsets stay with the classic coordinator (one group id namespace, one offsets store); this
+module only says whether a commit or fetch by a member is valid. The edge writes each change of a group
+to ``__consumer_offsets`` (``consumer_group_records``) before answering, and a new coordinator rebuilds
+the groups from those records (``replay``, then ``on_loaded``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from epochkraft.broker.assignors import ASSIGNORS, Assignment, MemberSubscription
+from epochkraft.broker.current_assignment import (
+    ConsumerGroupMember,
+    CurrentAssignmentBuilder,
+    MemberState,
+    is_subset,
+)
+from epochkraft.protocol.errors import ErrorCode
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+MEMBER_ID_FROM_CLIENT_VERSION = 1  # v1+: the consumer generates its member id (KIP-1082)
+
+
+class ConsumerGroupState(StrEnum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSettings:
+    """Kafka's group.consumer.* broker settings."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    max_size: int = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    name: str
+    num_partitions: int
+
+
+class TopicsImage(Protocol):
+    """What the coordinator needs of the cluster's metadata."""
+
+    def by_name(self, name: str) -> TopicMetadata | None: ...
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def names(self) -> Iterable[str]:
+        """Every topic a regular expression may match (internal topics excluded)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None  # topic_partitions: None when unchanged since the last heartbeat
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+class GroupError(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error, self.message = error, message
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target_assignment: dict[str, Assignment] = field(default_factory=dict)
+    subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    session_deadlines: dict[str, int] = field(default_factory=dict)
+    revocation_deadlines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        """ConsumerGroup.maybeUpdateGroupState."""
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for member in self.members.values():
+            if member.state != MemberState.STABLE or member.member_epoch != self.assignment_epoch:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def update_member(self, member: ConsumerGroupMember) -> None:
+        """Replaces a member, keeping the partition epochs (who owns what) in step."""
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._set_epochs(old, None)
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self._set_epochs(member, member.member_epoch)
+
+    def remove_member(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        self._set_epochs(member, None)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        self.target_assignment.pop(member_id, None)
+        self.session_deadlines.pop(member_id, None)
+        self.revocation_deadlines.pop(member_id, None)
+
+    def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic, parts in assignment.items():
+                for partition in parts:
+                    if epoch is None:
+                        self.partition_epochs.pop((topic, partition), None)
+                    else:
+                        self.partition_epochs[(topic, partition)] = epoch
+
+    def preferred_assignor(self, default: str) -> str:
+        """The server assignor most members ask for, else the default (computePreferredServerAssignor)."""
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            if member.server_assignor is not None:
+                votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
+        return max(sorted(votes), key=lambda name: votes[name]) if votes else default
+
+
+def subscribed_topic_names(member: ConsumerGroupMember, topics: TopicsImage) -> set[str]:
+    """The member's topic names, with its regular expression resolved against the topics that exist."""
+    names = set(member.subscribed_topic_names)
+    if member.subscribed_topic_regex:
+        pattern = re.compile(member.subscribed_topic_regex)
+        names |= {name for name in topics.names() if pattern.fullmatch(name)}
+    return names
+
+
+class ConsumerGroupCoordinator:
+    """The consumer groups whose coordinator partition this broker leads.
+
+    ``classic_group_has_members`` tells whether a classic group of that id has members: the two kinds share
+    one namespace, and without an online migration (Kafka's group.consumer.migration.policy=disabled) a
+    consumer member cannot join a live classic group."""
+
+    def __init__(
+        self,
+        settings: ConsumerGroupSettings | None = None,
+        classic_group_has_members: Callable[[str], bool] = lambda _group_id: False,
+    ) -> None:
+        self.settings = settings or ConsumerGroupSettings()
+        self.classic_group_has_members = classic_group_has_members
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # ---- ConsumerGroupHeartbeat --------------------------------------------------------------------------
+    def heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
+        try:
+            self.validate(request)
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(request)
+            return self._heartbeat(now_ms, request, topics)
+        except GroupError as exc:
+            return HeartbeatResult(exc.error, exc.message)
+
+    def invalid_request(self, request: HeartbeatRequest) -> HeartbeatResult | None:
+        """The answer to a request that is not valid, whatever group it names; None if it is valid."""
+        try:
+            self.validate(request)
+        except GroupError as exc:
+            return HeartbeatResult(exc.error, exc.message)
+        return None
+
+    def validate(self, request: HeartbeatRequest) -> None:
+        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid (Kafka 4.4), in its order;
+        Kafka checks this before it looks for the group's coordinator."""
+
+        def invalid(message: str) -> GroupError:
+            return GroupError(ErrorCode.invalid_request, message)
+
+        epoch = request.member_epoch
+        member_id_required = (
+            request.api_version >= MEMBER_ID_FROM_CLIENT_VERSION
+            or epoch > 0
+            or epoch == LEAVE_GROUP_MEMBER_EPOCH
+        )
+        if member_id_required and not request.member_id:
+            raise invalid("MemberId can't be empty.")
+        if not request.group_id:
+            raise invalid("GroupId can't be empty.")
+        if request.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if request.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.owned is None or any(request.owned.values()):
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise invalid("MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self.settings.assignors:
+            raise GroupError(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.settings.assignors)}.",
+            )
+        if request.subscribed_topic_regex is not None:
+            try:
+                re.compile(request.subscribed_topic_regex)
+            except re.error as exc:
+                raise GroupError(
+                    ErrorCode.invalid_regular_expression,
+                    f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc}.",
+                ) from None
+
+    def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
+        """GroupMetadataManager.getOrMaybeCreateConsumerGroup, without online upgrade."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self.classic_group_has_members(group_id):
+            raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+        group = self.groups[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
+        joining = request.member_epoch == 0
+        group = self._group_for(request.group_id, create=joining)
+        member_id = request.member_id or str(uuid.uuid4())  # v0 lets the coordinator choose it
+        if (
+            len(group.members) >= self.settings.max_size
+            and member_id not in group.members
+            and request.instance_id not in group.static_members
+        ):
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
+            )
+        member = self._member_for(group, member_id, request)
+        is_new = member.member_id not in group.members
+        updated = self._with_request(member, request)
+        bump = is_new or self._subscription_changed(member, updated)
+        metadata = self._subscription_metadata(group, updated, topics)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, updated, topics)
+        updated = self._drop_deleted_topics(updated, topics)
+        reconciled = CurrentAssignmentBuilder(
+            updated,
+            group.assignment_epoch,
+            group.target_assignment.get(updated.member_id, {}),
+            group.partition_epoch,
+            request.owned,
+        ).build()
+        group.update_member(reconciled)
+        self._schedule_timeouts(now_ms, group, member, reconciled)
+        full = joining or (
+            request.rebalance_timeout_ms != -1
+            and request.subscribed_topic_names is not None
+            and request.owned is not None
+        )
+        changed = is_new or reconciled.assigned != member.assigned
+        return HeartbeatResult(
+            ErrorCode.none,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            assignment=reconciled.assigned if full or changed else None,
+        )
+
+    def _member_for(
+        self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest
+    ) -> ConsumerGroupMember:
+        """getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember: a new member, a static member replacing
+        one that left with epoch -2, or the known member whose epoch is checked."""
+        joining = request.member_epoch == 0
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise GroupError(
+                        ErrorCode.unknown_member_id,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
+                return ConsumerGroupMember(member_id)
+            return _check_epoch(member, request)
+        existing_id = group.static_members.get(request.instance_id)
+        existing = group.members.get(existing_id) if existing_id is not None else None
+        if joining:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {member_id} with instance id {request.instance_id} cannot join the group "
+                    f"because the instance id is owned by {existing.member_id} member.",
+                )
+            return self._replace_static_member(group, existing, member_id)
+        if existing is None:
+            raise GroupError(ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise GroupError(
+                ErrorCode.fenced_instance_id,
+                f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        return _check_epoch(existing, request)
+
+    @staticmethod
+    def _replace_static_member(
+        group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str
+    ) -> ConsumerGroupMember:
+        """The restarted instance takes over its predecessor's assignment without a group epoch bump."""
+        target = group.target_assignment.get(existing.member_id, {})
+        group.remove_member(existing.member_id)
+        replacement = dataclasses.replace(
+            existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+        )
+        group.update_member(replacement)
+        group.target_assignment[member_id] = target
+        return replacement
+
+    @staticmethod
+    def _with_request(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:
+        """ConsumerGroupMember.Builder's maybeUpdate*: a null field keeps what the member had."""
+        changes: dict[str, object] = {"client_id": request.client_id, "client_host": request.client_host}
+        for name, value in (
+            ("instance_id", request.instance_id),
+            ("rack_id", request.rack_id),
+            ("server_assignor", request.server_assignor),
+            ("subscribed_topic_names", request.subscribed_topic_names),
+            ("subscribed_topic_regex", request.subscribed_topic_regex),
+        ):
+            if value is not None:
+                changes[name] = value
+        if request.rebalance_timeout_ms != -1:
+            changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
+        return dataclasses.replace(member, **changes)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _subscription_changed(old: ConsumerGroupMember, new: ConsumerGroupMember) -> bool:
+        return (
+            set(old.subscribed_topic_names) != set(new.subscribed_topic_names)
+            or old.subscribed_topic_regex != new.subscribed_topic_regex
+            or old.server_assignor != new.server_assignor
+        )
+
+    @staticmethod
+    def _subscription_metadata(
+        group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+    ) -> dict[str, TopicMetadata]:
+        """The topics any member subscribes to, as they are now (ConsumerGroup.computeSubscriptionMetadata)."""
+        names: set[str] = set()
+        for member in group.members.values():
+            if member.member_id != updated.member_id:
+                names |= subscribed_topic_names(member, topics)
+        names |= subscribed_topic_names(updated, topics)
+        metadata = {}
+        for name in sorted(names):
+            topic = topics.by_name(name)
+            if topic is not None:
+                metadata[name] = topic
+        return metadata
+
+    def _update_target_assignment(
+        self, group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+    ) -> None:
+        """TargetAssignmentBuilder: every member's subscription and current target through the assignor."""
+        partition_counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
+        members = dict(group.members)
+        members[updated.member_id] = updated
+        specs = {
+            member_id: MemberSubscription(
+                frozenset(
+                    group.subscription_metadata[name].topic_id
+                    for name in subscribed_topic_names(member, topics)
+                    if name in group.subscription_metadata
+                ),
+                member.instance_id,
+                member.rack_id,
+                group.target_assignment.get(member_id, {}),
+            )
+            for member_id, member in members.items()
+        }
+        assignor = ASSIGNORS[group.preferred_assignor(self.settings.assignors[0])]
+        group.target_assignment = assignor.assign(specs, partition_counts)
+        group.assignment_epoch = group.group_epoch
+
+    @staticmethod
+    def _drop_deleted_topics(member: ConsumerGroupMember, topics: TopicsImage) -> ConsumerGroupMember:
+        """Partitions of a deleted topic need no revocation: nobody can consume them any more."""
+
+        def existing(assignment: Assignment) -> Assignment:
+            return {t: p for t, p in assignment.items() if topics.by_id(t) is not None}
+
+        assigned, pending = existing(member.assigned), existing(member.pending_revocation)
+        if assigned == member.assigned and pending == member.pending_revocation:
+            return member
+        return dataclasses.replace(member, assigned=assigned, pending_revocation=pending)
+
+    def _schedule_timeouts(
+        self, now_ms: int, group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember
+    ) -> None:
+        """The session restarts at every heartbeat; a member asked to revoke partitions must do so within
+        its rebalance timeout (scheduleConsumerGroupRebalanceTimeout)."""
+        group.session_deadlines[after.member_id] = now_ms + self.settings.session_timeout_ms
+        if after.state != MemberState.UNREVOKED_PARTITIONS:
+            group.revocation_deadlines.pop(after.member_id, None)
+        elif before.state != MemberState.UNREVOKED_PARTITIONS or before.member_id != after.member_id:
+            group.revocation_deadlines[after.member_id] = now_ms + after.rebalance_timeout_ms
+
+    # ---- leaving -------------------------------------------------------------------------------------------
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """GroupMetadataManager.consumerGroupLeave: -1 removes the member; -2 (a static member) keeps its
+        assignment for a successor with the same instance id until its session expires."""
+        group = self._group_for(request.group_id, create=False)
+        if request.instance_id is None:
+            if request.member_id not in group.members:
+                raise GroupError(
+                    ErrorCode.unknown_member_id,
+                    f"Member {request.member_id} is not a member of group {group.group_id}.",
+                )
+            member = group.members[request.member_id]
+        else:
+            member_id = group.static_members.get(request.instance_id)
+            if member_id is None:
+                raise GroupError(
+                    ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
+                )
+            if member_id != request.member_id:
+                raise GroupError(
+                    ErrorCode.fenced_instance_id,
+                    f"Static member {request.member_id} with instance id {request.instance_id} was fenced by "
+                    f"member {member_id}.",
+                )
+            member = group.members[member_id]
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            group.update_member(member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH))
+        else:
+            self.fence_member(group, member.member_id)
+        return HeartbeatResult(ErrorCode.none, member_id=member.member_id, member_epoch=request.member_epoch)
+
+    @staticmethod
+    def fence_member(group: ConsumerGroup, member_id: str) -> None:
+        """consumerGroupFenceMember: the member goes with its assignment; the group epoch is bumped so the
+        next heartbeat computes a target without it."""
+        group.remove_member(member_id)
+        group.group_epoch += 1
+
+    def tick(self, now_ms: int) -> list[tuple[str, str]]:
+        """Fences members whose session or revocation deadline passed; returns (group, member) fenced."""
+        fenced = []
+        for group in self.groups.values():
+            expired = {m for m, deadline in group.session_deadlines.items() if now_ms >= deadline}
+            expired |= {m for m, deadline in group.revocation_deadlines.items() if now_ms >= deadline}
+            for member_id in sorted(expired):
+                self.fence_member(group, member_id)
+                fenced.append((group.group_id, member_id))
+        return fenced
+
+    # ---- offsets, listing, deletion ---------------------------------------------------------------------
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> ErrorCode | None:
+        """ConsumerGroup.validateOffsetCommit; None when the group is not a consumer group."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if api_version < 9:
+            return ErrorCode.unsupported_version
+        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """ConsumerGroup.validateOffsetFetch; None when the group is not a consumer group."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+
+    def is_live(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The existing topics the group's members subscribe to (OffsetDelete keeps their offsets)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return set()
+        return set(group.subscription_metadata)
+
+    def remove_empty_group(self, group_id: str) -> bool:
+        """Drops an empty consumer group (a classic join takes its id, or DeleteGroups); False if it has
+        members."""
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return False
+        self.groups.pop(group_id, None)
+        return True
+
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
+        """Groups rebuilt from their records: every member's session starts now, and a member asked to
+        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded)."""
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            for member in group.members.values():
+                group.session_deadlines[member.member_id] = now_ms + self.settings.session_timeout_ms
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
+
+    def unload_groups(self, predicate: Callable[[str], bool]) -> None:
+        for group_id in [g for g in self.groups if predicate(g)]:
+            del self.groups[group_id]
+
+
+def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:
+    """throwIfConsumerGroupMemberEpochIsInvalid: a newer epoch than known, or an older one other than the
+    previous epoch with partitions the member still has (its last response was lost), is fenced."""
+    received = request.member_epoch
+    if received > member.member_epoch or (
+        received < member.member_epoch
+        and (received != member.previous_member_epoch or not is_subset(request.owned, member.assigned))
+    ):
+        raise GroupError(
+            ErrorCode.fenced_member_epoch,
+            f"The consumer group member has a {'larger' if received > member.member_epoch else 'smaller'} "
+            f"member epoch ({received}) than the one known by the group coordinator "
+            f"({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    return member

@@ -1,0 +1,28 @@
+"""The metadata cache as a consumer group coordinator sees topics (``consumer_group.TopicsImage``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from epochkraft.broker.consumer_group import TopicMetadata
+from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
+from epochkraft.metadata.image import MetadataImage
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+
+
+class CacheTopics:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+
+    def by_name(self, name: str) -> TopicMetadata | None:
+        info = self.image.topic(name)
+        return None if info is None else TopicMetadata(info.topic_id, info.name, len(info.partitions))
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        info = self.image.topics.get(topic_id)
+        return None if info is None else TopicMetadata(info.topic_id, info.name, len(info.partitions))
+
+    def names(self) -> Iterable[str]:
+        return (name for name in self.image.topic_ids if name not in INTERNAL_TOPICS)

@@ -1,0 +1,194 @@
+"""KIP-848 consumer groups with real clients: librdkafka (confluent-kafka, ``group.protocol=consumer``)
+consumers share a topic through ConsumerGroupHeartbeat, one leaves and the other takes over, and every
+record is consumed; the group is described and listed as a consumer group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+
+from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.net.errors import NetworkError
+from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
+from epochkraft.protocol.errors import ErrorCode
+from tests.test_clients import create_topic, produce
+from tests.test_kafka_tools import GROUPS, QUIET_LOG4J2, run_tool
+
+pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(150)]
+
+GROUP_PROTOCOL = {"group.protocol": "consumer"}
+JAVA_CHECK = (
+    Path(__file__).resolve().parents[1] / "scripts" / "clients" / "java" / "ConsumerProtocolCheck.java"
+)
+
+
+def consumer(bootstrap: str, group: str, **conf) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+            **GROUP_PROTOCOL,
+            **conf,
+        }
+    )
+
+
+def assigned(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def poll_until(consumers: list[Consumer], seen: dict[str, set[bytes]], done, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not done():
+        for c in consumers:
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen.setdefault(c.memberid() or "", set()).add(msg.value())
+
+
+def test_two_consumers_share_a_topic_and_one_takes_over(make_cluster):
+    cluster = make_cluster(brokers=3)
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "kip848", partitions=6)
+    first_batch = produce(bootstrap, "kip848", 300)
+    a, b = consumer(bootstrap, "g848"), consumer(bootstrap, "g848")
+    try:
+        a.subscribe(["kip848"])
+        b.subscribe(["kip848"])
+        seen: dict[str, set[bytes]] = {}
+        poll_until(
+            [a, b],
+            seen,
+            lambda: (
+                assigned(a)
+                and assigned(b)
+                and not assigned(a) & assigned(b)
+                and len(assigned(a) | assigned(b)) == 6
+            ),
+            60,
+        )
+        assert len(assigned(a)) == 3 and len(assigned(b)) == 3, (assigned(a), assigned(b))
+        assert not assigned(a) & assigned(b)
+        everything = {v for _, _, v in first_batch}
+        poll_until([a, b], seen, lambda: set().union(*seen.values()) >= everything, 30)
+        assert set().union(*seen.values()) >= everything
+        assert len(seen) == 2  # both consumed
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (described,) = admin.describe_consumer_groups(["g848"]).values()
+        group = described.result(15)
+        assert str(group.type).endswith("CONSUMER") and len(group.members) == 2
+        listed = admin.list_consumer_groups().result(15)
+        assert [
+            (g.group_id, str(g.type).endswith("CONSUMER")) for g in listed.valid if g.group_id == "g848"
+        ] == [("g848", True)]
+
+        b.close()  # leaves with member epoch -1: its partitions go to a at once
+        second_batch = produce(bootstrap, "kip848", 300)
+        later = {v for _, _, v in second_batch}
+        taken: dict[str, set[bytes]] = {}
+        poll_until(
+            [a], taken, lambda: len(assigned(a)) == 6 and set().union(set(), *taken.values()) >= later, 60
+        )
+        assert len(assigned(a)) == 6
+        assert set().union(*taken.values()) >= later
+    finally:
+        for c in (a, b):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()
+
+
+@pytest.mark.peers
+def test_java_consumers_with_the_consumer_protocol(make_cluster, tmp_path):
+    """Kafka's own KafkaConsumer (group.protocol=consumer): the same scenario, then the group described by
+    kafka-consumer-groups --describe (the tool asks ConsumerGroupDescribe)."""
+    try:
+        classpath = kafka_classpath()
+    except PeerUnavailable as exc:
+        pytest.skip(f"kafka-clients unavailable: {exc}")
+    cluster = make_cluster(brokers=3)
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    result = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath,
+         str(JAVA_CHECK), cluster.bootstrap, "kip848-java", "g848-java"],
+        capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}"
+    lines = [line for line in result.stdout.splitlines() if line.startswith("OK ")]
+    assert lines == [
+        "OK two consumers share the topic assigned=3+3 read=300",
+        "OK describeConsumerGroups type=Consumer members=2 state=Stable",
+        "OK one consumer takes over assigned=6 read=300",
+    ], result.stdout
+    described = run_tool(
+        log4j, GROUPS, "--bootstrap-server", cluster.bootstrap, "--group", "g848-java", "--describe"
+    )
+    rows = [line.split() for line in described.splitlines() if "kip848-java" in line]
+    assert sorted(int(row[2]) for row in rows) == list(range(6)), described
+    assert sum(int(row[3]) for row in rows) == 600, described  # every record's offset committed
+
+
+def described_epochs(bootstrap: str, group: str) -> tuple[int, dict[str, int]]:
+    """(group epoch, member epochs) from ConsumerGroupDescribe, asked of the brokers until the
+    coordinator answers."""
+
+    async def ask() -> tuple[int, dict[str, int]]:
+        client = MiniClient(bootstrap)
+        try:
+            for address in client.addresses:
+                request = ConsumerGroupDescribeRequest(
+                    group_ids=(group,), include_authorized_operations=False
+                )
+                with contextlib.suppress(NetworkError, OSError):
+                    (described,) = (await client._client(address).send(request)).groups
+                    if described.error_code == ErrorCode.none:
+                        return described.group_epoch, {m.member_id: m.member_epoch for m in described.members}
+            raise AssertionError(f"no broker describes {group}")
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_consumer_group_survives_its_coordinator(make_cluster):
+    """The coordinator's broker is killed: the new coordinator replays the group from __consumer_offsets,
+    the members keep their member ids (no rejoin with epoch 0 bumping the group epoch twice), every
+    record produced afterwards is consumed."""
+    cluster = make_cluster(brokers=3)
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "kip848-failover", partitions=6)
+    a, b = consumer(bootstrap, "g848-failover"), consumer(bootstrap, "g848-failover")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        a.subscribe(["kip848-failover"])
+        b.subscribe(["kip848-failover"])
+        poll_until([a, b], {}, lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3, 60)
+        before = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
+        coordinator = before.coordinator.id
+        epochs = described_epochs(bootstrap, "g848-failover")
+        cluster.nodes[coordinator].signal("KILL")
+        produced = produce(bootstrap, "kip848-failover", 300)
+        seen: dict[str, set[bytes]] = {}
+        everything = {v for _, _, v in produced}
+        poll_until([a, b], seen, lambda: set().union(set(), *seen.values()) >= everything, 60)
+        assert set().union(set(), *seen.values()) >= everything
+        after = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
+        assert after.coordinator.id != coordinator
+        assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+        assert described_epochs(bootstrap, "g848-failover") == epochs  # resumed, not rejoined
+    finally:
+        for c in (a, b):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()

@@ -1,0 +1,344 @@
+"""ConsumerGroupHeartbeat, ConsumerGroupDescribe and the group APIs that meet KIP-848 consumer groups
+(ListGroups, DescribeGroups, OffsetCommit, OffsetFetch, JoinGroup, DeleteGroups), handler by handler on
+an in-memory broker: no sockets."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest, TopicPartitions
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_commit.v9 import request as oc
+from kio.schema.offset_fetch.v9 import request as of
+from kio.static.primitive import i32Timedelta
+
+from epochkraft.broker.group_coordinator import GroupCoordinator
+from epochkraft.broker.group_service import GroupService
+from epochkraft.controller.state import TopicInfo
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.net.context import RequestContext
+from epochkraft.net.handlers import (
+    k08_offset_commit,
+    k09_offset_fetch,
+    k11_join_group,
+    k15_describe_groups,
+    k16_list_groups,
+    k68_consumer_group_heartbeat,
+    k69_consumer_group_describe,
+)
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security import request_rules
+from epochkraft.security.authorizer import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    StandardAuthorizer,
+)
+from epochkraft.security.principal import KafkaPrincipal, parse_super_users
+from tests.test_group_coordinator import MemoryOffsetsTopic
+
+FOO = uuid.UUID(int=7)
+
+
+def broker() -> SimpleNamespace:
+    image = MetadataImage()
+    image.topics[FOO] = TopicInfo("foo", FOO, dict.fromkeys(range(4)))  # type: ignore[arg-type]
+    image.topic_ids["foo"] = FOO
+    service = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    service.load_partition(0, [])
+    return SimpleNamespace(groups=service, cache=image)
+
+
+def ctx(node: SimpleNamespace, version: int) -> RequestContext:
+    return RequestContext("broker", SimpleNamespace(client_id="cli"), version, node, ("127.0.0.1", 1), None)  # type: ignore[arg-type]
+
+
+def timeout(ms: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+async def heartbeat(node, member_id: str, epoch: int, version: int = 1, **fields):
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="grp",
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout=timeout(fields.pop("rebalance_timeout_ms", -1)),
+        topic_partitions=fields.pop("topic_partitions", None),
+        **fields,
+    )
+    return await k68_consumer_group_heartbeat.handle(request, ctx(node, version))
+
+
+async def join(node, member_id: str = "m1"):
+    return await heartbeat(
+        node, member_id, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=("foo",), topic_partitions=()
+    )
+
+
+async def test_heartbeat_joins_and_describe_shows_the_group():
+    node = broker()
+    joined = await join(node)
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (ErrorCode.none, "m1", 1)
+    assert joined.heartbeat_interval == datetime.timedelta(seconds=5)
+    assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [
+        (FOO, (0, 1, 2, 3))
+    ]
+    described = await k69_consumer_group_describe.handle(
+        ConsumerGroupDescribeRequest(group_ids=("grp", "nope"), include_authorized_operations=False),
+        ctx(node, 1),
+    )
+    group, missing = described.groups
+    assert (group.error_code, group.group_state, group.group_epoch, group.assignor_name) == (
+        ErrorCode.none,
+        "Stable",
+        1,
+        "uniform",
+    )
+    (member,) = group.members
+    assert member.member_id == "m1" and member.client_id == "cli" and member.member_type == 1
+    assert member.assignment.topic_partitions[0].topic_name == "foo"
+    assert (missing.error_code, missing.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group nope not found.",
+    )
+
+
+async def test_v0_heartbeat_gets_a_member_id_from_the_coordinator():
+    node = broker()
+    joined = await heartbeat(
+        node,
+        "",
+        0,
+        version=0,
+        rebalance_timeout_ms=1000,
+        subscribed_topic_names=("foo",),
+        topic_partitions=(),
+    )
+    assert joined.error_code == ErrorCode.none and joined.member_id
+
+
+async def test_list_groups_by_type_and_state_and_describe_groups():
+    """ListGroups v5 lists the group as a "consumer" one; DescribeGroups answers as Kafka 4.3 does for a
+    group that is not classic (Dead; GROUP_ID_NOT_FOUND from v6)."""
+    node = broker()
+    await join(node)
+
+    async def listed(**filters):
+        response = await k16_list_groups.handle(ListGroupsRequest(**filters), ctx(node, 5))
+        return [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in response.groups]
+
+    assert await listed() == [("grp", "consumer", "Stable", "consumer")]
+    assert await listed(types_filter=("classic",)) == []
+    assert await listed(states_filter=("stable",), types_filter=("consumer",)) == [
+        ("grp", "consumer", "Stable", "consumer")
+    ]
+    for version, error in ((5, ErrorCode.none), (6, ErrorCode.group_id_not_found)):
+        response = await k15_describe_groups.handle(
+            DescribeGroupsRequest(groups=("grp",), include_authorized_operations=False), ctx(node, version)
+        )
+        (group,) = response.groups
+        assert (group.error_code, group.group_state, group.members) == (error, "Dead", ())
+
+
+async def commit(node, member_id: str, epoch: int, version: int = 9):
+    request = oc.OffsetCommitRequest(
+        group_id="grp",
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        topics=(
+            oc.OffsetCommitRequestTopic(
+                name="foo",
+                partitions=(
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=42, committed_metadata=""
+                    ),
+                ),
+            ),
+        ),
+    )
+    response = await k08_offset_commit.handle(request, ctx(node, version))
+    return response.topics[0].partitions[0].error_code
+
+
+async def fetch(node, member_id: str | None, epoch: int):
+    request = of.OffsetFetchRequest(
+        groups=(
+            of.OffsetFetchRequestGroup(
+                group_id="grp",
+                member_id=member_id,
+                member_epoch=epoch,
+                topics=(of.OffsetFetchRequestTopics(name="foo", partition_indexes=(0,)),),
+            ),
+        )
+    )
+    (group,) = (await k09_offset_fetch.handle(request, ctx(node, 9))).groups
+    return group.error_code, [p.committed_offset for t in group.topics for p in t.partitions]
+
+
+@pytest.mark.parametrize(
+    ("member_id", "epoch", "version", "expected"),
+    [
+        ("m1", 1, 9, ErrorCode.none),
+        ("m1", 2, 9, ErrorCode.stale_member_epoch),
+        ("m9", 1, 9, ErrorCode.unknown_member_id),
+        ("", -1, 9, ErrorCode.unknown_member_id),
+        ("m1", 1, 8, ErrorCode.unsupported_version),
+    ],
+)
+async def test_offset_commit_with_member_epochs(member_id, epoch, version, expected):
+    """OffsetMetadataManagerTest consumer group commit cases: the member epoch must be the member's."""
+    node = broker()
+    await join(node)
+    assert await commit(node, member_id, epoch, version) == expected
+
+
+async def test_offset_fetch_with_member_epochs():
+    node = broker()
+    await join(node)
+    assert await commit(node, "m1", 1) == ErrorCode.none
+    assert await fetch(node, "m1", 1) == (ErrorCode.none, [42])
+    assert await fetch(node, None, -1) == (ErrorCode.none, [42])
+    assert await fetch(node, "m1", 0) == (ErrorCode.stale_member_epoch, [])
+    assert await fetch(node, "m9", 1) == (ErrorCode.unknown_member_id, [])
+
+
+async def classic_join(node):
+    request = JoinGroupRequest(
+        group_id="grp",
+        session_timeout=timeout(10_000),
+        rebalance_timeout=timeout(10_000),
+        member_id="",
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+    )
+    return await k11_join_group.handle(request, ctx(node, 9))
+
+
+async def test_classic_join_on_a_consumer_group():
+    """A classic JoinGroup on a live consumer group is refused (INCONSISTENT_GROUP_PROTOCOL: classic
+    members inside a consumer group are not served here); on an empty one it takes the id over, as
+    Kafka's classicGroupJoinToClassicGroup deletes the empty consumer group. A consumer heartbeat on a
+    live classic group is GROUP_ID_NOT_FOUND (no online upgrade)."""
+    node = broker()
+    await join(node)
+    assert (await classic_join(node)).error_code == ErrorCode.inconsistent_group_protocol
+    assert (await heartbeat(node, "m1", -1)).error_code == ErrorCode.none
+    first = await classic_join(node)
+    assert first.error_code == ErrorCode.member_id_required
+    assert "grp" not in node.groups.consumer_groups.groups
+    node.groups.coordinator.groups["grp"].members["x"] = object()  # a live classic member
+    refused = await join(node, "m2")
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group grp is not a consumer group.",
+    )
+
+
+async def test_delete_group_and_offsets_of_a_consumer_group():
+    """DeleteGroups: NON_EMPTY_GROUP while members are in it; OffsetDelete keeps subscribed topics'
+    offsets (GROUP_SUBSCRIBED_TO_TOPIC); once empty the group and its offsets go."""
+    node = broker()
+    await join(node)
+    assert await commit(node, "m1", 1) == ErrorCode.none
+    service = node.groups
+    assert await service.delete_group("grp") == ErrorCode.non_empty_group
+    _, results = await service.delete_offsets("grp", [("foo", 0)])
+    assert results == {("foo", 0): ErrorCode.group_subscribed_to_topic}
+    await heartbeat(node, "m1", -1)
+    assert await service.delete_group("grp") == ErrorCode.none
+    assert "grp" not in service.consumer_groups.groups and service.fetch_offsets("grp", None) == {}
+    await join(node)
+    await heartbeat(node, "m1", -1)
+    assert await service.delete_group("grp") == ErrorCode.none  # no offsets ever committed
+
+
+async def test_a_new_coordinator_resumes_the_group_from_its_records():
+    """GroupMetadataManagerTest.testOnLoaded / the ConsumerGroup* records' replay: a broker that becomes
+    coordinator rebuilds the group from __consumer_offsets; its members carry on with their epochs and
+    partitions instead of being fenced, and members gone (left) stay gone."""
+    node = broker()
+    await join(node, "m1")
+    await join(node, "m2")
+    await heartbeat(node, "m2", -1)
+    before = node.groups.consumer_groups.groups["grp"]
+    member = before.members["m1"]
+    records = node.groups.offsets_topic.records
+    assert records and all(b'"consumer-group' in key for key, _ in records)
+
+    successor = broker()
+    successor.groups.offsets_topic.records = list(records)
+    successor.groups.load_partition(0, records)
+    after = successor.groups.consumer_groups.groups["grp"]
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert set(after.members) == {"m1"} and after.members["m1"] == member
+    assert after.target_assignment == before.target_assignment
+    owned = tuple(
+        TopicPartitions(topic_id=topic, partitions=tuple(sorted(parts)))
+        for topic, parts in member.assigned.items()
+    )
+    resumed = await heartbeat(successor, "m1", member.member_epoch, topic_partitions=owned)
+    assert resumed.error_code == ErrorCode.none and resumed.member_epoch >= member.member_epoch
+    assert (await heartbeat(successor, "m2", 1)).error_code == ErrorCode.unknown_member_id
+
+
+async def test_deleting_a_consumer_group_tombstones_its_records():
+    node = broker()
+    await join(node)
+    await heartbeat(node, "m1", -1)
+    assert await node.groups.delete_group("grp") == ErrorCode.none
+    records = node.groups.offsets_topic.records
+    successor = broker()
+    successor.groups.load_partition(0, records)
+    assert "grp" not in successor.groups.consumer_groups.groups
+
+
+async def test_authorization_of_heartbeat_and_describe():
+    """KafkaApis.handleConsumerGroupHeartbeatRequest: READ on the group (checked before the handler),
+    then DESCRIBE on every subscribed topic name; ConsumerGroupDescribe needs DESCRIBE on the group."""
+    node = broker()
+    alice = KafkaPrincipal("User", "alice")
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    authorizer.add(
+        uuid.uuid4(),
+        AclBinding(
+            ResourceType.GROUP,
+            "grp",
+            PatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+    )
+    secured = dataclasses.replace(ctx(node, 1), principal=alice, authorizer=authorizer)
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="grp",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout=timeout(1000),
+        subscribed_topic_names=("foo",),
+        topic_partitions=(),
+    )
+    assert request_rules.refusal(68, request, secured) is None
+    answer = await k68_consumer_group_heartbeat.handle(request, secured)
+    assert (answer.error_code, answer.error_message) == (
+        ErrorCode.topic_authorization_failed,
+        "The following topics are not authorized: foo.",
+    )
+    describe = ConsumerGroupDescribeRequest(group_ids=("grp",), include_authorized_operations=False)
+    assert request_rules.refusal(69, describe, secured) is None  # READ implies DESCRIBE, as in Kafka
+    describe_other = ConsumerGroupDescribeRequest(
+        group_ids=("grp", "other"), include_authorized_operations=False
+    )
+    assert request_rules.refusal(69, describe_other, secured) == ErrorCode.group_authorization_failed
+    other = dataclasses.replace(request, group_id="other")
+    assert request_rules.refusal(68, other, secured) == ErrorCode.group_authorization_failed
