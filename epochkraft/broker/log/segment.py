@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from epochkraft.broker.log.txn_index import TransactionIndex
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -135,6 +136,7 @@ class Segment:
         self.log_path = directory / f"{segment_name(base_offset)}.log"
         self.index_path = directory / f"{segment_name(base_offset)}.index"
         self.time_index_path = directory / f"{segment_name(base_offset)}.timeindex"
+        self.txn_index = TransactionIndex(directory / f"{segment_name(base_offset)}.txnindex")
         self.index_interval_bytes = index_interval_bytes
         # segment.index.bytes: how many entries each index may hold before the segment rolls
         self.max_index_entries = max(index_bytes // INDEX_ENTRY.size, 1)
@@ -462,6 +464,7 @@ class Segment:
         del self.time_index_timestamps[keep:]
         del self.time_index_offsets[keep:]
         self._write_indexes()
+        self.txn_index.truncate_to(offset)
         self.max_timestamp = self.time_index_timestamps[-1] if self.time_index_timestamps else NO_TIMESTAMP
         self.offset_of_max_timestamp = (
             self.time_index_offsets[-1] if self.time_index_offsets else self.base_offset
@@ -479,8 +482,8 @@ class Segment:
         self._index_fd = self._time_index_fd = None
 
     @property
-    def paths(self) -> tuple[Path, Path, Path]:
-        return self.log_path, self.index_path, self.time_index_path
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        return self.log_path, self.index_path, self.time_index_path, self.txn_index.path
 
     def delete(self) -> None:
         self._reserved_to = self.size  # the file goes; nothing to give back

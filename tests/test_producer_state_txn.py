@@ -1,0 +1,171 @@
+"""Transactions in the producer state, as Kafka's ProducerStateManagerTest: transactions opened by
+transactional batches, ended by the coordinator's markers, the first unstable and last stable offsets."""
+
+import pytest
+
+from epochkraft.broker import producer_state
+from epochkraft.broker.producer_state import (
+    EndTxnMarker,
+    ProducerStateTable,
+    end_txn_marker_batch,
+    read_end_txn_marker,
+)
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import STAMPED_PREFIX, parse_header, stamped_prefix
+
+PID, OTHER = 7, 8
+
+
+class Log:
+    """A producer state fed appended batches at increasing offsets, as a partition's log does."""
+
+    def __init__(self) -> None:
+        self.table = ProducerStateTable()
+        self.offset = 0
+
+    def data(self, pid: int, epoch: int, seq: int, count: int = 1, transactional: bool = True) -> int:
+        first = self.offset
+        self.table.record(pid, epoch, seq, count, first, first + count - 1, 0, transactional)
+        self.offset += count
+        return first
+
+    def marker(self, pid: int, epoch: int, committed: bool, coordinator_epoch: int = 0):
+        batch = end_txn_marker_batch(pid, epoch, EndTxnMarker(committed, coordinator_epoch), 1000)
+        batch = stamped_prefix(parse_header(batch), self.offset, 0) + batch[STAMPED_PREFIX:]
+        header = parse_header(batch)
+        self.offset += 1
+        (completed,) = self.table.append(batch, [header], [0]) or [None]
+        return completed
+
+
+def test_marker_round_trip():
+    """EndTransactionMarkerTest: the control batch carries the producer, the type and the coordinator
+    epoch as Kafka writes them."""
+    batch = end_txn_marker_batch(PID, 3, EndTxnMarker(False, 11), 1000)
+    header = parse_header(batch)
+    assert header.is_control and header.is_transactional and header.base_sequence == -1
+    assert (header.producer_id, header.producer_epoch) == (PID, 3)
+    assert read_end_txn_marker(batch, 0, header) == EndTxnMarker(False, 11)
+
+
+def test_first_unstable_offset_with_transactional_data():
+    """UnifiedLogTest.testFirstUnstableOffsetWithTransactionalData (on the producer state): the first
+    unstable offset is the transaction's first offset until its marker is below the high watermark."""
+    log = Log()
+    log.data(1, 0, 0, transactional=False)
+    first = log.data(PID, 0, 0, 3)
+    log.data(PID, 0, 3, 2)
+    assert log.table.first_unstable_offset(high_watermark=log.offset) == first
+    assert log.table.last_stable_offset(high_watermark=log.offset) == first
+    assert log.table.last_stable_offset(high_watermark=0) == 0  # never above the high watermark
+    marker = log.offset
+    log.marker(PID, 0, committed=True)
+    assert log.table.last_stable_offset(high_watermark=marker) == first  # marker not replicated yet
+    assert log.table.last_stable_offset(high_watermark=marker + 1) == marker + 1
+    assert log.table.first_unstable_offset(marker + 1) is None
+
+
+def test_last_stable_offset_completed_txn():
+    """ProducerStateManagerTest.testLastStableOffsetCompletedTxn: a completed transaction's last stable
+    offset is the first offset of the next open transaction of another producer, else the offset after
+    its marker."""
+    log = Log()
+    first1 = log.data(PID, 0, 0)
+    first2 = log.data(OTHER, 0, 0)
+    log.data(9, 0, 0)
+    completed = log.marker(PID, 0, committed=False)
+    assert completed.first_offset == first1 and completed.is_aborted
+    assert completed.last_stable_offset == first2
+    completed = log.marker(OTHER, 0, committed=True)
+    assert completed.last_stable_offset == first2 + 1  # producer 9's transaction
+    log.marker(9, 0, committed=True)
+    assert log.table.first_unstable_offset(high_watermark=log.offset) is None
+
+
+def test_non_transactional_append_with_ongoing_transaction():
+    """ProducerStateManagerTest.testNonTransactionalAppendWithOngoingTransaction: INVALID_TXN_STATE."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.table.check(PID, 0, 1, 1, is_transactional=False).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 0, 1, 1, is_transactional=True).error == ErrorCode.none
+    log.marker(PID, 0, committed=True)
+    assert log.table.check(PID, 0, 1, 1, is_transactional=False).error == ErrorCode.none
+
+
+def test_old_epoch_for_control_record():
+    """ProducerStateManagerTest.testOldEpochForControlRecord: a marker from an older producer epoch is
+    refused (INVALID_PRODUCER_EPOCH, as Kafka 2.7+ answers it)."""
+    log = Log()
+    log.data(PID, 3, 0)
+    marker = EndTxnMarker(True, 0)
+    assert log.table.check_marker(PID, 2, marker) == ErrorCode.invalid_producer_epoch
+    assert log.table.check_marker(PID, 3, marker) == ErrorCode.none
+
+
+def test_coordinator_fencing():
+    """ProducerStateManagerTest.testCoordinatorFencing: a marker from an older coordinator epoch than
+    the last one written for the producer is TRANSACTION_COORDINATOR_FENCED."""
+    log = Log()
+    log.data(PID, 0, 0)
+    log.marker(PID, 0, committed=True, coordinator_epoch=5)
+    log.data(PID, 0, 1)
+    assert log.table.check_marker(PID, 0, EndTxnMarker(False, 4)) == ErrorCode.transaction_coordinator_fenced
+    assert log.table.check_marker(PID, 0, EndTxnMarker(False, 5)) == ErrorCode.none
+
+
+def test_control_record_bumps_producer_epoch():
+    """ProducerStateManagerTest.testControlRecordBumpsProducerEpoch: a marker with a newer epoch (an
+    abort by the coordinator, or KIP-890's bump) becomes the producer's epoch; the old one is fenced and
+    the new one starts at sequence 0."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.marker(PID, 1, committed=False) is not None
+    entry = log.table.producers[PID]
+    assert entry.epoch == 1 and entry.current_txn_first_offset == -1
+    assert log.table.check(PID, 0, 1, 1, True).error == ErrorCode.invalid_producer_epoch
+    assert log.table.check(PID, 1, 5, 1, True).error == ErrorCode.out_of_order_sequence_number
+    assert log.table.check(PID, 1, 0, 1, True).error == ErrorCode.none
+
+
+def test_append_txn_marker_with_no_producer_state():
+    """ProducerStateManagerTest.testAppendTxnMarkerWithNoProducerState: a marker for a producer with no
+    state (and no transaction here) is remembered with its epochs and ends nothing."""
+    log = Log()
+    assert log.marker(PID, 2, committed=True, coordinator_epoch=27) is None
+    entry = log.table.producers[PID]
+    assert (entry.epoch, entry.coordinator_epoch, entry.current_txn_first_offset) == (2, 27, -1)
+    assert log.table.last_stable_offset(log.offset) == log.offset
+
+
+def test_truncate_reopens_a_transaction_whose_marker_is_cut():
+    """ProducerStateManagerTest.testTruncateAndReloadRemovesOutOfRangeSnapshots' intent without
+    snapshots: a follower cutting its log above the high watermark forgets transactions begun there and
+    reopens one whose marker it cut."""
+    log = Log()
+    first = log.data(PID, 0, 0)
+    marker = log.offset
+    log.marker(PID, 0, committed=True)
+    log.data(OTHER, 0, 0)
+    log.table.truncate(marker)
+    assert log.table.ongoing == {PID: first}
+    assert log.table.producers[PID].current_txn_first_offset == first
+    assert OTHER not in log.table.producers
+    assert log.table.last_stable_offset(high_watermark=marker) == first
+
+
+def test_ongoing_transaction_keeps_producer_from_expiring():
+    """ProducerStateManager.isProducerExpired: a producer with a transaction open is never expired."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.table.remove_expired_producers(now_ms=10**9, producer_id_expiration_ms=1) == 0
+    log.marker(PID, 0, committed=False)
+    assert log.table.remove_expired_producers(now_ms=10**9, producer_id_expiration_ms=1) == 1
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_lso_stops_at_an_open_transaction(monkeypatch, unsafe):
+    """The rule read_committed relies on; with the unsafe switch the check above catches it."""
+    monkeypatch.setattr(producer_state, "UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS", unsafe)
+    log = Log()
+    first = log.data(PID, 0, 0, 5)
+    assert (log.table.last_stable_offset(high_watermark=log.offset) == first) != unsafe
