@@ -4,10 +4,10 @@ fetches, surviving restart, recovery, truncation and retention."""
 
 import pytest
 
-from epochkraft.broker.log import LogConfig, PartitionLog
+from epochkraft.broker.log import LogConfig, PartitionLog, cleaner
 from epochkraft.broker.log.txn_index import ENTRY, AbortedTxn, TransactionIndex
 from epochkraft.broker.producer_state import EndTxnMarker, ProducerStateTable, end_txn_marker_batch
-from epochkraft.protocol.records import TRANSACTIONAL_BIT, Record, RecordBatch, encode_batch
+from epochkraft.protocol.records import TRANSACTIONAL_BIT, Record, RecordBatch, decode_batches, encode_batch
 
 # ---- TransactionIndexTest ----------------------------------------------------------------------------
 
@@ -66,8 +66,8 @@ def test_truncate(tmp_path):
 class Leader:
     """A log and its producer state, appended to as a partition leader does."""
 
-    def __init__(self, directory, segment_bytes=1 << 20, recovery_point=0):
-        config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1)
+    def __init__(self, directory, segment_bytes=1 << 20, recovery_point=0, policy="delete"):
+        config = LogConfig(segment_bytes=segment_bytes, retention_ms=-1, cleanup_policy=policy)
         self.log = PartitionLog.open(directory, config, recovery_point=recovery_point)
         self.producers = ProducerStateTable()
         self.log.rebuild_producer_state(self.producers, high_watermark=0)
@@ -80,11 +80,16 @@ class Leader:
             self.log.append_aborted_txns(completed)
         return info.first_offset
 
-    def data(self, pid: int, count: int = 2) -> int:
-        seq = self.sequences.get(pid, 0)
-        self.sequences[pid] = seq + count
-        records = [Record(i, 0, b"k", b"v" * 100) for i in range(count)]
-        batch = RecordBatch(0, -1, TRANSACTIONAL_BIT, count - 1, 1000, 1000, pid, 0, seq, records)
+    def data(
+        self, pid: int, count: int = 2, keys: list[bytes] | None = None, value: bytes = b"v" * 100
+    ) -> int:
+        """A transactional batch (a plain one with pid -1) of ``count`` records, or one per key."""
+        keys = keys or [b"k"] * count
+        seq = self.sequences.get(pid, 0) if pid >= 0 else -1
+        self.sequences[pid] = seq + len(keys)
+        records = [Record(i, 0, key, value) for i, key in enumerate(keys)]
+        attributes = TRANSACTIONAL_BIT if pid >= 0 else 0
+        batch = RecordBatch(0, -1, attributes, len(keys) - 1, 1000, 1000, pid, 0, seq, records)
         return self.append(encode_batch(batch))
 
     def end(self, pid: int, committed: bool) -> int:
@@ -185,3 +190,104 @@ def test_retention_deletes_index_with_segment(tmp_path):
     renamed = leader.log.delete_old_segments(now_ms=0, high_watermark=leader.log.log_end_offset)
     assert first_index.with_name(first_index.name + ".deleted") in renamed
     assert not first_index.exists()
+
+
+# ---- LogCleanerTest's transactional cases -----------------------------------------------------------------
+PLAIN = -1
+HORIZON_PASSED, HORIZON_AHEAD = 10**9, 0  # "now" for a segment timestamped 1000, delete.retention.ms 1000
+
+
+def clean(leader: Leader, now_ms: int) -> None:
+    """One pass as LogLifecycle runs it: up to the last stable offset, with the log's aborted
+    transactions."""
+    plog = leader.log
+    snapshots = plog.cleanable_snapshots(leader.producers.last_stable_offset(plog.log_end_offset))
+    aborted = plog.collect_aborted_txns(snapshots[0].base_offset, 2**63 - 1)
+    cleaned, _stats, _end = cleaner.compact(plog.dir, snapshots, now_ms, 1000, aborted=aborted)
+    assert plog.replace_cleaned(cleaned)
+
+
+def contents(leader: Leader) -> list[tuple[int, object]]:
+    """(offset, value) of each data record, (offset, "commit"/"abort") of each marker."""
+    out: list[tuple[int, object]] = []
+    for batch in decode_batches(leader.log.read(0, 1 << 30)):
+        for record in batch.records:
+            if batch.is_control:
+                out.append((batch.offset_of(record), "commit" if record.key[3] == 1 else "abort"))
+            else:
+                out.append((batch.offset_of(record), record.value))
+    return out
+
+
+def roll(leader: Leader) -> None:
+    """Enough plain records of another key that the segments before become cleanable."""
+    for _ in range(4):
+        leader.data(PLAIN, keys=[b"filler"], value=b"f" * 300)
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_clean_segments_with_abort(tmp_path, monkeypatch, unsafe):
+    """LogCleanerTest.testCleanSegmentsWithAbort: an aborted transaction's records go and never count as
+    a key's latest value, so the committed value before them stays; its marker stays (the horizon has
+    not passed). With the unsafe switch the aborted value shadows the committed one, which is lost."""
+    monkeypatch.setattr(cleaner, "UNSAFE_CLEANER_MAPS_ABORTED_RECORDS_FOR_TESTS", unsafe)
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    committed = leader.data(PLAIN, keys=[b"a"], value=b"committed")
+    aborted = leader.data(7, keys=[b"a", b"b"], value=b"aborted")
+    marker = leader.end(7, committed=False)
+    roll(leader)
+    clean(leader, HORIZON_AHEAD)
+    found = contents(leader)
+    assert ((committed, b"committed") in found) != unsafe
+    assert (aborted, b"aborted") not in found and (aborted + 1, b"aborted") not in found
+    assert (marker, "abort") in found
+    assert [t.last_offset for t in _indexed(leader.log)] == [marker]
+
+
+def test_abort_marker_removal(tmp_path):
+    """LogCleanerTest.testAbortMarkerRemoval: the pass that removes an aborted transaction's records
+    keeps its marker and index entry; a later pass past the horizon, finding no record of it, removes
+    both."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    leader.data(7, keys=[b"a"], value=b"aborted")
+    marker = leader.end(7, committed=False)
+    roll(leader)
+    clean(leader, HORIZON_PASSED)
+    assert (marker, "abort") in contents(leader)
+    clean(leader, HORIZON_PASSED)
+    assert (marker, "abort") not in contents(leader)
+    assert _indexed(leader.log) == []
+
+
+def test_commit_marker_removal(tmp_path):
+    """LogCleanerTest.testCommitMarkerRemoval: a commit marker stays while a record of its transaction
+    does; once compaction removed them all (a later value of the key), a pass past the horizon removes
+    it."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    first = leader.data(7, keys=[b"a"], value=b"old")
+    marker = leader.end(7, committed=True)
+    leader.data(PLAIN, keys=[b"a"], value=b"new")
+    roll(leader)
+    clean(leader, HORIZON_PASSED)
+    assert (first, b"old") not in contents(leader)
+    assert (marker, "commit") in contents(leader)
+    clean(leader, HORIZON_PASSED)
+    assert (marker, "commit") not in contents(leader)
+
+
+def test_undecided_transactional_data_not_cleanable(tmp_path):
+    """LogCleanerTest.testUndecidedTransactionalDataNotCleanable: no segment holding or following an
+    open transaction's first offset is cleaned, so its records shadow no earlier value."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    kept = leader.data(PLAIN, keys=[b"a"], value=b"x")
+    roll(leader)
+    open_first = leader.data(7, keys=[b"a"], value=b"open")
+    roll(leader)
+    lso = leader.producers.last_stable_offset(leader.log.log_end_offset)
+    assert lso == open_first
+    snapshots = leader.log.cleanable_snapshots(lso)
+    assert snapshots and all(s.base_offset < open_first for s in snapshots)
+    assert leader.log.segments[len(snapshots)].base_offset <= open_first
+    clean(leader, HORIZON_PASSED)
+    assert (kept, b"x") in contents(leader)
+    assert (open_first, b"open") in contents(leader)

@@ -572,7 +572,9 @@ class PartitionLog:
 
     # ---- compaction ----------------------------------------------------------------------------------
     def cleanable_snapshots(self, high_watermark: int) -> list[SegmentSnapshot]:
-        """The segments a compaction pass may rewrite: inactive and wholly below the high watermark."""
+        """The segments a compaction pass may rewrite: inactive and wholly below ``high_watermark``
+        (the broker passes its last stable offset: no undecided transaction is cleaned, as Kafka's
+        firstUncleanableOffset)."""
         return [
             SegmentSnapshot(segment.base_offset, segment.size, segment.max_timestamp, segment.log_path)
             for segment, following in zip(self.segments, self.segments[1:], strict=False)
@@ -599,6 +601,11 @@ class PartitionLog:
             old.time_index_path.unlink(missing_ok=True)
             for path in (old.log_path, old.index_path, old.time_index_path):
                 os.replace(copy.directory / path.name, path)
+            txn_index = copy.directory / old.txn_index.path.name  # only if it keeps an entry
+            if txn_index.exists():
+                os.replace(txn_index, old.txn_index.path)
+            else:
+                old.txn_index.path.unlink(missing_ok=True)
             new = self._segment(old.base_offset)
             if not new.load_index():
                 new.recover()
