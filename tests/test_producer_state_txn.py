@@ -65,6 +65,18 @@ def test_first_unstable_offset_with_transactional_data():
     assert log.table.first_unstable_offset(marker + 1) is None
 
 
+def test_last_stable_offset_does_not_exceed_log_start_offset_after_segment_deletion():
+    """UnifiedLogTest.testLastStableOffsetDoesNotExceedLogStartOffsetAfterSegmentDeletion: an open
+    transaction whose first batches were deleted holds the last stable offset at the log start, not
+    below it, where no fetch could reach."""
+    log = Log()
+    first = log.data(PID, 0, 0, 5)
+    log.data(1, 0, 0, 5, transactional=False)
+    assert log.table.last_stable_offset(high_watermark=log.offset, log_start_offset=0) == first
+    assert log.table.last_stable_offset(high_watermark=log.offset, log_start_offset=3) == 3
+    assert log.table.last_stable_offset(high_watermark=2, log_start_offset=3) == 2  # never above the HW
+
+
 def test_last_stable_offset_completed_txn():
     """ProducerStateManagerTest.testLastStableOffsetCompletedTxn: a completed transaction's last stable
     offset is the first offset of the next open transaction of another producer, else the offset after

@@ -127,9 +127,7 @@ class LogLifecycle:
                 break  # a map that holds no key: nothing more to gain
             first_dirty_offset = end_offset
             snapshots = plog.cleanable_snapshots(replica.last_stable_offset)
-        shape = tuple(
-            (s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.last_stable_offset)
-        )
+        shape = tuple((s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.last_stable_offset))
         self._cleaned[key] = (shape, now)
         return True
 

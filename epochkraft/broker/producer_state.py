@@ -309,13 +309,15 @@ class ProducerStateTable:
             firsts.append(next(iter(self.ongoing.values())))
         return min(firsts) if firsts else None
 
-    def last_stable_offset(self, high_watermark: int) -> int:
+    def last_stable_offset(self, high_watermark: int, log_start_offset: int = 0) -> int:
         """How far a read_committed consumer may read: the first unstable offset, or the high
-        watermark if that is lower (Kafka's UnifiedLog.lastStableOffset)."""
+        watermark if that is lower (Kafka's UnifiedLog.lastStableOffset). A transaction whose start
+        was deleted (retention, DeleteRecords) counts from the log start offset, as Kafka's
+        maybeIncrementFirstUnstableOffset."""
         if UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS or (not self.ongoing and not self.unreplicated):
             return high_watermark
         first = self.first_unstable_offset(high_watermark)
-        return high_watermark if first is None else min(first, high_watermark)
+        return high_watermark if first is None else min(max(first, log_start_offset), high_watermark)
 
     # ---- truncation and expiry ---------------------------------------------------------------------
     def truncate(self, log_end_offset: int) -> None:

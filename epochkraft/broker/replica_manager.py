@@ -28,6 +28,7 @@ from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition
 from epochkraft.broker.produce_validation import BatchValidator
 from epochkraft.broker.producer_state import (
+    BatchMetadata,
     EndTxnMarker,
     ProducerStateTable,
     end_txn_marker_batch,
@@ -69,7 +70,7 @@ class Replica:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.producers.last_stable_offset(self.partition.high_watermark)
+        return self.producers.last_stable_offset(self.partition.high_watermark, self.log.log_start_offset)
 
 
 def wake(replica: Replica) -> None:
@@ -483,26 +484,17 @@ class ReplicaManager:
         """Appends validated batches: (replica, first offset, end offset, log append time) to await acks
         for, or an error."""
         topic, index = replica.key
-        if from_coordinator:
-            refused = _check_markers(replica.producers, records, headers)
-            if refused is not None:
-                return refused
-        # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
-        for _pos, header in headers if not from_coordinator else ():
-            check = replica.producers.check(
-                header.producer_id,
-                header.producer_epoch,
-                header.base_sequence,
-                header.record_count,
-                header.is_transactional,
-            )
-            if check.error != ErrorCode.none:
-                return ProduceResult(check.error)
-            if check.duplicate_of is not None:
-                # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
-                # timestamp (the append time on a LogAppendTime topic)
-                duplicate = check.duplicate_of
-                return replica, duplicate.first_offset, duplicate.last_offset + 1, duplicate.timestamp
+        checked = (
+            _check_markers(replica.producers, records, headers)
+            if from_coordinator
+            else _check_sequences(replica.producers, headers)
+        )
+        if isinstance(checked, ProduceResult):
+            return checked
+        if checked is not None:
+            # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
+            # timestamp (the append time on a LogAppendTime topic)
+            return replica, checked.first_offset, checked.last_offset + 1, checked.timestamp
         try:
             info = replica.log.append_as_leader(
                 records, replica.partition.leader_epoch, validated=True, now_ms=now_ms()
@@ -695,6 +687,26 @@ def _coordinator_batches(records: bytes) -> list[tuple[int, BatchHeader]] | Prod
         return list(iter_batches(records))
     except CorruptRecordError as exc:
         return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+
+
+def _check_sequences(
+    producers: ProducerStateTable, headers: list[tuple[int, BatchHeader]]
+) -> ProduceResult | BatchMetadata | None:
+    """Idempotent and transactional producers' batches against their state: the error to answer, the
+    batch a retry duplicates, or None to append (one batch per request in practice)."""
+    for _pos, header in headers:
+        check = producers.check(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.record_count,
+            header.is_transactional,
+        )
+        if check.error != ErrorCode.none:
+            return ProduceResult(check.error)
+        if check.duplicate_of is not None:
+            return check.duplicate_of
+    return None
 
 
 def _check_markers(

@@ -255,9 +255,7 @@ def build_offset_map(
             batch = decode_batch(raw)
             if batch.is_control:
                 transactions.on_control_batch_read(batch)
-            elif (
-                not transactions.on_batch_read(batch) or UNSAFE_CLEANER_MAPS_ABORTED_RECORDS_FOR_TESTS
-            ):
+            elif not transactions.on_batch_read(batch) or UNSAFE_CLEANER_MAPS_ABORTED_RECORDS_FOR_TESTS:
                 for record in batch.records:
                     offset = batch.offset_of(record)
                     if record.key is not None and offset >= start_offset:
