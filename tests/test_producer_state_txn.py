@@ -181,3 +181,17 @@ def test_lso_stops_at_an_open_transaction(monkeypatch, unsafe):
     log = Log()
     first = log.data(PID, 0, 0, 5)
     assert (log.table.last_stable_offset(high_watermark=log.offset) == first) != unsafe
+
+
+def test_ended_transactions_are_forgotten_once_the_high_watermark_passes_their_marker():
+    """ProducerStateManager.onHighWatermarkUpdated: a partition nobody fetches from still forgets its
+    ended transactions as its high watermark moves, so they do not pile up."""
+    log = Log()
+    for pid in range(10):
+        log.data(pid, 0, 0)
+        log.marker(pid, 0, committed=pid % 2 == 0)
+    assert len(log.table.unreplicated) == 10
+    log.table.on_high_watermark_updated(log.offset - 1)
+    assert len(log.table.unreplicated) == 1  # the last marker is not below it yet
+    log.table.on_high_watermark_updated(log.offset)
+    assert log.table.unreplicated == []

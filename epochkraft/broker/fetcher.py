@@ -260,6 +260,7 @@ class ReplicaFetcher:
                 if completed:
                     plog.append_aborted_txns(completed)
         p.update_follower_high_watermark(data.high_watermark, plog.log_end_offset)
+        replica.producers.on_high_watermark_updated(p.high_watermark)
         # The leader's log start offset, as far as this replica's high watermark (Kafka's follower
         # maybeIncrementLogStartOffset): what the leader deleted is deleted here at the next retention pass.
         plog.maybe_increment_log_start_offset(min(data.log_start_offset, p.high_watermark))

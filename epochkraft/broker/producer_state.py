@@ -240,16 +240,17 @@ class ProducerStateTable:
         Returns the transactions ended, for the aborted-transaction index."""
         completed = []
         for header, pos in zip(headers, positions, strict=True):
-            if not header.is_control:
+            attributes = header.attributes  # flags read directly: this runs for every appended batch
+            if not attributes & CONTROL_BIT:
                 self.record(
                     header.producer_id,
                     header.producer_epoch,
                     header.base_sequence,
                     header.record_count,
                     header.base_offset,
-                    header.last_offset,
+                    header.base_offset + header.last_offset_delta,
                     header.max_timestamp,
-                    header.is_transactional,
+                    bool(attributes & TRANSACTIONAL_BIT),
                 )
                 continue
             marker = read_end_txn_marker(buf, pos, header)
@@ -299,11 +300,16 @@ class ProducerStateTable:
         self.unreplicated.append(completed)
         return completed
 
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forgets the ended transactions whose marker is below the high watermark (Kafka's
+        ProducerStateManager.onHighWatermarkUpdated): they no longer hold the last stable offset."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest transaction open, or ended by a marker at or above the
         high watermark (Kafka's firstUnstableOffset); None when there is none."""
-        if self.unreplicated:
-            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        self.on_high_watermark_updated(high_watermark)
         firsts = [t.first_offset for t in self.unreplicated]
         if self.ongoing:
             firsts.append(next(iter(self.ongoing.values())))

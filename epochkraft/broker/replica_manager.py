@@ -321,6 +321,7 @@ class ReplicaManager:
         for key in moved:
             replica = self.replicas.get(key)
             if replica is not None:
+                replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
                 wake(replica)
         events, rs.isr_events = rs.isr_events, []
         for event in events:

@@ -455,7 +455,7 @@ class PartitionLog:
             completed = producers.append(chunk, [h for _, h in batches], [pos for pos, _ in batches])
             if completed:
                 self.append_aborted_txns(completed, self.txn_index_stale_from)
-                producers.first_unstable_offset(high_watermark)  # forgets the settled ones
+                producers.on_high_watermark_updated(high_watermark)
             position = batches[-1][1].next_offset
         self.txn_index_stale_from = LONG_MAX
 
