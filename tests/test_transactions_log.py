@@ -104,6 +104,26 @@ async def write_markers(client: MiniClient, markers: list[tuple[int, bool]]) -> 
     return [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
 
 
+async def new_leader(client: MiniClient, old: int) -> int:
+    for _ in range(100):
+        p, _brokers = await client.partition_state(TOPIC)
+        if p.leader_id >= 0 and p.leader_id != old:
+            return p.leader_id
+        await asyncio.sleep(0.2)
+    raise AssertionError("no new leader")
+
+
+async def same_indexes_everywhere(cluster, deadline: float) -> bool:
+    """Whether every broker's .txnindex of the partition came to hold the same single entry."""
+    while time.monotonic() < deadline:
+        indexes = sorted(cluster.data_dir.glob(f"broker-*/**/{TOPIC}-0/*.txnindex"))
+        contents = {path.read_bytes() for path in indexes}
+        if len(indexes) == 3 and len(contents) == 1 and len(contents.pop()) == 34:
+            return True
+        await asyncio.sleep(0.5)
+    return False
+
+
 def consume(bootstrap: str, isolation: str, expected: int, timeout: float = 8.0) -> list[bytes]:
     """Every value a consumer of that isolation level reads from offset 0 within ``timeout``, stopping
     early once ``expected`` values arrived."""
@@ -150,6 +170,12 @@ async def test_read_committed_sees_committed_records_only_and_stops_at_the_lso(m
         open_view = await asyncio.to_thread(consume, cluster.bootstrap, "read_committed", 0, 5.0)
         assert open_view == [b"plain-0"]
 
+        # The leader dies with both transactions open: its successor, a follower that replicated the
+        # batches, holds the last stable offset at the same place.
+        old_leader = (await client.partition_state(TOPIC))[0].leader_id
+        cluster.node(old_leader).kill()
+        await new_leader(client, old_leader)
+        assert await latest(client, isolation_level=1) == first
         assert await write_markers(client, [(committed_pid, True), (aborted_pid, False)]) == [0, 0]
         await produce(client, build_batch([(None, b"plain-1", (), 1_700_000_000_000)]), None)
         assert await txn_start_offsets(client) == {committed_pid: -1, aborted_pid: -1}
@@ -160,10 +186,11 @@ async def test_read_committed_sees_committed_records_only_and_stops_at_the_lso(m
         everything = await asyncio.to_thread(consume, cluster.bootstrap, "read_uncommitted", 6)
         assert sorted(everything) == sorted([b"plain-0", b"c-0", b"c-1", b"a-0", b"c-2", b"plain-1"])
 
-        # Every replica indexed the same aborted transaction (followers replicate the markers).
-        indexes = sorted(cluster.data_dir.glob(f"broker-*/**/{TOPIC}-0/*.txnindex"))
-        assert len(indexes) == 3
-        assert len({path.read_bytes() for path in indexes}) == 1
-        assert len(indexes[0].read_bytes()) == 34
+        # Every replica indexes the same aborted transaction: followers replicate the markers, and the
+        # old leader, back from SIGKILL, recovers its log and catches up.
+        node = cluster.node(old_leader)
+        node.launch()
+        node.wait_ready(60)
+        assert await same_indexes_everywhere(cluster, deadline=time.monotonic() + 30)
     finally:
         await client.close()
