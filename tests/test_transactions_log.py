@@ -87,20 +87,28 @@ async def txn_start_offsets(client: MiniClient) -> dict[int, int]:
     return {p.producer_id: p.current_txn_start_offset for p in answer.active_producers}
 
 
-async def write_markers(client: MiniClient, markers: list[tuple[int, bool]]) -> list[int]:
+async def write_markers(
+    client: MiniClient,
+    markers: list[tuple[int, bool]],
+    coordinator_epoch: int = 1,
+    partitions: tuple[int, ...] = (0,),
+    broker=None,
+) -> list[int]:
+    """The error per partition of WriteTxnMarkers sent as a coordinator sends it (to the leader unless
+    another ``broker`` connection is given)."""
     request = wm.WriteTxnMarkersRequest(
         markers=tuple(
             wm.WritableTxnMarker(
                 producer_id=pid,
                 producer_epoch=0,
                 transaction_result=committed,
-                topics=(wm.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(0,)),),
-                coordinator_epoch=1,
+                topics=(wm.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=partitions),),
+                coordinator_epoch=coordinator_epoch,
             )
             for pid, committed in markers
         )
     )
-    response = await (await leader_client(client)).send(request)
+    response = await (broker or await leader_client(client)).send(request)
     return [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
 
 
@@ -177,6 +185,19 @@ async def test_read_committed_sees_committed_records_only_and_stops_at_the_lso(m
         await new_leader(client, old_leader)
         assert await latest(client, isolation_level=1) == first
         assert await write_markers(client, [(committed_pid, True), (aborted_pid, False)]) == [0, 0]
+        # KafkaApis.handleWriteTxnMarkersRequest's refusals: a partition not hosted here, a broker that
+        # does not lead it, a marker from an older coordinator than the last one.
+        assert await write_markers(client, [(committed_pid, True)], partitions=(7,)) == [
+            ErrorCode.unknown_topic_or_partition
+        ]
+        p, brokers = await client.partition_state(TOPIC)
+        follower = next(b for b in p.isr_nodes if b != p.leader_id)
+        assert await write_markers(
+            client, [(committed_pid, True)], broker=client._client(brokers[follower])
+        ) == [ErrorCode.not_leader_or_follower]
+        assert await write_markers(client, [(committed_pid, False)], coordinator_epoch=0) == [
+            ErrorCode.transaction_coordinator_fenced
+        ]
         await produce(client, build_batch([(None, b"plain-1", (), 1_700_000_000_000)]), None)
         assert await txn_start_offsets(client) == {committed_pid: -1, aborted_pid: -1}
         assert await latest(client, isolation_level=1) == await latest(client, isolation_level=0)
