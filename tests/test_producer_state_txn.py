@@ -195,3 +195,27 @@ def test_ended_transactions_are_forgotten_once_the_high_watermark_passes_their_m
     assert len(log.table.unreplicated) == 1  # the last marker is not below it yet
     log.table.on_high_watermark_updated(log.offset)
     assert log.table.unreplicated == []
+
+
+def test_coordinator_appends_only_markers_checked_against_the_producer_state():
+    """ReplicaManager with AppendOrigin.COORDINATOR: each batch must be a marker, from the producer's
+    current epoch or later and the latest coordinator epoch (KafkaApis answers the error per partition)."""
+    from epochkraft.broker.replica_manager import _check_markers
+    from epochkraft.protocol.records import build_batch, iter_batches
+
+    log = Log()
+    log.data(PID, 2, 0)
+    log.marker(PID, 2, committed=True, coordinator_epoch=4)
+
+    def check(batch: bytes) -> ErrorCode:
+        result = _check_markers(log.table, batch, list(iter_batches(batch)))
+        return ErrorCode.none if result is None else result.error
+
+    def marker(epoch: int, coordinator_epoch: int) -> bytes:
+        return end_txn_marker_batch(PID, epoch, EndTxnMarker(True, coordinator_epoch), 1000)
+
+    assert check(marker(2, 4)) == ErrorCode.none
+    assert check(marker(3, 4)) == ErrorCode.none  # a bumped epoch (KIP-890)
+    assert check(marker(1, 4)) == ErrorCode.invalid_producer_epoch
+    assert check(marker(2, 3)) == ErrorCode.transaction_coordinator_fenced
+    assert check(build_batch([(b"k", b"v", (), 1000)])) == ErrorCode.invalid_record
