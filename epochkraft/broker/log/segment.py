@@ -5,7 +5,8 @@ segment's base, byte position), one every ``index_interval_bytes``, so a read se
 and scans headers from there. The ``.timeindex`` file holds Kafka's 12-byte entries (the largest
 timestamp so far, the relative offset of the batch that first reached it), added with the offset index
 entries whenever the largest timestamp grew, plus a last one when the segment stops being active: a
-lookup by timestamp seeks to the last entry not above it and scans a few headers from there. Reads use
+lookup by timestamp seeks to the last entry not above it and scans a few headers from there. The
+``.txnindex`` file (``txn_index.py``) lists the transactions aborted by markers in the segment. Reads use
 ``os.pread`` on a file descriptor kept open.
 
 Appends reserve disk blocks ahead of the end of the file (``fallocate`` with FALLOC_FL_KEEP_SIZE, like
