@@ -219,3 +219,25 @@ def test_coordinator_appends_only_markers_checked_against_the_producer_state():
     assert check(marker(1, 4)) == ErrorCode.invalid_producer_epoch
     assert check(marker(2, 3)) == ErrorCode.transaction_coordinator_fenced
     assert check(build_batch([(b"k", b"v", (), 1000)])) == ErrorCode.invalid_record
+
+
+def test_a_marker_without_a_producer_id_changes_no_state():
+    """UnifiedLog.analyzeAndValidateProducerState skips batches without a producer id: a marker for
+    producer -1 opens, ends and remembers nothing (DescribeProducers shows no such producer)."""
+    log = Log()
+    assert log.marker(-1, -1, committed=False) is None
+    assert log.table.producers == {}
+
+
+def test_transaction_version_2_markers_bump_the_epoch():
+    """ProducerAppendInfo.checkProducerEpoch with transaction version 2 (KIP-890): a marker must carry a
+    newer epoch than the producer's, except a retry of the marker that already ended its transaction."""
+    log = Log()
+    log.data(PID, 3, 0)
+    commit = EndTxnMarker(True, 0)
+    assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch
+    assert log.table.check_marker(PID, 3, commit, transaction_version=1) == ErrorCode.none
+    assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none
+    log.marker(PID, 4, committed=True)
+    assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none  # a retry
+    assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch

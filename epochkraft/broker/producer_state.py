@@ -45,6 +45,7 @@ NO_PRODUCER_ID = -1
 UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS = False
 BATCHES_REMEMBERED = 5
 MAX_SEQUENCE = 2**31 - 1
+MAX_EPOCH = 2**15 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +254,8 @@ class ProducerStateTable:
                     bool(attributes & TRANSACTIONAL_BIT),
                 )
                 continue
-            marker = read_end_txn_marker(buf, pos, header)
-            if marker is None:
+            marker = read_end_txn_marker(buf, pos, header) if header.producer_id >= 0 else None
+            if marker is None:  # no producer (Kafka keeps no state for such batches) or no marker
                 continue
             txn = self.complete_txn(
                 header.producer_id, header.producer_epoch, marker, header.base_offset, header.max_timestamp
@@ -264,13 +265,22 @@ class ProducerStateTable:
         return completed
 
     # ---- transactions ------------------------------------------------------------------------------
-    def check_marker(self, producer_id: int, epoch: int, marker: EndTxnMarker) -> ErrorCode:
+    def check_marker(
+        self, producer_id: int, epoch: int, marker: EndTxnMarker, transaction_version: int = 0
+    ) -> ErrorCode:
         """The coordinator's marker may be appended (ProducerAppendInfo.checkProducerEpoch and
-        checkCoordinatorEpoch): not from an older producer epoch, nor from an older coordinator."""
+        checkCoordinatorEpoch): not from an older producer epoch (with transaction version 2, KIP-890,
+        only from a newer one, or the same one again once the transaction has ended: a retried marker),
+        nor from an older coordinator."""
         entry = self.producers.get(producer_id)
-        if entry is None:
+        if entry is None or producer_id == NO_PRODUCER_ID:
             return ErrorCode.none
-        if epoch < entry.epoch:
+        if transaction_version >= 2:
+            retry = epoch == entry.epoch and (entry.current_txn_first_offset < 0 or epoch == MAX_EPOCH)
+            stale = epoch <= entry.epoch and not retry
+        else:
+            stale = epoch < entry.epoch
+        if stale:
             return ErrorCode.invalid_producer_epoch
         if marker.coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.transaction_coordinator_fenced

@@ -383,6 +383,7 @@ class ReplicaManager:
         timeout_ms: int,
         *,
         from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> ProduceResult:
         """Validates the batches (off the event loop when that is heavy), then appends them as leader.
         Leadership, the log dir and the ISR are checked before validating and again after, since they
@@ -390,7 +391,8 @@ class ReplicaManager:
         they arrived whichever finishes validating first, as Kafka's one request at a time per connection
         keeps a producer's pipelined batches in order. ``from_coordinator``: the transaction markers
         the broker built itself (Kafka's AppendOrigin.COORDINATOR), control batches that no client may
-        write, checked against the producer's and the coordinator's epochs instead."""
+        write, checked against the producer's and the coordinator's epochs instead (``transaction_version``
+        2, KIP-890: the marker must bump the producer's epoch)."""
         refused = self._refuse_append(topic, index, acks)
         if refused is not None:
             return refused
@@ -409,7 +411,7 @@ class ReplicaManager:
             if isinstance(outcome, ProduceResult):
                 return outcome
             appended = self._refuse_append(topic, index, acks) or self._append_validated(
-                self.replicas[key], records, outcome, from_coordinator
+                self.replicas[key], records, outcome, from_coordinator, transaction_version
             )
         finally:
             turn.set_result(None)
@@ -481,12 +483,13 @@ class ReplicaManager:
         records: bytes,
         headers: list[tuple[int, BatchHeader]],
         from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> tuple[Replica, int, int, int] | ProduceResult:
         """Appends validated batches: (replica, first offset, end offset, log append time) to await acks
         for, or an error."""
         topic, index = replica.key
         checked = (
-            _check_markers(replica.producers, records, headers)
+            _check_markers(replica.producers, records, headers, transaction_version)
             if from_coordinator
             else _check_sequences(replica.producers, headers)
         )
@@ -521,12 +524,21 @@ class ReplicaManager:
         producer_epoch: int,
         marker: EndTxnMarker,
         timeout_ms: int,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         """Writes a transaction coordinator's marker to a partition this broker leads and answers once
         the high watermark passes it (Kafka's KafkaApis.handleWriteTxnMarkersRequest: appendRecords with
         requiredAcks -1 and AppendOrigin.COORDINATOR)."""
         batch = end_txn_marker_batch(producer_id, producer_epoch, marker, now_ms())
-        result = await self.append(topic, index, batch, -1, timeout_ms, from_coordinator=True)
+        result = await self.append(
+            topic,
+            index,
+            batch,
+            -1,
+            timeout_ms,
+            from_coordinator=True,
+            transaction_version=transaction_version,
+        )
         return result.error
 
     def max_message_bytes(self, topic: str) -> int:
@@ -711,7 +723,10 @@ def _check_sequences(
 
 
 def _check_markers(
-    producers: ProducerStateTable, records: bytes, headers: list[tuple[int, BatchHeader]]
+    producers: ProducerStateTable,
+    records: bytes,
+    headers: list[tuple[int, BatchHeader]],
+    transaction_version: int = 0,
 ) -> ProduceResult | None:
     """The coordinator's markers against the producer state: an older producer epoch is
     INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (Kafka's
@@ -720,7 +735,7 @@ def _check_markers(
         marker = read_end_txn_marker(records, pos, header) if header.is_control else None
         if marker is None:
             return ProduceResult(ErrorCode.invalid_record, message="the coordinator appends only markers")
-        error = producers.check_marker(header.producer_id, header.producer_epoch, marker)
+        error = producers.check_marker(header.producer_id, header.producer_epoch, marker, transaction_version)
         if error != ErrorCode.none:
             return ProduceResult(error)
     return None

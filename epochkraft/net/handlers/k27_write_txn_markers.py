@@ -10,7 +10,8 @@
   commits there (the group coordinator's ``complete_transactional_offsets``).
 - With an authorizer, ALTER or CLUSTER_ACTION on the cluster is needed, else every partition is
   CLUSTER_AUTHORIZATION_FAILED.
-- v2 adds the marker's transaction version (KIP-890), which the log does not need.
+- v2 adds the marker's transaction version (KIP-890): with version 2 a marker must come from a newer
+  producer epoch than the partition knows (each transaction bumps it), or be a retry of the last one.
 """
 
 from __future__ import annotations
@@ -48,7 +49,13 @@ async def _write(node, marker) -> r2.WritableTxnMarkerResult:
     keys = [(t.name, index) for t in marker.topics for index in t.partition_indexes]
     appends = [
         manager.append_txn_marker(
-            topic, index, marker.producer_id, marker.producer_epoch, end, REQUEST_TIMEOUT_MS
+            topic,
+            index,
+            marker.producer_id,
+            marker.producer_epoch,
+            end,
+            REQUEST_TIMEOUT_MS,
+            getattr(marker, "transaction_version", 0),  # v2+
         )
         if manager.replica(topic, index) is not None
         else _unknown()
