@@ -87,10 +87,15 @@ def _kio_fetch_response(version, topics, read_committed=False, nodes=()):
             "partition_index": a.index,
             "error_code": a.error,
             "high_watermark": a.high_watermark,
-            "last_stable_offset": a.high_watermark,
+            "last_stable_offset": a.high_watermark if a.last_stable_offset is None else a.last_stable_offset,
             "log_start_offset": a.log_start_offset,
-            # null for read_uncommitted reads; empty when read_committed or refused before a read
-            "aborted_transactions": () if read_committed or a.error in fetch.UNREAD_ERRORS else None,
+            # null for read_uncommitted reads; the read range's when read_committed or refused before a read
+            "aborted_transactions": tuple(
+                module.AbortedTransaction(producer_id=pid, first_offset=first)
+                for pid, first in a.aborted_transactions
+            )
+            if read_committed or a.error in fetch.UNREAD_ERRORS
+            else None,
             "preferred_read_replica": -1,
             "records": b"".join(a.records),  # never null, as Kafka: an error partition has empty records
         }
@@ -130,6 +135,8 @@ answers = st.builds(
     records=chunks,
     diverging=st.none() | st.tuples(int32, int64),
     current_leader=st.none() | st.tuples(int32, int32),
+    last_stable_offset=st.none() | int64,
+    aborted_transactions=st.lists(st.tuples(int64, int64), max_size=3),
 )
 endpoints = st.lists(
     st.tuples(int32, st.text(max_size=20), int32, st.none() | st.text(max_size=8)), max_size=3

@@ -253,6 +253,9 @@ async def attacks(target: Target) -> dict[str, ErrorCode]:
             errors.append(response.responses[0].partitions[0].error_code)
         got["follower Fetch from a client"] = errors[0] if len(set(errors)) == 1 else errors
 
+        # End another producer's transaction as if a transaction coordinator (WriteTxnMarkers).
+        got["forge a transaction marker"] = await forge_marker(target.clients[leader])
+
         # Internal topics.
         got["produce to __consumer_offsets"] = await produce_to(target.clients[1], "__consumer_offsets")
         got["produce to __consumer_offsets as a super user"] = await produce_to(
@@ -285,6 +288,21 @@ async def produce_to(address: tuple[str, int], topic: str, tls: ssl.SSLContext |
     )
     response = await send(address, request, tls)
     return response.responses[0].partition_responses[0].error_code
+
+
+async def forge_marker(address: tuple[str, int]) -> ErrorCode:
+    """An abort marker for a made-up producer on the victim's partition 0, from its leader."""
+    from kio.schema.write_txn_markers.v1 import request as wm
+
+    marker = wm.WritableTxnMarker(
+        producer_id=4242,
+        producer_epoch=0,
+        transaction_result=False,
+        topics=(wm.WritableTxnMarkerTopic(name="victim", partition_indexes=(0,)),),
+        coordinator_epoch=0,
+    )
+    response = await send(address, wm.WriteTxnMarkersRequest(markers=(marker,)))
+    return response.markers[0].topics[0].partitions[0].error_code
 
 
 async def offsets_topic(client: MiniClient) -> None:
@@ -324,6 +342,7 @@ OPEN = {
     "unregister a broker": ErrorCode.none,
     "follower Fetch from a client": ErrorCode.none,
     "alter topic configs on the controller": ErrorCode.none,
+    "forge a transaction marker": ErrorCode.none,  # as in Kafka without an authorizer
 }
 REFUSED = {
     "register a rogue broker": ErrorCode.cluster_authorization_failed,
@@ -335,6 +354,7 @@ REFUSED = {
     "follower Fetch from a client": ErrorCode.topic_authorization_failed,
     "alter topic configs on the controller": ErrorCode.topic_authorization_failed,
     "add partitions on the controller": ErrorCode.topic_authorization_failed,
+    "forge a transaction marker": ErrorCode.cluster_authorization_failed,
     "produce to __consumer_offsets": ErrorCode.topic_authorization_failed,
     "produce to __consumer_offsets as a super user": ErrorCode.invalid_topic_exception,
     "create __cluster_metadata": ErrorCode.invalid_request,

@@ -261,18 +261,12 @@ class ReplicaFetcher:
                 return False
             if self._throttled(replica):  # only throttled replicas' bytes count against the quota
                 self.quota.record(len(records), asyncio.get_running_loop().time())
-            if info is not None:
-                for header in info.headers:
-                    replica.producers.record(
-                        header.producer_id,
-                        header.producer_epoch,
-                        header.base_sequence,
-                        header.record_count,
-                        header.base_offset,
-                        header.last_offset,
-                        header.max_timestamp,
-                    )
+            if info is not None:  # the same producer state and transaction index as the leader's
+                completed = replica.producers.append(records, info.headers, info.positions)
+                if completed:
+                    plog.append_aborted_txns(completed)
         p.update_follower_high_watermark(data.high_watermark, plog.log_end_offset)
+        replica.producers.on_high_watermark_updated(p.high_watermark)
         # The leader's log start offset, as far as this replica's high watermark (Kafka's follower
         # maybeIncrementLogStartOffset): what the leader deleted is deleted here at the next retention pass.
         plog.maybe_increment_log_start_offset(min(data.log_start_offset, p.high_watermark))

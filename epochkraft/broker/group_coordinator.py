@@ -138,6 +138,14 @@ class GroupCoordinator:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
 
+    def complete_transactional_offsets(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None:
+        """A transaction's marker is written to ``__consumer_offsets`` partition ``partition``: the
+        offsets the producer committed in it (TxnOffsetCommit) become visible if ``committed``, else
+        are dropped (Kafka's GroupCoordinator.onTransactionCompleted). Transactional offset commits are
+        not kept yet, so there is nothing to complete."""
+
     # ---- membership -------------------------------------------------------------------------------
     def join_group(
         self,

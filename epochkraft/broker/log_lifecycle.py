@@ -25,7 +25,7 @@ import structlog
 from epochkraft.broker.log.cleaner import SegmentSnapshot, compact
 from epochkraft.broker.partition import Role
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import CorruptRecordError
+from epochkraft.protocol.records import LONG_MAX, CorruptRecordError
 
 if TYPE_CHECKING:
     from epochkraft.broker.replica_manager import Replica, ReplicaManager
@@ -110,7 +110,7 @@ class LogLifecycle:
         tombstones may have come of age, in as many passes as the dedupe buffer needs (each maps keys
         from where the previous one's map filled); True if cleaned segments were swapped in."""
         plog = replica.log
-        snapshots = plog.cleanable_snapshots(replica.partition.high_watermark)
+        snapshots = plog.cleanable_snapshots(replica.last_stable_offset)
         if not snapshots:
             return False
         shape = tuple((s.base_offset, s.size) for s in snapshots)
@@ -126,10 +126,8 @@ class LogLifecycle:
             if end_offset is not None and end_offset <= first_dirty_offset:
                 break  # a map that holds no key: nothing more to gain
             first_dirty_offset = end_offset
-            snapshots = plog.cleanable_snapshots(replica.partition.high_watermark)
-        shape = tuple(
-            (s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.partition.high_watermark)
-        )
+            snapshots = plog.cleanable_snapshots(replica.last_stable_offset)
+        shape = tuple((s.base_offset, s.size) for s in plog.cleanable_snapshots(replica.last_stable_offset))
         self._cleaned[key] = (shape, now)
         return True
 
@@ -154,6 +152,7 @@ class LogLifecycle:
             dedupe_buffer_size=settings.log_cleaner_dedupe_buffer_size,
             load_factor=settings.log_cleaner_io_buffer_load_factor,
             first_dirty_offset=first_dirty_offset,
+            aborted=plog.collect_aborted_txns(snapshots[0].base_offset, LONG_MAX),
         )
         if self.manager.replica(*key) is not replica or not plog.replace_cleaned(cleaned):
             return False, end_offset

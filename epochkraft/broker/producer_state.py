@@ -9,20 +9,43 @@ leader, so a new leader drops the same duplicates.
 A producer that has appended nothing for ``producer.id.expiration.ms`` (by its last batch's max timestamp)
 is forgotten, as Kafka's removeExpiredProducers: the broker checks every
 ``producer.id.expiration.check.interval.ms``, and a rebuild from the log skips expired producers as
-Kafka's loadFromSnapshot does, so the expiry holds across a restart. Transactions are not built, so no
-producer has an ongoing transaction that would keep it.
+Kafka's loadFromSnapshot does, so the expiry holds across a restart. A producer with an ongoing
+transaction is never expired.
+
+Transactions (KIP-98, Kafka's ProducerAppendInfo and ProducerStateManager): a producer's first
+transactional batch opens its transaction at that batch's first offset; a control batch (an end
+transaction marker, commit or abort, written by the transaction coordinator) closes it, returning a
+``CompletedTxn``. A non-transactional batch from a producer in a transaction is INVALID_TXN_STATE. The
+first unstable offset is the first offset of the earliest transaction still open or completed by a
+marker not yet below the high watermark; the last stable offset is that, or the high watermark if lower,
+and a read_committed consumer reads no further.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    Record,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+)
 
 NO_PRODUCER_ID = -1
+# Breaks the rule the last stable offset exists for: read_committed reads to the high watermark, into
+# open transactions (tests show the checks catch it).
+UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS = False
 BATCHES_REMEMBERED = 5
 MAX_SEQUENCE = 2**31 - 1
+MAX_EPOCH = 2**15 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +62,77 @@ class ProducerEntry:
     epoch: int
     last_timestamp: int = -1  # max timestamp of its last batch (Kafka's ProducerStateEntry.lastTimestamp)
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+    current_txn_first_offset: int = -1  # the first offset of its ongoing transaction, else -1
+    coordinator_epoch: int = -1  # of the last marker written for it
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarker:
+    """A control record's content: commit or abort, and the transaction coordinator's epoch."""
+
+    committed: bool
+    coordinator_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended (Kafka's CompletedTxn), with the last stable offset once it ended
+    (Kafka's ProducerStateManager.lastStableOffset(completedTxn): the first offset of the next open
+    transaction, else the offset after the marker), which the aborted-transaction index records."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+    last_stable_offset: int
+
+
+CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit): Kafka's ControlRecordType key
+MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch: Kafka's EndTxnMarker value
+ABORT, COMMIT = 0, 1
+
+
+def read_end_txn_marker(buf: bytes | memoryview, pos: int, header: BatchHeader) -> EndTxnMarker | None:
+    """The marker in a control batch (Kafka's EndTransactionMarker.deserialize); None for an empty
+    batch (compaction removed it) or a control record of another type."""
+    batch = decode_batch(bytes(memoryview(buf)[pos : pos + header.size]))
+    if not batch.records:
+        return None
+    record = batch.records[0]
+    if record.key is None or len(record.key) < CONTROL_KEY.size or record.value is None:
+        return None
+    _version, kind = CONTROL_KEY.unpack_from(record.key)
+    if kind not in (ABORT, COMMIT) or len(record.value) < MARKER_VALUE.size:
+        return None
+    _version, coordinator_epoch = MARKER_VALUE.unpack_from(record.value)
+    return EndTxnMarker(kind == COMMIT, coordinator_epoch)
+
+
+def end_txn_marker_batch(
+    producer_id: int, producer_epoch: int, marker: EndTxnMarker, timestamp_ms: int
+) -> bytes:
+    """A control batch of one marker record, as Kafka's MemoryRecords.withEndTransactionMarker:
+    transactional and control attributes, no sequence, key (version 0, type), value (version 0,
+    coordinator epoch)."""
+    key = CONTROL_KEY.pack(0, COMMIT if marker.committed else ABORT)
+    value = MARKER_VALUE.pack(0, marker.coordinator_epoch)
+    batch = RecordBatch(
+        base_offset=0,
+        partition_leader_epoch=-1,
+        attributes=TRANSACTIONAL_BIT | CONTROL_BIT,
+        last_offset_delta=0,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        records=[Record(0, 0, key, value)],
+    )
+    return encode_batch(batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +150,23 @@ def _next_sequence(seq: int) -> int:
 
 
 class ProducerStateTable:
-    """Per-partition producer state, owned by the partition's leader."""
+    """Per-partition producer state, kept by the leader and its followers alike."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction, in the order they began (by offset)
+        self.ongoing: dict[int, int] = {}
+        # transactions ended by a marker the high watermark has not passed yet (Kafka's unreplicatedTxns)
+        self.unreplicated: list[CompletedTxn] = []
 
-    def check(self, producer_id: int, epoch: int, base_sequence: int, record_count: int) -> SequenceCheck:
+    def check(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        record_count: int,
+        is_transactional: bool = False,
+    ) -> SequenceCheck:
         """Decides whether a batch from a producer may be appended (nothing changes here)."""
         if producer_id == NO_PRODUCER_ID:
             return SequenceCheck(ErrorCode.none)
@@ -77,13 +178,22 @@ class ProducerStateTable:
             return SequenceCheck(ErrorCode.invalid_producer_epoch)
         if epoch > entry.epoch:
             ok = base_sequence == 0
-            return SequenceCheck(ErrorCode.none if ok else ErrorCode.out_of_order_sequence_number)
+            return self._txn_state(entry, is_transactional) if ok else _OUT_OF_ORDER
         last = last_sequence(base_sequence, record_count)
         for batch in entry.batches:
             if batch.first_seq == base_sequence and batch.last_seq == last:
                 return SequenceCheck(ErrorCode.none, duplicate_of=batch)
         if entry.batches and base_sequence != _next_sequence(entry.last_seq):
-            return SequenceCheck(ErrorCode.out_of_order_sequence_number)
+            return _OUT_OF_ORDER
+        if not entry.batches and base_sequence != 0:
+            return _OUT_OF_ORDER  # a marker bumped the epoch (KIP-890): sequences start again at 0
+        return self._txn_state(entry, is_transactional)
+
+    @staticmethod
+    def _txn_state(entry: ProducerEntry, is_transactional: bool) -> SequenceCheck:
+        """ProducerAppendInfo.appendDataBatch: no plain batch while the producer's transaction is open."""
+        if entry.current_txn_first_offset >= 0 and not is_transactional:
+            return SequenceCheck(ErrorCode.invalid_txn_state)
         return SequenceCheck(ErrorCode.none)
 
     def record(
@@ -95,13 +205,18 @@ class ProducerStateTable:
         first_offset: int,
         last_offset: int,
         max_timestamp: int = -1,
+        is_transactional: bool = False,
     ) -> None:
-        """Remembers an appended batch (on the leader after append, and when rebuilding from the log)."""
+        """Remembers an appended batch (on the leader after append, and when rebuilding from the log);
+        a transactional one opens its producer's transaction unless one is open."""
         if producer_id == NO_PRODUCER_ID or base_sequence < 0:
             return
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
         elif epoch < entry.epoch:
             return
         entry.last_timestamp = max_timestamp
@@ -114,13 +229,133 @@ class ProducerStateTable:
                 max_timestamp,
             )
         )
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
 
+    def append(
+        self, buf: bytes | memoryview, headers: Sequence[BatchHeader], positions: Sequence[int]
+    ) -> list[CompletedTxn]:
+        """Takes in appended batches in log order (``positions``: where each lies in ``buf``), as
+        Kafka's ProducerAppendInfo.append: data batches are remembered, markers end transactions.
+        Returns the transactions ended, for the aborted-transaction index."""
+        completed = []
+        for header, pos in zip(headers, positions, strict=True):
+            attributes = header.attributes  # flags read directly: this runs for every appended batch
+            if not attributes & CONTROL_BIT:
+                self.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.record_count,
+                    header.base_offset,
+                    header.base_offset + header.last_offset_delta,
+                    header.max_timestamp,
+                    bool(attributes & TRANSACTIONAL_BIT),
+                )
+                continue
+            marker = read_end_txn_marker(buf, pos, header) if header.producer_id >= 0 else None
+            if marker is None:  # no producer (Kafka keeps no state for such batches) or no marker
+                continue
+            txn = self.complete_txn(
+                header.producer_id, header.producer_epoch, marker, header.base_offset, header.max_timestamp
+            )
+            if txn is not None:
+                completed.append(txn)
+        return completed
+
+    # ---- transactions ------------------------------------------------------------------------------
+    def check_marker(
+        self, producer_id: int, epoch: int, marker: EndTxnMarker, transaction_version: int = 0
+    ) -> ErrorCode:
+        """The coordinator's marker may be appended (ProducerAppendInfo.checkProducerEpoch and
+        checkCoordinatorEpoch): not from an older producer epoch (with transaction version 2, KIP-890,
+        only from a newer one, or the same one again once the transaction has ended: a retried marker),
+        nor from an older coordinator."""
+        entry = self.producers.get(producer_id)
+        if entry is None or producer_id == NO_PRODUCER_ID:
+            return ErrorCode.none
+        if transaction_version >= 2:
+            retry = epoch == entry.epoch and (entry.current_txn_first_offset < 0 or epoch == MAX_EPOCH)
+            stale = epoch <= entry.epoch and not retry
+        else:
+            stale = epoch < entry.epoch
+        if stale:
+            return ErrorCode.invalid_producer_epoch
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return ErrorCode.none
+
+    def complete_txn(
+        self, producer_id: int, epoch: int, marker: EndTxnMarker, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """Applies an appended marker (ProducerAppendInfo.appendEndTxnMarker, then completeTxn): the
+        producer's transaction, if it had one open, ends at ``offset``. A marker with no transaction
+        (nothing was written to this partition, or compaction emptied it) changes no offset."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        del self.ongoing[producer_id]
+        next_open = next(iter(self.ongoing.values()), offset + 1)
+        completed = CompletedTxn(producer_id, first, offset, not marker.committed, next_open)
+        self.unreplicated.append(completed)
+        return completed
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forgets the ended transactions whose marker is below the high watermark (Kafka's
+        ProducerStateManager.onHighWatermarkUpdated): they no longer hold the last stable offset."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction open, or ended by a marker at or above the
+        high watermark (Kafka's firstUnstableOffset); None when there is none."""
+        self.on_high_watermark_updated(high_watermark)
+        firsts = [t.first_offset for t in self.unreplicated]
+        if self.ongoing:
+            firsts.append(next(iter(self.ongoing.values())))
+        return min(firsts) if firsts else None
+
+    def last_stable_offset(self, high_watermark: int, log_start_offset: int = 0) -> int:
+        """How far a read_committed consumer may read: the first unstable offset, or the high
+        watermark if that is lower (Kafka's UnifiedLog.lastStableOffset). A transaction whose start
+        was deleted (retention, DeleteRecords) counts from the log start offset, as Kafka's
+        maybeIncrementFirstUnstableOffset."""
+        if UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS or (not self.ongoing and not self.unreplicated):
+            return high_watermark
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(max(first, log_start_offset), high_watermark)
+
+    # ---- truncation and expiry ---------------------------------------------------------------------
     def truncate(self, log_end_offset: int) -> None:
-        """Forgets batches at or beyond a truncation point (a follower cutting its log)."""
+        """Forgets batches at or beyond a truncation point (a follower cutting its log). Transactions
+        opened there are forgotten; one whose marker is cut off is open again (its marker was above the
+        high watermark, so it is still among the unreplicated ones)."""
+        reopened = [t for t in self.unreplicated if t.last_offset >= log_end_offset]
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset < log_end_offset]
+        for producer_id, first in list(self.ongoing.items()):
+            if first >= log_end_offset:
+                del self.ongoing[producer_id]
+                self.producers[producer_id].current_txn_first_offset = -1
+        for txn in reopened:
+            if txn.first_offset < log_end_offset:
+                entry = self.producers.setdefault(txn.producer_id, ProducerEntry(-1))
+                entry.current_txn_first_offset = txn.first_offset
+                self.ongoing[txn.producer_id] = txn.first_offset
+        self.ongoing = dict(sorted(self.ongoing.items(), key=lambda item: item[1]))
         for producer_id in list(self.producers):
             entry = self.producers[producer_id]
             kept = [b for b in entry.batches if b.last_offset < log_end_offset]
-            if kept:
+            if kept or entry.current_txn_first_offset >= 0:
                 entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
             else:
                 del self.producers[producer_id]
@@ -138,6 +373,9 @@ class ProducerStateTable:
         return len(expired)
 
 
+_OUT_OF_ORDER = SequenceCheck(ErrorCode.out_of_order_sequence_number)
+
+
 def is_producer_expired(now_ms: int, entry: ProducerEntry, producer_id_expiration_ms: int) -> bool:
-    """Kafka's isProducerExpired (without transactions, no entry has a current transaction to keep it)."""
-    return now_ms - entry.last_timestamp >= producer_id_expiration_ms
+    """Kafka's isProducerExpired: idle that long, and no transaction open."""
+    return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= producer_id_expiration_ms

@@ -27,7 +27,13 @@ from epochkraft.broker.log_lifecycle import LogLifecycle
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition
 from epochkraft.broker.produce_validation import BatchValidator
-from epochkraft.broker.producer_state import ProducerStateTable
+from epochkraft.broker.producer_state import (
+    BatchMetadata,
+    EndTxnMarker,
+    ProducerStateTable,
+    end_txn_marker_batch,
+    read_end_txn_marker,
+)
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.broker.slices import Slicer
@@ -64,6 +70,10 @@ class Replica:
     @property
     def key(self) -> tuple[str, int]:
         return self.partition.topic, self.partition.index
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.producers.last_stable_offset(self.partition.high_watermark, self.log.log_start_offset)
 
 
 def wake(replica: Replica) -> None:
@@ -257,23 +267,7 @@ class ReplicaManager:
             self._became_follower(replica, transition)
 
     def _rebuild_producer_state(self, replica: Replica) -> None:
-        position = replica.log.log_start_offset
-        end = replica.log.log_end_offset
-        while position < end:
-            chunk = replica.log.read(position, 4 * 1024 * 1024)
-            if not chunk:
-                break
-            for _pos, header in iter_batches(chunk):
-                replica.producers.record(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    header.record_count,
-                    header.base_offset,
-                    header.last_offset,
-                    header.max_timestamp,
-                )
-                position = header.next_offset
+        replica.log.rebuild_producer_state(replica.producers, replica.partition.high_watermark)
         replica.producers.remove_expired_producers(now_ms(), self.settings.producer_id_expiration_ms)
 
     def _became_leader(self, replica: Replica, transition: Transition) -> None:
@@ -330,6 +324,7 @@ class ReplicaManager:
         for key in moved:
             replica = self.replicas.get(key)
             if replica is not None:
+                replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
                 wake(replica)
         events, rs.isr_events = rs.isr_events, []
         for event in events:
@@ -383,13 +378,24 @@ class ReplicaManager:
 
     # ---- produce -----------------------------------------------------------------------------------------
     async def append(
-        self, topic: str, index: int, records: bytes, acks: int, timeout_ms: int
+        self,
+        topic: str,
+        index: int,
+        records: bytes,
+        acks: int,
+        timeout_ms: int,
+        *,
+        from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> ProduceResult:
         """Validates the batches (off the event loop when that is heavy), then appends them as leader.
         Leadership, the log dir and the ISR are checked before validating and again after, since they
         may change while a worker thread validates; produces to one partition are appended in the order
         they arrived whichever finishes validating first, as Kafka's one request at a time per connection
-        keeps a producer's pipelined batches in order."""
+        keeps a producer's pipelined batches in order. ``from_coordinator``: the transaction markers
+        the broker built itself (Kafka's AppendOrigin.COORDINATOR), control batches that no client may
+        write, checked against the producer's and the coordinator's epochs instead (``transaction_version``
+        2, KIP-890: the marker must bump the producer's epoch)."""
         refused = self._refuse_append(topic, index, acks)
         if refused is not None:
             return refused
@@ -398,13 +404,17 @@ class ReplicaManager:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._append_turns[key] = turn
         try:
-            outcome = await self._validate(self.replicas[key], records)
+            outcome = (
+                _coordinator_batches(records)
+                if from_coordinator
+                else await self._validate(self.replicas[key], records)
+            )
             if previous is not None and not previous.done():
                 await asyncio.shield(previous)  # the produces that came before are appended first
             if isinstance(outcome, ProduceResult):
                 return outcome
             appended = self._refuse_append(topic, index, acks) or self._append_validated(
-                self.replicas[key], records, outcome
+                self.replicas[key], records, outcome, from_coordinator, transaction_version
             )
         finally:
             turn.set_result(None)
@@ -471,23 +481,27 @@ class ReplicaManager:
         return None
 
     def _append_validated(
-        self, replica: Replica, records: bytes, headers: list[tuple[int, BatchHeader]]
+        self,
+        replica: Replica,
+        records: bytes,
+        headers: list[tuple[int, BatchHeader]],
+        from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> tuple[Replica, int, int, int] | ProduceResult:
         """Appends validated batches: (replica, first offset, end offset, log append time) to await acks
         for, or an error."""
         topic, index = replica.key
-        # Idempotent producers: drop a retried batch, refuse a sequence gap (one batch per request in practice).
-        for _pos, header in headers:
-            check = replica.producers.check(
-                header.producer_id, header.producer_epoch, header.base_sequence, header.record_count
-            )
-            if check.error != ErrorCode.none:
-                return ProduceResult(check.error)
-            if check.duplicate_of is not None:
-                # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
-                # timestamp (the append time on a LogAppendTime topic)
-                duplicate = check.duplicate_of
-                return replica, duplicate.first_offset, duplicate.last_offset + 1, duplicate.timestamp
+        checked = (
+            _check_markers(replica.producers, records, headers, transaction_version)
+            if from_coordinator
+            else _check_sequences(replica.producers, headers)
+        )
+        if isinstance(checked, ProduceResult):
+            return checked
+        if checked is not None:
+            # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
+            # timestamp (the append time on a LogAppendTime topic)
+            return replica, checked.first_offset, checked.last_offset + 1, checked.timestamp
         try:
             info = replica.log.append_as_leader(
                 records, replica.partition.leader_epoch, validated=True, now_ms=now_ms()
@@ -497,20 +511,38 @@ class ReplicaManager:
             return ProduceResult(
                 ErrorCode.kafka_storage_error, message=f"log dir {self.logs.data_dir} is offline: {exc}"
             )
-        for header in info.headers:
-            replica.producers.record(
-                header.producer_id,
-                header.producer_epoch,
-                header.base_sequence,
-                header.record_count,
-                header.base_offset,
-                header.last_offset,
-                header.max_timestamp,
-            )
+        completed = replica.producers.append(records, info.headers, info.positions)
+        if completed:
+            replica.log.append_aborted_txns(completed)
         wake(replica)  # followers long-polling this partition fetch the new batch at once
         self.replica_set.on_append(now_ms(), replica.key)
         self._after_replica_set()
         return replica, info.first_offset, info.last_offset + 1, info.log_append_time
+
+    async def append_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        marker: EndTxnMarker,
+        timeout_ms: int,
+        transaction_version: int = 0,
+    ) -> ErrorCode:
+        """Writes a transaction coordinator's marker to a partition this broker leads and answers once
+        the high watermark passes it (Kafka's KafkaApis.handleWriteTxnMarkersRequest: appendRecords with
+        requiredAcks -1 and AppendOrigin.COORDINATOR)."""
+        batch = end_txn_marker_batch(producer_id, producer_epoch, marker, now_ms())
+        result = await self.append(
+            topic,
+            index,
+            batch,
+            -1,
+            timeout_ms,
+            from_coordinator=True,
+            transaction_version=transaction_version,
+        )
+        return result.error
 
     def max_message_bytes(self, topic: str) -> int:
         """The topic's max.message.bytes, else the broker's message.max.bytes."""
@@ -663,6 +695,53 @@ class ReplicaManager:
                 }
             )
         return out
+
+
+def _coordinator_batches(records: bytes) -> list[tuple[int, BatchHeader]] | ProduceResult:
+    """The headers of the batches the broker built itself (no client's rules to check)."""
+    try:
+        return list(iter_batches(records))
+    except CorruptRecordError as exc:
+        return ProduceResult(ErrorCode.corrupt_message, message=str(exc))
+
+
+def _check_sequences(
+    producers: ProducerStateTable, headers: list[tuple[int, BatchHeader]]
+) -> ProduceResult | BatchMetadata | None:
+    """Idempotent and transactional producers' batches against their state: the error to answer, the
+    batch a retry duplicates, or None to append (one batch per request in practice)."""
+    for _pos, header in headers:
+        check = producers.check(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.record_count,
+            header.is_transactional,
+        )
+        if check.error != ErrorCode.none:
+            return ProduceResult(check.error)
+        if check.duplicate_of is not None:
+            return check.duplicate_of
+    return None
+
+
+def _check_markers(
+    producers: ProducerStateTable,
+    records: bytes,
+    headers: list[tuple[int, BatchHeader]],
+    transaction_version: int = 0,
+) -> ProduceResult | None:
+    """The coordinator's markers against the producer state: an older producer epoch is
+    INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (Kafka's
+    ProducerAppendInfo.appendEndTxnMarker)."""
+    for pos, header in headers:
+        marker = read_end_txn_marker(records, pos, header) if header.is_control else None
+        if marker is None:
+            return ProduceResult(ErrorCode.invalid_record, message="the coordinator appends only markers")
+        error = producers.check_marker(header.producer_id, header.producer_epoch, marker, transaction_version)
+        if error != ErrorCode.none:
+            return ProduceResult(error)
+    return None
 
 
 def log_config(settings: BrokerSettings) -> LogConfig:

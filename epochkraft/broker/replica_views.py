@@ -49,6 +49,8 @@ class ActiveProducer(NamedTuple):
     producer_id: int
     producer_epoch: int
     last_sequence: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def active_producers(replica: Replica | None) -> tuple[ErrorCode, list[ActiveProducer]]:
@@ -56,7 +58,9 @@ def active_producers(replica: Replica | None) -> tuple[ErrorCode, list[ActivePro
     if replica is None or replica.partition.role != Role.LEADER:
         return ErrorCode.not_leader_or_follower, []
     return ErrorCode.none, [
-        ActiveProducer(pid, entry.epoch, entry.last_seq)
+        ActiveProducer(
+            pid, entry.epoch, entry.last_seq, entry.coordinator_epoch, entry.current_txn_first_offset
+        )
         for pid, entry in sorted(replica.producers.producers.items())
     ]
 

@@ -39,6 +39,7 @@ _IDENTITY = {
     "transactional_id": "transactional_id",
     "member_id": "member",
     "broker_id": "broker",
+    "producer_id": "producer",  # WriteTxnMarkers' results answer their markers by producer
 }
 # Response entries that name nothing answer the request array of this name position by position.
 _POSITIONAL = {

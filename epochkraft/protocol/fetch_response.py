@@ -29,6 +29,9 @@ class Answer(NamedTuple):
     records: Sequence[bytes | memoryview] = ()  # never null: Kafka answers an error with empty records
     diverging: tuple[int, int] | None = None  # (epoch, end offset) for a diverging follower, v12+
     current_leader: tuple[int, int] | None = None  # (leader, epoch): KIP-951's hint, v12+ (sent from v16)
+    last_stable_offset: int | None = None  # None: the high watermark (no transaction open)
+    # (producer id, first offset) of each aborted transaction in a read_committed answer's range
+    aborted_transactions: Sequence[tuple[int, int]] = ()
 
 
 _I32 = struct.Struct(">i")
@@ -37,6 +40,7 @@ _TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start (v5+)
 _PARTITION_V4 = struct.Struct(">ihqq")
 _EPOCH_END = struct.Struct(">iq")  # DivergingEpoch: epoch, end offset
+_ABORTED = struct.Struct(">qq")  # AbortedTransaction: producer id, first offset
 
 
 # Errors Kafka answers before reading a log: aborted transactions keep their default (empty, not null).
@@ -78,7 +82,7 @@ def encode_response(
     """The response body as pieces: encoded fields, and each partition's record buffers as the log read
     them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
     else name; answers). Tests compare the joined bytes with kio's at every version. Aborted
-    transactions are null unless the fetch is read_committed (then empty: there are no transactions), as
+    transactions are null unless the fetch is read_committed (then those of the range read), as
     Kafka's KafkaApis.handleFetchRequest sets them from the log read's ``abortedTransactions`` option;
     a partition refused before any read (unknown topic, id or partition) has the schema's default, an
     empty array (FetchResponse.partitionResponse)."""
@@ -106,13 +110,19 @@ def encode_response(
             out += name
         length(len(answers))
         for a in answers:
+            lso = a.high_watermark if a.last_stable_offset is None else a.last_stable_offset
             if version >= 5:
-                out += _PARTITION.pack(
-                    a.index, a.error, a.high_watermark, a.high_watermark, a.log_start_offset
-                )
+                out += _PARTITION.pack(a.index, a.error, a.high_watermark, lso, a.log_start_offset)
             else:
-                out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, a.high_watermark)
-            length(0 if read_committed or a.error in UNREAD_ERRORS else -1)
+                out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, lso)
+            if read_committed or a.error in UNREAD_ERRORS:
+                length(len(a.aborted_transactions))
+                for producer_id, first_offset in a.aborted_transactions:
+                    out += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        out.append(0)
+            else:
+                length(-1)
             if version >= 11:
                 out += _I32.pack(-1)  # preferred read replica
             # Records are never null: librdkafka rejects a -1 MessageSetSize as a parse failure.

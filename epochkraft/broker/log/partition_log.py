@@ -28,6 +28,8 @@ from epochkraft.broker.log.cleaner import CLEANING_DIR, CleanedSegment, SegmentS
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.log.segment import DELETED_SUFFIX, Segment
 from epochkraft.broker.log.tail_cache import TailCache
+from epochkraft.broker.log.txn_index import AbortedTxn
+from epochkraft.broker.producer_state import CompletedTxn, ProducerStateTable
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     LONG_MAX,
@@ -122,6 +124,7 @@ class AppendInfo:
     max_timestamp: int
     headers: tuple[BatchHeader, ...]
     log_append_time: int = NO_TIMESTAMP  # the leader's append time on a LogAppendTime topic, else -1
+    positions: tuple[int, ...] = ()  # each batch's position in the appended bytes
 
 
 class PartitionLog:
@@ -143,6 +146,10 @@ class PartitionLog:
         self._base_offsets: list[int] = []
         self._unflushed_messages = 0
         self.epochs = LeaderEpochCache(directory / "leader-epoch-checkpoint", lambda: self.log_end_offset)
+        # The aborted-transaction indexes of segments from here on were reset by recovery: whoever
+        # rebuilds the producer state from the log writes their entries again (Kafka's LogSegment.recover
+        # rebuilds them from the producer state; here the broker's rebuild pass does).
+        self.txn_index_stale_from = LONG_MAX
 
     @classmethod
     def open(
@@ -183,6 +190,8 @@ class PartitionLog:
             segment = self.segments[index]
             if index >= recover_from or not segment.load_index():
                 cut += segment.recover()
+                segment.txn_index.reset()
+                self.txn_index_stale_from = min(self.txn_index_stale_from, segment.base_offset)
                 if segment.overflow_position is not None:
                     split = segment.split_at_overflow(self.dir)
                     log.warning(
@@ -291,6 +300,7 @@ class PartitionLog:
             max(h.max_timestamp for _, h in stamped),
             tuple(h for _, h in stamped),
             append_time,
+            tuple(pos for pos, _ in headers),
         )
 
     def append_as_follower(self, data: bytes | memoryview) -> AppendInfo | None:
@@ -324,6 +334,7 @@ class PartitionLog:
             last.next_offset - first,
             max(h.max_timestamp for _, h in headers),
             tuple(h for _, h in headers),
+            positions=tuple(pos for pos, _ in headers),
         )
 
     def _write(self, pieces: list[bytes | memoryview], headers: list[tuple[int, BatchHeader]]) -> None:
@@ -418,6 +429,47 @@ class PartitionLog:
                 break  # stopped by the limit or the byte budget, not by the segment's end
             offset = segment.next_offset
         return out
+
+    # ---- transactions --------------------------------------------------------------------------------
+    def append_aborted_txns(self, completed: list[CompletedTxn], from_offset: int = 0) -> None:
+        """Records the aborted ones ending at ``from_offset`` or later in the transaction index of the
+        segment holding their marker (Kafka's LogSegment.updateTxnIndex); a rebuild from the log passes
+        ``txn_index_stale_from``, the appends 0."""
+        for txn in completed:
+            if txn.is_aborted and txn.last_offset >= from_offset:
+                segment = self.segments[self._segment_index(txn.last_offset)]
+                segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+                )
+
+    def rebuild_producer_state(self, producers: ProducerStateTable, high_watermark: int) -> None:
+        """The producer state (open transactions included) from the batches of the whole log, and the
+        aborted-transaction indexes of the segments recovery reset (Kafka rebuilds from a snapshot and
+        the log after it; no snapshot is kept here)."""
+        position, end = self.log_start_offset, self.log_end_offset
+        while position < end:
+            chunk = self.read(position, 4 * 1024 * 1024)
+            if not chunk:
+                break
+            batches = list(iter_batches(chunk))
+            completed = producers.append(chunk, [h for _, h in batches], [pos for pos, _ in batches])
+            if completed:
+                self.append_aborted_txns(completed, self.txn_index_stale_from)
+                producers.on_high_watermark_updated(high_watermark)
+            position = batches[-1][1].next_offset
+        self.txn_index_stale_from = LONG_MAX
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound_offset), from the segment
+        holding ``fetch_offset`` on until an index says no later one can (Kafka's
+        UnifiedLog.collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(fetch_offset) :]:
+            txns, complete = segment.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+            found += txns
+            if complete:
+                break
+        return found
 
     # ---- truncation ----------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
@@ -520,7 +572,9 @@ class PartitionLog:
 
     # ---- compaction ----------------------------------------------------------------------------------
     def cleanable_snapshots(self, high_watermark: int) -> list[SegmentSnapshot]:
-        """The segments a compaction pass may rewrite: inactive and wholly below the high watermark."""
+        """The segments a compaction pass may rewrite: inactive and wholly below ``high_watermark``
+        (the broker passes its last stable offset: no undecided transaction is cleaned, as Kafka's
+        firstUncleanableOffset)."""
         return [
             SegmentSnapshot(segment.base_offset, segment.size, segment.max_timestamp, segment.log_path)
             for segment, following in zip(self.segments, self.segments[1:], strict=False)
@@ -547,6 +601,11 @@ class PartitionLog:
             old.time_index_path.unlink(missing_ok=True)
             for path in (old.log_path, old.index_path, old.time_index_path):
                 os.replace(copy.directory / path.name, path)
+            txn_index = copy.directory / old.txn_index.path.name  # only if it keeps an entry
+            if txn_index.exists():
+                os.replace(txn_index, old.txn_index.path)
+            else:
+                old.txn_index.path.unlink(missing_ok=True)
             new = self._segment(old.base_offset)
             if not new.load_index():
                 new.recover()

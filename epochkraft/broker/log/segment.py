@@ -5,7 +5,8 @@ segment's base, byte position), one every ``index_interval_bytes``, so a read se
 and scans headers from there. The ``.timeindex`` file holds Kafka's 12-byte entries (the largest
 timestamp so far, the relative offset of the batch that first reached it), added with the offset index
 entries whenever the largest timestamp grew, plus a last one when the segment stops being active: a
-lookup by timestamp seeks to the last entry not above it and scans a few headers from there. Reads use
+lookup by timestamp seeks to the last entry not above it and scans a few headers from there. The
+``.txnindex`` file (``txn_index.py``) lists the transactions aborted by markers in the segment. Reads use
 ``os.pread`` on a file descriptor kept open.
 
 Appends reserve disk blocks ahead of the end of the file (``fallocate`` with FALLOC_FL_KEEP_SIZE, like
@@ -31,6 +32,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from epochkraft.broker.log.txn_index import TransactionIndex
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -135,6 +137,7 @@ class Segment:
         self.log_path = directory / f"{segment_name(base_offset)}.log"
         self.index_path = directory / f"{segment_name(base_offset)}.index"
         self.time_index_path = directory / f"{segment_name(base_offset)}.timeindex"
+        self.txn_index = TransactionIndex(directory / f"{segment_name(base_offset)}.txnindex")
         self.index_interval_bytes = index_interval_bytes
         # segment.index.bytes: how many entries each index may hold before the segment rolls
         self.max_index_entries = max(index_bytes // INDEX_ENTRY.size, 1)
@@ -462,6 +465,7 @@ class Segment:
         del self.time_index_timestamps[keep:]
         del self.time_index_offsets[keep:]
         self._write_indexes()
+        self.txn_index.truncate_to(offset)
         self.max_timestamp = self.time_index_timestamps[-1] if self.time_index_timestamps else NO_TIMESTAMP
         self.offset_of_max_timestamp = (
             self.time_index_offsets[-1] if self.time_index_offsets else self.base_offset
@@ -479,8 +483,8 @@ class Segment:
         self._index_fd = self._time_index_fd = None
 
     @property
-    def paths(self) -> tuple[Path, Path, Path]:
-        return self.log_path, self.index_path, self.time_index_path
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        return self.log_path, self.index_path, self.time_index_path, self.txn_index.path
 
     def delete(self) -> None:
         self._reserved_to = self.size  # the file goes; nothing to give back

@@ -25,6 +25,11 @@
   KafkaApis.handleProduceRequest, then ReplicaManager.appendToLocalLog).
 - v10+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER carries the current leader and its epoch,
   and the response the leader's endpoint on the request's listener.
+- Transactional batches (KIP-98) need a transactional id the principal may WRITE (with an authorizer),
+  else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (KafkaApis.handleProduceRequest). The
+  leader opens the producer's transaction at its first transactional batch (the last stable offset
+  stays there until the coordinator's marker); a plain batch from a producer in a transaction is
+  INVALID_TXN_STATE. Partitions are not verified with the transaction coordinator (KIP-890 part 1).
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
@@ -43,6 +48,7 @@ from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import INTERNAL_TOPICS
@@ -50,6 +56,7 @@ from epochkraft.security.topics import INTERNAL_TOPICS
 # The client id Kafka's own tools use to write internal topics (AdminUtils.ADMIN_CLIENT_ID).
 ADMIN_CLIENT_ID = "__admin_client"
 
+ATTRIBUTES_LOW_BYTE = CRC_START + 1
 TOPIC_IDS_FROM = 13
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
@@ -63,6 +70,16 @@ def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
     if log_append_time_ms < 0:
         return None
     return datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
+
+
+def _has_transactional_records(request) -> bool:
+    """Kafka's ProduceRequest.hasTransactionalRecords: a partition's first batch is transactional (the
+    attributes' low byte sits at offset 22 of a batch)."""
+    return any(
+        len(p.records or b"") > ATTRIBUTES_LOW_BYTE and p.records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
+        for t in request.topic_data
+        for p in t.partition_data
+    )
 
 
 def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
@@ -90,11 +107,12 @@ async def handle(request, ctx: RequestContext):
         results = [
             _answers(t.partition_data, ErrorCode.invalid_required_acks, None) for t in request.topic_data
         ]
-    elif request.transactional_id is not None:
+    elif _has_transactional_records(request) and not (
+        request.transactional_id is not None
+        and ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    ):
         error = ErrorCode.transactional_id_authorization_failed
-        results = [
-            _answers(t.partition_data, error, "transactions are not supported") for t in request.topic_data
-        ]
+        results = [_answers(t.partition_data, error, None) for t in request.topic_data]
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)

@@ -18,6 +18,11 @@
   leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
 - v16+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current
   leader and its epoch, and the response carries that leader's endpoint on the request's listener.
+- Every partition answered carries its last stable offset (the high watermark, or the first offset of the
+  earliest transaction not yet decided below it). A consumer with isolation_level 1 (read_committed)
+  reads no further than that, and gets the aborted transactions (producer id, first offset) overlapping
+  the batches read, from the segments' aborted-transaction indexes (Kafka's collectAbortedTxns), so it
+  drops the aborted records.
 - The response is encoded by ``protocol.fetch_response``, not kio: record bytes read from the log go to
   the socket as they are, never copied into an encoding buffer.
 """
@@ -36,6 +41,7 @@ from epochkraft.net.handlers._util import ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
+from epochkraft.protocol.records import iter_batches
 from epochkraft.security.authorizer import AclOperation, ResourceType
 
 
@@ -47,11 +53,12 @@ def _follower_identity(request, version):
 
 
 def _read(
-    node: BrokerApis, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one
+    node: BrokerApis, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one, read_committed
 ) -> tuple[Answer, int]:
     """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``; at
     most ``budget`` bytes, or one whole batch over it while ``min_one`` (no partition before it returned
-    data), as Kafka's ReplicaManager.readFromLocalLog."""
+    data), as Kafka's ReplicaManager.readFromLocalLog; ``read_committed`` reads to the last stable offset,
+    with the aborted transactions of the range read."""
     manager = node.replica_manager
     replica = manager.replica(topic_name, p.partition)
     if replica is None:
@@ -80,10 +87,10 @@ def _read(
             p.partition, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
         ), 0
     max_bytes = min(p.partition_max_bytes, budget)
+    lso = replica.last_stable_offset
+    max_offset = min(plan.max_offset, lso) if read_committed and not is_follower else plan.max_offset
     chunks = (
-        plog.read_chunks(p.fetch_offset, max_bytes, max_offset=plan.max_offset)
-        if max_bytes > 0 or min_one
-        else []
+        plog.read_chunks(p.fetch_offset, max_bytes, max_offset=max_offset) if max_bytes > 0 or min_one else []
     )
     if not min_one and sum(map(len, chunks)) > max_bytes:
         chunks = []  # only a first batch over the budget came back: that allowance is the first partition's
@@ -93,7 +100,28 @@ def _read(
             replica, replica_id, replica_epoch, p.fetch_offset, end, getattr(p, "log_start_offset", -1)
         )
         hw = replica.partition.high_watermark
-    return Answer(p.partition, ErrorCode.none, hw, plan.log_start_offset, chunks), sum(map(len, chunks))
+        lso = replica.last_stable_offset
+    aborted = _aborted_transactions(plog, p.fetch_offset, chunks) if read_committed and chunks else ()
+    answer = Answer(
+        p.partition,
+        ErrorCode.none,
+        hw,
+        plan.log_start_offset,
+        chunks,
+        last_stable_offset=lso,
+        aborted_transactions=aborted,
+    )
+    return answer, sum(map(len, chunks))
+
+
+def _aborted_transactions(plog, fetch_offset: int, chunks) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the transactions aborted within what was read: up to the offset
+    after its last batch (Kafka's UnifiedLog.addAbortedTransactions)."""
+    upper = fetch_offset
+    # pieces from the tail cache split batches (a stamped prefix, then the rest): walk them joined
+    for _pos, header in iter_batches(chunks[0] if len(chunks) == 1 else b"".join(chunks)):
+        upper = header.next_offset
+    return [(t.producer_id, t.first_offset) for t in plog.collect_aborted_txns(fetch_offset, upper)]
 
 
 @api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
@@ -121,6 +149,7 @@ async def handle(request, ctx: RequestContext):
             else follower_allowed
         )
     }
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     started = time.monotonic()
     # A fetch of thousands of partitions (a follower's, after a CreateTopics flood) lets heartbeats and
@@ -142,7 +171,15 @@ async def handle(request, ctx: RequestContext):
                     parts.append(Answer(p.partition, ErrorCode.topic_authorization_failed))
                     continue
                 answer, used = _read(
-                    node, name, p, replica_id, replica_epoch, is_follower, budget, min_one=total == 0
+                    node,
+                    name,
+                    p,
+                    replica_id,
+                    replica_epoch,
+                    is_follower,
+                    budget,
+                    min_one=total == 0,
+                    read_committed=read_committed,
                 )
                 budget = max(budget - used, 0)
                 total += used
@@ -164,12 +201,13 @@ async def handle(request, ctx: RequestContext):
     return encode_response(
         version,
         [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
-        read_committed=getattr(request, "isolation_level", 0) == 1,
+        read_committed=read_committed,
         node_endpoints=[endpoints[i] for i in sorted(endpoints)],
     )
 
 
 LEADER_HINTS_FROM = 16  # KIP-951
+READ_COMMITTED = 1  # isolation_level
 HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 

@@ -7,6 +7,8 @@
 - -4 (v8+, earliest local) is the log start offset and -5 (v9+, latest tiered) and -6 (v11+, earliest
   pending upload) have no offset (-1), as Kafka's UnifiedLog.fetchOffsetByTimestamp without remote storage.
 - Only the leader answers (NOT_LEADER_OR_FOLLOWER), with the leader epoch checks of Fetch (v4+).
+- isolation_level 1 (read_committed, v2+): the last stable offset takes the high watermark's place, for
+  -1 and as the bound of timestamp lookups (Kafka's Partition.fetchOffsetForTimestamp).
 """
 
 from __future__ import annotations
@@ -23,19 +25,19 @@ from epochkraft.protocol.versions import downgrade_response
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+READ_COMMITTED = 1  # isolation_level
 
 
-def _lookup(replica, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) for a timestamp query below the high watermark, (-1, -1) if none."""
-    hw = replica.partition.high_watermark
+def _lookup(replica, timestamp: int, last_fetchable: int) -> tuple[int, int]:
+    """(timestamp, offset) for a timestamp query below the last fetchable offset, (-1, -1) if none."""
     if timestamp == MAX_TIMESTAMP:
-        found = replica.log.fetch_max_timestamp(hw)
+        found = replica.log.fetch_max_timestamp(last_fetchable)
     else:
-        found = replica.log.fetch_offset_by_timestamp(timestamp, hw)
+        found = replica.log.fetch_offset_by_timestamp(timestamp, last_fetchable)
     return found if found is not None else (-1, -1)
 
 
-def _answer(node: BrokerApis, topic: str, p) -> r8.ListOffsetsPartitionResponse:
+def _answer(node: BrokerApis, topic: str, p, read_committed: bool) -> r8.ListOffsetsPartitionResponse:
     def result(error, timestamp=-1, offset=-1, epoch=-1):
         return r8.ListOffsetsPartitionResponse(
             partition_index=p.partition_index,
@@ -62,19 +64,23 @@ def _answer(node: BrokerApis, topic: str, p) -> r8.ListOffsetsPartitionResponse:
         return result(ErrorCode.none, -1, -1, -1)
     if p.timestamp in (EARLIEST, EARLIEST_LOCAL):
         return result(ErrorCode.none, -1, replica.log.log_start_offset, part.leader_epoch)
+    # Kafka's Partition.fetchOffsetForTimestamp: read_committed consumers see no further than the LSO
+    last_fetchable = replica.last_stable_offset if read_committed else part.high_watermark
     if p.timestamp == LATEST:
-        return result(ErrorCode.none, -1, part.high_watermark, part.leader_epoch)
-    timestamp, offset = _lookup(replica, p.timestamp)
+        return result(ErrorCode.none, -1, last_fetchable, part.leader_epoch)
+    timestamp, offset = _lookup(replica, p.timestamp, last_fetchable)
     return result(ErrorCode.none, timestamp, offset, part.leader_epoch if offset >= 0 else -1)
 
 
 @api(key=2, name="ListOffsets", versions=(1, 11), listeners=(BROKER,))
 async def handle(request, ctx: RequestContext):
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED  # v2+
     response = r8.ListOffsetsResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(
             r8.ListOffsetsTopicResponse(
-                name=t.name, partitions=tuple(_answer(ctx.broker, t.name, p) for p in t.partitions)
+                name=t.name,
+                partitions=tuple(_answer(ctx.broker, t.name, p, read_committed) for p in t.partitions),
             )
             for t in request.topics
         ),

@@ -1,7 +1,8 @@
 """DescribeProducers (key 61), version 0, broker listener.
 
-- For each partition asked for, the idempotent producers its leader remembers: producer id, epoch and
-  last sequence (no last timestamp or transaction: -1, as Kafka reports none). NOT_LEADER_OR_FOLLOWER
+- For each partition asked for, the idempotent and transactional producers its leader remembers:
+  producer id, epoch, last sequence, the coordinator epoch of its last marker and the first offset of
+  its open transaction (-1 for none), as Kafka's ProducerStateEntry; no last timestamp (-1). NOT_LEADER_OR_FOLLOWER
   from a broker that does not lead the partition, UNKNOWN_TOPIC_OR_PARTITION for one that does not exist.
 """
 
@@ -38,8 +39,8 @@ async def handle(request, ctx: RequestContext):
                             producer_epoch=i32(p.producer_epoch),
                             last_sequence=i32(p.last_sequence),
                             last_timestamp=i64(-1),
-                            coordinator_epoch=i32(-1),
-                            current_txn_start_offset=i64(-1),
+                            coordinator_epoch=i32(p.coordinator_epoch),
+                            current_txn_start_offset=i64(p.current_txn_start_offset),
                         )
                         for p in producers
                     ),

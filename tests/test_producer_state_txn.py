@@ -1,0 +1,243 @@
+"""Transactions in the producer state, as Kafka's ProducerStateManagerTest: transactions opened by
+transactional batches, ended by the coordinator's markers, the first unstable and last stable offsets."""
+
+import pytest
+
+from epochkraft.broker import producer_state
+from epochkraft.broker.producer_state import (
+    EndTxnMarker,
+    ProducerStateTable,
+    end_txn_marker_batch,
+    read_end_txn_marker,
+)
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import STAMPED_PREFIX, parse_header, stamped_prefix
+
+PID, OTHER = 7, 8
+
+
+class Log:
+    """A producer state fed appended batches at increasing offsets, as a partition's log does."""
+
+    def __init__(self) -> None:
+        self.table = ProducerStateTable()
+        self.offset = 0
+
+    def data(self, pid: int, epoch: int, seq: int, count: int = 1, transactional: bool = True) -> int:
+        first = self.offset
+        self.table.record(pid, epoch, seq, count, first, first + count - 1, 0, transactional)
+        self.offset += count
+        return first
+
+    def marker(self, pid: int, epoch: int, committed: bool, coordinator_epoch: int = 0):
+        batch = end_txn_marker_batch(pid, epoch, EndTxnMarker(committed, coordinator_epoch), 1000)
+        batch = stamped_prefix(parse_header(batch), self.offset, 0) + batch[STAMPED_PREFIX:]
+        header = parse_header(batch)
+        self.offset += 1
+        (completed,) = self.table.append(batch, [header], [0]) or [None]
+        return completed
+
+
+def test_marker_round_trip():
+    """EndTransactionMarkerTest: the control batch carries the producer, the type and the coordinator
+    epoch as Kafka writes them."""
+    batch = end_txn_marker_batch(PID, 3, EndTxnMarker(False, 11), 1000)
+    header = parse_header(batch)
+    assert header.is_control and header.is_transactional and header.base_sequence == -1
+    assert (header.producer_id, header.producer_epoch) == (PID, 3)
+    assert read_end_txn_marker(batch, 0, header) == EndTxnMarker(False, 11)
+
+
+def test_first_unstable_offset_with_transactional_data():
+    """UnifiedLogTest.testFirstUnstableOffsetWithTransactionalData (on the producer state): the first
+    unstable offset is the transaction's first offset until its marker is below the high watermark."""
+    log = Log()
+    log.data(1, 0, 0, transactional=False)
+    first = log.data(PID, 0, 0, 3)
+    log.data(PID, 0, 3, 2)
+    assert log.table.first_unstable_offset(high_watermark=log.offset) == first
+    assert log.table.last_stable_offset(high_watermark=log.offset) == first
+    assert log.table.last_stable_offset(high_watermark=0) == 0  # never above the high watermark
+    marker = log.offset
+    log.marker(PID, 0, committed=True)
+    assert log.table.last_stable_offset(high_watermark=marker) == first  # marker not replicated yet
+    assert log.table.last_stable_offset(high_watermark=marker + 1) == marker + 1
+    assert log.table.first_unstable_offset(marker + 1) is None
+
+
+def test_last_stable_offset_does_not_exceed_log_start_offset_after_segment_deletion():
+    """UnifiedLogTest.testLastStableOffsetDoesNotExceedLogStartOffsetAfterSegmentDeletion: an open
+    transaction whose first batches were deleted holds the last stable offset at the log start, not
+    below it, where no fetch could reach."""
+    log = Log()
+    first = log.data(PID, 0, 0, 5)
+    log.data(1, 0, 0, 5, transactional=False)
+    assert log.table.last_stable_offset(high_watermark=log.offset, log_start_offset=0) == first
+    assert log.table.last_stable_offset(high_watermark=log.offset, log_start_offset=3) == 3
+    assert log.table.last_stable_offset(high_watermark=2, log_start_offset=3) == 2  # never above the HW
+
+
+def test_last_stable_offset_completed_txn():
+    """ProducerStateManagerTest.testLastStableOffsetCompletedTxn: a completed transaction's last stable
+    offset is the first offset of the next open transaction of another producer, else the offset after
+    its marker."""
+    log = Log()
+    first1 = log.data(PID, 0, 0)
+    first2 = log.data(OTHER, 0, 0)
+    log.data(9, 0, 0)
+    completed = log.marker(PID, 0, committed=False)
+    assert completed.first_offset == first1 and completed.is_aborted
+    assert completed.last_stable_offset == first2
+    completed = log.marker(OTHER, 0, committed=True)
+    assert completed.last_stable_offset == first2 + 1  # producer 9's transaction
+    log.marker(9, 0, committed=True)
+    assert log.table.first_unstable_offset(high_watermark=log.offset) is None
+
+
+def test_non_transactional_append_with_ongoing_transaction():
+    """ProducerStateManagerTest.testNonTransactionalAppendWithOngoingTransaction: INVALID_TXN_STATE."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.table.check(PID, 0, 1, 1, is_transactional=False).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 0, 1, 1, is_transactional=True).error == ErrorCode.none
+    log.marker(PID, 0, committed=True)
+    assert log.table.check(PID, 0, 1, 1, is_transactional=False).error == ErrorCode.none
+
+
+def test_old_epoch_for_control_record():
+    """ProducerStateManagerTest.testOldEpochForControlRecord: a marker from an older producer epoch is
+    refused (INVALID_PRODUCER_EPOCH, as Kafka 2.7+ answers it)."""
+    log = Log()
+    log.data(PID, 3, 0)
+    marker = EndTxnMarker(True, 0)
+    assert log.table.check_marker(PID, 2, marker) == ErrorCode.invalid_producer_epoch
+    assert log.table.check_marker(PID, 3, marker) == ErrorCode.none
+
+
+def test_coordinator_fencing():
+    """ProducerStateManagerTest.testCoordinatorFencing: a marker from an older coordinator epoch than
+    the last one written for the producer is TRANSACTION_COORDINATOR_FENCED."""
+    log = Log()
+    log.data(PID, 0, 0)
+    log.marker(PID, 0, committed=True, coordinator_epoch=5)
+    log.data(PID, 0, 1)
+    assert log.table.check_marker(PID, 0, EndTxnMarker(False, 4)) == ErrorCode.transaction_coordinator_fenced
+    assert log.table.check_marker(PID, 0, EndTxnMarker(False, 5)) == ErrorCode.none
+
+
+def test_control_record_bumps_producer_epoch():
+    """ProducerStateManagerTest.testControlRecordBumpsProducerEpoch: a marker with a newer epoch (an
+    abort by the coordinator, or KIP-890's bump) becomes the producer's epoch; the old one is fenced and
+    the new one starts at sequence 0."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.marker(PID, 1, committed=False) is not None
+    entry = log.table.producers[PID]
+    assert entry.epoch == 1 and entry.current_txn_first_offset == -1
+    assert log.table.check(PID, 0, 1, 1, True).error == ErrorCode.invalid_producer_epoch
+    assert log.table.check(PID, 1, 5, 1, True).error == ErrorCode.out_of_order_sequence_number
+    assert log.table.check(PID, 1, 0, 1, True).error == ErrorCode.none
+
+
+def test_append_txn_marker_with_no_producer_state():
+    """ProducerStateManagerTest.testAppendTxnMarkerWithNoProducerState: a marker for a producer with no
+    state (and no transaction here) is remembered with its epochs and ends nothing."""
+    log = Log()
+    assert log.marker(PID, 2, committed=True, coordinator_epoch=27) is None
+    entry = log.table.producers[PID]
+    assert (entry.epoch, entry.coordinator_epoch, entry.current_txn_first_offset) == (2, 27, -1)
+    assert log.table.last_stable_offset(log.offset) == log.offset
+
+
+def test_truncate_reopens_a_transaction_whose_marker_is_cut():
+    """ProducerStateManagerTest.testTruncateAndReloadRemovesOutOfRangeSnapshots' intent without
+    snapshots: a follower cutting its log above the high watermark forgets transactions begun there and
+    reopens one whose marker it cut."""
+    log = Log()
+    first = log.data(PID, 0, 0)
+    marker = log.offset
+    log.marker(PID, 0, committed=True)
+    log.data(OTHER, 0, 0)
+    log.table.truncate(marker)
+    assert log.table.ongoing == {PID: first}
+    assert log.table.producers[PID].current_txn_first_offset == first
+    assert OTHER not in log.table.producers
+    assert log.table.last_stable_offset(high_watermark=marker) == first
+
+
+def test_ongoing_transaction_keeps_producer_from_expiring():
+    """ProducerStateManager.isProducerExpired: a producer with a transaction open is never expired."""
+    log = Log()
+    log.data(PID, 0, 0)
+    assert log.table.remove_expired_producers(now_ms=10**9, producer_id_expiration_ms=1) == 0
+    log.marker(PID, 0, committed=False)
+    assert log.table.remove_expired_producers(now_ms=10**9, producer_id_expiration_ms=1) == 1
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_lso_stops_at_an_open_transaction(monkeypatch, unsafe):
+    """The rule read_committed relies on; with the unsafe switch the check above catches it."""
+    monkeypatch.setattr(producer_state, "UNSAFE_LSO_IGNORES_OPEN_TRANSACTIONS_FOR_TESTS", unsafe)
+    log = Log()
+    first = log.data(PID, 0, 0, 5)
+    assert (log.table.last_stable_offset(high_watermark=log.offset) == first) != unsafe
+
+
+def test_ended_transactions_are_forgotten_once_the_high_watermark_passes_their_marker():
+    """ProducerStateManager.onHighWatermarkUpdated: a partition nobody fetches from still forgets its
+    ended transactions as its high watermark moves, so they do not pile up."""
+    log = Log()
+    for pid in range(10):
+        log.data(pid, 0, 0)
+        log.marker(pid, 0, committed=pid % 2 == 0)
+    assert len(log.table.unreplicated) == 10
+    log.table.on_high_watermark_updated(log.offset - 1)
+    assert len(log.table.unreplicated) == 1  # the last marker is not below it yet
+    log.table.on_high_watermark_updated(log.offset)
+    assert log.table.unreplicated == []
+
+
+def test_coordinator_appends_only_markers_checked_against_the_producer_state():
+    """ReplicaManager with AppendOrigin.COORDINATOR: each batch must be a marker, from the producer's
+    current epoch or later and the latest coordinator epoch (KafkaApis answers the error per partition)."""
+    from epochkraft.broker.replica_manager import _check_markers
+    from epochkraft.protocol.records import build_batch, iter_batches
+
+    log = Log()
+    log.data(PID, 2, 0)
+    log.marker(PID, 2, committed=True, coordinator_epoch=4)
+
+    def check(batch: bytes) -> ErrorCode:
+        result = _check_markers(log.table, batch, list(iter_batches(batch)))
+        return ErrorCode.none if result is None else result.error
+
+    def marker(epoch: int, coordinator_epoch: int) -> bytes:
+        return end_txn_marker_batch(PID, epoch, EndTxnMarker(True, coordinator_epoch), 1000)
+
+    assert check(marker(2, 4)) == ErrorCode.none
+    assert check(marker(3, 4)) == ErrorCode.none  # a bumped epoch (KIP-890)
+    assert check(marker(1, 4)) == ErrorCode.invalid_producer_epoch
+    assert check(marker(2, 3)) == ErrorCode.transaction_coordinator_fenced
+    assert check(build_batch([(b"k", b"v", (), 1000)])) == ErrorCode.invalid_record
+
+
+def test_a_marker_without_a_producer_id_changes_no_state():
+    """UnifiedLog.analyzeAndValidateProducerState skips batches without a producer id: a marker for
+    producer -1 opens, ends and remembers nothing (DescribeProducers shows no such producer)."""
+    log = Log()
+    assert log.marker(-1, -1, committed=False) is None
+    assert log.table.producers == {}
+
+
+def test_transaction_version_2_markers_bump_the_epoch():
+    """ProducerAppendInfo.checkProducerEpoch with transaction version 2 (KIP-890): a marker must carry a
+    newer epoch than the producer's, except a retry of the marker that already ended its transaction."""
+    log = Log()
+    log.data(PID, 3, 0)
+    commit = EndTxnMarker(True, 0)
+    assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch
+    assert log.table.check_marker(PID, 3, commit, transaction_version=1) == ErrorCode.none
+    assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none
+    log.marker(PID, 4, committed=True)
+    assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none  # a retry
+    assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch
