@@ -45,6 +45,8 @@ from epochkraft.raft.messages import (
     Message,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -194,6 +196,8 @@ class RaftClient(Replication):
             self._handle_add_voter(now_ms, envelope, message)
         elif isinstance(message, RemoveRaftVoterRequest):
             self._handle_remove_voter(now_ms, envelope, message)
+        elif isinstance(message, UpdateRaftVoterRequest):
+            self._reply(envelope, self._handle_update_voter(now_ms, message))
         return self._drain(now_ms)
 
     def poll(self, now_ms: int) -> Output:
@@ -647,7 +651,7 @@ class RaftClient(Replication):
             self._reply(envelope, refusal)
             return
         assert state is not None
-        added = self.voter_set.add_voter(voter)
+        added = self.voter_set.add_voter(voter, request.listeners)
         if added is None:
             message = f"The voter id for {voter} is already part of the set of voters {self.voter_set}."
             self._reply(envelope, AddRaftVoterResponse(ErrorCode.duplicate_voter, message))
@@ -673,6 +677,39 @@ class RaftClient(Replication):
             self._reply(envelope, RemoveRaftVoterResponse(ErrorCode.voter_not_found, message))
             return
         self._append_voters_record(now_ms, state, envelope, remaining)
+
+    def _handle_update_voter(self, now_ms: int, request: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """UpdateVoterHandler.handleUpdateVoterRequest: a voter's new listeners go into a VotersRecord,
+        answered at once (not on commit); with kraft.version 0 there is nothing to write."""
+        state = self.state
+
+        def answer(error: ErrorCode) -> UpdateRaftVoterResponse:
+            return UpdateRaftVoterResponse(error, self.leader_id, self.state.epoch)
+
+        if not isinstance(state, LeaderState):
+            return answer(ErrorCode.not_leader_or_follower)
+        if request.current_leader_epoch != state.epoch:
+            # KafkaRaftClient.validateLeaderOnlyRequest
+            older = request.current_leader_epoch < state.epoch
+            return answer(ErrorCode.fenced_leader_epoch if older else ErrorCode.unknown_leader_epoch)
+        if state.high_watermark is None:
+            return answer(ErrorCode.request_timed_out)
+        if self.kraft_version < KRAFT_VERSION_1:
+            return answer(ErrorCode.none)
+        last = self.log.voter_history.last_offset()
+        if last is None or last >= state.high_watermark:
+            return answer(ErrorCode.request_timed_out)
+        low, high = request.kraft_version_range
+        if not low <= self.kraft_version <= high or not request.listeners:
+            return answer(ErrorCode.invalid_request)
+        voter = ReplicaKey(request.voter_id, request.voter_directory_id)
+        if voter not in self.voter_set.voters:
+            return answer(ErrorCode.voter_not_found)
+        if self.voter_set.endpoints_of(voter.id) != request.listeners:
+            updated = self.voter_set.with_endpoints(voter.id, request.listeners)
+            self.log.append(LogEntry(state.epoch, VotersRecord(updated)))
+            self._leader_progress(now_ms, state)
+        return answer(ErrorCode.none)
 
     def _voter_change_refusal(
         self, now_ms: int, answer: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]

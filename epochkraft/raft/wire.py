@@ -1,5 +1,7 @@
-"""The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote, BeginQuorumEpoch (53) v0
-and EndQuorumEpoch (54) v0, and Fetch (1) v16 between voters (records as the RecordBatches of
+"""The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote and KIP-853's directory ids,
+BeginQuorumEpoch (53) v1 (the receiver's directory id, the leader's endpoints) and EndQuorumEpoch (54) v0,
+and Fetch (1) v17 (the fetching replica's directory id; the leader's endpoint in NodeEndpoints) between
+controllers (records as the RecordBatches of
 raft/batches.py), as kio's generated request and response bodies for the single partition
 ``__cluster_metadata``-0. A handler decodes with ``decode_*``, calls ``RaftClient.handle`` and encodes
 its answer with ``encode_*``; a request naming another topic or partition gets INVALID_REQUEST at the top
@@ -11,16 +13,16 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
-from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
+from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
 from kio.schema.end_quorum_epoch.v0 import request as eqe_req
 from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
-from kio.schema.fetch.v16 import request as fetch_req
-from kio.schema.fetch.v16 import response as fetch_resp
+from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i32, i64, u16
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.batches import batch_entry, entry_batch, split_batches
@@ -37,6 +39,7 @@ from epochkraft.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from epochkraft.raft.voter_set import Endpoint, Endpoints
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 NO_LEADER = -1
@@ -128,21 +131,27 @@ def invalid_vote_response() -> vote_resp.VoteResponse:
 
 # ---- BeginQuorumEpoch (53) -------------------------------------------------------------------------------
 def encode_begin_quorum_epoch_request(
-    request: BeginQuorumEpochRequest, cluster_id: str
+    request: BeginQuorumEpochRequest, cluster_id: str, voter_id: int, leader_endpoints: Endpoints
 ) -> bqe_req.BeginQuorumEpochRequest:
+    """BeginQuorumEpoch v1 to voter ``voter_id`` (its directory id as the leader's voter set has it)."""
     return bqe_req.BeginQuorumEpochRequest(
         cluster_id=cluster_id,
+        voter_id=BrokerId(voter_id),
         topics=(
             bqe_req.TopicData(
                 topic_name=METADATA_TOPIC,
                 partitions=(
                     bqe_req.PartitionData(
                         partition_index=i32(0),
+                        voter_directory_id=request.voter_directory_id,
                         leader_id=BrokerId(request.leader_id),
                         leader_epoch=i32(request.leader_epoch),
                     ),
                 ),
             ),
+        ),
+        leader_endpoints=tuple(
+            bqe_req.LeaderEndpoint(name=e.name, host=e.host, port=u16(e.port)) for e in leader_endpoints
         ),
     )
 
@@ -150,7 +159,11 @@ def encode_begin_quorum_epoch_request(
 def decode_begin_quorum_epoch_request(request: bqe_req.BeginQuorumEpochRequest) -> BeginQuorumEpochRequest:
     p = _single_partition(request.topics)
     assert isinstance(p, bqe_req.PartitionData)
-    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch, getattr(p, "voter_directory_id", None))
+
+
+def begin_quorum_epoch_leader_endpoints(request: bqe_req.BeginQuorumEpochRequest) -> Endpoints:
+    return tuple(Endpoint(e.name, e.host, e.port) for e in request.leader_endpoints)
 
 
 def encode_begin_quorum_epoch_response(
@@ -245,8 +258,8 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
 def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.FetchRequest:
-    """A voter's Fetch (v16: topic by id, the fetching voter in ReplicaState), as KafkaRaftClient's
-    buildFetchRequest."""
+    """A controller's Fetch (v17: topic by id, the fetching replica in ReplicaState, its directory id in
+    the partition), as KafkaRaftClient's buildFetchRequest."""
     return fetch_req.FetchRequest(
         cluster_id=cluster_id,
         replica_state=fetch_req.ReplicaState(replica_id=BrokerId(request.replica_id), replica_epoch=i64(-1)),
@@ -263,6 +276,7 @@ def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.Fe
                         fetch_offset=i64(request.fetch_offset),
                         last_fetched_epoch=i32(request.last_fetched_epoch),
                         partition_max_bytes=i32(FETCH_MAX_BYTES),
+                        replica_directory_id=request.replica_directory_id,
                     ),
                 ),
             ),
@@ -279,6 +293,7 @@ def decode_fetch_request(replica_id: int, max_wait_ms: int, partition: object) -
         partition.fetch_offset,
         partition.last_fetched_epoch,
         max_wait_ms,
+        getattr(partition, "replica_directory_id", None),  # v17+
     )
 
 
@@ -316,6 +331,24 @@ def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_
         aborted_transactions=None,
         records=fetch_records(response.records, fetch_offset),
     )
+
+
+def node_endpoints(
+    leader_id: int, endpoints: Endpoints, listener: str
+) -> tuple[fetch_resp.NodeEndpoint, ...]:
+    """Fetch v17's NodeEndpoints: where the leader named in the answer is reached on ``listener``."""
+    endpoint = pick_endpoint(endpoints, listener)
+    if leader_id < 0 or endpoint is None:
+        return ()
+    return (
+        fetch_resp.NodeEndpoint(node_id=BrokerId(leader_id), host=endpoint.host, port=i32(endpoint.port)),
+    )
+
+
+def pick_endpoint(endpoints: Endpoints, listener: str) -> Endpoint | None:
+    """The endpoint of ``listener`` (KafkaRaftClient reaches voters on its first controller listener), else
+    the first one."""
+    return next((e for e in endpoints if e.name == listener), endpoints[0] if endpoints else None)
 
 
 def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:

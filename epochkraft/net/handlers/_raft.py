@@ -15,6 +15,7 @@ from epochkraft.net.context import RequestContext
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
+from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.messages import Message
 from epochkraft.raft.wire import InvalidRaftRequest
 
@@ -44,4 +45,4 @@ async def raft_exchange(
         message = decode(request)
     except InvalidRaftRequest:
         return refuse(ErrorCode.invalid_request)
-    return encode(await quorum.exchange(source(message), message))
+    return downgrade_response(encode(await quorum.exchange(source(message), message)), ctx.api_version)
