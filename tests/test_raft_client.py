@@ -406,10 +406,10 @@ def test_high_watermark_waits_for_a_fetch_without_divergence():
 def test_testDescribeQuorum():
     """DescribeQuorum (55) from the leader: itself at its log end and caught up now, each voter's fetch
     offset and times (LeaderState.ReplicaState.updateFetchState), an observer that fetched; other voters
-    answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v1 response."""
+    answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v2 response."""
     import io
 
-    from kio.schema.describe_quorum.v1 import response as v1
+    from kio.schema.describe_quorum.v2 import response as v1
     from kio.serial import entity_reader, entity_writer
 
     from epochkraft.raft.describe_quorum import describe_quorum

@@ -471,3 +471,25 @@ def test_update_voter_refused(name, setup, change, error):
     before = ctx.log.end_offset
     assert update(ctx, change).error_code == error, name
     assert ctx.log.end_offset == before  # nothing written
+
+
+def test_testDescribeQuorumWithVotersAndObservers():
+    """KafkaRaftClientReconfigTest / KafkaRaftClientTest.testDescribeQuorum at v2: voters and observers with
+    their directory ids, and the voters' listeners in ``nodes``."""
+    from epochkraft.raft.describe_quorum import describe_quorum
+
+    endpoints = {n: (Endpoint("CONTROLLER", "127.0.0.1", 9300 + n),) for n in (1, 2, 3)}
+    bootstrap = VoterSet(voters(1, 2, 3).voters, tuple(endpoints.items()))
+    ctx = RaftTestContext(1, bootstrap=bootstrap, directory_id=DIR[1])
+    ctx.become_leader()
+    ctx.fetch_from(2, 3, 1, directory_id=DIR[2])
+    observer_caught_up(ctx, 4, DIR[4])
+    [partition] = describe_quorum(ctx.client, 100).topics[0].partitions
+    assert [(r.replica_id, r.replica_directory_id) for r in partition.current_voters] == [
+        (n, DIR[n]) for n in (1, 2, 3)
+    ]
+    assert [(r.replica_id, r.replica_directory_id) for r in partition.observers] == [(4, DIR[4])]
+    nodes = describe_quorum(ctx.client, 100).nodes
+    assert {n.node_id: (n.listeners[0].host, n.listeners[0].port) for n in nodes} == {
+        n: ("127.0.0.1", 9300 + n) for n in (1, 2, 3)
+    }

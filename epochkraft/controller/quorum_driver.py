@@ -399,7 +399,7 @@ class QuorumDriver:
 
     def describe_quorum(self, now_ms: int) -> Any:
         """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""
-        return describe_quorum(self.raft, now_ms)
+        return describe_quorum(self.raft, now_ms, self.endpoints_of)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from typing import Any
 
 from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
@@ -20,14 +21,17 @@ from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
+from kio.schema.update_raft_voter.v0 import request as update_voter_req
+from kio.schema.update_raft_voter.v0 import response as update_voter_resp
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i32, i64, u16
+from kio.static.primitive import i16, i32, i32Timedelta, i64, u16
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.batches import batch_entry, entry_batch, split_batches
 from epochkraft.raft.log import LogEntry
 from epochkraft.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DivergingEpoch,
@@ -35,7 +39,10 @@ from epochkraft.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    RemoveRaftVoterRequest,
     SnapshotRef,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -376,3 +383,72 @@ def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
         p.log_start_offset,
         snapshot,
     )
+
+
+# ---- AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82) --------------------------------------------
+def decode_add_raft_voter_request(request: Any) -> AddRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("AddRaftVoter without a directory id")
+    return AddRaftVoterRequest(
+        request.voter_id,
+        request.voter_directory_id,
+        int(request.timeout.total_seconds() * 1000),
+        tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners),
+    )
+
+
+def decode_remove_raft_voter_request(request: Any) -> RemoveRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("RemoveRaftVoter without a directory id")
+    return RemoveRaftVoterRequest(request.voter_id, request.voter_directory_id)
+
+
+def decode_update_raft_voter_request(request: Any) -> UpdateRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("UpdateRaftVoter without a directory id")
+    feature = request.k_raft_version_feature
+    return UpdateRaftVoterRequest(
+        request.current_leader_epoch,
+        request.voter_id,
+        request.voter_directory_id,
+        tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners),
+        (feature.min_supported_version, feature.max_supported_version),
+    )
+
+
+def encode_update_raft_voter_request(
+    request: UpdateRaftVoterRequest, cluster_id: str
+) -> update_voter_req.UpdateRaftVoterRequest:
+    low, high = request.kraft_version_range
+    return update_voter_req.UpdateRaftVoterRequest(
+        cluster_id=cluster_id,
+        current_leader_epoch=i32(request.current_leader_epoch),
+        voter_id=i32(request.voter_id),
+        voter_directory_id=request.voter_directory_id,
+        listeners=tuple(
+            update_voter_req.Listener(name=e.name, host=e.host, port=u16(e.port)) for e in request.listeners
+        ),
+        k_raft_version_feature=update_voter_req.KRaftVersionFeature(
+            min_supported_version=i16(low), max_supported_version=i16(high)
+        ),
+    )
+
+
+def encode_update_raft_voter_response(
+    response: UpdateRaftVoterResponse, leader_endpoint: Endpoint | None
+) -> update_voter_resp.UpdateRaftVoterResponse:
+    return update_voter_resp.UpdateRaftVoterResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=response.error_code,
+        current_leader=update_voter_resp.CurrentLeader(
+            leader_id=BrokerId(response.leader_id),
+            leader_epoch=i32(response.leader_epoch),
+            host=leader_endpoint.host if leader_endpoint is not None else "",
+            port=i32(leader_endpoint.port if leader_endpoint is not None else -1),
+        ),
+    )
+
+
+def decode_update_raft_voter_response(response: Any) -> UpdateRaftVoterResponse:
+    leader = response.current_leader
+    return UpdateRaftVoterResponse(response.error_code, leader.leader_id, leader.leader_epoch)
