@@ -44,7 +44,6 @@ class RaftTestContext:
         log: list[tuple[int, bytes]] | None = None,
         persisted: QuorumStateData | None = None,
         settings: RaftSettings = SETTINGS,
-        rejoining: bool = False,
         directory_id: uuid.UUID | None = None,
         bootstrap: VoterSet | None = None,
     ) -> None:
@@ -64,7 +63,6 @@ class RaftTestContext:
             persisted=persisted,
             settings=settings,
             rng=random.Random(0),
-            rejoining=rejoining,
             directory_id=directory_id,
             bootstrap_servers=bootstrap.ids if bootstrap is not None else (),
         )

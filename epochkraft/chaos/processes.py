@@ -173,8 +173,9 @@ class LocalProcess:
                 wipe_dir(self.data_dir)
             elif power_loss:
                 cut_to_recovery_point(self.data_dir)
-        if "--quorum-voters" in self.args:
-            # A voter on a new disk rejoins: it votes for nobody until it has caught up with the leader
-            # (its lost self may have voted in this epoch already). Only the start after the wipe.
-            self.args = [a for a in self.args if a != "--rejoin"] + (["--rejoin"] if wipe else [])
+        if wipe and "--initial-controllers" in self.args:
+            # a new disk is formatted with no initial controllers (kafka-storage format
+            # --no-initial-controllers): a new directory id, an observer until it is added again
+            at = self.args.index("--initial-controllers")
+            self.args = self.args[:at] + self.args[at + 2 :]
         self.start(timeout)

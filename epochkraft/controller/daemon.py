@@ -246,10 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
         "added later with AddRaftVoter)",
     )
     parser.add_argument(
-        "--rejoin",
-        action="store_true",
-        help="in a quorum: this controller's disk was lost and replaced; it takes no part in elections "
-        "until it has caught up with the leader (as Kafka's kafka-storage format --no-initial-controllers)",
+        "--voter-address",
+        action="append",
+        metavar="ID@HOST:PORT",
+        help="for fault injection: reach controller ID at this address rather than at its endpoints in the "
+        "voter set (a proxy that can cut the link); repeatable",
     )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
@@ -278,6 +279,8 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         voters = parse_voters(settings.quorum_voters)
         if args.node_id not in voters:
             raise ConfigError(f"--node-id {args.node_id} is not one of controller.quorum.voters")
+    if args.voter_address:
+        parse_voters(",".join(args.voter_address))
     if settings.quorum_bootstrap_servers:
         parse_bootstrap_servers(settings.quorum_bootstrap_servers)
         initial_voters(args, settings, listen)
@@ -378,7 +381,6 @@ def open_quorum(
             retry_backoff_ms=settings.quorum_retry_backoff_ms,
         ),
         rng=random.Random(),
-        rejoining=args.rejoin,
         directory_id=meta.directory_id,
         bootstrap_servers=tuple(BOOTSTRAP_ID_BASE - i for i in range(len(bootstrap))),
     )
@@ -441,6 +443,7 @@ def open_quorum(
         bootstrap=bootstrap,
         listener_name=name,
         local_endpoints=(Endpoint(name, *listen),),
+        overrides=parse_voters(",".join(args.voter_address)) if args.voter_address else {},
     )
 
     def installed(snapshot_id: SnapshotId) -> None:
@@ -699,7 +702,8 @@ def load_newest_snapshot(
         if log_start > 0:
             raise ConfigError(
                 f"the metadata log in {log_dir} starts at offset {log_start} and no readable snapshot "
-                "reaches it (restart this controller on an empty data dir, with --rejoin in a quorum)"
+                "reaches it (restart this controller on an empty data dir; in a dynamic quorum it comes back as an "
+                "observer with a new directory id, to be added again)"
             )
         return None
     count = controller.load_snapshot(snapshot)

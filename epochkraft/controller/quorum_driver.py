@@ -88,12 +88,14 @@ class QuorumDriver:
         bootstrap: tuple[tuple[str, int], ...] = (),
         listener_name: str = "",
         local_endpoints: Endpoints = (),
+        overrides: dict[int, tuple[str, int]] | None = None,
     ) -> None:
         """``voters``: a static quorum's addresses (controller.quorum.voters); a dynamic quorum reaches its
         voters on the endpoints of the voter set in its log, and ``bootstrap`` (controller.quorum
         .bootstrap.servers, the core's ids -2, -3, ... as Kafka's bootstrap nodes) until it knows a leader.
         ``listener_name``: the controller listener whose endpoints are used; ``local_endpoints``: this
-        controller's own (what it tells others)."""
+        controller's own (what it tells others); ``overrides``: addresses that take the place of a
+        controller's endpoints (fault injection: a proxy per link)."""
         self.quorum = quorum
         self.raft: RaftClient = quorum.raft
         self.store = store
@@ -104,6 +106,7 @@ class QuorumDriver:
         self.bootstrap = bootstrap
         self.listener_name = listener_name
         self.local_endpoints = local_endpoints
+        self.overrides = overrides or {}
         self.learned: dict[int, tuple[str, int]] = {}  # leaders' addresses from Fetch answers (NodeEndpoints)
         self.ssl_context = ssl_context
         self.request_timeout_ms = request_timeout_ms
@@ -141,7 +144,7 @@ class QuorumDriver:
     def client_for(self, node: int) -> KafkaClient | None:
         if node == self.local_id:
             return None
-        address = self.address_of(node)
+        address = self.overrides.get(node) or self.address_of(node)
         if address is None:
             return None
         client = self.clients.get(address)

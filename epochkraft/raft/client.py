@@ -30,7 +30,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.raft import replication
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry, RaftLog
 from epochkraft.raft.messages import (
     AddRaftVoterRequest,
@@ -100,7 +99,6 @@ class RaftClient(Replication):
         settings: RaftSettings | None = None,
         rng: random.Random | None = None,
         first_correlation_id: int = 1,
-        rejoining: bool = False,
         directory_id: uuid.UUID | None = None,
         bootstrap_servers: tuple[int, ...] = (),
     ) -> None:
@@ -121,13 +119,6 @@ class RaftClient(Replication):
         self._parked: list[_ParkedFetch] = []
         self._persisted = persisted or QuorumStateData(current_voters=self.voters)
         self.known_high_watermark: int | None = None  # the highest commit index seen since start
-        # ``rejoining``: a voter restarted on a new, empty disk (Kafka formats it with
-        # --no-initial-controllers). Its lost self may have voted in the current epoch and acknowledged
-        # entries it no longer holds, so until it has fetched from a leader up to the leader's high
-        # watermark it answers no candidate, as while it was down: it can neither vote twice in an epoch
-        # nor complete a majority that lacks a committed entry (a candidate with an empty log included). (Kafka's static quorum
-        # has no such guard; KIP-853's directory ids are its answer.)
-        self.abstaining = rejoining
         self.state: EpochState = self._initial_state(self._persisted, now_ms)
 
     # ---- the state as a driver reads it ---------------------------------------------------------------
@@ -183,8 +174,6 @@ class RaftClient(Replication):
         if envelope.is_response:
             self._handle_response(now_ms, envelope)
         elif isinstance(message, VoteRequest):
-            if self._silent_after_disk_loss(message):
-                return self._drain(now_ms)
             self._reply(envelope, self._handle_vote_request(now_ms, message))
         elif isinstance(message, BeginQuorumEpochRequest):
             self._reply(envelope, self._handle_begin_quorum_epoch(now_ms, message))
@@ -490,11 +479,6 @@ class RaftClient(Replication):
         return False
 
     # ---- Vote (52) -----------------------------------------------------------------------------------------
-    def _silent_after_disk_loss(self, request: VoteRequest) -> bool:
-        """A rejoining voter (see ``abstaining``) answers no candidate, not even with a refusal, which
-        would end a pre-vote early as if the quorum had decided: it is as if still down."""
-        return self.abstaining and not replication.UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS
-
     def _handle_vote_request(self, now_ms: int, request: VoteRequest) -> VoteResponse:
         if self._unknown_static_voter(request.candidate_id):
             return self._vote_response(ErrorCode.inconsistent_voter_set, False)
