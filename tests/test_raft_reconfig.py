@@ -493,3 +493,49 @@ def test_testDescribeQuorumWithVotersAndObservers():
     assert {n.node_id: (n.listeners[0].host, n.listeners[0].port) for n in nodes} == {
         n: ("127.0.0.1", 9300 + n) for n in (1, 2, 3)
     }
+
+
+def follower_voter(local_endpoints) -> RaftTestContext:
+    """Voter 2 of the bootstrapped {1, 2, 3} (each on CONTROLLER://127.0.0.1:930N), following leader 1."""
+    endpoints = {n: (Endpoint("CONTROLLER", "127.0.0.1", 9300 + n),) for n in (1, 2, 3)}
+    bootstrap = VoterSet(voters(1, 2, 3).voters, tuple(endpoints.items()))
+    return RaftTestContext(
+        2,
+        bootstrap=bootstrap,
+        directory_id=DIR[2],
+        persisted=QuorumStateData(1, 1, -1, (1, 2, 3)),
+        local_endpoints=local_endpoints,
+    )
+
+
+def fetch_once(ctx: RaftTestContext) -> None:
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 1)
+    ctx.respond(fetch, FetchResponse(ErrorCode.none, 1, 1, 0))
+
+
+def test_testFollowerSendsUpdateVoter():
+    """KafkaRaftClientReconfigTest.testFollowerSendsUpdateVoter: a voter whose listeners differ from the
+    voter set's tells the leader once it has fetched from it; a failed answer is retried, a NONE is the
+    last."""
+    ctx = follower_voter(NEW_LISTENER)
+    ctx.poll()
+    assert not ctx.take(UpdateRaftVoterRequest)  # not before it has heard from the leader
+    fetch_once(ctx)
+    [update] = ctx.take(UpdateRaftVoterRequest, 1)
+    assert update.message == UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER)
+    ctx.respond(update, UpdateRaftVoterResponse(ErrorCode.request_timed_out, 1, 1))
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [update] = ctx.take(UpdateRaftVoterRequest, 1)
+    ctx.respond(update, UpdateRaftVoterResponse(ErrorCode.none, 1, 1))
+    ctx.poll(SETTINGS.request_timeout_ms)
+    assert not ctx.take(UpdateRaftVoterRequest)
+
+
+def test_follower_with_its_listeners_in_the_voter_set_sends_no_update_voter():
+    """Unlike Kafka, which sends UpdateRaftVoter to every new leader: only listeners that differ are sent,
+    so a voter restarted on the same address writes no VotersRecord."""
+    ctx = follower_voter((Endpoint("CONTROLLER", "127.0.0.1", 9302),))
+    fetch_once(ctx)
+    ctx.poll(SETTINGS.request_timeout_ms)
+    assert not ctx.take(UpdateRaftVoterRequest)

@@ -383,6 +383,7 @@ def open_quorum(
         rng=random.Random(),
         directory_id=meta.directory_id,
         bootstrap_servers=tuple(BOOTSTRAP_ID_BASE - i for i in range(len(bootstrap))),
+        local_endpoints=(Endpoint(listener_name(settings) or "CONTROLLER", *listen),),
     )
     log_dir = raft_log.directory
     quorum = ControllerQuorum(

@@ -42,6 +42,7 @@ from epochkraft.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    UpdateRaftVoterRequest,
     VoteRequest,
 )
 from epochkraft.raft.quorum_state import NO_LEADER, LeaderState, ReplicaState
@@ -256,6 +257,8 @@ class QuorumDriver:
             return wire.encode_end_quorum_epoch_request(message, self.cluster_id)
         if isinstance(message, FetchRequest):
             return wire.encode_fetch_request(message, self.cluster_id)
+        if isinstance(message, UpdateRaftVoterRequest):
+            return wire.encode_update_raft_voter_request(message, self.cluster_id)
         raise TypeError(f"not a request: {type(message).__name__}")
 
     @staticmethod
@@ -266,6 +269,8 @@ class QuorumDriver:
             return wire.decode_begin_quorum_epoch_response(response)
         if isinstance(request, EndQuorumEpochRequest):
             return wire.decode_end_quorum_epoch_response(response)
+        if isinstance(request, UpdateRaftVoterRequest):
+            return wire.decode_update_raft_voter_response(response)
         return wire.decode_fetch_response(response)
 
     async def _fetch_snapshot(self, wanted: tuple[int, int]) -> None:

@@ -72,6 +72,7 @@ from epochkraft.raft.replication import (
 )
 from epochkraft.raft.voter_set import (
     KRAFT_VERSION_1,
+    Endpoints,
     KRaftVersionRecord,
     ReplicaKey,
     VoterSet,
@@ -101,13 +102,16 @@ class RaftClient(Replication):
         first_correlation_id: int = 1,
         directory_id: uuid.UUID | None = None,
         bootstrap_servers: tuple[int, ...] = (),
+        local_endpoints: Endpoints = (),
     ) -> None:
         """``voters``: the static voter set (controller.quorum.voters; empty for a dynamic quorum, whose
         voter set is in the log). ``directory_id``: the id written when this replica's disk was formatted.
         ``bootstrap_servers``: where an observer that knows no leader fetches (controller.quorum
-        .bootstrap.servers; the static voters by default)."""
+        .bootstrap.servers; the static voters by default). ``local_endpoints``: the listeners this replica is
+        reached on, which a voter tells each new leader when the voter set has others (UpdateRaftVoter)."""
         self.local_id = local_id
         self.local_key = ReplicaKey(local_id, directory_id)
+        self.local_endpoints = local_endpoints
         self.static_voters = VoterSet.static(tuple(voters))
         self.bootstrap_servers = bootstrap_servers or tuple(sorted(voters))
         self._bootstrap_turn = 0
@@ -772,6 +776,42 @@ class RaftClient(Replication):
         else:
             self._reply(change.request, RemoveRaftVoterResponse(error))
 
+    def _maybe_update_voter(self, now_ms: int, state: FollowerState) -> None:
+        """KafkaRaftClient.pollFollowerAsVoter: a voter of a kraft.version 1 quorum whose listeners in the
+        voter set are not the ones it has tells its leader once it has fetched from it (UpdateRaftVoter),
+        again after a failure (Kafka sends it to every new leader; we only when they differ, so a restart
+        on the same address writes nothing)."""
+        if (
+            state.updated_leader
+            or now_ms < state.next_update_ms  # answered by then, or sent again
+            or not state.has_fetched_from_leader
+            or not self.local_endpoints
+            or self.kraft_version < KRAFT_VERSION_1
+            or not self.is_voter
+            or self.local_key.directory_id is None
+        ):
+            return
+        if self.voter_set.endpoints_of(self.local_id) == self.local_endpoints:
+            state.updated_leader = True
+            return
+        request = UpdateRaftVoterRequest(
+            state.epoch, self.local_id, self.local_key.directory_id, self.local_endpoints
+        )
+        state.update_in_flight = self._send(state.leader_id, request)
+        state.next_update_ms = now_ms + self.settings.request_timeout_ms  # sent again if unanswered
+
+    def _handle_update_voter_response(
+        self, now_ms: int, correlation_id: int, response: UpdateRaftVoterResponse
+    ) -> None:
+        state = self.state
+        if not isinstance(state, FollowerState) or state.update_in_flight != correlation_id:
+            return
+        state.update_in_flight = None
+        if response.error_code == ErrorCode.none:
+            state.updated_leader = True
+        else:
+            state.next_update_ms = now_ms + self.settings.retry_backoff_ms
+
     # ---- plumbing ---------------------------------------------------------------------------------------------
     def _handle_response(self, now_ms: int, envelope: Envelope) -> None:
         message = envelope.message
@@ -779,6 +819,8 @@ class RaftClient(Replication):
             self._handle_vote_response(now_ms, envelope.source, envelope.correlation_id, message)
         elif isinstance(message, FetchResponse):
             self._handle_fetch_response(now_ms, envelope.source, envelope.correlation_id, message)
+        elif isinstance(message, UpdateRaftVoterResponse):
+            self._handle_update_voter_response(now_ms, envelope.correlation_id, message)
         elif isinstance(message, BeginQuorumEpochResponse):
             if not self._observe_epoch(now_ms, message.leader_epoch, message.leader_id):
                 state = self.state
@@ -801,6 +843,7 @@ class RaftClient(Replication):
             self._send_vote_requests(now_ms, state)
         elif isinstance(state, FollowerState):
             self._send_fetch(now_ms, state)
+            self._maybe_update_voter(now_ms, state)
         elif isinstance(state, LeaderState):
             for voter in sorted(state.non_acknowledging):
                 if now_ms >= state.begin_retry_at_ms.get(voter, 0):

@@ -138,7 +138,7 @@ def invalid_vote_response() -> vote_resp.VoteResponse:
 
 # ---- BeginQuorumEpoch (53) -------------------------------------------------------------------------------
 def encode_begin_quorum_epoch_request(
-    request: BeginQuorumEpochRequest, cluster_id: str, voter_id: int, leader_endpoints: Endpoints
+    request: BeginQuorumEpochRequest, cluster_id: str, voter_id: int = -1, leader_endpoints: Endpoints = ()
 ) -> bqe_req.BeginQuorumEpochRequest:
     """BeginQuorumEpoch v1 to voter ``voter_id`` (its directory id as the leader's voter set has it)."""
     return bqe_req.BeginQuorumEpochRequest(
