@@ -57,6 +57,13 @@ CASES = [
         wire.decode_end_quorum_epoch_request,
     ),
     (
+        EndQuorumEpochRequest(2, 9, (3, 1)),
+        lambda m: wire.encode_end_quorum_epoch_request(
+            m, "c1", lambda voter: uuid.UUID(int=voter), (Endpoint("CONTROLLER", "h", 9093),)
+        ),
+        wire.decode_end_quorum_epoch_request,
+    ),
+    (
         EndQuorumEpochResponse(ErrorCode.none, -1, 9),
         wire.encode_end_quorum_epoch_response,
         wire.decode_end_quorum_epoch_response,
@@ -111,3 +118,29 @@ def test_fetch_v17_carries_the_replica_directory_id_and_the_leaders_endpoint():
     [node] = wire.node_endpoints(1, endpoints, "CONTROLLER")
     assert (node.node_id, node.host, node.port) == (1, "h", 9093)
     assert wire.node_endpoints(-1, endpoints, "CONTROLLER") == ()
+
+
+def test_end_quorum_epoch_v0_still_decodes():
+    """EndQuorumEpoch v0 names the preferred successors by id only (v1 adds their directory ids)."""
+    from kio.schema.end_quorum_epoch.v0 import request as v0
+
+    v1_body = wire.encode_end_quorum_epoch_request(EndQuorumEpochRequest(2, 9, (3, 1)), "c1")
+    body = v0.EndQuorumEpochRequest(
+        cluster_id="c1",
+        topics=tuple(
+            v0.TopicData(
+                topic_name=t.topic_name,
+                partitions=tuple(
+                    v0.PartitionData(
+                        partition_index=p.partition_index,
+                        leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch,
+                        preferred_successors=tuple(c.candidate_id for c in p.preferred_candidates),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in v1_body.topics
+        ),
+    )
+    assert wire.decode_end_quorum_epoch_request(roundtrip(body)[0]) == EndQuorumEpochRequest(2, 9, (3, 1))

@@ -137,7 +137,7 @@ NO_ERROR_FIELD = {(35, 1), (35, 2)}
 # INVALID_REQUEST (Kafka's ControllerApis.deleteTopics), and the sweep's scenario gives both. The Raft
 # RPCs name a topic other than __cluster_metadata-0 here: INVALID_REQUEST, as Kafka's
 # hasValidTopicPartition check answers before the Raft client is asked.
-REFUSED_BEFORE_NODE = {(20, 6), (52, 2), (53, 0), (53, 1), (54, 0)}
+REFUSED_BEFORE_NODE = {(20, 6), (52, 2), (53, 0), (53, 1), (54, 0), (54, 1)}
 # The KIP-853 RPCs to a controller outside a quorum (here: no node at all): INVALID_REQUEST.
 REFUSED_BEFORE_NODE |= {(80, 0), (80, 1), (81, 0), (82, 0)}
 # DescribeQuorum for another topic: UNKNOWN_TOPIC_OR_PARTITION in the partition, before the node is asked.

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import ssl
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -134,6 +135,10 @@ class QuorumDriver:
             return endpoints
         address = self.voters.get(node) or self.learned.get(node)
         return () if address is None else (Endpoint(self.listener_name or "CONTROLLER", *address),)
+
+    def _directory_of(self, voter: int) -> uuid.UUID | None:
+        key = self.raft.voter_set.key_of(voter)
+        return None if key is None else key.directory_id
 
     def address_of(self, node: int) -> tuple[str, int] | None:
         if node <= BOOTSTRAP_ID_BASE:  # -2, -3, ...: a bootstrap server
@@ -254,7 +259,9 @@ class QuorumDriver:
                 message, self.cluster_id, destination, self.endpoints_of(self.local_id)
             )
         if isinstance(message, EndQuorumEpochRequest):
-            return wire.encode_end_quorum_epoch_request(message, self.cluster_id)
+            return wire.encode_end_quorum_epoch_request(
+                message, self.cluster_id, self._directory_of, self.endpoints_of(self.local_id)
+            )
         if isinstance(message, FetchRequest):
             return wire.encode_fetch_request(message, self.cluster_id)
         if isinstance(message, UpdateRaftVoterRequest):
@@ -289,6 +296,7 @@ class QuorumDriver:
                 replica_id=self.local_id,
                 leader_epoch=self.raft.epoch,
                 progress=lambda: self.raft.snapshot_progress(self.now_ms()),
+                directory_id=self.raft.local_key.directory_id,
             )
             snapshot = decode_snapshot(data, snapshot_id)
             await asyncio.to_thread(write_snapshot_file, directory, snapshot_id, [data])

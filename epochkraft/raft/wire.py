@@ -1,5 +1,6 @@
 """The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote and KIP-853's directory ids,
-BeginQuorumEpoch (53) v1 (the receiver's directory id, the leader's endpoints) and EndQuorumEpoch (54) v0,
+BeginQuorumEpoch (53) v1 (the receiver's directory id, the leader's endpoints) and EndQuorumEpoch (54) v1
+(the preferred successors with their directory ids, the leader's endpoints),
 and Fetch (1) v17 (the fetching replica's directory id; the leader's endpoint in NodeEndpoints) between
 controllers (records as the RecordBatches of
 raft/batches.py), as kio's generated request and response bodies for the single partition
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
-from kio.schema.end_quorum_epoch.v0 import request as eqe_req
-from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
+from kio.schema.end_quorum_epoch.v1 import request as eqe_req
+from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
@@ -206,8 +208,12 @@ def decode_begin_quorum_epoch_response(
 
 # ---- EndQuorumEpoch (54) ---------------------------------------------------------------------------------
 def encode_end_quorum_epoch_request(
-    request: EndQuorumEpochRequest, cluster_id: str
+    request: EndQuorumEpochRequest,
+    cluster_id: str,
+    directory_of: Callable[[int], uuid.UUID | None] = lambda _voter: None,
+    leader_endpoints: Endpoints = (),
 ) -> eqe_req.EndQuorumEpochRequest:
+    """EndQuorumEpoch v1: each preferred successor with its directory id as the leader's voter set has it."""
     return eqe_req.EndQuorumEpochRequest(
         cluster_id=cluster_id,
         topics=(
@@ -218,18 +224,31 @@ def encode_end_quorum_epoch_request(
                         partition_index=i32(0),
                         leader_id=BrokerId(request.leader_id),
                         leader_epoch=i32(request.leader_epoch),
-                        preferred_successors=tuple(i32(s) for s in request.preferred_successors),
+                        preferred_candidates=tuple(
+                            eqe_req.ReplicaInfo(
+                                candidate_id=BrokerId(s), candidate_directory_id=directory_of(s)
+                            )
+                            for s in request.preferred_successors
+                        ),
                     ),
                 ),
             ),
         ),
+        leader_endpoints=tuple(
+            eqe_req.LeaderEndpoint(name=e.name, host=e.host, port=u16(e.port)) for e in leader_endpoints
+        ),
     )
 
 
-def decode_end_quorum_epoch_request(request: eqe_req.EndQuorumEpochRequest) -> EndQuorumEpochRequest:
+def decode_end_quorum_epoch_request(request: Any) -> EndQuorumEpochRequest:
+    """v0 names the preferred successors by id, v1 by id and directory id (the core goes by id)."""
     p = _single_partition(request.topics)
-    assert isinstance(p, eqe_req.PartitionData)
-    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, tuple(int(s) for s in p.preferred_successors))
+    candidates = getattr(p, "preferred_candidates", None)
+    if candidates is not None:
+        successors = tuple(int(c.candidate_id) for c in candidates)
+    else:
+        successors = tuple(int(s) for s in p.preferred_successors)  # type: ignore[attr-defined]
+    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)  # type: ignore[attr-defined]
 
 
 def encode_end_quorum_epoch_response(response: EndQuorumEpochResponse) -> eqe_resp.EndQuorumEpochResponse:
