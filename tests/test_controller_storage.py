@@ -160,3 +160,17 @@ def test_metadata_log_reads_the_voter_set_back(tmp_path):
     reopened.truncate_to(1)
     assert reopened.voter_history.last_value() == three_voters()
     reopened.close()
+
+
+def test_a_new_disk_is_formatted_with_no_initial_controllers(tmp_path):
+    """cluster restart --wipe of a dynamic quorum's voter: its arguments lose --initial-controllers, so the
+    new disk gets a new directory id and no voter set; with them it would be formatted as the old voter."""
+    from epochkraft.chaos.processes import args_for_new_disk
+
+    args = ["controller", "--node-id", "1", "--initial-controllers", INITIAL, "--data-dir", str(tmp_path)]
+    assert args_for_new_disk(args) == ["controller", "--node-id", "1", "--data-dir", str(tmp_path)]
+    assert args_for_new_disk(args_for_new_disk(args)) == args_for_new_disk(args)
+    old = format_controller_dir(tmp_path / "old", "c", 1, initial_voters=three_voters())
+    new = format_controller_dir(tmp_path / "new", "c", 1)
+    assert old.directory_id == DIR1 and new.directory_id != DIR1
+    assert bootstrap_voters(tmp_path / "new") == (None, 0)

@@ -173,9 +173,16 @@ class LocalProcess:
                 wipe_dir(self.data_dir)
             elif power_loss:
                 cut_to_recovery_point(self.data_dir)
-        if wipe and "--initial-controllers" in self.args:
-            # a new disk is formatted with no initial controllers (kafka-storage format
-            # --no-initial-controllers): a new directory id, an observer until it is added again
-            at = self.args.index("--initial-controllers")
-            self.args = self.args[:at] + self.args[at + 2 :]
+        if wipe:
+            self.args = args_for_new_disk(self.args)
         self.start(timeout)
+
+
+def args_for_new_disk(args: list[str]) -> list[str]:
+    """A controller's arguments for a new disk: formatted with no initial controllers (kafka-storage format
+    --no-initial-controllers), so with a new directory id, an observer until it is added again. Formatted
+    with them, it would take its old directory id from the list and vote as the voter it was."""
+    if "--initial-controllers" not in args:
+        return args
+    at = args.index("--initial-controllers")
+    return args[:at] + args[at + 2 :]
