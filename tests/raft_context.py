@@ -21,7 +21,7 @@ from epochkraft.raft.messages import (
 )
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSettings
-from epochkraft.raft.voter_set import VoterSet
+from epochkraft.raft.voter_set import Endpoints, VoterSet
 
 M = TypeVar("M")
 
@@ -44,9 +44,9 @@ class RaftTestContext:
         log: list[tuple[int, bytes]] | None = None,
         persisted: QuorumStateData | None = None,
         settings: RaftSettings = SETTINGS,
-        rejoining: bool = False,
         directory_id: uuid.UUID | None = None,
         bootstrap: VoterSet | None = None,
+        local_endpoints: Endpoints = (),
     ) -> None:
         """``bootstrap``: a dynamic quorum, the log formatted with these initial voters (no static ones)."""
         self.now_ms = 0
@@ -64,9 +64,9 @@ class RaftTestContext:
             persisted=persisted,
             settings=settings,
             rng=random.Random(0),
-            rejoining=rejoining,
             directory_id=directory_id,
             bootstrap_servers=bootstrap.ids if bootstrap is not None else (),
+            local_endpoints=local_endpoints,
         )
         self.local_id = local_id
         self.voters = voters

@@ -176,7 +176,10 @@ def test_up_with_a_controller_quorum_status_kill_active_and_restart_on_an_empty_
         restart = cli("cluster", "restart", active, "--wipe", "--data-dir", str(data))
         assert restart.returncode == 0 and "empty data dir" in restart.stdout, restart.stdout + restart.stderr
         state = json.loads((data / "cluster.json").read_text())
-        assert "--rejoin" in state["nodes"][active]["args"], "a voter on a new disk votes only once caught up"
+        # formatted with no initial controllers: a new directory id, an observer until the CLI replaced its
+        # old key in the voter set with the new one (RemoveRaftVoter, then AddRaftVoter)
+        assert "--initial-controllers" not in state["nodes"][active]["args"]
+        assert "is a voter again with directory id" in restart.stdout, restart.stdout
         # The wiped voter fetched the whole log again: every high watermark equal.
         status = wait_status(healed, "the wiped voter caught up")
         assert next(line for line in status.splitlines() if line.startswith(active)).split()[4] == "follower,"

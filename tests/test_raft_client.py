@@ -406,10 +406,10 @@ def test_high_watermark_waits_for_a_fetch_without_divergence():
 def test_testDescribeQuorum():
     """DescribeQuorum (55) from the leader: itself at its log end and caught up now, each voter's fetch
     offset and times (LeaderState.ReplicaState.updateFetchState), an observer that fetched; other voters
-    answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v1 response."""
+    answer NOT_LEADER_OR_FOLLOWER. The answer encodes and decodes as Kafka's v2 response."""
     import io
 
-    from kio.schema.describe_quorum.v1 import response as v1
+    from kio.schema.describe_quorum.v2 import response as v1
     from kio.serial import entity_reader, entity_writer
 
     from epochkraft.raft.describe_quorum import describe_quorum
@@ -531,33 +531,6 @@ def test_leader_told_of_a_higher_epoch_leader_steps_down_and_follows_it():
     ctx.poll(500)
     assert [e for e in ctx.sent if e.is_response and isinstance(e.message, FetchResponse)] == []
     assert ctx.persisted[-1] == QuorumStateData(2, 3, -1, (1, 2, 3))
-
-
-def test_a_voter_rejoining_on_an_empty_disk_is_silent_to_candidates_until_it_caught_up():
-    """A voter restarted on a new disk may have voted in this epoch and acknowledged entries it no longer
-    holds. It answers no candidate (not even with a refusal), one with an empty log included, until it has
-    fetched from a leader up to the high watermark."""
-    ctx = RaftTestContext(1, rejoining=True)
-    assert ctx.client.abstaining
-    ctx.deliver(2, VoteRequest(5, 2, 3, 10))
-    ctx.deliver(2, VoteRequest(5, 2, 3, 10, pre_vote=True))
-    ctx.deliver(3, VoteRequest(1, 3, 0, 0))  # an empty log is no proof of anything either
-    assert not [e for e in ctx.sent if e.is_response]
-    # the leader of epoch 6 brings it up to its high watermark: it votes again
-    ctx = RaftTestContext(1, rejoining=True)
-    ctx.deliver(3, BeginQuorumEpochRequest(3, 6))
-    [fetch] = ctx.take(FetchRequest)
-    ctx.respond(fetch, FetchResponse(ErrorCode.none, 3, 6, 3, (LogEntry(1, b"a"), LogEntry(1, b"b"))))
-    assert ctx.client.abstaining  # two of the three committed entries
-    ctx.poll(100)
-    [fetch] = ctx.take(FetchRequest)
-    ctx.respond(fetch, FetchResponse(ErrorCode.none, 3, 6, 3, (LogEntry(6, b"c"),)))
-    assert not ctx.client.abstaining
-    assert not ctx.reply_to(ctx.deliver(2, VoteRequest(6, 2, 1, 1))).vote_granted  # answered: an older log
-
-
-def test_a_new_voter_is_not_abstaining():
-    assert not RaftTestContext(1).client.abstaining
 
 
 # ---- snapshots: a log that starts after offset 0 (KafkaRaftClientSnapshotTest) --------------------------------

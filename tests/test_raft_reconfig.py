@@ -24,11 +24,20 @@ from epochkraft.raft.messages import (
     FetchResponse,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
 from epochkraft.raft.quorum_state import QuorumStateData
-from epochkraft.raft.voter_set import KRAFT_VERSION_1, KRaftVersionRecord, ReplicaKey, VoterSet, VotersRecord
+from epochkraft.raft.voter_set import (
+    KRAFT_VERSION_1,
+    Endpoint,
+    KRaftVersionRecord,
+    ReplicaKey,
+    VoterSet,
+    VotersRecord,
+)
 from tests.raft_context import SETTINGS, RaftTestContext
 
 DIR = {n: uuid.UUID(int=n) for n in range(1, 10)}
@@ -402,3 +411,131 @@ def test_an_added_voter_stands_once_it_reads_itself_in_the_voter_set():
     ctx.poll(SETTINGS.fetch_timeout_ms)
     assert ctx.client.role == "prospective"
     assert {e.destination for e in ctx.take(VoteRequest)} == {1, 2, 3}
+
+
+# ---- listeners: AddRaftVoter's and UpdateRaftVoter (82) ----------------------------------------------------------
+NEW_LISTENER = (Endpoint("CONTROLLER", "127.0.0.1", 9994),)
+
+
+def test_added_voters_listeners_go_into_the_voters_record():
+    """KafkaRaftClientReconfigTest.testAddVoter: the VotersRecord carries the new voter's listeners (the
+    endpoints the others reach it on)."""
+    ctx = leader_with_high_watermark()
+    observer_caught_up(ctx, 4, DIR[4])
+    operator(ctx, AddRaftVoterRequest(4, DIR[4], listeners=NEW_LISTENER))
+    record = ctx.log.entries[-1].value
+    assert isinstance(record, VotersRecord)
+    assert (
+        record.voters.endpoints_of(4) == NEW_LISTENER and ctx.client.voter_set.endpoints_of(4) == NEW_LISTENER
+    )
+
+
+def update(ctx: RaftTestContext, request: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+    reply = ctx.reply_to(ctx.deliver(request.voter_id, request))
+    assert isinstance(reply, UpdateRaftVoterResponse)
+    return reply
+
+
+def test_testUpdateVoter():
+    """KafkaRaftClientReconfigTest.testUpdateVoter: the leader writes the voter's new listeners in a
+    VotersRecord and answers at once; the same listeners again write nothing."""
+    ctx = leader_with_high_watermark()
+    reply = update(ctx, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER))
+    assert reply == UpdateRaftVoterResponse(ErrorCode.none, 1, 1)
+    record = ctx.log.entries[-1].value
+    assert isinstance(record, VotersRecord) and record.voters.endpoints_of(2) == NEW_LISTENER
+    assert record.voters.voters == voters(1, 2, 3).voters
+    ctx.fetch_from(2, ctx.log.end_offset, 1, directory_id=DIR[2])
+    end = ctx.log.end_offset
+    assert update(ctx, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER)).error_code == ErrorCode.none
+    assert ctx.log.end_offset == end
+
+
+@pytest.mark.parametrize(
+    ("name", "setup", "change", "error"),
+    [
+        ("testUpdateVoterToNotLeader", not_leader, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER), ErrorCode.not_leader_or_follower),
+        ("testUpdateVoterWithKraftVersion0 (nothing to write)", static_leader, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER), ErrorCode.none),
+        ("testUpdateVoterWithoutFencedPreviousLeaders", unfenced_leader, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER), ErrorCode.request_timed_out),
+        ("testUpdateVoterWithNoneVoter", leader_with_high_watermark, UpdateRaftVoterRequest(1, 5, DIR[5], NEW_LISTENER), ErrorCode.voter_not_found),
+        ("testUpdateVoterWithNoneVoter (other disk)", leader_with_high_watermark, UpdateRaftVoterRequest(1, 2, NEW_DISK, NEW_LISTENER), ErrorCode.voter_not_found),
+        ("testUpdateVoterWithPendingAddVoter", pending_add, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER), ErrorCode.request_timed_out),
+        ("testInvalidUpdateVoter (no listeners)", leader_with_high_watermark, UpdateRaftVoterRequest(1, 2, DIR[2], ()), ErrorCode.invalid_request),
+        ("testInvalidUpdateVoter (kraft.version unsupported)", leader_with_high_watermark, UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER, (0, 0)), ErrorCode.invalid_request),
+        ("testUpdateVoterOldEpoch", leader_with_high_watermark, UpdateRaftVoterRequest(0, 2, DIR[2], NEW_LISTENER), ErrorCode.fenced_leader_epoch),
+        ("testUpdateVoterNewEpoch", leader_with_high_watermark, UpdateRaftVoterRequest(2, 2, DIR[2], NEW_LISTENER), ErrorCode.unknown_leader_epoch),
+    ],
+)  # fmt: skip
+def test_update_voter_refused(name, setup, change, error):
+    ctx = setup()
+    before = ctx.log.end_offset
+    assert update(ctx, change).error_code == error, name
+    assert ctx.log.end_offset == before  # nothing written
+
+
+def test_testDescribeQuorumWithVotersAndObservers():
+    """KafkaRaftClientReconfigTest / KafkaRaftClientTest.testDescribeQuorum at v2: voters and observers with
+    their directory ids, and the voters' listeners in ``nodes``."""
+    from epochkraft.raft.describe_quorum import describe_quorum
+
+    endpoints = {n: (Endpoint("CONTROLLER", "127.0.0.1", 9300 + n),) for n in (1, 2, 3)}
+    bootstrap = VoterSet(voters(1, 2, 3).voters, tuple(endpoints.items()))
+    ctx = RaftTestContext(1, bootstrap=bootstrap, directory_id=DIR[1])
+    ctx.become_leader()
+    ctx.fetch_from(2, 3, 1, directory_id=DIR[2])
+    observer_caught_up(ctx, 4, DIR[4])
+    [partition] = describe_quorum(ctx.client, 100).topics[0].partitions
+    assert [(r.replica_id, r.replica_directory_id) for r in partition.current_voters] == [
+        (n, DIR[n]) for n in (1, 2, 3)
+    ]
+    assert [(r.replica_id, r.replica_directory_id) for r in partition.observers] == [(4, DIR[4])]
+    nodes = describe_quorum(ctx.client, 100).nodes
+    assert {n.node_id: (n.listeners[0].host, n.listeners[0].port) for n in nodes} == {
+        n: ("127.0.0.1", 9300 + n) for n in (1, 2, 3)
+    }
+
+
+def follower_voter(local_endpoints) -> RaftTestContext:
+    """Voter 2 of the bootstrapped {1, 2, 3} (each on CONTROLLER://127.0.0.1:930N), following leader 1."""
+    endpoints = {n: (Endpoint("CONTROLLER", "127.0.0.1", 9300 + n),) for n in (1, 2, 3)}
+    bootstrap = VoterSet(voters(1, 2, 3).voters, tuple(endpoints.items()))
+    return RaftTestContext(
+        2,
+        bootstrap=bootstrap,
+        directory_id=DIR[2],
+        persisted=QuorumStateData(1, 1, -1, (1, 2, 3)),
+        local_endpoints=local_endpoints,
+    )
+
+
+def fetch_once(ctx: RaftTestContext) -> None:
+    ctx.poll()
+    [fetch] = ctx.take(FetchRequest, 1)
+    ctx.respond(fetch, FetchResponse(ErrorCode.none, 1, 1, 0))
+
+
+def test_testFollowerSendsUpdateVoter():
+    """KafkaRaftClientReconfigTest.testFollowerSendsUpdateVoter: a voter whose listeners differ from the
+    voter set's tells the leader once it has fetched from it; a failed answer is retried, a NONE is the
+    last."""
+    ctx = follower_voter(NEW_LISTENER)
+    ctx.poll()
+    assert not ctx.take(UpdateRaftVoterRequest)  # not before it has heard from the leader
+    fetch_once(ctx)
+    [update] = ctx.take(UpdateRaftVoterRequest, 1)
+    assert update.message == UpdateRaftVoterRequest(1, 2, DIR[2], NEW_LISTENER)
+    ctx.respond(update, UpdateRaftVoterResponse(ErrorCode.request_timed_out, 1, 1))
+    ctx.poll(SETTINGS.retry_backoff_ms)
+    [update] = ctx.take(UpdateRaftVoterRequest, 1)
+    ctx.respond(update, UpdateRaftVoterResponse(ErrorCode.none, 1, 1))
+    ctx.poll(SETTINGS.request_timeout_ms)
+    assert not ctx.take(UpdateRaftVoterRequest)
+
+
+def test_follower_with_its_listeners_in_the_voter_set_sends_no_update_voter():
+    """Unlike Kafka, which sends UpdateRaftVoter to every new leader: only listeners that differ are sent,
+    so a voter restarted on the same address writes no VotersRecord."""
+    ctx = follower_voter((Endpoint("CONTROLLER", "127.0.0.1", 9302),))
+    fetch_once(ctx)
+    ctx.poll(SETTINGS.request_timeout_ms)
+    assert not ctx.take(UpdateRaftVoterRequest)

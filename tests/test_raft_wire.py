@@ -5,6 +5,7 @@ topic or partition is refused."""
 from __future__ import annotations
 
 import io
+import uuid
 
 import pytest
 from kio.serial import entity_reader, entity_writer
@@ -16,9 +17,11 @@ from epochkraft.raft.messages import (
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    FetchRequest,
     VoteRequest,
     VoteResponse,
 )
+from epochkraft.raft.voter_set import Endpoint
 
 CASES = [
     (
@@ -30,8 +33,18 @@ CASES = [
     (VoteResponse(ErrorCode.none, 4, 7, True), wire.encode_vote_response, wire.decode_vote_response),
     (
         BeginQuorumEpochRequest(2, 9),
-        lambda m: wire.encode_begin_quorum_epoch_request(m, "c1"),
+        lambda m: wire.encode_begin_quorum_epoch_request(m, "c1", 3, ()),
         wire.decode_begin_quorum_epoch_request,
+    ),
+    (
+        BeginQuorumEpochRequest(2, 9, uuid.UUID(int=3)),
+        lambda m: wire.encode_begin_quorum_epoch_request(m, "c1", 3, (Endpoint("CONTROLLER", "h", 9093),)),
+        wire.decode_begin_quorum_epoch_request,
+    ),
+    (
+        VoteRequest(7, 2, 6, 120, False, uuid.UUID(int=2), uuid.UUID(int=3)),
+        lambda m: wire.encode_vote_request(m, "c1", 3),
+        wire.decode_vote_request,
     ),
     (
         BeginQuorumEpochResponse(ErrorCode.fenced_leader_epoch, 3, 10),
@@ -41,6 +54,13 @@ CASES = [
     (
         EndQuorumEpochRequest(2, 9, (3, 1)),
         lambda m: wire.encode_end_quorum_epoch_request(m, "c1"),
+        wire.decode_end_quorum_epoch_request,
+    ),
+    (
+        EndQuorumEpochRequest(2, 9, (3, 1)),
+        lambda m: wire.encode_end_quorum_epoch_request(
+            m, "c1", lambda voter: uuid.UUID(int=voter), (Endpoint("CONTROLLER", "h", 9093),)
+        ),
         wire.decode_end_quorum_epoch_request,
     ),
     (
@@ -84,3 +104,43 @@ def test_a_request_for_another_partition_is_invalid():
     assert wire.decode_vote_response(wire.invalid_vote_response()) == VoteResponse(
         ErrorCode.invalid_request, -1, -1, False
     )
+
+
+def test_fetch_v17_carries_the_replica_directory_id_and_the_leaders_endpoint():
+    """Fetch v17 (KIP-853): the fetching replica's directory id in the partition (the leader tells a voter's
+    disk from a new one by it); NodeEndpoints says where the leader named in the answer is reached."""
+    request = FetchRequest(4, 2, 10, 1, 500, uuid.UUID(int=4))
+    body = wire.encode_fetch_request(request, "c1")
+    decoded, _data = roundtrip(body)
+    partition = decoded.topics[0].partitions[0]
+    assert wire.decode_fetch_request(4, 500, partition) == request
+    endpoints = (Endpoint("OTHER", "h", 1), Endpoint("CONTROLLER", "h", 9093))
+    [node] = wire.node_endpoints(1, endpoints, "CONTROLLER")
+    assert (node.node_id, node.host, node.port) == (1, "h", 9093)
+    assert wire.node_endpoints(-1, endpoints, "CONTROLLER") == ()
+
+
+def test_end_quorum_epoch_v0_still_decodes():
+    """EndQuorumEpoch v0 names the preferred successors by id only (v1 adds their directory ids)."""
+    from kio.schema.end_quorum_epoch.v0 import request as v0
+
+    v1_body = wire.encode_end_quorum_epoch_request(EndQuorumEpochRequest(2, 9, (3, 1)), "c1")
+    body = v0.EndQuorumEpochRequest(
+        cluster_id="c1",
+        topics=tuple(
+            v0.TopicData(
+                topic_name=t.topic_name,
+                partitions=tuple(
+                    v0.PartitionData(
+                        partition_index=p.partition_index,
+                        leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch,
+                        preferred_successors=tuple(c.candidate_id for c in p.preferred_candidates),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in v1_body.topics
+        ),
+    )
+    assert wire.decode_end_quorum_epoch_request(roundtrip(body)[0]) == EndQuorumEpochRequest(2, 9, (3, 1))

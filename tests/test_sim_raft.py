@@ -1,8 +1,8 @@
 """The controller-quorum simulation: reproducible per seed, every Raft safety property and liveness held
 by the core, the Raft paper's figure-8 commit bug found and shrunk when switched on, and a dynamic quorum
 (KIP-853) whose controllers lose their disks and are removed and added back, under one-way and pairwise
-partitions and restarts at any step; with the --rejoin rule instead, the simulator finds and shrinks a
-leader without committed entries (issue 26's scenarios 1-3)."""
+partitions and restarts at any step; with a wiped controller back as its old voter instead (what a static
+quorum does with a new disk), the simulator finds and shrinks a leader without committed entries."""
 
 from __future__ import annotations
 
@@ -62,7 +62,6 @@ def run_cli(*args: str, tmp_path) -> dict:
         ("raft", 200, 5),
         ("raft-churn", 200, 5),
         ("raft", 100, 3),
-        ("raft-wipe", 300, 5),
         ("raft-snapshots", 300, 5),
         # the KIP-853 grammar: 2,000 seeds in all (more with `epochkraft sim --faults raft-reconfig`)
         ("raft-reconfig", 1500, 3),
@@ -103,17 +102,6 @@ def test_failover_benchmark_measures_election_then_commit():
     elected, committed = one_failover(1, settings, 3)
     assert 0 < elected <= committed
     assert elected >= settings.fetch_timeout_ms - settings.fetch_max_wait_ms
-
-
-def test_a_voter_on_a_new_disk_that_votes_at_once_is_found(monkeypatch):
-    """A voter restarted on an empty disk that votes before it caught up completes a majority that lacks
-    an entry its lost disk had acknowledged: a leader without a committed entry. Seed 19 of raft-wipe finds
-    it with the unsafe switch; with the rejoin rule the same schedule is safe."""
-    monkeypatch.setattr(raft_client, "UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS", True)
-    violation = run_raft_seed(19, faults="raft-wipe").violation
-    assert violation is not None and "leader completeness" in violation
-    monkeypatch.setattr(raft_client, "UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS", False)
-    assert run_raft_seed(19, faults="raft-wipe").violation is None
 
 
 def test_snapshots_are_taken_and_installed():
@@ -167,9 +155,9 @@ def test_a_controller_on_a_new_disk_observes_until_the_operator_adds_it_back(sch
     )
 
 
-# The shrunk schedule of seed 25 (3 voters) with the unsafe switch: voter-2 loses its disk three times; the
-# first start after each wipe abstains, the later ones do not (the abstention is not durable: issue 26's
-# scenario 3); with voter-1's messages to voter-3 lost, voter-2 and voter-3 elect voter-2 without r25.
+# A schedule the simulator found with the unsafe switch (seed 25, 3 voters): voter-2 loses its disk three
+# times and comes back as its old voter each time; with voter-1's messages to voter-3 lost, voter-2 and
+# voter-3 elect voter-2 without a committed entry.
 REJOIN_FINDING = [
     RaftFault(233, "wipe", 2, 0, 577),
     RaftFault(912, "wipe", 2, 0, 53),
@@ -190,7 +178,7 @@ def test_the_rejoin_rule_loses_a_committed_entry_where_the_observer_path_does_no
 
 @pytest.mark.sweep
 def test_the_rejoin_rule_is_found_and_shrunk(tmp_path):
-    """With the unsafe switch a wiped controller comes back as its old voter under the --rejoin rule; over
+    """With the unsafe switch a wiped controller comes back as its old voter, empty; over
     150 seeds of the KIP-853 grammar the simulator finds a broken invariant and shrinks the schedule to a
     handful of faults, disk losses among them."""
     summary = run_cli(

@@ -137,7 +137,7 @@ NO_ERROR_FIELD = {(35, 1), (35, 2)}
 # INVALID_REQUEST (Kafka's ControllerApis.deleteTopics), and the sweep's scenario gives both.
 REFUSED_BEFORE_NODE = {(20, 6)}
 # DescribeQuorum for another topic: UNKNOWN_TOPIC_OR_PARTITION in the partition, before the node is asked.
-UNKNOWN_BEFORE_NODE = {(55, 0), (55, 1)}
+UNKNOWN_BEFORE_NODE = {(55, 0), (55, 1), (55, 2)}
 
 
 # Answered without a node: ApiVersions (from the registry); SASL outside a SASL listener

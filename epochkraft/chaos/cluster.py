@@ -8,9 +8,16 @@ HTTP port is its Kafka port + 100. Port 0 picks free ports (tests).
 
 With ``controllers > 1`` the controllers are voters of a Raft quorum, node ids 3000, 3001, ... (apart from
 the brokers' 1..N), named ``controller-3000`` and so on; voter i listens below broker 1's port, on
-``base_port - 1 - i`` (9091, 9090, 9089), its admin port again + 100. A voter's address must be known before
-it starts (every voter names every other in ``--quorum-voters``), so with port 0 free ports are picked up
-front. Every broker is given every controller's address and follows the active one.
+``base_port - 1 - i`` (9091, 9090, 9089), its admin port again + 100. The quorum is dynamic (KIP-853): each
+voter's data dir is formatted with ``--initial-controllers`` (every voter's id, address and a directory id
+picked up front) and finds the others through ``controller.quorum.bootstrap.servers``; ``static_quorum``
+runs ``--quorum-voters`` instead. A voter's address must be known before it starts, so with port 0 free
+ports are picked up front. Every broker is given every controller's address and follows the active one.
+
+A voter restarted on a wiped disk (``restart_voter(wipe=True)``) is formatted with no initial controllers:
+it gets a new directory id and comes back an observer; the cluster then replaces its old key in the voter
+set with the new one, as an operator would (RemoveRaftVoter, then AddRaftVoter once it has caught up:
+chaos/quorum_ops.py).
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ class LocalCluster:
     controller_for: dict[int, str] = field(default_factory=dict)  # broker -> controller address(es) (proxies)
     secure: bool = False  # mTLS between daemons, SCRAM over TLS for clients, the authorizer on
     controllers: int = 1  # > 1: a Raft quorum of controllers (voters FIRST_VOTER_ID, ...)
+    static_quorum: bool = False  # a quorum of controller.quorum.voters (kraft.version 0), not a dynamic one
+    directory_ids: dict[int, str] = field(default_factory=dict)  # each voter's first disk (Kafka's uuid text)
     # (voter, other voter) -> the address ``voter`` reaches the other at (a proxy, to cut the link)
     voter_address_for: dict[tuple[int, int], str] = field(default_factory=dict)
     controller: LocalProcess | None = None
@@ -113,6 +122,28 @@ class LocalCluster:
     def voter_address(self, voter: int) -> str:
         return f"127.0.0.1:{self.voter_port(voter)}"
 
+    def directory_id(self, voter: int) -> str:
+        """The directory id voter ``voter``'s first disk is formatted with (--initial-controllers)."""
+        if voter not in self.directory_ids:
+            from epochkraft.controller.storage import kafka_uuid, random_directory_id
+
+            self.directory_ids[voter] = kafka_uuid(random_directory_id())
+        return self.directory_ids[voter]
+
+    def restart_voter(
+        self, voter: int, *, wipe: bool = False, power_loss: bool = False, timeout: float = 60.0
+    ) -> str:
+        """Restarts a quorum voter; on a wiped disk of a dynamic quorum it comes back an observer with a new
+        directory id, and its old key in the voter set is replaced by the new one (RemoveRaftVoter, then
+        AddRaftVoter). Returns what was done."""
+        proc = self.voters[voter]
+        proc.restart(wipe=wipe, power_loss=power_loss)
+        if not wipe or self.static_quorum:
+            return "restarted"
+        from epochkraft.chaos.quorum_ops import replace_voter
+
+        return replace_voter(self, voter, timeout)
+
     def _controller_args(self, node_id: int, data: Path) -> list[str]:
         args = [
             "controller",
@@ -123,12 +154,30 @@ class LocalCluster:
             "--data-dir",
             str(data),
         ]
-        if self.quorum:
+        if self.quorum and self.static_quorum:
             voters = ",".join(
                 f"{v}@{self.voter_address_for.get((node_id, v), self.voter_address(v))}"
                 for v in voter_ids(self.controllers)
             )
             args += ["--node-id", str(node_id), "--quorum-voters", voters]
+        elif self.quorum:
+            bootstrap = ",".join(
+                self.voter_address_for.get((node_id, v), self.voter_address(v))
+                for v in voter_ids(self.controllers)
+            )
+            initial = ",".join(
+                f"{v}@{self.voter_address(v)}:{self.directory_id(v)}" for v in voter_ids(self.controllers)
+            )
+            args += [
+                "--node-id",
+                str(node_id),
+                "--override",
+                f"controller.quorum.bootstrap.servers={bootstrap}",
+            ]
+            args += ["--initial-controllers", initial]
+            for (source, target), address in sorted(self.voter_address_for.items()):
+                if source == node_id:
+                    args += ["--voter-address", f"{target}@{address}"]
         if self.session_timeout_ms is not None:
             args += ["--session-timeout-ms", str(self.session_timeout_ms)]
         if self.metrics_dir is not None:
@@ -309,6 +358,8 @@ class LocalCluster:
             "base_port": self.base_port,
             "admin_ports": self.admin_ports,
             "controllers": self.controllers,
+            "static_quorum": self.static_quorum,
+            "directory_ids": {str(k): v for k, v in self.directory_ids.items()},
             "free_admin_ports": {str(k): v for k, v in self._free_admin.items()},
             "voter_ports": {str(k): v for k, v in self._voter_ports.items()},
             "bootstrap": self.bootstrap,
@@ -335,7 +386,9 @@ class LocalCluster:
             cluster_id=state["cluster_id"],
             admin_ports=state.get("admin_ports", False),
             controllers=state.get("controllers", 1),
+            static_quorum=state.get("static_quorum", True),
         )
+        cluster.directory_ids = {int(k): v for k, v in state.get("directory_ids", {}).items()}
         cluster._free_admin = {int(k): v for k, v in state.get("free_admin_ports", {}).items()}
         cluster._voter_ports = {int(k): v for k, v in state.get("voter_ports", {}).items()}
         for name, info in state["nodes"].items():

@@ -181,12 +181,24 @@ def _kill(args: argparse.Namespace) -> int:
 def _restart(args: argparse.Namespace) -> int:
     cluster = _load(args)
     node = _node(cluster, args.node)
-    node.restart(wipe=args.wipe, power_loss=args.power_loss)
+    voter = next((v for v, proc in cluster.voters.items() if proc is node), None)
+    if voter is not None:
+        # a dynamic quorum's voter on a new disk: an observer, then its old key replaced by the new one
+        try:
+            done = cluster.restart_voter(voter, wipe=args.wipe, power_loss=args.power_loss)
+        except RuntimeError as exc:
+            cluster.save()
+            raise SystemExit(f"epochkraft cluster: {exc}") from None
+    else:
+        node.restart(wipe=args.wipe, power_loss=args.power_loss)
+        done = ""
     cluster.save()
     print(
         f"{_named(node, args.node)} restarted (pid {node.pid}){' with an empty data dir' if args.wipe else ''}"
         f"{' after a simulated power loss' if args.power_loss else ''}"
     )
+    if done and done != "restarted":
+        print(done)
     return 0
 
 

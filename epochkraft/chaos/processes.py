@@ -173,8 +173,16 @@ class LocalProcess:
                 wipe_dir(self.data_dir)
             elif power_loss:
                 cut_to_recovery_point(self.data_dir)
-        if "--quorum-voters" in self.args:
-            # A voter on a new disk rejoins: it votes for nobody until it has caught up with the leader
-            # (its lost self may have voted in this epoch already). Only the start after the wipe.
-            self.args = [a for a in self.args if a != "--rejoin"] + (["--rejoin"] if wipe else [])
+        if wipe:
+            self.args = args_for_new_disk(self.args)
         self.start(timeout)
+
+
+def args_for_new_disk(args: list[str]) -> list[str]:
+    """A controller's arguments for a new disk: formatted with no initial controllers (kafka-storage format
+    --no-initial-controllers), so with a new directory id, an observer until it is added again. Formatted
+    with them, it would take its old directory id from the list and vote as the voter it was."""
+    if "--initial-controllers" not in args:
+        return args
+    at = args.index("--initial-controllers")
+    return args[:at] + args[at + 2 :]

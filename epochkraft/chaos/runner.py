@@ -31,6 +31,7 @@ from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.cluster import STATE_FILE, LocalCluster, voter_ids
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
+from epochkraft.chaos.quorum_ops import replace_voter_async
 from epochkraft.metrics.events import EventLog, read_events
 from epochkraft.metrics.live_view import CHAOS_NODE
 from epochkraft.protocol.errors import ErrorCode
@@ -279,7 +280,8 @@ async def _apply_quorum(
         victim = rng.choice(sorted(cluster.voters))
         await asyncio.to_thread(lambda: cluster.voters[victim].restart(wipe=True))
         was = " (it was active)" if victim == active else ""
-        return f"controller {victim} restarted on an empty disk, rejoining{was}"
+        done = await replace_voter_async(cluster, victim, 60.0)
+        return f"controller {victim} restarted on an empty disk{was}: {done}"
     raise ValueError(f"unknown quorum fault {fault!r}")
 
 

@@ -4,9 +4,14 @@
 [--data-dir DIR] [--metrics-dir DIR] [--admin-port P] [--config FILE] [--check-config]
 [--quorum-voters ID@HOST:PORT,...]``
 
-With --quorum-voters the controller is one voter of a Raft quorum (controller/quorum.py and
-quorum_driver.py): its log is the Raft log, records count only once committed, and it serves brokers and
-admin clients while it is the active controller (NOT_CONTROLLER otherwise). Without it, what follows:
+With --quorum-voters (controller.quorum.voters) the controller is one voter of a static Raft quorum
+(controller/quorum.py and quorum_driver.py): its log is the Raft log, records count only once committed, and
+it serves brokers and admin clients while it is the active controller (NOT_CONTROLLER otherwise). With
+controller.quorum.bootstrap.servers instead, the quorum is dynamic (KIP-853): the voters are in the log,
+from the bootstrap checkpoint written when the data dir is formatted with --initial-controllers or
+--standalone (controller/storage.py); a controller formatted with neither starts as an observer until an
+AddRaftVoter adds it. Either way the data dir gets a meta.properties with its directory id on first start.
+Without a quorum, what follows:
 
 With --data-dir every metadata batch is appended to ``<data-dir>/__cluster_metadata-0/00000000000000000000.log``
 (RecordBatch v2, Kafka's log format) before the request that wrote it is answered, and replayed at startup
@@ -40,10 +45,17 @@ from epochkraft.controller.controller import Controller
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
 from epochkraft.controller.quorum import ControllerQuorum
-from epochkraft.controller.quorum_driver import QuorumDriver, parse_voters
+from epochkraft.controller.quorum_driver import BOOTSTRAP_ID_BASE, QuorumDriver, parse_voters
 from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.snapshots import MetadataSnapshotter
+from epochkraft.controller.storage import (
+    format_controller_dir,
+    initial_voter_set,
+    kafka_uuid,
+    parse_initial_controllers,
+    random_directory_id,
+)
 from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
 from epochkraft.metadata.snapshot_file import (
@@ -56,10 +68,12 @@ from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
 from epochkraft.protocol.records import iter_batches, whole_batches
+from epochkraft.raft.batches import snapshot_membership
 from epochkraft.raft.client import RaftClient
 from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
 from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
+from epochkraft.raft.voter_set import Endpoint, ReplicaKey, VoterSet
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
@@ -232,10 +246,24 @@ def build_parser() -> argparse.ArgumentParser:
         "included (default: a single controller, no quorum)",
     )
     parser.add_argument(
-        "--rejoin",
+        "--initial-controllers",
+        metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+        help="a dynamic quorum's first voters (with controller.quorum.bootstrap.servers), written into the "
+        "bootstrap checkpoint when the data dir is formatted, as kafka-storage format --initial-controllers; "
+        "this controller takes its own directory id from the list",
+    )
+    parser.add_argument(
+        "--standalone",
         action="store_true",
-        help="in a quorum: this controller's disk was lost and replaced; it takes no part in elections "
-        "until it has caught up with the leader (as Kafka's kafka-storage format --no-initial-controllers)",
+        help="a dynamic quorum of this controller alone, as kafka-storage format --standalone (others are "
+        "added later with AddRaftVoter)",
+    )
+    parser.add_argument(
+        "--voter-address",
+        action="append",
+        metavar="ID@HOST:PORT",
+        help="for fault injection: reach controller ID at this address rather than at its endpoints in the "
+        "voter set (a proxy that can cut the link); repeatable",
     )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--check-config", action="store_true", help="validate flags and config, then exit")
@@ -252,18 +280,59 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         {"session_timeout_ms": args.session_timeout_ms, "quorum_voters": args.quorum_voters},
         parse_overrides(args.override),
     )
+    if settings.quorum_voters and settings.quorum_bootstrap_servers:
+        raise ConfigError(
+            "controller.quorum.voters and controller.quorum.bootstrap.servers: one or the other"
+        )
+    if (args.initial_controllers or args.standalone) and not settings.quorum_bootstrap_servers:
+        raise ConfigError("--initial-controllers and --standalone need controller.quorum.bootstrap.servers")
+    if args.initial_controllers and args.standalone:
+        raise ConfigError("--initial-controllers or --standalone, not both")
     if settings.quorum_voters:
         voters = parse_voters(settings.quorum_voters)
         if args.node_id not in voters:
             raise ConfigError(f"--node-id {args.node_id} is not one of controller.quorum.voters")
-        if not args.data_dir:
-            raise ConfigError("a controller in a quorum needs --data-dir (its log and quorum-state)")
+    if args.voter_address:
+        parse_voters(",".join(args.voter_address))
+    if settings.quorum_bootstrap_servers:
+        parse_bootstrap_servers(settings.quorum_bootstrap_servers)
+        initial_voters(args, settings, listen)
+    if in_quorum(settings) and not args.data_dir:
+        raise ConfigError("a controller in a quorum needs --data-dir (its log and quorum-state)")
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     NodeSecurity.build(settings).server_ssl(listener_protocol(settings), listener_name(settings))
     bootstrap_scram(args.add_scram)
     return settings, listen
+
+
+def in_quorum(settings: ControllerSettings) -> bool:
+    return bool(settings.quorum_voters or settings.quorum_bootstrap_servers)
+
+
+def parse_bootstrap_servers(text: str) -> tuple[tuple[str, int], ...]:
+    """controller.quorum.bootstrap.servers: host:port separated by commas."""
+    servers = tuple(parse_host_port(part.strip()) for part in text.split(",") if part.strip())
+    if not servers:
+        raise ConfigError("controller.quorum.bootstrap.servers is empty")
+    return servers
+
+
+def initial_voters(
+    args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]
+) -> VoterSet | None:
+    """The bootstrap voter set --initial-controllers or --standalone asks for (None: neither)."""
+    name = listener_name(settings) or "CONTROLLER"
+    if args.standalone:
+        key = ReplicaKey(args.node_id, random_directory_id())
+        return VoterSet((key,), ((args.node_id, (Endpoint(name, *listen),)),))
+    if not args.initial_controllers:
+        return None
+    voters = initial_voter_set(parse_initial_controllers(args.initial_controllers), name)
+    if voters.key_of(args.node_id) is None:
+        raise ConfigError(f"--initial-controllers does not name --node-id {args.node_id}")
+    return voters
 
 
 def bootstrap_scram(values: list[str] | None) -> list[UserScramCredentialRecord]:
@@ -293,9 +362,19 @@ def listener_name(settings: ControllerSettings) -> str:
 def open_quorum(
     args: argparse.Namespace, settings: ControllerSettings, log: Any, ssl_context: Any
 ) -> tuple[QuorumDriver, MetadataSnapshotter]:
-    """A controller of a Raft quorum: its log and quorum-state from the data dir, the newest snapshot
+    """A controller of a Raft quorum: its data dir formatted if new (meta.properties with its directory id,
+    and a dynamic quorum's bootstrap checkpoint), its log and quorum-state from there, the newest snapshot
     loaded, the rest replayed as the quorum commits it."""
-    voters = parse_voters(settings.quorum_voters)
+    voters = parse_voters(settings.quorum_voters) if settings.quorum_voters else {}
+    bootstrap = parse_bootstrap_servers(settings.quorum_bootstrap_servers) if not voters else ()
+    listen = parse_host_port(args.listen)
+    meta = format_controller_dir(
+        Path(args.data_dir),
+        args.cluster_id,
+        args.node_id,
+        initial_voters=initial_voters(args, settings, listen) if bootstrap else None,
+        now_ms=int(time.time() * 1000),
+    )
     started = time.monotonic()
     raft_log = MetadataRaftLog(Path(args.data_dir))
     assert raft_log.directory is not None
@@ -315,7 +394,9 @@ def open_quorum(
             retry_backoff_ms=settings.quorum_retry_backoff_ms,
         ),
         rng=random.Random(),
-        rejoining=args.rejoin,
+        directory_id=meta.directory_id,
+        bootstrap_servers=tuple(BOOTSTRAP_ID_BASE - i for i in range(len(bootstrap))),
+        local_endpoints=(Endpoint(listener_name(settings) or "CONTROLLER", *listen),),
     )
     log_dir = raft_log.directory
     quorum = ControllerQuorum(
@@ -334,6 +415,9 @@ def open_quorum(
         log_end_offset=raft_log.end_offset,
         torn_tail_bytes=raft_log.torn_tail_bytes,
         epoch=raft.epoch,
+        directory_id=kafka_uuid(meta.directory_id),
+        kraft_version=raft.kraft_version,
+        voters=str(raft.voter_set),
         seconds=round(time.monotonic() - started, 3),
     )
 
@@ -357,9 +441,23 @@ def open_quorum(
         published=quorum.published,
         snapshot_point=snapshot_point,
         on_written=trim,
+        membership=lambda snapshot_id: snapshot_membership(
+            raft_log.voter_history.value_at_or_before(snapshot_id.end_offset - 1), raft.kraft_version
+        ),
     )
+    name = listener_name(settings) or "CONTROLLER"
     driver = QuorumDriver(
-        quorum, store, voters, args.cluster_id, log, ssl_context, settings.quorum_request_timeout_ms
+        quorum,
+        store,
+        voters,
+        args.cluster_id,
+        log,
+        ssl_context,
+        settings.quorum_request_timeout_ms,
+        bootstrap=bootstrap,
+        listener_name=name,
+        local_endpoints=(Endpoint(name, *listen),),
+        overrides=parse_voters(",".join(args.voter_address)) if args.voter_address else {},
     )
 
     def installed(snapshot_id: SnapshotId) -> None:
@@ -372,7 +470,7 @@ def open_quorum(
 
 async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]) -> int:
     log = logs.configure(f"controller-{args.node_id}", args.log_level)
-    if settings.quorum_voters:
+    if in_quorum(settings):
         return await serve_quorum(args, settings, listen, log)
     log_file = MetadataLogFile(Path(args.data_dir)) if args.data_dir else None
     metadata_log = MetadataLog(log_file.base_offset if log_file is not None else 0)
@@ -612,11 +710,14 @@ def load_newest_snapshot(
         log.warning("metadata snapshot not used", file=snapshot_filename(snapshot_id), reason=reason)
 
     snapshot = newest_valid_snapshot(log_dir, log_end, rejected)
+    if snapshot is not None and snapshot.snapshot_id.end_offset == 0:
+        snapshot = None  # the bootstrap checkpoint: a dynamic quorum's first voters, no metadata
     if snapshot is None or snapshot.snapshot_id.end_offset < log_start:
         if log_start > 0:
             raise ConfigError(
                 f"the metadata log in {log_dir} starts at offset {log_start} and no readable snapshot "
-                "reaches it (restart this controller on an empty data dir, with --rejoin in a quorum)"
+                "reaches it (restart this controller on an empty data dir; in a dynamic quorum it comes back as an "
+                "observer with a new directory id, to be added again)"
             )
         return None
     count = controller.load_snapshot(snapshot)

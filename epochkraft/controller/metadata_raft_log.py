@@ -18,9 +18,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from epochkraft.metadata.segment import find_segment, rewrite_segment
-from epochkraft.metadata.snapshot_file import snapshot_ids
+from epochkraft.metadata.snapshot import SnapshotError, SnapshotId
+from epochkraft.metadata.snapshot_file import read_snapshot_file, snapshot_ids
 from epochkraft.protocol.records import parse_header
-from epochkraft.raft.batches import MetadataLogError, batch_entry, entry_batch, split_batches
+from epochkraft.raft.batches import (
+    MetadataLogError,
+    batch_entry,
+    entry_batch,
+    read_membership,
+    split_batches,
+)
 from epochkraft.raft.log import LogEntry, RaftLog
 from epochkraft.raft.voter_set import VoterSet
 
@@ -42,12 +49,25 @@ class MetadataRaftLog(RaftLog):
             directory = data_dir / LOG_DIR_NAME
             directory.mkdir(parents=True, exist_ok=True)
             self.path, base = find_segment(directory)
+            ends = [s for s in snapshot_ids(directory) if s.end_offset == base]
             if base > 0:  # the records before it are in the snapshot that ends there
-                ends = [s for s in snapshot_ids(directory) if s.end_offset == base]
                 self._end = self.start_offset = base
                 self.snapshot_epoch = ends[-1].epoch if ends else 0
                 self.epochs = [(self.snapshot_epoch, base)]
+            if ends:
+                # the voter set and kraft.version below the log (KRaftControlRecordStateMachine reads
+                # the snapshot, or the bootstrap checkpoint 0-0, before the log's records)
+                self._load_membership(directory, ends[-1])
             self._open()
+
+    def _load_membership(self, directory: Path, snapshot_id: SnapshotId) -> None:
+        try:
+            snapshot = read_snapshot_file(directory, snapshot_id)
+        except (OSError, SnapshotError):
+            return  # the daemon refuses to start from a log without a readable snapshot below it
+        voters, version = read_membership(snapshot.membership)
+        if voters is not None or version:
+            self.voter_history.reset(snapshot_id.end_offset - 1, voters, version)
 
     @property
     def directory(self) -> Path | None:

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import ssl
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -32,6 +33,7 @@ from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.raft import wire
+from epochkraft.raft.batches import read_membership
 from epochkraft.raft.client import Output, RaftClient
 from epochkraft.raft.describe_quorum import describe_quorum
 from epochkraft.raft.messages import (
@@ -41,13 +43,15 @@ from epochkraft.raft.messages import (
     FetchRequest,
     FetchResponse,
     Message,
+    UpdateRaftVoterRequest,
     VoteRequest,
 )
 from epochkraft.raft.quorum_state import NO_LEADER, LeaderState, ReplicaState
 from epochkraft.raft.state_store import FileQuorumStateStore
-from epochkraft.raft.voter_set import ReplicaKey
+from epochkraft.raft.voter_set import Endpoint, Endpoints, ReplicaKey
 
 T = TypeVar("T")
+BOOTSTRAP_ID_BASE = -2  # the core's id of the first bootstrap server (Kafka's bootstrap nodes: -2, -3, ...)
 EXCHANGE_TIMEOUT_S = 30.0
 
 
@@ -82,7 +86,18 @@ class QuorumDriver:
         log: Any,
         ssl_context: ssl.SSLContext | None = None,
         request_timeout_ms: int = 5000,
+        *,
+        bootstrap: tuple[tuple[str, int], ...] = (),
+        listener_name: str = "",
+        local_endpoints: Endpoints = (),
+        overrides: dict[int, tuple[str, int]] | None = None,
     ) -> None:
+        """``voters``: a static quorum's addresses (controller.quorum.voters); a dynamic quorum reaches its
+        voters on the endpoints of the voter set in its log, and ``bootstrap`` (controller.quorum
+        .bootstrap.servers, the core's ids -2, -3, ... as Kafka's bootstrap nodes) until it knows a leader.
+        ``listener_name``: the controller listener whose endpoints are used; ``local_endpoints``: this
+        controller's own (what it tells others); ``overrides``: addresses that take the place of a
+        controller's endpoints (fault injection: a proxy per link)."""
         self.quorum = quorum
         self.raft: RaftClient = quorum.raft
         self.store = store
@@ -90,18 +105,14 @@ class QuorumDriver:
         self.log = log
         self.local_id = self.raft.local_id
         self.voters = voters
-        self.clients = {
-            voter: KafkaClient(
-                host,
-                port,
-                client_id=f"controller-{self.local_id}-raft",
-                request_timeout_ms=request_timeout_ms,
-                connect_timeout_ms=min(request_timeout_ms, 2000),
-                ssl_context=ssl_context,
-            )
-            for voter, (host, port) in voters.items()
-            if voter != self.local_id
-        }
+        self.bootstrap = bootstrap
+        self.listener_name = listener_name
+        self.local_endpoints = local_endpoints
+        self.overrides = overrides or {}
+        self.learned: dict[int, tuple[str, int]] = {}  # leaders' addresses from Fetch answers (NodeEndpoints)
+        self.ssl_context = ssl_context
+        self.request_timeout_ms = request_timeout_ms
+        self.clients: dict[tuple[str, int], KafkaClient] = {}
         self._incoming_ids = itertools.count(1 << 40)  # apart from the core's own correlation ids
         self._replies: dict[tuple[int, int], asyncio.Future[Message]] = {}
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
@@ -113,6 +124,46 @@ class QuorumDriver:
         self.installed: list[Callable[[SnapshotId], None]] = []  # told of each snapshot installed
         self.role = self.raft.role
         self.leader_id = self.raft.leader_id
+
+    # ---- where the other controllers are -------------------------------------------------------------------
+    def endpoints_of(self, node: int) -> Endpoints:
+        """A controller's endpoints as this one knows them: its own, the voter set's, or a static voter's."""
+        if node == self.local_id and self.local_endpoints:
+            return self.local_endpoints
+        endpoints = self.raft.voter_set.endpoints_of(node)
+        if endpoints:
+            return endpoints
+        address = self.voters.get(node) or self.learned.get(node)
+        return () if address is None else (Endpoint(self.listener_name or "CONTROLLER", *address),)
+
+    def _directory_of(self, voter: int) -> uuid.UUID | None:
+        key = self.raft.voter_set.key_of(voter)
+        return None if key is None else key.directory_id
+
+    def address_of(self, node: int) -> tuple[str, int] | None:
+        if node <= BOOTSTRAP_ID_BASE:  # -2, -3, ...: a bootstrap server
+            index = BOOTSTRAP_ID_BASE - node
+            return self.bootstrap[index] if index < len(self.bootstrap) else None
+        endpoint = wire.pick_endpoint(self.endpoints_of(node), self.listener_name)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
+
+    def client_for(self, node: int) -> KafkaClient | None:
+        if node == self.local_id:
+            return None
+        address = self.overrides.get(node) or self.address_of(node)
+        if address is None:
+            return None
+        client = self.clients.get(address)
+        if client is None:
+            client = self.clients[address] = KafkaClient(
+                address[0],
+                address[1],
+                client_id=f"controller-{self.local_id}-raft",
+                request_timeout_ms=self.request_timeout_ms,
+                connect_timeout_ms=min(self.request_timeout_ms, 2000),
+                ssl_context=self.ssl_context,
+            )
+        return client
 
     @staticmethod
     def now_ms() -> int:
@@ -174,13 +225,17 @@ class QuorumDriver:
             self._wake.set()
 
     async def _send(self, envelope: Envelope) -> None:
-        client = self.clients.get(envelope.destination)
+        client = self.client_for(envelope.destination)
         if client is None:
             return
         message = envelope.message
         answer: Message
         try:
-            answer = self._decode(message, await client.send(self._encode(message)))
+            raw = await client.send(self._encode(message, envelope.destination))
+            for node in getattr(raw, "node_endpoints", ()):
+                if isinstance(message, FetchRequest) and node.node_id >= 0:
+                    self.learned[node.node_id] = (node.host, node.port)
+            answer = self._decode(message, raw)
         except (NetworkError, ProtocolError, OSError, wire.InvalidRaftRequest) as exc:
             self.log.debug(
                 "raft request failed", to=envelope.destination, api=type(message).__name__, error=str(exc)
@@ -196,15 +251,21 @@ class QuorumDriver:
         )
         self.step(lambda raft, now: raft.handle(now, reply))
 
-    def _encode(self, message: Message) -> Any:
+    def _encode(self, message: Message, destination: int) -> Any:
         if isinstance(message, VoteRequest):
-            return wire.encode_vote_request(message, self.cluster_id, self.local_id)
+            return wire.encode_vote_request(message, self.cluster_id, destination)
         if isinstance(message, BeginQuorumEpochRequest):
-            return wire.encode_begin_quorum_epoch_request(message, self.cluster_id)
+            return wire.encode_begin_quorum_epoch_request(
+                message, self.cluster_id, destination, self.endpoints_of(self.local_id)
+            )
         if isinstance(message, EndQuorumEpochRequest):
-            return wire.encode_end_quorum_epoch_request(message, self.cluster_id)
+            return wire.encode_end_quorum_epoch_request(
+                message, self.cluster_id, self._directory_of, self.endpoints_of(self.local_id)
+            )
         if isinstance(message, FetchRequest):
             return wire.encode_fetch_request(message, self.cluster_id)
+        if isinstance(message, UpdateRaftVoterRequest):
+            return wire.encode_update_raft_voter_request(message, self.cluster_id)
         raise TypeError(f"not a request: {type(message).__name__}")
 
     @staticmethod
@@ -215,13 +276,15 @@ class QuorumDriver:
             return wire.decode_begin_quorum_epoch_response(response)
         if isinstance(request, EndQuorumEpochRequest):
             return wire.decode_end_quorum_epoch_response(response)
+        if isinstance(request, UpdateRaftVoterRequest):
+            return wire.decode_update_raft_voter_response(response)
         return wire.decode_fetch_response(response)
 
     async def _fetch_snapshot(self, wanted: tuple[int, int]) -> None:
         """The snapshot the leader named, fetched with FetchSnapshot, made durable, installed: the
         controller's state, the log brokers fetch and the Raft log then start at its end."""
         snapshot_id = SnapshotId(*wanted)
-        client = self.clients.get(self.raft.leader_id)
+        client = self.client_for(self.raft.leader_id)
         directory = self.quorum.log.directory
         try:
             if client is None or directory is None:
@@ -233,6 +296,7 @@ class QuorumDriver:
                 replica_id=self.local_id,
                 leader_epoch=self.raft.epoch,
                 progress=lambda: self.raft.snapshot_progress(self.now_ms()),
+                directory_id=self.raft.local_key.directory_id,
             )
             snapshot = decode_snapshot(data, snapshot_id)
             await asyncio.to_thread(write_snapshot_file, directory, snapshot_id, [data])
@@ -245,7 +309,10 @@ class QuorumDriver:
         if self.raft.snapshot_wanted != wanted:
             return  # the state moved on meanwhile: the next fetch says what is wanted now
         self.quorum.install(snapshot)
-        self.step(lambda raft, now: (raft.install_snapshot(now, *wanted), raft.poll(now))[1])
+        voters, kraft_version = read_membership(snapshot.membership)
+        self.step(
+            lambda raft, now: (raft.install_snapshot(now, *wanted, voters, kraft_version), raft.poll(now))[1]
+        )
         self.log.info(
             "metadata snapshot installed", file=snapshot_filename(snapshot_id), records=len(snapshot.records)
         )
@@ -348,7 +415,7 @@ class QuorumDriver:
 
     def describe_quorum(self, now_ms: int) -> Any:
         """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""
-        return describe_quorum(self.raft, now_ms)
+        return describe_quorum(self.raft, now_ms, self.endpoints_of)
 
     def describe(self) -> dict[str, Any]:
         return {

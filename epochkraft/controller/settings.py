@@ -65,6 +65,13 @@ class ControllerSettings(SecuritySettings):
         "",
         "id@host:port,... of every controller of the Raft quorum (empty: a single controller, no quorum).",
     )
+    quorum_bootstrap_servers: str = prop(
+        "controller.quorum.bootstrap.servers",
+        "",
+        "host:port,... of controllers to ask for the leader: a dynamic quorum (KIP-853), whose voters are in "
+        "the metadata log (written at format time with --initial-controllers or --standalone), instead of "
+        "controller.quorum.voters.",
+    )
     quorum_election_timeout_ms: int = prop(
         "controller.quorum.election.timeout.ms",
         500,

@@ -36,12 +36,18 @@ def write_image_snapshot(
     last_contained_log_timestamp: int,
     now_ms: int,
     fsync: bool = True,
+    membership: tuple[tuple[int, bytes], ...] = (),
 ) -> tuple[Path, int]:
-    """Image -> records -> checkpoint file (worker thread: touches only its own copy of the image)."""
+    """Image -> records -> checkpoint file (worker thread: touches only its own copy of the image).
+    ``membership``: a dynamic quorum's KRaftVersionRecord and VotersRecord at the snapshot's offset."""
     with _collector_paused():
         records = image_records(image, METADATA_VERSION)
         batches = encode_snapshot(
-            snapshot_id, records, last_contained_log_timestamp=last_contained_log_timestamp, now_ms=now_ms
+            snapshot_id,
+            records,
+            last_contained_log_timestamp=last_contained_log_timestamp,
+            now_ms=now_ms,
+            membership=membership,
         )
         del records
     path = write_snapshot_file(log_dir, snapshot_id, batches, fsync)
@@ -75,6 +81,7 @@ class MetadataSnapshotter:
         published: Any = None,
         snapshot_point: Callable[[], SnapshotId | None] | None = None,
         on_written: Callable[[SnapshotId], None] | None = None,
+        membership: Callable[[SnapshotId], tuple[tuple[int, bytes], ...]] | None = None,
     ) -> None:
         """``published``: the log whose appends are counted (the controller's own by default; a quorum
         controller's committed log); ``snapshot_point``: the id a snapshot of the image taken now would
@@ -83,6 +90,8 @@ class MetadataSnapshotter:
         self.controller = controller
         # told the older of the two snapshots kept once a new one is written: the log below it may go
         self.on_written = on_written
+        # a dynamic quorum's voter set and kraft.version at a snapshot's offset, as its control records
+        self.membership = membership or (lambda _snapshot_id: ())
         self.snapshot_point = snapshot_point or (lambda: SnapshotId(controller.log.next_offset, 0))
         self.log_dir = log_dir
         self.max_bytes_between = max_bytes_between
@@ -119,10 +128,19 @@ class MetadataSnapshotter:
         image = copy_image(self.controller.image)
         copy_ms = (time.monotonic() - started) * 1000
         self.bytes_since_snapshot = 0
-        self._task = asyncio.create_task(self._write(snapshot_id, image, copy_ms), name="metadata-snapshot")
+        membership = self.membership(snapshot_id)
+        self._task = asyncio.create_task(
+            self._write(snapshot_id, image, copy_ms, membership), name="metadata-snapshot"
+        )
         return self._task
 
-    async def _write(self, snapshot_id: SnapshotId, image: MetadataImage, copy_ms: float) -> None:
+    async def _write(
+        self,
+        snapshot_id: SnapshotId,
+        image: MetadataImage,
+        copy_ms: float,
+        membership: tuple[tuple[int, bytes], ...],
+    ) -> None:
         started = time.monotonic()
         try:
             path, size = await asyncio.to_thread(
@@ -133,6 +151,7 @@ class MetadataSnapshotter:
                 self.last_timestamp_ms,
                 int(time.time() * 1000),
                 self.fsync,
+                membership,
             )
             previous, self.latest = self.latest, snapshot_id
             self.written += 1

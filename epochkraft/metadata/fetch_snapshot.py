@@ -4,6 +4,7 @@ for a broker behind a controller's. The caller decodes and applies what it gets.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,8 +29,10 @@ async def fetch_snapshot(
     replica_id: int = -1,
     leader_epoch: int = -1,
     progress: Callable[[], None] | None = None,
+    directory_id: uuid.UUID | None = None,
 ) -> bytes:
-    """The snapshot file's bytes; ``progress`` is called after each chunk."""
+    """The snapshot file's bytes; ``progress`` is called after each chunk. ``directory_id``: a controller's
+    (FetchSnapshot v1's ReplicaDirectoryId, KIP-853)."""
     chunks: list[bytes] = []
     position, size = 0, None
     while size is None or position < size:
@@ -48,6 +51,7 @@ async def fetch_snapshot(
                                 end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch
                             ),
                             position=position,
+                            replica_directory_id=directory_id,
                         ),
                     ),
                 ),

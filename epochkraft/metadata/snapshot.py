@@ -54,7 +54,7 @@ PARTIAL_SUFFIX = ".checkpoint.part"
 DELETE_SUFFIX = ".checkpoint.deleted"
 OFFSET_WIDTH, EPOCH_WIDTH = 20, 10
 SNAPSHOT_HEADER, SNAPSHOT_FOOTER = 3, 4  # Kafka's ControlRecordType
-KRAFT_MEMBERSHIP = (5, 6)  # KRAFT_VERSION, KRAFT_VOTERS: may follow the header (a dynamic quorum's); skipped
+KRAFT_MEMBERSHIP = (5, 6)  # KRAFT_VERSION, KRAFT_VOTERS: follow the header in a dynamic quorum's snapshot
 MAX_BATCH_SIZE_BYTES = (
     8 * 1024 * 1024
 )  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES, the snapshot writer's batch cap
@@ -82,6 +82,8 @@ class Snapshot:
     snapshot_id: SnapshotId
     last_contained_log_timestamp: int
     records: list[MetadataRecord]
+    # a dynamic quorum's KRaftVersionRecord and VotersRecord, as (control type, value) in the order written
+    membership: tuple[tuple[int, bytes], ...] = ()
 
 
 def snapshot_filename(snapshot_id: SnapshotId) -> str:
@@ -193,8 +195,16 @@ def acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
 # ---- records <-> checkpoint bytes ---------------------------------------------------------------------
 def control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
     """A control batch of one record (ControlRecordType ``control_type``), as Kafka's ControlRecordUtils."""
-    record = Record(0, 0, _CONTROL_KEY.pack(0, control_type), value)
-    return encode_batch(RecordBatch(base_offset, epoch, CONTROL_BIT, 0, now_ms, now_ms, records=[record]))
+    return control_records_batch(base_offset, epoch, [(control_type, value)], now_ms)
+
+
+def control_records_batch(
+    base_offset: int, epoch: int, records: list[tuple[int, bytes]], now_ms: int
+) -> bytes:
+    """A control batch of (ControlRecordType, value) records at consecutive offsets."""
+    out = [Record(i, 0, _CONTROL_KEY.pack(0, kind), value) for i, (kind, value) in enumerate(records)]
+    batch = RecordBatch(base_offset, epoch, CONTROL_BIT, len(out) - 1, now_ms, now_ms, records=out)
+    return encode_batch(batch)
 
 
 def encode_snapshot(
@@ -204,12 +214,15 @@ def encode_snapshot(
     last_contained_log_timestamp: int,
     now_ms: int,
     max_batch_bytes: int = MAX_BATCH_SIZE_BYTES,
+    membership: tuple[tuple[int, bytes], ...] = (),
 ) -> list[bytes]:
-    """The checkpoint file's batches: header control batch, record batches, footer control batch."""
+    """The checkpoint file's batches: header control batch, record batches, footer control batch. A
+    dynamic quorum's KRaftVersionRecord and VotersRecord (``membership``) go in the header's batch, after
+    it (RecordsSnapshotWriter.Builder)."""
     epoch = snapshot_id.epoch
     header = _HEADER_VALUE.pack(0, last_contained_log_timestamp, 0)
-    out = [control_batch(0, epoch, SNAPSHOT_HEADER, header, now_ms)]
-    offset = 1
+    out = [control_records_batch(0, epoch, [(SNAPSHOT_HEADER, header), *membership], now_ms)]
+    offset = 1 + len(membership)
     pending: list[Record] = []
     size = 0
 
@@ -238,6 +251,7 @@ def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId) -> Snapsh
     records: list[MetadataRecord] = []
     timestamp: int | None = None
     footer = False
+    membership: list[tuple[int, bytes]] = []
     expected_offset = 0
     end = 0
     try:
@@ -257,6 +271,8 @@ def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId) -> Snapsh
                         footer = True
                     elif control_type not in KRAFT_MEMBERSHIP or timestamp is None:
                         raise SnapshotError(f"unexpected control record type {control_type} at offset {pos}")
+                    else:
+                        membership.append((control_type, value))
                 continue
             if timestamp is None:
                 raise SnapshotError("the first batch is not a snapshot header")
@@ -274,7 +290,7 @@ def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId) -> Snapsh
         raise SnapshotError("no snapshot footer (the snapshot is truncated)")
     if end != len(view):
         raise SnapshotError(f"{len(view) - end} bytes after the snapshot footer")
-    return Snapshot(snapshot_id, timestamp, records)
+    return Snapshot(snapshot_id, timestamp, records, tuple(membership))
 
 
 def _control_records(batch: RecordBatch) -> list[tuple[int, bytes]]:

@@ -1,21 +1,39 @@
 """Raft entries as RecordBatches, as Kafka keeps ``__cluster_metadata``: a metadata batch is an entry of
 one offset per record (its partition leader epoch the Raft epoch); a new leader's LeaderChangeMessage is a
 control batch of one record (ControlRecordType 2, LeaderChangeMessage v0 with its version prefix, as
-KafkaRaftClient.onBecomeLeader and ControlRecordUtils write it). Used for the log on disk and for Fetch
-between voters.
+KafkaRaftClient.onBecomeLeader and ControlRecordUtils write it). A dynamic quorum's KRaftVersionRecord
+(ControlRecordType 5) and VotersRecord (6, each voter with its directory id, endpoints and supported
+kraft.version range) are control batches of one record each too (Kafka puts the two a new leader writes
+from the bootstrap checkpoint in its LeaderChangeMessage's batch). Used for the log on disk, snapshots and
+Fetch between voters.
 """
 
 from __future__ import annotations
 
 import struct
 
+from kio.schema.k_raft_version_record.v0 import data as kraft_version_schema
+from kio.schema.types import BrokerId
+from kio.schema.voters_record.v0 import data as voters_schema
+from kio.static.primitive import i16, u16
+
 from epochkraft.metadata.snapshot import control_batch
 from epochkraft.protocol.errors import ProtocolError
-from epochkraft.protocol.framing import read_uvarint, write_uvarint
+from epochkraft.protocol.framing import decode_entity, encode_entity, read_uvarint, write_uvarint
 from epochkraft.protocol.records import decode_batch, parse_header, whole_batches
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry
+from epochkraft.raft.voter_set import (
+    KRAFT_VERSION_0,
+    KRAFT_VERSION_1,
+    Endpoint,
+    KRaftVersionRecord,
+    ReplicaKey,
+    VoterSet,
+    VotersRecord,
+)
 
 LEADER_CHANGE = 2  # Kafka's ControlRecordType.LEADER_CHANGE
+KRAFT_VERSION, KRAFT_VOTERS = 5, 6  # ControlRecordType.KRAFT_VERSION and KRAFT_VOTERS
 _VERSION = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -54,14 +72,79 @@ def decode_leader_change(value: bytes) -> LeaderChangeMessage:
     return LeaderChangeMessage(leader_id, lists[0], lists[1])
 
 
+def encode_voters(voters: VoterSet) -> bytes:
+    """VotersRecord v0 (its version field first, as Kafka's ControlRecordUtils writes it)."""
+    record = voters_schema.VotersRecord(
+        version=i16(0),
+        voters=tuple(
+            voters_schema.Voter(
+                voter_id=BrokerId(key.id),
+                voter_directory_id=key.directory_id,
+                endpoints=tuple(
+                    voters_schema.Endpoint(name=e.name, host=e.host, port=u16(e.port))
+                    for e in voters.endpoints_of(key.id)
+                ),
+                k_raft_version_feature=voters_schema.KRaftVersionFeature(
+                    min_supported_version=i16(KRAFT_VERSION_0), max_supported_version=i16(KRAFT_VERSION_1)
+                ),
+            )
+            for key in voters.voters
+        ),
+    )
+    return encode_entity(record)
+
+
+def decode_voters(value: bytes) -> VoterSet:
+    record = decode_entity(voters_schema.VotersRecord, value)
+    if record.version != 0 or not record.voters:
+        raise MetadataLogError(f"VotersRecord version {record.version} with {len(record.voters)} voters")
+    try:
+        return VoterSet(
+            tuple(ReplicaKey(v.voter_id, v.voter_directory_id) for v in record.voters),
+            tuple(
+                (v.voter_id, tuple(Endpoint(e.name, e.host, e.port) for e in v.endpoints))
+                for v in record.voters
+            ),
+        )
+    except ValueError as exc:  # two voters with one id
+        raise MetadataLogError(str(exc)) from exc
+
+
+def encode_kraft_version(version: int) -> bytes:
+    return encode_entity(kraft_version_schema.KRaftVersionRecord(version=i16(0), k_raft_version=i16(version)))
+
+
+def decode_kraft_version(value: bytes) -> int:
+    record = decode_entity(kraft_version_schema.KRaftVersionRecord, value)
+    if record.version != 0 or record.k_raft_version not in (KRAFT_VERSION_0, KRAFT_VERSION_1):
+        raise MetadataLogError(
+            f"KRaftVersionRecord version {record.version}, kraft.version {record.k_raft_version}"
+        )
+    return int(record.k_raft_version)
+
+
+def membership_record(control_type: int, value: bytes) -> VotersRecord | KRaftVersionRecord | None:
+    """The KRaftVersionRecord or VotersRecord a control record holds (None: another control type)."""
+    if control_type == KRAFT_VOTERS:
+        return VotersRecord(decode_voters(value))
+    if control_type == KRAFT_VERSION:
+        return KRaftVersionRecord(decode_kraft_version(value))
+    return None
+
+
+def membership_batch(base_offset: int, epoch: int, value: VotersRecord | KRaftVersionRecord) -> bytes:
+    if isinstance(value, VotersRecord):
+        return control_batch(base_offset, epoch, KRAFT_VOTERS, encode_voters(value.voters), 0)
+    return control_batch(base_offset, epoch, KRAFT_VERSION, encode_kraft_version(value.kraft_version), 0)
+
+
 def entry_batch(entry: LogEntry, base_offset: int) -> bytes:
     """The RecordBatch of an entry that starts at ``base_offset``."""
     if isinstance(entry.value, LeaderChangeMessage):
         # timestamp 0: every voter writes the same bytes for the same entry
         return control_batch(base_offset, entry.epoch, LEADER_CHANGE, encode_leader_change(entry.value), 0)
-    if not isinstance(entry.value, bytes):
-        # VotersRecord and KRaftVersionRecord: only a dynamic quorum writes them, which the daemon does not run
-        raise MetadataLogError(f"no batch encoding for {type(entry.value).__name__} yet")
+    if isinstance(entry.value, VotersRecord | KRaftVersionRecord):
+        return membership_batch(base_offset, entry.epoch, entry.value)
     header = parse_header(entry.value)
     if header.base_offset != base_offset or header.partition_leader_epoch != entry.epoch:
         raise MetadataLogError(
@@ -76,14 +159,47 @@ def batch_entry(data: bytes) -> LogEntry:
     header = parse_header(data)
     if header.is_control:
         batch = decode_batch(data)
-        for record in batch.records:
+        if len(batch.records) == 1:
+            record = batch.records[0]
             key = record.key or b""
-            if len(key) == 4 and struct.unpack(">hh", key)[1] == LEADER_CHANGE and record.value is not None:
-                return LogEntry(header.partition_leader_epoch, decode_leader_change(record.value), 1)
-        raise MetadataLogError(f"control batch at offset {header.base_offset} is not a LeaderChangeMessage")
+            control_type = struct.unpack(">hh", key)[1] if len(key) == 4 else -1
+            epoch = header.partition_leader_epoch
+            if control_type == LEADER_CHANGE and record.value is not None:
+                return LogEntry(epoch, decode_leader_change(record.value), 1)
+            membership = membership_record(control_type, record.value or b"")
+            if membership is not None:
+                return LogEntry(epoch, membership, 1)
+        raise MetadataLogError(
+            f"control batch at offset {header.base_offset} is not one LeaderChangeMessage, KRaftVersionRecord "
+            "or VotersRecord"
+        )
     return LogEntry(header.partition_leader_epoch, bytes(data), header.last_offset_delta + 1)
 
 
 def split_batches(data: bytes | memoryview) -> list[bytes]:
     """Whole, CRC-valid batches from the front of ``data`` (stops at the first bad or torn one)."""
     return [bytes(data[pos : pos + header.size]) for pos, header in whole_batches(data)]
+
+
+def snapshot_membership(voters: VoterSet | None, kraft_version: int) -> tuple[tuple[int, bytes], ...]:
+    """The control records a snapshot holds after its header (RecordsSnapshotWriter.Builder): the
+    kraft.version and the voter set when kraft.version is 1, none in a static quorum."""
+    if kraft_version < KRAFT_VERSION_1:
+        return ()
+    out = [(KRAFT_VERSION, encode_kraft_version(kraft_version))]
+    if voters is not None:
+        out.append((KRAFT_VOTERS, encode_voters(voters)))
+    return tuple(out)
+
+
+def read_membership(records: tuple[tuple[int, bytes], ...]) -> tuple[VoterSet | None, int]:
+    """(voter set, kraft.version) from a snapshot's control records ((None, 0) when it has none)."""
+    voters: VoterSet | None = None
+    version = KRAFT_VERSION_0
+    for control_type, value in records:
+        record = membership_record(control_type, value)
+        if isinstance(record, VotersRecord):
+            voters = record.voters
+        elif isinstance(record, KRaftVersionRecord):
+            version = record.kraft_version
+    return voters, version

@@ -30,7 +30,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.raft import replication
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry, RaftLog
 from epochkraft.raft.messages import (
     AddRaftVoterRequest,
@@ -45,6 +44,8 @@ from epochkraft.raft.messages import (
     Message,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -71,6 +72,7 @@ from epochkraft.raft.replication import (
 )
 from epochkraft.raft.voter_set import (
     KRAFT_VERSION_1,
+    Endpoints,
     KRaftVersionRecord,
     ReplicaKey,
     VoterSet,
@@ -98,16 +100,18 @@ class RaftClient(Replication):
         settings: RaftSettings | None = None,
         rng: random.Random | None = None,
         first_correlation_id: int = 1,
-        rejoining: bool = False,
         directory_id: uuid.UUID | None = None,
         bootstrap_servers: tuple[int, ...] = (),
+        local_endpoints: Endpoints = (),
     ) -> None:
         """``voters``: the static voter set (controller.quorum.voters; empty for a dynamic quorum, whose
         voter set is in the log). ``directory_id``: the id written when this replica's disk was formatted.
         ``bootstrap_servers``: where an observer that knows no leader fetches (controller.quorum
-        .bootstrap.servers; the static voters by default)."""
+        .bootstrap.servers; the static voters by default). ``local_endpoints``: the listeners this replica is
+        reached on, which a voter tells each new leader when the voter set has others (UpdateRaftVoter)."""
         self.local_id = local_id
         self.local_key = ReplicaKey(local_id, directory_id)
+        self.local_endpoints = local_endpoints
         self.static_voters = VoterSet.static(tuple(voters))
         self.bootstrap_servers = bootstrap_servers or tuple(sorted(voters))
         self._bootstrap_turn = 0
@@ -119,13 +123,6 @@ class RaftClient(Replication):
         self._parked: list[_ParkedFetch] = []
         self._persisted = persisted or QuorumStateData(current_voters=self.voters)
         self.known_high_watermark: int | None = None  # the highest commit index seen since start
-        # ``rejoining``: a voter restarted on a new, empty disk (Kafka formats it with
-        # --no-initial-controllers). Its lost self may have voted in the current epoch and acknowledged
-        # entries it no longer holds, so until it has fetched from a leader up to the leader's high
-        # watermark it answers no candidate, as while it was down: it can neither vote twice in an epoch
-        # nor complete a majority that lacks a committed entry (a candidate with an empty log included). (Kafka's static quorum
-        # has no such guard; KIP-853's directory ids are its answer.)
-        self.abstaining = rejoining
         self.state: EpochState = self._initial_state(self._persisted, now_ms)
 
     # ---- the state as a driver reads it ---------------------------------------------------------------
@@ -181,8 +178,6 @@ class RaftClient(Replication):
         if envelope.is_response:
             self._handle_response(now_ms, envelope)
         elif isinstance(message, VoteRequest):
-            if self._silent_after_disk_loss(message):
-                return self._drain(now_ms)
             self._reply(envelope, self._handle_vote_request(now_ms, message))
         elif isinstance(message, BeginQuorumEpochRequest):
             self._reply(envelope, self._handle_begin_quorum_epoch(now_ms, message))
@@ -194,6 +189,8 @@ class RaftClient(Replication):
             self._handle_add_voter(now_ms, envelope, message)
         elif isinstance(message, RemoveRaftVoterRequest):
             self._handle_remove_voter(now_ms, envelope, message)
+        elif isinstance(message, UpdateRaftVoterRequest):
+            self._reply(envelope, self._handle_update_voter(now_ms, message))
         return self._drain(now_ms)
 
     def poll(self, now_ms: int) -> Output:
@@ -486,11 +483,6 @@ class RaftClient(Replication):
         return False
 
     # ---- Vote (52) -----------------------------------------------------------------------------------------
-    def _silent_after_disk_loss(self, request: VoteRequest) -> bool:
-        """A rejoining voter (see ``abstaining``) answers no candidate, not even with a refusal, which
-        would end a pre-vote early as if the quorum had decided: it is as if still down."""
-        return self.abstaining and not replication.UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS
-
     def _handle_vote_request(self, now_ms: int, request: VoteRequest) -> VoteResponse:
         if self._unknown_static_voter(request.candidate_id):
             return self._vote_response(ErrorCode.inconsistent_voter_set, False)
@@ -647,7 +639,7 @@ class RaftClient(Replication):
             self._reply(envelope, refusal)
             return
         assert state is not None
-        added = self.voter_set.add_voter(voter)
+        added = self.voter_set.add_voter(voter, request.listeners)
         if added is None:
             message = f"The voter id for {voter} is already part of the set of voters {self.voter_set}."
             self._reply(envelope, AddRaftVoterResponse(ErrorCode.duplicate_voter, message))
@@ -673,6 +665,39 @@ class RaftClient(Replication):
             self._reply(envelope, RemoveRaftVoterResponse(ErrorCode.voter_not_found, message))
             return
         self._append_voters_record(now_ms, state, envelope, remaining)
+
+    def _handle_update_voter(self, now_ms: int, request: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """UpdateVoterHandler.handleUpdateVoterRequest: a voter's new listeners go into a VotersRecord,
+        answered at once (not on commit); with kraft.version 0 there is nothing to write."""
+        state = self.state
+
+        def answer(error: ErrorCode) -> UpdateRaftVoterResponse:
+            return UpdateRaftVoterResponse(error, self.leader_id, self.state.epoch)
+
+        if not isinstance(state, LeaderState):
+            return answer(ErrorCode.not_leader_or_follower)
+        if request.current_leader_epoch != state.epoch:
+            # KafkaRaftClient.validateLeaderOnlyRequest
+            older = request.current_leader_epoch < state.epoch
+            return answer(ErrorCode.fenced_leader_epoch if older else ErrorCode.unknown_leader_epoch)
+        if state.high_watermark is None:
+            return answer(ErrorCode.request_timed_out)
+        if self.kraft_version < KRAFT_VERSION_1:
+            return answer(ErrorCode.none)
+        last = self.log.voter_history.last_offset()
+        if last is None or last >= state.high_watermark:
+            return answer(ErrorCode.request_timed_out)
+        low, high = request.kraft_version_range
+        if not low <= self.kraft_version <= high or not request.listeners:
+            return answer(ErrorCode.invalid_request)
+        voter = ReplicaKey(request.voter_id, request.voter_directory_id)
+        if voter not in self.voter_set.voters:
+            return answer(ErrorCode.voter_not_found)
+        if self.voter_set.endpoints_of(voter.id) != request.listeners:
+            updated = self.voter_set.with_endpoints(voter.id, request.listeners)
+            self.log.append(LogEntry(state.epoch, VotersRecord(updated)))
+            self._leader_progress(now_ms, state)
+        return answer(ErrorCode.none)
 
     def _voter_change_refusal(
         self, now_ms: int, answer: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
@@ -751,6 +776,42 @@ class RaftClient(Replication):
         else:
             self._reply(change.request, RemoveRaftVoterResponse(error))
 
+    def _maybe_update_voter(self, now_ms: int, state: FollowerState) -> None:
+        """KafkaRaftClient.pollFollowerAsVoter: a voter of a kraft.version 1 quorum whose listeners in the
+        voter set are not the ones it has tells its leader once it has fetched from it (UpdateRaftVoter),
+        again after a failure (Kafka sends it to every new leader; we only when they differ, so a restart
+        on the same address writes nothing)."""
+        if (
+            state.updated_leader
+            or now_ms < state.next_update_ms  # answered by then, or sent again
+            or not state.has_fetched_from_leader
+            or not self.local_endpoints
+            or self.kraft_version < KRAFT_VERSION_1
+            or not self.is_voter
+            or self.local_key.directory_id is None
+        ):
+            return
+        if self.voter_set.endpoints_of(self.local_id) == self.local_endpoints:
+            state.updated_leader = True
+            return
+        request = UpdateRaftVoterRequest(
+            state.epoch, self.local_id, self.local_key.directory_id, self.local_endpoints
+        )
+        state.update_in_flight = self._send(state.leader_id, request)
+        state.next_update_ms = now_ms + self.settings.request_timeout_ms  # sent again if unanswered
+
+    def _handle_update_voter_response(
+        self, now_ms: int, correlation_id: int, response: UpdateRaftVoterResponse
+    ) -> None:
+        state = self.state
+        if not isinstance(state, FollowerState) or state.update_in_flight != correlation_id:
+            return
+        state.update_in_flight = None
+        if response.error_code == ErrorCode.none:
+            state.updated_leader = True
+        else:
+            state.next_update_ms = now_ms + self.settings.retry_backoff_ms
+
     # ---- plumbing ---------------------------------------------------------------------------------------------
     def _handle_response(self, now_ms: int, envelope: Envelope) -> None:
         message = envelope.message
@@ -758,6 +819,8 @@ class RaftClient(Replication):
             self._handle_vote_response(now_ms, envelope.source, envelope.correlation_id, message)
         elif isinstance(message, FetchResponse):
             self._handle_fetch_response(now_ms, envelope.source, envelope.correlation_id, message)
+        elif isinstance(message, UpdateRaftVoterResponse):
+            self._handle_update_voter_response(now_ms, envelope.correlation_id, message)
         elif isinstance(message, BeginQuorumEpochResponse):
             if not self._observe_epoch(now_ms, message.leader_epoch, message.leader_id):
                 state = self.state
@@ -780,6 +843,7 @@ class RaftClient(Replication):
             self._send_vote_requests(now_ms, state)
         elif isinstance(state, FollowerState):
             self._send_fetch(now_ms, state)
+            self._maybe_update_voter(now_ms, state)
         elif isinstance(state, LeaderState):
             for voter in sorted(state.non_acknowledging):
                 if now_ms >= state.begin_retry_at_ms.get(voter, 0):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.log import LogEntry
+from epochkraft.raft.voter_set import Endpoints
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class AddRaftVoterRequest:
     voter_id: int
     voter_directory_id: uuid.UUID
     timeout_ms: int = 30_000
+    listeners: Endpoints = ()  # where the new voter is reached (AddRaftVoter's Listeners)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,24 @@ class RemoveRaftVoterResponse:
     error_message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """UpdateRaftVoter (82), from a voter to the leader: the listeners it is reached on now."""
+
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: Endpoints
+    kraft_version_range: tuple[int, int] = (0, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterResponse:
+    error_code: ErrorCode
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
 Request = (
     VoteRequest
     | BeginQuorumEpochRequest
@@ -133,6 +153,7 @@ Request = (
     | FetchRequest
     | AddRaftVoterRequest
     | RemoveRaftVoterRequest
+    | UpdateRaftVoterRequest
 )
 Response = (
     VoteResponse
@@ -141,6 +162,7 @@ Response = (
     | FetchResponse
     | AddRaftVoterResponse
     | RemoveRaftVoterResponse
+    | UpdateRaftVoterResponse
 )
 Message = Request | Response
 

@@ -203,6 +203,11 @@ class FollowerState:
     fetch_sent_ms: int = 0
     next_fetch_ms: int = 0
     snapshot_wanted: tuple[int, int] | None = None  # (end offset, epoch) the leader said to fetch first
+    # FollowerState.hasUpdatedLeader: this voter's UpdateRaftVoter answered by this leader (in flight: its
+    # correlation id; next_update_ms: when to send it again after a failure)
+    updated_leader: bool = False
+    update_in_flight: int | None = None
+    next_update_ms: int = 0
 
     def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
         # FollowerState.canGrantVote: a pre-vote only while it has not heard from its leader

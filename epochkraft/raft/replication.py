@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 # Test-only: the Raft paper's figure-8 bug. The leader counts replicas of any entry, so it commits an
 # entry of an earlier epoch before one of its own epoch is on a majority. The simulator finds it.
 UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = False
-# UNSAFE, for the simulator only: a voter that lost its disk votes as if it were new (see RaftClient.abstaining).
-UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS = False
 
 
 class RaftSafetyError(Exception):
@@ -79,7 +77,6 @@ class Replication:
     settings: RaftSettings
     state: EpochState
     known_high_watermark: int | None
-    abstaining: bool
     bootstrap_servers: tuple[int, ...]
     _bootstrap_turn: int
     _parked: list[_ParkedFetch]
@@ -293,8 +290,6 @@ class Replication:
             return
         for entry in response.records:
             self.log.append(entry)
-        if self.abstaining and 0 <= response.high_watermark <= self.log.end_offset:
-            self.abstaining = False  # it holds everything committed: what it once acknowledged is back
         if response.high_watermark >= 0:
             hw = min(response.high_watermark, self.log.end_offset)
             if state.high_watermark is None or hw > state.high_watermark:

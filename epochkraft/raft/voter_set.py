@@ -34,17 +34,46 @@ class ReplicaKey:
         return f"{self.id}" if self.directory_id is None else f"{self.id}:{str(self.directory_id)[:8]}"
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Endpoint:
+    """One listener of a voter (VotersRecord.Endpoint, AddRaftVoter's Listener): its name, host and port."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+Endpoints = tuple[Endpoint, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class VoterSet:
-    """Kafka's VoterSet: at most one replica key per node id (endpoints are the driver's business)."""
+    """Kafka's VoterSet: at most one replica key per node id, and the listeners each voter is reached on
+    (``endpoints``, by node id; none in a static quorum, whose addresses are configured)."""
 
     voters: tuple[ReplicaKey, ...] = ()
+    endpoints: tuple[tuple[int, Endpoints], ...] = ()
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.voters))
         if len({key.id for key in ordered}) != len(ordered):
             raise ValueError(f"two voters with one id in {ordered}")
         object.__setattr__(self, "voters", ordered)
+        ids = {key.id for key in ordered}
+        endpoints = tuple(sorted((i, e) for i, e in self.endpoints if i in ids and e))
+        object.__setattr__(self, "endpoints", endpoints)
+
+    def endpoints_of(self, voter_id: int) -> Endpoints:
+        """The listeners of voter ``voter_id`` (VoterSet.listeners); empty when unknown."""
+        return next((e for i, e in self.endpoints if i == voter_id), ())
+
+    def with_endpoints(self, voter_id: int, endpoints: Endpoints) -> VoterSet:
+        """The same voters, ``voter_id`` reached on ``endpoints`` (UpdateRaftVoter's change)."""
+        others = tuple((i, e) for i, e in self.endpoints if i != voter_id)
+        return VoterSet(self.voters, (*others, (voter_id, endpoints)))
 
     @classmethod
     def static(cls, ids: tuple[int, ...]) -> VoterSet:
@@ -69,17 +98,17 @@ class VoterSet:
     def is_only_voter(self, replica: ReplicaKey) -> bool:
         return len(self.voters) == 1 and self.is_voter(replica)
 
-    def add_voter(self, voter: ReplicaKey) -> VoterSet | None:
+    def add_voter(self, voter: ReplicaKey, endpoints: Endpoints = ()) -> VoterSet | None:
         """VoterSet.addVoter: None when a voter with that id is already in the set."""
         if self.key_of(voter.id) is not None:
             return None
-        return VoterSet((*self.voters, voter))
+        return VoterSet((*self.voters, voter), (*self.endpoints, (voter.id, endpoints)))
 
     def remove_voter(self, voter: ReplicaKey) -> VoterSet | None:
         """VoterSet.removeVoter: None unless that exact key is a voter and is not the last one."""
         if voter not in self.voters or len(self.voters) <= 1:
             return None
-        return VoterSet(tuple(key for key in self.voters if key != voter))
+        return VoterSet(tuple(key for key in self.voters if key != voter), self.endpoints)
 
     def has_overlapping_majority(self, other: VoterSet) -> bool:
         """VoterSet.hasOverlappingMajority: the two sets differ by at most one key each way."""

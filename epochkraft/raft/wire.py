@@ -1,5 +1,8 @@
-"""The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote, BeginQuorumEpoch (53) v0
-and EndQuorumEpoch (54) v0, and Fetch (1) v16 between voters (records as the RecordBatches of
+"""The Raft core's messages on the wire: Vote (52) v2 with KIP-996's pre_vote and KIP-853's directory ids,
+BeginQuorumEpoch (53) v1 (the receiver's directory id, the leader's endpoints) and EndQuorumEpoch (54) v1
+(the preferred successors with their directory ids, the leader's endpoints),
+and Fetch (1) v17 (the fetching replica's directory id; the leader's endpoint in NodeEndpoints) between
+controllers (records as the RecordBatches of
 raft/batches.py), as kio's generated request and response bodies for the single partition
 ``__cluster_metadata``-0. A handler decodes with ``decode_*``, calls ``RaftClient.handle`` and encodes
 its answer with ``encode_*``; a request naming another topic or partition gets INVALID_REQUEST at the top
@@ -10,22 +13,27 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
-from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
-from kio.schema.end_quorum_epoch.v0 import request as eqe_req
-from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
-from kio.schema.fetch.v16 import request as fetch_req
-from kio.schema.fetch.v16 import response as fetch_resp
+from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
+from kio.schema.end_quorum_epoch.v1 import request as eqe_req
+from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
+from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
+from kio.schema.update_raft_voter.v0 import request as update_voter_req
+from kio.schema.update_raft_voter.v0 import response as update_voter_resp
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64, u16
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.batches import batch_entry, entry_batch, split_batches
 from epochkraft.raft.log import LogEntry
 from epochkraft.raft.messages import (
+    AddRaftVoterRequest,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DivergingEpoch,
@@ -33,10 +41,14 @@ from epochkraft.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    RemoveRaftVoterRequest,
     SnapshotRef,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
+from epochkraft.raft.voter_set import Endpoint, Endpoints
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 NO_LEADER = -1
@@ -128,21 +140,27 @@ def invalid_vote_response() -> vote_resp.VoteResponse:
 
 # ---- BeginQuorumEpoch (53) -------------------------------------------------------------------------------
 def encode_begin_quorum_epoch_request(
-    request: BeginQuorumEpochRequest, cluster_id: str
+    request: BeginQuorumEpochRequest, cluster_id: str, voter_id: int = -1, leader_endpoints: Endpoints = ()
 ) -> bqe_req.BeginQuorumEpochRequest:
+    """BeginQuorumEpoch v1 to voter ``voter_id`` (its directory id as the leader's voter set has it)."""
     return bqe_req.BeginQuorumEpochRequest(
         cluster_id=cluster_id,
+        voter_id=BrokerId(voter_id),
         topics=(
             bqe_req.TopicData(
                 topic_name=METADATA_TOPIC,
                 partitions=(
                     bqe_req.PartitionData(
                         partition_index=i32(0),
+                        voter_directory_id=request.voter_directory_id,
                         leader_id=BrokerId(request.leader_id),
                         leader_epoch=i32(request.leader_epoch),
                     ),
                 ),
             ),
+        ),
+        leader_endpoints=tuple(
+            bqe_req.LeaderEndpoint(name=e.name, host=e.host, port=u16(e.port)) for e in leader_endpoints
         ),
     )
 
@@ -150,7 +168,11 @@ def encode_begin_quorum_epoch_request(
 def decode_begin_quorum_epoch_request(request: bqe_req.BeginQuorumEpochRequest) -> BeginQuorumEpochRequest:
     p = _single_partition(request.topics)
     assert isinstance(p, bqe_req.PartitionData)
-    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch, getattr(p, "voter_directory_id", None))
+
+
+def begin_quorum_epoch_leader_endpoints(request: bqe_req.BeginQuorumEpochRequest) -> Endpoints:
+    return tuple(Endpoint(e.name, e.host, e.port) for e in request.leader_endpoints)
 
 
 def encode_begin_quorum_epoch_response(
@@ -186,8 +208,12 @@ def decode_begin_quorum_epoch_response(
 
 # ---- EndQuorumEpoch (54) ---------------------------------------------------------------------------------
 def encode_end_quorum_epoch_request(
-    request: EndQuorumEpochRequest, cluster_id: str
+    request: EndQuorumEpochRequest,
+    cluster_id: str,
+    directory_of: Callable[[int], uuid.UUID | None] = lambda _voter: None,
+    leader_endpoints: Endpoints = (),
 ) -> eqe_req.EndQuorumEpochRequest:
+    """EndQuorumEpoch v1: each preferred successor with its directory id as the leader's voter set has it."""
     return eqe_req.EndQuorumEpochRequest(
         cluster_id=cluster_id,
         topics=(
@@ -198,18 +224,31 @@ def encode_end_quorum_epoch_request(
                         partition_index=i32(0),
                         leader_id=BrokerId(request.leader_id),
                         leader_epoch=i32(request.leader_epoch),
-                        preferred_successors=tuple(i32(s) for s in request.preferred_successors),
+                        preferred_candidates=tuple(
+                            eqe_req.ReplicaInfo(
+                                candidate_id=BrokerId(s), candidate_directory_id=directory_of(s)
+                            )
+                            for s in request.preferred_successors
+                        ),
                     ),
                 ),
             ),
         ),
+        leader_endpoints=tuple(
+            eqe_req.LeaderEndpoint(name=e.name, host=e.host, port=u16(e.port)) for e in leader_endpoints
+        ),
     )
 
 
-def decode_end_quorum_epoch_request(request: eqe_req.EndQuorumEpochRequest) -> EndQuorumEpochRequest:
+def decode_end_quorum_epoch_request(request: Any) -> EndQuorumEpochRequest:
+    """v0 names the preferred successors by id, v1 by id and directory id (the core goes by id)."""
     p = _single_partition(request.topics)
-    assert isinstance(p, eqe_req.PartitionData)
-    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, tuple(int(s) for s in p.preferred_successors))
+    candidates = getattr(p, "preferred_candidates", None)
+    if candidates is not None:
+        successors = tuple(int(c.candidate_id) for c in candidates)
+    else:
+        successors = tuple(int(s) for s in p.preferred_successors)  # type: ignore[attr-defined]
+    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)  # type: ignore[attr-defined]
 
 
 def encode_end_quorum_epoch_response(response: EndQuorumEpochResponse) -> eqe_resp.EndQuorumEpochResponse:
@@ -245,8 +284,8 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
 def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.FetchRequest:
-    """A voter's Fetch (v16: topic by id, the fetching voter in ReplicaState), as KafkaRaftClient's
-    buildFetchRequest."""
+    """A controller's Fetch (v17: topic by id, the fetching replica in ReplicaState, its directory id in
+    the partition), as KafkaRaftClient's buildFetchRequest."""
     return fetch_req.FetchRequest(
         cluster_id=cluster_id,
         replica_state=fetch_req.ReplicaState(replica_id=BrokerId(request.replica_id), replica_epoch=i64(-1)),
@@ -263,6 +302,7 @@ def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.Fe
                         fetch_offset=i64(request.fetch_offset),
                         last_fetched_epoch=i32(request.last_fetched_epoch),
                         partition_max_bytes=i32(FETCH_MAX_BYTES),
+                        replica_directory_id=request.replica_directory_id,
                     ),
                 ),
             ),
@@ -279,6 +319,7 @@ def decode_fetch_request(replica_id: int, max_wait_ms: int, partition: object) -
         partition.fetch_offset,
         partition.last_fetched_epoch,
         max_wait_ms,
+        getattr(partition, "replica_directory_id", None),  # v17+
     )
 
 
@@ -318,6 +359,24 @@ def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_
     )
 
 
+def node_endpoints(
+    leader_id: int, endpoints: Endpoints, listener: str
+) -> tuple[fetch_resp.NodeEndpoint, ...]:
+    """Fetch v17's NodeEndpoints: where the leader named in the answer is reached on ``listener``."""
+    endpoint = pick_endpoint(endpoints, listener)
+    if leader_id < 0 or endpoint is None:
+        return ()
+    return (
+        fetch_resp.NodeEndpoint(node_id=BrokerId(leader_id), host=endpoint.host, port=i32(endpoint.port)),
+    )
+
+
+def pick_endpoint(endpoints: Endpoints, listener: str) -> Endpoint | None:
+    """The endpoint of ``listener`` (KafkaRaftClient reaches voters on its first controller listener), else
+    the first one."""
+    return next((e for e in endpoints if e.name == listener), endpoints[0] if endpoints else None)
+
+
 def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
     """A voter's Fetch answer for the Raft core (an error for the whole request names no leader)."""
     if response.error_code != ErrorCode.none or len(response.responses) != 1:
@@ -343,3 +402,72 @@ def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
         p.log_start_offset,
         snapshot,
     )
+
+
+# ---- AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82) --------------------------------------------
+def decode_add_raft_voter_request(request: Any) -> AddRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("AddRaftVoter without a directory id")
+    return AddRaftVoterRequest(
+        request.voter_id,
+        request.voter_directory_id,
+        int(request.timeout.total_seconds() * 1000),
+        tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners),
+    )
+
+
+def decode_remove_raft_voter_request(request: Any) -> RemoveRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("RemoveRaftVoter without a directory id")
+    return RemoveRaftVoterRequest(request.voter_id, request.voter_directory_id)
+
+
+def decode_update_raft_voter_request(request: Any) -> UpdateRaftVoterRequest:
+    if request.voter_directory_id is None:
+        raise InvalidRaftRequest("UpdateRaftVoter without a directory id")
+    feature = request.k_raft_version_feature
+    return UpdateRaftVoterRequest(
+        request.current_leader_epoch,
+        request.voter_id,
+        request.voter_directory_id,
+        tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners),
+        (feature.min_supported_version, feature.max_supported_version),
+    )
+
+
+def encode_update_raft_voter_request(
+    request: UpdateRaftVoterRequest, cluster_id: str
+) -> update_voter_req.UpdateRaftVoterRequest:
+    low, high = request.kraft_version_range
+    return update_voter_req.UpdateRaftVoterRequest(
+        cluster_id=cluster_id,
+        current_leader_epoch=i32(request.current_leader_epoch),
+        voter_id=i32(request.voter_id),
+        voter_directory_id=request.voter_directory_id,
+        listeners=tuple(
+            update_voter_req.Listener(name=e.name, host=e.host, port=u16(e.port)) for e in request.listeners
+        ),
+        k_raft_version_feature=update_voter_req.KRaftVersionFeature(
+            min_supported_version=i16(low), max_supported_version=i16(high)
+        ),
+    )
+
+
+def encode_update_raft_voter_response(
+    response: UpdateRaftVoterResponse, leader_endpoint: Endpoint | None
+) -> update_voter_resp.UpdateRaftVoterResponse:
+    return update_voter_resp.UpdateRaftVoterResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=response.error_code,
+        current_leader=update_voter_resp.CurrentLeader(
+            leader_id=BrokerId(response.leader_id),
+            leader_epoch=i32(response.leader_epoch),
+            host=leader_endpoint.host if leader_endpoint is not None else "",
+            port=i32(leader_endpoint.port if leader_endpoint is not None else -1),
+        ),
+    )
+
+
+def decode_update_raft_voter_response(response: Any) -> UpdateRaftVoterResponse:
+    leader = response.current_leader
+    return UpdateRaftVoterResponse(response.error_code, leader.leader_id, leader.leader_epoch)

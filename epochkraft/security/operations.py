@@ -23,6 +23,9 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         64: AclOperation.ALTER,  # UnregisterBroker
         59: AclOperation.CLUSTER_ACTION,  # FetchSnapshot
         67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
+        80: AclOperation.ALTER,  # AddRaftVoter (handleAddRaftVoter)
+        81: AclOperation.ALTER,  # RemoveRaftVoter
+        82: AclOperation.CLUSTER_ACTION,  # UpdateRaftVoter
     },
     BROKER: {
         43: AclOperation.ALTER,  # ElectLeaders

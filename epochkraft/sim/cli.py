@@ -5,15 +5,15 @@ partitions, slow links, held AlterPartitions and replica fetcher failures; ``--f
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
 without epochs and skip the epoch comparison; the controller skips the KIP-841 check).
 
-``--faults raft``, ``raft-churn``, ``raft-wipe``, ``raft-snapshots`` and ``raft-reconfig`` simulate a quorum
-of ``--voters`` controllers instead (the Raft core in ``epochkraft/raft``): crashes, partitions, lossy
-links, resignations, leaders crashing soon after their election, voters coming back on an empty disk,
-voters dropping their logs below snapshots and followers installing the leader's, or (raft-reconfig) a
+``--faults raft``, ``raft-churn``, ``raft-snapshots`` and ``raft-reconfig`` simulate a quorum of ``--voters``
+controllers instead (the Raft core in ``epochkraft/raft``): crashes, partitions, lossy links, resignations,
+leaders crashing soon after their election, voters dropping their logs below snapshots and followers
+installing the leader's, or (raft-reconfig) a
 dynamic quorum whose controllers lose their disks, come back as observers with new directory ids and are
 removed and added back by an operator, among one-way and pairwise partitions and restarts at any step;
 there ``--unsafe`` makes the leader commit entries of an earlier epoch by counting replicas (the Raft
-paper's figure 8), or, with raft-wipe, lets a voter that lost its disk vote as a new one, or, with
-raft-reconfig, brings a controller that lost its disk back as its old voter under the --rejoin rule. The first
+paper's figure 8), or, with raft-reconfig, brings a controller that lost its disk back as its old voter
+(what a static quorum does with a new disk). The first
 violation is shrunk to the fewest faults that still break an invariant and printed with its trace.
 """
 
@@ -30,13 +30,12 @@ from epochkraft.sim import raft_cluster
 from epochkraft.sim.cluster import SCHEDULES, run_seed, shrink
 from epochkraft.sim.raft_cluster import RAFT_SCHEDULES, run_raft_seed, shrink_raft
 
-DISK_LOSS_SCHEDULES = ("raft-wipe", "raft-reconfig")
+DISK_LOSS_SCHEDULES = ("raft-reconfig",)
 
 
 def _set_raft_unsafe(faults: str, unsafe: bool) -> None:
-    """--unsafe for a quorum: vote as new after losing the disk (raft-wipe); come back as the old voter
-    under the --rejoin rule (raft-reconfig); commit by counting replicas (the other schedules)."""
-    raft_client.UNSAFE_VOTE_AFTER_DISK_LOSS_FOR_TESTS = unsafe and faults == "raft-wipe"
+    """--unsafe for a quorum: come back as the old voter after losing the disk (raft-reconfig); commit by
+    counting replicas (the other schedules)."""
     raft_cluster.UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS = unsafe and faults == "raft-reconfig"
     raft_client.UNSAFE_COMMIT_PREVIOUS_EPOCH_FOR_TESTS = unsafe and faults not in DISK_LOSS_SCHEDULES
 
@@ -85,15 +84,9 @@ def main(argv: list[str]) -> int:
                 violations.append((seed, violation))
     seconds = time.monotonic() - started
     if args.faults in RAFT_SCHEDULES:
-        if args.faults == "raft-wipe":
+        if args.faults == "raft-reconfig":
             rule = (
-                "a voter on a new disk votes at once"
-                if args.unsafe
-                else "a voter on a new disk rejoins first"
-            )
-        elif args.faults == "raft-reconfig":
-            rule = (
-                "a controller on a new disk rejoins as its old voter"
+                "a controller on a new disk comes back as its old voter"
                 if args.unsafe
                 else "a controller on a new disk is an observer until added back"
             )

@@ -19,8 +19,9 @@ A dynamic quorum (``dynamic``, the raft-reconfig faults: KIP-853) starts from a 
 directory ids. A controller that loses its disk comes back with a new directory id and an empty log, as
 an observer, and an operator reconciles the voter set as Kafka's operator would: RemoveRaftVoter for the
 lost key, then AddRaftVoter for the new one, one change at a time, retried until each is answered NONE.
-``UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS`` restores the ``--rejoin`` rule instead: the wiped controller
-comes back as its old key, abstaining from votes (in memory only) until it has caught up with a leader.
+``UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS`` brings the wiped controller back as its old key instead (what a
+static quorum, which has no directory ids, does with a new disk): an empty log and no quorum-state, voting
+and standing at once, as if its lost disk had never voted or acknowledged anything.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ LINK = LinkPolicy(min_delay_ms=1, max_delay_ms=10)
 LOSSY = LinkPolicy(min_delay_ms=1, max_delay_ms=60, drop=0.3, duplicate=0.1)
 OPERATOR_ID = 0  # the admin client's connection (AddRaftVoter, RemoveRaftVoter)
 OPERATOR_EVERY_MS = 100
-# UNSAFE, for the simulator only: a controller that lost its disk comes back as its old replica key (the
-# static quorum's --rejoin rule) instead of a new one the operator removes and adds back.
+# UNSAFE, for the simulator only: a controller that lost its disk comes back as its old replica key (what a
+# static quorum does) instead of a new one the operator removes and adds back.
 UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS = False
 
 
@@ -150,27 +151,6 @@ def leader_churn_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     return sorted(faults, key=lambda f: f.at_ms)
 
 
-def disk_loss_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
-    """One voter, now and then the leader, comes back on an empty disk (no log, no quorum-state), again
-    and again, among isolations and lossy links. A voter on a new disk must not vote twice in an epoch nor
-    complete a majority that lacks a committed entry. One disk at a time, and no crashes of others: the
-    acknowledgements a lost disk took with it may already have been counted, so more than that is beyond
-    a static quorum (KIP-853's directory ids tell a new disk from the old one)."""
-    rng = random.Random(seed * 4211 + 3)
-    wiped = rng.randint(1, voters)
-    faults = [RaftFault(rng.randint(300, 2000), "lossy", 0, 0, rng.randint(2000, 6000))]
-    at = rng.randint(500, 1500)
-    while at < FAULTS_UNTIL_MS:
-        if rng.random() < 0.5:
-            faults.append(RaftFault(at, "wipe", wiped, 0, rng.randint(20, 600)))
-        else:  # the leader or another voter cut off: the others elect without it
-            faults.append(
-                RaftFault(at, "isolate", rng.choice([0, rng.randint(1, voters)]), 0, rng.randint(300, 1500))
-            )
-        at += rng.randint(200, 1200)
-    return sorted(faults, key=lambda f: f.at_ms)
-
-
 def reconfig_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
     """The KIP-853 grammar: controllers lose their disks (at most a minority of them, now and then the
     same one again before it caught up) while any controller crashes and restarts at any step, pairs of
@@ -210,7 +190,6 @@ SNAPSHOT_EVERY = 30  # offsets applied between a voter's snapshots
 RAFT_SCHEDULES: dict[str, Callable[[int, int], list[RaftFault]]] = {
     "raft": raft_schedule,
     "raft-churn": leader_churn_schedule,
-    "raft-wipe": disk_loss_schedule,
     "raft-snapshots": raft_schedule,  # the raft faults, voters snapshotting and dropping their logs
     "raft-reconfig": reconfig_schedule,  # a dynamic quorum (KIP-853): disks lost, voters removed and added
 }
@@ -227,9 +206,7 @@ class Voter:
     timer_token: int = 0
     timer_at_ms: int | None = None
     applied: int = 0  # entries applied to this incarnation's state machine
-    disk_lost: bool = False  # restarted on an empty disk: it rejoins (RaftClient's ``rejoining``)
     directory_id: uuid.UUID | None = None  # a dynamic quorum's: a new one when the disk is replaced
-    rejoin_next_start: bool = False  # the unsafe --rejoin rule: only the first start after a wipe rejoins
     last_high_watermark: int = -1  # this incarnation's
     snapshot: dict[int, LogEntry] = field(default_factory=dict)  # what its snapshot holds, by offset
     fetching_snapshot: bool = False
@@ -321,8 +298,6 @@ class RaftSimCluster:
         voter.applied = voter.log.start_offset  # the state machine loads the snapshot
         voter.fetching_snapshot = False
         voter.last_high_watermark = -1
-        rejoining = voter.rejoin_next_start if self.dynamic else voter.disk_lost
-        voter.rejoin_next_start = False
         voter.client = RaftClient(
             voter.id,
             () if self.dynamic else self.voter_ids,
@@ -332,7 +307,6 @@ class RaftSimCluster:
             settings=self.settings,
             rng=random.Random(self.world.seed * 1009 + voter.id * 31 + voter.generation),
             first_correlation_id=voter.generation * 1_000_000,
-            rejoining=rejoining,
             directory_id=voter.directory_id,
             bootstrap_servers=self.voter_ids,
         )
@@ -640,19 +614,14 @@ class RaftSimCluster:
         )
 
     def _lose_disk(self, voter: Voter) -> None:
-        """A new, empty disk. Static quorum: the same voter, rejoining. Dynamic quorum: formatted without
-        initial controllers, so a new directory id and no voter set (an observer until added back); or,
-        with the unsafe switch, formatted as the old voter (its old key and the bootstrap voters) and
-        rejoining on its next start only, as the --rejoin flag is passed once."""
+        """A new, empty disk (a dynamic quorum's): formatted without initial controllers, so a new
+        directory id and no voter set, an observer until added back; or, with the unsafe switch, formatted
+        as the old voter (its old key and the bootstrap voters), voting at once."""
         voter.log = RaftLog()
         voter.snapshot = {}
         voter.persisted = None
-        voter.disk_lost = True
-        if not self.dynamic:
-            return
         if UNSAFE_REJOIN_WITH_OLD_KEY_FOR_TESTS:
             voter.log.bootstrap(self.desired_voters())
-            voter.rejoin_next_start = True
         else:
             voter.directory_id = self._new_directory_id()
             self.world.log(

@@ -15,6 +15,7 @@ from epochkraft.net.context import RequestContext
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
+from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.messages import Message
 from epochkraft.raft.wire import InvalidRaftRequest
 
@@ -44,4 +45,31 @@ async def raft_exchange(
         message = decode(request)
     except InvalidRaftRequest:
         return refuse(ErrorCode.invalid_request)
-    return encode(await quorum.exchange(source(message), message))
+    return downgrade_response(encode(await quorum.exchange(source(message), message)), ctx.api_version)
+
+
+async def reconfig_exchange(
+    request: Any,
+    ctx: RequestContext,
+    *,
+    decode: Callable[[Any], Message],
+    source: Callable[[Any], int],
+    encode: Callable[[Any], Any],
+) -> Any:
+    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks (a quorum, the cluster id, a
+    well-formed request), then the Raft core, whose answer may wait for a commit."""
+    quorum = ctx.controller_node.quorum
+
+    def refuse(code: ErrorCode) -> Any:
+        return error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+
+    if quorum is None:
+        return refuse(ErrorCode.invalid_request)
+    cluster_id = getattr(request, "cluster_id", None)
+    if cluster_id is not None and cluster_id != quorum.cluster_id:
+        return refuse(ErrorCode.inconsistent_cluster_id)
+    try:
+        message = decode(request)
+    except InvalidRaftRequest:
+        return refuse(ErrorCode.invalid_request)
+    return downgrade_response(encode(await quorum.exchange(source(message), message)), ctx.api_version)

@@ -1,4 +1,4 @@
-"""Fetch (key 1) of ``__cluster_metadata``, versions 12-16, controller listener.
+"""Fetch (key 1) of ``__cluster_metadata``, versions 12-17, controller listener.
 
 - Brokers follow the metadata log by long polling partition 0 of ``__cluster_metadata`` (topic id
   00000000-0000-0000-0000-000000000001; v12 names the topic): batches from fetch_offset, answered as soon
@@ -9,9 +9,10 @@
   topic. The high watermark is the log end: with one controller every batch is committed once written;
   in a Raft quorum brokers read only the committed log, from any voter; the leader counts a broker that
   names itself (ReplicaState, as Kafka's brokers do) among DescribeQuorum's observers.
-- A voter of the quorum (v15+, its id in ReplicaState) fetches the Raft log itself: the Raft core answers
-  (KafkaRaftClient.handleFetchRequest: DivergingEpoch, the high watermark, the leader it knows), records as
-  the RecordBatches of raft/batches.py.
+- A controller of the quorum (v15+, its id in ReplicaState and the cluster id named; v17: its directory
+  id), voter or observer, fetches the Raft log itself: the Raft core answers (KafkaRaftClient
+  .handleFetchRequest: DivergingEpoch, the high watermark, the leader it knows, and in NodeEndpoints where
+  that leader is reached), records as the RecordBatches of raft/batches.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import uuid
 
 from kio.schema.fetch.v12 import response as v12
 from kio.schema.fetch.v16 import response as v16
+from kio.schema.fetch.v17 import response as v17
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.net.context import RequestContext
@@ -52,7 +54,7 @@ def _partition(
     )
 
 
-@api(key=1, name="Fetch", versions=(12, 16), listeners=(CONTROLLER,))
+@api(key=1, name="Fetch", versions=(12, 17), listeners=(CONTROLLER,))
 async def handle(request, ctx: RequestContext):
     node = ctx.controller_node
     log = node.metadata_log
@@ -60,8 +62,8 @@ async def handle(request, ctx: RequestContext):
     if (
         node.quorum is not None
         and version >= 15
-        and request.replica_state.replica_id in node.quorum.raft.voters
-        and request.cluster_id is not None  # voters name the cluster (KIP-595); brokers fetching do not
+        and request.replica_state.replica_id >= 0
+        and request.cluster_id is not None  # controllers name the cluster (KIP-595); brokers fetching do not
     ):
         return await _voter_fetch(request, node.quorum)
     wanted = [(topic, p) for topic in request.topics for p in topic.partitions]
@@ -115,23 +117,25 @@ async def handle(request, ctx: RequestContext):
 async def _voter_fetch(request, quorum):
     topics = request.topics
     if len(topics) != 1 or topics[0].topic_id != METADATA_TOPIC_ID or len(topics[0].partitions) != 1:
-        return v16.FetchResponse(
-            throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, session_id=0, responses=()
-        )
+        return _voter_fetch_error(ErrorCode.invalid_request, request)
     if request.cluster_id != quorum.cluster_id:
-        return v16.FetchResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.inconsistent_cluster_id,
-            session_id=0,
-            responses=(),
-        )
+        return _voter_fetch_error(ErrorCode.inconsistent_cluster_id, request)
     partition = topics[0].partitions[0]
     message = wire.decode_fetch_request(request.replica_state.replica_id, ms(request.max_wait), partition)
     answer = await quorum.exchange(message.replica_id, message)
     data = wire.encode_fetch_partition(answer, partition.fetch_offset)
-    return v16.FetchResponse(
+    response = v17.FetchResponse(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=(v16.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(data,)),),
+        responses=(v17.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(data,)),),
+        node_endpoints=wire.node_endpoints(
+            answer.leader_id, quorum.endpoints_of(answer.leader_id), quorum.listener_name
+        ),
     )
+    return downgrade_response(response, request.__version__)
+
+
+def _voter_fetch_error(error: ErrorCode, request):
+    response = v17.FetchResponse(throttle_time=NO_THROTTLE, error_code=error, session_id=0, responses=())
+    return downgrade_response(response, request.__version__)

@@ -1,5 +1,6 @@
-"""BeginQuorumEpoch (key 53), version 0, controller listener of a Raft quorum: answered by the Raft core
-(KafkaRaftClient.handleBeginQuorumEpochRequest) through handlers/_raft.py."""
+"""BeginQuorumEpoch (key 53), versions 0-1 (v1: the receiver's directory id, the leader's endpoints),
+controller listener of a Raft quorum: answered by the Raft core (KafkaRaftClient
+.handleBeginQuorumEpochRequest) through handlers/_raft.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.raft import wire
 
 
-@api(key=53, name="BeginQuorumEpoch", versions=(0, 0), listeners=(CONTROLLER,))
+@api(key=53, name="BeginQuorumEpoch", versions=(0, 1), listeners=(CONTROLLER,))
 async def handle(request, ctx: RequestContext):
     return await raft_exchange(
         request,

@@ -1,5 +1,6 @@
-"""EndQuorumEpoch (key 54), version 0, controller listener of a Raft quorum: answered by the Raft core
-(KafkaRaftClient.handleEndQuorumEpochRequest) through handlers/_raft.py."""
+"""EndQuorumEpoch (key 54), versions 0-1 (v1: the preferred successors' directory ids), controller listener
+of a Raft quorum: answered by the Raft core (KafkaRaftClient.handleEndQuorumEpochRequest) through
+handlers/_raft.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.raft import wire
 
 
-@api(key=54, name="EndQuorumEpoch", versions=(0, 0), listeners=(CONTROLLER,))
+@api(key=54, name="EndQuorumEpoch", versions=(0, 1), listeners=(CONTROLLER,))
 async def handle(request, ctx: RequestContext):
     return await raft_exchange(
         request,

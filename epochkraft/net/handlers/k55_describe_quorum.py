@@ -1,4 +1,5 @@
-"""DescribeQuorum (key 55), versions 0-1, on both listeners.
+"""DescribeQuorum (key 55), versions 0-2, on both listeners (v2, KIP-853: each replica's directory id and
+the voters' listeners).
 
 - Broker listener: forwarded to the controllers (as Kafka's brokers forward it), the one the broker talks
   to first and then the others until the leader answers; what ``kafka-metadata-quorum --bootstrap-server``
@@ -15,7 +16,7 @@
 
 from __future__ import annotations
 
-from kio.schema.describe_quorum.v1 import response as v1
+from kio.schema.describe_quorum.v2 import response as v2
 from kio.static.primitive import i32, i64
 
 from epochkraft.net.context import RequestContext
@@ -25,18 +26,21 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.describe_quorum import METADATA_TOPIC
 
 
-def _unknown_partitions(topics) -> v1.DescribeQuorumResponse:
+def _unknown_partitions(topics) -> v2.DescribeQuorumResponse:
     """Kafka's DescribeQuorumRequest.getPartitionLevelErrorResponse: UNKNOWN_TOPIC_OR_PARTITION in every
     partition asked for, the other fields zero."""
-    return v1.DescribeQuorumResponse(
+    return v2.DescribeQuorumResponse(
         error_code=ErrorCode.none,
+        error_message=None,
+        nodes=(),
         topics=tuple(
-            v1.TopicData(
+            v2.TopicData(
                 topic_name=t.topic_name,
                 partitions=tuple(
-                    v1.PartitionData(
+                    v2.PartitionData(
                         partition_index=p.partition_index,
                         error_code=ErrorCode.unknown_topic_or_partition,
+                        error_message=None,
                         leader_id=i32(0),
                         leader_epoch=i32(0),
                         high_watermark=i64(0),
@@ -51,29 +55,33 @@ def _unknown_partitions(topics) -> v1.DescribeQuorumResponse:
     )
 
 
-def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v1.DescribeQuorumResponse:
-    me = v1.ReplicaState(
+def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v2.DescribeQuorumResponse:
+    me = v2.ReplicaState(
         replica_id=i32(node_id),
+        replica_directory_id=None,
         log_end_offset=i64(end_offset),
         last_fetch_timestamp=i64(now_ms),
         last_caught_up_timestamp=i64(now_ms),
     )
-    partition = v1.PartitionData(
+    partition = v2.PartitionData(
         partition_index=i32(0),
         error_code=ErrorCode.none,
+        error_message=None,
         leader_id=i32(node_id),
         leader_epoch=i32(0),
         high_watermark=i64(end_offset),
         current_voters=(me,),
         observers=(),
     )
-    return v1.DescribeQuorumResponse(
+    return v2.DescribeQuorumResponse(
         error_code=ErrorCode.none,
-        topics=(v1.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+        error_message=None,
+        topics=(v2.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+        nodes=(),
     )
 
 
-@api(key=55, name="DescribeQuorum", versions=(0, 1), listeners=(BROKER, CONTROLLER))
+@api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(BROKER, CONTROLLER))
 async def handle(request, ctx: RequestContext):
     topics = request.topics
     if (

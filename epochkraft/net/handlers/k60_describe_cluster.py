@@ -126,8 +126,11 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
 
 
 def _quorum(answer: DescribeClusterResponse, quorum) -> DescribeClusterResponse:
+    """Every voter where it is reached (a dynamic quorum's from the voter set in the log)."""
+    addresses = ((voter, quorum.address_of(voter)) for voter in quorum.raft.voters)
     voters = tuple(
-        DescribeClusterBroker(broker_id=voter, host=host, port=port, rack=None)
-        for voter, (host, port) in sorted(quorum.voters.items())
+        DescribeClusterBroker(broker_id=voter, host=address[0], port=address[1], rack=None)
+        for voter, address in addresses
+        if address is not None
     )
     return replace(answer, controller_id=quorum.raft.leader_id, brokers=voters)
