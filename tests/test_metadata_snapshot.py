@@ -138,7 +138,7 @@ def test_snapshot_is_the_shortest_list_of_current_records():
     records = image_records(image, METADATA_VERSION)
     partitions = sum(len(t.partitions) for t in image.topics.values())
     configs = sum(len(v) for v in image.configs.values())
-    expected = 1 + len(image.brokers) + len(image.topics) + partitions + configs
+    expected = len(image.features) + len(image.brokers) + len(image.topics) + partitions + configs
     assert len(records) == expected + len(image.acls) + len(image.scram_credentials)
     assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)
     assert len(records) < len(ctx.controller.log), "fewer records than the log that built the image"

@@ -47,6 +47,8 @@ from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProduc
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
+from epochkraft.controller.controller import METADATA_VERSION
+from epochkraft.metadata.image import ELR_VERSION
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
@@ -56,7 +58,13 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.node import NodeSecurity, controller_protocol
 
 CREATE_TOPICS_KEY = 19
-LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
+# The clean shutdown marker: the broker epoch, written as a controlled shutdown ends (Kafka's clean
+# shutdown file); the next registration presents it as PreviousBrokerEpoch, and reads it once.
+LAST_EPOCH_FILE = "last-broker-epoch"
+SUPPORTED_FEATURES = (
+    Feature(name="metadata.version", min_supported_version=1, max_supported_version=METADATA_VERSION),
+    Feature(name=ELR_VERSION, min_supported_version=0, max_supported_version=1),
+)
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 
@@ -281,9 +289,7 @@ class BrokerNode:
                     )
                     for e in self.endpoints
                 ),
-                features=(
-                    Feature(name="metadata.version", min_supported_version=1, max_supported_version=20),
-                ),
+                features=SUPPORTED_FEATURES,
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(directory,),
@@ -532,8 +538,10 @@ async def serve(
         return 1
     if node.metrics is not None:
         node.metrics.stop()
-    (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     node.logs.close()
+    # The clean shutdown marker goes last, once every log is closed (flushed): a broker killed before
+    # this point registers as back from an unclean shutdown and leaves the ELR (KIP-966).
+    (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     await node.control.close()
     await node.lifecycle_channel.close()
     await node.metadata_client.close()

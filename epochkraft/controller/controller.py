@@ -48,6 +48,8 @@ from epochkraft.controller.replication_control import (
 )
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
+from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
+from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import Snapshot
 from epochkraft.protocol.errors import ErrorCode
@@ -72,7 +74,8 @@ from epochkraft.protocol.metadata_records import (
 )
 
 NO_THROTTLE = datetime.timedelta(0)
-METADATA_VERSION = 20  # the metadata.version feature level written at bootstrap (informational)
+# The metadata.version written at bootstrap: 4.0-IV3, Kafka 4.0's, whose records carry the ELR (KIP-966).
+METADATA_VERSION = 25
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -130,11 +133,21 @@ class Controller(AdminOperations):
 
     # ---- log plumbing -------------------------------------------------------------------------------
     def bootstrap(self, now_ms: int, *, new_cluster: bool | None = None) -> None:
-        """Writes the initial feature level into a new cluster's log (by default: an empty one)."""
-        if self.log.next_offset == 0 if new_cluster is None else new_cluster:
-            self._commit(
-                [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms
+        """Writes a new cluster's feature levels into its log (by default: an empty one): metadata.version,
+        eligible.leader.replicas.version (1 unless the settings say 0, as Kafka 4.1+ formats a new
+        cluster), and with ELR on the cluster-level min.insync.replicas (Kafka's bootstrap does the same,
+        so ELR decisions never depend on one controller's static setting)."""
+        if not (self.log.next_offset == 0 if new_cluster is None else new_cluster):
+            return
+        records: list = [FeatureLevelRecord(name=MV_FEATURE, feature_level=METADATA_VERSION)]
+        if self.settings.eligible_leader_replicas_version > 0:
+            records.append(
+                FeatureLevelRecord(
+                    name=ELR_FEATURE, feature_level=self.settings.eligible_leader_replicas_version
+                )
             )
+            records += self.configuration.cluster_min_isr_records()
+        self._commit(records, now_ms)
 
     def load(self, data: bytes, replay_from: int = 0) -> int:
         """Rebuilds state from metadata-log bytes read from disk, replaying the records from
@@ -261,6 +274,9 @@ class Controller(AdminOperations):
         self.image.replay(record)
 
     @replay.register(FeatureLevelRecord)
+    def _(self, record: Any, offset: int = -1) -> None:
+        self.image.replay(record)
+
     @replay.register(NoOpRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
@@ -320,10 +336,12 @@ class Controller(AdminOperations):
             previous_broker_epoch=getattr(request, "previous_broker_epoch", -1),
         )
         if record is not None:
-            if request.broker_id in self.cluster.brokers:
-                # A new incarnation after an unclean shutdown: its old self leaves every ISR and leadership
-                # first (Kafka's handleBrokerUncleanShutdown), so it cannot resume leading with a shorter log.
-                self._commit(self._remove_broker_changes(request.broker_id), now_ms)
+            existing = self.cluster.brokers.get(request.broker_id)
+            if existing is not None:
+                # A new incarnation: its old self leaves every ISR and leadership first, so it cannot
+                # resume leading with a shorter log (Kafka's handleBrokerShutdown).
+                clean = getattr(request, "previous_broker_epoch", -1) == existing.epoch
+                self._commit(self._shutdown_changes(request.broker_id, clean=clean), now_ms)
             self._commit([record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
@@ -387,6 +405,18 @@ class Controller(AdminOperations):
             return b != broker_id and self.cluster.is_active(b)
 
         return self.replication.decide_remove_from_isrs(broker_id, acceptable)
+
+    def _shutdown_changes(self, broker_id: int, *, clean: bool) -> list:
+        """Kafka's handleBrokerShutdown: with ELR on, a broker back from an unclean shutdown (no clean
+        shutdown marker naming its last epoch) leaves every ISR and every ELR, since records it had not
+        flushed may be gone; otherwise it is taken out as a fenced broker is."""
+        if not self.image.elr_enabled or clean:
+            return self._remove_broker_changes(broker_id)
+
+        def acceptable(b: int) -> bool:
+            return b != broker_id and self.cluster.is_active(b)
+
+        return self.replication.decide_unclean_shutdown(broker_id, acceptable)
 
     def tick(self, now_ms: int) -> list[int]:
         """Fences brokers whose session expired, oldest first; returns their ids."""
@@ -670,6 +700,8 @@ class Controller(AdminOperations):
                         "leader_epoch": p.leader_epoch,
                         "partition_epoch": p.partition_epoch,
                         "leader_recovery_state": p.leader_recovery_state.name,
+                        "elr": list(p.elr),
+                        "last_known_elr": list(p.last_known_elr),
                         "min_insync_replicas": self.replication.min_insync(topic.name),
                     }
                     for topic, index, p in self.replication.partitions()

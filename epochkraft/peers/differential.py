@@ -188,15 +188,6 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "Each config's documentation (v3+, when asked) is a one-line text of our own, not Kafka's prose.",
     ),
     KnownDifference(
-        32,
-        ANY,
-        None,
-        r"results\[.*\]\.configs\[min\.insync\.replicas\]\.config_source",
-        "Kafka 4.x with eligible leader replicas (KIP-966) writes a cluster-wide dynamic "
-        "min.insync.replicas at bootstrap, so a topic's value comes from DYNAMIC_DEFAULT_BROKER_CONFIG; "
-        "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
-    ),
-    KnownDifference(
         1,
         (11, 99),
         "follower",
