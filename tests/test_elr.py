@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kio.schema.update_features.v1 import request as uf
+from kio.static.primitive import i8, i16
 
 from epochkraft.controller import partition_change
 from epochkraft.controller.config_schema import ResourceType
@@ -294,3 +296,65 @@ def test_min_isr_change_clears_the_elr():
     assert ctx.partition("bar").elr == (), "a cluster-level write clears every ELR, even unchanged"
     result = ctx.incremental_alter_configs({(BROKER, ""): {"min.insync.replicas": (DELETE, None)}})
     assert result[(BROKER, "")][0] == ErrorCode.invalid_config
+
+
+# ---- the feature: UpdateFeatures (FeatureControlManagerTest) --------------------------------------------
+
+
+def update_features(
+    ctx: ControllerContext, level: int, upgrade_type: int = 1, validate_only: bool = False
+) -> tuple[ErrorCode, str | None]:
+    request = uf.UpdateFeaturesRequest(
+        feature_updates=(
+            uf.FeatureUpdateKey(
+                feature="eligible.leader.replicas.version",
+                max_version_level=i16(level),
+                upgrade_type=i8(upgrade_type),
+            ),
+        ),
+        validate_only=validate_only,
+    )
+    response = ctx.controller.update_features(ctx.now, request)
+    assert [r.error_code for r in response.results] == [response.error_code]
+    return response.error_code, response.error_message
+
+
+def test_downgrade_to_zero_clears_the_elr_and_upgrade_turns_it_on_again():
+    ctx = elr_context((0, 1, 2), [0, 1, 2], "3")
+    ctx.fence_brokers(2)
+    assert elr_state(ctx)[:2] == ((0, 1), (2,))
+    error, message = update_features(ctx, 0)
+    assert error == ErrorCode.invalid_update_version and "safe or unsafe downgrade" in (message or "")
+    assert update_features(ctx, 0, upgrade_type=2, validate_only=True) == (ErrorCode.none, None)
+    assert ctx.controller.image.elr_enabled, "validate_only writes nothing"
+    assert update_features(ctx, 0, upgrade_type=2) == (ErrorCode.none, None)
+    assert not ctx.controller.image.elr_enabled
+    assert "eligible.leader.replicas.version" not in ctx.controller.image.features
+    assert elr_state(ctx)[:3] == ((0, 1), (), ()), "the downgrade cleared the ELR"
+    ctx.fence_brokers(1)
+    assert elr_state(ctx)[:2] == ((0,), ()), "ELR off: nothing joins it"
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.controller.image.elr_enabled
+    ctx.fence_brokers(0)
+    assert elr_state(ctx) == ((), (0,), (0,), NO_LEADER)
+
+
+def test_update_features_refuses_unsupported_levels_and_features():
+    ctx = ControllerContext()
+    assert update_features(ctx, 2)[0] == ErrorCode.invalid_update_version
+    request = uf.UpdateFeaturesRequest(
+        feature_updates=(uf.FeatureUpdateKey(feature="metadata.version", max_version_level=i16(26)),)
+    )
+    assert ctx.controller.update_features(ctx.now, request).error_code == ErrorCode.invalid_update_version
+    request = uf.UpdateFeaturesRequest(
+        feature_updates=(uf.FeatureUpdateKey(feature="no.such.version", max_version_level=i16(1)),)
+    )
+    assert ctx.controller.update_features(ctx.now, request).error_code == ErrorCode.invalid_update_version
+    assert update_features(ctx, 1) == (ErrorCode.none, None), "the current level: a no-op"
+
+
+def test_upgrade_writes_the_cluster_min_isr_when_missing():
+    ctx = ControllerContext(eligible_leader_replicas_version=0, min_insync_replicas=2)
+    assert ctx.configs(BROKER, "") == {}
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.configs(BROKER, "") == {"min.insync.replicas": "2"}

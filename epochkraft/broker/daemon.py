@@ -47,8 +47,7 @@ from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProduc
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
-from epochkraft.controller.controller import METADATA_VERSION
-from epochkraft.metadata.image import ELR_VERSION
+from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
@@ -58,12 +57,13 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.node import NodeSecurity, controller_protocol
 
 CREATE_TOPICS_KEY = 19
+UPDATE_FEATURES_KEY = 57
 # The clean shutdown marker: the broker epoch, written as a controlled shutdown ends (Kafka's clean
 # shutdown file); the next registration presents it as PreviousBrokerEpoch, and reads it once.
 LAST_EPOCH_FILE = "last-broker-epoch"
-SUPPORTED_FEATURES = (
-    Feature(name="metadata.version", min_supported_version=1, max_supported_version=METADATA_VERSION),
-    Feature(name=ELR_VERSION, min_supported_version=0, max_supported_version=1),
+SUPPORTED_FEATURES = tuple(
+    Feature(name=name, min_supported_version=low, max_supported_version=high)
+    for name, (low, high) in FEATURE_RANGES.items()
 )
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
@@ -221,8 +221,17 @@ class BrokerNode:
 
     async def forward_to_controller(self, request: Any) -> Any:
         response = await self.control.send(request)
-        if response.__api_key__ != CREATE_TOPICS_KEY or getattr(request, "validate_only", False):
-            return response  # validate_only creates nothing
+        if getattr(request, "validate_only", False):
+            return response  # validate_only changes nothing
+        if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:
+            # Answer once our own metadata has the levels, so a describeFeatures next sees them.
+            wanted = {u.feature: u.max_version_level for u in request.feature_updates}
+            await self.wait_for_metadata(
+                lambda: all(self.cache.features.get(f, 0) == level for f, level in wanted.items())
+            )
+            return response
+        if response.__api_key__ != CREATE_TOPICS_KEY:
+            return response
         created = [t.name for t in response.topics if t.error_code == ErrorCode.none]
         # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
         await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))

@@ -31,12 +31,18 @@ from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
+from kio.schema.update_features.v1.response import UpdatableFeatureResult, UpdateFeaturesResponse
 
 from epochkraft.controller import security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.controller.configuration_control import ConfigurationControl
+from epochkraft.controller.feature_control import (
+    METADATA_VERSION_LEVEL,
+    FeatureUpdate,
+    decide_update_features,
+)
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.partition_change import Election
 from epochkraft.controller.producer_id_control import generate_next_producer_id
@@ -74,8 +80,7 @@ from epochkraft.protocol.metadata_records import (
 )
 
 NO_THROTTLE = datetime.timedelta(0)
-# The metadata.version written at bootstrap: 4.0-IV3, Kafka 4.0's, whose records carry the ELR (KIP-966).
-METADATA_VERSION = 25
+METADATA_VERSION = METADATA_VERSION_LEVEL  # written at bootstrap
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -280,6 +285,28 @@ class Controller(AdminOperations):
     @replay.register(NoOpRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
+
+    # ---- features -----------------------------------------------------------------------------------
+    def update_features(self, now_ms: int, request: Any) -> UpdateFeaturesResponse:
+        """UpdateFeatures (v1 objects): every update or none; the same error answers each feature."""
+        updates = [
+            FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type) for u in request.feature_updates
+        ]
+        error, message, records = decide_update_features(
+            self.image,
+            updates,
+            cluster_min_isr_records=self.configuration.cluster_min_isr_records,
+            clear_elr_records=lambda: self.replication.decide_clear_elr(None),
+        )
+        if error == ErrorCode.none and not request.validate_only:
+            self._commit(records, now_ms)
+        results = tuple(
+            UpdatableFeatureResult(feature=u.feature, error_code=error, error_message=message)
+            for u in updates
+        )
+        return UpdateFeaturesResponse(
+            throttle_time=NO_THROTTLE, error_code=error, error_message=message, results=results
+        )
 
     # ---- SCRAM credentials and ACLs (security_control decides, replay applies) ----------------------
     def alter_scram_credentials(self, now_ms: int, request: Any) -> list[Any]:
