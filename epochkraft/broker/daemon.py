@@ -31,7 +31,7 @@ from typing import Any
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
-from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from epochkraft import logs

@@ -24,7 +24,7 @@ from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsReque
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
-from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
