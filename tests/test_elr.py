@@ -315,7 +315,8 @@ def update_features(
         validate_only=validate_only,
     )
     response = ctx.controller.update_features(ctx.now, request)
-    assert [r.error_code for r in response.results] == [response.error_code]
+    listed = [r.error_code for r in response.results]
+    assert listed == ([ErrorCode.none] if response.error_code == ErrorCode.none else []), listed
     return response.error_code, response.error_message
 
 

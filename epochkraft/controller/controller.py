@@ -288,7 +288,7 @@ class Controller(AdminOperations):
 
     # ---- features -----------------------------------------------------------------------------------
     def update_features(self, now_ms: int, request: Any) -> UpdateFeaturesResponse:
-        """UpdateFeatures (v1 objects): every update or none; the same error answers each feature."""
+        """UpdateFeatures (v1 objects): every update or none."""
         updates = [
             FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type) for u in request.feature_updates
         ]
@@ -300,9 +300,12 @@ class Controller(AdminOperations):
         )
         if error == ErrorCode.none and not request.validate_only:
             self._commit(records, now_ms)
+        # v0-1 list each feature only when the request succeeded; a refusal is the top-level error alone
+        # (as Kafka 4.4 answers).
         results = tuple(
             UpdatableFeatureResult(feature=u.feature, error_code=error, error_message=message)
             for u in updates
+            if error == ErrorCode.none
         )
         return UpdateFeaturesResponse(
             throttle_time=NO_THROTTLE, error_code=error, error_message=message, results=results

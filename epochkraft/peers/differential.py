@@ -204,9 +204,10 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         None,
         "error_code",
         "The controller listener: a BrokerRegistration without log dirs (all v0-1 requests, and the sweep's "
-        "v2-3) is accepted; Kafka 4.x refuses it (INVALID_REGISTRATION: directory assignment, KIP-858), and "
+        "v2-4) is accepted; Kafka 4.x refuses it (INVALID_REGISTRATION: directory assignment, KIP-858), and "
         "one whose metadata.version range misses the finalized level (UNSUPPORTED_VERSION). Our controller "
-        "neither assigns directories nor finalizes features; our brokers always send their log dir.",
+        "neither assigns directories nor checks a broker's feature ranges against the finalized levels; our "
+        "brokers always send their log dir.",
     ),
     KnownDifference(
         64,

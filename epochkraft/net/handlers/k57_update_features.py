@@ -6,8 +6,8 @@
   metadata.version (ours is fixed at the level the records carry).
 - eligible.leader.replicas.version 1 turns ELR on (writing the cluster-level min.insync.replicas if
   there is none); 0 turns it off and clears every partition's ELR.
-- v0-1 answer each feature with the request's error; v2 only at the top level. validate_only writes
-  nothing. The broker listener forwards to the controller.
+- A refusal is the top-level error alone; v0-1 list each feature (NONE) when the request succeeded, v2
+  never (Kafka 4.4's answers). validate_only writes nothing. The broker listener forwards to the controller.
 """
 
 from __future__ import annotations
