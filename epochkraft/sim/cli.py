@@ -230,7 +230,7 @@ def main(argv: list[str]) -> int:
             rule = "figure-8 commit rule ON" if args.unsafe else "Kafka's commit rule"
         mode = f"{args.voters} voters, {rule}"
     else:
-        mode = "pre-KIP-903 switches ON" if args.unsafe else "default (KIP-903)"
+        mode = "pre-KIP-903 switches ON" if args.unsafe else "default (KIP-903, ELR on)"
     print(
         f"{run} seeds ({args.faults} faults, {mode}) in {seconds:.1f}s: {run / seconds:.1f} seeds/s, "
         f"{events / max(run, 1):.0f} events and {acked / max(run, 1):.0f} acknowledged records per seed"
