@@ -359,3 +359,14 @@ def test_upgrade_writes_the_cluster_min_isr_when_missing():
     assert ctx.configs(BROKER, "") == {}
     assert update_features(ctx, 1) == (ErrorCode.none, None)
     assert ctx.configs(BROKER, "") == {"min.insync.replicas": "2"}
+
+
+def test_elr_changes_are_events_for_the_analysis():
+    """elr_change_committed (metrics SCHEMA.md): the ELR and last known ELR after each change."""
+    ctx = elr_context((0, 1, 2), [0, 1, 2], "2")
+    ctx.controller.outbox.clear()
+    ctx.fence_brokers(2)
+    ctx.fence_brokers(1)
+    events = [fields for name, fields in ctx.controller.outbox if name == "elr_change_committed"]
+    assert [(e["elr"], e["last_known_elr"]) for e in events] == [([1], [])]
+    assert events[0]["topic"] == "foo" and events[0]["partition"] == 0

@@ -206,6 +206,22 @@ class Controller(AdminOperations):
                         },
                     )
                 )
+            if record.eligible_leader_replicas is not None or record.last_known_elr is not None:
+                elr = record.eligible_leader_replicas
+                last_known = record.last_known_elr
+                self.outbox.append(
+                    (
+                        "elr_change_committed",
+                        where
+                        | {
+                            "elr": list(before.elr if elr is None else elr),
+                            "last_known_elr": list(
+                                before.last_known_elr if last_known is None else last_known
+                            ),
+                            "partition_epoch": before.partition_epoch + 1,
+                        },
+                    )
+                )
             if record.isr is not None:
                 self.outbox.append(
                     (
