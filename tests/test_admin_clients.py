@@ -34,7 +34,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(180)]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("admin")
-    broker_cfg, controller_cfg = write_fast_configs(tmp / "config", broker_extra="min.insync.replicas=2\n")
+    # The controller writes its min.insync.replicas as the cluster-level dynamic default at bootstrap
+    # (ELR on, as Kafka 4.x), which then outranks the brokers' static value: both say 2.
+    broker_cfg, controller_cfg = write_fast_configs(
+        tmp / "config",
+        broker_extra="min.insync.replicas=2\n",
+        controller_extra="min.insync.replicas=2\n",
+    )
     cluster = LocalCluster(
         data_dir=tmp / "cluster", brokers=3, broker_config=broker_cfg, controller_config=controller_cfg
     )
@@ -85,7 +91,7 @@ def test_confluent_describe_and_alter_topic_configs(admin):
     assert configs["cleanup.policy"].value == "delete"
     assert configs["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
     min_isr = configs["min.insync.replicas"]
-    assert (min_isr.value, min_isr.source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert (min_isr.value, min_isr.source) == ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     # confluent-kafka keys synonyms by name, so the broker property's two entries show as its last one
     assert min_isr.synonyms["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
 
@@ -134,7 +140,7 @@ def test_confluent_describe_and_alter_topic_configs(admin):
 def test_confluent_describe_broker_configs(admin):
     resource = ConfigResource("broker", "1")
     configs = admin.describe_configs([resource])[resource].result(10)
-    assert configs["min.insync.replicas"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert configs["min.insync.replicas"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     assert configs["replica.lag.time.max.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["replica.lag.time.max.ms"].is_read_only
     assert configs["socket.request.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value

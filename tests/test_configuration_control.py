@@ -181,8 +181,10 @@ def test_min_insync_replicas_precedence_topic_then_node_then_cluster_then_static
 def test_maybe_trigger_unclean_leader_election_for_leaderless_partitions(unclean_config):
     """ReplicationControlManagerTest.testMaybeTriggerUncleanLeaderElectionForLeaderlessPartitions: the
     election happens on unfencing when configured statically, and as soon as the config is set
-    dynamically (the controller elects after the config write)."""
-    ctx = ControllerContext(unclean_leader_election_enable=unclean_config == "static")
+    dynamically (the controller elects after the config write). ELR off, as Kafka's test runs it."""
+    ctx = ControllerContext(
+        unclean_leader_election_enable=unclean_config == "static", eligible_leader_replicas_version=0
+    )
     ctx.brokers_ready(0, 1, 2, 3, 4)
     ctx.create_topic("foo", [[1, 2, 4], [1, 3, 4], [0, 2, 4]])
     ctx.fence_brokers(0, 1, 2, 3, 4)

@@ -176,7 +176,8 @@ def test_next_session_expiry_is_when_the_oldest_session_expires():
 
 
 def test_fence_multiple_brokers_keeps_the_last_replica_standing():
-    ctx = ControllerContext()
+    """With ELR off (KIP-903's rule); with ELR on the ISR empties into the ELR (test_partition_change)."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
     ctx.brokers_ready(1, 2, 3, 4)
     ctx.create_topic("foo", [[1, 2, 3]])
     ctx.fence_brokers(2, 3)
@@ -365,7 +366,7 @@ def test_new_leader_elected_when_the_requesting_leader_is_no_longer_acceptable()
 
 
 def test_elect_unclean_leaders_without_elr_last_replica_standing():
-    ctx = ControllerContext()
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
     ctx.brokers_ready(1, 2, 3)
     ctx.create_topic("foo", [[1, 2, 3]])
     ctx.alter_partition(1, "foo", [1])

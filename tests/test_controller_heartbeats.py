@@ -165,8 +165,9 @@ def test_process_broker_heartbeat_in_controlled_shutdown():
 
 
 def test_preferred_election_does_not_trigger_unclean_election():
-    """ReplicationControlManagerTest.testPreferredElectionDoesNotTriggerUncleanElection."""
-    ctx = ControllerContext()
+    """ReplicationControlManagerTest.testPreferredElectionDoesNotTriggerUncleanElection (ELR off, as
+    Kafka's test runs it)."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
     ctx.brokers_ready(1, 2, 3, 4)
     ctx.create_topic("foo", [[1, 2, 3]])
     ctx.fence_brokers(2, 3)

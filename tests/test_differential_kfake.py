@@ -236,7 +236,6 @@ SIDES_TAKEN = {
     (3, "topics[].partitions[]"): "Kafka",
     (19, "topics[].configs[]"): "neither",  # CreateTopics v5+ configs: kfake null
     (29, "connection"): "neither",  # an UNKNOWN enum in an ACL filter: kfake INVALID_REQUEST
-    (32, "results[].configs[].config_source"): "Kafka",  # min.insync.replicas
     (32, "results[].configs[].documentation"): "Kafka",
 }
 

@@ -252,6 +252,31 @@ def test_kafka_producer_and_consumer_performance(tools: Path, bootstrap: str) ->
     assert int(fields["data.consumed.in.nMsg"]) == 2000, out
 
 
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
+ELR_FEATURE = "eligible.leader.replicas.version"
+
+
+def feature_line(out: str, name: str) -> str:
+    return next((line for line in out.splitlines() if line.split()[:2] == ["Feature:", name]), "")
+
+
+def test_kafka_features_describe_downgrade_upgrade(tools: Path, bootstrap: str) -> None:
+    """kafka-features (FeatureCommand) through the Admin client: describeFeatures (ApiVersions' finalized
+    features) and updateFeatures (UpdateFeatures, forwarded to the controller); the cluster ends with ELR on
+    again, as it started."""
+    described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
+    elr = feature_line(described, ELR_FEATURE)
+    assert "SupportedMinVersion: 0" in elr and "SupportedMaxVersion: 1" in elr, described
+    assert "FinalizedVersionLevel: 1" in elr, described
+    assert "FinalizedVersionLevel: 4.0-IV3" in feature_line(described, "metadata.version"), described
+    run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "downgrade", "--feature", f"{ELR_FEATURE}=0")
+    described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
+    assert "FinalizedVersionLevel: 0" in feature_line(described, ELR_FEATURE), described
+    run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "upgrade", "--feature", f"{ELR_FEATURE}=1")
+    described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
+    assert "FinalizedVersionLevel: 1" in feature_line(described, ELR_FEATURE), described
+
+
 METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 
 

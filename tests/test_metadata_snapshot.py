@@ -145,7 +145,7 @@ def test_snapshot_is_the_shortest_list_of_current_records():
     partitions = sum(len(t.partitions) for t in image.topics.values())
     configs = sum(len(v) for v in image.configs.values())
     quotas = sum(len(v) for v in image.client_quotas.values())
-    expected = 1 + len(image.brokers) + len(image.topics) + partitions + configs + quotas
+    expected = len(image.features) + len(image.brokers) + len(image.topics) + partitions + configs + quotas
     assert len(records) == expected + len(image.acls) + len(image.scram_credentials)
     assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)
     assert len(records) < len(ctx.controller.log), "fewer records than the log that built the image"

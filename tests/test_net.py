@@ -10,6 +10,7 @@ import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 
+from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import ConnectionLost, RequestTimedOut
 from epochkraft.net.server import KafkaServer
@@ -89,7 +90,7 @@ async def test_api_versions_v5_on_a_broker_checks_the_cluster_and_node_named(clu
     """KIP-1242, as KafkaApis.handleApiVersionsRequest answers (tests/test_differential.py): another
     cluster or node is REBOOTSTRAP_REQUIRED, one id without the other INVALID_REQUEST, with no API list."""
     response = await _broker_answer(
-        types.SimpleNamespace(node_id=1, cluster_id="cluster-a"), cluster_id, node_id
+        types.SimpleNamespace(node_id=1, cluster_id="cluster-a", cache=MetadataCache(1)), cluster_id, node_id
     )
     assert response.error_code == error
     assert bool(response.api_keys) == (error == ErrorCode.none)
@@ -106,7 +107,9 @@ async def _broker_answer(node, cluster_id: str | None, node_id: int):
 
 
 async def test_api_versions_v5_before_the_broker_knows_its_cluster_id_judges_the_node_id_only():
-    node = types.SimpleNamespace(node_id=1, cluster_id=None)  # listening, not yet told by the controller
+    node = types.SimpleNamespace(
+        node_id=1, cluster_id=None, cache=MetadataCache(1)
+    )  # listening, not yet told by the controller
     assert (await _broker_answer(node, "cluster-a", 1)).error_code == ErrorCode.none
     assert (await _broker_answer(node, "cluster-a", 2)).error_code == ErrorCode.rebootstrap_required
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from epochkraft.broker import fetch_rules
-from epochkraft.sim.cluster import Fault, SimCluster, random_schedule, run_seed, shrink
+from epochkraft.controller import partition_change
+from epochkraft.sim.cluster import TOPOLOGIES, Fault, SimCluster, random_schedule, run_seed, shrink
 
 # 2,000 seeds take about 70 s on 2 cores; the deadlines leave room for a machine several times slower.
 pytestmark = pytest.mark.timeout(600)
@@ -93,3 +94,48 @@ def test_liveness_check_finds_and_shrinks_a_follower_that_never_rejoins(monkeypa
     shrunk = shrink(found, unsafe=False)
     assert "not healed" in shrunk.violation
     assert [f.kind for f in shrunk.schedule] == ["crash", "wipe"]
+
+
+# ---- eligible leader replicas (KIP-966): three replicas, min.insync.replicas 2 -------------------------
+THE_ISSUES_SCENARIO = [
+    Fault(2000, "crash", 3, 0, 6000),  # a follower SIGKILLed (fenced a session timeout later)
+    Fault(3500, "clean-stop", 2, 0, 2000),  # the other stopped cleanly: below min ISR, into the ELR
+    Fault(4500, "crash", 1, 0, 4000),  # the leader SIGKILLed; broker 2 is back first, at 5.5 s
+]
+AN_UNCLEAN_ELR_MEMBER_ELECTED = [  # found by `epochkraft sim --faults elr --unsafe`, shrunk
+    Fault(1858, "crash", 3, 0, 2922),
+    Fault(2975, "power-loss", 1, 0, 367),
+    Fault(3233, "partition", 2, 0, 2666),
+]
+
+
+def test_elr_elects_the_cleanly_stopped_follower_while_the_leader_is_down():
+    """The issue's scenario: with ELR the partition is back once the clean follower returns; without it,
+    only once the dead leader does. Nothing acknowledged is lost either way."""
+    on = SimCluster(7, THE_ISSUES_SCENARIO, topology=TOPOLOGIES["elr"]).run()
+    off = SimCluster(7, THE_ISSUES_SCENARIO, elr=False, topology=TOPOLOGIES["elr"]).run()
+    assert on.violation is None and off.violation is None
+    assert any("broker-2 leads epoch 2" in line for line in on.trace)
+    assert any("broker-1 leads epoch 2" in line for line in off.trace)
+    assert on.offline_ms < 1000 < 3000 < off.offline_ms
+    assert on.lost_without_fsync == off.lost_without_fsync == 0
+
+
+def test_unsafe_elr_switch_loses_acknowledged_records(monkeypatch):
+    """The check shown able to fail: a broker back from a power loss kept in the ELR (the unsafe switch)
+    is elected from it without the records it had not flushed, which the other replicas still hold."""
+    assert run_seed(2, faults="elr", schedule=AN_UNCLEAN_ELR_MEMBER_ELECTED).violation is None
+    monkeypatch.setattr(partition_change, "UNSAFE_KEEP_UNCLEAN_SHUTDOWN_IN_ELR_FOR_TESTS", True)
+    found = run_seed(2, faults="elr", schedule=AN_UNCLEAN_ELR_MEMBER_ELECTED)
+    assert found.violation is not None and "lost" in found.violation
+    assert run_seed(2, faults="elr", schedule=AN_UNCLEAN_ELR_MEMBER_ELECTED, elr=False).violation is None
+
+
+@pytest.mark.sweep
+def test_elr_on_and_off_hold_every_invariant_and_unsafe_elr_is_found(tmp_path):
+    summary = run_cli("--seeds", "30", "--faults", "elr", tmp_path=tmp_path)
+    assert summary["returncode"] == 0 and summary["violations"] == 0, summary["stdout"]
+    assert "time with no leader" in summary["stdout"]
+    summary = run_cli("--seeds", "30", "--faults", "elr", "--unsafe", tmp_path=tmp_path)
+    assert summary["returncode"] == 1 and "lost" in summary["violation"], summary["stdout"]
+    assert len(summary["shrunk_schedule"]) <= 4

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
-from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from epochkraft import logs
@@ -49,6 +49,7 @@ from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProduc
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
+from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
@@ -62,7 +63,14 @@ if TYPE_CHECKING:
     from epochkraft.metrics.events import EventLog
 
 CREATE_TOPICS_KEY = 19
-LAST_EPOCH_FILE = "last-broker-epoch"  # written on clean shutdown, as Kafka keeps the previous epoch
+UPDATE_FEATURES_KEY = 57
+# The clean shutdown marker: the broker epoch, written as a controlled shutdown ends (Kafka's clean
+# shutdown file); the next registration presents it as PreviousBrokerEpoch, and reads it once.
+LAST_EPOCH_FILE = "last-broker-epoch"
+SUPPORTED_FEATURES = tuple(
+    Feature(name=name, min_supported_version=low, max_supported_version=high)
+    for name, (low, high) in FEATURE_RANGES.items()
+)
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 
@@ -229,8 +237,17 @@ class BrokerNode:
 
     async def forward_to_controller(self, request: Any) -> Any:
         response = await self.control.send(request)
-        if response.__api_key__ != CREATE_TOPICS_KEY or getattr(request, "validate_only", False):
-            return response  # validate_only creates nothing
+        if getattr(request, "validate_only", False):
+            return response  # validate_only changes nothing
+        if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:
+            # Answer once our own metadata has the levels, so a describeFeatures next sees them.
+            wanted = {u.feature: u.max_version_level for u in request.feature_updates}
+            await self.wait_for_metadata(
+                lambda: all(self.cache.features.get(f, 0) == level for f, level in wanted.items())
+            )
+            return response
+        if response.__api_key__ != CREATE_TOPICS_KEY:
+            return response
         created = [t.name for t in response.topics if t.error_code == ErrorCode.none]
         # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
         await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
@@ -297,9 +314,7 @@ class BrokerNode:
                     )
                     for e in self.endpoints
                 ),
-                features=(
-                    Feature(name="metadata.version", min_supported_version=1, max_supported_version=20),
-                ),
+                features=SUPPORTED_FEATURES,
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(directory,),
@@ -549,8 +564,10 @@ async def serve(
         return 1
     if node.metrics is not None:
         node.metrics.stop()
-    (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     node.logs.close()
+    # The clean shutdown marker goes last, once every log is closed (flushed): a broker killed before
+    # this point registers as back from an unclean shutdown and leaves the ELR (KIP-966).
+    (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     await node.control.close()
     await node.lifecycle_channel.close()
     await node.metadata_client.close()

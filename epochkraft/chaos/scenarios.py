@@ -12,7 +12,8 @@ reaches the controller through its own fault proxy.
    INELIGIBLE_REPLICA. Before KIP-903 (the brokers' unsafe switch: AlterPartition v2, no epochs) it
    accepts, and the empty B joins the ISR.
 5. A dies (SIGKILL) and is fenced when its session expires. KIP-903: A was the last ISR member, the
-   partition waits offline and A comes back as leader with every record. Before: B is elected from the
+   partition waits offline and A comes back as leader with every record (with eligible leader replicas
+   on, as the last known leader: SIGKILLed, A leaves the ELR, which is then empty). Before: B is elected from the
    ISR and the acknowledged records are gone, also from A, which truncates to B's empty log.
 """
 

@@ -18,6 +18,7 @@ from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
 
 from epochkraft.controller.cluster_control import ClusterControl
+from epochkraft.controller.config_schema import MIN_INSYNC, ResourceType
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.replication_control import ReplicationControl
 from epochkraft.protocol.errors import ErrorCode
@@ -189,5 +190,19 @@ class AdminOperations:
             )
         if not request.validate_only and records:
             self._commit(records, now_ms)
+            self._commit(self._elr_changes_for_configs(records), now_ms)
             self._commit(self.replication.maybe_elect_unclean_leaders(self.cluster.is_active), now_ms)
         return results
+
+    def _elr_changes_for_configs(self, records: list) -> list:
+        """A min.insync.replicas write clears the ELR it could invalidate (Kafka clears it even when the
+        value is unchanged): a topic's for a topic config, every topic's for a broker-level one."""
+        if not self.replication.elr_enabled:
+            return []
+        changed = {(r.resource_type, r.resource_name) for r in records if r.name == MIN_INSYNC}
+        if any(resource_type == ResourceType.BROKER for resource_type, _ in changed):
+            return self.replication.decide_clear_elr(None)
+        changes = []
+        for _resource_type, topic in sorted(changed):
+            changes += self.replication.decide_clear_elr(topic)
+        return changes

@@ -82,6 +82,29 @@ class ConfigurationControl:
         return (self.effective(topic, UNCLEAN) or "false").lower() == "true"
 
     # ---- decisions ----------------------------------------------------------------------------------
+    def cluster_min_isr_records(self) -> list[ConfigRecord]:
+        """The cluster-level min.insync.replicas, this controller's static value, unless one is set:
+        written when ELR turns on, so every controller judges ELR by the same min ISR (Kafka's
+        ConfigurationControlManager.maybeGenerateElrSafetyRecords)."""
+        if MIN_INSYNC in self.get(ResourceType.BROKER, CLUSTER_DEFAULT):
+            return []
+        value = self.static.get(MIN_INSYNC, default_of(ResourceType.TOPIC, MIN_INSYNC) or "1")
+        return [self._record((ResourceType.BROKER, CLUSTER_DEFAULT), MIN_INSYNC, value)]
+
+    def elr_refusal(self, records: list[ConfigRecord]) -> ApiError:
+        """While ELR is on, the cluster-level min.insync.replicas may change but not be removed."""
+        for record in records:
+            removes_cluster_min_isr = (
+                record.resource_type == ResourceType.BROKER
+                and record.resource_name == CLUSTER_DEFAULT
+                and record.name == MIN_INSYNC
+                and record.value is None
+            )
+            if removes_cluster_min_isr and self.image.elr_enabled:
+                message = f"Cluster-level {MIN_INSYNC} cannot be removed while ELR is enabled."
+                return ApiError(ErrorCode.invalid_config, message)
+        return NONE
+
     def check_resource(self, resource: Resource, newly_created: bool = False) -> ApiError:
         """The resource must exist and be alterable (Kafka's ControllerConfigurationValidator)."""
         resource_type, name = resource
@@ -144,6 +167,8 @@ class ConfigurationControl:
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
                 records.append(self._record(resource, key, new))
+        if (refusal := self.elr_refusal(records)).error != ErrorCode.none:
+            return refusal, []
         return NONE, records
 
     def decide_legacy_alter(
@@ -162,6 +187,8 @@ class ConfigurationControl:
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
         records += [self._record(resource, key, None) for key in current if key not in new_configs]
+        if (refusal := self.elr_refusal(records)).error != ErrorCode.none:
+            return refusal, []
         return NONE, records
 
     @staticmethod

@@ -25,19 +25,25 @@ from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResp
 from kio.schema.alter_client_quotas.v1 import response as alter_quotas_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
-from kio.schema.broker_registration.v3.response import BrokerRegistrationResponse
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
 from kio.schema.delete_topics.v6 import response as delete_resp
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
+from kio.schema.update_features.v1.response import UpdatableFeatureResult, UpdateFeaturesResponse
 
 from epochkraft.controller import client_quota_control, security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.controller.configuration_control import ConfigurationControl
+from epochkraft.controller.feature_control import (
+    METADATA_VERSION_LEVEL,
+    FeatureUpdate,
+    decide_update_features,
+)
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.partition_change import Election
 from epochkraft.controller.producer_id_control import generate_next_producer_id
@@ -49,6 +55,8 @@ from epochkraft.controller.replication_control import (
 )
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
+from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
+from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import Snapshot
 from epochkraft.protocol.errors import ErrorCode
@@ -74,7 +82,7 @@ from epochkraft.protocol.metadata_records import (
 )
 
 NO_THROTTLE = datetime.timedelta(0)
-METADATA_VERSION = 20  # the metadata.version feature level written at bootstrap (informational)
+METADATA_VERSION = METADATA_VERSION_LEVEL  # written at bootstrap
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -132,11 +140,21 @@ class Controller(AdminOperations):
 
     # ---- log plumbing -------------------------------------------------------------------------------
     def bootstrap(self, now_ms: int, *, new_cluster: bool | None = None) -> None:
-        """Writes the initial feature level into a new cluster's log (by default: an empty one)."""
-        if self.log.next_offset == 0 if new_cluster is None else new_cluster:
-            self._commit(
-                [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms
+        """Writes a new cluster's feature levels into its log (by default: an empty one): metadata.version,
+        eligible.leader.replicas.version (1 unless the settings say 0, as Kafka 4.1+ formats a new
+        cluster), and with ELR on the cluster-level min.insync.replicas (Kafka's bootstrap does the same,
+        so ELR decisions never depend on one controller's static setting)."""
+        if not (self.log.next_offset == 0 if new_cluster is None else new_cluster):
+            return
+        records: list = [FeatureLevelRecord(name=MV_FEATURE, feature_level=METADATA_VERSION)]
+        if self.settings.eligible_leader_replicas_version > 0:
+            records.append(
+                FeatureLevelRecord(
+                    name=ELR_FEATURE, feature_level=self.settings.eligible_leader_replicas_version
+                )
             )
+            records += self.configuration.cluster_min_isr_records()
+        self._commit(records, now_ms)
 
     def load(self, data: bytes, replay_from: int = 0) -> int:
         """Rebuilds state from metadata-log bytes read from disk, replaying the records from
@@ -187,6 +205,22 @@ class Controller(AdminOperations):
                             "leader_epoch": before.leader_epoch + 1,
                             "unclean": unclean,
                             "previous_leader": before.leader,
+                        },
+                    )
+                )
+            if record.eligible_leader_replicas is not None or record.last_known_elr is not None:
+                elr = record.eligible_leader_replicas
+                last_known = record.last_known_elr
+                self.outbox.append(
+                    (
+                        "elr_change_committed",
+                        where
+                        | {
+                            "elr": list(before.elr if elr is None else elr),
+                            "last_known_elr": list(
+                                before.last_known_elr if last_known is None else last_known
+                            ),
+                            "partition_epoch": before.partition_epoch + 1,
                         },
                     )
                 )
@@ -264,9 +298,37 @@ class Controller(AdminOperations):
         self.image.replay(record)
 
     @replay.register(FeatureLevelRecord)
+    def _(self, record: Any, offset: int = -1) -> None:
+        self.image.replay(record)
+
     @replay.register(NoOpRecord)
     def _(self, record: Any, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
+
+    # ---- features -----------------------------------------------------------------------------------
+    def update_features(self, now_ms: int, request: Any) -> UpdateFeaturesResponse:
+        """UpdateFeatures (v1 objects): every update or none."""
+        updates = [
+            FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type) for u in request.feature_updates
+        ]
+        error, message, records = decide_update_features(
+            self.image,
+            updates,
+            cluster_min_isr_records=self.configuration.cluster_min_isr_records,
+            clear_elr_records=lambda: self.replication.decide_clear_elr(None),
+        )
+        if error == ErrorCode.none and not request.validate_only:
+            self._commit(records, now_ms)
+        # v0-1 list each feature only when the request succeeded; a refusal is the top-level error alone
+        # (as Kafka 4.4 answers).
+        results = tuple(
+            UpdatableFeatureResult(feature=u.feature, error_code=error, error_message=message)
+            for u in updates
+            if error == ErrorCode.none
+        )
+        return UpdateFeaturesResponse(
+            throttle_time=NO_THROTTLE, error_code=error, error_message=message, results=results
+        )
 
     # ---- SCRAM credentials and ACLs (security_control decides, replay applies) ----------------------
     def alter_scram_credentials(self, now_ms: int, request: Any) -> list[Any]:
@@ -348,10 +410,12 @@ class Controller(AdminOperations):
             previous_broker_epoch=getattr(request, "previous_broker_epoch", -1),
         )
         if record is not None:
-            if request.broker_id in self.cluster.brokers:
-                # A new incarnation after an unclean shutdown: its old self leaves every ISR and leadership
-                # first (Kafka's handleBrokerUncleanShutdown), so it cannot resume leading with a shorter log.
-                self._commit(self._remove_broker_changes(request.broker_id), now_ms)
+            existing = self.cluster.brokers.get(request.broker_id)
+            if existing is not None:
+                # A new incarnation: its old self leaves every ISR and leadership first, so it cannot
+                # resume leading with a shorter log (Kafka's handleBrokerShutdown).
+                clean = getattr(request, "previous_broker_epoch", -1) == existing.epoch
+                self._commit(self._shutdown_changes(request.broker_id, clean=clean), now_ms)
             self._commit([record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
@@ -415,6 +479,18 @@ class Controller(AdminOperations):
             return b != broker_id and self.cluster.is_active(b)
 
         return self.replication.decide_remove_from_isrs(broker_id, acceptable)
+
+    def _shutdown_changes(self, broker_id: int, *, clean: bool) -> list:
+        """Kafka's handleBrokerShutdown: with ELR on, a broker back from an unclean shutdown (no clean
+        shutdown marker naming its last epoch) leaves every ISR and every ELR, since records it had not
+        flushed may be gone; otherwise it is taken out as a fenced broker is."""
+        if not self.image.elr_enabled or clean:
+            return self._remove_broker_changes(broker_id)
+
+        def acceptable(b: int) -> bool:
+            return b != broker_id and self.cluster.is_active(b)
+
+        return self.replication.decide_unclean_shutdown(broker_id, acceptable)
 
     def tick(self, now_ms: int) -> list[int]:
         """Fences brokers whose session expired, oldest first; returns their ids."""
@@ -698,6 +774,8 @@ class Controller(AdminOperations):
                         "leader_epoch": p.leader_epoch,
                         "partition_epoch": p.partition_epoch,
                         "leader_recovery_state": p.leader_recovery_state.name,
+                        "elr": list(p.elr),
+                        "last_known_elr": list(p.last_known_elr),
                         "min_insync_replicas": self.replication.min_insync(topic.name),
                     }
                     for topic, index, p in self.replication.partitions()

@@ -113,6 +113,38 @@ class ReplicationControl:
     def unclean_allowed(self, topic_name: str) -> bool:
         return self.configuration.unclean_leader_election_enabled_for_topic(topic_name)
 
+    @property
+    def elr_enabled(self) -> bool:
+        """KIP-966's eligible leader replicas, on while the feature's finalized level is at least 1."""
+        return self.image.elr_enabled
+
+    def effective_min_isr(self, topic: TopicInfo) -> int:
+        """min.insync.replicas capped at the replication factor (Kafka's getTopicEffectiveMinIsr)."""
+        first = next(iter(topic.partitions.values()), None)
+        replicas = len(first.replicas) if first is not None else 1
+        return min(self.min_insync(topic.name), replicas)
+
+    def builder(
+        self,
+        topic: TopicInfo,
+        index: int,
+        partition: PartitionRegistration,
+        is_acceptable_leader: Callable[[int], bool],
+        election: Election | None = None,
+    ) -> PartitionChangeBuilder:
+        """A change builder with the topic's election type (unless given), min ISR and the ELR feature."""
+        if election is None:
+            election = Election.UNCLEAN if self.unclean_allowed(topic.name) else Election.CLEAN
+        return PartitionChangeBuilder(
+            partition,
+            topic.topic_id,
+            index,
+            is_acceptable_leader,
+            election,
+            min_isr=self.effective_min_isr(topic),
+            elr_enabled=self.elr_enabled,
+        )
+
     def counts(self) -> dict[str, int]:
         offline = under_replicated = under_min_isr = 0
         for topic, _index, p in self.partitions():
@@ -173,6 +205,7 @@ class ReplicationControl:
                 return CreatedTopic(ErrorCode.invalid_replication_factor, message), []
             assignment = self._place(partitions, rf, sorted(active_brokers))
         active = set(active_brokers)
+        elr_lists = self._new_elr_lists
         topic_id = uuid.uuid4()
         records: list = [TopicRecord(name=spec.name, topic_id=topic_id)]
         records += [
@@ -194,6 +227,8 @@ class ReplicationControl:
                     leader=isr[0],
                     leader_epoch=0,
                     partition_epoch=0,
+                    eligible_leader_replicas=elr_lists,
+                    last_known_elr=elr_lists,
                 )
             )
         rf = len(next(iter(assignment.values())))
@@ -253,6 +288,7 @@ class ReplicationControl:
                 return ErrorCode.invalid_replication_factor, message, []
             placed = {current + p: r for p, r in self._place(additional, rf, sorted(active)).items()}
         records = []
+        elr_lists = self._new_elr_lists
         for index, replicas in sorted(placed.items()):
             isr = tuple(b for b in replicas if b in active)
             records.append(
@@ -264,6 +300,8 @@ class ReplicationControl:
                     leader=isr[0],
                     leader_epoch=0,
                     partition_epoch=0,
+                    eligible_leader_replicas=elr_lists,
+                    last_known_elr=elr_lists,
                 )
             )
         return ErrorCode.none, None, records
@@ -296,6 +334,11 @@ class ReplicationControl:
         n = len(brokers)
         return {p: tuple(brokers[(start + p + r) % n] for r in range(rf)) for p in range(partitions)}
 
+    @property
+    def _new_elr_lists(self) -> tuple[int, ...] | None:
+        """A new PartitionRecord's ELR lists: empty ones while ELR is on, as Kafka's toRecord writes."""
+        return () if self.elr_enabled else None
+
     def decide_delete_topic(self, topic_id: uuid.UUID) -> list:
         return [RemoveTopicRecord(topic_id=topic_id)]
 
@@ -320,7 +363,7 @@ class ReplicationControl:
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{index}.", None
         election = Election.UNCLEAN if self.unclean_allowed(name) else Election.CLEAN
-        builder = PartitionChangeBuilder(partition, topic.topic_id, index, is_acceptable_leader, election)
+        builder = self.builder(topic, index, partition, is_acceptable_leader, election)
         if target is None:
             if not partition.reassignment_in_progress:
                 return (
@@ -431,7 +474,7 @@ class ReplicationControl:
             code = ErrorCode.ineligible_replica if version >= 2 else ErrorCode.operation_not_attempted
             return code, None, None
         change = (
-            PartitionChangeBuilder(partition, topic.topic_id, item.partition_index, is_acceptable_leader)
+            self.builder(topic, item.partition_index, partition, is_acceptable_leader, Election.CLEAN)
             .set_target_isr(isr)
             .set_target_recovery_state(RECOVERY_STATES[item.leader_recovery_state])
             .build()
@@ -445,19 +488,55 @@ class ReplicationControl:
 
     # ---- broker-driven changes ----------------------------------------------------------------------
     def decide_remove_from_isrs(self, broker_id: int, is_acceptable_leader: Callable[[int], bool]) -> list:
-        """Removes a broker being fenced / shut down / unregistered from every ISR and leadership."""
+        """Removes a broker being fenced / shut down / unregistered from every ISR and leadership; with ELR
+        on, the members leaving an ISR below min ISR join its ELR."""
         records = []
         for topic, index, partition in self.partitions():
             if broker_id not in partition.isr and partition.leader != broker_id:
                 continue
-            election = Election.UNCLEAN if self.unclean_allowed(topic.name) else Election.CLEAN
             change = (
-                PartitionChangeBuilder(partition, topic.topic_id, index, is_acceptable_leader, election)
+                self.builder(topic, index, partition, is_acceptable_leader)
                 .set_target_isr(tuple(b for b in partition.isr if b != broker_id))
                 .build()
             )
             if change is not None:
                 records.append(change.record)
+        return records
+
+    def decide_unclean_shutdown(self, broker_id: int, is_acceptable_leader: Callable[[int], bool]) -> list:
+        """Kafka's handleBrokerShutdown for a broker back from an unclean shutdown with ELR on: it leaves
+        every ISR and every ELR (its unflushed records may be gone), and leads nothing."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if broker_id not in partition.isr and broker_id not in partition.elr:
+                continue
+            change = (
+                self.builder(topic, index, partition, is_acceptable_leader)
+                .set_unclean_shutdown_replicas((broker_id,))
+                .set_target_isr(tuple(b for b in partition.isr if b != broker_id))
+                .build()
+            )
+            if change is not None:
+                records.append(change.record)
+        return records
+
+    def decide_clear_elr(self, topic_name: str | None) -> list:
+        """Clears the ELR and last known ELR of one topic's partitions (None: every topic's), as Kafka does
+        when min.insync.replicas changes: members chosen under the old min ISR may not hold every record
+        committed under the new one."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if topic_name is not None and topic.name != topic_name:
+                continue
+            if partition.elr or partition.last_known_elr:
+                records.append(
+                    PartitionChangeRecord(
+                        partition_id=index,
+                        topic_id=topic.topic_id,
+                        eligible_leader_replicas=(),
+                        last_known_elr=(),
+                    )
+                )
         return records
 
     def decide_leaderless_elections(self, is_acceptable_leader: Callable[[int], bool]) -> list:
@@ -466,10 +545,7 @@ class ReplicationControl:
         for topic, index, partition in self.partitions():
             if partition.leader != NO_LEADER:
                 continue
-            election = Election.UNCLEAN if self.unclean_allowed(topic.name) else Election.CLEAN
-            change = PartitionChangeBuilder(
-                partition, topic.topic_id, index, is_acceptable_leader, election
-            ).build()
+            change = self.builder(topic, index, partition, is_acceptable_leader).build()
             if change is not None:
                 records.append(change.record)
         return records
@@ -501,9 +577,7 @@ class ReplicationControl:
                 return ErrorCode.preferred_leader_not_available, None
         elif partition.leader != NO_LEADER and is_acceptable_leader(partition.leader):
             return ErrorCode.election_not_needed, None
-        change = PartitionChangeBuilder(
-            partition, topic.topic_id, index, is_acceptable_leader, election
-        ).build()
+        change = self.builder(topic, index, partition, is_acceptable_leader, election).build()
         if change is None or change.leader == NO_LEADER:
             if election == Election.PREFERRED:
                 return ErrorCode.preferred_leader_not_available, None

@@ -31,6 +31,14 @@ class ControllerSettings(SecuritySettings):
         False,
         "Cluster default: elect a replica outside the ISR when no ISR member can lead (loses data).",
     )
+    eligible_leader_replicas_version: int = prop(
+        "eligible.leader.replicas.version",
+        1,
+        "The eligible.leader.replicas.version feature level a new cluster starts with (KIP-966; 0: ELR "
+        "off). Read only when the metadata log is created, as Kafka's format --feature; later changes go "
+        "through UpdateFeatures (kafka-features upgrade/downgrade).",
+        minimum=0,
+    )
     unsafe_disable_kip841_eligibility_check: bool = prop(
         "unsafe.disable.kip841.eligibility.check",
         False,

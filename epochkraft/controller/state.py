@@ -52,6 +52,11 @@ class PartitionRegistration:
     # KIP-455: during a reassignment ``replicas`` holds the target replicas plus those being removed
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # KIP-966: replicas out of the ISR that still hold every committed record (they left it while the ISR
+    # was below min ISR, when the high watermark cannot advance), and those last known to (or the last
+    # known leader, when the ISR and ELR are both empty)
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassignment_in_progress(self) -> bool:

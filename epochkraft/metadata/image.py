@@ -51,6 +51,9 @@ TOPIC, BROKER = int(ResourceType.TOPIC), int(ResourceType.BROKER)
 # BrokerRegistrationChangeRecord.fenced values
 CHANGE_FENCE = 1
 CHANGE_UNFENCE = -1
+METADATA_VERSION = "metadata.version"
+ELR_VERSION = "eligible.leader.replicas.version"  # KIP-966's feature: level 1 turns ELR on
+MIN_ELR_METADATA_VERSION = 23  # 4.0-IV1, the first metadata.version whose records carry the ELR
 
 
 @dataclass
@@ -77,7 +80,16 @@ class MetadataImage:
         self.next_producer_id = -1  # first id of the next producer id block (Kafka's ProducerIdsImage)
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}  # Kafka's ClientQuotasImage
         self.client_quotas_version = 0  # bumped by every ClientQuotaRecord: quota managers re-read on change
+        self.features: dict[str, int] = {}  # finalized feature levels (Kafka's FeaturesImage)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
+
+    @property
+    def elr_enabled(self) -> bool:
+        """Kafka's FeatureControlManager.isElrFeatureEnabled."""
+        return (
+            self.features.get(ELR_VERSION, 0) >= 1
+            and self.features.get(METADATA_VERSION, 0) >= MIN_ELR_METADATA_VERSION
+        )
 
     def topic(self, name: str) -> TopicInfo | None:
         topic_id = self.topic_ids.get(name)
@@ -156,6 +168,8 @@ class MetadataImage:
             leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
             removing_replicas=tuple(record.removing_replicas),
             adding_replicas=tuple(record.adding_replicas),
+            elr=tuple(record.eligible_leader_replicas or ()),
+            last_known_elr=tuple(record.last_known_elr or ()),
         )
         if changes is not None:
             changes.partitions.add((topic.name, record.partition_id))
@@ -239,10 +253,16 @@ class MetadataImage:
     def _(self, record: ProducerIdsRecord, changes: Changes | None = None) -> None:
         self.next_producer_id = record.next_producer_id
 
-    @replay.register(FeatureLevelRecord)
-    @replay.register(NoOpRecord)
-    def _(self, record: object, changes: Changes | None = None) -> None:
-        pass  # carried in the log for Kafka compatibility; nothing in the image depends on them
+    @replay.register
+    def _(self, record: FeatureLevelRecord, changes: Changes | None = None) -> None:
+        if record.feature_level == 0 and record.name != METADATA_VERSION:
+            self.features.pop(record.name, None)  # level 0 removes a feature (Kafka's replay)
+        else:
+            self.features[record.name] = record.feature_level
+
+    @replay.register
+    def _(self, record: NoOpRecord, changes: Changes | None = None) -> None:
+        pass  # carried in the log for Kafka compatibility
 
 
 def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord) -> PartitionRegistration:
@@ -263,4 +283,10 @@ def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord
         adding_replicas=partition.adding_replicas
         if record.adding_replicas is None
         else tuple(record.adding_replicas),
+        elr=partition.elr
+        if record.eligible_leader_replicas is None
+        else tuple(record.eligible_leader_replicas),
+        last_known_elr=partition.last_known_elr
+        if record.last_known_elr is None
+        else tuple(record.last_known_elr),
     )

@@ -116,14 +116,16 @@ def copy_image(image: MetadataImage) -> MetadataImage:
     copy.acls = dict(image.acls)
     copy.next_producer_id = image.next_producer_id
     copy.client_quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
+    copy.features = dict(image.features)
     return copy
 
 
 def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataRecord]:
     """The records that rebuild ``image`` from nothing: one per broker, topic, partition, config key,
     credential and ACL, each with its current state (Kafka's MetadataImage.write)."""
+    features = {"metadata.version": metadata_version} | image.features
     records: list[MetadataRecord] = [
-        FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)
+        FeatureLevelRecord(name=name, feature_level=level) for name, level in features.items()
     ]
     for broker in image.brokers.values():
         records.append(
@@ -157,6 +159,8 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
                     leader_recovery_state=int(partition.leader_recovery_state),
                     leader_epoch=partition.leader_epoch,
                     partition_epoch=partition.partition_epoch,
+                    eligible_leader_replicas=partition.elr or None,
+                    last_known_elr=partition.last_known_elr or None,
                 )
             )
     for (resource_type, resource_name), values in image.configs.items():

@@ -197,15 +197,6 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "Each config's documentation (v3+, when asked) is a one-line text of our own, not Kafka's prose.",
     ),
     KnownDifference(
-        32,
-        ANY,
-        None,
-        r"results\[.*\]\.configs\[min\.insync\.replicas\]\.config_source",
-        "Kafka 4.x with eligible leader replicas (KIP-966) writes a cluster-wide dynamic "
-        "min.insync.replicas at bootstrap, so a topic's value comes from DYNAMIC_DEFAULT_BROKER_CONFIG; "
-        "ours has no such record and the value (1) is the DEFAULT_CONFIG.",
-    ),
-    KnownDifference(
         1,
         (11, 99),
         "follower",
@@ -222,9 +213,10 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         None,
         "error_code",
         "The controller listener: a BrokerRegistration without log dirs (all v0-1 requests, and the sweep's "
-        "v2-3) is accepted; Kafka 4.x refuses it (INVALID_REGISTRATION: directory assignment, KIP-858), and "
+        "v2-4) is accepted; Kafka 4.x refuses it (INVALID_REGISTRATION: directory assignment, KIP-858), and "
         "one whose metadata.version range misses the finalized level (UNSUPPORTED_VERSION). Our controller "
-        "neither assigns directories nor finalizes features; our brokers always send their log dir.",
+        "neither assigns directories nor checks a broker's feature ranges against the finalized levels; our "
+        "brokers always send their log dir.",
     ),
     KnownDifference(
         64,

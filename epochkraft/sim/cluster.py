@@ -25,6 +25,7 @@ from kio.schema.create_topics.v7 import request as ct
 from epochkraft.broker.partition import Role
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.controller.settings import ControllerSettings
+from epochkraft.controller.state import LeaderRecoveryState
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.sim.nodes import TOPIC, SimBroker, SimController
 from epochkraft.sim.shrinking import shrink_schedule
@@ -40,11 +41,16 @@ FAULT_KINDS = (
     "hold-alter-partition",
     "fetcher-failure",
 )
+# The KIP-966 schedule's faults: brokers out of the ISR without a restart (cut off from the controller,
+# slow to it), stopped cleanly (controlled shutdown, the clean shutdown marker) or not (crash, power loss).
+ELR_FAULT_KINDS = ("crash", "power-loss", "clean-stop", "partition", "slow-link")
 DURATION_MS = 12_000
 FAULTS_UNTIL_MS = 9_000
 LIVENESS_BOUND_MS = 10_000  # session expiry (1 s), ISR shrink checks (LAG_MS/4), re-replicating a full log
 SPIN_FETCHES = 20  # follower fetches in a row without progress that count as a loop
 REPLICATION_FACTOR = 2  # brokers 1 and 2 replicate; broker 3 stands by (as in the KAFKA-14139 report)
+# (replication factor, min.insync.replicas) per schedule: KIP-966 needs an ISR that can fall below min ISR.
+TOPOLOGIES = {"random": (REPLICATION_FACTOR, 1), "kafka-14139": (REPLICATION_FACTOR, 1), "elr": (3, 2)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,10 @@ class Fault:
             return f"t={self.at_ms}ms controller restart"
         if self.kind == "fetcher-failure":
             return f"t={self.at_ms}ms broker-{self.target}'s replica fetcher fails and restarts"
+        if self.kind == "clean-stop":
+            return (
+                f"t={self.at_ms}ms controlled shutdown of broker-{self.target}, back after {self.length_ms}ms"
+            )
         return f"t={self.at_ms}ms {self.kind} broker-{self.target}, back after {self.length_ms}ms"
 
 
@@ -116,7 +126,27 @@ def race_schedule(seed: int) -> list[Fault]:
     return sorted((f for f in faults if f.at_ms <= FAULTS_UNTIL_MS), key=lambda f: f.at_ms)
 
 
-SCHEDULES = {"random": random_schedule, "kafka-14139": race_schedule}
+def elr_schedule(seed: int) -> list[Fault]:
+    """KIP-966's fault on three replicas (min.insync.replicas 2), every kind and timing random: the two
+    followers of the first leader go out one after the other (the ISR falls below min ISR), then the leader;
+    each is crashed, loses power, is stopped cleanly (controlled shutdown) or is cut off from the controller
+    (fenced, its log intact) and comes back; then up to two more faults of any of these kinds."""
+    rng = random.Random(seed * 15485863 + 5)
+    outs = ("crash", "power-loss", "clean-stop", "partition")
+    followers = rng.sample([2, 3], 2)
+    at = rng.randint(500, 3000)
+    faults = []
+    for target in (*followers, 1):
+        kind = rng.choice(outs)
+        faults.append(Fault(at, kind, target, 0, rng.randint(300, 3500)))
+        at += rng.randint(0, 1800)
+    for fault in random_schedule(seed, ELR_FAULT_KINDS)[: rng.randint(0, 2)]:
+        other = 0 if fault.kind == "partition" and rng.random() < 0.5 else fault.other
+        faults.append(Fault(fault.at_ms, fault.kind, fault.target, other, fault.length_ms))
+    return sorted((f for f in faults if f.at_ms <= FAULTS_UNTIL_MS), key=lambda f: f.at_ms)
+
+
+SCHEDULES = {"random": random_schedule, "kafka-14139": race_schedule, "elr": elr_schedule}
 
 
 @dataclass
@@ -128,6 +158,9 @@ class RunResult:
     schedule: list[Fault] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     healthy_after_ms: int | None = None  # how long after the last fault healed the partition was healthy
+    offline_ms: int = 0  # time with no leader (the controller's view), from the topic's creation on
+    under_min_isr_ms: int = 0  # time with an ISR smaller than min.insync.replicas (acks=all refused)
+    lost_without_fsync: int = 0  # acknowledged records lost as Kafka tolerates (every holder's disk lost)
 
 
 class SimCluster:
@@ -139,13 +172,24 @@ class SimCluster:
         unsafe: bool = False,
         brokers: int = 3,
         check_liveness: bool = True,
+        elr: bool = True,
+        topology: tuple[int, int] = (REPLICATION_FACTOR, 1),
     ) -> None:
         self.world = World(seed, LinkPolicy(min_delay_ms=1, max_delay_ms=8))
+        self.elr = elr
+        self.replication_factor, self.min_isr = topology
+        self.offline_ms = self.under_min_isr_ms = 0
+        self.accounted_ms: int | None = None  # unavailability is summed from the topic's creation
+        self.offline = self.under_min_isr = False
         self.check_liveness = check_liveness
         self.healthy_after_ms: int | None = None
         self.schedule = schedule
         self.unsafe = unsafe
-        settings = ControllerSettings(session_timeout_ms=1000, unsafe_disable_kip841_eligibility_check=unsafe)
+        settings = ControllerSettings(
+            session_timeout_ms=1000,
+            unsafe_disable_kip841_eligibility_check=unsafe,
+            eligible_leader_replicas_version=1 if elr else 0,
+        )
         self.controller = SimController(self.world, settings)
         self.brokers = {b: SimBroker(self.world, b, self, unsafe) for b in range(1, brokers + 1)}
         # (offset, value, {holder broker: its disk-loss count when the record was acknowledged})
@@ -263,10 +307,10 @@ class SimCluster:
                     replication_factor=-1,
                     assignments=(
                         ct.CreatableReplicaAssignment(
-                            partition_index=0, broker_ids=tuple(self.brokers)[:REPLICATION_FACTOR]
+                            partition_index=0, broker_ids=tuple(self.brokers)[: self.replication_factor]
                         ),
                     ),
-                    configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value="1"),),
+                    configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value=str(self.min_isr)),),
                 ),
             ),
             timeout=__import__("datetime").timedelta(seconds=1),
@@ -335,9 +379,15 @@ class SimCluster:
         if topic is None or 0 not in topic.partitions:
             return
         p = topic.partitions[0]
+        self._account_unavailability(p)
         if p.leader != -1 and p.leader_epoch not in self.leaders_by_epoch:
-            # Re-electing the last ISR member of an offline partition (the KIP-903 exception).
-            self.last_standing[p.leader_epoch] = self.previous_leader == -1 and tuple(p.isr) == (p.leader,)
+            # Re-electing the last ISR member of an offline partition (the KIP-903 exception). With ELR on,
+            # only the last known leader's election is that exception (marked unclean: RECOVERING); an
+            # election from the ELR is clean and must lose nothing.
+            exception = not self.elr or p.leader_recovery_state == LeaderRecoveryState.RECOVERING
+            self.last_standing[p.leader_epoch] = (
+                exception and self.previous_leader == -1 and tuple(p.isr) == (p.leader,)
+            )
         self.previous_leader = p.leader
         if p.leader != -1:
             known = self.leaders_by_epoch.setdefault(p.leader_epoch, p.leader)
@@ -371,6 +421,17 @@ class SimCluster:
                 raise Violation(
                     f"broker-{member} (in the ISR) differs from the leader below the high watermark"
                 )
+
+    def _account_unavailability(self, p: Any) -> None:
+        """Adds the time since the last check to the offline and under-min-ISR sums, by the state then."""
+        now = self.world.now_ms
+        if self.accounted_ms is not None:
+            elapsed = now - self.accounted_ms
+            self.offline_ms += elapsed if self.offline else 0
+            self.under_min_isr_ms += elapsed if self.under_min_isr else 0
+        self.accounted_ms = now
+        self.offline = p.leader == -1
+        self.under_min_isr = len(p.isr) < self.min_isr
 
     # ---- liveness -------------------------------------------------------------------------------------
     def healed_at_ms(self) -> int:
@@ -456,6 +517,11 @@ class SimCluster:
         if fault.kind == "fetcher-failure":
             self.brokers[fault.target].fail_fetcher()
             return
+        if fault.kind == "clean-stop":
+            stopping = self.brokers[fault.target]
+            if stopping.up and not stopping.shutting_down:
+                stopping.controlled_shutdown(lambda: self.world.after(fault.length_ms, stopping.start))
+            return
         if fault.kind == "partition":
             a = f"broker-{fault.target}"
             b = "controller" if fault.other == 0 else f"broker-{fault.other}"
@@ -481,6 +547,7 @@ class SimCluster:
             broker.disk_losses += 1
         elif fault.kind == "wipe":
             broker.log = type(broker.log)()
+            broker.clean_marker = -1  # a new disk: no clean shutdown marker either
             broker.disk_losses += 1
         self.world.after(fault.length_ms, broker.start)
 
@@ -515,16 +582,27 @@ class SimCluster:
             self.schedule,
             self.world.trace,
             self.healthy_after_ms,
+            self.offline_ms,
+            self.under_min_isr_ms,
+            self.lost_without_fsync,
         )
 
 
 def run_seed(
-    seed: int, *, unsafe: bool = False, faults: str = "random", schedule: list[Fault] | None = None
+    seed: int,
+    *,
+    unsafe: bool = False,
+    faults: str = "random",
+    schedule: list[Fault] | None = None,
+    elr: bool = True,
 ) -> RunResult:
     schedule = SCHEDULES[faults](seed) if schedule is None else schedule
-    return SimCluster(seed, schedule, unsafe=unsafe).run()
+    return SimCluster(seed, schedule, unsafe=unsafe, elr=elr, topology=TOPOLOGIES[faults]).run()
 
 
-def shrink(result: RunResult, *, unsafe: bool) -> RunResult:
+def shrink(result: RunResult, *, unsafe: bool, faults: str = "random", elr: bool = True) -> RunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
-    return shrink_schedule(result, lambda schedule: run_seed(result.seed, unsafe=unsafe, schedule=schedule))
+    return shrink_schedule(
+        result,
+        lambda schedule: run_seed(result.seed, unsafe=unsafe, faults=faults, schedule=schedule, elr=elr),
+    )

@@ -110,6 +110,9 @@ class SimBroker:
         self.up = False
         self.generation = 0  # bumps on every start, so timers of a dead incarnation stop
         self.disk_losses = 0  # power losses and wipes suffered
+        self.clean_marker = -1  # the clean shutdown marker on disk: the epoch a controlled shutdown ended
+        self.shutting_down = False
+        self.on_stopped: Any = None  # called once a controlled shutdown has stopped the broker
 
     @property
     def name(self) -> str:
@@ -121,6 +124,9 @@ class SimBroker:
         self.generation += 1
         self.incarnation = uuid.UUID(int=self.world.rng.getrandbits(128))
         self.epoch = -1
+        # As the daemon: the marker is read once, so a crash after this start registers as unclean.
+        self.previous_epoch, self.clean_marker = self.clean_marker, -1
+        self.shutting_down = False
         self.cache = MetadataCache()
         self.replicas = ReplicaSet(
             self.id,
@@ -153,6 +159,12 @@ class SimBroker:
     def crash(self) -> None:
         self.up = False
         self.generation += 1
+
+    def controlled_shutdown(self, then: Any) -> None:
+        """Heartbeats asking to shut down until the controller says so (its leaderships moved), then the
+        broker flushes its log, writes the clean shutdown marker and stops; ``then`` runs after."""
+        self.shutting_down = True
+        self.on_stopped = then
 
     def _every(self, offset: int, action: Any, interval: int) -> None:
         generation = self.generation
@@ -201,7 +213,7 @@ class SimBroker:
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(),
-                previous_broker_epoch=-1,
+                previous_broker_epoch=self.previous_epoch,
             )
 
             def registered(response: Any) -> None:
@@ -216,13 +228,20 @@ class SimBroker:
             broker_epoch=self.epoch,
             current_metadata_offset=self.cache.next_offset - 1,
             want_fence=self.cache.next_offset <= self.epoch,
-            want_shut_down=False,
+            want_shut_down=self.shutting_down,
             offline_log_dirs=(),
         )
 
         def answered(response: Any) -> None:
             if response.error_code == ErrorCode.stale_broker_epoch:
                 self.epoch = -1
+            elif self.shutting_down and response.should_shut_down:
+                self.log.flush()
+                self.clean_marker = self.epoch
+                self.crash()
+                self.world.log(f"broker-{self.id} stopped cleanly (marker: epoch {self.epoch})")
+                if self.on_stopped is not None:
+                    self.on_stopped()
 
         self._send_controller(request, answered)
 

@@ -4,7 +4,8 @@
   at most response_partition_limit partitions (capped at 2000, Kafka's max.request.partition.size.limit);
   where it stops, next_cursor names the next topic and partition, as Kafka's KRaftMetadataCache pages.
 - Each partition: leader (-1 when fenced or unknown), leader epoch, replicas, ISR, offline replicas
-  (fenced or unregistered), empty ELR lists (eligible leader replicas are not kept).
+  (fenced or unregistered), the eligible leader replicas and last known ELR (KIP-966; empty with the
+  feature off), as Kafka's KRaftMetadataCache answers them.
 - UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION per missing or badly named topic; a cursor whose
   topic is not in the list or whose partition is negative is INVALID_REQUEST for every topic asked for.
 - Each topic answered carries the topic operations the principal may perform (all of them without an
@@ -92,8 +93,8 @@ async def handle(request, ctx: RequestContext):
                     leader_epoch=p.leader_epoch,
                     replica_nodes=p.replicas,
                     isr_nodes=p.isr,
-                    eligible_leader_replicas=(),
-                    last_known_elr=(),
+                    eligible_leader_replicas=p.elr,
+                    last_known_elr=p.last_known_elr,
                     offline_replicas=tuple(b for b in p.replicas if cache.is_fenced(b)),
                 )
             )
