@@ -50,10 +50,10 @@ function drawPartitions() {
   const rows = shown.slice(0, MAX_ROWS).map((p) => {
     const key = `${p.topic}-${p.partition}`;
     const cls = p.leaderless ? "leaderless" : p.under_min_isr ? "under-min-isr" : "";
-    return `<tr class="${cls}" data-partition="${key}" data-leader="${p.leader}" data-isr="${p.isr.join(",")}" data-hw="${p.high_watermark ?? ""}">` +
+    return `<tr class="${cls}" data-partition="${key}" data-leader="${p.leader}" data-isr="${p.isr.join(",")}" data-elr="${(p.elr || []).join(",")}" data-hw="${p.high_watermark ?? ""}">` +
       `<td>${key}</td><td>${p.leader < 0 ? "none" : p.leader}</td><td>${p.leader_epoch}</td>` +
       `<td>${p.partition_epoch}</td><td>${list(p.replicas)}</td><td>${list(p.isr)}</td>` +
-      `<td>${list(p.eligible_leader_replicas)}</td><td>${list(p.last_known_elr)}</td>` +
+      `<td>${list(p.elr)}</td><td>${list(p.last_known_elr)}</td>` +
       `<td>${p.high_watermark ?? "–"}</td><td>${ends(p.log_end)}</td><td>${p.lag ?? "–"}</td>` +
       `<td>${p.leader_recovery_state}</td></tr>`;
   });
@@ -64,7 +64,9 @@ function drawPartitions() {
   $("partitions-shown").textContent = shown.length > MAX_ROWS ? `showing ${MAX_ROWS} of ${shown.length}` : "";
 }
 
-const EVENT_CLASSES = { isr_change_rejected: "refused", broker_fenced: "fenced", leader_elected: "elected", fault_injected: "fault" };
+const EVENT_CLASSES = {
+  isr_change_rejected: "refused", broker_fenced: "fenced", leader_elected: "elected", elr_change_committed: "elr", fault_injected: "fault",
+};
 const eventClass = (e) => EVENT_CLASSES[e.event] || "";
 
 function describe(e) {
