@@ -28,24 +28,9 @@ async def raft_exchange(
     source: Callable[[Any], int],
     encode: Callable[[Any], Any],
 ) -> Any:
-    quorum = ctx.controller_node.quorum
-
-    def refuse(code: ErrorCode) -> Any:
-        # Kafka answers these with the top-level error and no topics (e.g. VoteResponseData with only
-        # its errorCode set)
-        answer = error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
-        return dataclasses.replace(answer, topics=())
-
-    if quorum is None:
-        return refuse(ErrorCode.invalid_request)
-    cluster_id = getattr(request, "cluster_id", None)
-    if cluster_id is not None and cluster_id != quorum.cluster_id:
-        return refuse(ErrorCode.inconsistent_cluster_id)
-    try:
-        message = decode(request)
-    except InvalidRaftRequest:
-        return refuse(ErrorCode.invalid_request)
-    return downgrade_response(encode(await quorum.exchange(source(message), message)), ctx.api_version)
+    """Vote, BeginQuorumEpoch, EndQuorumEpoch: refused with the top-level error and no topics, as Kafka
+    answers them (e.g. VoteResponseData with only its errorCode set)."""
+    return await _exchange(request, ctx, decode, source, encode, no_topics=True)
 
 
 async def reconfig_exchange(
@@ -56,12 +41,26 @@ async def reconfig_exchange(
     source: Callable[[Any], int],
     encode: Callable[[Any], Any],
 ) -> Any:
-    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks (a quorum, the cluster id, a
-    well-formed request), then the Raft core, whose answer may wait for a commit."""
+    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks, then the Raft core, whose answer
+    may wait for a commit."""
+    return await _exchange(request, ctx, decode, source, encode, no_topics=False)
+
+
+async def _exchange(
+    request: Any,
+    ctx: RequestContext,
+    decode: Callable[[Any], Message],
+    source: Callable[[Any], int],
+    encode: Callable[[Any], Any],
+    *,
+    no_topics: bool,
+) -> Any:
+    """A quorum, the cluster id, a well-formed request; then the Raft core's answer."""
     quorum = ctx.controller_node.quorum
 
     def refuse(code: ErrorCode) -> Any:
-        return error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+        answer = error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+        return dataclasses.replace(answer, topics=()) if no_topics else answer
 
     if quorum is None:
         return refuse(ErrorCode.invalid_request)
