@@ -137,6 +137,15 @@ class ClientQuotaManager:
     def quota(self, user: str, client_id: str) -> float | None:
         return self.quota_limit(self.metric_tags(user, client_id))
 
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
+        """The most a client may take in one response without being throttled for good: its quota over
+        ``samples - 1`` windows (ClientQuotaManager.getMaxValueInQuotaWindow); infinite without a quota. A
+        Fetch is capped by it, so a backlog larger than the window is read in parts, not refused forever."""
+        limit = self.quota(user, client_id) if self.types_enabled else None
+        if limit is None:
+            return float("inf")
+        return limit * (self.samples - 1) * self.window_ms / 1000
+
     def _rate(self, tags: Tags, now_ms: int) -> Rate:
         entry = self._rates.get(tags)
         if entry is None:
