@@ -173,6 +173,19 @@ def test_throttle_time():
     assert quota.throttle_time_ms(START + 500) == 1500
 
 
+def test_expire_quota_sensors_of_the_controller_mutation_quota():
+    """ClientQuotaManagerTest.testExpireQuotaSensors, for KIP-599's buckets: a client id gone for an hour
+    leaves no bucket behind under a default client-id controller_mutation_rate; one in use keeps its own."""
+    manager = ControllerMutationQuotaManager()
+    manager.update({(("client-id", None),): {"controller_mutation_rate": 10.0}})
+    for i in range(100):
+        assert manager.new_quota_for("u", f"once-{i}", 6, 6, START).record(1)
+    later = START + 3_600_001
+    assert manager.new_quota_for("u", "kept", 6, 6, START + 1000).record(1)
+    manager.new_quota_for("u", "newcomer", 6, 6, later)
+    assert set(manager._buckets) == {("", "kept"), ("", "newcomer")}
+
+
 def test_new_strict_quota_for_returns_unbounded_quota_when_quota_is_disabled():
     """ControllerMutationQuotaManagerTest.testNewStrictQuotaForReturnsUnboundedQuotaWhenQuotaIsDisabled."""
     manager = ControllerMutationQuotaManager()
