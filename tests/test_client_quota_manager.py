@@ -237,37 +237,28 @@ def test_busy_time_counts_the_steps_of_a_request_not_its_waits():
     assert 0.02 <= busy_ns / 1e9 < 0.08, busy_ns
 
 
-def test_only_the_daemons_own_clients_are_exempt_and_not_by_client_id_alone():
-    """Replica fetchers and brokers' clients (client ids replica-fetcher-*, broker-*) are not measured, as
-    Kafka exempts inter-broker requests; with an authorizer only a principal allowed CLUSTER_ACTION is, so a
-    client naming itself broker-1 still has its quota."""
+def test_exempt_requests_go_by_the_request_not_the_client_id():
+    """Kafka exempts by request: cluster actions (sendResponseExemptThrottle) and a follower's Fetch
+    (ReplicaId >= 0) are not measured, a client calling itself broker-3 or replica-fetcher-2 is, with or
+    without an authorizer; ApiVersions is never measured."""
+    from types import SimpleNamespace
+
     from epochkraft.net.context import RequestContext
     from epochkraft.net.server import _Connection, served
     from epochkraft.protocol.api import BROKER
     from epochkraft.protocol.framing import RequestHeader
-    from epochkraft.security.authorizer import StandardAuthorizer
-    from epochkraft.security.principal import KafkaPrincipal
 
-    produce = served(BROKER)[0]
-    broker = KafkaPrincipal("User", "broker")
+    apis = served(BROKER)
 
-    def applies(client_id: str, authorizer=None, principal=broker) -> bool:
-        ctx = RequestContext(
-            BROKER,
-            RequestHeader(0, 9, 1, client_id, 0),
-            9,
-            None,
-            None,
-            None,
-            principal=principal,
-            authorizer=authorizer,
-        )
-        return _Connection._quota_applies(produce, ctx)
+    def applies(key: int, version: int, client_id: str, request=None) -> bool:
+        ctx = RequestContext(BROKER, RequestHeader(key, version, 1, client_id, 0), version, None, None, None)
+        return _Connection._quota_applies(apis[key], request, ctx)
 
-    assert applies("app") and not applies("replica-fetcher-2") and not applies("broker-3")
-    authorizer = StandardAuthorizer(frozenset({broker}), allow_everyone_if_no_acl_found=False)
-    assert not applies("broker-3", authorizer)
-    assert applies("broker-3", authorizer, KafkaPrincipal("User", "mallory"))
-    assert not _Connection._quota_applies(
-        served(BROKER)[18], RequestContext(BROKER, RequestHeader(18, 3, 1, "app", 0), 3, None, None, None)
-    )
+    assert applies(0, 9, "app") and applies(0, 9, "broker-3") and applies(0, 9, "replica-fetcher-2")
+    consumer, follower = SimpleNamespace(replica_id=-1), SimpleNamespace(replica_id=2)
+    assert applies(1, 12, "replica-fetcher-2", consumer)
+    assert not applies(1, 12, "app", follower)
+    assert not applies(1, 15, "app", SimpleNamespace(replica_state=SimpleNamespace(replica_id=2)))
+    assert applies(1, 15, "app", SimpleNamespace(replica_state=SimpleNamespace(replica_id=-1)))
+    assert not applies(27, 1, "app")  # WriteTxnMarkers, a cluster action
+    assert not applies(18, 3, "app")
