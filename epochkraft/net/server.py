@@ -479,15 +479,18 @@ class _Connection(asyncio.BufferedProtocol):
         except Exception as exc:
             return self._failed(spec, request, ctx, exc)
         now_ms = ctx.now_ms()
-        throttle = max(throttle, quotas.request.record_time(user, client_id, timed.busy_ns, now_ms))
+        if not (spec.key == PRODUCE_KEY and getattr(request, "acks", -1) == 0):
+            # acks=0 is exempt from the request quota, its produce bytes still count (handleProduceRequest)
+            throttle = max(throttle, quotas.request.record_time(user, client_id, timed.busy_ns, now_ms))
         if spec.key == FETCH_KEY and isinstance(response, list):
             size = sum(map(len, response))
             fetch_throttle = quotas.fetch.record(user, client_id, size, now_ms)
-            if fetch_throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
-                # A throttled fetch is answered empty and its bytes taken back (KafkaApis.handleFetchRequest).
+            throttle = max(throttle, fetch_throttle)
+            if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
+                # A fetch throttled by either quota is answered empty and its bytes taken back
+                # (KafkaApis.handleFetchRequest).
                 quotas.fetch.unrecord(user, client_id, size, now_ms)
                 response = fetch_response.encode_response(ctx.api_version, [])
-                throttle = max(throttle, fetch_throttle)
         throttle = max(throttle, _throttle_of(response))
         if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
             response = _with_throttle(response, throttle)
