@@ -200,6 +200,18 @@ def test_rate_window_is_at_least_samples_minus_one_windows():
     assert rate.window_size_ms(START) == 10_000 and rate.measure(START) == 1000.0
 
 
+def test_sampled_stat_keeps_quota_window_num_samples():
+    """SampledStat.advance: the ring holds ``samples`` windows, a new one reuses the oldest, so the rate is
+    measured over quota.window.num windows (here 3: the first window, still recent enough not to be purged
+    as obsolete, has rolled out when the fourth began)."""
+    rate = Rate(samples=3, window_ms=1000)
+    rate.record(100, START)
+    for ms in (999, 1000, 2000, 3000):
+        rate.record(100, START + ms)
+    assert rate.total_and_window_ms(START + 3000) == (300.0, 2000)
+    assert rate.measure(START + 3000) == 150.0
+
+
 def test_client_quotas_follow_the_image_and_cost_nothing_without_quotas():
     class Image:
         client_quotas: dict = {}
