@@ -173,6 +173,19 @@ def test_throttle_time():
     assert quota.throttle_time_ms(START + 500) == 1500
 
 
+def test_expire_quota_sensors_of_the_controller_mutation_quota():
+    """ClientQuotaManagerTest.testExpireQuotaSensors, for KIP-599's buckets: a client id gone for an hour
+    leaves no bucket behind under a default client-id controller_mutation_rate; one in use keeps its own."""
+    manager = ControllerMutationQuotaManager()
+    manager.update({(("client-id", None),): {"controller_mutation_rate": 10.0}})
+    for i in range(100):
+        assert manager.new_quota_for("u", f"once-{i}", 6, 6, START).record(1)
+    later = START + 3_600_001
+    assert manager.new_quota_for("u", "kept", 6, 6, START + 1000).record(1)
+    manager.new_quota_for("u", "newcomer", 6, 6, later)
+    assert set(manager._buckets) == {("", "kept"), ("", "newcomer")}
+
+
 def test_new_strict_quota_for_returns_unbounded_quota_when_quota_is_disabled():
     """ControllerMutationQuotaManagerTest.testNewStrictQuotaForReturnsUnboundedQuotaWhenQuotaIsDisabled."""
     manager = ControllerMutationQuotaManager()
@@ -185,6 +198,18 @@ def test_rate_window_is_at_least_samples_minus_one_windows():
     rate = Rate()
     rate.record(10_000, START)
     assert rate.window_size_ms(START) == 10_000 and rate.measure(START) == 1000.0
+
+
+def test_sampled_stat_keeps_quota_window_num_samples():
+    """SampledStat.advance: the ring holds ``samples`` windows, a new one reuses the oldest, so the rate is
+    measured over quota.window.num windows (here 3: the first window, still recent enough not to be purged
+    as obsolete, has rolled out when the fourth began)."""
+    rate = Rate(samples=3, window_ms=1000)
+    rate.record(100, START)
+    for ms in (999, 1000, 2000, 3000):
+        rate.record(100, START + ms)
+    assert rate.total_and_window_ms(START + 3000) == (300.0, 2000)
+    assert rate.measure(START + 3000) == 150.0
 
 
 def test_client_quotas_follow_the_image_and_cost_nothing_without_quotas():
@@ -224,37 +249,28 @@ def test_busy_time_counts_the_steps_of_a_request_not_its_waits():
     assert 0.02 <= busy_ns / 1e9 < 0.08, busy_ns
 
 
-def test_only_the_daemons_own_clients_are_exempt_and_not_by_client_id_alone():
-    """Replica fetchers and brokers' clients (client ids replica-fetcher-*, broker-*) are not measured, as
-    Kafka exempts inter-broker requests; with an authorizer only a principal allowed CLUSTER_ACTION is, so a
-    client naming itself broker-1 still has its quota."""
+def test_exempt_requests_go_by_the_request_not_the_client_id():
+    """Kafka exempts by request: cluster actions (sendResponseExemptThrottle) and a follower's Fetch
+    (ReplicaId >= 0) are not measured, a client calling itself broker-3 or replica-fetcher-2 is, with or
+    without an authorizer; ApiVersions is never measured."""
+    from types import SimpleNamespace
+
     from epochkraft.net.context import RequestContext
     from epochkraft.net.server import _Connection, served
     from epochkraft.protocol.api import BROKER
     from epochkraft.protocol.framing import RequestHeader
-    from epochkraft.security.authorizer import StandardAuthorizer
-    from epochkraft.security.principal import KafkaPrincipal
 
-    produce = served(BROKER)[0]
-    broker = KafkaPrincipal("User", "broker")
+    apis = served(BROKER)
 
-    def applies(client_id: str, authorizer=None, principal=broker) -> bool:
-        ctx = RequestContext(
-            BROKER,
-            RequestHeader(0, 9, 1, client_id, 0),
-            9,
-            None,
-            None,
-            None,
-            principal=principal,
-            authorizer=authorizer,
-        )
-        return _Connection._quota_applies(produce, ctx)
+    def applies(key: int, version: int, client_id: str, request=None) -> bool:
+        ctx = RequestContext(BROKER, RequestHeader(key, version, 1, client_id, 0), version, None, None, None)
+        return _Connection._quota_applies(apis[key], request, ctx)
 
-    assert applies("app") and not applies("replica-fetcher-2") and not applies("broker-3")
-    authorizer = StandardAuthorizer(frozenset({broker}), allow_everyone_if_no_acl_found=False)
-    assert not applies("broker-3", authorizer)
-    assert applies("broker-3", authorizer, KafkaPrincipal("User", "mallory"))
-    assert not _Connection._quota_applies(
-        served(BROKER)[18], RequestContext(BROKER, RequestHeader(18, 3, 1, "app", 0), 3, None, None, None)
-    )
+    assert applies(0, 9, "app") and applies(0, 9, "broker-3") and applies(0, 9, "replica-fetcher-2")
+    consumer, follower = SimpleNamespace(replica_id=-1), SimpleNamespace(replica_id=2)
+    assert applies(1, 12, "replica-fetcher-2", consumer)
+    assert not applies(1, 12, "app", follower)
+    assert not applies(1, 15, "app", SimpleNamespace(replica_state=SimpleNamespace(replica_id=2)))
+    assert applies(1, 15, "app", SimpleNamespace(replica_state=SimpleNamespace(replica_id=-1)))
+    assert not applies(27, 1, "app")  # WriteTxnMarkers, a cluster action
+    assert not applies(18, 3, "app")

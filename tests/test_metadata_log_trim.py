@@ -122,7 +122,7 @@ def test_a_voter_behind_the_leaders_log_start_installs_its_snapshot(tmp_path: Pa
 
 def test_removals_take_out_what_a_snapshot_no_longer_holds() -> None:
     """A broker that fell behind a log's start: what the snapshot lacks (a deleted topic, an unregistered
-    broker, a removed config) is taken out before the snapshot's records are applied."""
+    broker, a removed config, a deleted client quota) is taken out before the snapshot's records are applied."""
     ctx = ControllerContext()
     ctx.brokers_ready(1, 2)
     ctx.create_topic("kept", [[1, 2]])

@@ -491,3 +491,28 @@ async def test_a_threshold_passed_while_a_snapshot_is_written_starts_the_next_on
         await snapshotter.wait()
     assert snapshotter.written == 2
     assert snapshotter.latest is not None and snapshotter.latest.end_offset == ctx.controller.log.next_offset
+
+
+def test_client_quotas_delta_finish_snapshot_removes_the_quotas_a_snapshot_lacks():
+    """Kafka's ClientQuotasDelta.finishSnapshot: an image that catches up by a snapshot loses the client
+    quotas deleted meanwhile, and keeps those the snapshot still holds, each key on its own."""
+    from epochkraft.metadata.snapshot import removals_for
+    from epochkraft.protocol.metadata_records import ClientQuotaRecord, EntityData
+
+    alice = (EntityData(entity_type="user", entity_name="alice"),)
+    default_client = (EntityData(entity_type="client-id", entity_name=None),)
+    stale = MetadataImage()
+    for entity, key, value in (
+        (alice, "producer_byte_rate", 1000.0),
+        (alice, "consumer_byte_rate", 2000.0),
+        (default_client, "request_percentage", 50.0),
+    ):
+        stale.replay(ClientQuotaRecord(entity=entity, key=key, value=value))
+    current = MetadataImage()
+    current.replay(ClientQuotaRecord(entity=alice, key="consumer_byte_rate", value=3000.0))
+    records = image_records(current, 20)
+    for record in removals_for(stale, records) + records:
+        stale.replay(record)
+    assert (
+        stale.client_quotas == current.client_quotas == {(("user", "alice"),): {"consumer_byte_rate": 3000.0}}
+    )

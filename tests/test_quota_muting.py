@@ -95,3 +95,60 @@ async def test_without_enforcement_nothing_is_throttled_or_muted(monkeypatch):
             assert throttle == 0 and waited < 0.8 * WINDOW_MS / 1000, (throttle, waited)
     finally:
         await server.stop()
+
+
+def quotas_of(records: dict[tuple[str, str], float]) -> ClientQuotas:
+    cache = MetadataCache(1)
+    for (client_id, key), value in records.items():
+        entity = (EntityData(entity_type="client-id", entity_name=client_id),)
+        cache.replay(ClientQuotaRecord(entity=entity, key=key, value=value), Changes())
+    return ClientQuotas(cache)
+
+
+async def run_with_quotas(quotas: ClientQuotas, key: int, version: int, request, answer):
+    """(the encoded response, the mute it asks for) of one request through the server's quota path, its
+    handler answering ``answer``."""
+    import asyncio
+
+    from epochkraft.net.context import RequestContext
+    from epochkraft.net.server import _Connection
+    from epochkraft.protocol.api import served
+    from epochkraft.protocol.framing import RequestHeader
+
+    assert quotas.active()
+    server = SimpleNamespace(log=None, sasl=None, max_frame_bytes=1 << 20, quotas=quotas)
+    connection = _Connection(server)  # type: ignore[arg-type]
+
+    async def handle(spec, request, ctx, encode=True):
+        return answer
+
+    connection._handle = handle  # type: ignore[method-assign]
+    ctx = RequestContext(BROKER, RequestHeader(key, version, 7, "c", 0), version, None, None, None)
+    future = asyncio.get_running_loop().create_future()
+    response = await connection._run_with_quotas(served(BROKER)[key], request, ctx, 100, future, quotas)
+    return response, connection.mutes.get(future, 0)
+
+
+async def test_fetch_throttled_by_the_request_quota_alone_is_answered_empty():
+    """KafkaApis.handleFetchRequest: with max(fetch throttle, request throttle) > 0 the response is the
+    empty throttled one and its bytes are taken back from the fetch quota, whichever quota throttled."""
+    from epochkraft.protocol import fetch_response
+    from epochkraft.protocol.fetch_response import Answer
+
+    quotas = quotas_of({("c", "request_percentage"): 1e-6, ("c", "consumer_byte_rate"): 1e9})
+    records = b"r" * 5000
+    answer = fetch_response.encode_response(12, [("t", [Answer(0, 0, 10, 0, [records])])])
+    response, mute = await run_with_quotas(quotas, 1, 12, SimpleNamespace(replica_id=-1), answer)
+    assert mute > 0
+    assert records not in b"".join(bytes(p) for p in response), "a throttled fetch carries no records"
+    assert quotas.fetch.observed("ANONYMOUS", "c", int(time.time() * 1000)) == 0.0
+
+
+async def test_acks_zero_produce_is_exempt_from_the_request_quota():
+    """KafkaApis.handleProduceRequest: acks=0 sends no response and is exempt from the request quota
+    (sendNoOpResponseExemptThrottle); the same request with acks=1 is throttled."""
+    quotas = quotas_of({("c", "request_percentage"): 1e-6})
+    _, mute = await run_with_quotas(quotas, 0, 9, SimpleNamespace(acks=0), None)
+    assert mute == 0 and quotas.request.observed("ANONYMOUS", "c", int(time.time() * 1000)) == 0.0
+    _, mute = await run_with_quotas(quotas, 0, 9, SimpleNamespace(acks=1), None)
+    assert mute > 0

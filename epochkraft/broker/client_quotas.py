@@ -137,6 +137,15 @@ class ClientQuotaManager:
     def quota(self, user: str, client_id: str) -> float | None:
         return self.quota_limit(self.metric_tags(user, client_id))
 
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
+        """The most a client may take in one response without being throttled for good: its quota over
+        ``samples - 1`` windows (ClientQuotaManager.getMaxValueInQuotaWindow); infinite without a quota. A
+        Fetch is capped by it, so a backlog larger than the window is read in parts, not refused forever."""
+        limit = self.quota(user, client_id) if self.types_enabled else None
+        if limit is None:
+            return float("inf")
+        return limit * (self.samples - 1) * self.window_ms / 1000
+
     def _rate(self, tags: Tags, now_ms: int) -> Rate:
         entry = self._rates.get(tags)
         if entry is None:
@@ -246,7 +255,8 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
 
     def __init__(self, samples: int = QUOTA_WINDOW_NUM, window_ms: int = QUOTA_WINDOW_SIZE_MS) -> None:
         super().__init__(CONTROLLER_MUTATION_RATE, samples, window_ms)
-        self._buckets: dict[Tags, TokenBucket] = {}
+        self._buckets: dict[Tags, tuple[TokenBucket, list[int]]] = {}  # bucket and its last use
+        self._next_bucket_expiry_ms = 0
 
     def new_quota_for(
         self, user: str, client_id: str, api_version: int, strict_since: int, now_ms: int
@@ -257,12 +267,30 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         limit = self.quota_limit(tags) if self.types_enabled else None
         if limit is None:
             return ControllerMutationQuota(None, 0.0, now_ms, strict=False)
-        bucket = self._buckets.get(tags)
-        if bucket is None:
-            bucket = self._buckets[tags] = TokenBucket(self.samples, self.window_ms)
+        entry = self._buckets.get(tags)
+        if entry is None:
+            self._expire_buckets(now_ms)
+            bucket = TokenBucket(self.samples, self.window_ms)
             bucket.tokens = self.samples * self.window_ms / 1000 * limit  # a new client starts with its burst
             bucket.measure(limit, now_ms)  # starts refilling now
+            entry = self._buckets[tags] = (bucket, [now_ms])
+        bucket = entry[0]
+        entry[1][0] = now_ms
         return ControllerMutationQuota(bucket, limit, now_ms, strict=api_version >= strict_since)
+
+    def _expire_buckets(self, now_ms: int) -> None:
+        """Forgets buckets idle for an hour, as Kafka's sensors expire (a bucket idle that long is full, as
+        a new one starts), so client ids coming and going leave nothing behind."""
+        if now_ms < self._next_bucket_expiry_ms:
+            return
+        self._next_bucket_expiry_ms = now_ms + EXPIRY_CHECK_INTERVAL_MS
+        idle = [
+            tags
+            for tags, (_, last) in self._buckets.items()
+            if now_ms - last[0] > INACTIVE_SENSOR_EXPIRATION_MS
+        ]
+        for tags in idle:
+            del self._buckets[tags]
 
 
 class QuotaImage(Protocol):

@@ -21,10 +21,11 @@ class _Sample:
 
 
 class Rate:
-    """Kafka's ``Rate`` of a ``SampledStat`` (a sum per sample), per second: ``samples`` windows of
-    ``window_ms`` plus one overlapping the oldest; samples idle for the whole span are reset, and the rate is
-    the total over the time since the oldest sample began, counted as at least ``samples - 1`` full windows
-    so that a first burst is not divided by a few milliseconds (Rate.windowSize)."""
+    """Kafka's ``Rate`` of a ``SampledStat`` (a sum per sample), per second: a ring of ``samples`` windows
+    of ``window_ms``, the oldest reused when a new one starts (SampledStat.advance); samples idle for the
+    whole span are reset, and the rate is the total over the time since the oldest sample began, counted as
+    at least ``samples - 1`` full windows so that a first burst is not divided by a few milliseconds
+    (Rate.windowSize)."""
 
     __slots__ = ("_current", "_samples", "samples", "window_ms")
 
@@ -47,7 +48,7 @@ class Rate:
         return self._samples[self._current]
 
     def _advance(self, now_ms: int) -> _Sample:
-        self._current = (self._current + 1) % (self.samples + 1)
+        self._current = (self._current + 1) % self.samples  # SampledStat.advance
         if self._current >= len(self._samples):
             self._samples.append(_Sample(now_ms, now_ms))
         else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from epochkraft.metadata.client_quotas import quota_entity
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.metadata_codec import decode_metadata_record, encode_metadata_record
@@ -319,7 +320,7 @@ def removals_for(image: MetadataImage, records: list[MetadataRecord]) -> list[Me
     """The records that take out of ``image`` what a snapshot of ``records`` no longer holds: applied
     before the snapshot's records, they turn an image that fell behind a log's start into the snapshot's
     (a broker that missed deletions while away). Partitions go with their topics, as in Kafka."""
-    topics, brokers, acls, scram, configs = set(), set(), set(), set(), set()
+    topics, brokers, acls, scram, configs, quotas = set(), set(), set(), set(), set(), set()
     for record in records:
         if isinstance(record, TopicRecord):
             topics.add(record.topic_id)
@@ -331,6 +332,8 @@ def removals_for(image: MetadataImage, records: list[MetadataRecord]) -> list[Me
             scram.add((record.name, record.mechanism))
         elif isinstance(record, ConfigRecord):
             configs.add((record.resource_type, record.resource_name, record.name))
+        elif isinstance(record, ClientQuotaRecord) and not record.remove:
+            quotas.add((quota_entity((e.entity_type, e.entity_name) for e in record.entity), record.key))
     out: list[MetadataRecord] = [RemoveTopicRecord(topic_id=t) for t in image.topics if t not in topics]
     out += [
         UnregisterBrokerRecord(broker_id=b, broker_epoch=r.epoch)
@@ -348,5 +351,15 @@ def removals_for(image: MetadataImage, records: list[MetadataRecord]) -> list[Me
         for (kind, name), values in image.configs.items()
         for key in values
         if (kind, name, key) not in configs
+    ]
+    out += [
+        ClientQuotaRecord(
+            entity=tuple(EntityData(entity_type=t, entity_name=name) for t, name in entity),
+            key=key,
+            remove=True,
+        )
+        for entity, values in image.client_quotas.items()
+        for key in values
+        if (entity, key) not in quotas
     ]
     return out

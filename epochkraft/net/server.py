@@ -47,7 +47,6 @@ from epochkraft.protocol.framing import (
     parse_request_header,
     response_class,
 )
-from epochkraft.security.authorizer import AclOperation
 from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 from epochkraft.security.request_rules import refusal as request_refusal
@@ -71,8 +70,10 @@ MAX_REQUEST_BYTES_PER_API = {
 INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
 
-# Requests no client quota measures or throttles: ApiVersions and SASL come before a client is known.
-UNTHROTTLED_APIS = frozenset({17, 18, 36})
+# Requests no client quota measures or throttles: ApiVersions and SASL come before a client is known, and
+# the cluster actions of Kafka's ApiKeys (clusterAction: the brokers' and controllers' own requests), which
+# Kafka answers with sendResponseExemptThrottle.
+UNTHROTTLED_APIS = frozenset({17, 18, 36} | {4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82})
 PRODUCE_KEY, FETCH_KEY = 0, 1
 _THROTTLE_FIELD = struct.Struct(">i")  # a Fetch response body opens with throttle_time_ms
 # Tests only: client quotas are measured but never enforced (no throttle time answered, no connection muted),
@@ -232,6 +233,12 @@ class _BusyTime:
                 value, error = (yield yielded), None
             except BaseException as exc:  # a cancellation goes on into the coroutine
                 value, error = None, exc
+
+
+def _fetch_replica_id(request: Any, version: int) -> int:
+    """A Fetch's replica id: ReplicaState's from v15 (KIP-903), else the ReplicaId field."""
+    state = getattr(request, "replica_state", None) if version >= 15 else None
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
 def _throttle_of(response: Any) -> int:
@@ -423,7 +430,7 @@ class _Connection(asyncio.BufferedProtocol):
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
         quotas = self.server.quotas
-        if quotas is not None and quotas.active() and self._quota_applies(spec, ctx):
+        if quotas is not None and quotas.active() and self._quota_applies(spec, request, ctx):
             self.sequential = True
             task = asyncio.ensure_future(
                 self._run_with_quotas(spec, request, ctx, len(frame), future, quotas)
@@ -441,17 +448,13 @@ class _Connection(asyncio.BufferedProtocol):
 
     # ---- client quotas (KIP-13, KIP-124, KIP-219) ---------------------------------------------------------
     @staticmethod
-    def _quota_applies(spec: ApiSpec, ctx: RequestContext) -> bool:
-        """Clients' requests count against their quotas; the daemons' own (replica fetchers, brokers'
-        controller clients) are exempt, as Kafka exempts inter-broker requests; with an authorizer only a
-        principal allowed CLUSTER_ACTION is, so a client cannot escape its quota by its client id."""
+    def _quota_applies(spec: ApiSpec, request: Any, ctx: RequestContext) -> bool:
+        """Clients' requests count against their quotas; what is exempt goes by the request, as in Kafka,
+        never by the client id: the cluster actions, and a follower's Fetch (ReplicaId >= 0, which
+        needs CLUSTER_ACTION to read anything with an authorizer)."""
         if spec.key in UNTHROTTLED_APIS:
             return False
-        client_id = ctx.header.client_id or ""
-        return not (
-            client_id.startswith(INTER_BROKER_CLIENT_PREFIXES)
-            and ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
-        )
+        return not (spec.key == FETCH_KEY and _fetch_replica_id(request, ctx.api_version) >= 0)
 
     async def _run_with_quotas(
         self,
@@ -476,15 +479,18 @@ class _Connection(asyncio.BufferedProtocol):
         except Exception as exc:
             return self._failed(spec, request, ctx, exc)
         now_ms = ctx.now_ms()
-        throttle = max(throttle, quotas.request.record_time(user, client_id, timed.busy_ns, now_ms))
+        if not (spec.key == PRODUCE_KEY and getattr(request, "acks", -1) == 0):
+            # acks=0 is exempt from the request quota, its produce bytes still count (handleProduceRequest)
+            throttle = max(throttle, quotas.request.record_time(user, client_id, timed.busy_ns, now_ms))
         if spec.key == FETCH_KEY and isinstance(response, list):
             size = sum(map(len, response))
             fetch_throttle = quotas.fetch.record(user, client_id, size, now_ms)
-            if fetch_throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
-                # A throttled fetch is answered empty and its bytes taken back (KafkaApis.handleFetchRequest).
+            throttle = max(throttle, fetch_throttle)
+            if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
+                # A fetch throttled by either quota is answered empty and its bytes taken back
+                # (KafkaApis.handleFetchRequest).
                 quotas.fetch.unrecord(user, client_id, size, now_ms)
                 response = fetch_response.encode_response(ctx.api_version, [])
-                throttle = max(throttle, fetch_throttle)
         throttle = max(throttle, _throttle_of(response))
         if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
             response = _with_throttle(response, throttle)

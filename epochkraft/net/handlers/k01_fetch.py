@@ -155,9 +155,12 @@ async def handle(request, ctx: RequestContext):
     # A fetch of thousands of partitions (a follower's, after a CreateTopics flood) lets heartbeats and
     # other requests run between partitions once a slice's time is up.
     slicer = Slicer()
+    # fetch.max.bytes caps the response whatever the request asks, and a consumer's by what its
+    # consumer_byte_rate allows in a quota window (KafkaApis.handleFetchRequest).
+    max_bytes = max(min(request.max_bytes, node.settings.fetch_max_bytes, _quota_cap(ctx, is_follower)), 0)
+    min_bytes = max(min(request.min_bytes, max_bytes), 1)
     while True:
-        # fetch.max.bytes caps the response whatever the request asks (KafkaApis.handleFetchRequest).
-        budget = max(min(request.max_bytes, node.settings.fetch_max_bytes), 0)
+        budget = max_bytes
         total = 0
         answers: list[tuple[Any, str | None, list[Answer]]] = []
         waits = []
@@ -191,7 +194,7 @@ async def handle(request, ctx: RequestContext):
             answers.append((topic, name, parts))
         remaining = deadline - time.monotonic()
         errors = any(a.error != ErrorCode.none or a.diverging for _, _, ps in answers for a in ps)
-        if total >= max(request.min_bytes, 1) or errors or remaining <= 0 or not waits:
+        if total >= min_bytes or errors or remaining <= 0 or not waits:
             break
         await _wait_any(waits, remaining)
     node.observe_fetch(is_follower, time.monotonic() - started)
@@ -206,6 +209,18 @@ async def handle(request, ctx: RequestContext):
     )
 
 
+def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
+    """The most bytes a consumer's Fetch may answer under its consumer_byte_rate: its quota over the
+    measured windows (ClientQuotaManager.getMaxValueInQuotaWindow), so a response is never too large to
+    pass the quota; no cap for a follower or without a quota."""
+    quotas = getattr(ctx.broker, "client_quotas", None)
+    if is_follower or quotas is None or not quotas.active():
+        return FETCH_UNCAPPED
+    cap = quotas.fetch.max_value_in_quota_window(ctx.principal.name, ctx.header.client_id or "")
+    return FETCH_UNCAPPED if cap >= FETCH_UNCAPPED else int(cap)
+
+
+FETCH_UNCAPPED = 2**31 - 1
 LEADER_HINTS_FROM = 16  # KIP-951
 READ_COMMITTED = 1  # isolation_level
 HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
