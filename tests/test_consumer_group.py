@@ -8,8 +8,9 @@ from collections.abc import Iterable
 
 import pytest
 
-from epochkraft.broker import current_assignment
+from epochkraft.broker import consumer_group_records, current_assignment
 from epochkraft.broker.consumer_group import (
+    ConsumerGroup,
     ConsumerGroupCoordinator,
     ConsumerGroupSettings,
     ConsumerGroupState,
@@ -17,7 +18,7 @@ from epochkraft.broker.consumer_group import (
     HeartbeatResult,
     TopicMetadata,
 )
-from epochkraft.broker.current_assignment import MemberState
+from epochkraft.broker.current_assignment import ConsumerGroupMember, MemberState
 from epochkraft.protocol.errors import ErrorCode
 
 SESSION_MS, REBALANCE_MS = 45_000, 30_000
@@ -470,3 +471,56 @@ def test_range_assignor_chosen_by_members(ctx):
     assert ctx.group().preferred_assignor("uniform") == "range"
     assert ctx.group().target_assignment["a"] == {ctx.topics.by_name("foo").topic_id: frozenset({0, 1, 2})}
     assert a.assignment is not None and b.assignment is not None
+
+
+class Log:
+    """What the edge writes to __consumer_offsets for a group, and a coordinator rebuilt from it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.written, self.records = ctx, {}, []  # type: ignore[var-annotated]
+
+    def persist(self, group_id: str = "grp") -> None:
+        records = consumer_group_records.records_to_write(
+            self.ctx.coordinator.groups.get(group_id), self.written
+        )
+        self.records += records
+        for key, value in records:
+            if value is None:
+                self.written.pop(key, None)
+            else:
+                self.written[key] = value
+
+    def replayed(self) -> ConsumerGroupCoordinator:
+        coordinator = ConsumerGroupCoordinator()
+        for key, value in self.records:
+            consumer_group_records.replay(coordinator, key, value)
+        return coordinator
+
+
+def test_replace_static_member_writes_tombstones_before_the_new_member(ctx):
+    """GroupMetadataManager.replaceMember: the departing member's tombstones come before the new member's
+    records, so a replay ends with the partitions owned by the new member, not by nobody."""
+    log = Log(ctx)
+    a = ctx.join("a", instance_id="i1")
+    log.persist()
+    ctx.heartbeat("a", -2, instance_id="i1")
+    log.persist()
+    ctx.join("a2", instance_id="i1")
+    log.persist()
+    assert ctx.group().partition_epochs and set(ctx.group().members) == {"a2"}
+    replayed = log.replayed().groups["grp"]
+    assert replayed.partition_epochs == ctx.group().partition_epochs
+    # a later member gets nothing a2 still owns
+    ctx.coordinator.groups["grp"] = replayed
+    b = ctx.join("b")
+    assert count(b) == 0 and len(parts(a)) == 6
+
+
+def test_remove_partition_epochs_only_of_the_departing_member():
+    """ConsumerGroup.removePartitionEpochs: a partition now at another member's epoch keeps it."""
+    group = ConsumerGroup("grp")
+    foo = uuid.uuid4()
+    group.update_member(ConsumerGroupMember("a", member_epoch=3, assigned={foo: frozenset({0, 1})}))
+    group.update_member(ConsumerGroupMember("b", member_epoch=4, assigned={foo: frozenset({1})}))
+    group.remove_member("a")
+    assert group.partition_epochs == {(foo, 1): 4}

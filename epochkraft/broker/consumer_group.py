@@ -156,13 +156,16 @@ class ConsumerGroup:
         self.revocation_deadlines.pop(member_id, None)
 
     def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
+        """Sets the member's partitions to ``epoch``; None removes them, but only those still at the
+        member's epoch (ConsumerGroup.removePartitionEpochs): a partition another member owns now stays
+        owned."""
         for assignment in (member.assigned, member.pending_revocation):
             for topic, parts in assignment.items():
                 for partition in parts:
-                    if epoch is None:
-                        self.partition_epochs.pop((topic, partition), None)
-                    else:
+                    if epoch is not None:
                         self.partition_epochs[(topic, partition)] = epoch
+                    elif self.partition_epochs.get((topic, partition)) == member.member_epoch:
+                        del self.partition_epochs[(topic, partition)]
 
     def preferred_assignor(self, default: str) -> str:
         """The server assignor most members ask for, else the default (computePreferredServerAssignor)."""

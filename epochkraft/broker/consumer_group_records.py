@@ -85,10 +85,12 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
 
 
 def records_to_write(group: ConsumerGroup | None, written: dict[bytes, bytes]) -> list[Record]:
-    """What changed since ``written`` (a group of None: every key tombstoned)."""
+    """What changed since ``written`` (a group of None: every key tombstoned). Tombstones come first, as
+    Kafka's replaceMember writes them: on replay a member removed after its successor was stored would
+    take the successor's partition epochs with it."""
     current = group_records(group) if group is not None else {}
-    changed: list[Record] = [(k, v) for k, v in current.items() if written.get(k) != v]
-    changed += [(k, None) for k in written if k not in current]
+    changed: list[Record] = [(k, None) for k in written if k not in current]
+    changed += [(k, v) for k, v in current.items() if written.get(k) != v]
     return changed
 
 
