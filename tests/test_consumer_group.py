@@ -29,14 +29,18 @@ class Topics:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicMetadata] = {}
+        self.version = 0
+        self.listed = 0  # calls of names()
 
     def create(self, name: str, partitions: int) -> uuid.UUID:
         topic_id = uuid.uuid5(uuid.NAMESPACE_OID, name)
         self.topics[name] = TopicMetadata(topic_id, name, partitions)
+        self.version += 1
         return topic_id
 
     def delete(self, name: str) -> None:
         del self.topics[name]
+        self.version += 1
 
     def by_name(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
@@ -45,6 +49,7 @@ class Topics:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def names(self) -> Iterable[str]:
+        self.listed += 1
         return list(self.topics)
 
 
@@ -144,7 +149,10 @@ def test_consumer_heartbeat_regex_validation(ctx):
     result = ctx.heartbeat(
         "m", 0, rebalance_timeout_ms=5000, owned={}, subscribed_topic_regex="[", subscribed_topic_names=None
     )
-    assert result.error == ErrorCode.invalid_regular_expression
+    assert (result.error, result.error_message) == (
+        ErrorCode.invalid_regular_expression,
+        "SubscribedTopicRegex `[` is not a valid regular expression: missing ]: [.",
+    )
 
 
 def test_unsupported_server_assignor(ctx):
@@ -400,6 +408,31 @@ def test_regex_subscription_follows_topic_creation(ctx):
     ctx.topics.create("baz", 2)
     a = ctx.poll("a", 1, a.assignment)
     assert count(a) == 5
+
+
+@pytest.mark.timeout(20)
+def test_subscribed_topic_regex_is_matched_in_linear_time(ctx):
+    """Kafka compiles SubscribedTopicRegex with RE2J: a pattern that backtracks exponentially in a
+    backtracking engine matches a long topic name at once."""
+    ctx.topics.create("a" * 40, 1)
+    a = ctx.heartbeat("a", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="(.+)+X")
+    assert a.error == ErrorCode.none and count(a) == 0
+
+
+def test_regex_resolved_once_per_metadata_version(ctx):
+    """GroupMetadataManager resolves a group's regular expressions when the metadata image changes, not at
+    every heartbeat of every member."""
+    a = ctx.heartbeat("a", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="ba.*")
+    b = ctx.heartbeat("b", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="ba.*")
+    listed = ctx.topics.listed
+    for _ in range(3):
+        a = ctx.poll("a", a.member_epoch, None)
+        b = ctx.poll("b", b.member_epoch, None)
+    assert ctx.topics.listed == listed
+    ctx.topics.create("baz", 2)
+    ctx.poll("a", a.member_epoch, None)
+    ctx.poll("b", b.member_epoch, None)
+    assert ctx.topics.listed == listed + 1 and "baz" in ctx.group().subscription_metadata
 
 
 def test_session_timeout_expiration(ctx):

@@ -16,12 +16,13 @@ the groups from those records (``replay``, then ``on_loaded``).
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
+
+import re2
 
 from epochkraft.broker.assignors import ASSIGNORS, Assignment, MemberSubscription
 from epochkraft.broker.current_assignment import (
@@ -72,6 +73,10 @@ class TopicsImage(Protocol):
     def names(self) -> Iterable[str]:
         """Every topic a regular expression may match (internal topics excluded)."""
 
+    @property
+    def version(self) -> int:
+        """Changes whenever a topic is created or deleted or gets partitions (unique across images)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatRequest:
@@ -118,6 +123,8 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     revocation_deadlines: dict[str, int] = field(default_factory=dict)
+    # the topics' version subscription_metadata was computed at; None once a member went
+    subscription_metadata_version: int | None = None
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -149,6 +156,7 @@ class ConsumerGroup:
         if member is None:
             return
         self._set_epochs(member, None)
+        self.subscription_metadata_version = None
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self.target_assignment.pop(member_id, None)
@@ -176,13 +184,43 @@ class ConsumerGroup:
         return max(sorted(votes), key=lambda name: votes[name]) if votes else default
 
 
-def subscribed_topic_names(member: ConsumerGroupMember, topics: TopicsImage) -> set[str]:
-    """The member's topic names, with its regular expression resolved against the topics that exist."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names |= {name for name in topics.names() if pattern.fullmatch(name)}
-    return names
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid pattern is the client's error, answered, not logged
+
+
+def compile_regex(pattern: str) -> re2._Regexp:
+    """``pattern`` compiled with RE2; re2.error if it is not valid."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+class RegexResolver:
+    """Topic regular expressions resolved once per topics version, with RE2 (linear time, as Kafka's
+    RE2J): a client's pattern cannot stall the event loop with backtracking."""
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._resolved: dict[str, frozenset[str]] = {}
+
+    def resolve(self, pattern: str, topics: TopicsImage) -> frozenset[str]:
+        if topics.version != self._version:
+            self._version, self._resolved = topics.version, {}
+        names = self._resolved.get(pattern)
+        if names is None:
+            try:
+                compiled = compile_regex(pattern)
+            except re2.error:
+                names = frozenset()
+            else:
+                names = frozenset(name for name in topics.names() if compiled.fullmatch(name))
+            self._resolved[pattern] = names
+        return names
+
+    def subscribed_topic_names(self, member: ConsumerGroupMember, topics: TopicsImage) -> set[str]:
+        """The member's topic names, with its regular expression resolved against the topics that exist."""
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            names |= self.resolve(member.subscribed_topic_regex, topics)
+        return names
 
 
 class ConsumerGroupCoordinator:
@@ -200,6 +238,7 @@ class ConsumerGroupCoordinator:
         self.settings = settings or ConsumerGroupSettings()
         self.classic_group_has_members = classic_group_has_members
         self.groups: dict[str, ConsumerGroup] = {}
+        self.regexes = RegexResolver()
 
     # ---- ConsumerGroupHeartbeat --------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
@@ -262,12 +301,13 @@ class ConsumerGroupCoordinator:
             )
         if request.subscribed_topic_regex is not None:
             try:
-                re.compile(request.subscribed_topic_regex)
-            except re.error as exc:
+                compile_regex(request.subscribed_topic_regex)
+            except re2.error as exc:
+                reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
                 raise GroupError(
                     ErrorCode.invalid_regular_expression,
                     f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
-                    f"expression: {exc}.",
+                    f"expression: {reason}.",
                 ) from None
 
     def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
@@ -299,10 +339,12 @@ class ConsumerGroupCoordinator:
         is_new = member.member_id not in group.members
         updated = self._with_request(member, request)
         bump = is_new or self._subscription_changed(member, updated)
-        metadata = self._subscription_metadata(group, updated, topics)
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
-            bump = True
+        if bump or group.subscription_metadata_version != topics.version:
+            metadata = self._subscription_metadata(group, updated, topics)
+            group.subscription_metadata_version = topics.version
+            if metadata != group.subscription_metadata:
+                group.subscription_metadata = metadata
+                bump = True
         if bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
@@ -408,16 +450,15 @@ class ConsumerGroupCoordinator:
             or old.server_assignor != new.server_assignor
         )
 
-    @staticmethod
     def _subscription_metadata(
-        group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+        self, group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
     ) -> dict[str, TopicMetadata]:
         """The topics any member subscribes to, as they are now (ConsumerGroup.computeSubscriptionMetadata)."""
         names: set[str] = set()
         for member in group.members.values():
             if member.member_id != updated.member_id:
-                names |= subscribed_topic_names(member, topics)
-        names |= subscribed_topic_names(updated, topics)
+                names |= self.regexes.subscribed_topic_names(member, topics)
+        names |= self.regexes.subscribed_topic_names(updated, topics)
         metadata = {}
         for name in sorted(names):
             topic = topics.by_name(name)
@@ -436,7 +477,7 @@ class ConsumerGroupCoordinator:
             member_id: MemberSubscription(
                 frozenset(
                     group.subscription_metadata[name].topic_id
-                    for name in subscribed_topic_names(member, topics)
+                    for name in self.regexes.subscribed_topic_names(member, topics)
                     if name in group.subscription_metadata
                 ),
                 member.instance_id,
