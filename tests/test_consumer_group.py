@@ -435,6 +435,21 @@ def test_regex_resolved_once_per_metadata_version(ctx):
     assert ctx.topics.listed == listed + 1 and "baz" in ctx.group().subscription_metadata
 
 
+def test_regex_matched_topics_filtered_by_describe_authorization(ctx):
+    """Kafka 4.x's coordinator keeps the topics a regular expression matches only if the principal may
+    DESCRIBE them."""
+    a = ctx.heartbeat(
+        "a",
+        0,
+        rebalance_timeout_ms=1,
+        owned={},
+        subscribed_topic_regex="foo|bar",
+        topic_authorized=lambda name: name == "bar",
+    )
+    assert a.error == ErrorCode.none and set(a.assignment) == {ctx.topics.by_name("bar").topic_id}
+    assert set(ctx.group().subscription_metadata) == {"bar"}
+
+
 def test_session_timeout_expiration(ctx):
     """GroupMetadataManagerTest.testSessionTimeoutLifecycle and testSessionTimeoutExpiration"""
     ctx.join("a")

@@ -342,3 +342,42 @@ async def test_authorization_of_heartbeat_and_describe():
     assert request_rules.refusal(69, describe_other, secured) == ErrorCode.group_authorization_failed
     other = dataclasses.replace(request, group_id="other")
     assert request_rules.refusal(68, other, secured) == ErrorCode.group_authorization_failed
+
+
+async def test_regex_subscription_gets_only_topics_the_principal_may_describe():
+    """Kafka 4.x: the topics a SubscribedTopicRegex matches are filtered by DESCRIBE for the principal."""
+    node = broker()
+    bar = uuid.UUID(int=8)
+    node.cache.topics[bar] = TopicInfo("bar", bar, dict.fromkeys(range(2)))  # type: ignore[arg-type]
+    node.cache.topic_ids["bar"] = bar
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    for resource_type, name, operation in (
+        (ResourceType.GROUP, "grp", AclOperation.READ),
+        (ResourceType.TOPIC, "bar", AclOperation.DESCRIBE),
+    ):
+        authorizer.add(
+            uuid.uuid4(),
+            AclBinding(
+                resource_type,
+                name,
+                PatternType.LITERAL,
+                "User:alice",
+                "*",
+                operation,
+                AclPermissionType.ALLOW,
+            ),
+        )
+    secured = dataclasses.replace(
+        ctx(node, 1), principal=KafkaPrincipal("User", "alice"), authorizer=authorizer
+    )
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="grp",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout=timeout(1000),
+        subscribed_topic_regex=".*",
+        topic_partitions=(),
+    )
+    answer = await k68_consumer_group_heartbeat.handle(request, secured)
+    assert answer.error_code == ErrorCode.none
+    assert [tp.topic_id for tp in answer.assignment.topic_partitions] == [bar]

@@ -93,6 +93,9 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # DESCRIBE on a topic for the request's principal; topics a regular expression matches are kept only
+    # if it allows them (None: no authorizer)
+    topic_authorized: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +218,19 @@ class RegexResolver:
             self._resolved[pattern] = names
         return names
 
-    def subscribed_topic_names(self, member: ConsumerGroupMember, topics: TopicsImage) -> set[str]:
-        """The member's topic names, with its regular expression resolved against the topics that exist."""
+    def subscribed_topic_names(
+        self,
+        member: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None = None,
+    ) -> set[str]:
+        """The member's topic names, with its regular expression resolved against the topics that exist
+        and, as Kafka 4.x, those matched kept only if ``authorized`` (DESCRIBE for the principal of the
+        heartbeat that resolves them)."""
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            names |= self.resolve(member.subscribed_topic_regex, topics)
+            matched = self.resolve(member.subscribed_topic_regex, topics)
+            names |= matched if authorized is None else {name for name in matched if authorized(name)}
         return names
 
 
@@ -340,7 +351,7 @@ class ConsumerGroupCoordinator:
         updated = self._with_request(member, request)
         bump = is_new or self._subscription_changed(member, updated)
         if bump or group.subscription_metadata_version != topics.version:
-            metadata = self._subscription_metadata(group, updated, topics)
+            metadata = self._subscription_metadata(group, updated, topics, request.topic_authorized)
             group.subscription_metadata_version = topics.version
             if metadata != group.subscription_metadata:
                 group.subscription_metadata = metadata
@@ -348,7 +359,7 @@ class ConsumerGroupCoordinator:
         if bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, updated, topics)
+            self._update_target_assignment(group, updated, topics, request.topic_authorized)
         updated = self._drop_deleted_topics(updated, topics)
         reconciled = CurrentAssignmentBuilder(
             updated,
@@ -451,14 +462,18 @@ class ConsumerGroupCoordinator:
         )
 
     def _subscription_metadata(
-        self, group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+        self,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None,
     ) -> dict[str, TopicMetadata]:
         """The topics any member subscribes to, as they are now (ConsumerGroup.computeSubscriptionMetadata)."""
         names: set[str] = set()
         for member in group.members.values():
             if member.member_id != updated.member_id:
-                names |= self.regexes.subscribed_topic_names(member, topics)
-        names |= self.regexes.subscribed_topic_names(updated, topics)
+                names |= self.regexes.subscribed_topic_names(member, topics, authorized)
+        names |= self.regexes.subscribed_topic_names(updated, topics, authorized)
         metadata = {}
         for name in sorted(names):
             topic = topics.by_name(name)
@@ -467,7 +482,11 @@ class ConsumerGroupCoordinator:
         return metadata
 
     def _update_target_assignment(
-        self, group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+        self,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None,
     ) -> None:
         """TargetAssignmentBuilder: every member's subscription and current target through the assignor."""
         partition_counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
@@ -477,7 +496,7 @@ class ConsumerGroupCoordinator:
             member_id: MemberSubscription(
                 frozenset(
                     group.subscription_metadata[name].topic_id
-                    for name in self.regexes.subscribed_topic_names(member, topics)
+                    for name in self.regexes.subscribed_topic_names(member, topics, authorized)
                     if name in group.subscription_metadata
                 ),
                 member.instance_id,
