@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import pytest
 
 from epochkraft.broker import consumer_group_records, current_assignment
+from epochkraft.broker import daemon as broker_daemon
 from epochkraft.broker.consumer_group import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
@@ -572,3 +573,16 @@ def test_remove_partition_epochs_only_of_the_departing_member():
     group.update_member(ConsumerGroupMember("b", member_epoch=4, assigned={foo: frozenset({1})}))
     group.remove_member("a")
     assert group.partition_epochs == {(foo, 1): 4}
+
+
+def test_unknown_consumer_group_assignor_is_a_configuration_error(tmp_path, capsys):
+    """GroupCoordinatorConfig: group.consumer.assignors names known assignors, or the broker does not
+    start (before, every heartbeat of a new group raised KeyError once the group epoch was bumped)."""
+    argv = ["--node-id", "1", "--controller", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--check-config"]
+    argv += ["--data-dir", str(tmp_path)]
+    override = ["--override", "group.consumer.assignors=uniform,sticky"]
+    assert broker_daemon.main(argv + override) == 2
+    assert "unknown assignor sticky (known: uniform, range)" in capsys.readouterr().err
+    assert broker_daemon.main([*argv, "--override", "group.consumer.assignors=range"]) == 0
+    with pytest.raises(ValueError, match="unknown assignor"):
+        ConsumerGroupSettings(assignors=("sticky",))

@@ -55,6 +55,23 @@ class ConsumerGroupSettings:
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     max_size: int = 2**31 - 1
 
+    def __post_init__(self) -> None:
+        parse_assignors(",".join(self.assignors))
+
+
+def parse_assignors(value: str) -> tuple[str, ...]:
+    """group.consumer.assignors: known assignor names, comma-separated, at least one (ValueError else, as
+    Kafka's GroupCoordinatorConfig refuses the broker's start)."""
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise ValueError("group.consumer.assignors must name at least one assignor")
+    unknown = [name for name in names if name not in ASSIGNORS]
+    if unknown:
+        raise ValueError(
+            f"group.consumer.assignors: unknown assignor {', '.join(unknown)} (known: {', '.join(ASSIGNORS)})"
+        )
+    return names
+
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
