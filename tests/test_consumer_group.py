@@ -586,3 +586,15 @@ def test_unknown_consumer_group_assignor_is_a_configuration_error(tmp_path, caps
     assert broker_daemon.main([*argv, "--override", "group.consumer.assignors=range"]) == 0
     with pytest.raises(ValueError, match="unknown assignor"):
         ConsumerGroupSettings(assignors=("sticky",))
+
+
+def test_compute_preferred_server_assignor_counts_the_updated_member(ctx):
+    """GroupMetadataManager.computePreferredServerAssignor(member, updatedMember): the joining member's
+    server assignor counts in the assignment its own join triggers."""
+    ctx.join("z")
+    ctx.join("a", server_assignor="range")
+    foo = ctx.topics.by_name("foo").topic_id
+    assert ctx.group().target_assignment == {
+        "a": {foo: frozenset({0, 1, 2})},
+        "z": {foo: frozenset({3, 4, 5})},
+    }

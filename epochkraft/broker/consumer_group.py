@@ -195,10 +195,14 @@ class ConsumerGroup:
                     elif self.partition_epochs.get((topic, partition)) == member.member_epoch:
                         del self.partition_epochs[(topic, partition)]
 
-    def preferred_assignor(self, default: str) -> str:
-        """The server assignor most members ask for, else the default (computePreferredServerAssignor)."""
+    def preferred_assignor(self, default: str, updated: ConsumerGroupMember | None = None) -> str:
+        """The server assignor most members ask for, else the default (computePreferredServerAssignor):
+        ``updated``, the member of the heartbeat, counts as it is now, whether it is stored yet or not."""
+        members = dict(self.members)
+        if updated is not None:
+            members[updated.member_id] = updated
         votes: dict[str, int] = {}
-        for member in self.members.values():
+        for member in members.values():
             if member.server_assignor is not None:
                 votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
         return max(sorted(votes), key=lambda name: votes[name]) if votes else default
@@ -522,7 +526,7 @@ class ConsumerGroupCoordinator:
             )
             for member_id, member in members.items()
         }
-        assignor = ASSIGNORS[group.preferred_assignor(self.settings.assignors[0])]
+        assignor = ASSIGNORS[group.preferred_assignor(self.settings.assignors[0], updated)]
         group.target_assignment = assignor.assign(specs, partition_counts)
         group.assignment_epoch = group.group_epoch
 
