@@ -381,3 +381,46 @@ async def test_regex_subscription_gets_only_topics_the_principal_may_describe():
     answer = await k68_consumer_group_heartbeat.handle(request, secured)
     assert answer.error_code == ErrorCode.none
     assert [tp.topic_id for tp in answer.assignment.topic_partitions] == [bar]
+
+
+class FailingOffsetsTopic(MemoryOffsetsTopic):
+    def __init__(self) -> None:
+        super().__init__()
+        self.error = ErrorCode.none
+
+    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        if self.error != ErrorCode.none:
+            return self.error
+        return await super().append(partition, entries)
+
+
+@pytest.mark.parametrize(
+    ("append_error", "expected"),
+    [
+        (ErrorCode.not_enough_replicas, ErrorCode.coordinator_not_available),
+        (ErrorCode.request_timed_out, ErrorCode.coordinator_not_available),
+        (ErrorCode.unknown_topic_or_partition, ErrorCode.coordinator_not_available),
+        (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator),
+        (ErrorCode.kafka_storage_error, ErrorCode.not_coordinator),
+        (ErrorCode.record_list_too_large, ErrorCode.unknown_server_error),
+        (ErrorCode.message_too_large, ErrorCode.unknown_server_error),
+    ],
+)
+async def test_consumer_group_heartbeat_with_exception(append_error, expected):
+    """GroupCoordinatorServiceTest.testConsumerGroupHeartbeatWithException: a failed write of the group's
+    records answers the normalized error; a write surely not appended leaves the group as it was."""
+    node = broker()
+    offsets = FailingOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    await join(node, "m1")
+    groups = node.groups.consumer_groups.groups
+    before = groups["grp"].copy()
+    offsets.error = append_error
+    answer = await join(node, "m2")
+    assert answer.error_code == expected
+    if append_error == ErrorCode.request_timed_out:  # maybe appended: the coordinator keeps the change
+        assert set(groups["grp"].members) == {"m1", "m2"}
+    else:
+        assert groups["grp"] == before
+    offsets.error = ErrorCode.none
+    assert (await join(node, "m2")).error_code == ErrorCode.none

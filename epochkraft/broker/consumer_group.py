@@ -158,6 +158,19 @@ class ConsumerGroup:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def copy(self) -> ConsumerGroup:
+        """A snapshot to restore if the group's changes cannot be written (members are immutable)."""
+        return dataclasses.replace(
+            self,
+            members=dict(self.members),
+            static_members=dict(self.static_members),
+            target_assignment=dict(self.target_assignment),
+            subscription_metadata=dict(self.subscription_metadata),
+            partition_epochs=dict(self.partition_epochs),
+            session_deadlines=dict(self.session_deadlines),
+            revocation_deadlines=dict(self.revocation_deadlines),
+        )
+
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
 

@@ -8,7 +8,9 @@
   KafkaApis.handleConsumerGroupHeartbeatRequest; topics a subscribed regular expression matches are kept
   only with DESCRIBE for the principal, as Kafka 4.x's coordinator.
 - The group's changes are written to ``__consumer_offsets`` (acks=all) before the answer, so a new
-  coordinator resumes the group; a failed write answers its error (NOT_COORDINATOR after a leader change).
+  coordinator resumes the group; a failed write answers its error as Kafka's GroupCoordinatorService
+  normalizes it (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_SERVER_ERROR) and leaves the group as
+  before the heartbeat.
 - v0 lets the coordinator generate the member id; from v1 the consumer generates it (KIP-1082).
 """
 
