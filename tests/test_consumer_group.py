@@ -598,3 +598,20 @@ def test_compute_preferred_server_assignor_counts_the_updated_member(ctx):
         "a": {foo: frozenset({0, 1, 2})},
         "z": {foo: frozenset({3, 4, 5})},
     }
+
+
+def test_group_tombstone_comes_after_its_member_tombstones(ctx):
+    """GroupMetadataManager.createGroupTombstoneRecords writes the members' tombstones before the group's;
+    a member tombstone replayed after its group's does not bring back an empty group either."""
+    log = Log(ctx)
+    ctx.join("a")
+    log.persist()
+    del ctx.coordinator.groups["grp"]  # the group and its member go in one write
+    log.persist()
+    tombstones = [key for key, value in log.records if value is None]
+    assert len(tombstones) == 2 and b'"consumer-group"' in tombstones[-1]
+    assert "grp" not in log.replayed().groups
+    coordinator = ConsumerGroupCoordinator()
+    for key in reversed(tombstones):  # the group's first, as they were written before
+        consumer_group_records.replay(coordinator, key, None)
+    assert "grp" not in coordinator.groups
