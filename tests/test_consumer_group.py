@@ -486,6 +486,25 @@ def test_rebalance_timeout_expiration(ctx):
     assert b.member_epoch == 3 and len(parts(b)) == 6
 
 
+def test_rebalance_timeout_rescheduled_when_member_moves_to_another_revocation(ctx):
+    """GroupMetadataManager schedules the rebalance timeout again at every change of a member revoking
+    partitions: revoking one set, then asked to revoke another, it gets its full timeout for the second."""
+    a = ctx.join("a", rebalance_timeout_ms=12_000)
+    ctx.join("b")
+    ctx.poll("a", 1, a.assignment)  # asked to revoke 3 of its 6 partitions
+    first = ctx.group().members["a"]
+    assert first.state == MemberState.UNREVOKED_PARTITIONS
+    ctx.join("c")
+    ctx.advance(10_000)
+    ctx.poll("a", 1, first.assigned)  # revoked them; asked to revoke one more for c
+    second = ctx.group().members["a"]
+    assert second.state == MemberState.UNREVOKED_PARTITIONS and second.member_epoch == 2
+    ctx.poll("b", 2, {})
+    ctx.poll("c", 3, {})
+    assert ctx.advance(11_000) == []
+    assert ctx.advance(1_000) == [("grp", "a")]
+
+
 def test_offset_commit_and_fetch_with_member_epochs(ctx):
     """ConsumerGroupTest.testValidateOffsetCommit / testValidateOffsetFetch"""
     ctx.join("a")

@@ -559,11 +559,12 @@ class ConsumerGroupCoordinator:
         self, now_ms: int, group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember
     ) -> None:
         """The session restarts at every heartbeat; a member asked to revoke partitions must do so within
-        its rebalance timeout (scheduleConsumerGroupRebalanceTimeout)."""
+        its rebalance timeout, counted again at every change of the member, a move from one revocation to
+        the next included (scheduleConsumerGroupRebalanceTimeout)."""
         group.session_deadlines[after.member_id] = now_ms + self.settings.session_timeout_ms
         if after.state != MemberState.UNREVOKED_PARTITIONS:
             group.revocation_deadlines.pop(after.member_id, None)
-        elif before.state != MemberState.UNREVOKED_PARTITIONS or before.member_id != after.member_id:
+        elif before != after or after.member_id not in group.revocation_deadlines:
             group.revocation_deadlines[after.member_id] = now_ms + after.rebalance_timeout_ms
 
     # ---- leaving -------------------------------------------------------------------------------------------
