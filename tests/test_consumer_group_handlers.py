@@ -21,6 +21,7 @@ from kio.static.primitive import i32Timedelta
 
 from epochkraft.broker.group_coordinator import GroupCoordinator
 from epochkraft.broker.group_service import GroupService
+from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.controller.state import TopicInfo
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.net.context import RequestContext
@@ -33,6 +34,7 @@ from epochkraft.net.handlers import (
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
 )
+from epochkraft.protocol import metadata_records as mr
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import request_rules
 from epochkraft.security.authorizer import (
@@ -424,3 +426,23 @@ async def test_consumer_group_heartbeat_with_exception(append_error, expected):
         assert groups["grp"] == before
     offsets.error = ErrorCode.none
     assert (await join(node, "m2")).error_code == ErrorCode.none
+
+
+def test_topics_version_changes_with_the_topics_a_regex_may_match():
+    """The coordinator resolves regular expressions once per topics version: a topic created, a partition
+    added and a topic removed each give a new version; a leader change does not."""
+    image = MetadataImage()
+    topics = CacheTopics(image)
+    versions = [topics.version]
+    bar = uuid.UUID(int=9)
+    partition = {"topic_id": bar, "replicas": (1,), "isr": (1,), "leader": 1, "leader_epoch": 0}
+    for record in (
+        mr.TopicRecord(name="bar", topic_id=bar),
+        mr.PartitionRecord(partition_id=0, partition_epoch=0, **partition),  # type: ignore[arg-type]
+        mr.PartitionChangeRecord(partition_id=0, topic_id=bar, leader=1),
+        mr.RemoveTopicRecord(topic_id=bar),
+    ):
+        image.replay(record)
+        versions.append(topics.version)
+    assert versions[0] != versions[1] != versions[2] == versions[3] != versions[4]
+    assert versions[0] != MetadataImage().topics_version != versions[4]
