@@ -8,8 +8,10 @@ from collections.abc import Iterable
 
 import pytest
 
-from epochkraft.broker import current_assignment
+from epochkraft.broker import consumer_group_records, current_assignment
+from epochkraft.broker import daemon as broker_daemon
 from epochkraft.broker.consumer_group import (
+    ConsumerGroup,
     ConsumerGroupCoordinator,
     ConsumerGroupSettings,
     ConsumerGroupState,
@@ -17,7 +19,7 @@ from epochkraft.broker.consumer_group import (
     HeartbeatResult,
     TopicMetadata,
 )
-from epochkraft.broker.current_assignment import MemberState
+from epochkraft.broker.current_assignment import ConsumerGroupMember, MemberState
 from epochkraft.protocol.errors import ErrorCode
 
 SESSION_MS, REBALANCE_MS = 45_000, 30_000
@@ -28,14 +30,18 @@ class Topics:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicMetadata] = {}
+        self.version = 0
+        self.listed = 0  # calls of names()
 
     def create(self, name: str, partitions: int) -> uuid.UUID:
         topic_id = uuid.uuid5(uuid.NAMESPACE_OID, name)
         self.topics[name] = TopicMetadata(topic_id, name, partitions)
+        self.version += 1
         return topic_id
 
     def delete(self, name: str) -> None:
         del self.topics[name]
+        self.version += 1
 
     def by_name(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
@@ -44,6 +50,7 @@ class Topics:
         return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def names(self) -> Iterable[str]:
+        self.listed += 1
         return list(self.topics)
 
 
@@ -143,7 +150,10 @@ def test_consumer_heartbeat_regex_validation(ctx):
     result = ctx.heartbeat(
         "m", 0, rebalance_timeout_ms=5000, owned={}, subscribed_topic_regex="[", subscribed_topic_names=None
     )
-    assert result.error == ErrorCode.invalid_regular_expression
+    assert (result.error, result.error_message) == (
+        ErrorCode.invalid_regular_expression,
+        "SubscribedTopicRegex `[` is not a valid regular expression: missing ]: [.",
+    )
 
 
 def test_unsupported_server_assignor(ctx):
@@ -401,6 +411,46 @@ def test_regex_subscription_follows_topic_creation(ctx):
     assert count(a) == 5
 
 
+@pytest.mark.timeout(20)
+def test_subscribed_topic_regex_is_matched_in_linear_time(ctx):
+    """Kafka compiles SubscribedTopicRegex with RE2J: a pattern that backtracks exponentially in a
+    backtracking engine matches a long topic name at once."""
+    ctx.topics.create("a" * 40, 1)
+    a = ctx.heartbeat("a", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="(.+)+X")
+    assert a.error == ErrorCode.none and count(a) == 0
+
+
+def test_regex_resolved_once_per_metadata_version(ctx):
+    """GroupMetadataManager resolves a group's regular expressions when the metadata image changes, not at
+    every heartbeat of every member."""
+    a = ctx.heartbeat("a", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="ba.*")
+    b = ctx.heartbeat("b", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_regex="ba.*")
+    listed = ctx.topics.listed
+    for _ in range(3):
+        a = ctx.poll("a", a.member_epoch, None)
+        b = ctx.poll("b", b.member_epoch, None)
+    assert ctx.topics.listed == listed
+    ctx.topics.create("baz", 2)
+    ctx.poll("a", a.member_epoch, None)
+    ctx.poll("b", b.member_epoch, None)
+    assert ctx.topics.listed == listed + 1 and "baz" in ctx.group().subscription_metadata
+
+
+def test_regex_matched_topics_filtered_by_describe_authorization(ctx):
+    """Kafka 4.x's coordinator keeps the topics a regular expression matches only if the principal may
+    DESCRIBE them."""
+    a = ctx.heartbeat(
+        "a",
+        0,
+        rebalance_timeout_ms=1,
+        owned={},
+        subscribed_topic_regex="foo|bar",
+        topic_authorized=lambda name: name == "bar",
+    )
+    assert a.error == ErrorCode.none and set(a.assignment) == {ctx.topics.by_name("bar").topic_id}
+    assert set(ctx.group().subscription_metadata) == {"bar"}
+
+
 def test_session_timeout_expiration(ctx):
     """GroupMetadataManagerTest.testSessionTimeoutLifecycle and testSessionTimeoutExpiration"""
     ctx.join("a")
@@ -434,6 +484,25 @@ def test_rebalance_timeout_expiration(ctx):
     assert ctx.advance(1_000) == [("grp", "a")]
     b = ctx.poll("b", 2, {})
     assert b.member_epoch == 3 and len(parts(b)) == 6
+
+
+def test_rebalance_timeout_rescheduled_when_member_moves_to_another_revocation(ctx):
+    """GroupMetadataManager schedules the rebalance timeout again at every change of a member revoking
+    partitions: revoking one set, then asked to revoke another, it gets its full timeout for the second."""
+    a = ctx.join("a", rebalance_timeout_ms=12_000)
+    ctx.join("b")
+    ctx.poll("a", 1, a.assignment)  # asked to revoke 3 of its 6 partitions
+    first = ctx.group().members["a"]
+    assert first.state == MemberState.UNREVOKED_PARTITIONS
+    ctx.join("c")
+    ctx.advance(10_000)
+    ctx.poll("a", 1, first.assigned)  # revoked them; asked to revoke one more for c
+    second = ctx.group().members["a"]
+    assert second.state == MemberState.UNREVOKED_PARTITIONS and second.member_epoch == 2
+    ctx.poll("b", 2, {})
+    ctx.poll("c", 3, {})
+    assert ctx.advance(11_000) == []
+    assert ctx.advance(1_000) == [("grp", "a")]
 
 
 def test_offset_commit_and_fetch_with_member_epochs(ctx):
@@ -470,3 +539,98 @@ def test_range_assignor_chosen_by_members(ctx):
     assert ctx.group().preferred_assignor("uniform") == "range"
     assert ctx.group().target_assignment["a"] == {ctx.topics.by_name("foo").topic_id: frozenset({0, 1, 2})}
     assert a.assignment is not None and b.assignment is not None
+
+
+class Log:
+    """What the edge writes to __consumer_offsets for a group, and a coordinator rebuilt from it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.written, self.records = ctx, {}, []  # type: ignore[var-annotated]
+
+    def persist(self, group_id: str = "grp") -> None:
+        records = consumer_group_records.records_to_write(
+            self.ctx.coordinator.groups.get(group_id), self.written
+        )
+        self.records += records
+        for key, value in records:
+            if value is None:
+                self.written.pop(key, None)
+            else:
+                self.written[key] = value
+
+    def replayed(self) -> ConsumerGroupCoordinator:
+        coordinator = ConsumerGroupCoordinator()
+        for key, value in self.records:
+            consumer_group_records.replay(coordinator, key, value)
+        return coordinator
+
+
+def test_replace_static_member_writes_tombstones_before_the_new_member(ctx):
+    """GroupMetadataManager.replaceMember: the departing member's tombstones come before the new member's
+    records, so a replay ends with the partitions owned by the new member, not by nobody."""
+    log = Log(ctx)
+    a = ctx.join("a", instance_id="i1")
+    log.persist()
+    ctx.heartbeat("a", -2, instance_id="i1")
+    log.persist()
+    ctx.join("a2", instance_id="i1")
+    log.persist()
+    assert ctx.group().partition_epochs and set(ctx.group().members) == {"a2"}
+    replayed = log.replayed().groups["grp"]
+    assert replayed.partition_epochs == ctx.group().partition_epochs
+    # a later member gets nothing a2 still owns
+    ctx.coordinator.groups["grp"] = replayed
+    b = ctx.join("b")
+    assert count(b) == 0 and len(parts(a)) == 6
+
+
+def test_remove_partition_epochs_only_of_the_departing_member():
+    """ConsumerGroup.removePartitionEpochs: a partition now at another member's epoch keeps it."""
+    group = ConsumerGroup("grp")
+    foo = uuid.uuid4()
+    group.update_member(ConsumerGroupMember("a", member_epoch=3, assigned={foo: frozenset({0, 1})}))
+    group.update_member(ConsumerGroupMember("b", member_epoch=4, assigned={foo: frozenset({1})}))
+    group.remove_member("a")
+    assert group.partition_epochs == {(foo, 1): 4}
+
+
+def test_unknown_consumer_group_assignor_is_a_configuration_error(tmp_path, capsys):
+    """GroupCoordinatorConfig: group.consumer.assignors names known assignors, or the broker does not
+    start (before, every heartbeat of a new group raised KeyError once the group epoch was bumped)."""
+    argv = ["--node-id", "1", "--controller", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--check-config"]
+    argv += ["--data-dir", str(tmp_path)]
+    override = ["--override", "group.consumer.assignors=uniform,sticky"]
+    assert broker_daemon.main(argv + override) == 2
+    assert "unknown assignor sticky (known: uniform, range)" in capsys.readouterr().err
+    assert broker_daemon.main([*argv, "--override", "group.consumer.assignors=range"]) == 0
+    with pytest.raises(ValueError, match="unknown assignor"):
+        ConsumerGroupSettings(assignors=("sticky",))
+
+
+def test_compute_preferred_server_assignor_counts_the_updated_member(ctx):
+    """GroupMetadataManager.computePreferredServerAssignor(member, updatedMember): the joining member's
+    server assignor counts in the assignment its own join triggers."""
+    ctx.join("z")
+    ctx.join("a", server_assignor="range")
+    foo = ctx.topics.by_name("foo").topic_id
+    assert ctx.group().target_assignment == {
+        "a": {foo: frozenset({0, 1, 2})},
+        "z": {foo: frozenset({3, 4, 5})},
+    }
+
+
+def test_group_tombstone_comes_after_its_member_tombstones(ctx):
+    """GroupMetadataManager.createGroupTombstoneRecords writes the members' tombstones before the group's;
+    a member tombstone replayed after its group's does not bring back an empty group either."""
+    log = Log(ctx)
+    ctx.join("a")
+    log.persist()
+    del ctx.coordinator.groups["grp"]  # the group and its member go in one write
+    log.persist()
+    tombstones = [key for key, value in log.records if value is None]
+    assert len(tombstones) == 2 and b'"consumer-group"' in tombstones[-1]
+    assert "grp" not in log.replayed().groups
+    coordinator = ConsumerGroupCoordinator()
+    for key in reversed(tombstones):  # the group's first, as they were written before
+        consumer_group_records.replay(coordinator, key, None)
+    assert "grp" not in coordinator.groups

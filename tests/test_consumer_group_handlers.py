@@ -21,6 +21,7 @@ from kio.static.primitive import i32Timedelta
 
 from epochkraft.broker.group_coordinator import GroupCoordinator
 from epochkraft.broker.group_service import GroupService
+from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.controller.state import TopicInfo
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.net.context import RequestContext
@@ -33,6 +34,7 @@ from epochkraft.net.handlers import (
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
 )
+from epochkraft.protocol import metadata_records as mr
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import request_rules
 from epochkraft.security.authorizer import (
@@ -342,3 +344,105 @@ async def test_authorization_of_heartbeat_and_describe():
     assert request_rules.refusal(69, describe_other, secured) == ErrorCode.group_authorization_failed
     other = dataclasses.replace(request, group_id="other")
     assert request_rules.refusal(68, other, secured) == ErrorCode.group_authorization_failed
+
+
+async def test_regex_subscription_gets_only_topics_the_principal_may_describe():
+    """Kafka 4.x: the topics a SubscribedTopicRegex matches are filtered by DESCRIBE for the principal."""
+    node = broker()
+    bar = uuid.UUID(int=8)
+    node.cache.topics[bar] = TopicInfo("bar", bar, dict.fromkeys(range(2)))  # type: ignore[arg-type]
+    node.cache.topic_ids["bar"] = bar
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    for resource_type, name, operation in (
+        (ResourceType.GROUP, "grp", AclOperation.READ),
+        (ResourceType.TOPIC, "bar", AclOperation.DESCRIBE),
+    ):
+        authorizer.add(
+            uuid.uuid4(),
+            AclBinding(
+                resource_type,
+                name,
+                PatternType.LITERAL,
+                "User:alice",
+                "*",
+                operation,
+                AclPermissionType.ALLOW,
+            ),
+        )
+    secured = dataclasses.replace(
+        ctx(node, 1), principal=KafkaPrincipal("User", "alice"), authorizer=authorizer
+    )
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="grp",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout=timeout(1000),
+        subscribed_topic_regex=".*",
+        topic_partitions=(),
+    )
+    answer = await k68_consumer_group_heartbeat.handle(request, secured)
+    assert answer.error_code == ErrorCode.none
+    assert [tp.topic_id for tp in answer.assignment.topic_partitions] == [bar]
+
+
+class FailingOffsetsTopic(MemoryOffsetsTopic):
+    def __init__(self) -> None:
+        super().__init__()
+        self.error = ErrorCode.none
+
+    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        if self.error != ErrorCode.none:
+            return self.error
+        return await super().append(partition, entries)
+
+
+@pytest.mark.parametrize(
+    ("append_error", "expected"),
+    [
+        (ErrorCode.not_enough_replicas, ErrorCode.coordinator_not_available),
+        (ErrorCode.request_timed_out, ErrorCode.coordinator_not_available),
+        (ErrorCode.unknown_topic_or_partition, ErrorCode.coordinator_not_available),
+        (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator),
+        (ErrorCode.kafka_storage_error, ErrorCode.not_coordinator),
+        (ErrorCode.record_list_too_large, ErrorCode.unknown_server_error),
+        (ErrorCode.message_too_large, ErrorCode.unknown_server_error),
+    ],
+)
+async def test_consumer_group_heartbeat_with_exception(append_error, expected):
+    """GroupCoordinatorServiceTest.testConsumerGroupHeartbeatWithException: a failed write of the group's
+    records answers the normalized error; a write surely not appended leaves the group as it was."""
+    node = broker()
+    offsets = FailingOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    await join(node, "m1")
+    groups = node.groups.consumer_groups.groups
+    before = groups["grp"].copy()
+    offsets.error = append_error
+    answer = await join(node, "m2")
+    assert answer.error_code == expected
+    if append_error == ErrorCode.request_timed_out:  # maybe appended: the coordinator keeps the change
+        assert set(groups["grp"].members) == {"m1", "m2"}
+    else:
+        assert groups["grp"] == before
+    offsets.error = ErrorCode.none
+    assert (await join(node, "m2")).error_code == ErrorCode.none
+
+
+def test_topics_version_changes_with_the_topics_a_regex_may_match():
+    """The coordinator resolves regular expressions once per topics version: a topic created, a partition
+    added and a topic removed each give a new version; a leader change does not."""
+    image = MetadataImage()
+    topics = CacheTopics(image)
+    versions = [topics.version]
+    bar = uuid.UUID(int=9)
+    partition = {"topic_id": bar, "replicas": (1,), "isr": (1,), "leader": 1, "leader_epoch": 0}
+    for record in (
+        mr.TopicRecord(name="bar", topic_id=bar),
+        mr.PartitionRecord(partition_id=0, partition_epoch=0, **partition),  # type: ignore[arg-type]
+        mr.PartitionChangeRecord(partition_id=0, topic_id=bar, leader=1),
+        mr.RemoveTopicRecord(topic_id=bar),
+    ):
+        image.replay(record)
+        versions.append(topics.version)
+    assert versions[0] != versions[1] != versions[2] == versions[3] != versions[4]
+    assert versions[0] != MetadataImage().topics_version != versions[4]

@@ -16,12 +16,13 @@ the groups from those records (``replay``, then ``on_loaded``).
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
+
+import re2
 
 from epochkraft.broker.assignors import ASSIGNORS, Assignment, MemberSubscription
 from epochkraft.broker.current_assignment import (
@@ -54,6 +55,23 @@ class ConsumerGroupSettings:
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     max_size: int = 2**31 - 1
 
+    def __post_init__(self) -> None:
+        parse_assignors(",".join(self.assignors))
+
+
+def parse_assignors(value: str) -> tuple[str, ...]:
+    """group.consumer.assignors: known assignor names, comma-separated, at least one (ValueError else, as
+    Kafka's GroupCoordinatorConfig refuses the broker's start)."""
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise ValueError("group.consumer.assignors must name at least one assignor")
+    unknown = [name for name in names if name not in ASSIGNORS]
+    if unknown:
+        raise ValueError(
+            f"group.consumer.assignors: unknown assignor {', '.join(unknown)} (known: {', '.join(ASSIGNORS)})"
+        )
+    return names
+
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
@@ -72,6 +90,10 @@ class TopicsImage(Protocol):
     def names(self) -> Iterable[str]:
         """Every topic a regular expression may match (internal topics excluded)."""
 
+    @property
+    def version(self) -> int:
+        """Changes whenever a topic is created or deleted or gets partitions (unique across images)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatRequest:
@@ -88,6 +110,9 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    # DESCRIBE on a topic for the request's principal; topics a regular expression matches are kept only
+    # if it allows them (None: no authorizer)
+    topic_authorized: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +143,8 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     revocation_deadlines: dict[str, int] = field(default_factory=dict)
+    # the topics' version subscription_metadata was computed at; None once a member went
+    subscription_metadata_version: int | None = None
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -130,6 +157,19 @@ class ConsumerGroup:
             if member.state != MemberState.STABLE or member.member_epoch != self.assignment_epoch:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def copy(self) -> ConsumerGroup:
+        """A snapshot to restore if the group's changes cannot be written (members are immutable)."""
+        return dataclasses.replace(
+            self,
+            members=dict(self.members),
+            static_members=dict(self.static_members),
+            target_assignment=dict(self.target_assignment),
+            subscription_metadata=dict(self.subscription_metadata),
+            partition_epochs=dict(self.partition_epochs),
+            session_deadlines=dict(self.session_deadlines),
+            revocation_deadlines=dict(self.revocation_deadlines),
+        )
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
@@ -149,6 +189,7 @@ class ConsumerGroup:
         if member is None:
             return
         self._set_epochs(member, None)
+        self.subscription_metadata_version = None
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self.target_assignment.pop(member_id, None)
@@ -156,30 +197,75 @@ class ConsumerGroup:
         self.revocation_deadlines.pop(member_id, None)
 
     def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
+        """Sets the member's partitions to ``epoch``; None removes them, but only those still at the
+        member's epoch (ConsumerGroup.removePartitionEpochs): a partition another member owns now stays
+        owned."""
         for assignment in (member.assigned, member.pending_revocation):
             for topic, parts in assignment.items():
                 for partition in parts:
-                    if epoch is None:
-                        self.partition_epochs.pop((topic, partition), None)
-                    else:
+                    if epoch is not None:
                         self.partition_epochs[(topic, partition)] = epoch
+                    elif self.partition_epochs.get((topic, partition)) == member.member_epoch:
+                        del self.partition_epochs[(topic, partition)]
 
-    def preferred_assignor(self, default: str) -> str:
-        """The server assignor most members ask for, else the default (computePreferredServerAssignor)."""
+    def preferred_assignor(self, default: str, updated: ConsumerGroupMember | None = None) -> str:
+        """The server assignor most members ask for, else the default (computePreferredServerAssignor):
+        ``updated``, the member of the heartbeat, counts as it is now, whether it is stored yet or not."""
+        members = dict(self.members)
+        if updated is not None:
+            members[updated.member_id] = updated
         votes: dict[str, int] = {}
-        for member in self.members.values():
+        for member in members.values():
             if member.server_assignor is not None:
                 votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
         return max(sorted(votes), key=lambda name: votes[name]) if votes else default
 
 
-def subscribed_topic_names(member: ConsumerGroupMember, topics: TopicsImage) -> set[str]:
-    """The member's topic names, with its regular expression resolved against the topics that exist."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names |= {name for name in topics.names() if pattern.fullmatch(name)}
-    return names
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid pattern is the client's error, answered, not logged
+
+
+def compile_regex(pattern: str) -> re2._Regexp:
+    """``pattern`` compiled with RE2; re2.error if it is not valid."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+class RegexResolver:
+    """Topic regular expressions resolved once per topics version, with RE2 (linear time, as Kafka's
+    RE2J): a client's pattern cannot stall the event loop with backtracking."""
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._resolved: dict[str, frozenset[str]] = {}
+
+    def resolve(self, pattern: str, topics: TopicsImage) -> frozenset[str]:
+        if topics.version != self._version:
+            self._version, self._resolved = topics.version, {}
+        names = self._resolved.get(pattern)
+        if names is None:
+            try:
+                compiled = compile_regex(pattern)
+            except re2.error:
+                names = frozenset()
+            else:
+                names = frozenset(name for name in topics.names() if compiled.fullmatch(name))
+            self._resolved[pattern] = names
+        return names
+
+    def subscribed_topic_names(
+        self,
+        member: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None = None,
+    ) -> set[str]:
+        """The member's topic names, with its regular expression resolved against the topics that exist
+        and, as Kafka 4.x, those matched kept only if ``authorized`` (DESCRIBE for the principal of the
+        heartbeat that resolves them)."""
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            matched = self.resolve(member.subscribed_topic_regex, topics)
+            names |= matched if authorized is None else {name for name in matched if authorized(name)}
+        return names
 
 
 class ConsumerGroupCoordinator:
@@ -197,6 +283,7 @@ class ConsumerGroupCoordinator:
         self.settings = settings or ConsumerGroupSettings()
         self.classic_group_has_members = classic_group_has_members
         self.groups: dict[str, ConsumerGroup] = {}
+        self.regexes = RegexResolver()
 
     # ---- ConsumerGroupHeartbeat --------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
@@ -259,12 +346,13 @@ class ConsumerGroupCoordinator:
             )
         if request.subscribed_topic_regex is not None:
             try:
-                re.compile(request.subscribed_topic_regex)
-            except re.error as exc:
+                compile_regex(request.subscribed_topic_regex)
+            except re2.error as exc:
+                reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
                 raise GroupError(
                     ErrorCode.invalid_regular_expression,
                     f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid regular "
-                    f"expression: {exc}.",
+                    f"expression: {reason}.",
                 ) from None
 
     def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
@@ -296,14 +384,16 @@ class ConsumerGroupCoordinator:
         is_new = member.member_id not in group.members
         updated = self._with_request(member, request)
         bump = is_new or self._subscription_changed(member, updated)
-        metadata = self._subscription_metadata(group, updated, topics)
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
-            bump = True
+        if bump or group.subscription_metadata_version != topics.version:
+            metadata = self._subscription_metadata(group, updated, topics, request.topic_authorized)
+            group.subscription_metadata_version = topics.version
+            if metadata != group.subscription_metadata:
+                group.subscription_metadata = metadata
+                bump = True
         if bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, updated, topics)
+            self._update_target_assignment(group, updated, topics, request.topic_authorized)
         updated = self._drop_deleted_topics(updated, topics)
         reconciled = CurrentAssignmentBuilder(
             updated,
@@ -405,16 +495,19 @@ class ConsumerGroupCoordinator:
             or old.server_assignor != new.server_assignor
         )
 
-    @staticmethod
     def _subscription_metadata(
-        group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+        self,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None,
     ) -> dict[str, TopicMetadata]:
         """The topics any member subscribes to, as they are now (ConsumerGroup.computeSubscriptionMetadata)."""
         names: set[str] = set()
         for member in group.members.values():
             if member.member_id != updated.member_id:
-                names |= subscribed_topic_names(member, topics)
-        names |= subscribed_topic_names(updated, topics)
+                names |= self.regexes.subscribed_topic_names(member, topics, authorized)
+        names |= self.regexes.subscribed_topic_names(updated, topics, authorized)
         metadata = {}
         for name in sorted(names):
             topic = topics.by_name(name)
@@ -423,7 +516,11 @@ class ConsumerGroupCoordinator:
         return metadata
 
     def _update_target_assignment(
-        self, group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
+        self,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None,
     ) -> None:
         """TargetAssignmentBuilder: every member's subscription and current target through the assignor."""
         partition_counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
@@ -433,7 +530,7 @@ class ConsumerGroupCoordinator:
             member_id: MemberSubscription(
                 frozenset(
                     group.subscription_metadata[name].topic_id
-                    for name in subscribed_topic_names(member, topics)
+                    for name in self.regexes.subscribed_topic_names(member, topics, authorized)
                     if name in group.subscription_metadata
                 ),
                 member.instance_id,
@@ -442,7 +539,7 @@ class ConsumerGroupCoordinator:
             )
             for member_id, member in members.items()
         }
-        assignor = ASSIGNORS[group.preferred_assignor(self.settings.assignors[0])]
+        assignor = ASSIGNORS[group.preferred_assignor(self.settings.assignors[0], updated)]
         group.target_assignment = assignor.assign(specs, partition_counts)
         group.assignment_epoch = group.group_epoch
 
@@ -462,11 +559,12 @@ class ConsumerGroupCoordinator:
         self, now_ms: int, group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember
     ) -> None:
         """The session restarts at every heartbeat; a member asked to revoke partitions must do so within
-        its rebalance timeout (scheduleConsumerGroupRebalanceTimeout)."""
+        its rebalance timeout, counted again at every change of the member, a move from one revocation to
+        the next included (scheduleConsumerGroupRebalanceTimeout)."""
         group.session_deadlines[after.member_id] = now_ms + self.settings.session_timeout_ms
         if after.state != MemberState.UNREVOKED_PARTITIONS:
             group.revocation_deadlines.pop(after.member_id, None)
-        elif before.state != MemberState.UNREVOKED_PARTITIONS or before.member_id != after.member_id:
+        elif before != after or after.member_id not in group.revocation_deadlines:
             group.revocation_deadlines[after.member_id] = now_ms + after.rebalance_timeout_ms
 
     # ---- leaving -------------------------------------------------------------------------------------------

@@ -85,10 +85,14 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
 
 
 def records_to_write(group: ConsumerGroup | None, written: dict[bytes, bytes]) -> list[Record]:
-    """What changed since ``written`` (a group of None: every key tombstoned)."""
+    """What changed since ``written`` (a group of None: every key tombstoned). Tombstones come first, as
+    Kafka's replaceMember writes them: on replay a member removed after its successor was stored would
+    take the successor's partition epochs with it. A group's own tombstone comes after its members' (as
+    Kafka's createGroupTombstoneRecords)."""
     current = group_records(group) if group is not None else {}
-    changed: list[Record] = [(k, v) for k, v in current.items() if written.get(k) != v]
-    changed += [(k, None) for k in written if k not in current]
+    gone = sorted((k for k in written if k not in current), key=lambda k: json.loads(k)[0] == GROUP)
+    changed: list[Record] = [(k, None) for k in gone]
+    changed += [(k, v) for k, v in current.items() if written.get(k) != v]
     return changed
 
 
@@ -122,10 +126,11 @@ def _replay_group(coordinator: ConsumerGroupCoordinator, group_id: str, data: di
 def _replay_member(
     coordinator: ConsumerGroupCoordinator, group_id: str, member_id: str, data: dict[str, Any] | None
 ) -> None:
-    group = coordinator.groups.setdefault(group_id, ConsumerGroup(group_id))
-    if data is None:
-        group.remove_member(member_id)
+    if data is None:  # a member of a group already gone (tombstoned before it) stays gone
+        if (existing := coordinator.groups.get(group_id)) is not None:
+            existing.remove_member(member_id)
         return
+    group = coordinator.groups.setdefault(group_id, ConsumerGroup(group_id))
     member = ConsumerGroupMember(
         member_id,
         instance_id=data["instance_id"],

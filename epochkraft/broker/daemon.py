@@ -37,7 +37,7 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from epochkraft import logs
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.config_describer import ConfigDescriber
-from epochkraft.broker.consumer_group import ConsumerGroupSettings
+from epochkraft.broker.consumer_group import ConsumerGroupSettings, parse_assignors
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from epochkraft.broker.group_service import GroupService
@@ -172,7 +172,7 @@ class BrokerNode:
             ConsumerGroupSettings(
                 session_timeout_ms=settings.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
-                assignors=tuple(a.strip() for a in settings.group_consumer_assignors.split(",") if a.strip()),
+                assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
             ),
         )
@@ -616,6 +616,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     settings = load_settings(BrokerSettings, args.config, properties=parse_overrides(args.override))
     try:
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
+        parse_assignors(settings.group_consumer_assignors)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(

@@ -41,6 +41,27 @@ from epochkraft.protocol.errors import ErrorCode
 log = structlog.get_logger()
 TICK_INTERVAL_S = 0.1
 
+# Append errors after which the records may still be in the log (appended, not yet replicated): the
+# coordinator keeps the changes they carry
+MAYBE_APPENDED = frozenset({ErrorCode.request_timed_out, ErrorCode.not_enough_replicas_after_append})
+
+
+def normalize_append_error(error: ErrorCode) -> ErrorCode:
+    """GroupCoordinatorService.normalizeException: a failed __consumer_offsets write as the group APIs'
+    clients know to handle it."""
+    if error in (
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+        ErrorCode.unknown_topic_or_partition,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.unknown_server_error
+    return error
+
 
 class OffsetsTopic(Protocol):
     """What the group service needs from the broker about ``__consumer_offsets``."""
@@ -84,6 +105,7 @@ class GroupService:
             consumer_group_settings, lambda group_id: self.coordinator.has_members(group_id)
         )
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
+        self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -112,6 +134,7 @@ class GroupService:
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
             for group_id in sorted({group_id for group_id, _ in self.consumer_groups.tick(now)}):
+                self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
                 try:  # what a failed write left out goes with the group's next heartbeat; the ticks go on
                     await self.persist_consumer_group(group_id)
                 except Exception as exc:
@@ -185,6 +208,8 @@ class GroupService:
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
         for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
             del self._consumer_groups_written[group_id]
+        for group_id in [g for g in self._consumer_group_changes if self.partition_for(g) == partition]:
+            del self._consumer_group_changes[group_id]
 
     # ---- membership -----------------------------------------------------------------------------------
     async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
@@ -212,13 +237,32 @@ class GroupService:
         return result
 
     async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
-        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
+        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all). If they
+        could not be, the group is as before the heartbeat (Kafka reverts to its snapshot), unless another
+        change came meanwhile or the records may be in the log."""
+        group_id = request.group_id
+        before = self.consumer_groups.groups.get(group_id)
+        snapshot = before.copy() if before is not None else None
+        change = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
         result = self.consumer_groups.heartbeat(self.now_ms(), request, topics)
-        error = await self.persist_consumer_group(request.group_id)
-        return result if error == ErrorCode.none else HeartbeatResult(error)
+        after = self.consumer_groups.groups.get(group_id)
+        error = await self.persist_consumer_group(group_id)
+        if error == ErrorCode.none:
+            return result
+        untouched = (
+            self._consumer_group_changes.get(group_id) == change
+            and self.consumer_groups.groups.get(group_id) is after
+        )
+        if untouched and error not in MAYBE_APPENDED:
+            if snapshot is None:
+                self.consumer_groups.groups.pop(group_id, None)
+            else:
+                self.consumer_groups.groups[group_id] = snapshot
+        return HeartbeatResult(normalize_append_error(error))
 
     async def persist_consumer_group(self, group_id: str) -> ErrorCode:
-        """Writes what changed in a consumer group since its last write (tombstones for what is gone)."""
+        """Writes what changed in a consumer group since its last write (tombstones for what is gone);
+        the append's error as it is."""
         group = self.consumer_groups.groups.get(group_id)
         if group is None and group_id not in self._consumer_groups_written:
             return ErrorCode.none
@@ -291,7 +335,7 @@ class GroupService:
         ]
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error != ErrorCode.none:
-            return error
+            return normalize_append_error(error)
         for e, c in committed:
             self.coordinator.apply_offset(group_id, e.topic, e.partition, c)
         return ErrorCode.none
@@ -315,7 +359,7 @@ class GroupService:
             return ErrorCode.non_empty_group
         error = await self.persist_consumer_group(group_id)
         if error != ErrorCode.none:
-            return error
+            return normalize_append_error(error)
         error, offsets = self.coordinator.decide_delete_group(group_id)
         if error == ErrorCode.group_id_not_found and consumer_group_existed:
             error = ErrorCode.none
@@ -352,7 +396,7 @@ class GroupService:
         if error == ErrorCode.none:
             for topic, partition in partitions:
                 self.coordinator.apply_offset(group_id, topic, partition, None)
-        return error
+        return normalize_append_error(error)
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group this broker coordinates."""

@@ -74,9 +74,7 @@ class OffsetsTopic:
         result = await self.node.replica_manager.append(
             OFFSETS_TOPIC, partition, records, -1, APPEND_TIMEOUT_MS
         )
-        if result.error in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
-            return ErrorCode.not_coordinator
-        return result.error
+        return result.error  # the group service answers it as Kafka's coordinator (normalize_append_error)
 
     def read_all(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
         replica = self.node.replica_manager.replica(OFFSETS_TOPIC, partition)

@@ -24,5 +24,9 @@ class CacheTopics:
         info = self.image.topics.get(topic_id)
         return None if info is None else TopicMetadata(info.topic_id, info.name, len(info.partitions))
 
+    @property
+    def version(self) -> int:
+        return self.image.topics_version
+
     def names(self) -> Iterable[str]:
         return (name for name in self.image.topic_ids if name not in INTERNAL_TOPICS)

@@ -10,6 +10,7 @@ partition epoch, so stale ones can be ignored downstream.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
@@ -54,6 +55,7 @@ CHANGE_UNFENCE = -1
 METADATA_VERSION = "metadata.version"
 ELR_VERSION = "eligible.leader.replicas.version"  # KIP-966's feature: level 1 turns ELR on
 MIN_ELR_METADATA_VERSION = 23  # 4.0-IV1, the first metadata.version whose records carry the ELR
+_TOPICS_VERSIONS = itertools.count(1)
 
 
 @dataclass
@@ -80,6 +82,9 @@ class MetadataImage:
         self.next_producer_id = -1  # first id of the next producer id block (Kafka's ProducerIdsImage)
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}  # Kafka's ClientQuotasImage
         self.client_quotas_version = 0  # bumped by every ClientQuotaRecord: quota managers re-read on change
+        # a new value whenever a topic is created or removed or gets a partition, unique across images: the
+        # consumer group coordinator resolves topic regular expressions once per value
+        self.topics_version = next(_TOPICS_VERSIONS)
         self.features: dict[str, int] = {}  # finalized feature levels (Kafka's FeaturesImage)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
@@ -153,12 +158,15 @@ class MetadataImage:
     def _(self, record: TopicRecord, changes: Changes | None = None) -> None:
         self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id)
         self.topic_ids[record.name] = record.topic_id
+        self.topics_version = next(_TOPICS_VERSIONS)
 
     @replay.register
     def _(self, record: PartitionRecord, changes: Changes | None = None) -> None:
         topic = self.topics.get(record.topic_id)
         if topic is None:
             return
+        if record.partition_id not in topic.partitions:
+            self.topics_version = next(_TOPICS_VERSIONS)
         topic.partitions[record.partition_id] = PartitionRegistration(
             replicas=tuple(record.replicas),
             isr=tuple(record.isr),
@@ -187,6 +195,7 @@ class MetadataImage:
     def _(self, record: RemoveTopicRecord, changes: Changes | None = None) -> None:
         topic = self.topics.pop(record.topic_id, None)
         if topic is not None:
+            self.topics_version = next(_TOPICS_VERSIONS)
             self.topic_ids.pop(topic.name, None)
             self.configs.pop((TOPIC, topic.name), None)  # a deleted topic's configs go with it
             if changes is not None:

@@ -5,9 +5,12 @@
   and, when it changed or the request was a full one, the member's assignment (broker/consumer_group.py).
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as the classic group APIs; READ on the group (checked
   before the handler) and DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as
-  KafkaApis.handleConsumerGroupHeartbeatRequest.
+  KafkaApis.handleConsumerGroupHeartbeatRequest; topics a subscribed regular expression matches are kept
+  only with DESCRIBE for the principal, as Kafka 4.x's coordinator.
 - The group's changes are written to ``__consumer_offsets`` (acks=all) before the answer, so a new
-  coordinator resumes the group; a failed write answers its error (NOT_COORDINATOR after a leader change).
+  coordinator resumes the group; a failed write answers its error as Kafka's GroupCoordinatorService
+  normalizes it (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_SERVER_ERROR) and leaves the group as
+  before the heartbeat.
 - v0 lets the coordinator generate the member id; from v1 the consumer generates it (KIP-1082).
 """
 
@@ -89,6 +92,9 @@ async def handle(request, ctx: RequestContext):
         client_id=ctx.header.client_id or "",
         client_host=ctx.client_host,
         api_version=ctx.api_version,
+        topic_authorized=None
+        if ctx.authorizer is None
+        else lambda name: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name),
     )
     invalid = groups.consumer_groups.invalid_request(heartbeat)
     if invalid is not None:  # Kafka validates before it routes the request to the group's coordinator
