@@ -3,6 +3,8 @@
 - Returns the group's committed offsets (-1 and empty metadata where nothing is committed); v2+ accept null
   topics meaning every partition the group committed, and carry a top-level error.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading.
+- v7+ with require_stable: UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction has
+  committed but not yet completed (KIP-447); the consumer retries until the marker lands.
 - v8+ ask for several groups at once, each answered with its own error; v9 adds the member id and epoch of
   KIP-848's consumer groups (groups here are classic ones: not checked); v10 names topics by id
   (UNKNOWN_TOPIC_ID for an id the broker does not know).
@@ -26,8 +28,11 @@ Partition = tuple[int, int, int, str, ErrorCode]  # index, offset, leader epoch,
 TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id, partitions
 
 
-def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode, list[TopicOffsets]]:
-    """The group's error and its committed offsets for ``topics`` (None: every committed partition)."""
+def _group_offsets(
+    node, group_id: str, topics, version: int, require_stable: bool = False
+) -> tuple[ErrorCode, list[TopicOffsets]]:
+    """The group's error and its committed offsets for ``topics`` (None: every committed partition);
+    with ``require_stable``, UNSTABLE_OFFSET_COMMIT for a partition an open transaction commits."""
     groups, cache = node.groups, node.cache
     by_id = version >= TOPIC_IDS_FROM
     unknown: list[TopicOffsets] = []
@@ -49,8 +54,11 @@ def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode
     partition_error = error if version < 2 else ErrorCode.none  # v1 has no top-level error
     by_topic: dict[str, list[Partition]] = {}
     for (topic, partition), committed in sorted(offsets.items()):
+        unstable = require_stable and error == ErrorCode.none and groups.unstable(group_id, topic, partition)
         by_topic.setdefault(topic, []).append(
-            (partition, -1, -1, "", partition_error)
+            (partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+            if unstable
+            else (partition, -1, -1, "", partition_error)
             if committed is None  # Kafka writes "" (OffsetFetchResponse.NO_METADATA), never null
             else (
                 partition,
@@ -73,7 +81,8 @@ def _group_offsets(node, group_id: str, topics, version: int) -> tuple[ErrorCode
 async def handle(request, ctx):
     version = ctx.api_version
     if version < GROUPS_FROM:
-        error, topics = _group_offsets(ctx.node, request.group_id, request.topics, version)
+        require_stable = getattr(request, "require_stable", False)
+        error, topics = _group_offsets(ctx.node, request.group_id, request.topics, version, require_stable)
         response = v7.OffsetFetchResponse(
             throttle_time=NO_THROTTLE,
             topics=tuple(
@@ -98,7 +107,9 @@ async def handle(request, ctx):
     schema = v10 if version >= TOPIC_IDS_FROM else v9
     answers = []
     for group in request.groups:
-        error, topics = _group_offsets(ctx.node, group.group_id, group.topics, version)
+        error, topics = _group_offsets(
+            ctx.node, group.group_id, group.topics, version, request.require_stable
+        )
         answers.append(
             schema.OffsetFetchResponseGroup(
                 group_id=group.group_id,
