@@ -674,3 +674,18 @@ def test_write_txn_markers_request_is_a_valid_v1_frame():
     assert (marker.producer_id, marker.producer_epoch) == (init.producer_id, init.producer_epoch)
     assert marker.transaction_result is False and marker.coordinator_epoch == 7
     assert [(t.name, tuple(t.partition_indexes)) for t in marker.topics] == [("foo", (0, 2))]
+
+
+def test_txn_offset_commit_batches_continue_the_producers_sequence():
+    """The group coordinator's transactional offset batches carry the producer's next sequence on the
+    offsets partition, so the leader's checks take the second commit of a transaction as new, not as a
+    duplicate or out of order (a batch without a sequence is INVALID_RECORD from a producer id)."""
+    from epochkraft.broker.producer_state import ProducerStateTable
+
+    table = ProducerStateTable()
+    assert table.next_sequence(1000, 0) == 0
+    table.record(1000, 0, 0, 2, 10, 11, NOW)
+    assert table.next_sequence(1000, 0) == 2
+    assert table.check(1000, 0, 2, 1).error == ErrorCode.none
+    assert table.check(1000, 0, 2, 1).duplicate_of is None
+    assert table.next_sequence(1000, 1) == 0  # a new epoch starts over

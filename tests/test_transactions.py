@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from epochkraft.net.client import KafkaClient
+from epochkraft.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(120)]
 
@@ -134,4 +135,61 @@ def test_confluent_transaction_commit_and_abort_end_to_end(cluster):
     committed = consumer.committed([TopicPartition("etl-in", 0)], 30)
     assert committed[0].offset == 10
     reader.close()
+    consumer.close()
+
+
+def unstable_offset_fetch(cluster, group: str, topic: str) -> tuple[int, int]:
+    """(committed offset, error) of partition 0 from OffsetFetch v7 with require_stable."""
+    from kio.schema.offset_fetch.v7 import request as of7
+
+    async def ask() -> tuple[int, int]:
+        host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+        request = of7.OffsetFetchRequest(
+            group_id=group,
+            topics=(of7.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),),
+            require_stable=True,
+        )
+        async with KafkaClient(host, int(port)) as client:
+            response = await client.send(request)
+        partition = response.topics[0].partitions[0]
+        return partition.committed_offset, partition.error_code
+
+    return asyncio.run(ask())
+
+
+def test_open_transaction_offsets_and_kafka_transactions_tool(cluster, tmp_path):
+    """Two TxnOffsetCommits in one transaction are written (transactional batches of the producer) and
+    pending: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT (KIP-447). Kafka's own
+    ``kafka-transactions`` (TransactionsCommand) against ours: ``list`` shows the transactional id in
+    state Ongoing (ListTransactions on every broker), ``describe`` finds its coordinator (FindCoordinator
+    key type 1) and shows the open transaction's partition (DescribeTransactions)."""
+    from tests.test_metadata_snapshot import kafka_tool
+
+    txn_id = f"tool-{uuid.uuid4()}"
+    consumer, metadata = group_metadata(cluster, "tool-group")
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    plain.produce("tool-in", b"input")
+    plain.flush(30)
+    p = producer(cluster, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("tool-in", 0, 1)], metadata, 30)  # now Ongoing
+    p.send_offsets_to_transaction([TopicPartition("tool-in", 0, 2)], metadata, 30)
+    assert unstable_offset_fetch(cluster, "tool-group", "tool-in") == (-1, ErrorCode.unstable_offset_commit)
+
+    listed = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        ["--bootstrap-server", cluster.bootstrap, "list"],
+        tmp_path,
+    )
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line.split() for line in listed.stdout.splitlines() if txn_id in line]
+    assert row[-1] == "Ongoing", listed.stdout
+    described = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        ["--bootstrap-server", cluster.bootstrap, "describe", "--transactional-id", txn_id],
+        tmp_path,
+    )
+    assert described.returncode == 0, described.stderr
+    assert "Ongoing" in described.stdout and "__consumer_offsets-" in described.stdout, described.stdout
     consumer.close()

@@ -63,12 +63,17 @@ class OffsetsTopic:
         """``producer`` (id, epoch): a transactional batch of that producer (TxnOffsetCommit), which its
         transaction's marker commits or aborts."""
         now = self.node.now_ms()
-        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        producer_id, producer_epoch, sequence = -1, -1, -1
+        replica = self.node.replica_manager.replica(OFFSETS_TOPIC, partition)
+        if producer is not None and replica is not None:
+            producer_id, producer_epoch = producer
+            sequence = replica.producers.next_sequence(producer_id, producer_epoch)
         records = build_batch(
             [(key, value, (), now) for key, value in entries],
             producer_id=producer_id,
             producer_epoch=producer_epoch,
-            transactional=producer is not None,
+            base_sequence=sequence,
+            transactional=producer_id >= 0,
         )
         result = await self.node.replica_manager.append(
             OFFSETS_TOPIC, partition, records, -1, APPEND_TIMEOUT_MS

@@ -1,0 +1,56 @@
+"""DescribeTransactions (key 65), version 0, broker listener.
+
+- For each transactional id, its state on this coordinator (Kafka's TransactionCoordinator
+  handleDescribeTransactions): the state's Kafka name, timeout, start time (-1 before the first partition
+  is added), producer id and epoch, and the partitions of the transaction in progress.
+- NOT_COORDINATOR for an id another broker coordinates, COORDINATOR_LOAD_IN_PROGRESS while loading,
+  TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator does not know; TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  without DESCRIBE on it under an authorizer.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.describe_transactions.v0 import response as r0
+
+from epochkraft.net.handlers._util import NO_THROTTLE
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security.authorizer import AclOperation, ResourceType
+
+
+def _timestamp(ms: int) -> datetime.datetime:
+    """kio writes a datetime as its epoch milliseconds; -1 (none) is the millisecond before 1970."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def _described(ctx, transactional_id):
+    coordinator = ctx.node.transactions.coordinator
+    error = coordinator.coordinator_error(transactional_id)
+    metadata = coordinator.describe(transactional_id) if error == ErrorCode.none else None
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error, metadata = ErrorCode.transactional_id_authorization_failed, None
+    elif error == ErrorCode.none and metadata is None:
+        error = ErrorCode.transactional_id_not_found
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(metadata.partitions if metadata else ()):
+        by_topic.setdefault(topic, []).append(partition)
+    return r0.TransactionState(
+        error_code=error,
+        transactional_id=transactional_id,
+        transaction_state=metadata.state.kafka_name if metadata else "",
+        transaction_timeout=datetime.timedelta(milliseconds=metadata.txn_timeout_ms if metadata else 0),
+        transaction_start_time=_timestamp(metadata.txn_start_timestamp_ms if metadata else -1),
+        producer_id=metadata.producer_id if metadata else -1,
+        producer_epoch=metadata.producer_epoch if metadata else -1,
+        topics=tuple(r0.TopicData(topic=t, partitions=tuple(p)) for t, p in by_topic.items()),
+    )
+
+
+@api(key=65, name="DescribeTransactions", versions=(0, 0), listeners=(BROKER,))
+async def handle(request, ctx):
+    return r0.DescribeTransactionsResponse(
+        throttle_time=NO_THROTTLE,
+        transaction_states=tuple(_described(ctx, t) for t in request.transactional_ids),
+    )
