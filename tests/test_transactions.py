@@ -193,3 +193,58 @@ def test_open_transaction_offsets_and_kafka_transactions_tool(cluster, tmp_path)
     assert described.returncode == 0, described.stderr
     assert "Ongoing" in described.stdout and "__consumer_offsets-" in described.stdout, described.stdout
     consumer.close()
+
+
+def describe_transaction(cluster, txn_id: str):
+    """DescribeTransactions from the broker (one broker: the coordinator), retried while it loads."""
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    async def ask():
+        host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+        for _ in range(100):
+            try:
+                async with KafkaClient(host, int(port)) as client:
+                    response = await client.send(DescribeTransactionsRequest(transactional_ids=(txn_id,)))
+                (state,) = response.transaction_states
+                if state.error_code == ErrorCode.none:
+                    return state
+            except Exception:  # the broker is still starting
+                pass
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{txn_id} not described")
+
+    return asyncio.run(ask())
+
+
+def test_coordinator_state_survives_a_broker_restart(cluster):
+    """The coordinator reloads ``__transaction_state`` when it leads its partitions again (Kafka's
+    TransactionStateManager.loadTransactionsForTxnTopicPartition): the open transaction keeps its producer
+    id, epoch, state and partitions; the group coordinator reloads the transaction's offsets from their
+    transactional batches as still pending (UNSTABLE_OFFSET_COMMIT)."""
+    txn_id = f"restart-{uuid.uuid4()}"
+    consumer, metadata = group_metadata(cluster, "restart-group")
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    plain.produce("restart-in", b"input")
+    plain.flush(30)
+    p = producer(cluster, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("restart-in", 0, 1)], metadata, 30)
+    before = describe_transaction(cluster, txn_id)
+    assert before.transaction_state == "Ongoing"
+    consumer.close()
+
+    broker = cluster.node(1)
+    broker.kill()
+    broker.start()
+    after = describe_transaction(cluster, txn_id)
+    assert (after.producer_id, after.producer_epoch, after.transaction_state) == (
+        before.producer_id,
+        before.producer_epoch,
+        "Ongoing",
+    )
+    assert [(t.topic, t.partitions) for t in after.topics] == [(t.topic, t.partitions) for t in before.topics]
+    assert unstable_offset_fetch(cluster, "restart-group", "restart-in") == (
+        -1,
+        ErrorCode.unstable_offset_commit,
+    )
