@@ -535,6 +535,23 @@ def test_should_not_bump_epoch_when_aborting_expired_transaction_if_append_to_lo
     assert (ctx.metadata().state, ctx.metadata().producer_epoch) == (S.ONGOING, init.producer_epoch)
 
 
+def test_remove_expired_transactional_ids():
+    """TransactionStateManagerTest.shouldRemoveCompleteCommitExpiredTransactionalIds / ...Ongoing (kept):
+    an idle id past transactional.id.expiration.ms gets a tombstone and is forgotten once it is written;
+    one with a transaction in progress is kept."""
+    ctx = TxnContext()
+    ctx.init("idle")
+    ctx.ongoing("busy")
+    expiration_ms = 1000
+    assert ctx.coordinator.expire_transactional_ids(NOW + expiration_ms - 1, expiration_ms) == []
+    (dead,) = ctx.coordinator.expire_transactional_ids(NOW + expiration_ms, expiration_ms)
+    assert (dead.transactional_id, dead.value) == ("idle", None)
+    assert ctx.append(dead) == ErrorCode.none
+    assert ctx.coordinator.describe("idle") is None and ctx.coordinator.describe("busy") is not None
+    again = ctx.init("idle")  # a new producer id: the old mapping is gone
+    assert (again.error, again.producer_epoch) == (ErrorCode.none, 0)
+
+
 # ---- loading and unloading --------------------------------------------------------------------------------
 def test_load_partition_replays_last_state_and_resends_markers():
     """TransactionStateManagerTest.testLoadAndRemoveTransactionsForPartition: a new coordinator takes the

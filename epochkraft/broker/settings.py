@@ -256,6 +256,18 @@ class BrokerSettings(SecuritySettings):
         "How often the transaction coordinator aborts transactions past their timeout.",
         minimum=1,
     )
+    transactional_id_expiration_ms: int = prop(
+        "transactional.id.expiration.ms",
+        604800000,
+        "A transactional id with no transaction in progress is forgotten this long after its last update.",
+        minimum=1,
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3600000,
+        "How often the transaction coordinator looks for transactional ids past transactional.id.expiration.ms.",
+        minimum=1,
+    )
     group_initial_rebalance_delay_ms: int = prop(
         "group.initial.rebalance.delay.ms",
         3000,

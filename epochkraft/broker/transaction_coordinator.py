@@ -336,6 +336,18 @@ class TransactionCoordinator:
                 appends.append(self._append(metadata, metadata.prepare_fence_producer_epoch(now_ms)))
         return appends
 
+    def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[LogAppend]:
+        """Kafka's removeExpiredTransactionalIds: a tombstone for each id with no transaction in progress
+        whose last update is ``transactional.id.expiration.ms`` old; it is forgotten once written."""
+        idle = (TransactionState.EMPTY, *COMPLETED)
+        return [
+            self._append(metadata, metadata.prepare_dead(now_ms))
+            for metadata in list(self.transactions.values())
+            if metadata.state in idle
+            and not metadata.pending_transition_in_progress
+            and metadata.txn_last_update_timestamp_ms + expiration_ms <= now_ms
+        ]
+
     # ---- coordinator ownership -------------------------------------------------------------------------
     def begin_loading(self, partition: int) -> None:
         self.loading.add(partition)

@@ -243,9 +243,18 @@ class TransactionService:
         task.add_done_callback(self._tasks.discard)
 
     async def _timeout_loop(self) -> None:
-        interval = self.node.settings.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        settings = self.node.settings
+        interval = settings.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        last_expiry = self.now_ms()
         while True:
             await asyncio.sleep(interval)
-            for append in self.coordinator.abort_timed_out(self.now_ms()):
+            now = self.now_ms()
+            for append in self.coordinator.abort_timed_out(now):
                 log.info("aborting timed-out transaction", transactional_id=append.transactional_id)
                 self._spawn(self._write(append))
+            if now - last_expiry >= settings.transaction_remove_expired_transaction_cleanup_interval_ms:
+                last_expiry = now
+                expiration_ms = settings.transactional_id_expiration_ms
+                for append in self.coordinator.expire_transactional_ids(now, expiration_ms):
+                    log.info("expiring transactional id", transactional_id=append.transactional_id)
+                    self._spawn(self._write(append))
