@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import datetime
 
-from kio.schema.describe_transactions.v0 import response as r0
-
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.kio_extra import (
+    DescribedTransactionTopicV0,
+    DescribedTransactionV0,
+    DescribeTransactionsResponseV0,
+)
 from epochkraft.security.authorizer import AclOperation, ResourceType
-
-
-def _timestamp(ms: int) -> datetime.datetime:
-    """kio writes a datetime as its epoch milliseconds; -1 (none) is the millisecond before 1970."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
 def _described(ctx, transactional_id):
@@ -36,21 +34,21 @@ def _described(ctx, transactional_id):
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(metadata.partitions if metadata else ()):
         by_topic.setdefault(topic, []).append(partition)
-    return r0.TransactionState(
+    return DescribedTransactionV0(
         error_code=error,
         transactional_id=transactional_id,
         transaction_state=metadata.state.kafka_name if metadata else "",
         transaction_timeout=datetime.timedelta(milliseconds=metadata.txn_timeout_ms if metadata else 0),
-        transaction_start_time=_timestamp(metadata.txn_start_timestamp_ms if metadata else -1),
+        transaction_start_time_ms=metadata.txn_start_timestamp_ms if metadata else -1,
         producer_id=metadata.producer_id if metadata else -1,
         producer_epoch=metadata.producer_epoch if metadata else -1,
-        topics=tuple(r0.TopicData(topic=t, partitions=tuple(p)) for t, p in by_topic.items()),
+        topics=tuple(DescribedTransactionTopicV0(topic=t, partitions=tuple(p)) for t, p in by_topic.items()),
     )
 
 
 @api(key=65, name="DescribeTransactions", versions=(0, 0), listeners=(BROKER,))
 async def handle(request, ctx):
-    return r0.DescribeTransactionsResponse(
+    return DescribeTransactionsResponseV0(
         throttle_time=NO_THROTTLE,
         transaction_states=tuple(_described(ctx, t) for t in request.transactional_ids),
     )
