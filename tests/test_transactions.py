@@ -298,3 +298,65 @@ def describe_coordinator(cluster, txn_id: str) -> int:
         return response.coordinators[0].node_id
 
     return asyncio.run(ask())
+
+
+def txn_offset_commit(cluster, txn_id: str, group: str, producer_id: int, epoch: int, topic: str) -> int:
+    """The error of a TxnOffsetCommit v3 of offset 1 on partition 0 (one broker: every coordinator)."""
+    from kio.schema.txn_offset_commit.v3 import request as tc3
+
+    async def ask() -> int:
+        host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+        request = tc3.TxnOffsetCommitRequest(
+            transactional_id=txn_id,
+            group_id=group,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            topics=(
+                tc3.TxnOffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=(
+                        tc3.TxnOffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=1, committed_metadata=None
+                        ),
+                    ),
+                ),
+            ),
+        )
+        async with KafkaClient(host, int(port)) as client:
+            response = await client.send(request)
+        return response.topics[0].partitions[0].error_code
+
+    return asyncio.run(ask())
+
+
+def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster):
+    """KIP-890 part 1 (Kafka's transaction.partition.verification.enable): a TxnOffsetCommit needs the
+    group's offsets partition in the producer's ongoing transaction at its current epoch. An older epoch
+    (a zombie) is INVALID_PRODUCER_EPOCH; a group whose offsets partition the transaction does not hold is
+    INVALID_TXN_STATE; nothing is written for either."""
+    txn_id = f"verify-{uuid.uuid4()}"
+    consumer, metadata = group_metadata(cluster, "verify-group")
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    plain.produce("verify-in", b"input")
+    plain.flush(30)
+    p = producer(cluster, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("verify-in", 0, 1)], metadata, 30)
+    state = describe_transaction(cluster, txn_id)
+    pid, epoch = state.producer_id, state.producer_epoch
+    assert txn_offset_commit(cluster, txn_id, "verify-group", pid, epoch, "verify-in") == ErrorCode.none
+    zombie = txn_offset_commit(cluster, txn_id, "verify-group", pid, epoch - 1, "verify-in")
+    assert zombie == ErrorCode.invalid_producer_epoch
+    held = {(t.topic, i) for t in state.topics for i in t.partitions}
+    other = next(
+        g for g in (f"other-{i}" for i in range(100)) if ("__consumer_offsets", partition_of(g)) not in held
+    )
+    assert txn_offset_commit(cluster, txn_id, other, pid, epoch, "verify-in") == ErrorCode.invalid_txn_state
+    consumer.close()
+
+
+def partition_of(group: str) -> int:
+    from epochkraft.broker.group_coordinator import coordinator_partition
+
+    return coordinator_partition(group, 3)  # offsets.topic.num.partitions of the test brokers

@@ -16,6 +16,9 @@ import time
 from typing import Any
 
 import structlog
+from kio.schema.add_partitions_to_txn.v5 import request as ap5
+from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.static.primitive import i16, i32
 
 from epochkraft.broker.offsets_topic import create_internal_topic
 from epochkraft.broker.transaction_coordinator import PREPARED, LogAppend, Outcome, TransactionCoordinator
@@ -174,6 +177,39 @@ class TransactionService:
         )
         return await self._answer(outcome)
 
+    async def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Asks the transactional id's coordinator whether the partitions are in the producer's ongoing
+        transaction (AddPartitionsToTxn v5 ``verify_only``, KIP-890 part 1), as Kafka's
+        AddPartitionsToTxnManager does before a transactional write: COORDINATOR_NOT_AVAILABLE while the
+        coordinator is unknown or unreachable."""
+        partition = self.coordinator.partition_for(transactional_id)
+        leader = self.state_topic.leader_of(partition, self.node.settings.inter_broker_listener_name)
+        if leader is None:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if leader[0] == self.node.node_id:
+            return self.coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions
+            )
+        client = self._client(leader[0])
+        try:
+            assert client is not None
+            response = await client.send(
+                verification_request(transactional_id, producer_id, producer_epoch, partitions)
+            )
+        except Exception as exc:  # the coordinator moved or is down: the client retries
+            log.info("transaction verification failed", coordinator=leader[0], error=str(exc))
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if response.error_code != ErrorCode.none:
+            return dict.fromkeys(partitions, response.error_code)
+        return {
+            (topic.name, p.partition_index): p.partition_error_code
+            for result in response.results_by_transaction
+            for topic in result.topic_results
+            for p in topic.results_by_partition
+        }
+
     # ---- markers and completion -------------------------------------------------------------------------
     def _leader_of(self, tp: TopicPartition) -> int | None:
         cache = self.node.cache
@@ -258,3 +294,25 @@ class TransactionService:
                 for append in self.coordinator.expire_transactional_ids(now, expiration_ms):
                     log.info("expiring transactional id", transactional_id=append.transactional_id)
                     self._spawn(self._write(append))
+
+
+def verification_request(
+    transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+) -> ap5.AddPartitionsToTxnRequest:
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        by_topic.setdefault(topic, []).append(index)
+    return ap5.AddPartitionsToTxnRequest(
+        transactions=(
+            ap5.AddPartitionsToTxnTransaction(
+                transactional_id=TransactionalId(transactional_id),
+                producer_id=ProducerId(producer_id),
+                producer_epoch=i16(producer_epoch),
+                verify_only=True,
+                topics=tuple(
+                    ap5.AddPartitionsToTxnTopic(name=TopicName(t), partitions=tuple(i32(i) for i in indexes))
+                    for t, indexes in by_topic.items()
+                ),
+            ),
+        )
+    )

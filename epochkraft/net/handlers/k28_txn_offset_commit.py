@@ -9,19 +9,33 @@
   (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION); v0-2 commit as a standalone consumer.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading; an unknown
   partition is UNKNOWN_TOPIC_OR_PARTITION and not committed; metadata too long OFFSET_METADATA_TOO_LARGE.
-- The producer epoch is not checked against the transaction coordinator (KIP-890's verification is not
-  done): a fenced producer's commit is still discarded by its transaction's abort marker.
+- First the transaction is verified with its coordinator (KIP-890 part 1, as Kafka's
+  transaction.partition.verification.enable): the group's offsets partition must be in the producer's
+  ongoing transaction (AddOffsetsToTxn came first) at this epoch. A fenced producer is refused with
+  INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE, and
+  COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached (retried by clients).
 """
 
 from __future__ import annotations
 
 from kio.schema.txn_offset_commit.v5 import response as v5
 
+from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.broker.group_service import OffsetCommitEntry
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
+
+
+async def _verify(ctx, request) -> ErrorCode:
+    """The coordinator's answer for the group's offsets partition in the producer's transaction."""
+    offsets_partition = (OFFSETS_TOPIC, ctx.node.groups.partition_for(request.group_id))
+    verified = await ctx.node.transactions.verify(
+        request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition]
+    )
+    error = verified.get(offsets_partition, ErrorCode.unknown_server_error)
+    return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
 
 
 @api(key=28, name="TxnOffsetCommit", versions=(0, 5), listeners=(BROKER,))
@@ -45,6 +59,10 @@ async def handle(request, ctx):
         if known(topic.name, p.partition_index)
     ]
     errors: dict[tuple[str, int], ErrorCode] = {}
+    if entries:
+        verified = await _verify(ctx, request)
+        if verified != ErrorCode.none:
+            entries, errors = [], {(e.topic, e.partition): verified for e in entries}
     if entries:
         results = await groups.txn_commit(
             group_id=request.group_id,
