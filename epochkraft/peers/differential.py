@@ -282,10 +282,11 @@ LIST_GROUPS = 16
 # Answers a client retries while a cluster warms up (coordinators loading, a producer id block on its
 # way): the comparison waits them out on each side rather than compare timing.
 RETRIABLE = frozenset({14, 15, 16, 5})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, LNA
-# Answers that are final for an API although a client retries them: a TxnOffsetCommit's verification finds
-# no transaction coordinator (COORDINATOR_NOT_AVAILABLE) until __transaction_state exists, which no swept
-# request creates.
-SETTLED: dict[int, frozenset[int]] = {28: frozenset({15})}
+# Answers that are final for an API although a client retries them, as no swept request creates
+# __transaction_state: a TxnOffsetCommit's verification finds no transaction coordinator
+# (COORDINATOR_NOT_AVAILABLE), and no broker coordinates the swept transactional id (DescribeTransactions:
+# NOT_COORDINATOR).
+SETTLED: dict[int, frozenset[int]] = {28: frozenset({15}), 65: frozenset({16})}
 
 
 def error_codes(entity: object) -> list[int]:
