@@ -125,3 +125,49 @@ def test_authorize_by_resource_type_as_idempotent_producers_need_it():
     denied = authorizer(acl("orders", AclOperation.WRITE), acl("orders", AclOperation.WRITE, DENY))
     assert not denied.authorize_by_resource_type(ALICE, "h", AclOperation.WRITE, TOPIC)
     assert authorizer(allow_everyone=True).authorize_by_resource_type(BOB, "h", AclOperation.WRITE, TOPIC)
+
+
+def _txn_context(*acls):
+    from epochkraft.net.context import RequestContext
+    from epochkraft.protocol.framing import RequestHeader
+
+    header = RequestHeader(22, 4, 1, "producer", 0)
+    return RequestContext(
+        "broker", header, 4, None, ("127.0.0.1", 1), None, principal=ALICE, authorizer=authorizer(*acls)
+    )
+
+
+def test_transactional_apis_need_write_on_the_transactional_id():
+    """KafkaApis: InitProducerId, EndTxn and the other transactional APIs need WRITE on the
+    TRANSACTIONAL_ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), FindCoordinator key type 1 DESCRIBE;
+    AddPartitionsToTxn also WRITE on its topics."""
+    from kio.schema.add_partitions_to_txn.v3 import request as ap3
+    from kio.schema.end_txn.v4.request import EndTxnRequest
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.security.request_rules import refusal
+
+    txn = ResourceType.TRANSACTIONAL_ID
+    init = InitProducerIdRequest(transactional_id="t1", transaction_timeout=60_000)
+    end = EndTxnRequest(transactional_id="t1", producer_id=1, producer_epoch=0, committed=True)
+    find = FindCoordinatorRequest(key_type=1, coordinator_keys=("t1",))
+    add = ap3.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="t1",
+        v3_and_below_producer_id=1,
+        v3_and_below_producer_epoch=0,
+        v3_and_below_topics=(ap3.AddPartitionsToTxnTopic(name="foo", partitions=(0,)),),
+    )
+    denied = ErrorCode.transactional_id_authorization_failed
+    nobody = _txn_context()
+    assert [refusal(k, r, nobody) for k, r in ((22, init), (26, end), (10, find), (24, add))] == [denied] * 4
+    writer = _txn_context(acl("t1", AclOperation.WRITE, rtype=txn))
+    assert [refusal(k, r, writer) for k, r in ((22, init), (26, end), (10, find))] == [None] * 3
+    assert refusal(24, add, writer) == ErrorCode.topic_authorization_failed
+    assert (
+        refusal(
+            24, add, _txn_context(acl("t1", AclOperation.WRITE, rtype=txn), acl("foo", AclOperation.WRITE))
+        )
+        is None
+    )

@@ -20,7 +20,7 @@ from kio.schema.offset_fetch.v9 import request as of
 from kio.static.primitive import i32Timedelta
 
 from epochkraft.broker.group_coordinator import GroupCoordinator
-from epochkraft.broker.group_service import GroupService
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.controller.state import TopicInfo
 from epochkraft.metadata.image import MetadataImage
@@ -278,7 +278,7 @@ async def test_a_new_coordinator_resumes_the_group_from_its_records():
 
     successor = broker()
     successor.groups.offsets_topic.records = list(records)
-    successor.groups.load_partition(0, records)
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
     after = successor.groups.consumer_groups.groups["grp"]
     assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
     assert set(after.members) == {"m1"} and after.members["m1"] == member
@@ -299,7 +299,7 @@ async def test_deleting_a_consumer_group_tombstones_its_records():
     assert await node.groups.delete_group("grp") == ErrorCode.none
     records = node.groups.offsets_topic.records
     successor = broker()
-    successor.groups.load_partition(0, records)
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
     assert "grp" not in successor.groups.consumer_groups.groups
 
 

@@ -1,16 +1,14 @@
 """Kafka's defaults as a new user meets them: topics auto-created on first use (INVALID_TOPIC_EXCEPTION at
 once for names no topic can have), message.max.bytes with MESSAGE_TOO_LARGE, fetch.max.bytes capping a
-Fetch response whatever it asks for, and a transactional producer failing at once with the error every
-client treats as fatal (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+Fetch response whatever it asks for."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
 
@@ -144,35 +142,3 @@ async def test_fetch_max_bytes_caps_a_response_asking_for_2_gib(cluster):
         assert sizes[0] > FETCH_MAX_BYTES - 11_000  # filled up to the cap, not one batch
     finally:
         await client.close()
-
-
-def test_confluent_transactional_producer_fails_fast_and_fatally(cluster):
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-1"})
-    with pytest.raises(KafkaException) as raised:
-        producer.init_transactions(60)  # a retriable answer would time out here instead
-    error = raised.value.args[0]
-    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, error
-    assert error.fatal()
-
-
-async def test_aiokafka_transactional_producer_fails(cluster):
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.errors import KafkaError as AIOKafkaError
-
-    producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-2")
-    with pytest.raises(AIOKafkaError) as raised:
-        await asyncio.wait_for(producer.start(), 60)
-    assert "TransactionalIdAuthorizationFailed" in type(raised.value).__name__, raised.value
-    await producer.stop()
-
-
-def test_kafka_python_transactional_producer_fails(cluster):
-    from kafka import KafkaProducer
-    from kafka.errors import TransactionalIdAuthorizationFailedError
-
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-3")
-    try:
-        with pytest.raises(TransactionalIdAuthorizationFailedError):
-            producer.init_transactions()
-    finally:
-        producer.close(timeout=5)

@@ -48,6 +48,9 @@ from epochkraft.broker.offsets_topic import OffsetsTopic
 from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.broker.transaction_coordinator import TransactionCoordinator, TransactionSettings
+from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
+from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
@@ -177,6 +180,17 @@ class BrokerNode:
             ),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
+        self.transactions = TransactionService(
+            self,
+            TransactionCoordinator(
+                TransactionSettings(
+                    num_partitions=settings.transaction_state_log_num_partitions,
+                    max_timeout_ms=settings.transaction_max_timeout_ms,
+                ),
+                self.generate_producer_id,
+            ),
+            TransactionStateTopic(self),
+        )
         self.producer_ids = RpcProducerIdManager(self.node_id)
         self._producer_id_requests: set[asyncio.Task[None]] = set()
         self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
@@ -195,6 +209,8 @@ class BrokerNode:
             self.metrics.on_metadata(self)
 
     def _on_leadership(self, topic: str, partition: int, leader: bool) -> None:
+        if topic == TRANSACTION_STATE_TOPIC:
+            self.transactions.on_leadership(partition, leader)
         if topic != OFFSETS_TOPIC:
             return
         if leader:
@@ -531,6 +547,7 @@ async def serve(
     node.follower.start(on_fatal=background_task_failed)
     node.replica_manager.start()
     node.groups.start()
+    node.transactions.start()
     admin = await _start_admin(args, node)
     heartbeats = asyncio.create_task(node.heartbeat_loop(stopping))
     ready = asyncio.create_task(node.unfenced.wait())
@@ -556,6 +573,7 @@ async def serve(
                 await server.stop()
             await node.follower.stop()
             await node.groups.stop()
+            await node.transactions.stop()
             await node.replica_manager.stop()
             if admin is not None:
                 await admin.stop()

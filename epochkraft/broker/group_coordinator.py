@@ -137,14 +137,8 @@ class GroupCoordinator:
     def __init__(self, settings: GroupSettings | None = None) -> None:
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
-
-    def complete_transactional_offsets(
-        self, partition: int, producer_id: int, producer_epoch: int, committed: bool
-    ) -> None:
-        """A transaction's marker is written to ``__consumer_offsets`` partition ``partition``: the
-        offsets the producer committed in it (TxnOffsetCommit) become visible if ``committed``, else
-        are dropped (Kafka's GroupCoordinator.onTransactionCompleted). Transactional offset commits are
-        not kept yet, so there is nothing to complete."""
+        # Transactional commits awaiting their marker: offsets partition -> producer id -> group -> offsets
+        self.pending_txn_offsets: dict[int, dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]]] = {}
 
     # ---- membership -------------------------------------------------------------------------------
     def join_group(
@@ -369,6 +363,40 @@ class GroupCoordinator:
     def has_members(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
+
+    # ---- transactional offsets (TxnOffsetCommit, KIP-98 / KIP-447) -------------------------------------
+    def add_pending_txn_offsets(
+        self, partition: int, producer_id: int, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
+    ) -> None:
+        """Offsets a transaction wrote to ``partition`` of __consumer_offsets: invisible to OffsetFetch
+        until the transaction's marker commits them (Kafka's GroupMetadata.prepareTxnOffsetCommit)."""
+        by_group = self.pending_txn_offsets.setdefault(partition, {}).setdefault(producer_id, {})
+        by_group.setdefault(group_id, {}).update(offsets)
+
+    def complete_transactional_offsets(
+        self, partition: int, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None:
+        """The marker of ``producer_id``'s transaction was written to ``partition`` of __consumer_offsets:
+        its pending offsets become committed, or are dropped if it aborted (Kafka's
+        GroupMetadataManager.scheduleHandleTxnCompletion)."""
+        by_group = self.pending_txn_offsets.get(partition, {}).pop(producer_id, {})
+        if not committed:
+            return
+        for group_id, offsets in by_group.items():
+            for (topic, index), offset in offsets.items():
+                self.apply_offset(group_id, topic, index, offset)
+
+    def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of the partition for the group (OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        return any(
+            (topic, partition) in by_group.get(group_id, {})
+            for by_producer in self.pending_txn_offsets.values()
+            for by_group in by_producer.values()
+        )
+
+    def drop_pending_txn_offsets(self, partition: int) -> None:
+        self.pending_txn_offsets.pop(partition, None)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         group = self.groups.get(group_id)

@@ -13,6 +13,7 @@ import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 import structlog
@@ -77,8 +78,30 @@ class OffsetsTopic(Protocol):
     async def ensure(self) -> None:
         """Asks the controller to create the topic if it does not exist yet (idempotent)."""
 
-    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Appends key/value records with acks=all; NONE once committed (HW past them)."""
+    async def append(
+        self,
+        partition: int,
+        entries: list[tuple[bytes, bytes | None]],
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Appends key/value records with acks=all; NONE once committed (HW past them). ``producer`` (id,
+        epoch) makes it a transactional batch of that producer."""
+
+
+class TxnOutcome(Enum):
+    COMMIT = "commit"
+    ABORT = "abort"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedOffsetRecord:
+    """A record of __consumer_offsets as a loading coordinator replays it: a transaction's record carries
+    its producer id; a control record (no key) its transaction's outcome."""
+
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1  # -1: not transactional
+    outcome: TxnOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +207,29 @@ class GroupService:
             return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
 
-    def load_partition(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
-        """Replays an offsets partition's records when this broker becomes its leader."""
-        for key, value in records:
-            if key is None:
+    def load_partition(self, partition: int, records: Iterable[LoggedOffsetRecord]) -> None:
+        """Replays an offsets partition's records when this broker becomes its leader; a transaction's
+        offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets."""
+        coordinator = self.coordinator
+        coordinator.drop_pending_txn_offsets(partition)
+        for record in records:
+            if record.outcome is not None:
+                committed = record.outcome == TxnOutcome.COMMIT
+                coordinator.complete_transactional_offsets(partition, record.producer_id, -1, committed)
                 continue
-            parsed = parse_offset_record(key, value)
-            if parsed is not None:
-                self.coordinator.apply_offset(*parsed)
-            else:
-                consumer_group_records.replay(self.consumer_groups, key, value)
+            if record.key is None:
+                continue
+            parsed = parse_offset_record(record.key, record.value)
+            if parsed is None:
+                consumer_group_records.replay(self.consumer_groups, record.key, record.value)
+                continue
+            group_id, topic, index, offset = parsed
+            if record.producer_id < 0:
+                coordinator.apply_offset(group_id, topic, index, offset)
+            elif offset is not None:
+                coordinator.add_pending_txn_offsets(
+                    partition, record.producer_id, group_id, {(topic, index): offset}
+                )
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
         self.consumer_groups.on_loaded(self.now_ms(), loaded)
         for group_id in loaded:
@@ -204,6 +240,7 @@ class GroupService:
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
         self._loaded.discard(partition)
+        self.coordinator.drop_pending_txn_offsets(partition)
         self._complete(self.coordinator.unload_groups(lambda g: self.partition_for(g) == partition))
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
         for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
@@ -339,6 +376,51 @@ class GroupService:
         for e, c in committed:
             self.coordinator.apply_offset(group_id, e.topic, e.partition, c)
         return ErrorCode.none
+
+    async def txn_commit(
+        self,
+        *,
+        group_id: str,
+        producer: tuple[int, int],
+        generation_id: int,
+        member_id: str,
+        entries: list[OffsetCommitEntry],
+    ) -> list[ErrorCode]:
+        """TxnOffsetCommit: written as a transactional batch of the producer, then pending until the
+        transaction's marker (``GroupCoordinator.complete_transactional_offsets``). One error per entry."""
+        error = self.coordinator_error(group_id)
+        if error == ErrorCode.none:
+            error = self.coordinator.validate_offset_commit(
+                group_id=group_id, generation_id=generation_id, member_id=member_id
+            )
+        if error != ErrorCode.none:
+            return [error] * len(entries)
+        errors = [
+            ErrorCode.offset_metadata_too_large
+            if self.coordinator.offset_metadata_too_large(e.metadata)
+            else ErrorCode.none
+            for e in entries
+        ]
+        accepted = [
+            e for e, entry_error in zip(entries, errors, strict=True) if entry_error == ErrorCode.none
+        ]
+        if accepted:
+            now = self.now_ms()
+            offsets = {
+                (e.topic, e.partition): CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)
+                for e in accepted
+            }
+            records = [
+                (offset_record_key(group_id, t, p), offset_record_value(c)) for (t, p), c in offsets.items()
+            ]
+            partition = self.partition_for(group_id)
+            error = await self.offsets_topic.append(partition, records, producer)
+            if error == ErrorCode.none:
+                self.coordinator.add_pending_txn_offsets(partition, producer[0], group_id, offsets)
+        return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    def unstable(self, group_id: str, topic: str, partition: int) -> bool:
+        return self.coordinator.has_pending_txn_offsets(group_id, topic, partition)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -196,6 +196,15 @@ class ProducerStateTable:
             return SequenceCheck(ErrorCode.invalid_txn_state)
         return SequenceCheck(ErrorCode.none)
 
+    def next_sequence(self, producer_id: int, epoch: int) -> int:
+        """The base sequence that continues the producer's batches here: 0 for a producer this partition
+        does not know or a new epoch. The group coordinator writes a transaction's offsets with it, so
+        they pass the leader's sequence checks as the producer's own batches do."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.epoch != epoch or not entry.batches:
+            return 0
+        return _next_sequence(entry.last_seq)
+
     def record(
         self,
         producer_id: int,

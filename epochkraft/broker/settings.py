@@ -223,6 +223,51 @@ class BrokerSettings(SecuritySettings):
         "Replication factor of __consumer_offsets (capped by brokers).",
         minimum=1,
     )
+    transaction_state_log_num_partitions: int = prop(
+        "transaction.state.log.num.partitions", 50, "Partitions of __transaction_state.", minimum=1
+    )
+    transaction_state_log_replication_factor: int = prop(
+        "transaction.state.log.replication.factor",
+        3,
+        "Replication factor of __transaction_state (capped by brokers).",
+        minimum=1,
+    )
+    transaction_state_log_min_isr: int = prop(
+        "transaction.state.log.min.isr",
+        2,
+        "min.insync.replicas of __transaction_state (capped by its replication factor).",
+        minimum=1,
+    )
+    transaction_state_log_segment_bytes: int = prop(
+        "transaction.state.log.segment.bytes",
+        104857600,
+        "segment.bytes of __transaction_state (a compacted topic).",
+        minimum=1024,
+    )
+    transaction_max_timeout_ms: int = prop(
+        "transaction.max.timeout.ms",
+        900000,
+        "Longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).",
+        minimum=1,
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        10000,
+        "How often the transaction coordinator aborts transactions past their timeout.",
+        minimum=1,
+    )
+    transactional_id_expiration_ms: int = prop(
+        "transactional.id.expiration.ms",
+        604800000,
+        "A transactional id with no transaction in progress is forgotten this long after its last update.",
+        minimum=1,
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = prop(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        3600000,
+        "How often the transaction coordinator looks for transactional ids past transactional.id.expiration.ms.",
+        minimum=1,
+    )
     group_initial_rebalance_delay_ms: int = prop(
         "group.initial.rebalance.delay.ms",
         3000,

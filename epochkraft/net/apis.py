@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from epochkraft.broker.producer_id_manager import GeneratedProducerId
     from epochkraft.broker.replica_manager import ReplicaManager
     from epochkraft.broker.settings import BrokerSettings
+    from epochkraft.broker.transaction_service import TransactionService
     from epochkraft.controller.controller import Controller
     from epochkraft.controller.daemon import ControllerNode
     from epochkraft.controller.metadata_log import MetadataLog
@@ -51,6 +52,8 @@ class BrokerApis(Protocol):
     def authorizer(self) -> StandardAuthorizer | None: ...
     @property
     def client_quotas(self) -> ClientQuotas: ...
+    @property
+    def transactions(self) -> TransactionService: ...
 
     def now_ms(self) -> int: ...
     def generate_producer_id(self) -> GeneratedProducerId: ...

@@ -274,15 +274,26 @@ def unexplained(
 
 
 # ---- one cluster answering ----------------------------------------------------------------------------
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 42, 47})
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 28, 42, 47})  # 28: TxnOffsetCommit
 # The admin requests clients send to the node Metadata names as the controller (franz-go's
 # kmsg.AdminRequest: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, the reassignments,
 # AlterUserScramCredentials). Kafka's brokers and ours take them anywhere; kfake only there (NOT_CONTROLLER).
 ADMIN_APIS = frozenset({19, 20, 37, 43, 45, 46, 51})
 LIST_GROUPS = 16
+DESCRIBE_TRANSACTIONS = 65  # sent to the transactional id's coordinator, as clients do
 # Answers a client retries while a cluster warms up (coordinators loading, a producer id block on its
 # way): the comparison waits them out on each side rather than compare timing.
 RETRIABLE = frozenset({14, 15, 16, 5})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, LNA
+# Answers that are final for an API although a client retries them: before __transaction_state exists,
+# a TxnOffsetCommit's verification finds no transaction coordinator
+# (COORDINATOR_NOT_AVAILABLE), and kfake answers the transactional APIs' empty id NOT_COORDINATOR (Kafka and ours
+# INVALID_REQUEST at once).
+SETTLED: dict[int, frozenset[int]] = {
+    24: frozenset({16}),
+    25: frozenset({16}),
+    26: frozenset({16}),
+    28: frozenset({15}),
+}
 
 
 def error_codes(entity: object) -> list[int]:
@@ -334,10 +345,10 @@ class Side:
                 return p.leader_id
         return min(self.brokers)
 
-    async def coordinator(self, group: str) -> int:
+    async def coordinator(self, group: str, key_type: int = 0) -> int:
         for _ in range(100):
             response = await self.client(self.bootstrap).send(
-                fc.FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+                fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(group,))
             )
             if response.coordinators[0].node_id >= 0:
                 break
@@ -357,6 +368,8 @@ class Side:
         for _ in range(50):
             if api_key in GROUP_APIS:
                 node = await self.coordinator(group)
+            elif api_key == DESCRIBE_TRANSACTIONS and request.transactional_ids:
+                node = await self.coordinator(request.transactional_ids[0], key_type=1)
             elif api_key in ADMIN_APIS and self.controller in self.brokers:
                 node = self.controller
             elif topic is not None:
@@ -364,7 +377,7 @@ class Side:
             else:
                 node = min(self.brokers)
             response = await self.send_to(node, request)
-            if not RETRIABLE & set(error_codes(response)):
+            if not (RETRIABLE - SETTLED.get(api_key, frozenset())) & set(error_codes(response)):
                 break
             await asyncio.sleep(0.2)
         return response

@@ -206,6 +206,52 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
         "OffsetForLeaderEpoch for leader epoch -1: end offset 0; Kafka -1 (UNDEFINED_EPOCH_OFFSET).",
     ),
     KnownDifference(
+        24,
+        (0, 3),
+        None,
+        r"results_by_topic_v3_and_below\[.*\]\.results_by_partition\[.*\]\.partition_error_code",
+        "AddPartitionsToTxn with an empty transactional id: NOT_COORDINATOR; Kafka INVALID_REQUEST.",
+    ),
+    KnownDifference(
+        24,
+        (4, 5),
+        None,
+        r"results_by_transaction\[len\]",
+        "AddPartitionsToTxn v4+ (a broker's batch) with an empty transactional id: no result for it; Kafka "
+        "one, INVALID_REQUEST.",
+    ),
+    KnownDifference(
+        25,
+        ANY,
+        None,
+        "error_code",
+        "AddOffsetsToTxn with an empty transactional id: NOT_COORDINATOR; Kafka INVALID_REQUEST.",
+    ),
+    KnownDifference(
+        26,
+        ANY,
+        None,
+        "error_code",
+        "EndTxn with an empty transactional id: NOT_COORDINATOR; Kafka INVALID_REQUEST.",
+    ),
+    KnownDifference(
+        28,
+        ANY,
+        None,
+        r"topics\[.*\]\.partitions\[.*\]\.error_code",
+        "TxnOffsetCommit of a producer no transaction coordinator knows: INVALID_PRODUCER_ID_MAPPING before "
+        "the partition or the coordinator is looked at; Kafka UNKNOWN_TOPIC_OR_PARTITION, or the verification's "
+        "COORDINATOR_NOT_AVAILABLE.",
+    ),
+    KnownDifference(
+        66,
+        ANY,
+        None,
+        r"unknown_state_filters\[len\]",
+        "ListTransactions with a state filter no transaction state has: not answered as unknown; Kafka "
+        "lists it in unknown_state_filters.",
+    ),
+    KnownDifference(
         29,
         ANY,
         None,

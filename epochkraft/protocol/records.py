@@ -660,6 +660,7 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     compression: Compression = Compression.NONE,
+    transactional: bool = False,
 ) -> bytes:
     """One batch of (key, value, headers, timestamp_ms) entries."""
     if not entries:
@@ -672,7 +673,7 @@ def build_batch(
     batch = RecordBatch(
         base_offset,
         leader_epoch,
-        int(compression),
+        int(compression) | (TRANSACTIONAL_BIT if transactional else 0),
         len(entries) - 1,
         base_ts,
         max(ts for *_, ts in entries),

@@ -30,6 +30,7 @@ TOPIC_OPERATIONS: dict[int, AclOperation] = {
     8: READ,  # OffsetCommit
     21: DELETE,  # DeleteRecords
     23: DESCRIBE,  # OffsetForLeaderEpoch (a follower's: CLUSTER_ACTION)
+    28: READ,  # TxnOffsetCommit
     37: ALTER,  # CreatePartitions
     47: READ,  # OffsetDelete
     61: READ,  # DescribeProducers
@@ -45,6 +46,8 @@ GROUP_OPERATIONS: dict[int, AclOperation] = {
     13: READ,  # LeaveGroup
     14: READ,  # SyncGroup
     15: DESCRIBE,  # DescribeGroups
+    25: READ,  # AddOffsetsToTxn
+    28: READ,  # TxnOffsetCommit
     42: DELETE,  # DeleteGroups
     47: DELETE,  # OffsetDelete
     68: READ,  # ConsumerGroupHeartbeat (DESCRIBE on its subscribed topics: in the handler)
@@ -56,6 +59,16 @@ CONFIG_OPERATIONS = {
     44: AclOperation.ALTER_CONFIGS,
 }
 INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+# API key -> the operation on the transactional ids the request names (Kafka's KafkaApis)
+TRANSACTIONAL_ID_OPERATIONS: dict[int, AclOperation] = {
+    10: DESCRIBE,  # FindCoordinator (key type TRANSACTION)
+    22: AclOperation.WRITE,  # InitProducerId
+    24: AclOperation.WRITE,  # AddPartitionsToTxn (a client's, v0-3)
+    25: AclOperation.WRITE,  # AddOffsetsToTxn
+    26: AclOperation.WRITE,  # EndTxn
+    28: AclOperation.WRITE,  # TxnOffsetCommit
+}
 
 
 def _names(items: Iterable[Any] | None) -> list[str]:
@@ -65,7 +78,7 @@ def _names(items: Iterable[Any] | None) -> list[str]:
 def _groups(key: int, request: Any) -> list[str]:
     if key == 10:
         if getattr(request, "key_type", 0) != 0:
-            return []  # a transactional id: transactions are not served
+            return []  # a transactional id: TRANSACTIONAL_ID_OPERATIONS
         keys = getattr(request, "coordinator_keys", None)
         return list(keys) if keys is not None else [request.key]
     if key == 9 and getattr(request, "groups", None) is not None:
@@ -79,11 +92,51 @@ def _groups(key: int, request: Any) -> list[str]:
     return [request.group_id]
 
 
+def _transactional_ids(key: int, request: Any) -> list[str]:
+    if key == 10:
+        if getattr(request, "key_type", 0) != 1:
+            return []
+        keys = getattr(request, "coordinator_keys", None)
+        return list(keys) if keys is not None else [request.key]
+    if key == ADD_PARTITIONS_TO_TXN:
+        batched = getattr(request, "transactions", None)
+        if batched is not None:
+            return []  # a broker's verification: CLUSTER_ACTION
+        return [request.v3_and_below_transactional_id]
+    transactional_id = getattr(request, "transactional_id", None)
+    return [] if transactional_id is None else [transactional_id]
+
+
+def _transaction_refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+    """TRANSACTIONAL_ID WRITE (DESCRIBE for FindCoordinator), and for AddPartitionsToTxn WRITE on its
+    topics from a client or CLUSTER_ACTION from a broker (v4+)."""
+    operation = TRANSACTIONAL_ID_OPERATIONS.get(key)
+    if operation is None:
+        return None
+    if not all(
+        ctx.authorized(operation, ResourceType.TRANSACTIONAL_ID, t) for t in _transactional_ids(key, request)
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    if key == ADD_PARTITIONS_TO_TXN:
+        if getattr(request, "transactions", None) is not None:
+            if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+                return ErrorCode.cluster_authorization_failed
+        elif not all(
+            ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            for t in request.v3_and_below_topics
+        ):
+            return ErrorCode.topic_authorization_failed
+    return None
+
+
 def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
     """The error a request gets before its handler runs, or None (the controller listener serves the config
     and CreatePartitions APIs of these tables, checked as ControllerApis checks them)."""
     if ctx.authorizer is None:
         return None
+    transaction_refused = _transaction_refusal(key, request, ctx)
+    if transaction_refused is not None:
+        return transaction_refused
     if key in GROUP_OPERATIONS:
         operation = GROUP_OPERATIONS[key]
         if not all(ctx.authorized(operation, ResourceType.GROUP, g) for g in _groups(key, request)):

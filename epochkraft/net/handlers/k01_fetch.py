@@ -213,8 +213,10 @@ def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
     """The most bytes a consumer's Fetch may answer under its consumer_byte_rate: its quota over the
     measured windows (ClientQuotaManager.getMaxValueInQuotaWindow), so a response is never too large to
     pass the quota; no cap for a follower or without a quota."""
-    quotas = getattr(ctx.broker, "client_quotas", None)
-    if is_follower or quotas is None or not quotas.active():
+    if is_follower or ctx.node is None:
+        return FETCH_UNCAPPED
+    quotas = ctx.broker.client_quotas
+    if not quotas.active():
         return FETCH_UNCAPPED
     cap = quotas.fetch.max_value_in_quota_window(ctx.principal.name, ctx.header.client_id or "")
     return FETCH_UNCAPPED if cap >= FETCH_UNCAPPED else int(cap)

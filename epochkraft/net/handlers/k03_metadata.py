@@ -38,7 +38,7 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 
-INTERNAL_TOPICS = {"__consumer_offsets"}
+INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
 CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
 

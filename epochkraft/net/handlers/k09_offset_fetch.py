@@ -3,6 +3,8 @@
 - Returns the group's committed offsets (-1 and empty metadata where nothing is committed); v2+ accept null
   topics meaning every partition the group committed, and carry a top-level error.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the group is elsewhere or loading.
+- v7+ with require_stable: UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction has
+  committed but not yet completed (KIP-447); the consumer retries until the marker lands.
 - v8+ ask for several groups at once, each answered with its own error; v9 adds the member id and epoch of
   KIP-848's consumer groups, checked as ConsumerGroup.validateOffsetFetch (UNKNOWN_MEMBER_ID,
   STALE_MEMBER_EPOCH; a null member id with epoch -1 is an admin's fetch); v10 names topics by id
@@ -32,10 +34,16 @@ TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id,
 
 
 def _group_offsets(
-    node: BrokerApis, group_id: str, topics, version: int, member: tuple[str | None, int] | None = None
+    node: BrokerApis,
+    group_id: str,
+    topics,
+    version: int,
+    member: tuple[str | None, int] | None = None,
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """The group's error and its committed offsets for ``topics`` (None: every committed partition);
-    ``member`` is the (member id, member epoch) a v9+ request names."""
+    ``member`` is the (member id, member epoch) a v9+ request names; with ``require_stable``,
+    UNSTABLE_OFFSET_COMMIT for a partition an open transaction commits."""
     groups, cache = node.groups, node.cache
     by_id = version >= TOPIC_IDS_FROM
     unknown: list[TopicOffsets] = []
@@ -61,8 +69,11 @@ def _group_offsets(
     partition_error = error if version < 2 else ErrorCode.none  # v1 has no top-level error
     by_topic: dict[str, list[Partition]] = {}
     for (topic, partition), committed in sorted(offsets.items()):
+        unstable = require_stable and error == ErrorCode.none and groups.unstable(group_id, topic, partition)
         by_topic.setdefault(topic, []).append(
-            (partition, -1, -1, "", partition_error)
+            (partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+            if unstable
+            else (partition, -1, -1, "", partition_error)
             if committed is None  # Kafka writes "" (OffsetFetchResponse.NO_METADATA), never null
             else (
                 partition,
@@ -85,7 +96,10 @@ def _group_offsets(
 async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if version < GROUPS_FROM:
-        error, topics = _group_offsets(ctx.broker, request.group_id, request.topics, version)
+        require_stable = getattr(request, "require_stable", False)
+        error, topics = _group_offsets(
+            ctx.broker, request.group_id, request.topics, version, require_stable=require_stable
+        )
         response = v7.OffsetFetchResponse(
             throttle_time=NO_THROTTLE,
             topics=tuple(
@@ -111,7 +125,9 @@ async def handle(request, ctx: RequestContext):
     answers = []
     for group in request.groups:
         member = (group.member_id, group.member_epoch) if version >= MEMBER_EPOCH_FROM else None
-        error, topics = _group_offsets(ctx.broker, group.group_id, group.topics, version, member)
+        error, topics = _group_offsets(
+            ctx.broker, group.group_id, group.topics, version, member, request.require_stable
+        )
         answers.append(
             schema.OffsetFetchResponseGroup(
                 group_id=group.group_id,

@@ -3,10 +3,9 @@
 - Group keys (key_type 0) map to ``__consumer_offsets`` partition abs(hash(group)) % partitions; the
   coordinator is that partition's leader, answered with its endpoint on the listener the request came in
   on. While the topic is being created, or the leader has no such listener: COORDINATOR_NOT_AVAILABLE.
-- Transaction coordinators (key_type 1): transactions are not supported, answered with
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal (librdkafka's
-  rd_kafka_txn_handle_FindCoordinator, the Java TransactionManager's FindCoordinatorHandler), so a
-  transactional producer fails at once instead of retrying COORDINATOR_NOT_AVAILABLE until it times out.
+- Transactional ids (key_type 1) map to ``__transaction_state`` partition abs(hash(id)) % partitions
+  (transaction.state.log.num.partitions), answered as groups are; the topic is created on the first
+  lookup (COORDINATOR_NOT_AVAILABLE meanwhile).
 - Share groups (key_type 2, v6, KIP-932) are not supported: INVALID_REQUEST.
 - v4+ batch keys in ``coordinator_keys``; v0-3 carry one ``key`` and answer at the top level; v5 is v4
   (it allows TRANSACTION_ABORTABLE, KIP-890).
@@ -26,7 +25,6 @@ from epochkraft.protocol.framing import response_class
 from epochkraft.protocol.versions import downgrade_response
 
 GROUP, TRANSACTION = 0, 1  # key types
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this cluster"
 
 
 @api(key=10, name="FindCoordinator", versions=(0, 6), listeners=(BROKER,))
@@ -38,8 +36,8 @@ async def handle(request, ctx: RequestContext):
     for key in keys:
         message = None
         if key_type == TRANSACTION:
-            error, node, host, port = ErrorCode.transactional_id_authorization_failed, -1, "", -1
-            message = TRANSACTIONS_UNSUPPORTED
+            error, node, host, port = await ctx.broker.transactions.find_coordinator(key, ctx.listener_name)
+            message = None if error == ErrorCode.none else error.name.upper()
         elif key_type != GROUP:
             error, node, host, port = ErrorCode.invalid_request, -1, "", -1
             message = f"coordinator key type {key_type} is not supported"

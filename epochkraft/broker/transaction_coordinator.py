@@ -1,0 +1,401 @@
+"""Sans-IO transaction coordinator (Kafka's TransactionCoordinator with the state of its
+TransactionStateManager), for transaction version 1.
+
+A request is decided into an ``Outcome``: an error to answer at once, or a ``LogAppend`` of the transactional
+id's next state to write to ``__transaction_state`` (acks=all) before answering. The edge writes it and hands
+the result to ``complete_append``, which applies the state (or drops the pending one). A written
+PrepareCommit or PrepareAbort queues the transaction's markers (``markers``); once every partition has its
+marker, ``due_appends`` gives the CompleteCommit or CompleteAbort to write. Ongoing transactions older than
+their timeout are aborted with a bumped epoch (``abort_timed_out``), fencing the producer that let them
+expire. State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
+leader epoch is the coordinator epoch markers carry), dropped when it stops leading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from epochkraft.broker.producer_id_manager import GeneratedProducerId
+from epochkraft.broker.transaction_log import (
+    TopicPartition,
+    TransactionState,
+    key_bytes,
+    parse_key,
+    parse_value,
+    transaction_partition,
+    value_bytes,
+)
+from epochkraft.broker.transaction_markers import MarkerRequest, PendingMarkers, TransactionMarkerQueue
+from epochkraft.broker.transaction_metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionMetadata,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from epochkraft.protocol.errors import ErrorCode
+
+# Unsafe switch for tests: an InitProducerId that finds a transaction in progress bumps the epoch without
+# aborting it first, so the zombie's transaction is left open (and its partitions' LSO stuck).
+UNSAFE_SKIP_FENCING_ABORT_FOR_TESTS = False
+
+PREPARED = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
+COMPLETED = (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+# Append errors as the client sees them (Kafka's TransactionStateManager.appendTransactionToLog).
+APPEND_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSettings:
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppend:
+    """A transactional id's next state, to be written to its ``__transaction_state`` partition."""
+
+    transactional_id: str
+    txn_log_partition: int
+    coordinator_epoch: int
+    transit: TxnTransit
+
+    @property
+    def key(self) -> bytes:
+        return key_bytes(self.transactional_id)
+
+    @property
+    def value(self) -> bytes | None:
+        return None if self.transit.state == TransactionState.DEAD else value_bytes(self.transit.log_value())
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What to answer: ``error`` (after ``append`` is written, if there is one, and then only if it was)."""
+
+    error: ErrorCode = ErrorCode.none
+    append: LogAppend | None = None
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(
+        self, settings: TransactionSettings, producer_ids: Callable[[], GeneratedProducerId]
+    ) -> None:
+        self.settings = settings
+        self.producer_ids = producer_ids
+        self.coordinator_epochs: dict[int, int] = {}  # loaded __transaction_state partition -> leader epoch
+        self.loading: set[int] = set()
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.markers = TransactionMarkerQueue()
+        self._completions_due: set[str] = set()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return transaction_partition(transactional_id, self.settings.num_partitions)
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        partition = self.partition_for(transactional_id)
+        if partition in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        if partition not in self.coordinator_epochs:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    def _append(self, metadata: TransactionMetadata, transit: TxnTransit) -> LogAppend:
+        partition = self.partition_for(metadata.transactional_id)
+        return LogAppend(metadata.transactional_id, partition, self.coordinator_epochs[partition], transit)
+
+    # ---- InitProducerId ---------------------------------------------------------------------------------
+    def init_producer_id(
+        self, now_ms: int, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None = None
+    ) -> Outcome:
+        """Kafka's handleInitProducerId with a transactional id; ``expected`` is the producer's current
+        (id, epoch) when it recovers (KIP-360), None for a fresh producer."""
+        if not transactional_id:
+            return Outcome(ErrorCode.invalid_request)
+        if not 0 < txn_timeout_ms <= self.settings.max_timeout_ms:
+            return Outcome(ErrorCode.invalid_transaction_timeout)
+        error = self.coordinator_error(transactional_id)
+        if error != ErrorCode.none:
+            return Outcome(error)
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            generated = self.producer_ids()
+            if generated.error != ErrorCode.none:
+                return Outcome(generated.error)
+            metadata = TransactionMetadata(
+                transactional_id,
+                generated.producer_id,
+                NO_PRODUCER_ID,
+                NO_PRODUCER_EPOCH,
+                NO_PRODUCER_EPOCH,
+                txn_timeout_ms,
+                TransactionState.EMPTY,
+                set(),
+                -1,
+                now_ms,
+            )
+            self.transactions[transactional_id] = metadata
+        return self._prepare_init_producer_id(now_ms, metadata, txn_timeout_ms, expected)
+
+    def _prepare_init_producer_id(
+        self,
+        now_ms: int,
+        metadata: TransactionMetadata,
+        txn_timeout_ms: int,
+        expected: tuple[int, int] | None,
+    ) -> Outcome:
+        if metadata.pending_transition_in_progress or metadata.state in PREPARED:
+            return Outcome(ErrorCode.concurrent_transactions)
+        if expected is not None and not _is_valid_producer_id(metadata, *expected):
+            return Outcome(ErrorCode.producer_fenced)
+        if metadata.state == TransactionState.ONGOING:
+            if UNSAFE_SKIP_FENCING_ABORT_FOR_TESTS:
+                metadata.state = TransactionState.EMPTY  # the broken rule: the open transaction is forgotten
+                return self._prepare_init_producer_id(now_ms, metadata, txn_timeout_ms, expected)
+            # Abort the zombie's transaction with a bumped epoch; the client retries and bumps again.
+            fence = metadata.prepare_fence_producer_epoch(now_ms)
+            return Outcome(ErrorCode.concurrent_transactions, self._append(metadata, fence))
+        if metadata.state not in (TransactionState.EMPTY, *COMPLETED):
+            return Outcome(ErrorCode.concurrent_transactions)
+        expected_epoch = None if expected is None else expected[1]
+        if metadata.is_producer_epoch_exhausted and expected_epoch in (None, metadata.producer_epoch):
+            generated = self.producer_ids()
+            if generated.error != ErrorCode.none:
+                return Outcome(generated.error)
+            transit: TxnTransit | None = metadata.prepare_producer_id_rotation(
+                generated.producer_id, txn_timeout_ms, now_ms, expected is not None
+            )
+        else:
+            transit = metadata.prepare_increment_producer_epoch(txn_timeout_ms, expected_epoch, now_ms)
+        if transit is None:
+            return Outcome(ErrorCode.producer_fenced)
+        return Outcome(
+            ErrorCode.none, self._append(metadata, transit), transit.producer_id, transit.producer_epoch
+        )
+
+    # ---- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------
+    def _producer_metadata(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.invalid_request, None
+        error = self.coordinator_error(transactional_id)
+        if error != ErrorCode.none:
+            return error, None
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        return ErrorCode.none, metadata
+
+    def add_partitions(
+        self,
+        now_ms: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> Outcome:
+        """Kafka's handleAddPartitionsToTransaction (the client's, versions 0-3)."""
+        error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
+        if metadata is None:
+            return Outcome(error)
+        added = set(partitions)
+        if metadata.producer_epoch != producer_epoch:
+            return Outcome(ErrorCode.producer_fenced)
+        if metadata.pending_transition_in_progress or metadata.state in PREPARED:
+            return Outcome(ErrorCode.concurrent_transactions)  # retriable: the client backs off
+        if metadata.state == TransactionState.ONGOING and added <= metadata.partitions:
+            return Outcome(ErrorCode.none)
+        return Outcome(ErrorCode.none, self._append(metadata, metadata.prepare_add_partitions(added, now_ms)))
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """A partition leader's check (AddPartitionsToTxn v4+, verify only, KIP-890 part 1): NONE for the
+        partitions already in the ongoing transaction of this producer epoch, INVALID_TXN_STATE for the rest."""
+        wanted = list(partitions)
+        error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
+        if metadata is None:
+            return dict.fromkeys(wanted, error)
+        if metadata.producer_epoch != producer_epoch:
+            return dict.fromkeys(wanted, ErrorCode.producer_fenced)
+        ongoing = metadata.state == TransactionState.ONGOING and not metadata.pending_transition_in_progress
+        return {
+            tp: ErrorCode.none if ongoing and tp in metadata.partitions else ErrorCode.invalid_txn_state
+            for tp in wanted
+        }
+
+    # ---- EndTxn -------------------------------------------------------------------------------------------
+    def end_txn(
+        self, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Outcome:
+        """Kafka's handleEndTransaction from a client (transaction version 1)."""
+        error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
+        if metadata is None:
+            return Outcome(error)
+        if producer_epoch != metadata.producer_epoch:
+            return Outcome(ErrorCode.producer_fenced)
+        if metadata.pending_transition_in_progress:
+            return Outcome(ErrorCode.concurrent_transactions)
+        wanted_prepare = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+        wanted_complete = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
+        state = metadata.state
+        if state == TransactionState.ONGOING:
+            transit = metadata.prepare_abort_or_commit(wanted_prepare, now_ms)
+            return Outcome(ErrorCode.none, self._append(metadata, transit))
+        if state == wanted_complete:
+            return Outcome(ErrorCode.none)  # a retry of an EndTxn already done
+        if state == wanted_prepare:
+            return Outcome(ErrorCode.concurrent_transactions)
+        return Outcome(ErrorCode.invalid_txn_state)
+
+    # ---- the result of a write ------------------------------------------------------------------------------
+    def complete_append(self, append: LogAppend, error: ErrorCode) -> ErrorCode:
+        """Applies the written state, or drops the pending one; the error to answer. A written Prepare*
+        queues the transaction's markers."""
+        metadata = self.transactions.get(append.transactional_id)
+        if (
+            metadata is None
+            or self.coordinator_epochs.get(append.txn_log_partition) != append.coordinator_epoch
+        ):
+            return ErrorCode.not_coordinator  # unloaded meanwhile: the new coordinator has the state
+        if metadata.pending_state != append.transit.state:
+            return ErrorCode.not_coordinator
+        if error != ErrorCode.none:
+            metadata.abort_transition()
+            if append.transit.state in COMPLETED:
+                self._completions_due.add(append.transactional_id)  # written again by the next tick
+            return APPEND_ERRORS.get(error, error)
+        metadata.complete_transition(append.transit)
+        if metadata.state == TransactionState.DEAD:
+            del self.transactions[append.transactional_id]
+        elif metadata.state in PREPARED:
+            self._queue_markers(metadata, append.coordinator_epoch)
+        return ErrorCode.none
+
+    def _queue_markers(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
+        self.markers.add(
+            PendingMarkers(
+                metadata.transactional_id,
+                metadata.producer_id,
+                metadata.producer_epoch,
+                metadata.state == TransactionState.PREPARE_COMMIT,
+                coordinator_epoch,
+                self.partition_for(metadata.transactional_id),
+                set(metadata.partitions),
+            )
+        )
+
+    def settle_markers(self, sent: MarkerRequest, response: object | None) -> dict[TopicPartition, ErrorCode]:
+        """A WriteTxnMarkers answered (None: failed as a whole); the errors seen."""
+        settled = self.markers.handle_response(sent, response)  # type: ignore[arg-type]
+        self._completions_due.update(settled.completed)
+        return settled.errors
+
+    def due_appends(self, now_ms: int) -> list[LogAppend]:
+        """CompleteCommit / CompleteAbort of the transactions whose markers are all written."""
+        self._completions_due.update(self.markers.take_done())
+        appends = []
+        for txn_id in sorted(self._completions_due):
+            metadata = self.transactions.get(txn_id)
+            if metadata is None or metadata.state not in PREPARED:
+                self._completions_due.discard(txn_id)
+            elif not metadata.pending_transition_in_progress:
+                self._completions_due.discard(txn_id)
+                appends.append(self._append(metadata, metadata.prepare_complete(now_ms)))
+        return appends
+
+    # ---- timeouts -------------------------------------------------------------------------------------------
+    def abort_timed_out(self, now_ms: int) -> list[LogAppend]:
+        """Kafka's abortTimedOutTransactions: PrepareAbort with a bumped epoch for each ongoing transaction
+        past its timeout, so the producer that let it expire is fenced."""
+        appends = []
+        for metadata in self.transactions.values():
+            expired = (
+                metadata.state == TransactionState.ONGOING
+                and not metadata.pending_transition_in_progress
+                and metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms < now_ms
+            )
+            if expired:
+                appends.append(self._append(metadata, metadata.prepare_fence_producer_epoch(now_ms)))
+        return appends
+
+    def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[LogAppend]:
+        """Kafka's removeExpiredTransactionalIds: a tombstone for each id with no transaction in progress
+        whose last update is ``transactional.id.expiration.ms`` old; it is forgotten once written."""
+        idle = (TransactionState.EMPTY, *COMPLETED)
+        return [
+            self._append(metadata, metadata.prepare_dead(now_ms))
+            for metadata in list(self.transactions.values())
+            if metadata.state in idle
+            and not metadata.pending_transition_in_progress
+            and metadata.txn_last_update_timestamp_ms + expiration_ms <= now_ms
+        ]
+
+    # ---- coordinator ownership -------------------------------------------------------------------------
+    def begin_loading(self, partition: int) -> None:
+        self.loading.add(partition)
+
+    def load_partition(
+        self, partition: int, coordinator_epoch: int, records: Iterable[tuple[bytes | None, bytes | None]]
+    ) -> None:
+        """Replays a ``__transaction_state`` partition (the last record of each id wins, a tombstone
+        forgets it) and queues the markers of the transactions left prepared."""
+        self._drop(partition)
+        loaded: dict[str, TransactionMetadata] = {}
+        for key, value in records:
+            txn_id = parse_key(key) if key is not None else None
+            if txn_id is None:
+                continue
+            parsed = parse_value(value)
+            if parsed is None or parsed.state == TransactionState.DEAD:
+                loaded.pop(txn_id, None)
+            else:
+                loaded[txn_id] = TransactionMetadata.from_log(txn_id, parsed)
+        self.transactions.update(loaded)
+        self.coordinator_epochs[partition] = coordinator_epoch
+        self.loading.discard(partition)
+        for metadata in loaded.values():
+            if metadata.state in PREPARED:
+                self._queue_markers(metadata, coordinator_epoch)
+
+    def unload_partition(self, partition: int) -> None:
+        self._drop(partition)
+        self.loading.discard(partition)
+
+    def _drop(self, partition: int) -> None:
+        self.coordinator_epochs.pop(partition, None)
+        self.markers.remove_txn_log_partition(partition)
+        for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
+            del self.transactions[txn_id]
+            self._completions_due.discard(txn_id)
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.transactions.get(transactional_id)
+
+
+def _is_valid_producer_id(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """Kafka's isValidProducerId: a recovering producer may go on unless another id has taken over: the
+    metadata is new, the id is current, or it is the previous id at an exhausted epoch (a retried
+    rotation whose answer was lost)."""
+    return (
+        metadata.producer_epoch == NO_PRODUCER_EPOCH
+        or producer_id == metadata.producer_id
+        or (producer_id == metadata.previous_producer_id and is_epoch_exhausted(producer_epoch))
+    )

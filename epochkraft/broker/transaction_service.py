@@ -1,0 +1,318 @@
+"""Asyncio edge of the transaction coordinator: ``__transaction_state`` writes, marker sending, timers.
+
+The sans-IO TransactionCoordinator decides; this class writes the records it decides on to
+``__transaction_state`` (acks=all) before answering, loads a partition's transactions when this broker
+becomes its leader, sends the queued WriteTxnMarkers to the partitions' leaders over the inter-broker
+listener (Kafka's TransactionMarkerChannelManager: one request in flight per broker, retried every
+``MARKER_RETRY_S`` until settled), writes CompleteCommit/CompleteAbort once every marker is written, and
+aborts transactions past their timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+from kio.schema.add_partitions_to_txn.v5 import request as ap5
+from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.static.primitive import i16, i32
+
+from epochkraft.broker.offsets_topic import create_internal_topic
+from epochkraft.broker.transaction_coordinator import PREPARED, LogAppend, Outcome, TransactionCoordinator
+from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC, TopicPartition
+from epochkraft.broker.transaction_markers import TOPIC_DELETED, MarkerRequest
+from epochkraft.net.client import KafkaClient
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import build_batch, decode_batches
+
+log = structlog.get_logger()
+APPEND_TIMEOUT_MS = 10_000
+MARKER_RETRY_S = 0.1
+MARKER_REQUEST_TIMEOUT_MS = 30_000
+MARKER_FAILURE_BACKOFF_S = 1.0
+
+
+class TransactionStateTopic:
+    """``__transaction_state`` as the coordinator sees it: its partitions' leaders are the coordinators."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.num_partitions: int = node.settings.transaction_state_log_num_partitions
+        self._creating: asyncio.Task[None] | None = None
+
+    def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
+        reg = self.node.cache.partition(TRANSACTION_STATE_TOPIC, partition)
+        if reg is None or reg.leader < 0:
+            return None
+        endpoint = self.node.cache.endpoint(reg.leader, listener_name)
+        return None if endpoint is None else (reg.leader, endpoint.host, endpoint.port)
+
+    async def ensure(self) -> None:
+        if self.node.cache.topic(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        if self._creating is None or self._creating.done():
+            settings = self.node.settings
+            self._creating = asyncio.create_task(
+                create_internal_topic(
+                    self.node,
+                    TRANSACTION_STATE_TOPIC,
+                    self.num_partitions,
+                    settings.transaction_state_log_replication_factor,
+                    settings.transaction_state_log_min_isr,
+                    settings.transaction_state_log_segment_bytes,
+                )
+            )
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+        records = build_batch([(key, value, (), self.node.now_ms())])
+        result = await self.node.replica_manager.append(
+            TRANSACTION_STATE_TOPIC, partition, records, -1, APPEND_TIMEOUT_MS
+        )
+        return result.error
+
+    def leader_epoch(self, partition: int) -> int:
+        replica = self.node.replica_manager.replica(TRANSACTION_STATE_TOPIC, partition)
+        return replica.partition.leader_epoch if replica is not None else -1
+
+    def read_all(self, partition: int) -> list[tuple[bytes | None, bytes | None]]:
+        replica = self.node.replica_manager.replica(TRANSACTION_STATE_TOPIC, partition)
+        if replica is None:
+            return []
+        data = replica.log.read(replica.log.log_start_offset, 1 << 62)
+        return [(r.key, r.value) for batch in decode_batches(data) for r in batch.records]
+
+
+class TransactionService:
+    def __init__(
+        self, node: Any, coordinator: TransactionCoordinator, state_topic: TransactionStateTopic
+    ) -> None:
+        self.node = node
+        self.coordinator = coordinator
+        self.state_topic = state_topic
+        self._clients: dict[int, KafkaClient] = {}
+        self._busy: set[int] = set()  # brokers with a WriteTxnMarkers in flight
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def start(self) -> None:
+        self._loops = [
+            asyncio.create_task(self._marker_loop(), name="txn-markers"),
+            asyncio.create_task(self._timeout_loop(), name="txn-timeouts"),
+        ]
+
+    async def stop(self) -> None:
+        for task in [*self._loops, *self._tasks]:
+            task.cancel()
+        for task in [*self._loops, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for client in self._clients.values():
+            await client.close()
+
+    # ---- coordinator ownership --------------------------------------------------------------------------
+    async def find_coordinator(
+        self, transactional_id: str, listener_name: str | None
+    ) -> tuple[ErrorCode, int, str, int]:
+        leader = self.state_topic.leader_of(self.coordinator.partition_for(transactional_id), listener_name)
+        if leader is None:
+            await self.state_topic.ensure()
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        return (ErrorCode.none, *leader)
+
+    def on_leadership(self, partition: int, leader: bool) -> None:
+        """Loads the partition's transactions (coordinator epoch = its leader epoch) or drops them."""
+        if not leader:
+            self.coordinator.unload_partition(partition)
+            return
+        self.coordinator.begin_loading(partition)
+        records = self.state_topic.read_all(partition)
+        self.coordinator.load_partition(partition, self.state_topic.leader_epoch(partition), records)
+        self._wake.set()  # markers of the transactions left prepared
+
+    # ---- requests -----------------------------------------------------------------------------------------
+    async def _answer(self, outcome: Outcome) -> ErrorCode:
+        """Writes the outcome's record, if any, then the error to answer."""
+        if outcome.append is None:
+            return outcome.error
+        written = await self._write(outcome.append)
+        return outcome.error if written == ErrorCode.none else written
+
+    async def _write(self, append: LogAppend) -> ErrorCode:
+        error = await self.state_topic.append(append.txn_log_partition, append.key, append.value)
+        result = self.coordinator.complete_append(append, error)
+        if result == ErrorCode.none and append.transit.state in PREPARED:
+            self._wake.set()
+        return result
+
+    async def init_producer_id(
+        self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None
+    ) -> tuple[ErrorCode, int, int]:
+        outcome = self.coordinator.init_producer_id(self.now_ms(), transactional_id, txn_timeout_ms, expected)
+        error = await self._answer(outcome)
+        if error != ErrorCode.none:
+            return error, -1, -1
+        return error, outcome.producer_id, outcome.producer_epoch
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> ErrorCode:
+        outcome = self.coordinator.add_partitions(
+            self.now_ms(), transactional_id, producer_id, producer_epoch, partitions
+        )
+        return await self._answer(outcome)
+
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        outcome = self.coordinator.end_txn(
+            self.now_ms(), transactional_id, producer_id, producer_epoch, commit
+        )
+        return await self._answer(outcome)
+
+    async def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Asks the transactional id's coordinator whether the partitions are in the producer's ongoing
+        transaction (AddPartitionsToTxn v5 ``verify_only``, KIP-890 part 1), as Kafka's
+        AddPartitionsToTxnManager does before a transactional write: COORDINATOR_NOT_AVAILABLE while the
+        coordinator is unknown or unreachable."""
+        partition = self.coordinator.partition_for(transactional_id)
+        leader = self.state_topic.leader_of(partition, self.node.settings.inter_broker_listener_name)
+        if leader is None:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if leader[0] == self.node.node_id:
+            return self.coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions
+            )
+        client = self._client(leader[0])
+        try:
+            assert client is not None
+            response = await client.send(
+                verification_request(transactional_id, producer_id, producer_epoch, partitions)
+            )
+        except Exception as exc:  # the coordinator moved or is down: the client retries
+            log.info("transaction verification failed", coordinator=leader[0], error=str(exc))
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        if response.error_code != ErrorCode.none:
+            return dict.fromkeys(partitions, response.error_code)
+        return {
+            (topic.name, p.partition_index): p.partition_error_code
+            for result in response.results_by_transaction
+            for topic in result.topic_results
+            for p in topic.results_by_partition
+        }
+
+    # ---- markers and completion -------------------------------------------------------------------------
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        cache = self.node.cache
+        if cache.topic(tp[0]) is None:
+            return TOPIC_DELETED
+        reg = cache.partition(*tp)
+        if reg is None:
+            return TOPIC_DELETED
+        return reg.leader if reg.leader >= 0 else None
+
+    def _client(self, broker_id: int) -> KafkaClient | None:
+        endpoint = self.node.cache.endpoint(broker_id, self.node.settings.inter_broker_listener_name)
+        if endpoint is None:
+            return None
+        client = self._clients.get(broker_id)
+        if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
+            client = self._clients[broker_id] = KafkaClient(
+                endpoint.host,
+                endpoint.port,
+                client_id=f"txn-marker-sender-{self.node.node_id}",
+                request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS,
+                ssl_context=self.node.security.client_ssl(self.node.listeners.inter_broker_protocol),
+            )
+        return client
+
+    async def _marker_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), MARKER_RETRY_S)
+            self._wake.clear()
+            try:
+                self._send_markers()
+                for append in self.coordinator.due_appends(self.now_ms()):
+                    self._spawn(self._write(append))
+            except Exception:  # a bug here must not stop markers for good
+                log.exception("transaction marker round failed")
+
+    def _send_markers(self) -> None:
+        for sent in self.coordinator.markers.requests(self._leader_of, self._busy):
+            self._busy.add(sent.broker_id)
+            self._spawn(self._send(sent))
+
+    async def _send(self, sent: MarkerRequest) -> None:
+        response = None
+        try:
+            client = self._client(sent.broker_id)
+            if client is not None:
+                response = await client.send(sent.request)
+        except Exception as exc:  # lost connection, timeout, refused version: every partition is retried
+            log.info("WriteTxnMarkers failed", broker=sent.broker_id, error=str(exc))
+            await asyncio.sleep(MARKER_FAILURE_BACKOFF_S)  # the broker is retried after a pause
+        finally:
+            self._busy.discard(sent.broker_id)
+        errors = self.coordinator.settle_markers(sent, response)
+        if errors:  # retried at the next round, MARKER_RETRY_S from now
+            log.info(
+                "WriteTxnMarkers partition errors",
+                broker=sent.broker_id,
+                errors={f"{t}-{p}": e.name for (t, p), e in errors.items()},
+            )
+        elif response is not None:
+            self._wake.set()  # complete the transactions now
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _timeout_loop(self) -> None:
+        settings = self.node.settings
+        interval = settings.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        last_expiry = self.now_ms()
+        while True:
+            await asyncio.sleep(interval)
+            now = self.now_ms()
+            for append in self.coordinator.abort_timed_out(now):
+                log.info("aborting timed-out transaction", transactional_id=append.transactional_id)
+                self._spawn(self._write(append))
+            if now - last_expiry >= settings.transaction_remove_expired_transaction_cleanup_interval_ms:
+                last_expiry = now
+                expiration_ms = settings.transactional_id_expiration_ms
+                for append in self.coordinator.expire_transactional_ids(now, expiration_ms):
+                    log.info("expiring transactional id", transactional_id=append.transactional_id)
+                    self._spawn(self._write(append))
+
+
+def verification_request(
+    transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+) -> ap5.AddPartitionsToTxnRequest:
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        by_topic.setdefault(topic, []).append(index)
+    return ap5.AddPartitionsToTxnRequest(
+        transactions=(
+            ap5.AddPartitionsToTxnTransaction(
+                transactional_id=TransactionalId(transactional_id),
+                producer_id=ProducerId(producer_id),
+                producer_epoch=i16(producer_epoch),
+                verify_only=True,
+                topics=tuple(
+                    ap5.AddPartitionsToTxnTopic(name=TopicName(t), partitions=tuple(i32(i) for i in indexes))
+                    for t, indexes in by_topic.items()
+                ),
+            ),
+        )
+    )
