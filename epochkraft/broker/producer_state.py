@@ -336,29 +336,12 @@ class ProducerStateTable:
         return high_watermark if first is None else min(max(first, log_start_offset), high_watermark)
 
     # ---- truncation and expiry ---------------------------------------------------------------------
-    def truncate(self, log_end_offset: int) -> None:
-        """Forgets batches at or beyond a truncation point (a follower cutting its log). Transactions
-        opened there are forgotten; one whose marker is cut off is open again (its marker was above the
-        high watermark, so it is still among the unreplicated ones)."""
-        reopened = [t for t in self.unreplicated if t.last_offset >= log_end_offset]
-        self.unreplicated = [t for t in self.unreplicated if t.last_offset < log_end_offset]
-        for producer_id, first in list(self.ongoing.items()):
-            if first >= log_end_offset:
-                del self.ongoing[producer_id]
-                self.producers[producer_id].current_txn_first_offset = -1
-        for txn in reopened:
-            if txn.first_offset < log_end_offset:
-                entry = self.producers.setdefault(txn.producer_id, ProducerEntry(-1))
-                entry.current_txn_first_offset = txn.first_offset
-                self.ongoing[txn.producer_id] = txn.first_offset
-        self.ongoing = dict(sorted(self.ongoing.items(), key=lambda item: item[1]))
-        for producer_id in list(self.producers):
-            entry = self.producers[producer_id]
-            kept = [b for b in entry.batches if b.last_offset < log_end_offset]
-            if kept or entry.current_txn_first_offset >= 0:
-                entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
-            else:
-                del self.producers[producer_id]
+    def reset(self) -> None:
+        """Forgets everything (the log was truncated: the caller rebuilds the state from what is left,
+        as Kafka's loadProducerState, rather than editing it)."""
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Kafka's ProducerStateManager.removeExpiredProducers: forgets every producer idle for
