@@ -2,9 +2,12 @@
 transactional cases of UnifiedLogTest: entries written with abort markers, collected for read_committed
 fetches, surviving restart, recovery, truncation and retention."""
 
+import os
+
 import pytest
 
 from epochkraft.broker.log import LogConfig, PartitionLog, cleaner
+from epochkraft.broker.log.segment import segment_name
 from epochkraft.broker.log.txn_index import ENTRY, AbortedTxn, TransactionIndex
 from epochkraft.broker.producer_state import EndTxnMarker, ProducerStateTable, end_txn_marker_batch
 from epochkraft.protocol.records import TRANSACTIONAL_BIT, Record, RecordBatch, decode_batches, encode_batch
@@ -291,3 +294,49 @@ def test_undecided_transactional_data_not_cleanable(tmp_path):
     clean(leader, HORIZON_PASSED)
     assert (kept, b"x") in contents(leader)
     assert (open_first, b"open") in contents(leader)
+
+
+# ---- durability of the index (LogSegment.flush) -----------------------------------------------------------
+def fsynced(monkeypatch) -> list[str]:
+    """The files fsync'd from now on."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_segment_flush_flushes_the_transaction_index(tmp_path, monkeypatch):
+    """LogSegment.flush flushes the log, the offset and time indexes and the transaction index: the
+    segments below the recovery point are not recovered after a power loss, so an index entry lost there
+    would leave its aborted records visible to read_committed consumers for good."""
+    leader = Leader(tmp_path)
+    leader.data(7)
+    leader.end(7, committed=False)
+    synced = fsynced(monkeypatch)
+    leader.log.flush()
+    segment = leader.log.segments[0]
+    assert segment.txn_index.entries
+    assert {os.path.realpath(p) for p in segment.paths} <= set(synced)
+
+
+def test_cleaned_transaction_index_flushed_before_the_swap(tmp_path, monkeypatch):
+    """The cleaner's copy of a segment (Kafka's cleaned segment, flushed before its swap) has its
+    transaction index on disk before it replaces a segment below the recovery point."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    leader.data(7, keys=[b"a"], value=b"aborted")
+    marker = leader.end(7, committed=False)
+    roll(leader)
+    synced = fsynced(monkeypatch)
+    clean(leader, HORIZON_AHEAD)
+    (segment,) = [s for s in leader.log.segments if s.txn_index.entries]
+    assert segment.txn_index.entries[0].last_offset == marker
+    name = segment.txn_index.path.name
+    copies = [
+        p for p in synced if p.endswith(f"{cleaner.CLEANING_DIR}/{segment_name(segment.base_offset)}/{name}")
+    ]
+    assert copies

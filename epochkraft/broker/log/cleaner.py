@@ -32,7 +32,7 @@ from pathlib import Path
 
 from epochkraft.broker.log.offset_map import SkimpyOffsetMap
 from epochkraft.broker.log.segment import Segment
-from epochkraft.broker.log.txn_index import AbortedTxn, TransactionIndex
+from epochkraft.broker.log.txn_index import AbortedTxn, TransactionIndex, fsync_path
 from epochkraft.broker.producer_state import ABORT, COMMIT, CONTROL_KEY
 from epochkraft.protocol.records import (
     HEADER_SIZE,
@@ -316,6 +316,9 @@ def _clean_segment(
     index = TransactionIndex(out.txn_index.path)
     for txn in transactions.cleaned_index:
         index.append(txn)
+    # On disk before the copy is swapped in, below the recovery point: it is not recovered after a crash.
+    for path in (out.index_path, out.time_index_path, out.txn_index.path):
+        fsync_path(path)
     stats.bytes_written += out.size
     return CleanedSegment(snapshot, target, out.size)
 
