@@ -71,6 +71,16 @@ class ProducerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class LastRecord:
+    """A producer's last entry in the log, which compaction keeps (Kafka's LastRecord): the last offset
+    of its last data batch, or None when its last entry is a marker that bumped its epoch (with no batch
+    of that epoch since), and its epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class EndTxnMarker:
     """A control record's content: commit or abort, and the transaction coordinator's epoch."""
 
@@ -247,7 +257,9 @@ class ProducerStateTable:
                     header.producer_id,
                     header.producer_epoch,
                     header.base_sequence,
-                    header.record_count,
+                    # the offset range, not the record count: compaction may have emptied the batch
+                    # (Kafka's lastSequence counts from the last offset delta)
+                    header.last_offset_delta + 1,
                     header.base_offset,
                     header.base_offset + header.last_offset_delta,
                     header.max_timestamp,
@@ -342,6 +354,15 @@ class ProducerStateTable:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Each producer's last entry, which compaction must keep (Kafka's
+        UnifiedLog.lastRecordsOfActiveProducers): with no producer-state snapshot, the state is rebuilt
+        from the log, and a producer whose last batch was removed would lose its epoch and sequence."""
+        return {
+            producer_id: LastRecord(entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+            for producer_id, entry in self.producers.items()
+        }
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Kafka's ProducerStateManager.removeExpiredProducers: forgets every producer idle for
