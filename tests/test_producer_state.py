@@ -43,13 +43,6 @@ def test_duplicate_returns_original_offsets_within_last_five():
     assert table.check(9, 0, 0, 2).error == ErrorCode.out_of_order_sequence_number  # evicted
 
 
-def test_truncate_forgets_batches_beyond_log_end():
-    table = table_with((9, 0, 0, 2), (9, 0, 2, 2))
-    table.truncate(2)
-    assert table.check(9, 0, 2, 2).duplicate_of is None
-    assert table.check(9, 0, 2, 2).error == ErrorCode.none
-
-
 # ---- expiry (ProducerStateManagerTest) ------------------------------------------------------------------
 EXPIRATION_MS = 5000
 

@@ -1,17 +1,30 @@
 """Transactions in the producer state, as Kafka's ProducerStateManagerTest: transactions opened by
 transactional batches, ended by the coordinator's markers, the first unstable and last stable offsets."""
 
+import uuid
+
 import pytest
 
 from epochkraft.broker import producer_state
+from epochkraft.broker.log.partition_log import LogConfig, PartitionLog
+from epochkraft.broker.partition import Partition
 from epochkraft.broker.producer_state import (
     EndTxnMarker,
     ProducerStateTable,
     end_txn_marker_batch,
     read_end_txn_marker,
 )
+from epochkraft.broker.replica_manager import Replica
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import STAMPED_PREFIX, parse_header, stamped_prefix
+from epochkraft.protocol.records import (
+    STAMPED_PREFIX,
+    TRANSACTIONAL_BIT,
+    Record,
+    RecordBatch,
+    encode_batch,
+    parse_header,
+    stamped_prefix,
+)
 
 PID, OTHER = 7, 8
 
@@ -149,20 +162,106 @@ def test_append_txn_marker_with_no_producer_state():
     assert log.table.last_stable_offset(log.offset) == log.offset
 
 
-def test_truncate_reopens_a_transaction_whose_marker_is_cut():
+class Follower:
+    """A partition's log and producer state, appended to as a follower copies its leader's batches."""
+
+    def __init__(self, directory) -> None:
+        plog = PartitionLog.open(directory, LogConfig(retention_ms=-1))
+        self.replica = Replica(Partition("t", uuid.uuid4(), 0, 1), plog)
+
+    @property
+    def table(self) -> ProducerStateTable:
+        return self.replica.producers
+
+    @property
+    def end(self) -> int:
+        return self.replica.log.log_end_offset
+
+    def append(self, batch: bytes) -> int:
+        plog = self.replica.log
+        batch = stamped_prefix(parse_header(batch), plog.log_end_offset, 0) + batch[STAMPED_PREFIX:]
+        info = plog.append_as_follower(batch)
+        completed = self.table.append(batch, info.headers, info.positions)
+        if completed:
+            plog.append_aborted_txns(completed)
+        return info.first_offset
+
+    def data(self, pid: int, epoch: int, seq: int, transactional: bool = True) -> int:
+        records = [Record(0, 0, b"k", b"v")]
+        attributes = TRANSACTIONAL_BIT if transactional else 0
+        batch = RecordBatch(0, -1, attributes, 0, 1000, 1000, pid, epoch, seq, records)
+        return self.append(encode_batch(batch))
+
+    def marker(self, pid: int, epoch: int, committed: bool, coordinator_epoch: int = 0) -> int:
+        marker = EndTxnMarker(committed, coordinator_epoch)
+        return self.append(end_txn_marker_batch(pid, epoch, marker, 1000))
+
+
+def test_truncate_forgets_batches_beyond_log_end(tmp_path):
+    """UnifiedLog.truncateTo reloads the producer state: a batch cut off is no longer a duplicate, its
+    sequence is the next one expected again."""
+    log = Follower(tmp_path)
+    log.data(9, 0, 0, transactional=False)
+    second = log.data(9, 0, 1, transactional=False)
+    log.replica.truncate_to(second)
+    assert log.table.check(9, 0, 1, 1).duplicate_of is None
+    assert log.table.check(9, 0, 1, 1).error == ErrorCode.none
+
+
+def test_truncate_reopens_a_transaction_whose_marker_is_cut(tmp_path):
     """ProducerStateManagerTest.testTruncateAndReloadRemovesOutOfRangeSnapshots' intent without
     snapshots: a follower cutting its log above the high watermark forgets transactions begun there and
     reopens one whose marker it cut."""
-    log = Log()
+    log = Follower(tmp_path)
     first = log.data(PID, 0, 0)
-    marker = log.offset
-    log.marker(PID, 0, committed=True)
+    marker = log.marker(PID, 0, committed=True)
     log.data(OTHER, 0, 0)
-    log.table.truncate(marker)
+    log.replica.truncate_to(marker)
     assert log.table.ongoing == {PID: first}
     assert log.table.producers[PID].current_txn_first_offset == first
     assert OTHER not in log.table.producers
     assert log.table.last_stable_offset(high_watermark=marker) == first
+
+
+def test_truncate_to_log_end_keeps_producer_state(tmp_path):
+    """UnifiedLog.truncateTo at or past the log end changes nothing: a producer whose last entry is a
+    marker with a newer epoch (a fencing abort, or any transaction version 2 marker), so with no batch
+    remembered, keeps its epoch and coordinator epoch, and its older-epoch zombie stays fenced."""
+    log = Follower(tmp_path)
+    log.data(PID, 0, 0)
+    log.marker(PID, 1, committed=False, coordinator_epoch=5)
+    log.replica.truncate_to(log.end)
+    log.replica.truncate_to(log.end + 3)
+    entry = log.table.producers[PID]
+    assert (entry.epoch, entry.coordinator_epoch) == (1, 5)
+    assert log.table.check(PID, 0, 1, 1, True).error == ErrorCode.invalid_producer_epoch
+    stale = EndTxnMarker(committed=True, coordinator_epoch=4)
+    assert log.table.check_marker(PID, 1, stale) == ErrorCode.transaction_coordinator_fenced
+    # A real truncation after the marker keeps it too: the state is reloaded from the log.
+    cut = log.data(OTHER, 0, 0)
+    log.replica.truncate_to(cut)
+    assert (log.table.producers[PID].epoch, log.table.producers[PID].coordinator_epoch) == (1, 5)
+    assert log.table.check(PID, 0, 1, 1, True).error == ErrorCode.invalid_producer_epoch
+
+
+def test_truncate_rolls_back_the_producer_epoch(tmp_path):
+    """UnifiedLog.truncateTo then loadProducerState: a marker with a newer epoch cut off takes its epoch
+    with it, so the new leader's batches of the older epoch are taken in, their transaction opens, and
+    its abort marker is indexed (else read_committed consumers would see the aborted records)."""
+    log = Follower(tmp_path)
+    log.data(PID, 0, 0)
+    cut = log.marker(PID, 1, committed=False)  # the old leader's fencing abort, never replicated
+    log.replica.truncate_to(cut)
+    assert log.table.producers[PID].epoch == 0
+    assert log.table.ongoing == {PID: 0}  # its marker cut, the transaction is open again
+    log.data(PID, 0, 1)  # the new leader's log
+    abort1 = log.marker(PID, 0, committed=False)
+    first = log.data(PID, 0, 2)
+    abort2 = log.marker(PID, 0, committed=False)
+    assert log.table.producers[PID].batches[-1].first_offset == first
+    aborted = log.replica.log.collect_aborted_txns(0, log.end)
+    found = [(t.producer_id, t.first_offset, t.last_offset) for t in aborted]
+    assert found == [(PID, 0, abort1), (PID, first, abort2)]
 
 
 def test_ongoing_transaction_keeps_producer_from_expiring():

@@ -2,11 +2,15 @@
 transactional cases of UnifiedLogTest: entries written with abort markers, collected for read_committed
 fetches, surviving restart, recovery, truncation and retention."""
 
+import os
+
 import pytest
 
 from epochkraft.broker.log import LogConfig, PartitionLog, cleaner
+from epochkraft.broker.log.segment import segment_name
 from epochkraft.broker.log.txn_index import ENTRY, AbortedTxn, TransactionIndex
 from epochkraft.broker.producer_state import EndTxnMarker, ProducerStateTable, end_txn_marker_batch
+from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import TRANSACTIONAL_BIT, Record, RecordBatch, decode_batches, encode_batch
 
 # ---- TransactionIndexTest ----------------------------------------------------------------------------
@@ -81,7 +85,12 @@ class Leader:
         return info.first_offset
 
     def data(
-        self, pid: int, count: int = 2, keys: list[bytes] | None = None, value: bytes = b"v" * 100
+        self,
+        pid: int,
+        count: int = 2,
+        keys: list[bytes] | None = None,
+        value: bytes = b"v" * 100,
+        epoch: int = 0,
     ) -> int:
         """A transactional batch (a plain one with pid -1) of ``count`` records, or one per key."""
         keys = keys or [b"k"] * count
@@ -89,11 +98,12 @@ class Leader:
         self.sequences[pid] = seq + len(keys)
         records = [Record(i, 0, key, value) for i, key in enumerate(keys)]
         attributes = TRANSACTIONAL_BIT if pid >= 0 else 0
-        batch = RecordBatch(0, -1, attributes, len(keys) - 1, 1000, 1000, pid, 0, seq, records)
+        batch = RecordBatch(0, -1, attributes, len(keys) - 1, 1000, 1000, pid, epoch, seq, records)
         return self.append(encode_batch(batch))
 
-    def end(self, pid: int, committed: bool) -> int:
-        return self.append(end_txn_marker_batch(pid, 0, EndTxnMarker(committed, 0), 1000))
+    def end(self, pid: int, committed: bool, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+        marker = EndTxnMarker(committed, coordinator_epoch)
+        return self.append(end_txn_marker_batch(pid, epoch, marker, 1000))
 
 
 def test_transaction_index_updated(tmp_path):
@@ -203,7 +213,10 @@ def clean(leader: Leader, now_ms: int) -> None:
     plog = leader.log
     snapshots = plog.cleanable_snapshots(leader.producers.last_stable_offset(plog.log_end_offset))
     aborted = plog.collect_aborted_txns(snapshots[0].base_offset, 2**63 - 1)
-    cleaned, _stats, _end = cleaner.compact(plog.dir, snapshots, now_ms, 1000, aborted=aborted)
+    last_records = leader.producers.last_records_of_active_producers()
+    cleaned, _stats, _end = cleaner.compact(
+        plog.dir, snapshots, now_ms, 1000, aborted=aborted, last_records=last_records
+    )
     assert plog.replace_cleaned(cleaned)
 
 
@@ -223,6 +236,12 @@ def roll(leader: Leader) -> None:
     """Enough plain records of another key that the segments before become cleanable."""
     for _ in range(4):
         leader.data(PLAIN, keys=[b"filler"], value=b"f" * 300)
+
+
+def later_transaction(leader: Leader) -> None:
+    """A committed transaction of producer 7, so that its batches before are not its last (which stays)."""
+    leader.data(7, keys=[b"later"], value=b"later")
+    leader.end(7, committed=True)
 
 
 @pytest.mark.parametrize("unsafe", [False, True])
@@ -251,6 +270,7 @@ def test_abort_marker_removal(tmp_path):
     leader = Leader(tmp_path, segment_bytes=600, policy="compact")
     leader.data(7, keys=[b"a"], value=b"aborted")
     marker = leader.end(7, committed=False)
+    later_transaction(leader)
     roll(leader)
     clean(leader, HORIZON_PASSED)
     assert (marker, "abort") in contents(leader)
@@ -267,6 +287,7 @@ def test_commit_marker_removal(tmp_path):
     first = leader.data(7, keys=[b"a"], value=b"old")
     marker = leader.end(7, committed=True)
     leader.data(PLAIN, keys=[b"a"], value=b"new")
+    later_transaction(leader)
     roll(leader)
     clean(leader, HORIZON_PASSED)
     assert (first, b"old") not in contents(leader)
@@ -291,3 +312,121 @@ def test_undecided_transactional_data_not_cleanable(tmp_path):
     clean(leader, HORIZON_PASSED)
     assert (kept, b"x") in contents(leader)
     assert (open_first, b"open") in contents(leader)
+
+
+# ---- durability of the index (LogSegment.flush) -----------------------------------------------------------
+def fsynced(monkeypatch) -> list[str]:
+    """The files fsync'd from now on."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_segment_flush_flushes_the_transaction_index(tmp_path, monkeypatch):
+    """LogSegment.flush flushes the log, the offset and time indexes and the transaction index: the
+    segments below the recovery point are not recovered after a power loss, so an index entry lost there
+    would leave its aborted records visible to read_committed consumers for good."""
+    leader = Leader(tmp_path)
+    leader.data(7)
+    leader.end(7, committed=False)
+    synced = fsynced(monkeypatch)
+    leader.log.flush()
+    segment = leader.log.segments[0]
+    assert segment.txn_index.entries
+    assert {os.path.realpath(p) for p in segment.paths} <= set(synced)
+
+
+def test_cleaned_transaction_index_flushed_before_the_swap(tmp_path, monkeypatch):
+    """The cleaner's copy of a segment (Kafka's cleaned segment, flushed before its swap) has its
+    transaction index on disk before it replaces a segment below the recovery point."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    leader.data(7, keys=[b"a"], value=b"aborted")
+    marker = leader.end(7, committed=False)
+    roll(leader)
+    synced = fsynced(monkeypatch)
+    clean(leader, HORIZON_AHEAD)
+    (segment,) = [s for s in leader.log.segments if s.txn_index.entries]
+    assert segment.txn_index.entries[0].last_offset == marker
+    name = segment.txn_index.path.name
+    copies = [
+        p for p in synced if p.endswith(f"{cleaner.CLEANING_DIR}/{segment_name(segment.base_offset)}/{name}")
+    ]
+    assert copies
+
+
+# ---- the producers' last entries (LogCleaner's checkBatchRetention, RETAIN_EMPTY) ---------------------------
+def batches_of(leader: Leader, pid: int) -> list:
+    return [b for b in decode_batches(leader.log.read(0, 1 << 30)) if b.producer_id == pid]
+
+
+def restarted(leader: Leader, tmp_path) -> Leader:
+    """The log reopened, its producer state rebuilt from the log (no snapshot is kept)."""
+    leader.log.flush()
+    recovery_point = leader.log.recovery_point
+    leader.log.close()
+    return Leader(tmp_path, segment_bytes=600, recovery_point=recovery_point, policy="compact")
+
+
+def test_aborted_transaction_cleaned_keeps_the_producers_last_batch_empty(tmp_path):
+    """LogCleanerTest.testAbortedTransactionCleanedLastBatch-like (RETAIN_EMPTY): the records of a
+    producer's last batch go with its aborted transaction, but the batch stays, empty, so a restart that
+    rebuilds the producer state from the log still knows its epoch and sequence and fences its zombie."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    first = leader.data(7, keys=[b"a", b"b"], value=b"aborted", epoch=3)
+    marker = leader.end(7, committed=False, epoch=3)
+    roll(leader)
+    clean(leader, HORIZON_PASSED)
+    clean(leader, HORIZON_PASSED)
+    assert not [o for o, _ in contents(leader) if first <= o <= first + 1]
+    (data, end) = batches_of(leader, 7)
+    assert (data.base_offset, data.last_offset, data.records) == (first, first + 1, [])
+    assert (data.producer_epoch, data.base_sequence) == (3, 0)
+    assert end.last_offset == marker  # a batch of its transaction stays, so does its marker
+    reopened = restarted(leader, tmp_path)
+    entry = reopened.producers.producers[7]
+    assert (entry.epoch, entry.last_seq, entry.current_txn_first_offset) == (3, 1, -1)
+    assert reopened.producers.check(7, 2, 0, 1, True).error == ErrorCode.invalid_producer_epoch
+    assert reopened.producers.check(7, 3, 2, 1, True).error == ErrorCode.none
+    assert reopened.producers.check(7, 3, 5, 1, True).error == ErrorCode.out_of_order_sequence_number
+    assert [t.last_offset for t in _indexed(reopened.log)] == [marker]
+
+
+def test_compacted_away_last_batch_of_producer_kept_empty(tmp_path):
+    """LogCleanerTest.testCleanEmptyControlBatch's neighbour for data (RETAIN_EMPTY): an idempotent
+    producer's last batch whose records later values replaced stays as an empty batch; its earlier
+    batches go."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    leader.sequences[7] = 0
+    for value in (b"one", b"two"):
+        records = [Record(0, 0, b"a", value)]
+        batch = RecordBatch(0, -1, 0, 0, 1000, 1000, 7, 2, leader.sequences[7], records)
+        leader.sequences[7] += 1
+        last = leader.append(encode_batch(batch))
+    leader.data(PLAIN, keys=[b"a"], value=b"new")
+    roll(leader)
+    clean(leader, HORIZON_PASSED)
+    (kept,) = batches_of(leader, 7)
+    assert (kept.base_offset, kept.records, kept.base_sequence) == (last, [], 1)
+    entry = restarted(leader, tmp_path).producers.producers[7]
+    assert (entry.epoch, entry.last_seq) == (2, 1)
+
+
+def test_marker_with_the_producers_last_epoch_retained(tmp_path):
+    """LogCleaner.isBatchLastRecordOfProducer, third case: a producer whose last entry is a marker that
+    bumped its epoch (a fencing abort, or a transaction version 2 marker) keeps that marker past
+    delete.retention.ms, so a restart knows its epoch and coordinator epoch."""
+    leader = Leader(tmp_path, segment_bytes=600, policy="compact")
+    leader.data(7, keys=[b"a"], value=b"aborted", epoch=0)
+    marker = leader.end(7, committed=False, epoch=1, coordinator_epoch=9)
+    roll(leader)
+    clean(leader, HORIZON_PASSED)
+    clean(leader, HORIZON_PASSED)
+    assert contents(leader)[0] == (marker, "abort")
+    entry = restarted(leader, tmp_path).producers.producers[7]
+    assert (entry.epoch, entry.coordinator_epoch) == (1, 9)

@@ -248,9 +248,7 @@ class ReplicaFetcher:
                 to=target,
                 diverging_epoch=data.diverging[0],
             )
-            plog.truncate_to(target)
-            replica.producers.truncate(target)
-            p.high_watermark = min(p.high_watermark, plog.log_end_offset)
+            replica.truncate_to(target)
             return target < end  # no progress: back off rather than ask the same again at once
         records = data.records
         if records:
@@ -287,8 +285,7 @@ class ReplicaFetcher:
                 log_end_offset=plog.log_end_offset,
                 leader_log_start_offset=start,
             )
-            plog.truncate_fully_and_start_at(start)
-            replica.producers.truncate(0)
+            replica.truncate_fully_and_start_at(start)
             p.high_watermark = start
             return
         target = max(data.high_watermark, leader_start)
@@ -299,6 +296,4 @@ class ReplicaFetcher:
             log_end_offset=plog.log_end_offset,
             to=target,
         )
-        plog.truncate_to(target)
-        replica.producers.truncate(target)
-        p.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        replica.truncate_to(target)

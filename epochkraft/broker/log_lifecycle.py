@@ -153,6 +153,7 @@ class LogLifecycle:
             load_factor=settings.log_cleaner_io_buffer_load_factor,
             first_dirty_offset=first_dirty_offset,
             aborted=plog.collect_aborted_txns(snapshots[0].base_offset, LONG_MAX),
+            last_records=replica.producers.last_records_of_active_producers(),
         )
         if self.manager.replica(*key) is not replica or not plog.replace_cleaned(cleaned):
             return False, end_offset

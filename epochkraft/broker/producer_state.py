@@ -71,6 +71,16 @@ class ProducerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class LastRecord:
+    """A producer's last entry in the log, which compaction keeps (Kafka's LastRecord): the last offset
+    of its last data batch, or None when its last entry is a marker that bumped its epoch (with no batch
+    of that epoch since), and its epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class EndTxnMarker:
     """A control record's content: commit or abort, and the transaction coordinator's epoch."""
 
@@ -256,7 +266,9 @@ class ProducerStateTable:
                     header.producer_id,
                     header.producer_epoch,
                     header.base_sequence,
-                    header.record_count,
+                    # the offset range, not the record count: compaction may have emptied the batch
+                    # (Kafka's lastSequence counts from the last offset delta)
+                    header.last_offset_delta + 1,
                     header.base_offset,
                     header.base_offset + header.last_offset_delta,
                     header.max_timestamp,
@@ -345,29 +357,21 @@ class ProducerStateTable:
         return high_watermark if first is None else min(max(first, log_start_offset), high_watermark)
 
     # ---- truncation and expiry ---------------------------------------------------------------------
-    def truncate(self, log_end_offset: int) -> None:
-        """Forgets batches at or beyond a truncation point (a follower cutting its log). Transactions
-        opened there are forgotten; one whose marker is cut off is open again (its marker was above the
-        high watermark, so it is still among the unreplicated ones)."""
-        reopened = [t for t in self.unreplicated if t.last_offset >= log_end_offset]
-        self.unreplicated = [t for t in self.unreplicated if t.last_offset < log_end_offset]
-        for producer_id, first in list(self.ongoing.items()):
-            if first >= log_end_offset:
-                del self.ongoing[producer_id]
-                self.producers[producer_id].current_txn_first_offset = -1
-        for txn in reopened:
-            if txn.first_offset < log_end_offset:
-                entry = self.producers.setdefault(txn.producer_id, ProducerEntry(-1))
-                entry.current_txn_first_offset = txn.first_offset
-                self.ongoing[txn.producer_id] = txn.first_offset
-        self.ongoing = dict(sorted(self.ongoing.items(), key=lambda item: item[1]))
-        for producer_id in list(self.producers):
-            entry = self.producers[producer_id]
-            kept = [b for b in entry.batches if b.last_offset < log_end_offset]
-            if kept or entry.current_txn_first_offset >= 0:
-                entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
-            else:
-                del self.producers[producer_id]
+    def reset(self) -> None:
+        """Forgets everything (the log was truncated: the caller rebuilds the state from what is left,
+        as Kafka's loadProducerState, rather than editing it)."""
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Each producer's last entry, which compaction must keep (Kafka's
+        UnifiedLog.lastRecordsOfActiveProducers): with no producer-state snapshot, the state is rebuilt
+        from the log, and a producer whose last batch was removed would lose its epoch and sequence."""
+        return {
+            producer_id: LastRecord(entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+            for producer_id, entry in self.producers.items()
+        }
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Kafka's ProducerStateManager.removeExpiredProducers: forgets every producer idle for

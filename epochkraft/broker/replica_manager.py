@@ -75,6 +75,25 @@ class Replica:
     def last_stable_offset(self) -> int:
         return self.producers.last_stable_offset(self.partition.high_watermark, self.log.log_start_offset)
 
+    def truncate_to(self, offset: int) -> None:
+        """Cuts the log at ``offset`` (a follower diverged from its leader) and reloads the producer state
+        from what is left, as Kafka's UnifiedLog.truncateTo and loadProducerState: the table is rebuilt,
+        not edited, so a producer keeps the epoch and coordinator epoch of its last batch or marker left
+        in the log and loses those of the ones cut off. At or past the log end nothing is cut and the
+        producer state stays as it is."""
+        plog = self.log
+        cut = offset < plog.log_end_offset
+        plog.truncate_to(offset)
+        self.partition.high_watermark = min(self.partition.high_watermark, plog.log_end_offset)
+        if cut:
+            self.producers.reset()
+            plog.rebuild_producer_state(self.producers, self.partition.high_watermark)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Starts the log afresh at ``offset``, with no producer state (Kafka's truncateFullyAndStartAt)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.reset()
+
 
 def wake(replica: Replica) -> None:
     """Wakes every long-polling fetch waiting on this replica and arms a fresh event for the next ones."""

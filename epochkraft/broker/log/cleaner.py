@@ -14,8 +14,12 @@ at the last stable offset (the caller's snapshots), the batches of aborted trans
 aborted-transaction indexes) go and never enter the offset map, so they cannot shadow a committed value;
 a marker stays while any batch of its transaction remains, then goes like a tombstone once its segment is
 delete.retention.ms old; an aborted transaction keeps its index entry while its marker and some of its
-batches stay (the cleaned copy gets an index of those). Reads are throttled to ``max_bytes_per_second``
-(log.cleaner.io.max.bytes.per.second). ``PartitionLog.replace_cleaned`` then swaps the copies in on the
+batches stay (the cleaned copy gets an index of those). Each producer's last entry stays, as Kafka's
+checkBatchRetention with isBatchLastRecordOfProducer (RETAIN_EMPTY): its last data batch, emptied of its
+records if they go (aborted or compacted away), keeps its offsets, epoch and sequences; its last marker,
+if one with its current epoch came after its last batch, keeps its record too (Kafka keeps that marker's
+coordinator epoch in a producer-state snapshot; here the state is rebuilt from the log). Reads are
+throttled to ``max_bytes_per_second`` (log.cleaner.io.max.bytes.per.second). ``PartitionLog.replace_cleaned`` then swaps the copies in on the
 event loop, between two reads, so a follower's or consumer's fetch sees either the old segment or the
 cleaned one, never a mix, and a pass whose segments changed meanwhile (deleted, truncated) is dropped.
 """
@@ -32,10 +36,11 @@ from pathlib import Path
 
 from epochkraft.broker.log.offset_map import SkimpyOffsetMap
 from epochkraft.broker.log.segment import Segment
-from epochkraft.broker.log.txn_index import AbortedTxn, TransactionIndex
-from epochkraft.broker.producer_state import ABORT, COMMIT, CONTROL_KEY
+from epochkraft.broker.log.txn_index import AbortedTxn, TransactionIndex, fsync_path
+from epochkraft.broker.producer_state import ABORT, COMMIT, CONTROL_KEY, LastRecord
 from epochkraft.protocol.records import (
     HEADER_SIZE,
+    Compression,
     RecordBatch,
     decode_batch,
     encode_batch,
@@ -186,12 +191,14 @@ def compact(
     load_factor: float = LOAD_FACTOR,
     first_dirty_offset: int = 0,
     aborted: list[AbortedTxn] | None = None,
+    last_records: dict[int, LastRecord] | None = None,
 ) -> tuple[list[CleanedSegment], CleanStats, int | None]:
     """Writes a cleaned copy of the snapshotted segments (worker thread; no live object is touched), as
     Kafka's Cleaner.doClean: the offset map is built from ``first_dirty_offset`` until it is full, and the
     cleaned range ends there. Returns the copies, the stats, and the offset the range ended at (None: the
     map held every key, so every segment was cleaned). ``aborted``: the log's aborted transactions from
-    the first snapshot on (``PartitionLog.collect_aborted_txns``)."""
+    the first snapshot on (``PartitionLog.collect_aborted_txns``); ``last_records``: each producer's last
+    entry when the pass began (``ProducerStateTable.last_records_of_active_producers``), kept."""
     started = time.monotonic()
     stats = CleanStats()
     throttle = Throttle(max_bytes_per_second)
@@ -222,6 +229,7 @@ def compact(
                 throttle,
                 stats,
                 transactions,
+                last_records or {},
             )
             for snapshot in snapshots
             if end_offset is None or snapshot.base_offset < end_offset
@@ -277,6 +285,7 @@ def _clean_segment(
     throttle: Throttle,
     stats: CleanStats,
     transactions: CleanedTransactionMetadata,
+    last_records: dict[int, LastRecord],
 ) -> CleanedSegment:
     horizon_passed = 0 <= snapshot.max_timestamp < now_ms - delete_retention_ms
     target = work / f"{snapshot.base_offset:020d}"
@@ -287,12 +296,16 @@ def _clean_segment(
     for _pos, raw in _batches(snapshot.log_path, throttle, stats):
         batch = decode_batch(raw)
         stats.records_read += len(batch.records)
+        last = _is_last_record_of_producer(batch, last_records)
         if batch.is_control:
-            if not (transactions.on_control_batch_read(batch) and horizon_passed):
+            discard = transactions.on_control_batch_read(batch) and horizon_passed
+            if last or not discard:
                 pieces.append(raw)
             continue
-        if transactions.on_batch_read(batch):
-            continue  # an aborted transaction's batch
+        if transactions.on_batch_read(batch):  # an aborted transaction's batch
+            if last:
+                pieces.append(_empty(batch))
+            continue
 
         kept = [
             r
@@ -302,9 +315,12 @@ def _clean_segment(
             )
         ]
         stats.records_kept += len(kept)
-        if len(kept) == len(batch.records):
+        if not kept:
+            if last:
+                pieces.append(_empty(batch))
+        elif len(kept) == len(batch.records):
             pieces.append(raw)
-        elif kept:
+        else:
             pieces.append(_rewrite(batch, kept))
     if pieces:
         data = b"".join(pieces)
@@ -316,6 +332,9 @@ def _clean_segment(
     index = TransactionIndex(out.txn_index.path)
     for txn in transactions.cleaned_index:
         index.append(txn)
+    # On disk before the copy is swapped in, below the recovery point: it is not recovered after a crash.
+    for path in (out.index_path, out.time_index_path, out.txn_index.path):
+        fsync_path(path)
     stats.bytes_written += out.size
     return CleanedSegment(snapshot, target, out.size)
 
@@ -330,6 +349,37 @@ def _retained(
     if key is None:
         return False
     return offset >= offset_map.get(key) and not deletable
+
+
+def _is_last_record_of_producer(batch: RecordBatch, last_records: dict[int, LastRecord]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the producer's last data batch, or, when a marker that
+    bumped its epoch came after it, a marker of that epoch."""
+    last = last_records.get(batch.producer_id) if batch.producer_id >= 0 else None
+    if last is None:
+        return False
+    if last.last_data_offset is not None:
+        return batch.last_offset == last.last_data_offset
+    return batch.is_control and batch.producer_epoch == last.producer_epoch
+
+
+def _empty(batch: RecordBatch) -> bytes:
+    """The batch's header with no records (Kafka's RETAIN_EMPTY, writeEmptyHeader): same offsets,
+    producer id, epoch and base sequence, uncompressed, timestamped with its max timestamp."""
+    return encode_batch(
+        RecordBatch(
+            batch.base_offset,
+            batch.partition_leader_epoch,
+            batch.attributes,
+            batch.last_offset_delta,
+            batch.max_timestamp,
+            batch.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            [],
+        ),
+        Compression.NONE,
+    )
 
 
 def _rewrite(batch: RecordBatch, kept: list) -> bytes:

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from epochkraft.broker.log.txn_index import TransactionIndex
+from epochkraft.broker.log.txn_index import TransactionIndex, fsync_path
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -402,7 +402,15 @@ class Segment:
             )
 
     def flush(self) -> None:
+        """fsyncs the log and its indexes (Kafka's LogSegment.flush): recovery skips the segments below
+        the recovery point, so their indexes must be on disk as much as their batches."""
         os.fsync(self.fd)
+        for fd, path in ((self._index_fd, self.index_path), (self._time_index_fd, self.time_index_path)):
+            if fd is not None:
+                os.fsync(fd)
+            else:
+                fsync_path(path)
+        self.txn_index.flush()
 
     # ---- reading -------------------------------------------------------------------------------------
     def read_at(self, position: int, size: int) -> bytes:

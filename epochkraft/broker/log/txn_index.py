@@ -46,6 +46,12 @@ class TransactionIndex:
         finally:
             os.close(fd)
 
+    def flush(self) -> None:
+        """fsyncs the file (Kafka's TransactionIndex.flush, called by LogSegment.flush): a segment below
+        the recovery point is not recovered after a crash, so an entry lost there would leave its
+        aborted records visible to read_committed consumers for good."""
+        fsync_path(self.path)
+
     def truncate_to(self, offset: int) -> None:
         """Drops the entries of transactions aborted at or after ``offset`` (a truncated log)."""
         kept = [txn for txn in self.entries if txn.last_offset < offset]
@@ -76,6 +82,18 @@ class TransactionIndex:
             self.path.unlink(missing_ok=True)
             return
         self.path.write_bytes(b"".join(map(_encode, entries)))
+
+
+def fsync_path(path: Path) -> None:
+    """fsyncs a file by its path; nothing if it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _encode(txn: AbortedTxn) -> bytes:
