@@ -370,3 +370,37 @@ def test_elr_changes_are_events_for_the_analysis():
     events = [fields for name, fields in ctx.controller.outbox if name == "elr_change_committed"]
     assert [(e["elr"], e["last_known_elr"]) for e in events] == [([1], [])]
     assert events[0]["topic"] == "foo" and events[0]["partition"] == 0
+
+
+# ---- min.insync.replicas while ELR is on (ConfigurationControlManagerTest) ------------------------------
+
+
+def test_disallowed_broker_min_isr_transition_while_elr_is_enabled():
+    """ConfigurationControlManager.isDisallowedBrokerMinIsrTransition: a broker-level min.insync.replicas
+    is refused (set or deleted, incremental or legacy) while ELR is on, since the broker freezes its high
+    watermark with its own value while the controller judges the ELR by another."""
+    ctx = ControllerContext(min_insync_replicas=2)
+    message = "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+    for op, value in ((SET, "1"), (DELETE, None)):
+        result = ctx.incremental_alter_configs({(BROKER, "1"): {"min.insync.replicas": (op, value)}})
+        assert result == {(BROKER, "1"): (ErrorCode.invalid_config, message)}
+    assert ctx.configs(BROKER, "1") == {}
+    result = ctx.incremental_alter_configs({(BROKER, ""): {"min.insync.replicas": (SET, "3")}})
+    assert result == {(BROKER, ""): (ErrorCode.none, None)}, "the cluster-level value may change"
+    off = ControllerContext(eligible_leader_replicas_version=0)
+    result = off.incremental_alter_configs({(BROKER, "1"): {"min.insync.replicas": (SET, "1")}})
+    assert result == {(BROKER, "1"): (ErrorCode.none, None)}, "allowed while ELR is off"
+
+
+def test_enabling_elr_deletes_broker_level_min_isr():
+    """ConfigurationControlManager.maybeGenerateElrSafetyRecords: turning ELR on writes the cluster-level
+    min.insync.replicas and removes every broker-level one."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0, min_insync_replicas=2)
+    for broker in ("1", "2"):
+        result = ctx.incremental_alter_configs(
+            {(BROKER, broker): {"min.insync.replicas": (SET, "1"), "log.cleaner.threads": (SET, "2")}}
+        )
+        assert result == {(BROKER, broker): (ErrorCode.none, None)}
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.configs(BROKER, "") == {"min.insync.replicas": "2"}
+    assert ctx.configs(BROKER, "1") == ctx.configs(BROKER, "2") == {"log.cleaner.threads": "2"}

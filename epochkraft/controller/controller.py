@@ -153,7 +153,7 @@ class Controller(AdminOperations):
                     name=ELR_FEATURE, feature_level=self.settings.eligible_leader_replicas_version
                 )
             )
-            records += self.configuration.cluster_min_isr_records()
+            records += self.configuration.elr_safety_records()
         self._commit(records, now_ms)
 
     def load(self, data: bytes, replay_from: int = 0) -> int:
@@ -314,7 +314,7 @@ class Controller(AdminOperations):
         error, message, records = decide_update_features(
             self.image,
             updates,
-            cluster_min_isr_records=self.configuration.cluster_min_isr_records,
+            elr_safety_records=self.configuration.elr_safety_records,
             clear_elr_records=lambda: self.replication.decide_clear_elr(None),
         )
         if error == ErrorCode.none and not request.validate_only:

@@ -4,8 +4,8 @@ A feature's finalized level lives in the metadata log (FeatureLevelRecord, level
 image's ``features``; ``decide_update_features`` turns an UpdateFeatures request into records and one
 error for the whole request (Kafka 3.9+ applies a request's updates all or none), never touching state.
 metadata.version is fixed at the level this code writes; eligible.leader.replicas.version (KIP-966) moves
-between 0 and 1: up writes the cluster-level min.insync.replicas if there is none, down to 0 clears every
-partition's ELR.
+between 0 and 1: up writes the cluster-level min.insync.replicas if there is none and removes every
+broker-level one, down to 0 clears every partition's ELR.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def decide_update_features(
     image: MetadataImage,
     updates: list[FeatureUpdate],
     *,
-    cluster_min_isr_records: Callable[[], list],
+    elr_safety_records: Callable[[], list],
     clear_elr_records: Callable[[], list],
 ) -> tuple[ErrorCode, str | None, list]:
     """(error, message, records): all of the request's updates, or none of them."""
@@ -92,7 +92,7 @@ def decide_update_features(
             continue
         records.append(FeatureLevelRecord(name=update.feature, feature_level=update.level))
         if update.feature == ELR_VERSION and update.level >= 1:
-            records += cluster_min_isr_records()
+            records += elr_safety_records()
         elif update.feature == ELR_VERSION:
             records += clear_elr_records()
     return ErrorCode.none, None, records
