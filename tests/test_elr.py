@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.schema.update_features.v1 import request as uf
 from kio.static.primitive import i8, i16
 
@@ -16,7 +17,7 @@ from epochkraft.controller.partition_change import Election, PartitionChangeBuil
 from epochkraft.controller.state import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.metadata.image import apply_change
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.metadata_records import PartitionChangeRecord
+from epochkraft.protocol.metadata_records import PartitionChangeRecord, UnregisterBrokerRecord
 from tests.controller_context import ControllerContext
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -404,3 +405,48 @@ def test_enabling_elr_deletes_broker_level_min_isr():
     assert update_features(ctx, 1) == (ErrorCode.none, None)
     assert ctx.configs(BROKER, "") == {"min.insync.replicas": "2"}
     assert ctx.configs(BROKER, "1") == ctx.configs(BROKER, "2") == {"log.cleaner.threads": "2"}
+
+
+# ---- unregistered brokers (ReplicationControlManager.handleBrokerUnregistered) --------------------------
+
+
+def unregister(ctx: ControllerContext, broker_id: int) -> None:
+    request = UnregisterBrokerRequest(broker_id=broker_id)
+    assert ctx.controller.unregister_broker(ctx.now, request).error_code == ErrorCode.none
+
+
+def test_handle_broker_unregistered_removes_it_from_isr_and_elr():
+    """ReplicationControlManager.handleBrokerUnregistered removes the broker from any ISR or ELR (the
+    partitions where it is only in the ELR too), and from the last known ELR."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "3")
+    ctx.fence_brokers(3)
+    assert elr_state(ctx) == ((1, 2), (3,), (), 1)
+    unregister(ctx, 3)  # only in the ELR
+    assert elr_state(ctx) == ((1, 2), (), (), 1)
+    unregister(ctx, 2)  # in the ISR, under min ISR: it does not join the ELR
+    assert elr_state(ctx) == ((1,), (), (), 1)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1,), (1,), NO_LEADER)
+    unregister(ctx, 1)
+    assert elr_state(ctx) == ((), (), (), NO_LEADER)
+
+
+def test_a_registration_without_an_existing_entry_leaves_every_elr():
+    """A broker registering with no registration to compare with (a new disk after UnregisterBroker, or
+    after a controller that lost the entry) has no clean shutdown to show: it leaves every ELR and the
+    last known ELR, and is not elected from them with an empty log."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "2")
+    ctx.fence_brokers(3)
+    ctx.shut_down_brokers(2)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1, 2), (1,), NO_LEADER)
+    partition = ctx.partition("foo")
+    topic = ctx.controller.replication.topic("foo")
+    assert topic is not None
+    # The controller forgets broker 1's registration but not the ELR (as the unregister path used to).
+    ctx.controller._commit([UnregisterBrokerRecord(broker_id=1, broker_epoch=ctx.epoch(1))], ctx.now)
+    assert ctx.partition("foo") == partition
+    ctx.registration(1, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    assert elr_state(ctx) == ((), (2,), (), NO_LEADER)
+    ctx.unfence_brokers(1)
+    assert elr_state(ctx)[3] == NO_LEADER, "the new disk is not elected"

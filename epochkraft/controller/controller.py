@@ -416,6 +416,10 @@ class Controller(AdminOperations):
                 # resume leading with a shorter log (Kafka's handleBrokerShutdown).
                 clean = getattr(request, "previous_broker_epoch", -1) == existing.epoch
                 self._commit(self._shutdown_changes(request.broker_id, clean=clean), now_ms)
+            else:
+                # No registration to compare with (a new disk, or after UnregisterBroker): whatever ELR or
+                # last known ELR still names this id, the log behind it may be empty.
+                self._commit(self._unregister_changes(request.broker_id), now_ms)
             self._commit([record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
@@ -480,6 +484,15 @@ class Controller(AdminOperations):
 
         return self.replication.decide_remove_from_isrs(broker_id, acceptable)
 
+    def _unregister_changes(self, broker_id: int) -> list:
+        """Kafka's handleBrokerUnregistered: ``broker_id`` leaves every ISR, ELR, last known ELR and
+        leadership."""
+
+        def acceptable(b: int) -> bool:
+            return b != broker_id and self.cluster.is_active(b)
+
+        return self.replication.decide_remove_broker(broker_id, acceptable)
+
     def _shutdown_changes(self, broker_id: int, *, clean: bool) -> list:
         """Kafka's handleBrokerShutdown: with ELR on, a broker back from an unclean shutdown (no clean
         shutdown marker naming its last epoch) leaves every ISR and every ELR, since records it had not
@@ -513,7 +526,7 @@ class Controller(AdminOperations):
                 error_message=f"broker {request.broker_id} is not registered",
             )
 
-        self._commit(self._remove_broker_changes(request.broker_id), now_ms)
+        self._commit(self._unregister_changes(request.broker_id), now_ms)
         self._commit(
             [UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)], now_ms
         )
