@@ -450,3 +450,52 @@ def test_a_registration_without_an_existing_entry_leaves_every_elr():
     assert elr_state(ctx) == ((), (2,), (), NO_LEADER)
     ctx.unfence_brokers(1)
     assert elr_state(ctx)[3] == NO_LEADER, "the new disk is not elected"
+
+
+# ---- one batch per decision (Kafka's atomic ControllerResult) -------------------------------------------
+
+
+def batches(ctx: ControllerContext, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The record types of each batch the controller appends from now on."""
+    appended: list[list[str]] = []
+    append = ctx.controller.log.append
+
+    def recording(records: list, now_ms: int) -> int:
+        appended.append([type(r).__name__ for r in records])
+        return append(records, now_ms)
+
+    monkeypatch.setattr(ctx.controller.log, "append", recording)
+    return appended
+
+
+def test_min_isr_change_and_elr_clearing_are_one_atomic_result(monkeypatch):
+    """ConfigurationControlManager's ControllerResult holds the config record and the PartitionChangeRecords
+    clearing the ELR it invalidates: committed apart, a failover between them keeps an ELR chosen under
+    the old min ISR after min ISR was lowered."""
+    ctx = elr_context((0, 1, 2), [0, 1, 2], "3")
+    ctx.fence_brokers(2)
+    assert elr_state(ctx)[:2] == ((0, 1), (2,))
+    appended = batches(ctx, monkeypatch)
+    ctx.incremental_alter_configs({(TOPIC, "foo"): {"min.insync.replicas": (SET, "2")}})
+    assert appended == [["ConfigRecord", "PartitionChangeRecord"]]
+    assert elr_state(ctx)[:2] == ((0, 1), ())
+
+
+def test_broker_registration_unregistration_and_fencing_are_one_atomic_result(monkeypatch):
+    """ReplicationControlManager's handleBrokerUnregistered / handleBrokerShutdown / handleBrokerFenced
+    records and the broker's own record are one ControllerResult."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "3")
+    appended = batches(ctx, monkeypatch)
+    ctx.fence_brokers(3)
+    assert appended == [["PartitionChangeRecord", "FenceBrokerRecord"]]
+    ctx.fence_brokers(2)
+    assert elr_state(ctx)[:2] == ((1,), (2, 3))
+    appended.clear()
+    ctx.registration(2, incarnation=uuid.uuid4(), previous_broker_epoch=-1)  # unclean: leaves the ELR
+    assert appended == [["PartitionChangeRecord", "RegisterBrokerRecord"]]
+    appended.clear()
+    unregister(ctx, 3)
+    assert appended == [["PartitionChangeRecord", "UnregisterBrokerRecord"]]
+    appended.clear()
+    ctx.registration(3, incarnation=uuid.uuid4())
+    assert appended == [["RegisterBrokerRecord"]]

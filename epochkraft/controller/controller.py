@@ -415,12 +415,13 @@ class Controller(AdminOperations):
                 # A new incarnation: its old self leaves every ISR and leadership first, so it cannot
                 # resume leading with a shorter log (Kafka's handleBrokerShutdown).
                 clean = getattr(request, "previous_broker_epoch", -1) == existing.epoch
-                self._commit(self._shutdown_changes(request.broker_id, clean=clean), now_ms)
+                changes = self._shutdown_changes(request.broker_id, clean=clean)
             else:
                 # No registration to compare with (a new disk, or after UnregisterBroker): whatever ELR or
                 # last known ELR still names this id, the log behind it may be empty.
-                self._commit(self._unregister_changes(request.broker_id), now_ms)
-            self._commit([record], now_ms)
+                changes = self._unregister_changes(request.broker_id)
+            # One batch (Kafka's atomic ControllerResult): a failover cannot separate them.
+            self._commit([*changes, record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
 
@@ -471,10 +472,10 @@ class Controller(AdminOperations):
         )
 
     def _fence(self, now_ms: int, broker_id: int) -> None:
-        """ISR and leader changes first, then the fence record (Kafka's order)."""
+        """ISR and leader changes first, then the fence record (Kafka's order), in one batch."""
         registration = self.cluster.brokers[broker_id]
-        self._commit(self._remove_broker_changes(broker_id), now_ms)
-        self._commit([FenceBrokerRecord(id=broker_id, epoch=registration.epoch)], now_ms)
+        fence = FenceBrokerRecord(id=broker_id, epoch=registration.epoch)
+        self._commit([*self._remove_broker_changes(broker_id), fence], now_ms)
 
     def _remove_broker_changes(self, broker_id: int) -> list:
         """ISR and leader changes taking ``broker_id`` out of every partition (the last ISR member stays)."""
@@ -526,10 +527,8 @@ class Controller(AdminOperations):
                 error_message=f"broker {request.broker_id} is not registered",
             )
 
-        self._commit(self._unregister_changes(request.broker_id), now_ms)
-        self._commit(
-            [UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)], now_ms
-        )
+        record = UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)
+        self._commit([*self._unregister_changes(request.broker_id), record], now_ms)  # one batch
         return UnregisterBrokerResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None
         )
