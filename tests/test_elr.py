@@ -17,7 +17,11 @@ from epochkraft.controller.partition_change import Election, PartitionChangeBuil
 from epochkraft.controller.state import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.metadata.image import apply_change
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.metadata_records import PartitionChangeRecord, UnregisterBrokerRecord
+from epochkraft.protocol.metadata_records import (
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    UnregisterBrokerRecord,
+)
 from tests.controller_context import ControllerContext
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -353,6 +357,23 @@ def test_update_features_refuses_unsupported_levels_and_features():
     )
     assert ctx.controller.update_features(ctx.now, request).error_code == ErrorCode.invalid_update_version
     assert update_features(ctx, 1) == (ErrorCode.none, None), "the current level: a no-op"
+
+
+def test_update_features_refuses_elr_without_the_metadata_version_it_depends_on():
+    """FeatureControlManager's dependency check: eligible.leader.replicas.version 1 depends on
+    metadata.version 4.0-IV1 (23); below it the update is refused with INVALID_UPDATE_VERSION (it was
+    accepted while ELR stayed off)."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
+    ctx.controller._commit([FeatureLevelRecord(name="metadata.version", feature_level=22)], ctx.now)
+    error, message = update_features(ctx, 1)
+    assert error == ErrorCode.invalid_update_version
+    assert "metadata.version 23" in (message or "")
+    assert "eligible.leader.replicas.version" not in ctx.controller.image.features
+    assert ctx.configs(BROKER, "") == {}, "nothing written"
+    assert update_features(ctx, 0) == (ErrorCode.none, None), "level 0 needs nothing"
+    ctx.controller._commit([FeatureLevelRecord(name="metadata.version", feature_level=23)], ctx.now)
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.controller.image.elr_enabled
 
 
 def test_upgrade_writes_the_cluster_min_isr_when_missing():

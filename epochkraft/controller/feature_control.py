@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from epochkraft.metadata.image import ELR_VERSION, METADATA_VERSION, MetadataImage
+from epochkraft.metadata.image import (
+    ELR_VERSION,
+    METADATA_VERSION,
+    MIN_ELR_METADATA_VERSION,
+    MetadataImage,
+)
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import FeatureLevelRecord
 
@@ -68,6 +73,15 @@ def _check(image: MetadataImage, update: FeatureUpdate) -> tuple[ErrorCode, str]
             update,
             "Can't downgrade the version of this feature without setting the upgrade type to either "
             "safe or unsafe downgrade.",
+        )
+    metadata_version = image.features.get(METADATA_VERSION, 0)
+    if update.feature == ELR_VERSION and update.level >= 1 and metadata_version < MIN_ELR_METADATA_VERSION:
+        # The feature's dependency (Kafka's EligibleLeaderReplicasVersion.ELRV_1 needs 4.0-IV1): the
+        # records of an older metadata.version carry no ELR, which would stay off while reported on.
+        return _invalid(
+            update,
+            f"{ELR_VERSION} {update.level} depends on {METADATA_VERSION} {MIN_ELR_METADATA_VERSION} or "
+            f"above; the finalized {METADATA_VERSION} is {metadata_version}.",
         )
     return None
 
