@@ -520,3 +520,21 @@ def test_broker_registration_unregistration_and_fencing_are_one_atomic_result(mo
     appended.clear()
     ctx.registration(3, incarnation=uuid.uuid4())
     assert appended == [["RegisterBrokerRecord"]]
+
+
+def test_unclean_shutdown_replicas_leave_the_elr_not_the_last_known_leader():
+    """Kafka's PartitionChangeBuilder: setUncleanShutdownReplicas takes a replica out of the target ELR only
+    (maybePopulateTargetElr); the last known leader (useLastKnownLeaderInBalancedRecovery, on by default)
+    is left to maybeUpdateLastKnownLeader, which does not look at them. A last leader back from an unclean
+    shutdown is elected by canElectLastKnownLeader as an unclean election (RECOVERING), as in Kafka."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "2")
+    ctx.fence_brokers(3)
+    ctx.fence_brokers(2)
+    ctx.registration(2, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1,), (1,), NO_LEADER)
+    ctx.registration(1, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    assert elr_state(ctx) == ((), (), (1,), NO_LEADER)
+    ctx.unfence_brokers(1)
+    assert elr_state(ctx) == ((1,), (), (), 1)
+    assert ctx.partition("foo").leader_recovery_state == LeaderRecoveryState.RECOVERING
