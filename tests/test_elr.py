@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.schema.update_features.v1 import request as uf
 from kio.static.primitive import i8, i16
 
@@ -16,7 +17,11 @@ from epochkraft.controller.partition_change import Election, PartitionChangeBuil
 from epochkraft.controller.state import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.metadata.image import apply_change
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.metadata_records import PartitionChangeRecord
+from epochkraft.protocol.metadata_records import (
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    UnregisterBrokerRecord,
+)
 from tests.controller_context import ControllerContext
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -354,6 +359,23 @@ def test_update_features_refuses_unsupported_levels_and_features():
     assert update_features(ctx, 1) == (ErrorCode.none, None), "the current level: a no-op"
 
 
+def test_update_features_refuses_elr_without_the_metadata_version_it_depends_on():
+    """FeatureControlManager's dependency check: eligible.leader.replicas.version 1 depends on
+    metadata.version 4.0-IV1 (23); below it the update is refused with INVALID_UPDATE_VERSION (it was
+    accepted while ELR stayed off)."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
+    ctx.controller._commit([FeatureLevelRecord(name="metadata.version", feature_level=22)], ctx.now)
+    error, message = update_features(ctx, 1)
+    assert error == ErrorCode.invalid_update_version
+    assert "metadata.version 23" in (message or "")
+    assert "eligible.leader.replicas.version" not in ctx.controller.image.features
+    assert ctx.configs(BROKER, "") == {}, "nothing written"
+    assert update_features(ctx, 0) == (ErrorCode.none, None), "level 0 needs nothing"
+    ctx.controller._commit([FeatureLevelRecord(name="metadata.version", feature_level=23)], ctx.now)
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.controller.image.elr_enabled
+
+
 def test_upgrade_writes_the_cluster_min_isr_when_missing():
     ctx = ControllerContext(eligible_leader_replicas_version=0, min_insync_replicas=2)
     assert ctx.configs(BROKER, "") == {}
@@ -370,3 +392,149 @@ def test_elr_changes_are_events_for_the_analysis():
     events = [fields for name, fields in ctx.controller.outbox if name == "elr_change_committed"]
     assert [(e["elr"], e["last_known_elr"]) for e in events] == [([1], [])]
     assert events[0]["topic"] == "foo" and events[0]["partition"] == 0
+
+
+# ---- min.insync.replicas while ELR is on (ConfigurationControlManagerTest) ------------------------------
+
+
+def test_disallowed_broker_min_isr_transition_while_elr_is_enabled():
+    """ConfigurationControlManager.isDisallowedBrokerMinIsrTransition: a broker-level min.insync.replicas
+    is refused (set or deleted, incremental or legacy) while ELR is on, since the broker freezes its high
+    watermark with its own value while the controller judges the ELR by another."""
+    ctx = ControllerContext(min_insync_replicas=2)
+    message = "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+    for op, value in ((SET, "1"), (DELETE, None)):
+        result = ctx.incremental_alter_configs({(BROKER, "1"): {"min.insync.replicas": (op, value)}})
+        assert result == {(BROKER, "1"): (ErrorCode.invalid_config, message)}
+    assert ctx.configs(BROKER, "1") == {}
+    result = ctx.incremental_alter_configs({(BROKER, ""): {"min.insync.replicas": (SET, "3")}})
+    assert result == {(BROKER, ""): (ErrorCode.none, None)}, "the cluster-level value may change"
+    off = ControllerContext(eligible_leader_replicas_version=0)
+    result = off.incremental_alter_configs({(BROKER, "1"): {"min.insync.replicas": (SET, "1")}})
+    assert result == {(BROKER, "1"): (ErrorCode.none, None)}, "allowed while ELR is off"
+
+
+def test_enabling_elr_deletes_broker_level_min_isr():
+    """ConfigurationControlManager.maybeGenerateElrSafetyRecords: turning ELR on writes the cluster-level
+    min.insync.replicas and removes every broker-level one."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0, min_insync_replicas=2)
+    for broker in ("1", "2"):
+        result = ctx.incremental_alter_configs(
+            {(BROKER, broker): {"min.insync.replicas": (SET, "1"), "log.cleaner.threads": (SET, "2")}}
+        )
+        assert result == {(BROKER, broker): (ErrorCode.none, None)}
+    assert update_features(ctx, 1) == (ErrorCode.none, None)
+    assert ctx.configs(BROKER, "") == {"min.insync.replicas": "2"}
+    assert ctx.configs(BROKER, "1") == ctx.configs(BROKER, "2") == {"log.cleaner.threads": "2"}
+
+
+# ---- unregistered brokers (ReplicationControlManager.handleBrokerUnregistered) --------------------------
+
+
+def unregister(ctx: ControllerContext, broker_id: int) -> None:
+    request = UnregisterBrokerRequest(broker_id=broker_id)
+    assert ctx.controller.unregister_broker(ctx.now, request).error_code == ErrorCode.none
+
+
+def test_handle_broker_unregistered_removes_it_from_isr_and_elr():
+    """ReplicationControlManager.handleBrokerUnregistered removes the broker from any ISR or ELR (the
+    partitions where it is only in the ELR too), and from the last known ELR."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "3")
+    ctx.fence_brokers(3)
+    assert elr_state(ctx) == ((1, 2), (3,), (), 1)
+    unregister(ctx, 3)  # only in the ELR
+    assert elr_state(ctx) == ((1, 2), (), (), 1)
+    unregister(ctx, 2)  # in the ISR, under min ISR: it does not join the ELR
+    assert elr_state(ctx) == ((1,), (), (), 1)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1,), (1,), NO_LEADER)
+    unregister(ctx, 1)
+    assert elr_state(ctx) == ((), (), (), NO_LEADER)
+
+
+def test_a_registration_without_an_existing_entry_leaves_every_elr():
+    """A broker registering with no registration to compare with (a new disk after UnregisterBroker, or
+    after a controller that lost the entry) has no clean shutdown to show: it leaves every ELR and the
+    last known ELR, and is not elected from them with an empty log."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "2")
+    ctx.fence_brokers(3)
+    ctx.shut_down_brokers(2)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1, 2), (1,), NO_LEADER)
+    partition = ctx.partition("foo")
+    topic = ctx.controller.replication.topic("foo")
+    assert topic is not None
+    # The controller forgets broker 1's registration but not the ELR (as the unregister path used to).
+    ctx.controller._commit([UnregisterBrokerRecord(broker_id=1, broker_epoch=ctx.epoch(1))], ctx.now)
+    assert ctx.partition("foo") == partition
+    ctx.registration(1, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    assert elr_state(ctx) == ((), (2,), (), NO_LEADER)
+    ctx.unfence_brokers(1)
+    assert elr_state(ctx)[3] == NO_LEADER, "the new disk is not elected"
+
+
+# ---- one batch per decision (Kafka's atomic ControllerResult) -------------------------------------------
+
+
+def batches(ctx: ControllerContext, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The record types of each batch the controller appends from now on."""
+    appended: list[list[str]] = []
+    append = ctx.controller.log.append
+
+    def recording(records: list, now_ms: int) -> int:
+        appended.append([type(r).__name__ for r in records])
+        return append(records, now_ms)
+
+    monkeypatch.setattr(ctx.controller.log, "append", recording)
+    return appended
+
+
+def test_min_isr_change_and_elr_clearing_are_one_atomic_result(monkeypatch):
+    """ConfigurationControlManager's ControllerResult holds the config record and the PartitionChangeRecords
+    clearing the ELR it invalidates: committed apart, a failover between them keeps an ELR chosen under
+    the old min ISR after min ISR was lowered."""
+    ctx = elr_context((0, 1, 2), [0, 1, 2], "3")
+    ctx.fence_brokers(2)
+    assert elr_state(ctx)[:2] == ((0, 1), (2,))
+    appended = batches(ctx, monkeypatch)
+    ctx.incremental_alter_configs({(TOPIC, "foo"): {"min.insync.replicas": (SET, "2")}})
+    assert appended == [["ConfigRecord", "PartitionChangeRecord"]]
+    assert elr_state(ctx)[:2] == ((0, 1), ())
+
+
+def test_broker_registration_unregistration_and_fencing_are_one_atomic_result(monkeypatch):
+    """ReplicationControlManager's handleBrokerUnregistered / handleBrokerShutdown / handleBrokerFenced
+    records and the broker's own record are one ControllerResult."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "3")
+    appended = batches(ctx, monkeypatch)
+    ctx.fence_brokers(3)
+    assert appended == [["PartitionChangeRecord", "FenceBrokerRecord"]]
+    ctx.fence_brokers(2)
+    assert elr_state(ctx)[:2] == ((1,), (2, 3))
+    appended.clear()
+    ctx.registration(2, incarnation=uuid.uuid4(), previous_broker_epoch=-1)  # unclean: leaves the ELR
+    assert appended == [["PartitionChangeRecord", "RegisterBrokerRecord"]]
+    appended.clear()
+    unregister(ctx, 3)
+    assert appended == [["PartitionChangeRecord", "UnregisterBrokerRecord"]]
+    appended.clear()
+    ctx.registration(3, incarnation=uuid.uuid4())
+    assert appended == [["RegisterBrokerRecord"]]
+
+
+def test_unclean_shutdown_replicas_leave_the_elr_not_the_last_known_leader():
+    """Kafka's PartitionChangeBuilder: setUncleanShutdownReplicas takes a replica out of the target ELR only
+    (maybePopulateTargetElr); the last known leader (useLastKnownLeaderInBalancedRecovery, on by default)
+    is left to maybeUpdateLastKnownLeader, which does not look at them. A last leader back from an unclean
+    shutdown is elected by canElectLastKnownLeader as an unclean election (RECOVERING), as in Kafka."""
+    ctx = elr_context((1, 2, 3), [1, 2, 3], "2")
+    ctx.fence_brokers(3)
+    ctx.fence_brokers(2)
+    ctx.registration(2, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    ctx.fence_brokers(1)
+    assert elr_state(ctx) == ((), (1,), (1,), NO_LEADER)
+    ctx.registration(1, incarnation=uuid.uuid4(), previous_broker_epoch=-1)
+    assert elr_state(ctx) == ((), (), (1,), NO_LEADER)
+    ctx.unfence_brokers(1)
+    assert elr_state(ctx) == ((1,), (), (), 1)
+    assert ctx.partition("foo").leader_recovery_state == LeaderRecoveryState.RECOVERING

@@ -189,8 +189,9 @@ class AdminOperations:
                 }
             )
         if not request.validate_only and records:
-            self._commit(records, now_ms)
-            self._commit(self._elr_changes_for_configs(records), now_ms)
+            # The configs and the ELR they invalidate in one batch (Kafka's atomic ControllerResult): a
+            # failover between them would leave an ELR chosen under the old min ISR.
+            self._commit(records + self._elr_changes_for_configs(records), now_ms)
             self._commit(self.replication.maybe_elect_unclean_leaders(self.cluster.is_active), now_ms)
         return results
 

@@ -82,25 +82,34 @@ class ConfigurationControl:
         return (self.effective(topic, UNCLEAN) or "false").lower() == "true"
 
     # ---- decisions ----------------------------------------------------------------------------------
-    def cluster_min_isr_records(self) -> list[ConfigRecord]:
-        """The cluster-level min.insync.replicas, this controller's static value, unless one is set:
-        written when ELR turns on, so every controller judges ELR by the same min ISR (Kafka's
-        ConfigurationControlManager.maybeGenerateElrSafetyRecords)."""
-        if MIN_INSYNC in self.get(ResourceType.BROKER, CLUSTER_DEFAULT):
-            return []
-        value = self.static.get(MIN_INSYNC, default_of(ResourceType.TOPIC, MIN_INSYNC) or "1")
-        return [self._record((ResourceType.BROKER, CLUSTER_DEFAULT), MIN_INSYNC, value)]
+    def elr_safety_records(self) -> list[ConfigRecord]:
+        """Kafka's ConfigurationControlManager.maybeGenerateElrSafetyRecords, written when ELR turns on:
+        the cluster-level min.insync.replicas, this controller's static value, unless one is set, so every
+        controller judges ELR by the same min ISR; and the removal of every broker-level value, since a
+        broker reads its own (topic -> its id -> cluster) to freeze its high watermark and a broker-level
+        value the controller does not read would let a leader commit below the min ISR the ELR assumes."""
+        records = []
+        if MIN_INSYNC not in self.get(ResourceType.BROKER, CLUSTER_DEFAULT):
+            value = self.static.get(MIN_INSYNC, default_of(ResourceType.TOPIC, MIN_INSYNC) or "1")
+            records.append(self._record((ResourceType.BROKER, CLUSTER_DEFAULT), MIN_INSYNC, value))
+        for (resource_type, name), configs in sorted(self.configs.items()):
+            if resource_type == ResourceType.BROKER and name != CLUSTER_DEFAULT and MIN_INSYNC in configs:
+                records.append(self._record((ResourceType.BROKER, name), MIN_INSYNC, None))
+        return records
 
     def elr_refusal(self, records: list[ConfigRecord]) -> ApiError:
-        """While ELR is on, the cluster-level min.insync.replicas may change but not be removed."""
+        """While ELR is on, a broker-level min.insync.replicas may not be written at all and the
+        cluster-level one may change but not be removed (Kafka's isDisallowedBrokerMinIsrTransition and
+        isDisallowedClusterMinIsrTransition)."""
+        if not self.image.elr_enabled:
+            return NONE
         for record in records:
-            removes_cluster_min_isr = (
-                record.resource_type == ResourceType.BROKER
-                and record.resource_name == CLUSTER_DEFAULT
-                and record.name == MIN_INSYNC
-                and record.value is None
-            )
-            if removes_cluster_min_isr and self.image.elr_enabled:
+            if record.resource_type != ResourceType.BROKER or record.name != MIN_INSYNC:
+                continue
+            if record.resource_name != CLUSTER_DEFAULT:
+                message = f"Broker-level {MIN_INSYNC} cannot be altered while ELR is enabled."
+                return ApiError(ErrorCode.invalid_config, message)
+            if record.value is None:
                 message = f"Cluster-level {MIN_INSYNC} cannot be removed while ELR is enabled."
                 return ApiError(ErrorCode.invalid_config, message)
         return NONE

@@ -153,7 +153,7 @@ class Controller(AdminOperations):
                     name=ELR_FEATURE, feature_level=self.settings.eligible_leader_replicas_version
                 )
             )
-            records += self.configuration.cluster_min_isr_records()
+            records += self.configuration.elr_safety_records()
         self._commit(records, now_ms)
 
     def load(self, data: bytes, replay_from: int = 0) -> int:
@@ -314,7 +314,7 @@ class Controller(AdminOperations):
         error, message, records = decide_update_features(
             self.image,
             updates,
-            cluster_min_isr_records=self.configuration.cluster_min_isr_records,
+            elr_safety_records=self.configuration.elr_safety_records,
             clear_elr_records=lambda: self.replication.decide_clear_elr(None),
         )
         if error == ErrorCode.none and not request.validate_only:
@@ -415,8 +415,13 @@ class Controller(AdminOperations):
                 # A new incarnation: its old self leaves every ISR and leadership first, so it cannot
                 # resume leading with a shorter log (Kafka's handleBrokerShutdown).
                 clean = getattr(request, "previous_broker_epoch", -1) == existing.epoch
-                self._commit(self._shutdown_changes(request.broker_id, clean=clean), now_ms)
-            self._commit([record], now_ms)
+                changes = self._shutdown_changes(request.broker_id, clean=clean)
+            else:
+                # No registration to compare with (a new disk, or after UnregisterBroker): whatever ELR or
+                # last known ELR still names this id, the log behind it may be empty.
+                changes = self._unregister_changes(request.broker_id)
+            # One batch (Kafka's atomic ControllerResult): a failover cannot separate them.
+            self._commit([*changes, record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
 
@@ -467,10 +472,10 @@ class Controller(AdminOperations):
         )
 
     def _fence(self, now_ms: int, broker_id: int) -> None:
-        """ISR and leader changes first, then the fence record (Kafka's order)."""
+        """ISR and leader changes first, then the fence record (Kafka's order), in one batch."""
         registration = self.cluster.brokers[broker_id]
-        self._commit(self._remove_broker_changes(broker_id), now_ms)
-        self._commit([FenceBrokerRecord(id=broker_id, epoch=registration.epoch)], now_ms)
+        fence = FenceBrokerRecord(id=broker_id, epoch=registration.epoch)
+        self._commit([*self._remove_broker_changes(broker_id), fence], now_ms)
 
     def _remove_broker_changes(self, broker_id: int) -> list:
         """ISR and leader changes taking ``broker_id`` out of every partition (the last ISR member stays)."""
@@ -479,6 +484,15 @@ class Controller(AdminOperations):
             return b != broker_id and self.cluster.is_active(b)
 
         return self.replication.decide_remove_from_isrs(broker_id, acceptable)
+
+    def _unregister_changes(self, broker_id: int) -> list:
+        """Kafka's handleBrokerUnregistered: ``broker_id`` leaves every ISR, ELR, last known ELR and
+        leadership."""
+
+        def acceptable(b: int) -> bool:
+            return b != broker_id and self.cluster.is_active(b)
+
+        return self.replication.decide_remove_broker(broker_id, acceptable)
 
     def _shutdown_changes(self, broker_id: int, *, clean: bool) -> list:
         """Kafka's handleBrokerShutdown: with ELR on, a broker back from an unclean shutdown (no clean
@@ -513,10 +527,8 @@ class Controller(AdminOperations):
                 error_message=f"broker {request.broker_id} is not registered",
             )
 
-        self._commit(self._remove_broker_changes(request.broker_id), now_ms)
-        self._commit(
-            [UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)], now_ms
-        )
+        record = UnregisterBrokerRecord(broker_id=request.broker_id, broker_epoch=registration.epoch)
+        self._commit([*self._unregister_changes(request.broker_id), record], now_ms)  # one batch
         return UnregisterBrokerResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None
         )

@@ -4,8 +4,8 @@ A feature's finalized level lives in the metadata log (FeatureLevelRecord, level
 image's ``features``; ``decide_update_features`` turns an UpdateFeatures request into records and one
 error for the whole request (Kafka 3.9+ applies a request's updates all or none), never touching state.
 metadata.version is fixed at the level this code writes; eligible.leader.replicas.version (KIP-966) moves
-between 0 and 1: up writes the cluster-level min.insync.replicas if there is none, down to 0 clears every
-partition's ELR.
+between 0 and 1: up writes the cluster-level min.insync.replicas if there is none and removes every
+broker-level one, down to 0 clears every partition's ELR.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from epochkraft.metadata.image import ELR_VERSION, METADATA_VERSION, MetadataImage
+from epochkraft.metadata.image import (
+    ELR_VERSION,
+    METADATA_VERSION,
+    MIN_ELR_METADATA_VERSION,
+    MetadataImage,
+)
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import FeatureLevelRecord
 
@@ -69,6 +74,15 @@ def _check(image: MetadataImage, update: FeatureUpdate) -> tuple[ErrorCode, str]
             "Can't downgrade the version of this feature without setting the upgrade type to either "
             "safe or unsafe downgrade.",
         )
+    metadata_version = image.features.get(METADATA_VERSION, 0)
+    if update.feature == ELR_VERSION and update.level >= 1 and metadata_version < MIN_ELR_METADATA_VERSION:
+        # The feature's dependency (Kafka's EligibleLeaderReplicasVersion.ELRV_1 needs 4.0-IV1): the
+        # records of an older metadata.version carry no ELR, which would stay off while reported on.
+        return _invalid(
+            update,
+            f"{ELR_VERSION} {update.level} depends on {METADATA_VERSION} {MIN_ELR_METADATA_VERSION} or "
+            f"above; the finalized {METADATA_VERSION} is {metadata_version}.",
+        )
     return None
 
 
@@ -76,7 +90,7 @@ def decide_update_features(
     image: MetadataImage,
     updates: list[FeatureUpdate],
     *,
-    cluster_min_isr_records: Callable[[], list],
+    elr_safety_records: Callable[[], list],
     clear_elr_records: Callable[[], list],
 ) -> tuple[ErrorCode, str | None, list]:
     """(error, message, records): all of the request's updates, or none of them."""
@@ -92,7 +106,7 @@ def decide_update_features(
             continue
         records.append(FeatureLevelRecord(name=update.feature, feature_level=update.level))
         if update.feature == ELR_VERSION and update.level >= 1:
-            records += cluster_min_isr_records()
+            records += elr_safety_records()
         elif update.feature == ELR_VERSION:
             records += clear_elr_records()
     return ErrorCode.none, None, records

@@ -84,6 +84,7 @@ class PartitionChangeBuilder:
         self.target_elr: tuple[int, ...] = partition.elr
         self.target_last_known_elr: tuple[int, ...] = partition.last_known_elr
         self.unclean_shutdown_replicas: tuple[int, ...] = ()
+        self.removed_brokers: tuple[int, ...] = ()
 
     def set_target_isr(self, isr: tuple[int, ...]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
@@ -96,6 +97,12 @@ class PartitionChangeBuilder:
     def set_unclean_shutdown_replicas(self, replicas: tuple[int, ...]) -> PartitionChangeBuilder:
         """Replicas whose broker came back from an unclean shutdown: they leave the ELR."""
         self.unclean_shutdown_replicas = tuple(replicas)
+        return self
+
+    def set_removed_brokers(self, brokers: tuple[int, ...]) -> PartitionChangeBuilder:
+        """Brokers unregistered (or registering anew without a registration): they leave the ELR and the
+        last known ELR, since the disk that registers as that id next may hold nothing."""
+        self.removed_brokers = tuple(brokers)
         return self
 
     def set_target_replicas(
@@ -127,9 +134,9 @@ class PartitionChangeBuilder:
             return
         isr = set(self.target_isr)
         unclean = () if UNSAFE_KEEP_UNCLEAN_SHUTDOWN_IN_ELR_FOR_TESTS else self.unclean_shutdown_replicas
-        candidates = set(self.target_elr) | set(self.partition.isr)
+        candidates = (set(self.target_elr) | set(self.partition.isr)) - set(self.removed_brokers)
         self.target_elr = tuple(sorted(b for b in candidates if b not in isr and b not in unclean))
-        candidates |= set(self.target_last_known_elr)
+        candidates |= set(self.target_last_known_elr) - set(self.removed_brokers)
         elr = set(self.target_elr)
         self.target_last_known_elr = tuple(sorted(b for b in candidates if b not in isr and b not in elr))
 
@@ -237,3 +244,11 @@ class PartitionChangeBuilder:
             leader >= 0 or (partition.leader != NO_LEADER and leader != NO_LEADER)
         ) and partition.last_known_elr:
             fields["last_known_elr"] = ()
+        if self.removed_brokers:
+            last_known = fields.get("last_known_elr", partition.last_known_elr)
+            assert isinstance(last_known, tuple)
+            kept = tuple(b for b in last_known if b not in self.removed_brokers)
+            if kept != partition.last_known_elr:
+                fields["last_known_elr"] = kept
+            else:
+                fields.pop("last_known_elr", None)

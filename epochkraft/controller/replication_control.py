@@ -520,6 +520,29 @@ class ReplicationControl:
                 records.append(change.record)
         return records
 
+    def decide_remove_broker(self, broker_id: int, is_acceptable_leader: Callable[[int], bool]) -> list:
+        """Kafka's handleBrokerUnregistered: an unregistered broker leaves every ISR and leadership, and
+        with ELR on every ELR and last known ELR (not only those of the partitions whose ISR it is in), so a
+        new disk registering as that id is never elected from them with an empty log."""
+        records = []
+        for topic, index, partition in self.partitions():
+            if (
+                broker_id not in partition.isr
+                and broker_id not in partition.elr
+                and broker_id not in partition.last_known_elr
+                and partition.leader != broker_id
+            ):
+                continue
+            change = (
+                self.builder(topic, index, partition, is_acceptable_leader)
+                .set_removed_brokers((broker_id,))
+                .set_target_isr(tuple(b for b in partition.isr if b != broker_id))
+                .build()
+            )
+            if change is not None:
+                records.append(change.record)
+        return records
+
     def decide_clear_elr(self, topic_name: str | None) -> list:
         """Clears the ELR and last known ELR of one topic's partitions (None: every topic's), as Kafka does
         when min.insync.replicas changes: members chosen under the old min ISR may not hold every record
