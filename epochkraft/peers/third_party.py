@@ -353,4 +353,12 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
         "epochkraft from 1), and its cluster authorized operations are every operation's bit (8184), "
         "asked for or not; Kafka 8096 when asked and -2147483648 when not.",
     ),
+    KnownDifference(
+        57,
+        ANY,
+        None,
+        r"error_code|results.*",
+        "UpdateFeatures that Kafka cannot apply (the sweep's request): accepted (NONE, one result); Kafka refuses "
+        "the request (INVALID_UPDATE_VERSION, no results).",
+    ),
 )
