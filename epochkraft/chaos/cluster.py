@@ -37,6 +37,11 @@ from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 STATE_FILE = "cluster.json"
 FIRST_VOTER_ID = 3000  # quorum controllers' node ids start here, apart from the brokers' 1..N
 ACTIVE = "controller-active"  # names the quorum's current leader in node()
+STATIC_DISK_LOSS = (
+    "a static quorum (controller.quorum.voters, kraft.version 0) cannot replace a voter's disk: the voter "
+    "would come back with an empty log and vote at once, and the voter set cannot change (no RemoveRaftVoter "
+    "or AddRaftVoter before kraft.version 1); Kafka has no safe way either. Use a dynamic quorum."
+)
 
 
 def voter_ids(controllers: int) -> list[int]:
@@ -135,10 +140,13 @@ class LocalCluster:
     ) -> str:
         """Restarts a quorum voter; on a wiped disk of a dynamic quorum it comes back an observer with a new
         directory id, and its old key in the voter set is replaced by the new one (RemoveRaftVoter, then
-        AddRaftVoter). Returns what was done."""
+        AddRaftVoter). Returns what was done. RuntimeError, before anything is done, for a wiped disk in a
+        static quorum (STATIC_DISK_LOSS)."""
+        if wipe and self.static_quorum:
+            raise RuntimeError(f"controller-{voter} not restarted: {STATIC_DISK_LOSS}")
         proc = self.voters[voter]
         proc.restart(wipe=wipe, power_loss=power_loss)
-        if not wipe or self.static_quorum:
+        if not wipe:
             return "restarted"
         from epochkraft.chaos.quorum_ops import replace_voter
 
