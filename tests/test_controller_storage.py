@@ -257,3 +257,49 @@ def test_a_wiped_voter_started_with_its_first_flags_refuses(tmp_path, monkeypatc
     voters = bootstrap_voters(fresh)[0]
     assert voters is not None and voters.key_of(1) == ReplicaKey(1, made.directory_id)
     assert served == [str(data_dir)] * 2
+
+
+def test_a_control_batch_of_several_records():
+    """Kafka's new leader writes LeaderChangeMessage, KRaftVersionRecord and VotersRecord in one control
+    batch: every record is read, each at its offset, and the batch's bytes are kept as they are."""
+    from epochkraft.metadata.snapshot import control_records_batch
+    from epochkraft.raft.batches import LEADER_CHANGE, encode_leader_change
+    from epochkraft.raft.log import RaftLog
+
+    batch = control_records_batch(
+        0,
+        4,
+        [
+            (LEADER_CHANGE, encode_leader_change(LeaderChangeMessage(1, (1, 2, 3), (1, 2)))),
+            (KRAFT_VERSION, encode_kraft_version(KRAFT_VERSION_1)),
+            (KRAFT_VOTERS, encode_voters(three_voters())),
+        ],
+        0,
+    )
+    entry = batch_entry(batch)
+    assert entry.epoch == 4 and entry.records == 3 and entry.is_control
+    assert entry.control == (
+        LeaderChangeMessage(1, (1, 2, 3), (1, 2)),
+        KRaftVersionRecord(KRAFT_VERSION_1),
+        VotersRecord(three_voters()),
+    )
+    assert entry_batch(entry, 0) == batch
+    log = RaftLog()
+    assert log.append(entry) == 2
+    history = log.voter_history
+    assert history.last_offset() == 2 and history.last_value() == three_voters()
+    assert history.kraft_version_at_or_before(0) == 0 and history.kraft_version_at_or_before(1) == 1
+    log.truncate_to(0)
+    assert history.last_value() is None and history.kraft_version() == 0
+
+
+def test_kraft_version_at_an_offset():
+    """The kraft.version a snapshot at an offset holds is the one at that offset, not the latest."""
+    from epochkraft.raft.voter_set import VoterSetHistory
+
+    history = VoterSetHistory()
+    assert history.kraft_version_at_or_before(5) == 0
+    history.add_kraft_version_at(10, KRAFT_VERSION_1)
+    assert history.kraft_version_at_or_before(9) == 0
+    assert history.kraft_version_at_or_before(10) == 1
+    assert history.kraft_version() == 1

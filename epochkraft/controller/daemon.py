@@ -475,7 +475,8 @@ def open_quorum(
         snapshot_point=snapshot_point,
         on_written=trim,
         membership=lambda snapshot_id: snapshot_membership(
-            raft_log.voter_history.value_at_or_before(snapshot_id.end_offset - 1), raft.kraft_version
+            raft_log.voter_history.value_at_or_before(snapshot_id.end_offset - 1),
+            raft_log.voter_history.kraft_version_at_or_before(snapshot_id.end_offset - 1),
         ),
     )
     name = listener_name(settings) or "CONTROLLER"
