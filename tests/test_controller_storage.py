@@ -174,3 +174,132 @@ def test_a_new_disk_is_formatted_with_no_initial_controllers(tmp_path):
     new = format_controller_dir(tmp_path / "new", "c", 1)
     assert old.directory_id == DIR1 and new.directory_id != DIR1
     assert bootstrap_voters(tmp_path / "new") == (None, 0)
+
+
+def test_a_new_disk_loses_standalone_too():
+    """--standalone on a new disk would make the wiped controller a one-voter quorum of its own."""
+    from epochkraft.chaos.processes import args_for_new_disk
+
+    args = ["controller", "--node-id", "1", "--standalone", "--data-dir", "d"]
+    assert args_for_new_disk(args) == ["controller", "--node-id", "1", "--data-dir", "d"]
+
+
+def test_a_dir_that_held_a_log_is_not_formatted_again(tmp_path):
+    """A data dir without meta.properties but with a quorum-state, a log segment or a snapshot is not
+    formatted (it would take a directory id and vote with whatever is left): ConfigError."""
+    for name in ("quorum-state", "00000000000000000000.log", "00000000000000000010-0000000001.checkpoint"):
+        data_dir = tmp_path / name
+        (data_dir / LOG_DIR_NAME).mkdir(parents=True)
+        (data_dir / LOG_DIR_NAME / name).write_bytes(b"")
+        with pytest.raises(ConfigError, match="holds"):
+            format_controller_dir(data_dir, "c", 1, initial_voters=three_voters())
+        assert read_meta_properties(data_dir) is None
+    # a format torn before its meta.properties (the bootstrap checkpoint alone) is formatted again
+    torn = tmp_path / "torn"
+    (torn / LOG_DIR_NAME).mkdir(parents=True)
+    (torn / LOG_DIR_NAME / snapshot_filename(BOOTSTRAP_SNAPSHOT)).write_bytes(b"")
+    assert format_controller_dir(torn, "c", 1, initial_voters=three_voters()).directory_id == DIR1
+
+
+def _controller_argv(data_dir, *flags: str) -> list[str]:
+    return [
+        "--node-id",
+        "1",
+        "--listen",
+        "127.0.0.1:9301",
+        "--cluster-id",
+        "c",
+        "--data-dir",
+        str(data_dir),
+        "--override",
+        "controller.quorum.bootstrap.servers=127.0.0.1:9301,localhost:9302,127.0.0.1:9303",
+        *flags,
+    ]
+
+
+@pytest.mark.parametrize("flags", [("--initial-controllers", INITIAL), ("--standalone",)])
+def test_a_wiped_voter_started_with_its_first_flags_refuses(tmp_path, monkeypatch, flags):
+    """A voter whose disk was wiped, started again with the flags it was first formatted with: the daemon
+    formats only with --format-only, so it refuses (exit 2) rather than take its old directory id and vote
+    with an empty log (--initial-controllers) or become a quorum of its own (--standalone). Without them
+    it starts as an observer with a new directory id."""
+    import shutil
+
+    from epochkraft.controller import daemon
+
+    served: list[str] = []
+
+    async def serve(args, settings, listen):
+        served.append(args.data_dir)
+        return 0
+
+    monkeypatch.setattr(daemon, "serve", serve)
+    data_dir = tmp_path / "controller-1"
+    first = format_controller_dir(data_dir, "c", 1, initial_voters=three_voters())
+    assert daemon.main(_controller_argv(data_dir, *flags)) == 0  # formatted: starts
+    assert served == [str(data_dir)]
+
+    shutil.rmtree(data_dir)  # the disk is lost
+    assert daemon.main(_controller_argv(data_dir, *flags)) == daemon.EXIT_CONFIG_ERROR
+    assert served == [str(data_dir)] and read_meta_properties(data_dir) is None
+
+    assert daemon.main(_controller_argv(data_dir)) == 0  # without them: a new disk, an observer
+    assert served == [str(data_dir)] * 2
+    new = read_meta_properties(data_dir)
+    assert new is not None and new.directory_id not in (first.directory_id, DIR1)
+    assert bootstrap_voters(data_dir) == (None, 0)
+
+    # the format step of its own (kafka-storage format): formats a new dir, then exits
+    fresh = tmp_path / "fresh"
+    assert daemon.main(_controller_argv(fresh, *flags, "--format-only")) == 0
+    made = read_meta_properties(fresh)
+    assert made is not None and (flags[0] == "--standalone" or made.directory_id == DIR1)
+    voters = bootstrap_voters(fresh)[0]
+    assert voters is not None and voters.key_of(1) == ReplicaKey(1, made.directory_id)
+    assert served == [str(data_dir)] * 2
+
+
+def test_a_control_batch_of_several_records():
+    """Kafka's new leader writes LeaderChangeMessage, KRaftVersionRecord and VotersRecord in one control
+    batch: every record is read, each at its offset, and the batch's bytes are kept as they are."""
+    from epochkraft.metadata.snapshot import control_records_batch
+    from epochkraft.raft.batches import LEADER_CHANGE, encode_leader_change
+    from epochkraft.raft.log import RaftLog
+
+    batch = control_records_batch(
+        0,
+        4,
+        [
+            (LEADER_CHANGE, encode_leader_change(LeaderChangeMessage(1, (1, 2, 3), (1, 2)))),
+            (KRAFT_VERSION, encode_kraft_version(KRAFT_VERSION_1)),
+            (KRAFT_VOTERS, encode_voters(three_voters())),
+        ],
+        0,
+    )
+    entry = batch_entry(batch)
+    assert entry.epoch == 4 and entry.records == 3 and entry.is_control
+    assert entry.control == (
+        LeaderChangeMessage(1, (1, 2, 3), (1, 2)),
+        KRaftVersionRecord(KRAFT_VERSION_1),
+        VotersRecord(three_voters()),
+    )
+    assert entry_batch(entry, 0) == batch
+    log = RaftLog()
+    assert log.append(entry) == 2
+    history = log.voter_history
+    assert history.last_offset() == 2 and history.last_value() == three_voters()
+    assert history.kraft_version_at_or_before(0) == 0 and history.kraft_version_at_or_before(1) == 1
+    log.truncate_to(0)
+    assert history.last_value() is None and history.kraft_version() == 0
+
+
+def test_kraft_version_at_an_offset():
+    """The kraft.version a snapshot at an offset holds is the one at that offset, not the latest."""
+    from epochkraft.raft.voter_set import VoterSetHistory
+
+    history = VoterSetHistory()
+    assert history.kraft_version_at_or_before(5) == 0
+    history.add_kraft_version_at(10, KRAFT_VERSION_1)
+    assert history.kraft_version_at_or_before(9) == 0
+    assert history.kraft_version_at_or_before(10) == 1
+    assert history.kraft_version() == 1

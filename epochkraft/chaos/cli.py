@@ -32,6 +32,12 @@ def main(argv: list[str]) -> int:
         help="1 (default) or a Raft quorum of N controllers, each reached through fault proxies by the brokers "
         "and by the other controllers",
     )
+    parser.add_argument(
+        "--static-quorum",
+        action="store_true",
+        help="with --controllers > 1: a static quorum (--quorum-voters, kraft.version 0) rather than a "
+        "dynamic one; controller-disk-loss is left out (a static quorum cannot replace a voter's disk)",
+    )
     parser.add_argument("--rate", type=int, default=300, help="produce rate, messages per second")
     parser.add_argument(
         "--work-dir",
@@ -106,6 +112,7 @@ def main(argv: list[str]) -> int:
             retention=args.retention,
             secure=args.secure,
             controllers=args.controllers,
+            static_quorum=args.static_quorum,
             progress=not args.no_progress,
         )
     )

@@ -9,8 +9,8 @@ HTTP port is its Kafka port + 100. Port 0 picks free ports (tests).
 With ``controllers > 1`` the controllers are voters of a Raft quorum, node ids 3000, 3001, ... (apart from
 the brokers' 1..N), named ``controller-3000`` and so on; voter i listens below broker 1's port, on
 ``base_port - 1 - i`` (9091, 9090, 9089), its admin port again + 100. The quorum is dynamic (KIP-853): each
-voter's data dir is formatted with ``--initial-controllers`` (every voter's id, address and a directory id
-picked up front) and finds the others through ``controller.quorum.bootstrap.servers``; ``static_quorum``
+voter's data dir is formatted once before the first start (``--format-only --initial-controllers``: every
+voter's id, address and a directory id picked up front; the daemons run without it) and finds the others through ``controller.quorum.bootstrap.servers``; ``static_quorum``
 runs ``--quorum-voters`` instead. A voter's address must be known before it starts, so with port 0 free
 ports are picked up front. Every broker is given every controller's address and follows the active one.
 
@@ -37,6 +37,11 @@ from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 STATE_FILE = "cluster.json"
 FIRST_VOTER_ID = 3000  # quorum controllers' node ids start here, apart from the brokers' 1..N
 ACTIVE = "controller-active"  # names the quorum's current leader in node()
+STATIC_DISK_LOSS = (
+    "a static quorum (controller.quorum.voters, kraft.version 0) cannot replace a voter's disk: the voter "
+    "would come back with an empty log and vote at once, and the voter set cannot change (no RemoveRaftVoter "
+    "or AddRaftVoter before kraft.version 1); Kafka has no safe way either. Use a dynamic quorum."
+)
 
 
 def voter_ids(controllers: int) -> list[int]:
@@ -135,10 +140,13 @@ class LocalCluster:
     ) -> str:
         """Restarts a quorum voter; on a wiped disk of a dynamic quorum it comes back an observer with a new
         directory id, and its old key in the voter set is replaced by the new one (RemoveRaftVoter, then
-        AddRaftVoter). Returns what was done."""
+        AddRaftVoter). Returns what was done. RuntimeError, before anything is done, for a wiped disk in a
+        static quorum (STATIC_DISK_LOSS)."""
+        if wipe and self.static_quorum:
+            raise RuntimeError(f"controller-{voter} not restarted: {STATIC_DISK_LOSS}")
         proc = self.voters[voter]
         proc.restart(wipe=wipe, power_loss=power_loss)
-        if not wipe or self.static_quorum:
+        if not wipe:
             return "restarted"
         from epochkraft.chaos.quorum_ops import replace_voter
 
@@ -165,16 +173,12 @@ class LocalCluster:
                 self.voter_address_for.get((node_id, v), self.voter_address(v))
                 for v in voter_ids(self.controllers)
             )
-            initial = ",".join(
-                f"{v}@{self.voter_address(v)}:{self.directory_id(v)}" for v in voter_ids(self.controllers)
-            )
             args += [
                 "--node-id",
                 str(node_id),
                 "--override",
                 f"controller.quorum.bootstrap.servers={bootstrap}",
             ]
-            args += ["--initial-controllers", initial]
             for (source, target), address in sorted(self.voter_address_for.items()):
                 if source == node_id:
                     args += ["--voter-address", f"{target}@{address}"]
@@ -191,6 +195,30 @@ class LocalCluster:
         if (security := self.security) is not None:
             args += security.controller_args()
         return args
+
+    def initial_controllers(self) -> str:
+        """--initial-controllers of a dynamic quorum: every voter's id, address and first directory id."""
+        return ",".join(
+            f"{v}@{self.voter_address(v)}:{self.directory_id(v)}" for v in voter_ids(self.controllers)
+        )
+
+    def format_voter(self, proc: LocalProcess) -> None:
+        """Formats a dynamic quorum voter's data dir once, before its first start, as kafka-storage format
+        does (``epochkraft controller --format-only --initial-controllers ...``). Its daemon is started
+        without --initial-controllers, so a restart on a wiped disk comes back an observer with a new
+        directory id, never as the voter it was."""
+        import contextlib
+        import io
+
+        from epochkraft.controller.daemon import main as controller_main
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = controller_main(
+                [*proc.args[1:], "--initial-controllers", self.initial_controllers(), "--format-only"]
+            )
+        if code != 0:
+            raise RuntimeError(f"formatting {proc.name}'s data dir failed ({code}): {out.getvalue()}")
 
     def _controller_process(self) -> LocalProcess:
         data = self.data_dir / "controller"
@@ -253,6 +281,9 @@ class LocalCluster:
             self.controller.start(timeout)
             return
         self.voters = {v: self._voter_process(v) for v in voter_ids(self.controllers)}
+        if not self.static_quorum:
+            for proc in self.voters.values():
+                self.format_voter(proc)
         for proc in self.voters.values():
             proc.launch()
         for proc in self.voters.values():

@@ -179,10 +179,13 @@ class LocalProcess:
 
 
 def args_for_new_disk(args: list[str]) -> list[str]:
-    """A controller's arguments for a new disk: formatted with no initial controllers (kafka-storage format
-    --no-initial-controllers), so with a new directory id, an observer until it is added again. Formatted
-    with them, it would take its old directory id from the list and vote as the voter it was."""
-    if "--initial-controllers" not in args:
-        return args
-    at = args.index("--initial-controllers")
-    return args[:at] + args[at + 2 :]
+    """A controller's arguments for a new disk: without --initial-controllers and --standalone, so it is
+    formatted with no initial controllers (kafka-storage format --no-initial-controllers): a new directory
+    id, an observer until it is added again. With --initial-controllers it would take its old directory id
+    from the list and vote as the voter it was; with --standalone it would be a quorum of its own (the
+    daemon refuses either on an unformatted data dir)."""
+    out = list(args)
+    while "--initial-controllers" in out:
+        at = out.index("--initial-controllers")
+        del out[at : at + 2]
+    return [arg for arg in out if arg != "--standalone"]

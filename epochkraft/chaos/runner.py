@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check, quorum_problems
-from epochkraft.chaos.cluster import STATE_FILE, LocalCluster, voter_ids
+from epochkraft.chaos.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.chaos.quorum_ops import replace_voter_async
@@ -248,6 +248,8 @@ async def _wait_active(cluster: LocalCluster, other_than: int | None, timeout: f
 async def _apply_quorum(
     fault: str, cluster: LocalCluster, links: dict[tuple[int, int], FaultProxy], rng: random.Random
 ) -> str:
+    if fault == "controller-disk-loss" and cluster.static_quorum:
+        raise ValueError(f"controller-disk-loss: {STATIC_DISK_LOSS}")
     active = await _wait_active(cluster, None)
     if fault == "controller-restart":
         node = cluster.voters[active]
@@ -369,6 +371,21 @@ def _replica_logs(
     return replicas, hws
 
 
+def fault_plan(
+    faults: list[str], rounds: int | None, rng: random.Random, *, static_quorum: bool = False
+) -> list[str]:
+    """The faults to apply, in a seeded order: ``rounds`` of them (default one of each), cycling through
+    ``faults``. A static quorum's plan has no controller-disk-loss (cluster.STATIC_DISK_LOSS)."""
+    if static_quorum:
+        faults = [f for f in faults if f != "controller-disk-loss"]
+    if not faults:
+        return []
+    rounds = rounds or len(faults)
+    plan = [faults[i % len(faults)] for i in range(rounds)]
+    rng.shuffle(plan)
+    return plan
+
+
 async def run_chaos(
     work_dir: Path,
     faults: list[str],
@@ -382,11 +399,12 @@ async def run_chaos(
     retention: bool = False,
     secure: bool = False,
     controllers: int = 1,
+    static_quorum: bool = False,
 ) -> Report:
     rng = random.Random(seed)
-    rounds = rounds or len(faults)
-    plan = [faults[i % len(faults)] for i in range(rounds)]
-    rng.shuffle(plan)
+    if static_quorum and "controller-disk-loss" in faults:
+        log(f"controller-disk-loss left out: {STATIC_DISK_LOSS}")
+    plan = fault_plan(faults, rounds, rng, static_quorum=static_quorum)
     work_dir.mkdir(parents=True, exist_ok=True)
     broker_cfg = work_dir / "broker.properties"
     broker_cfg.write_text(BROKER_CONFIG + (RETENTION_BROKER_CONFIG if retention else ""))
@@ -401,6 +419,7 @@ async def run_chaos(
         metrics_dir=work_dir / "metrics",
         secure=secure,
         controllers=controllers,
+        static_quorum=static_quorum,
         admin_ports=True,  # the controllers' live view shows the run, its faults on the timeline
     )
     fault_log = EventLog(work_dir / "metrics", CHAOS_NODE)

@@ -9,8 +9,11 @@ With --quorum-voters (controller.quorum.voters) the controller is one voter of a
 it serves brokers and admin clients while it is the active controller (NOT_CONTROLLER otherwise). With
 controller.quorum.bootstrap.servers instead, the quorum is dynamic (KIP-853): the voters are in the log,
 from the bootstrap checkpoint written when the data dir is formatted with --initial-controllers or
---standalone (controller/storage.py); a controller formatted with neither starts as an observer until an
-AddRaftVoter adds it. Either way the data dir gets a meta.properties with its directory id on first start.
+--standalone (controller/storage.py) by ``--format-only``, a step of its own run once before the first
+start (kafka-storage format): a controller started with either on an unformatted data dir refuses, and one
+started with neither formats a new, empty data dir with no initial controllers (an observer with a new
+directory id until an AddRaftVoter adds it). A data dir that lost its meta.properties but holds a log is
+never formatted again.
 Without a quorum, what follows:
 
 With --data-dir every metadata batch is appended to ``<data-dir>/__cluster_metadata-0/00000000000000000000.log``
@@ -50,11 +53,13 @@ from epochkraft.controller.security_control import scram_record
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.controller.snapshots import MetadataSnapshotter
 from epochkraft.controller.storage import (
+    MetaProperties,
     format_controller_dir,
     initial_voter_set,
     kafka_uuid,
     parse_initial_controllers,
     random_directory_id,
+    read_meta_properties,
 )
 from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
@@ -259,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         "added later with AddRaftVoter)",
     )
     parser.add_argument(
+        "--format-only",
+        action="store_true",
+        help="format the data dir (meta.properties and, with --initial-controllers or --standalone, the "
+        "bootstrap checkpoint) and exit, as kafka-storage format --ignore-formatted; a controller started "
+        "with --initial-controllers or --standalone refuses an unformatted data dir",
+    )
+    parser.add_argument(
         "--voter-address",
         action="append",
         metavar="ID@HOST:PORT",
@@ -288,6 +300,8 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         raise ConfigError("--initial-controllers and --standalone need controller.quorum.bootstrap.servers")
     if args.initial_controllers and args.standalone:
         raise ConfigError("--initial-controllers or --standalone, not both")
+    if args.format_only and not settings.quorum_voters and not settings.quorum_bootstrap_servers:
+        raise ConfigError("--format-only formats a quorum controller's data dir: it needs a quorum")
     if settings.quorum_voters:
         voters = parse_voters(settings.quorum_voters)
         if args.node_id not in voters:
@@ -359,6 +373,31 @@ def listener_name(settings: ControllerSettings) -> str:
     return next((n.strip().upper() for n in settings.controller_listener_names.split(",") if n.strip()), "")
 
 
+def format_dir(
+    args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int]
+) -> MetaProperties:
+    """The data dir's meta.properties, formatting it first when it is new. The bootstrap voter set of
+    --initial-controllers or --standalone is written only by --format-only (Kafka's separate format step):
+    a daemon started with them on an unformatted dir refuses, since on a replaced disk it would take its
+    old directory id and vote as the voter it was with an empty log (or, --standalone, become a second
+    quorum of its own). Started without them, a new disk is formatted with no initial controllers."""
+    data_dir = Path(args.data_dir)
+    asks = bool(args.initial_controllers or args.standalone)
+    if asks and not args.format_only and read_meta_properties(data_dir) is None:
+        raise ConfigError(
+            f"{data_dir} is not formatted: format it once with --format-only and --initial-controllers or "
+            "--standalone, then start it (a controller restarted on a new disk starts without them: an "
+            "observer with a new directory id, to be added to the voter set again)"
+        )
+    return format_controller_dir(
+        data_dir,
+        args.cluster_id,
+        args.node_id,
+        initial_voters=initial_voters(args, settings, listen) if settings.quorum_bootstrap_servers else None,
+        now_ms=int(time.time() * 1000),
+    )
+
+
 def open_quorum(
     args: argparse.Namespace, settings: ControllerSettings, log: Any, ssl_context: Any
 ) -> tuple[QuorumDriver, MetadataSnapshotter]:
@@ -368,13 +407,7 @@ def open_quorum(
     voters = parse_voters(settings.quorum_voters) if settings.quorum_voters else {}
     bootstrap = parse_bootstrap_servers(settings.quorum_bootstrap_servers) if not voters else ()
     listen = parse_host_port(args.listen)
-    meta = format_controller_dir(
-        Path(args.data_dir),
-        args.cluster_id,
-        args.node_id,
-        initial_voters=initial_voters(args, settings, listen) if bootstrap else None,
-        now_ms=int(time.time() * 1000),
-    )
+    meta = format_dir(args, settings, listen)
     started = time.monotonic()
     raft_log = MetadataRaftLog(Path(args.data_dir))
     assert raft_log.directory is not None
@@ -442,7 +475,8 @@ def open_quorum(
         snapshot_point=snapshot_point,
         on_written=trim,
         membership=lambda snapshot_id: snapshot_membership(
-            raft_log.voter_history.value_at_or_before(snapshot_id.end_offset - 1), raft.kraft_version
+            raft_log.voter_history.value_at_or_before(snapshot_id.end_offset - 1),
+            raft_log.voter_history.kraft_version_at_or_before(snapshot_id.end_offset - 1),
         ),
     )
     name = listener_name(settings) or "CONTROLLER"
@@ -801,6 +835,18 @@ def main(argv: list[str]) -> int:
     if args.check_config:
         print(f"configuration ok: {replace(settings)}")
         return 0
+    try:
+        if args.format_only:
+            meta = format_dir(args, settings, listen)
+            print(
+                f"formatted {args.data_dir}: node {meta.node_id}, directory id {kafka_uuid(meta.directory_id)}"
+            )
+            return 0
+        if in_quorum(settings):
+            format_dir(args, settings, listen)  # refuses a data dir it must not format, before serving
+    except ConfigError as exc:
+        print(f"epochkraft controller: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         try:
             return runner.run(serve(args, settings, listen))

@@ -145,6 +145,12 @@ def format_controller_dir(
                 f"cluster {cluster_id} node {node_id}"
             )
         return existing
+    if held := log_held(data_dir):
+        raise ConfigError(
+            f"{data_dir} has no {META_PROPERTIES} but holds {held}: not formatting it again (a disk that "
+            "lost its meta.properties is a lost disk: wipe it and start without --initial-controllers or "
+            "--standalone, an observer with a new directory id)"
+        )
     own = initial_voters.key_of(node_id) if initial_voters is not None else None
     directory_id = own.directory_id if own is not None and own.directory_id else random_directory_id()
     log_dir = data_dir / LOG_DIR_NAME
@@ -161,6 +167,22 @@ def format_controller_dir(
     meta = MetaProperties(cluster_id, node_id, directory_id)
     write_atomically(data_dir / META_PROPERTIES, meta.text())  # last: a torn format is formatted again
     return meta
+
+
+def log_held(data_dir: Path) -> str | None:
+    """What in ``data_dir`` shows that it has held a Raft log (a quorum-state, a log segment, a snapshot
+    other than the bootstrap checkpoint of a format torn before its meta.properties); None: nothing."""
+    log_dir = data_dir / LOG_DIR_NAME
+    if not log_dir.is_dir():
+        return None
+    bootstrap = snapshot_filename(BOOTSTRAP_SNAPSHOT)
+    for path in sorted(log_dir.iterdir()):
+        name = path.name
+        if name.startswith("quorum-state") or name.endswith(".log"):
+            return name
+        if name.endswith(".checkpoint") and name != bootstrap:
+            return name
+    return None
 
 
 def bootstrap_voters(data_dir: Path) -> tuple[VoterSet | None, int]:

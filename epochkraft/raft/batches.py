@@ -3,8 +3,9 @@ one offset per record (its partition leader epoch the Raft epoch); a new leader'
 control batch of one record (ControlRecordType 2, LeaderChangeMessage v0 with its version prefix, as
 KafkaRaftClient.onBecomeLeader and ControlRecordUtils write it). A dynamic quorum's KRaftVersionRecord
 (ControlRecordType 5) and VotersRecord (6, each voter with its directory id, endpoints and supported
-kraft.version range) are control batches of one record each too (Kafka puts the two a new leader writes
-from the bootstrap checkpoint in its LeaderChangeMessage's batch). Used for the log on disk, snapshots and
+kraft.version range) are control batches of one record each too here; Kafka puts the two a new leader writes
+from the bootstrap checkpoint in its LeaderChangeMessage's batch, and such a batch of several control
+records is read record by record (each at its own offset). Used for the log on disk, snapshots and
 Fetch between voters.
 """
 
@@ -21,7 +22,7 @@ from epochkraft.metadata.snapshot import control_batch
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, read_uvarint, write_uvarint
 from epochkraft.protocol.records import decode_batch, parse_header, whole_batches
-from epochkraft.raft.log import LeaderChangeMessage, LogEntry
+from epochkraft.raft.log import ControlRecord, LeaderChangeMessage, LogEntry
 from epochkraft.raft.voter_set import (
     KRAFT_VERSION_0,
     KRAFT_VERSION_1,
@@ -157,23 +158,34 @@ def entry_batch(entry: LogEntry, base_offset: int) -> bytes:
 def batch_entry(data: bytes) -> LogEntry:
     """A RecordBatch (as read from disk or a Fetch answer) as a Raft entry."""
     header = parse_header(data)
+    epoch = header.partition_leader_epoch
     if header.is_control:
         batch = decode_batch(data)
-        if len(batch.records) == 1:
-            record = batch.records[0]
+        decoded: list[ControlRecord] = []
+        for record in batch.records:
             key = record.key or b""
             control_type = struct.unpack(">hh", key)[1] if len(key) == 4 else -1
-            epoch = header.partition_leader_epoch
+            value: ControlRecord | None = None
             if control_type == LEADER_CHANGE and record.value is not None:
-                return LogEntry(epoch, decode_leader_change(record.value), 1)
-            membership = membership_record(control_type, record.value or b"")
-            if membership is not None:
-                return LogEntry(epoch, membership, 1)
-        raise MetadataLogError(
-            f"control batch at offset {header.base_offset} is not one LeaderChangeMessage, KRaftVersionRecord "
-            "or VotersRecord"
-        )
-    return LogEntry(header.partition_leader_epoch, bytes(data), header.last_offset_delta + 1)
+                value = decode_leader_change(record.value)
+            else:
+                value = membership_record(control_type, record.value or b"")
+            if value is None:
+                raise MetadataLogError(
+                    f"control batch at offset {header.base_offset}: a record of control type {control_type}, "
+                    "not a LeaderChangeMessage, KRaftVersionRecord or VotersRecord"
+                )
+            decoded.append(value)
+        if not decoded or len(decoded) != header.last_offset_delta + 1:
+            raise MetadataLogError(
+                f"control batch at offset {header.base_offset} does not hold one record per offset"
+            )
+        if len(decoded) == 1:
+            return LogEntry(epoch, decoded[0], 1)
+        # several control records in one batch, as Kafka's new leader writes LeaderChangeMessage,
+        # KRaftVersionRecord and VotersRecord: kept as the leader's bytes, each record at its offset
+        return LogEntry(epoch, bytes(data), len(decoded), tuple(decoded))
+    return LogEntry(epoch, bytes(data), header.last_offset_delta + 1)
 
 
 def split_batches(data: bytes | memoryview) -> list[bytes]:

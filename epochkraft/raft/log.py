@@ -51,15 +51,27 @@ class ValidOffsetAndEpoch:
     offset: int
 
 
+ControlRecord = LeaderChangeMessage | VotersRecord | KRaftVersionRecord
+
+
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     epoch: int
     value: bytes | LeaderChangeMessage | VotersRecord | KRaftVersionRecord
     records: int = 1  # the offsets it takes
+    # a control batch of several records (Kafka's new leader writes LeaderChangeMessage, KRaftVersionRecord
+    # and VotersRecord in one): its bytes in ``value`` and its records decoded here, one per offset
+    control: tuple[ControlRecord, ...] = ()
 
     @property
     def is_control(self) -> bool:
-        return isinstance(self.value, LeaderChangeMessage | VotersRecord | KRaftVersionRecord)
+        return bool(self.control) or isinstance(self.value, ControlRecord)
+
+    def control_records(self) -> tuple[ControlRecord, ...]:
+        """The entry's control records in offset order (none for a metadata batch)."""
+        if self.control:
+            return self.control
+        return (self.value,) if isinstance(self.value, ControlRecord) else ()
 
 
 class RaftLog:
@@ -103,10 +115,16 @@ class RaftLog:
         if self.epochs and entry.epoch < self.epochs[-1][0]:
             raise ValueError(f"epoch {entry.epoch} below the log's latest epoch {self.epochs[-1][0]}")
         # the voter set first: one it refuses (no overlapping majority) leaves the log as it was
-        if isinstance(entry.value, VotersRecord):
-            self.voter_history.add_voters_at(self._end, entry.value.voters)
-        elif isinstance(entry.value, KRaftVersionRecord):
-            self.voter_history.add_kraft_version_at(self._end, entry.value.kraft_version)
+        history = self.voter_history
+        try:
+            for offset, record in enumerate(entry.control_records(), self._end):
+                if isinstance(record, VotersRecord):
+                    history.add_voters_at(offset, record.voters)
+                elif isinstance(record, KRaftVersionRecord):
+                    history.add_kraft_version_at(offset, record.kraft_version)
+        except ValueError:
+            history.truncate_new_entries(self._end)  # a batch's earlier records go too
+            raise
         if not self.epochs or entry.epoch > self.epochs[-1][0]:
             self.epochs.append((entry.epoch, self._end))
         self.entries.append(entry)

@@ -179,6 +179,11 @@ class VoterSetHistory:
     def kraft_version(self) -> int:
         return self._versions[-1] if self._versions else KRAFT_VERSION_0
 
+    def kraft_version_at_or_before(self, offset: int) -> int:
+        """The kraft.version at ``offset`` (LogHistory.valueAtOrBefore; kraft.version 0 before any)."""
+        index = bisect.bisect_right(self._version_offsets, offset)
+        return self._versions[index - 1] if index else KRAFT_VERSION_0
+
     def truncate_new_entries(self, end_offset: int) -> None:
         """VoterSetHistory.truncateNewEntries: forgets what was written at ``end_offset`` and after."""
         keep = bisect.bisect_left(self._voter_offsets, end_offset)
