@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING
 
 import structlog
 from kio.schema.add_partitions_to_txn.v5 import request as ap5
@@ -28,6 +29,9 @@ from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch, decode_batches
 
+if TYPE_CHECKING:
+    from epochkraft.broker.daemon import BrokerNode
+
 log = structlog.get_logger()
 APPEND_TIMEOUT_MS = 10_000
 MARKER_RETRY_S = 0.1
@@ -38,7 +42,7 @@ MARKER_FAILURE_BACKOFF_S = 1.0
 class TransactionStateTopic:
     """``__transaction_state`` as the coordinator sees it: its partitions' leaders are the coordinators."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: BrokerNode) -> None:
         self.node = node
         self.num_partitions: int = node.settings.transaction_state_log_num_partitions
         self._creating: asyncio.Task[None] | None = None
@@ -87,7 +91,7 @@ class TransactionStateTopic:
 
 class TransactionService:
     def __init__(
-        self, node: Any, coordinator: TransactionCoordinator, state_topic: TransactionStateTopic
+        self, node: BrokerNode, coordinator: TransactionCoordinator, state_topic: TransactionStateTopic
     ) -> None:
         self.node = node
         self.coordinator = coordinator
@@ -95,7 +99,7 @@ class TransactionService:
         self._clients: dict[int, KafkaClient] = {}
         self._busy: set[int] = set()  # brokers with a WriteTxnMarkers in flight
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._loops: list[asyncio.Task[None]] = []
 
     @staticmethod
@@ -273,7 +277,7 @@ class TransactionService:
         elif response is not None:
             self._wake.set()  # complete the transactions now
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Coroutine[object, object, object]) -> None:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
