@@ -33,6 +33,16 @@ STATE_MACHINES = (
     "broker/producer_state.py",
     "broker/producer_id_manager.py",
     "broker/replication_quota.py",
+    "broker/consumer_group.py",
+    "broker/current_assignment.py",
+    "broker/assignors.py",
+    "broker/transaction_coordinator.py",
+    "broker/transaction_metadata.py",
+    "broker/transaction_markers.py",
+    "broker/client_quotas.py",
+    "broker/quota_stats.py",
+    "controller/feature_control.py",
+    "controller/client_quota_control.py",
 )
 IO_MODULES = {"asyncio", "socket", "ssl", "selectors", "subprocess", "threading", "time", "uvloop"}
 
