@@ -155,6 +155,15 @@ class KnownDifference:
 ANY = (0, 99)
 KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
+        82,
+        ANY,
+        None,
+        r"error_code|current_leader\..*",
+        "UpdateRaftVoter to a single controller (the comparison's: no Raft quorum, so no leader epoch to "
+        "check): INVALID_REQUEST; Kafka's quorum checks the request's leader epoch first "
+        "(FENCED_LEADER_EPOCH with the current leader).",
+    ),
+    KnownDifference(
         27,
         ANY,
         None,

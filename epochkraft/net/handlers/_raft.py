@@ -40,10 +40,13 @@ async def reconfig_exchange(
     decode: Callable[[Any], Message],
     source: Callable[[Any], int],
     encode: Callable[[Any], Any],
+    without_quorum: ErrorCode = ErrorCode.invalid_request,
 ) -> Any:
     """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks, then the Raft core, whose answer
-    may wait for a commit."""
-    return await _exchange(request, ctx, decode, source, encode, no_topics=False)
+    may wait for a commit; ``without_quorum`` answers a single controller (no Raft quorum)."""
+    return await _exchange(
+        request, ctx, decode, source, encode, no_topics=False, without_quorum=without_quorum
+    )
 
 
 async def _exchange(
@@ -54,6 +57,7 @@ async def _exchange(
     encode: Callable[[Any], Any],
     *,
     no_topics: bool,
+    without_quorum: ErrorCode = ErrorCode.invalid_request,
 ) -> Any:
     """A quorum, the cluster id, a well-formed request; then the Raft core's answer."""
     quorum = ctx.controller_node.quorum
@@ -63,7 +67,7 @@ async def _exchange(
         return dataclasses.replace(answer, topics=()) if no_topics else answer
 
     if quorum is None:
-        return refuse(ErrorCode.invalid_request)
+        return refuse(without_quorum)
     cluster_id = getattr(request, "cluster_id", None)
     if cluster_id is not None and cluster_id != quorum.cluster_id:
         return refuse(ErrorCode.inconsistent_cluster_id)

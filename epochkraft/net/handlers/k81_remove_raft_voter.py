@@ -12,6 +12,7 @@ from epochkraft.net.handlers._raft import reconfig_exchange
 from epochkraft.net.handlers._util import NO_THROTTLE
 from epochkraft.net.handlers.k80_add_raft_voter import OPERATOR
 from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft import wire
 from epochkraft.raft.messages import RemoveRaftVoterResponse
 
@@ -24,6 +25,9 @@ async def handle(request, ctx: RequestContext):
         decode=wire.decode_remove_raft_voter_request,
         source=lambda _m: OPERATOR,
         encode=_encode,
+        # a single controller is a static quorum of one (kraft.version 0): no voter changes, as Kafka's
+        # RemoveVoterHandler answers a cluster whose kraft.version does not support reconfiguration
+        without_quorum=ErrorCode.unsupported_version,
     )
 
 
