@@ -283,7 +283,7 @@ def unexplained(
 
 
 # ---- one cluster answering ----------------------------------------------------------------------------
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 28, 42, 47})  # 28: TxnOffsetCommit
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 28, 42, 47, 69})  # 28: TxnOffsetCommit, 69: ConsumerGroupDescribe
 # The admin requests clients send to the node Metadata names as the controller (franz-go's
 # kmsg.AdminRequest: CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, the reassignments,
 # AlterUserScramCredentials). Kafka's brokers and ours take them anywhere; kfake only there (NOT_CONTROLLER).

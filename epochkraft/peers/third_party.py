@@ -361,4 +361,34 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
         "UpdateFeatures that Kafka cannot apply (the sweep's request): accepted (NONE, one result); Kafka refuses "
         "the request (INVALID_UPDATE_VERSION, no results).",
     ),
+    KnownDifference(
+        48,
+        ANY,
+        None,
+        r"error_code|error_message|entries.*",
+        "DescribeClientQuotas with the sweep's filter, which Kafka refuses (INVALID_REQUEST): answered.",
+    ),
+    KnownDifference(
+        49,
+        ANY,
+        None,
+        r"entries\[.*\]\.(error_code|error_message)",
+        "AlterClientQuotas with the sweep's entries, which Kafka refuses (INVALID_REQUEST): applied.",
+    ),
+    KnownDifference(
+        68,
+        ANY,
+        None,
+        r"error_code|error_message|heartbeat_interval|member_id|member_epoch|assignment.*",
+        "ConsumerGroupHeartbeat of the sweep's request, which Kafka refuses (INVALID_REQUEST, heartbeat "
+        "interval 0): UNKNOWN_MEMBER_ID or NOT_COORDINATOR with a 5 s heartbeat interval.",
+    ),
+    KnownDifference(
+        69,
+        ANY,
+        None,
+        r"groups\[.*\]\.(error_code|error_message|authorized_operations)",
+        "ConsumerGroupDescribe of a group this broker does not coordinate: GROUP_ID_NOT_FOUND and every "
+        "operation's bit (328); Kafka NOT_COORDINATOR and -2147483648 (not asked).",
+    ),
 )
