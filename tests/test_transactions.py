@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
@@ -255,6 +256,10 @@ def test_transactions_across_a_kill_of_the_coordinator(make_cluster):
     transaction commits (the client retries through the new coordinator) and a read_committed reader
     sees each record once."""
     cluster = make_cluster(3, broker_extra="transaction.state.log.num.partitions=3\n")
+    # RF 3: the killed coordinator may also lead the output's partition (an auto-created topic has RF 1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    created = admin.create_topics([NewTopic("failover-out", 1, 3, config={"min.insync.replicas": "2"})])
+    created["failover-out"].result(30)
     txn_id = f"failover-{uuid.uuid4()}"
     p = Producer(
         {"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 10000}
