@@ -351,18 +351,24 @@ class GroupService:
             )
         if error != ErrorCode.none:
             return [error] * len(entries)
+        errors, accepted = self._metadata_checked(entries)
+        if accepted:
+            error = await self._write_offsets(group_id, accepted)
+        return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    def _metadata_checked(
+        self, entries: list[OffsetCommitEntry]
+    ) -> tuple[list[ErrorCode], list[OffsetCommitEntry]]:
+        """Each entry's error (OFFSET_METADATA_TOO_LARGE for metadata over offset.metadata.max.bytes, else
+        none) and the entries to write."""
         errors = [
             ErrorCode.offset_metadata_too_large
             if self.coordinator.offset_metadata_too_large(e.metadata)
             else ErrorCode.none
             for e in entries
         ]
-        accepted = [
-            e for e, entry_error in zip(entries, errors, strict=True) if entry_error == ErrorCode.none
-        ]
-        if accepted:
-            error = await self._write_offsets(group_id, accepted)
-        return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+        accepted = [e for e, error in zip(entries, errors, strict=True) if error == ErrorCode.none]
+        return errors, accepted
 
     async def _write_offsets(self, group_id: str, entries: list[OffsetCommitEntry]) -> ErrorCode:
         now = self.now_ms()
@@ -395,15 +401,7 @@ class GroupService:
             )
         if error != ErrorCode.none:
             return [error] * len(entries)
-        errors = [
-            ErrorCode.offset_metadata_too_large
-            if self.coordinator.offset_metadata_too_large(e.metadata)
-            else ErrorCode.none
-            for e in entries
-        ]
-        accepted = [
-            e for e, entry_error in zip(entries, errors, strict=True) if entry_error == ErrorCode.none
-        ]
+        errors, accepted = self._metadata_checked(entries)
         if accepted:
             now = self.now_ms()
             offsets = {
