@@ -62,6 +62,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.node import NodeSecurity, controller_protocol
 
 if TYPE_CHECKING:
+    from epochkraft.metrics.admin_http import AdminServer
     from epochkraft.metrics.broker_metrics import BrokerMetrics
     from epochkraft.metrics.events import EventLog
 
@@ -604,7 +605,7 @@ async def _halt(log: Any, node: BrokerNode, reason: str) -> None:
     os._exit(1)
 
 
-async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> Any:
+async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> AdminServer | None:
     try:
         from epochkraft.metrics.broker_metrics import BrokerMetrics
     except ImportError:

@@ -83,6 +83,7 @@ from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
 if TYPE_CHECKING:
+    from epochkraft.metrics.admin_http import AdminServer
     from epochkraft.metrics.events import EventLog
 
 LOG_DIR_NAME = "__cluster_metadata-0"
@@ -759,7 +760,7 @@ def load_newest_snapshot(
     return snapshot.snapshot_id
 
 
-def _event_log(args: argparse.Namespace) -> Any:
+def _event_log(args: argparse.Namespace) -> EventLog | None:
     if not args.metrics_dir:
         return None
     try:
@@ -785,7 +786,7 @@ async def _admin_server(
     quorum: QuorumDriver | None = None,
     *,
     node: ControllerNode,
-) -> Any:
+) -> AdminServer | None:
     if args.admin_port is None:
         return None
     from epochkraft.metrics.admin_http import AdminServer
