@@ -16,6 +16,7 @@ from kio.schema.describe_topic_partitions.v0 import request as dtp
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_libs
 from epochkraft.protocol.errors import ErrorCode
+from tests.test_broker_cluster import produce_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 TOPIC = "elr"
@@ -57,27 +58,17 @@ def java_describe(bootstrap: str) -> str | None:
     return subprocess.run(command, capture_output=True, text=True, timeout=90).stdout
 
 
-async def produce(client: MiniClient, start: int, count: int) -> list[bytes]:
-    acked = []
-    for i in range(start, start + count):
-        value = f"value-{i}".encode()
-        error, _ = await client.produce(TOPIC, 0, [value])
-        assert error == ErrorCode.none, error
-        acked.append(value)
-    return acked
-
-
 async def test_a_cleanly_stopped_follower_is_elected_from_the_elr(make_cluster):
     cluster = make_cluster(3)
     client = MiniClient(cluster.bootstrap)
     try:
         configs = {"min.insync.replicas": "2"}
         assert await client.create_topic(TOPIC, configs=configs, assignment=[[1, 2, 3]]) == ErrorCode.none
-        acked = await produce(client, 0, 20)
+        acked = await produce_values(client, TOPIC, 0, 20)
 
         cluster.node(3).kill()  # a follower SIGKILLed: the ISR shrinks to min ISR, writes go on
         await wait_for(lambda: _is(client, lambda s: s[1] == [1, 2]))
-        acked += await produce(client, 20, 20)
+        acked += await produce_values(client, TOPIC, 20, 20)
 
         cluster.node(2).stop()  # the other follower shut down cleanly: below min ISR, into the ELR
         state = await wait_for(lambda: _is(client, lambda s: s[1] == [1] and s[2] == [2]))
