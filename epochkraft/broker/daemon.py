@@ -77,6 +77,7 @@ SUPPORTED_FEATURES = tuple(
 )
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
+FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
 
 
 class State(Enum):
@@ -198,6 +199,7 @@ class BrokerNode:
         self.servers: list[KafkaServer] = []
         self.metrics: BrokerMetrics | None = None
         self.unfenced = asyncio.Event()
+        self._last_heartbeat = "none yet"
 
     @staticmethod
     def now_ms() -> int:
@@ -367,7 +369,20 @@ class BrokerNode:
             await asyncio.sleep(0.3)
 
     async def heartbeat_loop(self, stopping: asyncio.Event) -> None:
+        fenced_since = time.monotonic()
         while self.state != State.SHUTTING_DOWN:
+            if self.state == State.RUNNING:
+                fenced_since = time.monotonic()
+            elif time.monotonic() - fenced_since > FENCED_REPORT_SECONDS:
+                fenced_since = time.monotonic()  # why a broker stays fenced, without debug logging
+                self.log.info(
+                    "still fenced",
+                    broker_epoch=self.broker_epoch,
+                    metadata_offset=self.cache.next_offset - 1,
+                    controller=self.lifecycle_channel.address,
+                    metadata_from=self.metadata_client.address,
+                    last_heartbeat=self._last_heartbeat,
+                )
             wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
             request = BrokerHeartbeatRequest(
                 broker_id=self.node_id,
@@ -380,9 +395,11 @@ class BrokerNode:
             try:
                 response = await self.lifecycle_channel.send(request)
             except NetworkError as exc:
+                self._last_heartbeat = f"failed: {exc}"
                 self.log.debug("heartbeat failed", error=str(exc))
                 await asyncio.sleep(0.2)
                 continue
+            self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
             if response.error_code == ErrorCode.stale_broker_epoch:
                 self.log.warning("stale broker epoch; registering again")
                 self.state = State.STARTING

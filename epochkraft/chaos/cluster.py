@@ -293,9 +293,16 @@ class LocalCluster:
         self.nodes = {n: self._broker_process(n) for n in range(1, self.brokers + 1)}
         for proc in self.nodes.values():  # launch all, then wait: brokers register in parallel
             proc.launch()
-        for proc in self.nodes.values():
-            proc.wait_ready(timeout)
+        try:
+            for proc in self.nodes.values():
+                proc.wait_ready(timeout)
+        except TimeoutError as exc:  # a broker that stays fenced: what the controllers saw meanwhile
+            raise TimeoutError(f"{exc}\n{self._controller_log_tails()}") from None
         self.save()
+
+    def _controller_log_tails(self, chars: int = 3000) -> str:
+        controllers = list(self.voters.values()) or ([self.controller] if self.controller else [])
+        return "\n".join(f"--- {p.name}:\n{p.log_text()[-chars:]}" for p in controllers)
 
     @property
     def bootstrap(self) -> str:
