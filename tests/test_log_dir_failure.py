@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,9 +38,10 @@ def immutable(path: Path) -> Iterator[None]:
 
 
 async def _fill_segments(client: MiniClient, topic: str, count: int, keyed: bool = False) -> None:
+    now_ms = int(time.time() * 1000)  # not older than retention.ms: only the test's own retention deletes
     for i in range(count):
         key = f"key-{i % 3}".encode() if keyed else None
-        batch = build_batch([(key, f"{i:04d}".encode() + bytes(300), (), 1_700_000_000_000 + i)])
+        batch = build_batch([(key, f"{i:04d}".encode() + bytes(300), (), now_ms + i)])
         error, _, message = await client.produce_batch(topic, 0, batch)
         assert error == ErrorCode.none, (error, message)
 
