@@ -19,11 +19,14 @@ import datetime
 import functools
 import ssl
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.fetch.v14 import request as f14
 from kio.schema.fetch.v16 import request as f16
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from epochkraft.broker.fetch_rules import truncation_offset
 from epochkraft.broker.replication_quota import (
@@ -39,7 +42,7 @@ from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.fetch_response import FetchedPartition, decode_partitions
 
 if TYPE_CHECKING:
-    from epochkraft.broker.replica_manager import Replica
+    from epochkraft.broker.replica_manager import Replica, ReplicaManager
 
 log = structlog.get_logger()
 TOPIC = int(ResourceType.TOPIC)
@@ -50,8 +53,8 @@ class ReplicaFetcher:
     def __init__(
         self,
         source_id: int,
-        manager: Any,
-        broker_epoch: Any,
+        manager: ReplicaManager,
+        broker_epoch: Callable[[], int],
         unsafe_pre_kip903: bool,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
@@ -184,7 +187,7 @@ class ReplicaFetcher:
             backoff |= not self._handle(replica, data)
         return backoff
 
-    def _request(self, replicas: list[Replica]) -> Any:
+    def _request(self, replicas: list[Replica]) -> f14.FetchRequest | f16.FetchRequest:
         settings = self.manager.settings
         module = f14 if self.unsafe else f16
         by_topic: dict[uuid.UUID, list[Replica]] = {}
@@ -207,25 +210,35 @@ class ReplicaFetcher:
             )
             for topic_id, group in by_topic.items()
         )
-        common = {
-            "max_wait": datetime.timedelta(milliseconds=settings.replica_fetch_wait_max_ms),
-            "min_bytes": 1,
-            "max_bytes": settings.replica_fetch_response_max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": topics,
-            "forgotten_topics_data": (),
-            "rack_id": "",
-            "cluster_id": None,
-        }
+        max_wait = i32Timedelta.parse(datetime.timedelta(milliseconds=settings.replica_fetch_wait_max_ms))
+        max_bytes = i32(settings.replica_fetch_response_max_bytes)
+        node = BrokerId(self.manager.node_id)
         if self.unsafe:
-            return f14.FetchRequest(replica_id=self.manager.node_id, **common)
+            return f14.FetchRequest(
+                cluster_id=None,
+                replica_id=node,
+                max_wait=max_wait,
+                min_bytes=i32(1),
+                max_bytes=max_bytes,
+                isolation_level=i8(0),
+                session_id=i32(0),
+                session_epoch=i32(-1),
+                topics=topics,
+                forgotten_topics_data=(),
+                rack_id="",
+            )
         return f16.FetchRequest(
-            replica_state=f16.ReplicaState(
-                replica_id=self.manager.node_id, replica_epoch=self.broker_epoch()
-            ),
-            **common,
+            cluster_id=None,
+            replica_state=f16.ReplicaState(replica_id=node, replica_epoch=i64(self.broker_epoch())),
+            max_wait=max_wait,
+            min_bytes=i32(1),
+            max_bytes=max_bytes,
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(-1),
+            topics=topics,
+            forgotten_topics_data=(),
+            rack_id="",
         )
 
     def _handle(self, replica: Replica, data: FetchedPartition) -> bool:

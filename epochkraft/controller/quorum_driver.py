@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
+
 from epochkraft.config import ConfigError, parse_host_port
 from epochkraft.controller.quorum import ControllerQuorum
 from epochkraft.metadata.fetch_snapshot import SnapshotUnavailable, fetch_snapshot
@@ -413,7 +415,7 @@ class QuorumDriver:
             replica = state.observers.setdefault(ReplicaKey(broker_id), ReplicaState())
             replica.update_fetch_state(self.now_ms(), fetch_offset, self.quorum.applied)
 
-    def describe_quorum(self, now_ms: int) -> Any:
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
         """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""
         return describe_quorum(self.raft, now_ms, self.endpoints_of)
 

@@ -22,7 +22,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.static.primitive import i32Timedelta
@@ -51,6 +51,9 @@ from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 from epochkraft.security.request_rules import refusal as request_refusal
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
+
+if TYPE_CHECKING:
+    from epochkraft.controller.quorum_driver import QuorumDriver
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
 QUIET_RELEASE_S = 10.0  # a connection quiet this long gives back its receive buffers
@@ -550,7 +553,7 @@ class _Connection(asyncio.BufferedProtocol):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
-    def _write_gate(self, spec: ApiSpec) -> Any:
+    def _write_gate(self, spec: ApiSpec) -> QuorumDriver | None:
         """A controller in a Raft quorum answers requests as the active controller only, once what they
         wrote is committed (controller/quorum_driver.py); None elsewhere and for the requests any voter
         answers itself."""
