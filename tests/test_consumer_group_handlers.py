@@ -19,6 +19,7 @@ from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.offset_fetch.v9 import request as of
 from kio.static.primitive import i32Timedelta
 
+from epochkraft.broker import topics_image
 from epochkraft.broker.group_coordinator import GroupCoordinator
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
 from epochkraft.broker.topics_image import CacheTopics
@@ -446,3 +447,16 @@ def test_topics_version_changes_with_the_topics_a_regex_may_match():
         versions.append(topics.version)
     assert versions[0] != versions[1] != versions[2] == versions[3] != versions[4]
     assert versions[0] != MetadataImage().topics_version != versions[4]
+
+
+@pytest.mark.parametrize("exclude_internal", [False, True])
+def test_regex_may_match_internal_topics(monkeypatch, exclude_internal):
+    """As Kafka's GroupMetadataManager.refreshRegularExpressions (every name in the image; franz-go's
+    Test848RegexBrokerResolves adopts ``__consumer_offsets`` when the broker assigns it): the names a
+    regex is matched against include the internal topics. The switch that leaves them out is caught."""
+    monkeypatch.setattr(topics_image, "EXCLUDE_INTERNAL_FOR_TESTS", exclude_internal)
+    image = MetadataImage()
+    for n, name in enumerate(("orders", "__consumer_offsets")):
+        image.replay(mr.TopicRecord(name=name, topic_id=uuid.UUID(int=n + 1)))
+    names = set(CacheTopics(image).names())
+    assert (names == {"orders", "__consumer_offsets"}) is not exclude_internal

@@ -88,7 +88,7 @@ class TopicsImage(Protocol):
     def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
 
     def names(self) -> Iterable[str]:
-        """Every topic a regular expression may match (internal topics excluded)."""
+        """Every topic a regular expression may match (internal topics too, as in Kafka)."""
 
     @property
     def version(self) -> int:

@@ -10,6 +10,8 @@ from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.metadata.image import MetadataImage
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+# Leaves the internal topics out (the old rule), for the test that shows the rule is checked.
+EXCLUDE_INTERNAL_FOR_TESTS = False
 
 
 class CacheTopics:
@@ -29,4 +31,8 @@ class CacheTopics:
         return self.image.topics_version
 
     def names(self) -> Iterable[str]:
-        return (name for name in self.image.topic_ids if name not in INTERNAL_TOPICS)
+        """Every topic, internal ones too, as Kafka's GroupMetadataManager.refreshRegularExpressions
+        matches a regex against every name in the image (a member asking for ``__consumer_offsets`` gets it)."""
+        if EXCLUDE_INTERNAL_FOR_TESTS:
+            return (name for name in self.image.topic_ids if name not in INTERNAL_TOPICS)
+        return iter(self.image.topic_ids)
