@@ -21,7 +21,7 @@ from kio.static.primitive import i32Timedelta
 
 from epochkraft.broker import topics_image
 from epochkraft.broker.group_coordinator import GroupCoordinator
-from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.controller.state import TopicInfo
 from epochkraft.metadata.image import MetadataImage
@@ -202,6 +202,29 @@ async def test_offset_commit_with_member_epochs(member_id, epoch, version, expec
     node = broker()
     await join(node)
     assert await commit(node, member_id, epoch, version) == expected
+
+
+@pytest.mark.parametrize(
+    ("member_id", "epoch", "expected"),
+    [
+        ("m1", 1, ErrorCode.none),
+        ("m1", 2, ErrorCode.illegal_generation),  # a stale member epoch, as a transactional commit says it
+        ("m9", 1, ErrorCode.unknown_member_id),
+        ("", -1, ErrorCode.unknown_member_id),
+    ],
+)
+async def test_validate_transactional_offset_commit(member_id, epoch, expected):
+    """OffsetMetadataManagerTest / ConsumerGroupTest.testValidateTransactionalOffsetCommit: a TxnOffsetCommit
+    to a consumer group (KIP-848) is checked against its member and member epoch, with no version floor;
+    before, it was checked as a classic group's generation, refused, and a consume-transform-produce loop
+    on the new protocol (franz-go's TestTxnEtl/848) never committed."""
+    node = broker()
+    await join(node)
+    entry = OffsetCommitEntry("foo", 0, 5, -1, None)
+    errors = await node.groups.txn_commit(
+        group_id="grp", producer=(1000, 0), generation_id=epoch, member_id=member_id, entries=[entry]
+    )
+    assert errors == [expected]
 
 
 async def test_offset_fetch_with_member_epochs():

@@ -341,7 +341,12 @@ class MemoryOffsetsTopic:
     async def ensure(self) -> None:
         return None
 
-    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    async def append(
+        self,
+        partition: int,
+        entries: list[tuple[bytes, bytes | None]],
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
         self.records.extend(entries)
         return ErrorCode.none
 

@@ -618,9 +618,16 @@ class ConsumerGroupCoordinator:
 
     # ---- offsets, listing, deletion ---------------------------------------------------------------------
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        api_version: int,
+        *,
+        transactional: bool = False,
     ) -> ErrorCode | None:
-        """ConsumerGroup.validateOffsetCommit; None when the group is not a consumer group."""
+        """ConsumerGroup.validateOffsetCommit; None when the group is not a consumer group. A
+        transactional commit (TxnOffsetCommit) has no version floor."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -629,7 +636,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if api_version < 9:
+        if not transactional and api_version < 9:
             return ErrorCode.unsupported_version
         return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
 

@@ -20,7 +20,7 @@ import functools
 import ssl
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from kio.schema.fetch.v14 import request as f14

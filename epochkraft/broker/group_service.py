@@ -396,9 +396,7 @@ class GroupService:
         transaction's marker (``GroupCoordinator.complete_transactional_offsets``). One error per entry."""
         error = self.coordinator_error(group_id)
         if error == ErrorCode.none:
-            error = self.coordinator.validate_offset_commit(
-                group_id=group_id, generation_id=generation_id, member_id=member_id
-            )
+            error = self._validate_txn_offset_commit(group_id, member_id, generation_id)
         if error != ErrorCode.none:
             return [error] * len(entries)
         errors, accepted = self._metadata_checked(entries)
@@ -416,6 +414,19 @@ class GroupService:
             if error == ErrorCode.none:
                 self.coordinator.add_pending_txn_offsets(partition, producer[0], group_id, offsets)
         return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    def _validate_txn_offset_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        """Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit: a consumer group (KIP-848)
+        checks the member and its epoch (a stale epoch is ILLEGAL_GENERATION here), a classic group its
+        generation."""
+        error = self.consumer_groups.validate_offset_commit(
+            group_id, member_id, generation_id, api_version=0, transactional=True
+        )
+        if error is not None:
+            return ErrorCode.illegal_generation if error == ErrorCode.stale_member_epoch else error
+        return self.coordinator.validate_offset_commit(
+            group_id=group_id, generation_id=generation_id, member_id=member_id
+        )
 
     def unstable(self, group_id: str, topic: str, partition: int) -> bool:
         return self.coordinator.has_pending_txn_offsets(group_id, topic, partition)
