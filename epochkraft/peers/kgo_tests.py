@@ -5,8 +5,7 @@ proxy into the peers cache. A three-broker epochkraft cluster starts on loopback
 ``KGO_SEEDS`` naming its brokers (franz-go's ``helpers_test.go`` reads it, and ``KGO_TEST_RECORDS`` bounds
 the records each produce/consume test moves), within ``--timeout``, and the cluster stops. The table lists
 every top-level test as passed, failed or skipped; a test still running at the timeout is listed as such.
-``TestTxnEtl`` is left out by default: it needs transactions, which epochkraft refuses
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and then waits for records that never come until the timeout.
+Every test runs by default, ``TestTxnEtl`` (transactions, on both group protocols) among them.
 """
 
 from __future__ import annotations
@@ -93,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", default=".", help="go test -run pattern (default: every test)")
     parser.add_argument(
         "--skip",
-        default="TestTxnEtl",
-        help="go test -skip pattern (default TestTxnEtl: it needs transactions, which epochkraft refuses, and "
-        "then waits for records that never come until the timeout; --skip '' runs it too)",
+        default="",
+        help="go test -skip pattern (default: none)",
     )
     parser.add_argument("--timeout", type=int, default=600, help="go test timeout, seconds")
     parser.add_argument("--records", type=int, default=20_000, help="KGO_TEST_RECORDS (franz-go: 500000)")
