@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -158,13 +159,13 @@ class Browser:
 
 
 @contextlib.asynccontextmanager
-async def open_page(url: str) -> AsyncIterator[Browser]:
+async def open_page(url: str, *flags: str) -> AsyncIterator[Browser]:
     port = _free_port()
     profile = tempfile.mkdtemp(prefix="epochkraft-chromium-")
     process = subprocess.Popen(
         [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-         f"--user-data-dir={profile}", "--window-size=1400,1000", "about:blank"],
+         f"--user-data-dir={profile}", "--window-size=1400,1000", *flags, "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -243,3 +244,105 @@ async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_e
                 Path(target).write_bytes(base64.b64decode(shot["data"]))
     finally:
         await client.close()
+
+
+# ---- the view of a secure cluster ---------------------------------------------------------------------------
+
+
+async def _first_events(
+    response: aiohttp.ClientResponse, wanted: Any, timeout: float
+) -> list[tuple[str, Any]]:
+    """The stream's events until ``wanted(events)`` holds."""
+    events: list[tuple[str, Any]] = []
+    buffer = b""
+    async with asyncio.timeout(timeout):
+        while not wanted(events):
+            buffer += await response.content.readany()
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in block.decode().splitlines())
+                events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def _with_positions(events: list[tuple[str, Any]]) -> bool:
+    """A partition with its high watermark: the controller read a broker's secured /v1/state."""
+    return any("high_watermark" in p for _, data in events for p in data.get("partitions", []))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
+    """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
+    its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
+    and the controller reads the brokers' secured /v1/state with its own certificate."""
+    from epochkraft.chaos import cluster_cli
+    from epochkraft.chaos.cluster import LocalCluster
+    from tests.conftest import write_fast_configs
+
+    broker_cfg, controller_cfg = write_fast_configs(tmp_path / "config")
+    cluster = LocalCluster(
+        data_dir=tmp_path / "cluster",
+        brokers=3,
+        broker_config=broker_cfg,
+        controller_config=controller_cfg,
+        admin_ports=True,
+        secure=True,
+    )
+    try:
+        await asyncio.to_thread(cluster.start)
+        security = cluster.security
+        assert security is not None
+        client = MiniClient(cluster.bootstrap, security.admin_tls())
+        try:
+            assert await client.create_topic("orders", 3, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
+        finally:
+            await client.close()
+        trust = ssl.create_default_context(
+            cafile=str(security.truststore)
+        )  # a browser's view: no certificate
+        admin = _basic("admin", security.admin_password)
+        view = cluster.admin_url(0, "/view/")
+        assert view.startswith("https://")
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as http:
+            async with http.get(view, headers=admin) as page:
+                assert page.status == 200 and "<html" in await page.text()
+            async with http.get(cluster.admin_url(0, "/view/events"), headers=admin) as stream:
+                assert stream.status == 200
+                events = await _first_events(stream, _with_positions, timeout=20)
+            snapshot = events[0][1]
+            assert events[0][0] == "snapshot"
+            assert len(snapshot["brokers"]) == 3 and len(snapshot["partitions"]) == 3
+            for path, headers in (
+                ("/view/", {}),
+                ("/view/events", _basic("admin", "wrong")),
+                ("/v1/state", _basic("nobody", security.admin_password)),
+                ("/metrics", {}),
+            ):
+                async with http.get(cluster.admin_url(0, path), headers=headers) as refused:
+                    assert refused.status == 401, path
+                    assert refused.headers["WWW-Authenticate"].startswith("Basic ")
+                    assert "<html" not in await refused.text()
+            async with http.get(cluster.admin_url(1, "/v1/state")) as refused:
+                assert refused.status == 401
+            async with http.get(cluster.admin_url(1, "/healthz")) as health:
+                assert health.status == 200  # open: says only that the process answers
+            with pytest.raises(aiohttp.ClientError):
+                async with http.get(view.replace("https://", "http://"), headers=admin) as plain:
+                    await plain.read()
+        # the tools read the admin ports with the admin's certificate
+        state = await asyncio.to_thread(cluster.admin_get, 2, "/v1/state")
+        assert state["state"] == "RUNNING"
+        assert cluster_cli.main(["status", "--data-dir", str(cluster.data_dir)]) == 0
+        assert "no answer" not in capsys.readouterr().out
+        # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
+        # local CA not installed in this browser's profile
+        logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")
+        async with open_page(logged_in, "--ignore-certificate-errors") as browser:
+            await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=30)
+    finally:
+        cluster.kill_all()

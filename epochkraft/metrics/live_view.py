@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -132,10 +133,12 @@ class LiveView:
         now_ms: Callable[[], int],
         broker_admin: dict[int, str] | None = None,
         metrics_dir: Path | None = None,
+        broker_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.state_fn = state_fn
         self.now_ms = now_ms
         self.broker_admin = broker_admin or {}  # broker id -> HOST:PORT of its admin port
+        self.broker_ssl = broker_ssl  # the brokers' admin ports are secured: HTTPS with this context
         self.broker_states: dict[int, Json] = {}
         self.faults = ChaosFaults(metrics_dir) if metrics_dir is not None else None
         self.differ = ViewDiffer()
@@ -202,9 +205,13 @@ class LiveView:
                     self._publish("delta", delta)
 
     async def _read_brokers(self, http: aiohttp.ClientSession) -> None:
+        scheme = "http" if self.broker_ssl is None else "https"
+        tls: ssl.SSLContext | bool = self.broker_ssl or True
+
         async def read(broker: int, address: str) -> None:
             try:
-                async with http.get(f"http://{address}/v1/state") as answer:
+                async with http.get(f"{scheme}://{address}/v1/state", ssl=tls) as answer:
+                    answer.raise_for_status()
                     self.broker_states[broker] = await answer.json()
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 self.broker_states.pop(broker, None)  # a broker that does not answer shows no positions
