@@ -46,19 +46,28 @@ def _state(
     }  # fmt: skip
 
 
+def _update(
+    differ: ViewDiffer,
+    state: dict[str, Any],
+    now_ms: int,
+    positions: live_view.Positions = live_view.NO_POSITIONS,
+) -> dict[str, Any] | None:
+    return differ.update(state, now_ms, lambda: live_view.state_partitions(state), positions)
+
+
 def test_the_first_update_sends_everything_and_an_unchanged_state_nothing():
     differ = ViewDiffer()
-    first = differ.update(_state(), now_ms=10_500)
+    first = _update(differ, _state(), now_ms=10_500)
     assert first is not None
     assert [b["id"] for b in first["brokers"]] == [1, 2]
     assert first["partitions"][0]["under_min_isr"] is False
-    assert differ.update(_state(), now_ms=10_900) is None  # the heartbeat age moves in whole seconds
+    assert _update(differ, _state(), now_ms=10_900) is None  # the heartbeat age moves in whole seconds
 
 
 def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
     differ = ViewDiffer()
-    differ.update(_state(), now_ms=10_000)
-    delta = differ.update(_state(fenced=True, isr=(1,)), now_ms=10_000)
+    _update(differ, _state(), now_ms=10_000)
+    delta = _update(differ, _state(fenced=True, isr=(1,)), now_ms=10_000)
     assert delta is not None
     assert [b["id"] for b in delta["brokers"]] == [2] and delta["brokers"][0]["fenced"]
     assert delta["partitions"][0]["isr"] == [1] and delta["partitions"][0]["under_min_isr"]
@@ -67,10 +76,10 @@ def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
 
 def test_removed_brokers_and_partitions_are_named():
     differ = ViewDiffer()
-    differ.update(_state(), now_ms=10_000)
+    _update(differ, _state(), now_ms=10_000)
     state = _state()
     state["brokers"], state["partitions"] = state["brokers"][:1], []
-    delta = differ.update(state, now_ms=10_000)
+    delta = _update(differ, state, now_ms=10_000)
     assert delta is not None
     assert delta["removed_brokers"] == [2] and delta["removed_partitions"] == ["t-0"]
 
@@ -80,11 +89,78 @@ def test_replica_positions_from_the_brokers_give_each_partition_its_high_waterma
         1: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 10, "high_watermark": 8}]},
         2: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 8, "high_watermark": 8}]},
     }
-    state = _state() | {"replica_positions": live_view.replica_positions(brokers)}
-    delta = ViewDiffer().update(state, now_ms=10_000)
+    delta = _update(ViewDiffer(), _state(), 10_000, live_view.replica_positions(brokers))
     assert delta is not None
     (p,) = delta["partitions"]
     assert p["high_watermark"] == 8 and p["log_end"] == {"1": 10, "2": 8} and p["lag"] == 2
+
+
+class Rows:
+    """The controller's side of the differ at 10,000 partitions: a token per partition (an immutable
+    registration and its topic's min ISR, as Controller.view_partitions), and each row made counted."""
+
+    def __init__(self, partitions: int = 10_000) -> None:
+        self.tokens = {("t", i): (("t", i, 1, 0), 2) for i in range(partitions)}  # (registration, min ISR)
+        self.made = 0
+
+    def partitions(self) -> live_view.Partitions:
+        return [(topic, index, token) for (topic, index), token in self.tokens.items()]
+
+    def row(self, topic: str, index: int, token: Any) -> dict[str, Any]:
+        self.made += 1
+        (_, _, leader, epoch), min_isr = token
+        return {"topic": topic, "partition": index, "leader": leader, "leader_epoch": epoch, "isr": [1, 2],
+                "min_insync_replicas": min_isr}  # fmt: skip
+
+
+def test_a_tick_makes_rows_only_for_the_partitions_that_changed():
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    assert differ.update(_state(), 10_000, rows.partitions) is not None
+    assert rows.made == 10_000
+    rows.made = 0
+    assert differ.update(_state(), 10_000, rows.partitions) is None
+    assert rows.made == 0  # every token the same object: no row made, none compared
+    rows.tokens[("t", 7)] = (("t", 7, 2, 1), 2)  # a new leader: a new registration
+    delta = differ.update(_state(), 10_000, rows.partitions)
+    assert rows.made == 1 and delta is not None
+    assert [(p["partition"], p["leader"]) for p in delta["partitions"]] == [(7, 2)]
+
+
+def test_new_replica_positions_make_rows_only_for_the_partitions_whose_positions_moved():
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    position = {1: {"log_end_offset": 5, "high_watermark": 5}}
+    positions = {f"t-{i}": position for i in range(10_000)}
+    differ.update(_state(), 10_000, rows.partitions, positions)
+    rows.made = 0
+    moved = positions | {
+        "t-3": {1: {"log_end_offset": 9, "high_watermark": 9}}
+    }  # read again from the brokers
+    delta = differ.update(_state(), 10_000, rows.partitions, moved)
+    assert rows.made == 1 and delta is not None and delta["partitions"][0]["high_watermark"] == 9
+
+
+def test_a_partition_gone_from_the_source_is_named_removed():
+    rows = Rows(3)
+    differ = ViewDiffer(rows.row)
+    differ.update(_state(), 10_000, rows.partitions)
+    del rows.tokens[("t", 1)]
+    delta = differ.update(_state(), 10_000, rows.partitions)
+    assert delta is not None and delta["removed_partitions"] == ["t-1"]
+    assert [p["partition"] for p in differ.snapshot()["partitions"]] == [0, 2]
+
+
+async def test_browsers_attaching_between_two_changes_share_one_encoded_snapshot():
+    rows = Rows()
+    view = LiveView(_state, lambda: 0, partitions=rows.partitions, row=rows.row)
+    first, second = view.attach(), view.attach()
+    assert first.get_nowait() is second.get_nowait()  # the same string: 10,000 rows encoded once
+    view.on_event("broker_fenced", {"broker": 2, "epoch": 9})  # a change: the next browser's snapshot has it
+    third = view.attach()
+    assert '"broker_fenced"' in (third.get_nowait() or "")
+    assert rows.made == 10_000  # attaching made no rows: the differ's are reused
+    await view.stop()
 
 
 def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):

@@ -44,7 +44,7 @@ import uvloop
 
 from epochkraft import logs
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
-from epochkraft.controller.controller import Controller
+from epochkraft.controller.controller import Controller, partition_row
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
 from epochkraft.controller.quorum import ControllerQuorum
@@ -805,16 +805,18 @@ async def _admin_server(
 
     registry = controller_registry(controller)
 
-    def state() -> dict[str, Any]:
+    def own_state() -> dict[str, Any]:
         # Heartbeat sessions are this controller's own, not in the log: beside the log's view, not in it.
         sessions = {
             str(broker): session.last_contact_ms for broker, session in controller.cluster.sessions.items()
         }
-        return (
-            controller.state()
-            | {"last_heartbeat_ms": sessions}
-            | ({"quorum": quorum.describe()} if quorum is not None else {})
-        )
+        return {"last_heartbeat_ms": sessions} | ({"quorum": quorum.describe()} if quorum is not None else {})
+
+    def state() -> dict[str, Any]:
+        return controller.state() | own_state()
+
+    def view_state() -> dict[str, Any]:  # the view reads the partitions on their own, the changed ones only
+        return controller.summary_state() | own_state()
 
     ready: Callable[[], bool] | None = None
     if quorum is not None:
@@ -830,12 +832,14 @@ async def _admin_server(
         # the image is rebuilt when a quorum controller renounces: read the credentials it holds now
         secured = admin_security(node.security, lambda: controller.image.scram_credentials)
     view = LiveView(
-        state,
+        view_state,
         node.now_ms,
         broker_admin=_broker_admin(args.view_broker_admin),
         metrics_dir=Path(args.metrics_dir) if args.metrics_dir else None,
         # the brokers' secured admin ports: this controller's certificate (a super user) over TLS
         broker_ssl=node.security.client_ssl("SSL") if secured is not None and node.security else None,
+        partitions=controller.view_partitions,
+        row=lambda _topic, _index, token: partition_row(*token),
     )
     node.event_listeners.append(view.on_event)
     server = AdminServer(
