@@ -130,13 +130,10 @@ def test_a_tick_makes_rows_only_for_the_partitions_that_changed():
 def test_new_replica_positions_make_rows_only_for_the_partitions_whose_positions_moved():
     rows = Rows()
     differ = ViewDiffer(rows.row)
-    position = {1: {"log_end_offset": 5, "high_watermark": 5}}
-    positions = {f"t-{i}": position for i in range(10_000)}
+    positions = {("t", i): [(1, 5, 5)] for i in range(10_000)}  # broker 1: log end 5, high watermark 5
     differ.update(_state(), 10_000, rows.partitions, positions)
     rows.made = 0
-    moved = positions | {
-        "t-3": {1: {"log_end_offset": 9, "high_watermark": 9}}
-    }  # read again from the brokers
+    moved = positions | {("t", 3): [(1, 9, 9)]}  # read again from the brokers
     delta = differ.update(_state(), 10_000, rows.partitions, moved)
     assert rows.made == 1 and delta is not None and delta["partitions"][0]["high_watermark"] == 9
 

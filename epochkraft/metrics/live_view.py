@@ -45,7 +45,8 @@ PartitionKey = tuple[str, int]  # topic, partition
 # Each partition as (topic, index, token): the token compares equal while the partition's row would not change
 # (the controller gives its immutable registration and its topic's min ISR: mostly an identity check).
 Partitions = Iterable[tuple[str, int, Any]]
-Positions = dict[str, dict[int, Json]]  # "topic-N" -> broker -> its replica's log end and high watermark
+# (topic, partition) -> (broker, its replica's log end offset, its high watermark) by broker
+Positions = dict[PartitionKey, list[tuple[int, int, int]]]
 NO_POSITIONS: Positions = {}
 
 
@@ -109,10 +110,10 @@ class ViewDiffer:
             key = (topic, index)
             held += 1
             known = tokens.get(key, _UNSEEN)
-            if known == token and not (new_positions and _held(positions, key) != _held(self.positions, key)):
+            if known == token and not (new_positions and positions.get(key) != self.positions.get(key)):
                 continue
             tokens[key] = token
-            row = _with_positions(self.row(topic, index, token), positions.get(_name(key)))
+            row = _with_positions(self.row(topic, index, token), positions.get(key))
             if rows.get(key) != row:
                 rows[key] = row
                 changed.append(row)
@@ -138,10 +139,6 @@ class ViewDiffer:
 _UNSEEN = object()
 
 
-def _held(positions: Positions, key: PartitionKey) -> dict[int, Json] | None:
-    return positions.get(_name(key)) if positions else None
-
-
 def _name(key: PartitionKey) -> str:
     return f"{key[0]}-{key[1]}"
 
@@ -155,21 +152,19 @@ def _brokers(state: Json, now_ms: int) -> Iterator[Json]:
         yield b | {"heartbeat_age_s": age_s}
 
 
-def _with_positions(p: Json, held: dict[int, Json] | None) -> Json:
+def _with_positions(p: Json, held: list[tuple[int, int, int]] | None) -> Json:
     """A partition's row with what the view adds: leaderless, under min ISR, and from the replicas'
     positions the log ends, the high watermark and the lag."""
     leaderless = p["leader"] < 0
     under_min_isr = len(p["isr"]) < p.get("min_insync_replicas", 1)
     extra: Json = {"leaderless": leaderless, "under_min_isr": under_min_isr}
     if held:
-        ends = {str(b): r["log_end_offset"] for b, r in sorted(held.items())}
-        leader = held.get(p["leader"])
+        ends = {str(b): end for b, end, _ in held}
         extra |= {"log_end": ends}
-        if leader is not None:
-            extra |= {
-                "high_watermark": leader["high_watermark"],
-                "lag": max((leader["log_end_offset"] - end for end in ends.values()), default=0),
-            }
+        for broker, leader_end, high_watermark in held:
+            if broker == p["leader"]:
+                lag = max(leader_end - end for end in ends.values())
+                extra |= {"high_watermark": high_watermark, "lag": lag}
     return p | extra
 
 
@@ -181,17 +176,11 @@ def state_partitions(state: Json) -> Partitions:
 def replica_positions(broker_states: dict[int, Json]) -> Positions:
     """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/state."""
     positions: Positions = {}
-    for broker, state in broker_states.items():
+    for broker, state in sorted(broker_states.items()):
         for r in state.get("partitions", []):
-            positions.setdefault(_partition_key(r), {})[broker] = {
-                "log_end_offset": r["log_end_offset"],
-                "high_watermark": r["high_watermark"],
-            }
+            held = (broker, r["log_end_offset"], r["high_watermark"])
+            positions.setdefault((r["topic"], r["partition"]), []).append(held)
     return positions
-
-
-def _partition_key(p: Json) -> str:
-    return f"{p['topic']}-{p['partition']}"
 
 
 class LiveView:
