@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -45,19 +46,28 @@ def _state(
     }  # fmt: skip
 
 
+def _update(
+    differ: ViewDiffer,
+    state: dict[str, Any],
+    now_ms: int,
+    positions: live_view.Positions = live_view.NO_POSITIONS,
+) -> dict[str, Any] | None:
+    return differ.update(state, now_ms, lambda: live_view.state_partitions(state), positions)
+
+
 def test_the_first_update_sends_everything_and_an_unchanged_state_nothing():
     differ = ViewDiffer()
-    first = differ.update(_state(), now_ms=10_500)
+    first = _update(differ, _state(), now_ms=10_500)
     assert first is not None
     assert [b["id"] for b in first["brokers"]] == [1, 2]
     assert first["partitions"][0]["under_min_isr"] is False
-    assert differ.update(_state(), now_ms=10_900) is None  # the heartbeat age moves in whole seconds
+    assert _update(differ, _state(), now_ms=10_900) is None  # the heartbeat age moves in whole seconds
 
 
 def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
     differ = ViewDiffer()
-    differ.update(_state(), now_ms=10_000)
-    delta = differ.update(_state(fenced=True, isr=(1,)), now_ms=10_000)
+    _update(differ, _state(), now_ms=10_000)
+    delta = _update(differ, _state(fenced=True, isr=(1,)), now_ms=10_000)
     assert delta is not None
     assert [b["id"] for b in delta["brokers"]] == [2] and delta["brokers"][0]["fenced"]
     assert delta["partitions"][0]["isr"] == [1] and delta["partitions"][0]["under_min_isr"]
@@ -66,10 +76,10 @@ def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
 
 def test_removed_brokers_and_partitions_are_named():
     differ = ViewDiffer()
-    differ.update(_state(), now_ms=10_000)
+    _update(differ, _state(), now_ms=10_000)
     state = _state()
     state["brokers"], state["partitions"] = state["brokers"][:1], []
-    delta = differ.update(state, now_ms=10_000)
+    delta = _update(differ, state, now_ms=10_000)
     assert delta is not None
     assert delta["removed_brokers"] == [2] and delta["removed_partitions"] == ["t-0"]
 
@@ -79,11 +89,75 @@ def test_replica_positions_from_the_brokers_give_each_partition_its_high_waterma
         1: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 10, "high_watermark": 8}]},
         2: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 8, "high_watermark": 8}]},
     }
-    state = _state() | {"replica_positions": live_view.replica_positions(brokers)}
-    delta = ViewDiffer().update(state, now_ms=10_000)
+    delta = _update(ViewDiffer(), _state(), 10_000, live_view.replica_positions(brokers))
     assert delta is not None
     (p,) = delta["partitions"]
     assert p["high_watermark"] == 8 and p["log_end"] == {"1": 10, "2": 8} and p["lag"] == 2
+
+
+class Rows:
+    """The controller's side of the differ at 10,000 partitions: a token per partition (an immutable
+    registration and its topic's min ISR, as Controller.view_partitions), and each row made counted."""
+
+    def __init__(self, partitions: int = 10_000) -> None:
+        self.tokens = {("t", i): (("t", i, 1, 0), 2) for i in range(partitions)}  # (registration, min ISR)
+        self.made = 0
+
+    def partitions(self) -> live_view.Partitions:
+        return [(topic, index, token) for (topic, index), token in self.tokens.items()]
+
+    def row(self, topic: str, index: int, token: Any) -> dict[str, Any]:
+        self.made += 1
+        (_, _, leader, epoch), min_isr = token
+        return {"topic": topic, "partition": index, "leader": leader, "leader_epoch": epoch, "isr": [1, 2],
+                "min_insync_replicas": min_isr}  # fmt: skip
+
+
+def test_a_tick_makes_rows_only_for_the_partitions_that_changed():
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    assert differ.update(_state(), 10_000, rows.partitions) is not None
+    assert rows.made == 10_000
+    rows.made = 0
+    assert differ.update(_state(), 10_000, rows.partitions) is None
+    assert rows.made == 0  # every token the same object: no row made, none compared
+    rows.tokens[("t", 7)] = (("t", 7, 2, 1), 2)  # a new leader: a new registration
+    delta = differ.update(_state(), 10_000, rows.partitions)
+    assert rows.made == 1 and delta is not None
+    assert [(p["partition"], p["leader"]) for p in delta["partitions"]] == [(7, 2)]
+
+
+def test_new_replica_positions_make_rows_only_for_the_partitions_whose_positions_moved():
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    positions = {("t", i): [(1, 5, 5)] for i in range(10_000)}  # broker 1: log end 5, high watermark 5
+    differ.update(_state(), 10_000, rows.partitions, positions)
+    rows.made = 0
+    moved = positions | {("t", 3): [(1, 9, 9)]}  # read again from the brokers
+    delta = differ.update(_state(), 10_000, rows.partitions, moved)
+    assert rows.made == 1 and delta is not None and delta["partitions"][0]["high_watermark"] == 9
+
+
+def test_a_partition_gone_from_the_source_is_named_removed():
+    rows = Rows(3)
+    differ = ViewDiffer(rows.row)
+    differ.update(_state(), 10_000, rows.partitions)
+    del rows.tokens[("t", 1)]
+    delta = differ.update(_state(), 10_000, rows.partitions)
+    assert delta is not None and delta["removed_partitions"] == ["t-1"]
+    assert [p["partition"] for p in differ.snapshot()["partitions"]] == [0, 2]
+
+
+async def test_browsers_attaching_between_two_changes_share_one_encoded_snapshot():
+    rows = Rows()
+    view = LiveView(_state, lambda: 0, partitions=rows.partitions, row=rows.row)
+    first, second = view.attach(), view.attach()
+    assert first.get_nowait() is second.get_nowait()  # the same string: 10,000 rows encoded once
+    view.on_event("broker_fenced", {"broker": 2, "epoch": 9})  # a change: the next browser's snapshot has it
+    third = view.attach()
+    assert '"broker_fenced"' in (third.get_nowait() or "")
+    assert rows.made == 10_000  # attaching made no rows: the differ's are reused
+    await view.stop()
 
 
 def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
@@ -158,13 +232,13 @@ class Browser:
 
 
 @contextlib.asynccontextmanager
-async def open_page(url: str) -> AsyncIterator[Browser]:
+async def open_page(url: str, *flags: str) -> AsyncIterator[Browser]:
     port = _free_port()
     profile = tempfile.mkdtemp(prefix="epochkraft-chromium-")
     process = subprocess.Popen(
         [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-         f"--user-data-dir={profile}", "--window-size=1400,1000", "about:blank"],
+         f"--user-data-dir={profile}", "--window-size=1400,1000", *flags, "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -243,3 +317,105 @@ async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_e
                 Path(target).write_bytes(base64.b64decode(shot["data"]))
     finally:
         await client.close()
+
+
+# ---- the view of a secure cluster ---------------------------------------------------------------------------
+
+
+async def _first_events(
+    response: aiohttp.ClientResponse, wanted: Any, timeout: float
+) -> list[tuple[str, Any]]:
+    """The stream's events until ``wanted(events)`` holds."""
+    events: list[tuple[str, Any]] = []
+    buffer = b""
+    async with asyncio.timeout(timeout):
+        while not wanted(events):
+            buffer += await response.content.readany()
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in block.decode().splitlines())
+                events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def _with_positions(events: list[tuple[str, Any]]) -> bool:
+    """A partition with its high watermark: the controller read a broker's secured /v1/state."""
+    return any("high_watermark" in p for _, data in events for p in data.get("partitions", []))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
+    """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
+    its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
+    and the controller reads the brokers' secured /v1/state with its own certificate."""
+    from epochkraft.chaos import cluster_cli
+    from epochkraft.chaos.cluster import LocalCluster
+    from tests.conftest import write_fast_configs
+
+    broker_cfg, controller_cfg = write_fast_configs(tmp_path / "config")
+    cluster = LocalCluster(
+        data_dir=tmp_path / "cluster",
+        brokers=3,
+        broker_config=broker_cfg,
+        controller_config=controller_cfg,
+        admin_ports=True,
+        secure=True,
+    )
+    try:
+        await asyncio.to_thread(cluster.start)
+        security = cluster.security
+        assert security is not None
+        client = MiniClient(cluster.bootstrap, security.admin_tls())
+        try:
+            assert await client.create_topic("orders", 3, 3, {"min.insync.replicas": "2"}) == ErrorCode.none
+        finally:
+            await client.close()
+        trust = ssl.create_default_context(
+            cafile=str(security.truststore)
+        )  # a browser's view: no certificate
+        admin = _basic("admin", security.admin_password)
+        view = cluster.admin_url(0, "/view/")
+        assert view.startswith("https://")
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as http:
+            async with http.get(view, headers=admin) as page:
+                assert page.status == 200 and "<html" in await page.text()
+            async with http.get(cluster.admin_url(0, "/view/events"), headers=admin) as stream:
+                assert stream.status == 200
+                events = await _first_events(stream, _with_positions, timeout=20)
+            snapshot = events[0][1]
+            assert events[0][0] == "snapshot"
+            assert len(snapshot["brokers"]) == 3 and len(snapshot["partitions"]) == 3
+            for path, headers in (
+                ("/view/", {}),
+                ("/view/events", _basic("admin", "wrong")),
+                ("/v1/state", _basic("nobody", security.admin_password)),
+                ("/metrics", {}),
+            ):
+                async with http.get(cluster.admin_url(0, path), headers=headers) as refused:
+                    assert refused.status == 401, path
+                    assert refused.headers["WWW-Authenticate"].startswith("Basic ")
+                    assert "<html" not in await refused.text()
+            async with http.get(cluster.admin_url(1, "/v1/state")) as refused:
+                assert refused.status == 401
+            async with http.get(cluster.admin_url(1, "/healthz")) as health:
+                assert health.status == 200  # open: says only that the process answers
+            with pytest.raises(aiohttp.ClientError):
+                async with http.get(view.replace("https://", "http://"), headers=admin) as plain:
+                    await plain.read()
+        # the tools read the admin ports with the admin's certificate
+        state = await asyncio.to_thread(cluster.admin_get, 2, "/v1/state")
+        assert state["state"] == "RUNNING"
+        assert cluster_cli.main(["status", "--data-dir", str(cluster.data_dir)]) == 0
+        assert "no answer" not in capsys.readouterr().out
+        # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
+        # local CA not installed in this browser's profile
+        logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")
+        async with open_page(logged_in, "--ignore-certificate-errors") as browser:
+            await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=30)
+    finally:
+        cluster.kill_all()

@@ -59,6 +59,7 @@ from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listen
 from epochkraft.net.server import KafkaServer, parse_ip_overrides
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
 
 if TYPE_CHECKING:
@@ -486,6 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
     )
+    parser.add_argument(
+        "--admin-secure",
+        action="store_true",
+        help="the admin port serves HTTPS with ssl.keystore.location and answers only super users (super.users):"
+        " by a client certificate from ssl.truststore.location or HTTP Basic auth with their SCRAM password;"
+        " /healthz stays open",
+    )
     parser.add_argument("--config", help="a .properties file (see config/broker.properties)")
     parser.add_argument(
         "--override",
@@ -631,14 +639,18 @@ async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> AdminServe
     node.metrics.start()
     if args.admin_port is None:
         return None
-    from epochkraft.metrics.admin_http import AdminServer
+    from epochkraft.metrics.admin_http import AdminServer, admin_security
 
+    secured = (
+        admin_security(node.security, lambda: node.cache.scram_credentials) if args.admin_secure else None
+    )
     admin = AdminServer(
         args.admin_host,
         args.admin_port,
         node.metrics.registry,
         node.state_json,
         ready_fn=lambda: node.state == State.RUNNING,
+        security=secured,
     )
     await admin.start()
     return admin
@@ -669,6 +681,8 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
         security.sasl_sessions(listeners.protocols[endpoint.name], {})
     security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
     security.client_ssl(listeners.inter_broker_protocol)
+    if args.admin_secure:
+        tls.admin_server_context(settings)
     return settings, listeners, controller
 
 

@@ -112,6 +112,26 @@ class LocalCluster:
         return self._free_admin[node_id]
 
     @property
+    def _admin_secure(self) -> list[str]:
+        """A secure cluster's admin ports serve HTTPS to super users only (metrics/admin_auth.py)."""
+        return ["--admin-secure"] if self.secure else []
+
+    def admin_url(self, node_id: int, path: str) -> str:
+        """``path`` on the admin port of ``node_id`` (0: the controller; 3000...: a quorum voter)."""
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://127.0.0.1:{self._admin(node_id)}{path}"
+
+    def admin_get(self, node_id: int, path: str, timeout: float = 2.0) -> dict[str, Any]:
+        """The JSON ``path`` answers on ``node_id``'s admin port; on a secure cluster over TLS with the
+        admin's certificate. OSError or ValueError when it does not answer."""
+        security = self.security
+        context = security.admin_tls() if security is not None else None
+        with urllib.request.urlopen(
+            self.admin_url(node_id, path), timeout=timeout, context=context
+        ) as answer:
+            return dict(json.loads(answer.read()))
+
+    @property
     def security(self) -> LocalSecurity | None:
         if not self.secure:
             return None
@@ -189,7 +209,7 @@ class LocalCluster:
         if self.controller_config is not None:
             args += ["--config", str(self.controller_config)]
         if (admin := self._admin(node_id)) is not None:
-            args += ["--admin-port", str(admin)]
+            args += ["--admin-port", str(admin), *self._admin_secure]
             brokers = ",".join(f"{b}=127.0.0.1:{self._admin(b)}" for b in range(1, self.brokers + 1))
             args += ["--view-broker-admin", brokers]
         if (security := self.security) is not None:
@@ -265,7 +285,7 @@ class LocalCluster:
         if self.broker_config is not None:
             args += ["--config", str(self.broker_config)]
         if (admin := self._admin(node_id)) is not None:
-            args += ["--admin-port", str(admin)]
+            args += ["--admin-port", str(admin), *self._admin_secure]
         args += self.extra_broker_args
         return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
 
@@ -362,9 +382,7 @@ class LocalCluster:
         if not self.voters[voter].alive:
             return None
         try:
-            url = f"http://127.0.0.1:{self._admin(voter)}/v1/state"
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                return json.loads(response.read()).get("quorum")
+            return self.admin_get(voter, "/v1/state", timeout).get("quorum")
         except (OSError, ValueError):
             return None
 
@@ -395,6 +413,7 @@ class LocalCluster:
             "cluster_id": self.cluster_id,
             "base_port": self.base_port,
             "admin_ports": self.admin_ports,
+            "secure": self.secure,
             "controllers": self.controllers,
             "static_quorum": self.static_quorum,
             "directory_ids": {str(k): v for k, v in self.directory_ids.items()},
@@ -425,6 +444,7 @@ class LocalCluster:
             admin_ports=state.get("admin_ports", False),
             controllers=state.get("controllers", 1),
             static_quorum=state.get("static_quorum", True),
+            secure=state.get("secure", False),
         )
         cluster.directory_ids = {int(k): v for k, v in state.get("directory_ids", {}).items()}
         cluster._free_admin = {int(k): v for k, v in state.get("free_admin_ports", {}).items()}

@@ -10,15 +10,14 @@ running cluster (``epochkraft.chaos.remote_status``).
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
-import urllib.request
 from pathlib import Path
 
 from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
 from epochkraft.chaos.processes import SIGNALS, LocalProcess
+from epochkraft.security.local_setup import ADMIN_USER
 
 DEFAULT_DATA_DIR = "data/cluster"
 DEFAULT_BASE_PORT = 9092
@@ -56,15 +55,20 @@ def _up(args: argparse.Namespace) -> int:
         for voter in cluster.voters:
             print(
                 f"controller {voter}:   {cluster.voter_address(voter)}"
-                f"  admin http://127.0.0.1:{cluster.admin_port(voter)}/v1/state"
-                f"  live view http://127.0.0.1:{cluster.admin_port(voter)}/view/"
+                f"  admin {cluster.admin_url(voter, '/v1/state')}"
+                f"  live view {cluster.admin_url(voter, '/view/')}"
             )
     else:
         print(f"controller:        {cluster.controller_address}")
-        if (admin := cluster.admin_port(0)) is not None:
-            print(f"live view:         http://127.0.0.1:{admin}/view/")
+        if cluster.admin_port(0) is not None:
+            print(f"live view:         {cluster.admin_url(0, '/view/')}")
     print(f"bootstrap servers: {cluster.client_bootstrap}")
     if (security := cluster.security) is not None:
+        print(
+            f"admin ports:       HTTPS for super users: log in as {ADMIN_USER} with the password in "
+            f"{security.directory / 'admin.password'} (the browser warns of the local CA "
+            f"{security.truststore} until it is trusted), or present {security.keystore('admin')}"
+        )
         settings = security.client_properties(cluster.client_bootstrap)
         path = security.directory / "client.properties"
         path.write_text(settings)
@@ -72,7 +76,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"client settings (also in {path}):")
         print("".join(f"    {line}\n" for line in settings.splitlines()), end="")
     for node_id in cluster.nodes:
-        print(f"broker {node_id} admin:    http://127.0.0.1:{cluster.admin_port(node_id)}/metrics")
+        print(f"broker {node_id} admin:    {cluster.admin_url(node_id, '/metrics')}")
     print("every broker is RUNNING. Ctrl-C stops the cluster.", flush=True)
     stop.wait()
     print("\nstopping (controlled shutdown of every broker) ...", flush=True)
@@ -105,10 +109,8 @@ def _status(args: argparse.Namespace) -> int:
         admin = cluster.admin_port(_node_id(name))
         if proc.alive and admin:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{admin}/v1/state", timeout=2) as response:
-                    data = json.loads(response.read())
-                state = _describe(data)
-            except OSError:
+                state = _describe(cluster.admin_get(_node_id(name), "/v1/state"))
+            except (OSError, ValueError):
                 state = "no answer"
         elif not proc.alive and name.startswith("controller-"):
             state = "down"

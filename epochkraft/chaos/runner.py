@@ -452,10 +452,8 @@ async def run_chaos(
             cluster.controller_for[broker] = ",".join(f"127.0.0.1:{p.port}" for p in proxies[broker])
         await asyncio.to_thread(cluster.start_brokers)
         if progress:
-            views = [cluster.admin_port(v) for v in voters] if voters else [cluster.admin_port(0)]
-            print(
-                "live view: " + "  ".join(f"http://127.0.0.1:{port}/view/" for port in views), file=sys.stderr
-            )
+            views = voters or [0]
+            print("live view: " + "  ".join(cluster.admin_url(v, "/view/") for v in views), file=sys.stderr)
         security = cluster.security
         # A secured cluster: the checker's client is the admin on the inter-broker (mTLS) listener, the
         # workload the admin with SCRAM over TLS on the clients' listener.

@@ -17,6 +17,8 @@ Domain events (broker fenced, leader elected, ISR change committed or rejected..
 from __future__ import annotations
 
 import datetime
+import uuid
+from collections.abc import Iterator
 from functools import singledispatchmethod
 from typing import Any
 
@@ -54,7 +56,7 @@ from epochkraft.controller.replication_control import (
     ReplicationControl,
 )
 from epochkraft.controller.settings import ControllerSettings
-from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint
+from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
 from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
 from epochkraft.metadata.image import MetadataImage
@@ -761,38 +763,58 @@ class Controller(AdminOperations):
     def state(self) -> dict[str, Any]:
         """A JSON-able view for /v1/state."""
         return (
-            {
-                "cluster_id": self.cluster_id,
-                "metadata_offset": self.log.next_offset,
-                "brokers": [
-                    {
-                        "id": r.broker_id,
-                        "epoch": r.epoch,
-                        "incarnation": str(r.incarnation_id),
-                        "fenced": r.fenced,
-                        "in_controlled_shutdown": r.in_controlled_shutdown,
-                        "endpoints": [f"{e.host}:{e.port}" for e in r.endpoints],
-                    }
-                    for r in sorted(self.cluster.brokers.values(), key=lambda r: r.broker_id)
-                ],
-                "partitions": [
-                    {
-                        "topic": topic.name,
-                        "topic_id": str(topic.topic_id),
-                        "partition": index,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isr),
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "partition_epoch": p.partition_epoch,
-                        "leader_recovery_state": p.leader_recovery_state.name,
-                        "elr": list(p.elr),
-                        "last_known_elr": list(p.last_known_elr),
-                        "min_insync_replicas": self.replication.min_insync(topic.name),
-                    }
-                    for topic, index, p in self.replication.partitions()
-                ],
-            }
+            self.summary_state()
+            | {"partitions": [partition_row(*token) for _, _, token in self.view_partitions()]}
             | self.cluster.counts()
             | self.replication.counts()
         )
+
+    def summary_state(self) -> dict[str, Any]:
+        """/v1/state without the partitions: the cluster, its metadata offset and its brokers."""
+        return {
+            "cluster_id": self.cluster_id,
+            "metadata_offset": self.log.next_offset,
+            "brokers": [
+                {
+                    "id": r.broker_id,
+                    "epoch": r.epoch,
+                    "incarnation": str(r.incarnation_id),
+                    "fenced": r.fenced,
+                    "in_controlled_shutdown": r.in_controlled_shutdown,
+                    "endpoints": [f"{e.host}:{e.port}" for e in r.endpoints],
+                }
+                for r in sorted(self.cluster.brokers.values(), key=lambda r: r.broker_id)
+            ],
+        }
+
+    def view_partitions(self) -> Iterator[tuple[str, int, PartitionToken]]:
+        """Every partition as (topic, index, token): the token holds what its /v1/state row is made of (the
+        registration, replaced and never changed by a PartitionChangeRecord, and the topic's min ISR), so
+        an unchanged partition compares equal to its last token by identity, without building its row."""
+        for topic in self.replication.topics.values():
+            min_insync = self.replication.min_insync(topic.name)  # once per topic: configs are per topic
+            for index, p in topic.partitions.items():
+                yield topic.name, index, (topic.name, topic.topic_id, index, p, min_insync)
+
+
+PartitionToken = tuple[str, uuid.UUID, int, PartitionRegistration, int]  # topic, topic id, index, it, min ISR
+
+
+def partition_row(
+    topic: str, topic_id: uuid.UUID, index: int, p: PartitionRegistration, min_insync: int
+) -> dict[str, Any]:
+    """A partition's row in /v1/state (and the live view)."""
+    return {
+        "topic": topic,
+        "topic_id": str(topic_id),
+        "partition": index,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "leader_recovery_state": p.leader_recovery_state.name,
+        "elr": list(p.elr),
+        "last_known_elr": list(p.last_known_elr),
+        "min_insync_replicas": min_insync,
+    }

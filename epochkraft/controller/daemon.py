@@ -44,7 +44,7 @@ import uvloop
 
 from epochkraft import logs
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
-from epochkraft.controller.controller import Controller
+from epochkraft.controller.controller import Controller, partition_row
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
 from epochkraft.controller.quorum import ControllerQuorum
@@ -79,6 +79,7 @@ from epochkraft.raft.quorum_state import FollowerState, LeaderState
 from epochkraft.raft.replication import RaftSettings
 from epochkraft.raft.state_store import FileQuorumStateStore, InvalidQuorumState
 from epochkraft.raft.voter_set import Endpoint, ReplicaKey, VoterSet
+from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.security.scram import MECHANISMS, credential, parse_add_scram
 
@@ -228,6 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
     )
     parser.add_argument(
+        "--admin-secure",
+        action="store_true",
+        help="the admin port serves HTTPS with ssl.keystore.location and answers only super users (super.users):"
+        " by a client certificate from ssl.truststore.location or HTTP Basic auth with their SCRAM password;"
+        " /healthz stays open",
+    )
+    parser.add_argument(
         "--view-broker-admin",
         metavar="ID=HOST:PORT,...",
         help="the brokers' admin ports, from which the live view reads replicas' log ends and high watermarks",
@@ -318,6 +326,8 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         raise ConfigError("broker.session.timeout.ms must be positive")
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     NodeSecurity.build(settings).server_ssl(listener_protocol(settings), listener_name(settings))
+    if args.admin_secure:
+        tls.admin_server_context(settings)
     bootstrap_scram(args.add_scram)
     return settings, listen
 
@@ -789,22 +799,24 @@ async def _admin_server(
 ) -> AdminServer | None:
     if args.admin_port is None:
         return None
-    from epochkraft.metrics.admin_http import AdminServer
+    from epochkraft.metrics.admin_http import AdminServer, admin_security
     from epochkraft.metrics.live_view import LiveView
     from epochkraft.metrics.registry import controller_registry
 
     registry = controller_registry(controller)
 
-    def state() -> dict[str, Any]:
+    def own_state() -> dict[str, Any]:
         # Heartbeat sessions are this controller's own, not in the log: beside the log's view, not in it.
         sessions = {
             str(broker): session.last_contact_ms for broker, session in controller.cluster.sessions.items()
         }
-        return (
-            controller.state()
-            | {"last_heartbeat_ms": sessions}
-            | ({"quorum": quorum.describe()} if quorum is not None else {})
-        )
+        return {"last_heartbeat_ms": sessions} | ({"quorum": quorum.describe()} if quorum is not None else {})
+
+    def state() -> dict[str, Any]:
+        return controller.state() | own_state()
+
+    def view_state() -> dict[str, Any]:  # the view reads the partitions on their own, the changed ones only
+        return controller.summary_state() | own_state()
 
     ready: Callable[[], bool] | None = None
     if quorum is not None:
@@ -814,14 +826,25 @@ async def _admin_server(
             return isinstance(raft.state, LeaderState | FollowerState)
 
         ready = in_quorum
+    secured = None
+    if args.admin_secure:
+        assert node.security is not None
+        # the image is rebuilt when a quorum controller renounces: read the credentials it holds now
+        secured = admin_security(node.security, lambda: controller.image.scram_credentials)
     view = LiveView(
-        state,
+        view_state,
         node.now_ms,
         broker_admin=_broker_admin(args.view_broker_admin),
         metrics_dir=Path(args.metrics_dir) if args.metrics_dir else None,
+        # the brokers' secured admin ports: this controller's certificate (a super user) over TLS
+        broker_ssl=node.security.client_ssl("SSL") if secured is not None and node.security else None,
+        partitions=controller.view_partitions,
+        row=lambda _topic, _index, token: partition_row(*token),
     )
     node.event_listeners.append(view.on_event)
-    server = AdminServer(args.admin_host, args.admin_port, registry, state, ready, live_view=view)
+    server = AdminServer(
+        args.admin_host, args.admin_port, registry, state, ready, live_view=view, security=secured
+    )
     await server.start()
     return server
 

@@ -1,8 +1,11 @@
 """The controller's live web view: brokers, partitions, the quorum and a timeline of the metadata log's
 events, pushed to browsers as server-sent events (`/view/`, `/view/events` on the admin HTTP port).
 
-``ViewDiffer`` is sans-IO: it turns the controller's state (the same dict `/v1/state` serves) into what a
-browser has not seen yet, so one tick costs one pass over the state whatever the number of browsers.
+``ViewDiffer`` is sans-IO: it turns the controller's state (what `/v1/state` serves) into what a browser has
+not seen yet, once per tick whatever the number of browsers. A partition's row is made only when its
+registration (immutable: replaced by each PartitionChangeRecord), its topic's min ISR or its replicas'
+positions changed, so a tick at 10,000 partitions costs a comparison per partition and a row per change;
+each delta, and the snapshot given to browsers attaching until the next change, is encoded once.
 ``LiveView`` is the asyncio edge: it ticks only while a browser is attached, and gives each browser a bounded
 queue; a browser that does not keep up is dropped (its EventSource reconnects and starts from a snapshot),
 so a slow or stuck browser never holds the controller back. While it ticks it also reads each broker's
@@ -15,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-from collections.abc import Awaitable, Callable, Iterator
+import ssl
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,19 +41,44 @@ log = structlog.get_logger()
 Json = dict[str, Any]  # a JSON object as the controller's /v1/state gives it
 
 
+PartitionKey = tuple[str, int]  # topic, partition
+# Each partition as (topic, index, token): the token compares equal while the partition's row would not change
+# (the controller gives its immutable registration and its topic's min ISR: mostly an identity check).
+Partitions = Iterable[tuple[str, int, Any]]
+# (topic, partition) -> (broker, its replica's log end offset, its high watermark) by broker
+Positions = dict[PartitionKey, list[tuple[int, int, int]]]
+NO_POSITIONS: Positions = {}
+
+
+def _row_is_token(_topic: str, _index: int, token: Any) -> Json:
+    return dict(token)
+
+
 @dataclass
 class ViewDiffer:
-    """What changed since the last tick, by broker id and by partition."""
+    """What changed since the last tick, by broker id and by partition. A partition's row is built only when
+    its token or its replicas' positions changed, so a tick costs one comparison per partition (an identity
+    check for an unchanged one) and a row per change, not a row per partition."""
 
+    row: Callable[[str, int, Any], Json] = _row_is_token  # the partition's /v1/state row from its token
     brokers: dict[int, Json] = field(default_factory=dict)
-    partitions: dict[str, Json] = field(default_factory=dict)
+    partitions: dict[PartitionKey, Json] = field(default_factory=dict)  # the rows the browsers have
+    tokens: dict[PartitionKey, Any] = field(default_factory=dict)
+    positions: Positions = field(default_factory=dict)
     quorum: Json | None = None
     cluster: Json = field(default_factory=dict)
 
-    def update(self, state: Json, now_ms: int) -> Json | None:
-        """The changes of ``state`` against what was last seen, or None when nothing changed."""
+    def update(
+        self,
+        state: Json,
+        now_ms: int,
+        partitions: Callable[[], Partitions],
+        positions: Positions = NO_POSITIONS,
+    ) -> Json | None:
+        """The changes of ``state`` (the controller's /v1/state without its partitions), the
+        ``partitions()`` and the replicas' ``positions`` against what was last seen, or None when nothing
+        changed."""
         brokers = {b["id"]: b for b in _brokers(state, now_ms)}
-        partitions = {_partition_key(p): p for p in _partitions(state)}
         quorum = state.get("quorum")
         cluster = {"cluster_id": state.get("cluster_id"), "metadata_offset": state.get("metadata_offset")}
         delta: Json = {}
@@ -60,15 +89,42 @@ class ViewDiffer:
             delta["brokers"] = changed_brokers
         if gone := sorted(set(self.brokers) - set(brokers)):
             delta["removed_brokers"] = gone
-        changed = [p for k, p in partitions.items() if self.partitions.get(k) != p]
+        changed, gone_partitions = self._partitions(partitions, positions)
         if changed:
             delta["partitions"] = changed
-        if gone_partitions := sorted(set(self.partitions) - set(partitions)):
+        if gone_partitions:
             delta["removed_partitions"] = gone_partitions
         if quorum != self.quorum:
             delta["quorum"] = quorum
-        self.brokers, self.partitions, self.quorum, self.cluster = brokers, partitions, quorum, cluster
+        self.brokers, self.quorum, self.cluster = brokers, quorum, cluster
         return delta or None
+
+    def _partitions(
+        self, partitions: Callable[[], Partitions], positions: Positions
+    ) -> tuple[list[Json], list[str]]:
+        """The rows that changed, and the partitions gone."""
+        new_positions = positions is not self.positions  # the brokers were read again since the last tick
+        tokens, rows, held = self.tokens, self.partitions, 0
+        changed: list[Json] = []
+        for topic, index, token in partitions():
+            key = (topic, index)
+            held += 1
+            known = tokens.get(key, _UNSEEN)
+            if known == token and not (new_positions and positions.get(key) != self.positions.get(key)):
+                continue
+            tokens[key] = token
+            row = _with_positions(self.row(topic, index, token), positions.get(key))
+            if rows.get(key) != row:
+                rows[key] = row
+                changed.append(row)
+        self.positions = positions
+        gone: list[str] = []
+        if held < len(tokens):  # only then look for the partitions that are no more
+            seen = {(topic, index) for topic, index, _ in partitions()}
+            for key in [k for k in tokens if k not in seen]:
+                del tokens[key], rows[key]
+                gone.append(_name(key))
+        return changed, sorted(gone)
 
     def snapshot(self) -> Json:
         """Everything a newly attached browser needs to draw the view."""
@@ -80,6 +136,13 @@ class ViewDiffer:
         }
 
 
+_UNSEEN = object()
+
+
+def _name(key: PartitionKey) -> str:
+    return f"{key[0]}-{key[1]}"
+
+
 def _brokers(state: Json, now_ms: int) -> Iterator[Json]:
     heartbeats: dict[str, int] = state.get("last_heartbeat_ms", {})
     for b in state.get("brokers", []):
@@ -89,38 +152,35 @@ def _brokers(state: Json, now_ms: int) -> Iterator[Json]:
         yield b | {"heartbeat_age_s": age_s}
 
 
-def _partitions(state: Json) -> Iterator[Json]:
-    positions: dict[str, dict[int, Json]] = state.get("replica_positions", {})
-    for p in state.get("partitions", []):
-        leaderless = p["leader"] < 0
-        under_min_isr = len(p["isr"]) < p.get("min_insync_replicas", 1)
-        extra: Json = {"leaderless": leaderless, "under_min_isr": under_min_isr}
-        if held := positions.get(_partition_key(p)):
-            ends = {str(b): r["log_end_offset"] for b, r in sorted(held.items())}
-            leader = held.get(p["leader"])
-            extra |= {"log_end": ends}
-            if leader is not None:
-                extra |= {
-                    "high_watermark": leader["high_watermark"],
-                    "lag": max((leader["log_end_offset"] - end for end in ends.values()), default=0),
-                }
-        yield p | extra
+def _with_positions(p: Json, held: list[tuple[int, int, int]] | None) -> Json:
+    """A partition's row with what the view adds: leaderless, under min ISR, and from the replicas'
+    positions the log ends, the high watermark and the lag."""
+    leaderless = p["leader"] < 0
+    under_min_isr = len(p["isr"]) < p.get("min_insync_replicas", 1)
+    extra: Json = {"leaderless": leaderless, "under_min_isr": under_min_isr}
+    if held:
+        ends = {str(b): end for b, end, _ in held}
+        extra |= {"log_end": ends}
+        for broker, leader_end, high_watermark in held:
+            if broker == p["leader"]:
+                lag = max(leader_end - end for end in ends.values())
+                extra |= {"high_watermark": high_watermark, "lag": lag}
+    return p | extra
 
 
-def replica_positions(broker_states: dict[int, Json]) -> dict[str, dict[int, Json]]:
+def state_partitions(state: Json) -> Partitions:
+    """The partitions of a whole /v1/state, each row its own token (tests, and a state without a source)."""
+    return [(p["topic"], p["partition"], p) for p in state.get("partitions", [])]
+
+
+def replica_positions(broker_states: dict[int, Json]) -> Positions:
     """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/state."""
-    positions: dict[str, dict[int, Json]] = {}
-    for broker, state in broker_states.items():
+    positions: Positions = {}
+    for broker, state in sorted(broker_states.items()):
         for r in state.get("partitions", []):
-            positions.setdefault(_partition_key(r), {})[broker] = {
-                "log_end_offset": r["log_end_offset"],
-                "high_watermark": r["high_watermark"],
-            }
+            held = (broker, r["log_end_offset"], r["high_watermark"])
+            positions.setdefault((r["topic"], r["partition"]), []).append(held)
     return positions
-
-
-def _partition_key(p: Json) -> str:
-    return f"{p['topic']}-{p['partition']}"
 
 
 class LiveView:
@@ -132,17 +192,29 @@ class LiveView:
         now_ms: Callable[[], int],
         broker_admin: dict[int, str] | None = None,
         metrics_dir: Path | None = None,
+        broker_ssl: ssl.SSLContext | None = None,
+        partitions: Callable[[], Partitions] | None = None,
+        row: Callable[[str, int, Any], Json] = _row_is_token,
     ) -> None:
-        self.state_fn = state_fn
+        self.state_fn = (
+            state_fn  # the controller's /v1/state, without its partitions when ``partitions`` is given
+        )
+        self.partitions = (
+            partitions  # each partition's token (Controller.view_partitions), made a row by ``row``
+        )
+        self.row = row
         self.now_ms = now_ms
         self.broker_admin = broker_admin or {}  # broker id -> HOST:PORT of its admin port
+        self.broker_ssl = broker_ssl  # the brokers' admin ports are secured: HTTPS with this context
         self.broker_states: dict[int, Json] = {}
+        self.positions: Positions = {}  # from broker_states, made again each time the brokers are read
         self.faults = ChaosFaults(metrics_dir) if metrics_dir is not None else None
-        self.differ = ViewDiffer()
+        self.differ = ViewDiffer(row)
         self.timeline: collections.deque[Json] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.browsers: set[asyncio.Queue[str | None]] = set()
         self.dropped = 0  # browsers dropped for falling behind
         self._ticker: asyncio.Task[None] | None = None
+        self._snapshot: str | None = None  # encoded once for every browser attaching until something changes
 
     # ---- fed by the controller ---------------------------------------------------------------------------
     def on_event(self, name: str, fields: Json) -> None:
@@ -155,9 +227,12 @@ class LiveView:
     def attach(self) -> asyncio.Queue[str | None]:
         queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MESSAGES)
         if not self.browsers:  # the first browser: the differ has not run since the last one left
-            self.differ = ViewDiffer()
-            self.differ.update(self._state(), self.now_ms())
-        queue.put_nowait(_message("snapshot", self.differ.snapshot() | {"timeline": list(self.timeline)}))
+            self.differ = ViewDiffer(self.row)
+            self._update()
+            self._snapshot = None
+        if self._snapshot is None:
+            self._snapshot = _message("snapshot", self.differ.snapshot() | {"timeline": list(self.timeline)})
+        queue.put_nowait(self._snapshot)
         self.browsers.add(queue)
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.create_task(self._tick(), name="live-view")
@@ -167,6 +242,7 @@ class LiveView:
         self.browsers.discard(queue)
 
     def _publish(self, kind: str, payload: Json | list[Json]) -> None:
+        self._snapshot = None
         if not self.browsers:
             return
         message = _message(kind, payload)
@@ -183,8 +259,11 @@ class LiveView:
             queue.get_nowait()
         queue.put_nowait(None)
 
-    def _state(self) -> Json:
-        return self.state_fn() | {"replica_positions": replica_positions(self.broker_states)}
+    def _update(self) -> Json | None:
+        """One pass of the differ over the controller's state now."""
+        state = self.state_fn()
+        partitions = self.partitions or (lambda: state_partitions(state))
+        return self.differ.update(state, self.now_ms(), partitions, self.positions)
 
     async def _tick(self) -> None:
         ticks = 0
@@ -193,18 +272,23 @@ class LiveView:
                 await asyncio.sleep(TICK_S)
                 if self.broker_admin and ticks % BROKER_POLL_TICKS == 0:
                     await self._read_brokers(http)
+                    self.positions = replica_positions(self.broker_states)
                 ticks += 1
                 if self.faults is not None:
                     for fault in self.faults.read_new():
                         self.on_event("fault_injected", fault)
-                delta = self.differ.update(self._state(), self.now_ms())
+                delta = self._update()
                 if delta is not None:
                     self._publish("delta", delta)
 
     async def _read_brokers(self, http: aiohttp.ClientSession) -> None:
+        scheme = "http" if self.broker_ssl is None else "https"
+        tls: ssl.SSLContext | bool = self.broker_ssl or True
+
         async def read(broker: int, address: str) -> None:
             try:
-                async with http.get(f"http://{address}/v1/state") as answer:
+                async with http.get(f"{scheme}://{address}/v1/state", ssl=tls) as answer:
+                    answer.raise_for_status()
                     self.broker_states[broker] = await answer.json()
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 self.broker_states.pop(broker, None)  # a broker that does not answer shows no positions

@@ -51,6 +51,16 @@ def credential(
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
+def password_matches(mechanism: str, stored: ScramCredential, password: str) -> bool:
+    """Whether ``password`` is the one ``stored`` was made from: its StoredKey is recomputed with the stored
+    salt and iterations (ScramFormatter's saltedPassword, clientKey, storedKey), as ScramSaslServer checks a
+    client's proof against StoredKey; the password itself is never kept."""
+    hash_name = MECHANISMS[mechanism][1]
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), stored.salt, stored.iterations)
+    client_key = _hmac(hash_name, salted, b"Client Key")
+    return hmac.compare_digest(hashlib.new(hash_name, client_key).digest(), stored.stored_key)
+
+
 def _attributes(message: str) -> dict[str, str]:
     result = {}
     for part in message.split(","):

@@ -57,3 +57,17 @@ def client_context(settings: SecuritySettings) -> ssl.SSLContext:
     if settings.ssl_keystore_location:
         _load_keystore(context, settings)
     return context
+
+
+def admin_server_context(settings: SecuritySettings) -> ssl.SSLContext:
+    """The context of a secured admin HTTP port: this daemon's keystore, and a client certificate asked
+    for but not required (tools present one; a browser logs in with a password instead)."""
+    if not settings.ssl_keystore_location:
+        raise ConfigError("--admin-secure needs ssl.keystore.location (a PEM key and certificate chain)")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load_keystore(context, settings)
+    if settings.ssl_truststore_location:
+        _load_truststore(context, settings)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context

@@ -1,0 +1,79 @@
+"""Who a secured admin HTTP port serves (metrics/admin_auth.py): HTTP Basic passwords checked against the SCRAM
+credentials of the metadata log as ScramSaslServer checks a proof, client certificates named as on an SSL
+listener, super users only while an authorizer is on, /healthz open."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from epochkraft.metrics.admin_auth import FORBIDDEN, OK, UNAUTHORIZED, AdminAuth
+from epochkraft.security.principal import KafkaPrincipal
+from epochkraft.security.scram import MECHANISMS, credential, password_matches
+
+ADMIN = KafkaPrincipal("User", "admin")
+CONTROLLER = KafkaPrincipal("User", "CN=controller,O=epochkraft")
+CREDENTIALS = {
+    ("admin", MECHANISMS["SCRAM-SHA-512"][0]): credential("SCRAM-SHA-512", "s3cret"),
+    ("alice", MECHANISMS["SCRAM-SHA-256"][0]): credential("SCRAM-SHA-256", "alice-pw"),
+}
+SUPER_USERS = frozenset({ADMIN, CONTROLLER})
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def certificate(common_name: str) -> dict[str, object]:
+    """``getpeercert()`` of a verified client certificate."""
+    return {"subject": ((("organizationName", "epochkraft"),), (("commonName", common_name),))}
+
+
+def auth(super_users: frozenset[KafkaPrincipal] | None = SUPER_USERS) -> AdminAuth:
+    return AdminAuth(lambda: CREDENTIALS, super_users)
+
+
+def test_password_matches_the_stored_key_and_nothing_else():
+    stored = credential("SCRAM-SHA-512", "s3cret")
+    assert password_matches("SCRAM-SHA-512", stored, "s3cret")
+    assert not password_matches("SCRAM-SHA-512", stored, "s3cret ")
+    assert not password_matches("SCRAM-SHA-256", stored, "s3cret")  # another hash, another key
+
+
+@pytest.mark.parametrize(
+    ("authorization", "peercert", "expected"),
+    [
+        (basic("admin", "s3cret"), None, OK),
+        (basic("admin", "wrong"), None, UNAUTHORIZED),
+        (basic("nobody", "s3cret"), None, UNAUTHORIZED),
+        (None, None, UNAUTHORIZED),
+        ("Bearer s3cret", None, UNAUTHORIZED),
+        ("Basic not-base64!", None, UNAUTHORIZED),
+        ("Basic " + base64.b64encode(b"admin").decode(), None, UNAUTHORIZED),  # no colon, no password
+        (basic("alice", "alice-pw"), None, FORBIDDEN),  # authenticated (SCRAM-SHA-256), not a super user
+        (None, certificate("controller"), OK),
+        (None, certificate("broker-9"), FORBIDDEN),
+    ],
+)
+def test_only_super_users_are_served_while_an_authorizer_is_on(authorization, peercert, expected):
+    assert auth().status("/v1/state", authorization, peercert) == expected
+
+
+def test_without_an_authorizer_any_authenticated_principal_is_served():
+    assert auth(None).status("/view/", basic("alice", "alice-pw"), None) == OK
+    assert auth(None).status("/view/", basic("alice", "wrong"), None) == UNAUTHORIZED
+
+
+def test_healthz_stays_open_and_nothing_else_does():
+    assert auth().status("/healthz", None, None) == OK
+    for path in ("/metrics", "/readyz", "/v1/state", "/view/", "/view/events", "/healthz/../v1/state"):
+        assert auth().status(path, None, None) == UNAUTHORIZED
+
+
+def test_a_password_changed_in_the_metadata_log_is_checked_against_the_new_credential():
+    held = dict(CREDENTIALS)
+    live = AdminAuth(lambda: held, SUPER_USERS)
+    held[("admin", MECHANISMS["SCRAM-SHA-512"][0])] = credential("SCRAM-SHA-512", "rotated")
+    assert live.status("/metrics", basic("admin", "s3cret"), None) == UNAUTHORIZED
+    assert live.status("/metrics", basic("admin", "rotated"), None) == OK
