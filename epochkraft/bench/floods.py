@@ -233,6 +233,25 @@ def _one_record_each(partitions: list[int], first_producer_id: int) -> pr.Produc
     )
 
 
+async def partitions_by_leader(
+    client: MiniClient, topic: str, partitions: int, timeout_s: float = 60.0
+) -> tuple[dict[int, tuple[str, int]], dict[int, list[int]]]:
+    """The brokers' addresses and the partitions each leads, once every partition of a new topic has a
+    leader in the metadata the client gets."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = await client.metadata(topic)
+        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        led = [p for p in response.topics[0].partitions if p.leader_id in brokers]
+        if len(led) == partitions:
+            by_leader: dict[int, list[int]] = {}
+            for p in led:
+                by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+            return brokers, by_leader
+        assert time.monotonic() < deadline, f"{topic}: {len(led)} of {partitions} partitions led"
+        await asyncio.sleep(0.2)
+
+
 async def flood_producer_ids(
     client: MiniClient, producers: int, result: FloodResult, partitions: int = 30, in_flight: int = 8
 ) -> None:
@@ -240,11 +259,7 @@ async def flood_producer_ids(
     request carrying one batch for every partition its leader leads; the leaders' and followers' producer
     state grows by one entry per id until producer.id.expiration.ms."""
     assert await client.create_topic(PRODUCERS_TOPIC, partitions, 3, {"min.insync.replicas": "2"}) == 0
-    response = await client.metadata(PRODUCERS_TOPIC)
-    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-    by_leader: dict[int, list[int]] = {}
-    for p in response.topics[0].partitions:
-        by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+    brokers, by_leader = await partitions_by_leader(client, PRODUCERS_TOPIC, partitions)
     per_round = sum(len(led) for led in by_leader.values())
 
     async def leader(node: int, led: list[int], share: int, first: int) -> None:
