@@ -29,6 +29,7 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.find_coordinator.v4 import response as fc_r
 from kio.schema.init_producer_id.v4 import request as ip
 from kio.schema.list_offsets.v7 import request as lo
+from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.produce.v9 import request as pr
 from kio.schema.types import GroupId, ProducerId, TopicName
@@ -236,20 +237,32 @@ def _one_record_each(partitions: list[int], first_producer_id: int) -> pr.Produc
 async def partitions_by_leader(
     client: MiniClient, topic: str, partitions: int, timeout_s: float = 60.0
 ) -> tuple[dict[int, tuple[str, int]], dict[int, list[int]]]:
-    """The brokers' addresses and the partitions each leads, once every partition of a new topic has a
-    leader in the metadata the client gets."""
+    """The brokers' addresses and the partitions each leads, once every broker's metadata has a leader for
+    every partition of a new topic, the same one (a produce to it then finds the partition)."""
     deadline = time.monotonic() + timeout_s
     while True:
         response = await client.metadata(topic)
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-        led = [p for p in response.topics[0].partitions if p.leader_id in brokers]
-        if len(led) == partitions:
+        views = [response]
+        for address in brokers.values():
+            views.append(await client._client(address).send(metadata_request(topic)))
+        leaders = [{p.partition_index: p.leader_id for p in v.topics[0].partitions} for v in views]
+        led = {i: node for i, node in leaders[0].items() if node in brokers}
+        if len(led) == partitions and all(view == leaders[0] for view in leaders):
             by_leader: dict[int, list[int]] = {}
-            for p in led:
-                by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+            for index, node in sorted(led.items()):
+                by_leader.setdefault(node, []).append(index)
             return brokers, by_leader
         assert time.monotonic() < deadline, f"{topic}: {len(led)} of {partitions} partitions led"
         await asyncio.sleep(0.2)
+
+
+def metadata_request(topic: str) -> md.MetadataRequest:
+    return md.MetadataRequest(
+        topics=(md.MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
 
 
 async def flood_producer_ids(
@@ -500,14 +513,16 @@ offsets.topic.num.partitions=3
 log.cleaner.backoff.ms=1000
 """
 FLOOD_CONTROLLER = "broker.session.timeout.ms=2000\n"
+# The CreateTopics flood last: what it leaves the brokers to do (thousands of new replicas to catch up, ISRs
+# to settle) goes on well after its last answer and would fall on the floods after it.
 FLOODS = (
     "baseline",
-    "create_topics",
     "init_producer_ids",
     "producer_ids",
     "offset_metadata",
     "compacted_keys",
     "list_offsets",
+    "create_topics",
 )
 
 
