@@ -18,9 +18,12 @@
 8. idle: broker RSS per 1,000 idle connections.
 9. tls: produce throughput with TLS on the client and inter-broker listeners against plaintext
    (epochkraft/bench/tls.py).
-10. floods: another client's acks=all produce latency (p99, max) while a client creates ``--flood-topics``
-   RF 3 topics in CreateTopics requests of 500, with the failed creations and the brokers the controller
-   fenced meanwhile (epochkraft/bench/floods.py).
+10. floods: another client's acks=all produce latency (p99, max) during each flood of legitimate requests
+   in turn on one 3-broker cluster (none, ``--flood-topics`` RF 3 topics in CreateTopics of 500, InitProducerId,
+   one record from each of many producer ids, 900 kB offset metadata, many keys in a compacted topic,
+   pipelined ListOffsets), with the flood's own answers, the brokers fenced and the brokers' RSS;
+   ``--targets epochkraft,kafka`` runs the same on Kafka and prints both side by side
+   (epochkraft/bench/floods.py).
 11. request_floods: another client's acks=all produce latency while four connections of one client keep 32
    ListOffsets of 200 partitions each in flight for ``--seconds``, without a quota and with a default
    client-id request_percentage of 25 (KIP-124), on one broker (epochkraft/bench/floods.py).
@@ -764,10 +767,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--targets",
         default="epochkraft",
-        help="clusters the produce part measures, in turn: epochkraft, kafka (Apache Kafka, scripts/peers' jars)",
+        help="clusters the produce and floods parts measure, in turn: epochkraft, kafka (Apache Kafka, "
+        "scripts/peers' jars)",
     )
     parser.add_argument(
         "--flood-topics", type=int, default=2000, help="topics (RF 3) the floods part creates, 500 a request"
+    )
+    parser.add_argument("--flood-init-producer-ids", type=int, default=5000, help="InitProducerId requests")
+    parser.add_argument(
+        "--flood-producers", type=int, default=5000, help="producer ids writing one record each"
+    )
+    parser.add_argument(
+        "--flood-keys", type=int, default=50_000, help="distinct keys written to a compacted topic"
     )
     parser.add_argument("--view-partitions", type=int, default=10_000, help="partitions for the view part")
     parser.add_argument(
@@ -818,9 +829,16 @@ def main(argv: list[str]) -> int:
 
                 results[part] = part_idle(work)
             elif part == "floods":
-                from epochkraft.bench.floods import part_floods
+                from epochkraft.bench.floods import FloodSizes, part_floods
 
-                results[part] = part_floods(work / "floods", args.flood_topics)
+                sizes = FloodSizes(
+                    topics=args.flood_topics,
+                    producer_id_requests=args.flood_init_producer_ids,
+                    producers=args.flood_producers,
+                    keys=args.flood_keys,
+                    list_offsets_s=args.seconds,
+                )
+                results[part] = part_floods(work / "floods", sizes, tuple(targets))
             elif part == "view":
                 from epochkraft.bench.live_view import part_view
 
@@ -852,6 +870,10 @@ def main(argv: list[str]) -> int:
     print("\n" + table(results))
     if "epochkraft/kafka" in results.get("produce", {}):
         print("\n" + side_by_side(results["produce"]))
+    if "epochkraft/kafka" in results.get("floods", {}):
+        from epochkraft.bench.floods import floods_side_by_side
+
+        print("\nfloods: the other client's acks=all produces\n" + floods_side_by_side(results["floods"]))
     print(f"results: {args.json}")
     return 0
 

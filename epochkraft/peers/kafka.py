@@ -162,6 +162,11 @@ class KafkaPeer:
         return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values())
 
     @property
+    def controller_log(self) -> Path:
+        assert self.controller is not None
+        return self._log_path(self.controller)
+
+    @property
     def controller_address(self) -> str:
         assert self.controller is not None
         return f"127.0.0.1:{self.controller.port}"
