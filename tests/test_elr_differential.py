@@ -135,6 +135,22 @@ async def first_leader(client: MiniClient) -> int:
     return -1
 
 
+async def read_back(client: MiniClient, acked: list[bytes]) -> int | list[bytes]:
+    """How many records the partition holds up to its high watermark once they are the acknowledged ones,
+    in order; else, when SETTLE_S runs out, the values it holds."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            values = [value for _, value in await client.read_all(TOPIC)]
+        except (NetworkError, OSError):
+            values = []
+        if values == acked:
+            return len(values)
+        if time.monotonic() >= deadline:
+            return values
+        await asyncio.sleep(0.2)
+
+
 async def wait_unfenced(client: MiniClient, node_id: int, timeout: float = 90.0) -> None:
     """Until Metadata lists the broker (brokers listed there are registered and unfenced)."""
     deadline = time.monotonic() + timeout
@@ -178,12 +194,12 @@ async def scenario(side: Side) -> list[Step]:
         configs = {"min.insync.replicas": "2"}
         assert await client.create_topic(TOPIC, configs=configs, assignment=[[1, 2, 3]]) == ErrorCode.none
         await first_leader(client)  # the broker asked knows the topic and its leader
-        await produce_values(client, TOPIC, 0, 10)
+        acked = await produce_values(client, TOPIC, 0, 10)
         await step("topic created, RF 3, min ISR 2", (1, (1, 2, 3), (), ()))
 
         await asyncio.to_thread(side.sigkill, 3)
         await step("follower 3 SIGKILLed", (1, (1, 2), (), ()))
-        await produce_values(client, TOPIC, 10, 10)  # at min ISR, writes go on
+        acked += await produce_values(client, TOPIC, 10, 10)  # at min ISR, writes go on
 
         await asyncio.to_thread(side.stop_cleanly, 2)
         await step("follower 2 stopped cleanly", (1, (1,), (2,), ()))
@@ -198,6 +214,7 @@ async def scenario(side: Side) -> list[Step]:
         await wait_unfenced(client, 2)
         steps.append(("follower 2 back from a clean shutdown: leader", 2, await first_leader(client)))
         await step("... and once 3 has caught up", (2, (2, 3), (), ()))
+        steps.append(("acknowledged records read back", len(acked), await read_back(client, acked)))
     finally:
         await client.close()
     return steps
