@@ -241,8 +241,9 @@ async def test_elr_step_by_step_as_kafka(make_cluster, tmp_path: Path) -> None:
     peer = KafkaPeer(
         run_dir=tmp_path / "kafka",
         brokers=3,
-        heap_mb=256,
-        broker_config=fast_properties(FAST_BROKER),
+        heap_mb=384,
+        # the log cleaner's dedupe buffer is on the heap (128 MB by default): a small one for a small heap
+        broker_config={**fast_properties(FAST_BROKER), "log.cleaner.dedupe.buffer.size": 16 << 20},
         controller_config=fast_properties(FAST_CONTROLLER),
         jvm_options=["-XX:TieredStopAtLevel=1"],  # C1 only: the JVMs start in about half the CPU time
     )
