@@ -1,9 +1,10 @@
 """Eligible leader replicas (KIP-966), step by step, on Apache Kafka and on epochkraft: the user's scenario of
 tests/test_elr_cluster.py (a topic with RF 3 and min.insync.replicas 2; a follower SIGKILLed, the other
-stopped cleanly, the leader SIGKILLed, the unclean follower restarted, then the clean one) run on a Kafka
-cluster of its own (a controller and three brokers; the session's shared peer is never killed) and on a
+stopped cleanly, the leader SIGKILLed, the unclean follower restarted, then the clean one; here the leader
+is restarted before the clean follower, so an ELR member back from an unclean shutdown is seen leaving the
+ELR) run concurrently on a Kafka cluster of its own (a controller and three brokers; the session's shared peer is never killed) and on a
 LocalCluster. After each step each side is read with DescribeTopicPartitions (leader, ISR, ELR, last known
-ELR) once its state has settled, and the two sequences must be equal.
+ELR) once its state has settled, and the two sequences must be equal (the table printed marks where not).
 
 Settling never hides a difference: each side is polled until it shows the state our scenario expects and
 keeps it for ``HOLD_S``; a side that never gets there is recorded as it stands when ``SETTLE_S`` runs out
