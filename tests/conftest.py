@@ -67,6 +67,14 @@ replica.high.watermark.checkpoint.interval.ms=500
 group.initial.rebalance.delay.ms=0
 offsets.topic.num.partitions=3
 """
+FAST_CONTROLLER = """
+broker.session.timeout.ms=2000
+"""
+
+
+def fast_properties(text: str) -> dict[str, str]:
+    """FAST_BROKER or FAST_CONTROLLER as a dict, for a Kafka peer timed as our test clusters."""
+    return dict(line.split("=", 1) for line in text.split())
 
 
 def write_fast_configs(
@@ -76,7 +84,7 @@ def write_fast_configs(
     broker = directory / "broker.properties"
     broker.write_text(FAST_BROKER + broker_extra)
     controller = directory / "controller.properties"
-    controller.write_text("broker.session.timeout.ms=2000\n" + controller_extra)
+    controller.write_text(FAST_CONTROLLER + controller_extra)
     return broker, controller
 
 

@@ -100,6 +100,7 @@ class KafkaPeer:
     cluster_id: str = field(default_factory=random_cluster_id)
     broker_config: dict[str, object] = field(default_factory=dict)
     controller_config: dict[str, object] = field(default_factory=dict)
+    jvm_options: list[str] = field(default_factory=list)  # added to every JVM, e.g. to start faster
     controller: KafkaNode | None = None
     nodes: dict[int, KafkaNode] = field(default_factory=dict)
 
@@ -180,7 +181,7 @@ class KafkaPeer:
                 "kafka.tools.StorageTool",
                 ["format", "-t", self.cluster_id, "-c", str(self._config_path(node)), "--ignore-formatted"],
                 heap_mb=128,
-                jvm=[f"-Dlog4j2.configurationFile={self.run_dir / 'log4j2.properties'}"],
+                jvm=[f"-Dlog4j2.configurationFile={self.run_dir / 'log4j2.properties'}", *self.jvm_options],
             )
             result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if result.returncode != 0:
@@ -198,6 +199,7 @@ class KafkaPeer:
                 f"-Dlog4j2.configurationFile={self.run_dir / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={self.run_dir / node.name}",
                 f"-Depochkraft.peer={self.run_dir}",  # marks the process as ours for `down`
+                *self.jvm_options,
             ],
         )
         with open(self._log_path(node), "ab") as log:
