@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="go test -skip pattern (default: none)",
     )
-    parser.add_argument("--timeout", type=int, default=600, help="go test timeout, seconds")
+    parser.add_argument("--timeout", type=int, default=1200, help="go test timeout, seconds")
     parser.add_argument("--records", type=int, default=20_000, help="KGO_TEST_RECORDS (franz-go: 500000)")
     parser.add_argument("--json", type=Path, help="also write the outcomes here")
     parser.add_argument("--log", type=Path, help="keep go test's JSON output here")
