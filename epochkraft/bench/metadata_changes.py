@@ -103,16 +103,18 @@ async def _replicas_everywhere(addresses: list[tuple[str, int]], wanted: list[in
         pending = list(clients)
         while pending:
             answers = await asyncio.gather(*(c.send(request) for c in pending))
-            pending = [
-                c
-                for c, answer in zip(pending, answers, strict=True)
-                if list(answer.topics[0].partitions[0].replica_nodes) != wanted
-            ]
+            pending = [c for c, answer in zip(pending, answers, strict=True) if _replicas(answer) != wanted]
             if pending:
                 await asyncio.sleep(0.002)
     finally:
         for client in clients:
             await client.close()
+
+
+def _replicas(answer: Any) -> list[int]:
+    """The probe partition's replicas in a Metadata answer (none while the broker has no partition)."""
+    partitions = answer.topics[0].partitions if answer.topics else ()
+    return list(partitions[0].replica_nodes) if partitions else []
 
 
 def one_partition_changes(cluster: LocalCluster, changes: int) -> dict[str, Any]:
