@@ -212,6 +212,23 @@ def test_maybe_trigger_unclean_leader_election_for_leaderless_partitions(unclean
         assert ctx.partition("foo", 0).leader_recovery_state == 1, "RECOVERING after the unclean election"
 
 
+def test_only_an_unclean_config_write_looks_for_leaderless_partitions(monkeypatch):
+    """A config write looks for partitions to elect only when it writes unclean.leader.election.enable,
+    and then among its topic's partitions: a retention change on a topic of many partitions does not
+    walk every partition of the cluster."""
+    ctx = ControllerContext(eligible_leader_replicas_version=0)
+    ctx.brokers_ready(1, 2)
+    ctx.create_topic("foo", [[1, 2]] * 4)
+    ctx.create_topic("bar", [[1, 2]])
+    ctx.fence_brokers(1, 2)  # every partition leaderless
+    looked_at: list[str] = []
+    monkeypatch.setattr(ctx.controller.replication, "unclean_allowed", lambda name: looked_at.append(name))
+    ctx.incremental_alter_configs({(TOPIC, "foo"): {"retention.ms": (SET, "1000")}})
+    assert looked_at == []
+    ctx.incremental_alter_configs({(TOPIC, "bar"): {"unclean.leader.election.enable": (SET, "true")}})
+    assert looked_at == ["bar"]
+
+
 # ---- dynamic broker configs: DynamicBrokerConfigTest ---------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "value"),

@@ -17,6 +17,7 @@ from epochkraft.broker.replica_set import ReplicaSet
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,
+    ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -70,8 +71,6 @@ class Context:
             ]
         records.append(TopicRecord(name="foo", topic_id=TOPIC_ID))
         if min_isr is not None:
-            from epochkraft.protocol.metadata_records import ConfigRecord
-
             records.append(
                 ConfigRecord(resource_type=2, resource_name="foo", name="min.insync.replicas", value=min_isr)
             )
@@ -256,6 +255,48 @@ def test_make_leader_updates_epoch_cache():
     assert transition.kind == "leader" and transition.new_term and ctx.p.leader_epoch == 8
     epochs.assign(ctx.p.leader_epoch, 4)
     assert epochs.end_offset_for(8) == (8, 4)
+
+
+def test_topic_config_change_is_not_a_partition_change():
+    """A topic config change names its topic (Kafka's ConfigurationsDelta; TopicConfigHandler updates the
+    topic's logs): its partitions are not applied again, so none is handed on as a transition and an ISR
+    change in flight stays in flight (applying the partition again would drop it)."""
+    ctx = Context(replicas=(1, 2), isr=(1,))
+    ctx.fetch(2, 10)  # caught up: the leader proposes 2 for the ISR
+    assert ctx.p.pending is not None
+    assert (
+        ctx.apply(ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="1000")) == []
+    )
+    assert ctx.p.pending is not None and ctx.p.partition_epoch == 1
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "expected"),
+    [
+        ((2, "foo"), "3", 3),  # the topic's own value
+        ((2, "bar"), "3", 2),  # another topic's: not this partition's
+        ((4, ""), "1", 2),  # the cluster default: under the topic's own value
+        ((4, "2"), "3", 2),  # another broker's
+    ],
+)
+def test_min_insync_change_reaches_its_topics_partitions(resource, value, expected):
+    """min.insync.replicas written reaches the partitions that read it, without a transition."""
+    ctx = Context(replicas=(1, 2, 3), isr=(1, 2, 3), min_isr="2")
+    resource_type, name = resource
+    record = ConfigRecord(
+        resource_type=resource_type, resource_name=name, name="min.insync.replicas", value=value
+    )
+    assert ctx.apply(record) == []
+    assert ctx.p.min_insync_replicas == expected
+
+
+def test_cluster_default_min_insync_change_reaches_partitions_without_their_own():
+    ctx = Context(replicas=(1, 2, 3), isr=(1, 2, 3))
+    assert (
+        ctx.apply(ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"))
+        == []
+    )
+    assert ctx.p.min_insync_replicas == 3
 
 
 @pytest.mark.parametrize(

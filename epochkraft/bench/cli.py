@@ -12,7 +12,9 @@
 4. rejoin: a follower restarted N MB behind: time to catch up and be back in the ISR.
 5. controller: AlterPartition partition changes per second through one connection (1 and 1,000
    partitions per request) and registration + heartbeats of 100 simulated brokers.
-6. scale: 10,000 partitions (RF 3) on 3 brokers: create time, restarted broker to RUNNING, RSS, replay.
+6. scale: 10,000 partitions (RF 3) on 3 brokers: create time (answered, and until every broker hosts every
+   replica), topic config changes and one-partition changes on that cluster (epochkraft/bench/
+   metadata_changes.py), restarted broker to RUNNING, RSS, replay.
 7. bombs: a small client's latency while others send record bombs, validated on the event loop and on
    worker threads (epochkraft/bench/hostile.py).
 8. idle: broker RSS per 1,000 idle connections.
@@ -76,7 +78,12 @@ offsets.topic.num.partitions=3
 
 
 def _cluster(
-    work: Path, brokers: int = 3, session_ms: int = 2000, extra: str = "", metrics_dir: Path | None = None
+    work: Path,
+    brokers: int = 3,
+    session_ms: int = 2000,
+    extra: str = "",
+    metrics_dir: Path | None = None,
+    admin_ports: bool = False,
 ) -> LocalCluster:
     work.mkdir(parents=True, exist_ok=True)
     (work / "broker.properties").write_text(FAST + extra)
@@ -87,6 +94,7 @@ def _cluster(
         broker_config=work / "broker.properties",
         controller_config=work / "controller.properties",
         metrics_dir=metrics_dir,
+        admin_ports=admin_ports,
     )
     cluster.start()
     return cluster
@@ -699,15 +707,20 @@ def part_controller(work: Path) -> dict[str, Any]:
     return asyncio.run(run_controller(work / "controller"))
 
 
-def part_scale(work: Path, partitions: int) -> dict[str, Any]:
+def part_scale(work: Path, partitions: int, changes: int) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = _cluster(work / "scale", session_ms=9000)
+    from epochkraft.bench import metadata_changes
+
+    cluster = _cluster(work / "scale", session_ms=9000, admin_ports=True)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         start = time.monotonic()
         admin.create_topics([NewTopic("scale", partitions, 3)], operation_timeout=120)["scale"].result(180)
         created = time.monotonic() - start
+        settled = created + metadata_changes.wait_settled(cluster, partitions)
+        config_changes = metadata_changes.config_changes(cluster, "scale", changes)
+        one_partition_changes = metadata_changes.one_partition_changes(cluster, 10)
 
         def rss(pid: int | None) -> float:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -731,6 +744,9 @@ def part_scale(work: Path, partitions: int) -> dict[str, Any]:
             "partitions": partitions,
             "replication_factor": 3,
             "seconds_to_create": round(created, 2),
+            "seconds_to_every_replica_on_its_broker": round(settled, 1),
+            "topic_config_changes": config_changes,
+            "one_partition_changes_to_every_broker": one_partition_changes,
             "seconds_restarted_broker_to_running": round(restarted, 2),
             "rss_mb": memory,
             "metadata_replay_seconds": float(seconds),
@@ -749,6 +765,9 @@ def main(argv: list[str]) -> int:
         "--rounds", type=int, default=3, help="rounds of the produce configurations (median reported)"
     )
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions for the scale part")
+    parser.add_argument(
+        "--scale-changes", type=int, default=30, help="topic config changes timed in the scale part"
+    )
     parser.add_argument("--rejoin-mb", type=int, default=50)
     parser.add_argument("--reassign-mb", type=int, default=100, help="size of the reassigned partition")
     parser.add_argument(
@@ -819,7 +838,7 @@ def main(argv: list[str]) -> int:
             elif part == "controller":
                 results[part] = part_controller(work)
             elif part == "scale":
-                results[part] = part_scale(work, args.partitions)
+                results[part] = part_scale(work, args.partitions, args.scale_changes)
             elif part == "bombs":
                 from epochkraft.bench.hostile import part_bombs
 

@@ -37,6 +37,7 @@ from epochkraft.broker.producer_state import (
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.broker.slices import Slicer
+from epochkraft.controller.config_schema import TOPIC_CONFIGS as TOPIC_CONFIG_DEFS
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import (
     BatchHeader,
@@ -50,6 +51,15 @@ if TYPE_CHECKING:
     from epochkraft.metrics.events import EventLog
 
 log = structlog.get_logger()
+
+
+# The broker-level dynamic configs a log's config reads: each log config's broker synonyms (or its own
+# name), where MetadataCache.topic_config looks for a topic's value below the topic's own.
+BROKER_LOG_CONFIGS = frozenset(
+    synonym
+    for name in TOPIC_CONFIGS
+    for synonym in (TOPIC_CONFIG_DEFS[name].synonyms if name in TOPIC_CONFIG_DEFS else ()) or (name,)
+)
 
 
 def now_ms() -> int:
@@ -156,6 +166,7 @@ class ReplicaManager:
         self.stopped = False
         self.lifecycle = LogLifecycle(self)
         self.validator = BatchValidator(settings.produce_validation_threads)
+        self._log_configs: dict[str, LogConfig] = {}  # topic -> its logs' config (topic_log_config)
         # per partition: resolved once the latest produce to it has been appended (or refused)
         self._append_turns: dict[tuple[str, int], asyncio.Future[None]] = {}
         # The replicas with acks=all waiters: each replica-set step looks at these, not at every replica
@@ -227,9 +238,31 @@ class ReplicaManager:
         return self.logs.get_or_create(*key, self.topic_log_config(key[0])).log_end_offset
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        """The broker's log.* defaults overridden by the topic's configs (and dynamic broker defaults)."""
-        configs = {name: self.cache.topic_config(topic, name) for name in TOPIC_CONFIGS}
-        return self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
+        """The broker's log.* defaults overridden by the topic's configs (and dynamic broker defaults),
+        built once per topic and kept until a config it reads changes (``_apply_config_changes``)."""
+        config = self._log_configs.get(topic)
+        if config is None:
+            configs = {name: self.cache.topic_config(topic, name) for name in TOPIC_CONFIGS}
+            config = self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
+            self._log_configs[topic] = config
+        return config
+
+    def _apply_config_changes(self, changes: Changes) -> None:
+        """Kafka's TopicConfigHandler.processConfigChanges -> LogManager.updateTopicConfig: a topic's new
+        LogConfig, built once, goes to that topic's logs only, and only when a config a log reads
+        changed (a broker-level one reaches every topic's, as Kafka's DynamicLogConfig)."""
+        for deleted in changes.deleted_topics:
+            self._log_configs.pop(deleted.name, None)
+        if changes.broker_configs & BROKER_LOG_CONFIGS:
+            self._log_configs.clear()
+            topics: list[str] = list(self.cache.topic_ids)
+        else:
+            topics = [t for t, names in changes.topic_configs.items() if not names.isdisjoint(TOPIC_CONFIGS)]
+        for name in topics:
+            self._log_configs.pop(name, None)
+            info = self.cache.topic(name)
+            if info is not None:
+                self.logs.update_topic_config(name, info.partitions, self.topic_log_config(name))
 
     # ---- metadata ----------------------------------------------------------------------------------------
     async def on_metadata(self, changes: Changes) -> None:
@@ -242,6 +275,7 @@ class ReplicaManager:
         produce or fetch is served meanwhile by a partition the metadata has taken away (a key's removal
         comes before its new partition in the list, so that order holds)."""
         slicer = Slicer()
+        self._apply_config_changes(changes)
         await self._open_new_logs(changes, slicer)
         transitions = self.replica_set.apply_metadata(now_ms(), changes)
         for transition in transitions:
@@ -279,7 +313,6 @@ class ReplicaManager:
             plog = self.logs.get_or_create(*key, self.topic_log_config(key[0]))
             replica = self.replicas[key] = Replica(partition, plog)
             self._rebuild_producer_state(replica)
-        replica.log.config = self.topic_log_config(key[0])  # topic configs may have changed
         if transition.kind == "leader":
             self._became_leader(replica, transition)
         else:

@@ -24,6 +24,7 @@ from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from epochkraft.broker.alter_partition_manager import AlterPartitionManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
+from epochkraft.controller.config_schema import MIN_INSYNC
 from epochkraft.controller.state import PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 
@@ -118,7 +119,35 @@ class ReplicaSet:
             for key, partition in self.partitions.items():
                 if partition.role == Role.LEADER:
                     self._advance_hw(now_ms, key, partition)
+        self._apply_min_insync_changes(now_ms, changes)
         return transitions
+
+    def _apply_min_insync_changes(self, now_ms: int, changes: Changes) -> None:
+        """A min.insync.replicas change reaches the hosted partitions of its topic (all of them for a
+        broker-level one) and nothing else: no transition, no partition re-applied. Other configs are
+        not the replica set's (Kafka's Partition reads the value from its log's config; the driver's
+        log configs follow ``changes.topic_configs`` themselves)."""
+        if MIN_INSYNC in changes.broker_configs:
+            keys: list[Key] = list(self.partitions)
+        else:
+            keys = [
+                key
+                for topic, names in changes.topic_configs.items()
+                if MIN_INSYNC in names
+                for key in self._hosted(topic)
+            ]
+        for key in keys:
+            p = self.partitions[key]
+            p.min_insync_replicas = self.cache.min_insync(key[0], self.min_insync_replicas)
+            if p.role == Role.LEADER:
+                self._advance_hw(now_ms, key, p)
+
+    def _hosted(self, topic_name: str) -> list[Key]:
+        """This broker's partitions of the topic, found through the topic's own partitions."""
+        topic = self.cache.topic(topic_name)
+        if topic is None:
+            return []
+        return [key for key in ((topic_name, i) for i in topic.partitions) if key in self.partitions]
 
     def _open(self, key: Key, topic_id: uuid.UUID) -> Partition:
         checkpointed = self.host.open_replica(key)

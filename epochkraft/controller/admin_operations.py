@@ -18,7 +18,7 @@ from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
 
 from epochkraft.controller.cluster_control import ClusterControl
-from epochkraft.controller.config_schema import MIN_INSYNC, ResourceType
+from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN, ResourceType
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.replication_control import ReplicationControl
 from epochkraft.protocol.errors import ErrorCode
@@ -192,8 +192,21 @@ class AdminOperations:
             # The configs and the ELR they invalidate in one batch (Kafka's atomic ControllerResult): a
             # failover between them would leave an ELR chosen under the old min ISR.
             self._commit(records + self._elr_changes_for_configs(records), now_ms)
-            self._commit(self.replication.maybe_elect_unclean_leaders(self.cluster.is_active), now_ms)
+            self._commit(self._unclean_elections_for_configs(records), now_ms)
         return results
+
+    def _unclean_elections_for_configs(self, records: list) -> list:
+        """unclean.leader.election.enable written lets the leaderless partitions it covers elect at once:
+        a topic's for a topic config, every topic's for a broker-level one. No other config elects, so a
+        retention change does not walk every partition (Kafka looks for leaderless partitions on a
+        timer, ReplicationControlManager.maybeTriggerUncleanLeaderElectionForLeaderlessPartitions)."""
+        changed = {(r.resource_type, r.resource_name) for r in records if r.name == UNCLEAN}
+        if not changed:
+            return []
+        if any(resource_type == ResourceType.BROKER for resource_type, _ in changed):
+            return self.replication.maybe_elect_unclean_leaders(self.cluster.is_active)
+        topics = sorted(name for _resource_type, name in changed)
+        return self.replication.maybe_elect_unclean_leaders(self.cluster.is_active, topics)
 
     def _elr_changes_for_configs(self, records: list) -> list:
         """A min.insync.replicas write clears the ELR it could invalidate (Kafka clears it even when the

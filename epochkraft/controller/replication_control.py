@@ -9,7 +9,7 @@ PartitionChangeBuilder.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -102,8 +102,15 @@ class ReplicationControl:
         topic_id = self.topic_ids.get(name)
         return None if topic_id is None else self.topics[topic_id]
 
-    def partitions(self) -> Iterator[tuple[TopicInfo, int, PartitionRegistration]]:
-        for topic in self.topics.values():
+    def partitions(
+        self, topic_names: Iterable[str] | None = None
+    ) -> Iterator[tuple[TopicInfo, int, PartitionRegistration]]:
+        """Every partition, or those of ``topic_names`` (names of no topic are skipped)."""
+        if topic_names is None:
+            topics: Iterable[TopicInfo] = self.topics.values()
+        else:
+            topics = [t for t in map(self.image.topic, topic_names) if t is not None]
+        for topic in topics:
             for index, partition in topic.partitions.items():
                 yield topic, index, partition
 
@@ -573,11 +580,14 @@ class ReplicationControl:
                 records.append(change.record)
         return records
 
-    def maybe_elect_unclean_leaders(self, is_acceptable_leader: Callable[[int], bool]) -> list:
+    def maybe_elect_unclean_leaders(
+        self, is_acceptable_leader: Callable[[int], bool], topic_names: Iterable[str] | None = None
+    ) -> list:
         """Unclean elections for leaderless partitions of topics that allow them (Kafka's
-        maybeTriggerUncleanLeaderElectionForLeaderlessPartitions), e.g. once the config is turned on."""
+        maybeTriggerUncleanLeaderElectionForLeaderlessPartitions), e.g. once the config is turned on;
+        among ``topic_names`` only, when given."""
         records = []
-        for topic, index, partition in self.partitions():
+        for topic, index, partition in self.partitions(topic_names):
             if partition.leader != NO_LEADER or not self.unclean_allowed(topic.name):
                 continue
             _error, record = self.decide_election(topic, index, Election.UNCLEAN, is_acceptable_leader)

@@ -60,14 +60,25 @@ _TOPICS_VERSIONS = itertools.count(1)
 
 @dataclass
 class Changes:
-    """What replayed records changed: partitions (topic, index), broker ids, deleted topics."""
+    """What replayed records changed: partitions (topic, index), broker ids, deleted topics, and the
+    names of the dynamic configs that changed per topic and at this broker's level (its own id or the
+    cluster-wide default), as Kafka's ConfigurationsDelta: a config change names its topic, not the
+    topic's partitions, so a broker updates what the config governs (Kafka's TopicConfigHandler)."""
 
     partitions: set[tuple[str, int]] = field(default_factory=set)
     brokers: set[int] = field(default_factory=set)
     deleted_topics: list[TopicInfo] = field(default_factory=list)
+    topic_configs: dict[str, set[str]] = field(default_factory=dict)  # topic -> changed config names
+    broker_configs: set[str] = field(default_factory=set)  # this broker's or the cluster default's
 
     def __bool__(self) -> bool:
-        return bool(self.partitions or self.brokers or self.deleted_topics)
+        return bool(
+            self.partitions
+            or self.brokers
+            or self.deleted_topics
+            or self.topic_configs
+            or self.broker_configs
+        )
 
 
 class MetadataImage:
@@ -213,14 +224,10 @@ class MetadataImage:
             del self.configs[resource]
         if changes is None:
             return
-        # Replicas re-read their configs (min.insync.replicas) when their partition is reported changed.
         if record.resource_type == TOPIC:
-            topic = self.topic(record.resource_name)
-            if topic is not None:
-                changes.partitions.update((topic.name, i) for i in topic.partitions)
+            changes.topic_configs.setdefault(record.resource_name, set()).add(record.name)
         elif record.resource_type == BROKER and record.resource_name in ("", str(self.node_id)):
-            for topic in self.topics.values():
-                changes.partitions.update((topic.name, i) for i in topic.partitions)
+            changes.broker_configs.add(record.name)
 
     @replay.register
     def _(self, record: UserScramCredentialRecord, changes: Changes | None = None) -> None:

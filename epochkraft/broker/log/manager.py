@@ -13,6 +13,7 @@ import contextlib
 import re
 import shutil
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import structlog
@@ -93,6 +94,17 @@ class LogManager:
             path = self.data_dir / partition_dir_name(topic, partition)
             plog = self.logs[key] = self._open(key, path, config or self.config)
         return plog
+
+    def update_topic_config(self, topic: str, partitions: Iterable[int], config: LogConfig) -> int:
+        """``config`` for the open logs of ``topic`` among ``partitions``, as Kafka's
+        LogManager.updateTopicConfig; how many logs took it."""
+        updated = 0
+        for index in partitions:
+            plog = self.logs.get((topic, index))
+            if plog is not None:
+                plog.config = config
+                updated += 1
+        return updated
 
     def delete(self, topic: str, partition: int) -> None:
         plog = self.logs.pop((topic, partition), None)
