@@ -472,7 +472,7 @@ async def run_chaos(
                     for p in await _partition_states(client):
                         history.isr_sizes.append((p.partition_index, len(p.isr_nodes)))
                 except Exception as exc:  # a broker under a fault: this sample is missing, the next one comes
-                    log.debug("ISR sample failed: %r", exc)
+                    logging.getLogger(__name__).debug("ISR sample failed: %r", exc)  # `log` here is print
                 await asyncio.sleep(0.2)
 
         watcher = asyncio.create_task(watch_isr())
