@@ -1,9 +1,11 @@
 """A short real cluster run with a broker restart, analysed with PySpark: `epochkraft analyze` and the
-notebook (executed headlessly) find the restart, the ISR shrink and the rejoin."""
+notebook (executed headlessly) find the restart, the ISR shrink and the rejoin; the ISR and ELR history of
+the KIP-966 scenario from the controller's events."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -138,3 +140,66 @@ def test_notebook_executes_headlessly(metrics_run):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the ISR plot was drawn"
+
+
+def write_events(metrics: Path, node: str, events: list[dict]) -> None:
+    folder = metrics / "dt=2026-11-27" / f"node={node}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "events-1-0.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def change(event: str, offset: int, ts_ms: int, **lists: list[int]) -> dict:
+    """One committed partition change of ``elr``-0 as the controller writes it."""
+    where = {"topic": "elr", "partition": 0, "offset": offset, "partition_epoch": offset}
+    return {"schema_version": 1, "ts_ms": ts_ms, "node": "controller-0", "event": event} | where | lists
+
+
+def isr(offset: int, isr: list[int], previous: list[int], ts_ms: int) -> dict:
+    return change("isr_change_committed", offset, ts_ms, isr=isr, previous_isr=previous)
+
+
+def elr(offset: int, elr: list[int], last_known: list[int], ts_ms: int) -> dict:
+    return change("elr_change_committed", offset, ts_ms, elr=elr, last_known_elr=last_known)
+
+
+def test_isr_and_elr_over_time(tmp_path):
+    """The controller's events of the chaos run's elr fault (tests/test_elr_cluster.py's scenario): one
+    row per metadata record, the list a record did not change carried over from the one before."""
+    from epochkraft.analytics import jobs
+    from epochkraft.analytics.schema import validate_event
+
+    events = [
+        isr(10, [1, 2], [1, 2, 3], 1_000),  # follower 3 fenced: the ISR at min ISR 2
+        isr(11, [1], [1, 2], 2_000),  # follower 2 stopped cleanly: below min ISR, into the ELR
+        elr(11, [2], [], 2_000),
+        isr(12, [], [1], 3_000),  # leader 1 fenced: no ISR; the last leader is the last known ELR
+        elr(12, [1, 2], [1], 3_000),
+        elr(13, [2], [1], 4_000),  # 1 back from an unclean shutdown: out of the ELR, the ISR unchanged
+        isr(14, [2], [], 5_000),  # 2 elected from the ELR
+        elr(14, [], [], 5_000),
+        isr(15, [2, 3], [2], 6_000),
+    ]
+    assert not [p for e in events for p in validate_event(e)]
+    write_events(tmp_path, "controller-0", events)
+    spark = jobs.session()
+    try:
+        rows = jobs.isr_and_elr_over_time(jobs.load_events(spark, tmp_path)).toPandas()
+    finally:
+        spark.stop()
+
+    def listed(value) -> list[int] | None:
+        return None if value is None else list(value)
+
+    table = [
+        (r.offset, listed(r.isr), listed(r.elr), listed(r.last_known_elr), r.isr_size, r.elr_size)
+        for r in rows.itertuples()
+    ]
+    assert table == [
+        (10, [1, 2], [], [], 2, 0),
+        (11, [1], [2], [], 1, 1),
+        (12, [], [1, 2], [1], 0, 2),
+        (13, [], [2], [1], 0, 1),
+        (14, [2], [], [], 1, 0),
+        (15, [2, 3], [], [], 2, 0),
+    ]
+    assert list(rows.last_known_elr_size) == [0, 0, 1, 1, 0, 0]

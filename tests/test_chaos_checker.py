@@ -1,7 +1,9 @@
 """The checker on crafted histories: it must catch a lost write, a duplicate, two values at one offset,
-non-monotonic offsets and a divergent replica, and pass a clean history."""
+non-monotonic offsets, a divergent replica and an ELR fault whose member was not elected, and pass a clean
+history."""
 
 from epochkraft.chaos.checker import History, check
+from epochkraft.chaos.elr_fault import ElrElection
 
 
 def clean() -> History:
@@ -122,3 +124,37 @@ def test_a_healed_controller_quorum_passes_and_every_way_of_not_healing_is_caugh
 
     history.quorum = {v: view(v, leader=-1) for v in (3000, 3001, 3002)}  # an election under way
     assert "active controllers: none" in check(history).quorum_problems
+
+
+def elr_election(elected: int, elr_seen: list[int]) -> ElrElection:
+    return ElrElection(
+        topic="chaos",
+        partition=1,
+        leader_killed=1,
+        follower_killed=3,
+        follower_stopped=2,
+        isr_below_min=[1],
+        elr_seen=elr_seen,
+        elected=elected,
+        seconds_to_elect=4.5,
+        isr_at_election=[elected] if elected >= 0 else [],
+        elr_at_election=[1] if elr_seen else [],
+        last_known_elr_at_election=[],
+    )
+
+
+def test_an_elr_member_elected_passes_and_one_not_elected_is_caught():
+    history = clean()
+    history.elr_elections = [elr_election(2, [2]).to_json()]
+    report = check(history)
+    assert report.ok and report.elr_problems == []
+    assert "ELR member elected (KIP-966)  1 of 1" in report.table()
+    # ELR off: the partition stays offline until the dead leader returns
+    history.elr_elections.append(elr_election(-1, []).to_json())
+    report = check(history)
+    assert not report.ok and "FAIL" in report.table()
+    assert report.elr_problems == ["chaos-1: follower 2 not elected from the ELR (ELR [], leader -1)"]
+    assert "1 of 2" in report.table()
+    # elected, but not from the ELR (it was never seen there): not what the fault is for
+    history.elr_elections[1] = elr_election(2, []).to_json()
+    assert len(check(history).elr_problems) == 1

@@ -47,6 +47,34 @@ def test_every_fault_once_and_the_checker_passes(tmp_path):
         e["fault"] for e in read_events(tmp_path / "metrics", CHAOS_NODE) if e["event"] == "fault_injected"
     ]
     assert sorted(injected) == sorted(FAULTS)
+    assert [e["elected_from_elr"] for e in report["elr_elections"]] == [True]
+
+
+def test_elr_member_can_be_elected_in_a_chaos_run(tmp_path):
+    """Kafka's EligibleLeaderReplicasIntegrationTest.testElrMemberCanBeElected as a chaos fault under the
+    producer: a follower SIGKILLed, the other stopped cleanly (the ISR below min ISR 2, that follower in
+    the ELR), the leader SIGKILLed; the cleanly stopped follower, started again, is elected from the ELR
+    and nothing acknowledged is lost."""
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "epochkraft.cli", "chaos", "--faults", "elr"),
+            *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and report["lost_count"] == 0 and report["duplicated_count"] == 0
+    assert report["acked"] > 300 and report["consumed"] == report["acked"]
+    [election] = report["elr_elections"]
+    stopped, leader = election["follower_stopped"], election["leader_killed"]
+    assert (election["isr_below_min"], election["elr_seen"]) == ([leader], [stopped])
+    assert election["elected"] == stopped and election["elected_from_elr"]
+    assert "ELR member elected (KIP-966)  1 of 1" in result.stdout
+    [event] = [e for e in read_events(tmp_path / "metrics", CHAOS_NODE) if e["event"] == "fault_injected"]
+    assert (event["fault"], event["elr"], event["leader"]) == ("elr", [stopped], stopped)
 
 
 def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):

@@ -54,6 +54,60 @@ def isr_size_over_time(events: DataFrame) -> DataFrame:
     )
 
 
+INT_ARRAY = "array<int>"
+
+
+def isr_and_elr_over_time(events: DataFrame) -> DataFrame:
+    """(ts, ts_ms, topic, partition, offset, isr_size, elr_size, last_known_elr_size, isr, elr, last_known_elr)
+    at every committed change of a partition's ISR or eligible leader replicas (KIP-966): one row per
+    metadata record (its ``offset``), each list as it stood after the record. A record that changes one
+    list leaves the other as it was; the ELR is empty before its first change, the ISR unknown (null)
+    before its first (a topic's creation is not an event)."""
+    none = F.lit(None).cast(INT_ARRAY)
+    isr = events.where(F.col("event") == "isr_change_committed").select(
+        "ts_ms", "topic", "partition", "offset", "isr", none.alias("elr"), none.alias("last_known_elr")
+    )
+    elr = events.where(F.col("event") == "elr_change_committed").select(
+        "ts_ms", "topic", "partition", "offset", none.alias("isr"), "elr", "last_known_elr"
+    )
+    per_record = (
+        isr.unionByName(elr)
+        .groupBy("topic", "partition", "offset")
+        .agg(
+            F.min("ts_ms").alias("ts_ms"),
+            *(F.first(name, ignorenulls=True).alias(name) for name in ("isr", "elr", "last_known_elr")),
+        )
+    )
+    so_far = (
+        Window.partitionBy("topic", "partition")
+        .orderBy("offset")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    empty = F.array().cast(INT_ARRAY)
+    filled = per_record.select(
+        "ts_ms",
+        "topic",
+        "partition",
+        "offset",
+        F.last("isr", ignorenulls=True).over(so_far).alias("isr"),
+        F.coalesce(F.last("elr", ignorenulls=True).over(so_far), empty).alias("elr"),
+        F.coalesce(F.last("last_known_elr", ignorenulls=True).over(so_far), empty).alias("last_known_elr"),
+    )
+    return filled.select(
+        (F.col("ts_ms") / 1000).cast("timestamp").alias("ts"),
+        "ts_ms",
+        "topic",
+        "partition",
+        "offset",
+        F.when(F.col("isr").isNotNull(), F.size("isr")).alias("isr_size"),
+        F.size("elr").alias("elr_size"),
+        F.size("last_known_elr").alias("last_known_elr_size"),
+        "isr",
+        "elr",
+        "last_known_elr",
+    ).orderBy("topic", "partition", "offset")
+
+
 def alter_partition_outcomes(events: DataFrame) -> DataFrame:
     """AlterPartition outcomes by broker and error code: requests sent, rejections by error."""
     requested = events.where(F.col("event") == "isr_change_requested").select(
@@ -172,6 +226,7 @@ def produce_latency_percentiles(events: DataFrame) -> DataFrame:
 
 JOBS = {
     "isr_size_over_time": isr_size_over_time,
+    "isr_and_elr_over_time": isr_and_elr_over_time,
     "alter_partition_outcomes": alter_partition_outcomes,
     "restart_to_rejoin": restart_to_rejoin,
     "under_replicated_durations": under_replicated_durations,

@@ -1,6 +1,7 @@
 """The chaos run's judge, as Kafka's replication system tests and Jepsen's Kafka workload check:
 every acknowledged value is consumed, one value per offset, offsets increase in every partition,
-replicas agree up to the high watermark, and the ISR shrank and re-expanded. Under retention, an
+replicas agree up to the high watermark, the ISR shrank and re-expanded, and each KIP-966 (`elr`) fault's
+cleanly stopped follower was elected from the ELR on its return. Under retention, an
 acknowledged value below its partition's log start offset at the final read was removed by retention,
 not lost; everything at or above it must be there. Pure: histories in, a report out."""
 
@@ -31,6 +32,8 @@ class History:
     # a controller quorum at the end: voter -> its own view (role, epoch, leader, active, high_watermark),
     # None for a voter that did not answer; None for a single controller (nothing to judge)
     quorum: dict[int, dict[str, Any] | None] | None = None
+    # what each `elr` fault saw (elr_fault.ElrElection.to_json): the returning member elected from the ELR?
+    elr_elections: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +54,8 @@ class Report:
     removed_by_retention: int = 0
     quorum_checked: bool = False
     quorum_problems: list[str] = field(default_factory=list)
+    elr_elections: list[dict[str, Any]] = field(default_factory=list)
+    elr_problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -61,6 +66,7 @@ class Report:
             or self.non_monotonic_partitions
             or self.divergent_replicas
             or self.quorum_problems
+            or self.elr_problems
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +93,9 @@ class Report:
         ]
         if self.quorum_checked:
             rows.append(("controller quorum healed", "; ".join(self.quorum_problems) or "yes"))
+        if self.elr_elections:
+            elected = sum(1 for e in self.elr_elections if e["elected_from_elr"])
+            rows.append(("ELR member elected (KIP-966)", f"{elected} of {len(self.elr_elections)}"))
         rows += [
             (f"AlterPartition rejected: {error}", n)
             for error, n in sorted(self.rejected_alter_partitions.items())
@@ -122,6 +131,16 @@ def quorum_problems(views: dict[int, dict[str, Any] | None]) -> list[str]:
             "high watermarks differ: " + ", ".join(f"{v}: {up[v]['high_watermark']}" for v in sorted(up))
         )
     return problems
+
+
+def elr_problems(elections: list[dict[str, Any]]) -> list[str]:
+    """Each `elr` fault whose cleanly stopped follower was not elected from the ELR on its return."""
+    return [
+        f"{e['topic']}-{e['partition']}: follower {e['follower_stopped']} not elected from the ELR "
+        f"(ELR {e['elr_seen']}, leader {e['elected']})"
+        for e in elections
+        if not e["elected_from_elr"]
+    ]
 
 
 def check(history: History) -> Report:
@@ -199,4 +218,6 @@ def check(history: History) -> Report:
         removed_by_retention=len(removed),
         quorum_checked=history.quorum is not None,
         quorum_problems=quorum_problems(history.quorum) if history.quorum is not None else [],
+        elr_elections=list(history.elr_elections),
+        elr_problems=elr_problems(history.elr_elections),
     )

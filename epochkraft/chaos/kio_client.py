@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
+from dataclasses import dataclass
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.describe_topic_partitions.v0 import request as dtp
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
@@ -22,6 +24,18 @@ SECONDS = datetime.timedelta(seconds=10)
 
 def split(bootstrap: str) -> list[tuple[str, int]]:
     return [(h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap.split(","))]
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One partition as DescribeTopicPartitions answers it: leader (-1: none), replicas, ISR, ELR and last
+    known ELR (sorted)."""
+
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
 
 
 class MiniClient:
@@ -84,6 +98,24 @@ class MiniClient:
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         p = next(p for p in response.topics[0].partitions if p.partition_index == partition)
         return p, brokers
+
+    async def describe_partitions(self, topic: str) -> dict[int, PartitionView]:
+        """Every partition of ``topic`` as DescribeTopicPartitions (75) answers, with its ELR (KIP-966)."""
+        request = dtp.DescribeTopicPartitionsRequest(
+            topics=(dtp.TopicRequest(name=topic),), response_partition_limit=2000, cursor=None
+        )
+        response = await self.any_send(request)
+        assert response.topics[0].error_code == ErrorCode.none, response.topics[0].error_code
+        return {
+            p.partition_index: PartitionView(
+                leader=p.leader_id,
+                replicas=tuple(p.replica_nodes),
+                isr=tuple(sorted(p.isr_nodes)),
+                elr=tuple(sorted(p.eligible_leader_replicas or ())),
+                last_known_elr=tuple(sorted(p.last_known_elr or ())),
+            )
+            for p in response.topics[0].partitions
+        }
 
     async def produce(
         self, topic: str, partition: int, values: list[bytes], acks: int = -1, retries: int = 40

@@ -2,9 +2,10 @@
 
 Workload (as Kafka's replication system test): a confluent-kafka producer (acks=all, idempotent) writes
 sequential values to ``chaos`` (3 partitions, RF 3, min.insync.replicas 2) while a consumer group reads
-them. Every broker reaches the controller through a fault proxy. After the faults the cluster is
-stopped cleanly and the checker compares the acknowledged values with a full read and the replicas'
-logs up to the high watermark.
+them. Every broker reaches the controller through a fault proxy. The ``elr`` fault (elr_fault.py) takes
+a partition below min ISR and brings it back through its eligible leader replicas (KIP-966). After the
+faults the cluster is stopped cleanly and the checker compares the acknowledged values with a full read
+and the replicas' logs up to the high watermark.
 
 With ``controllers=3`` the controllers are a Raft quorum. Every broker reaches every controller through
 its own proxy, and every controller reaches every other through one proxy per direction (the voters'
@@ -29,6 +30,7 @@ from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
+from epochkraft.chaos.elr_fault import apply_elr_fault
 from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.chaos.quorum_ops import replace_voter_async
@@ -50,6 +52,7 @@ FAULTS = (
     "disk-loss",
     "partition",
     "controller-restart",
+    "elr",
 )
 # Faults of a controller quorum (controllers > 1); "controller-restart" there restarts the active one.
 QUORUM_FAULTS = (
@@ -410,6 +413,7 @@ async def run_chaos(
     broker_cfg.write_text(BROKER_CONFIG + (RETENTION_BROKER_CONFIG if retention else ""))
     controller_cfg = work_dir / "controller.properties"
     controller_cfg.write_text(f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}\n")
+    # min ISR 2 of RF 3: a follower's loss leaves the ISR at min ISR, a second one takes it below (the elr fault)
     topic_config = {"min.insync.replicas": "2", **(RETENTION_TOPIC_CONFIG if retention else {})}
     cluster = LocalCluster(
         data_dir=work_dir / "cluster",
@@ -470,15 +474,22 @@ async def run_chaos(
                     for p in await _partition_states(client):
                         history.isr_sizes.append((p.partition_index, len(p.isr_nodes)))
                 except Exception as exc:  # a broker under a fault: this sample is missing, the next one comes
-                    log.debug("ISR sample failed: %r", exc)
+                    logging.getLogger(__name__).debug("ISR sample failed: %r", exc)  # `log` here is print
                 await asyncio.sleep(0.2)
 
         watcher = asyncio.create_task(watch_isr())
         await asyncio.sleep(2)
         for done, fault in enumerate(plan):
             bar.show(done, fault, workload)
-            applied.append(await _apply(fault, cluster, proxies, client, rng, links))
-            fault_log.emit("fault_injected", fault=fault, detail=applied[-1])
+            if fault == "elr":
+                election = await apply_elr_fault(cluster, client, TOPIC, rng)
+                history.elr_elections.append(election.to_json())
+                applied.append(election.detail())
+                seen = {"partition": election.partition, "elr": election.elr_seen, "leader": election.elected}
+                fault_log.emit("fault_injected", fault=fault, detail=applied[-1], topic=TOPIC, **seen)
+            else:
+                applied.append(await _apply(fault, cluster, proxies, client, rng, links))
+                fault_log.emit("fault_injected", fault=fault, detail=applied[-1])
             await _wait_healthy(client, history.replication_factor)
             if cluster.quorum and quorum_problems(await _wait_quorum(cluster)):
                 raise TimeoutError(f"the controller quorum did not heal after {applied[-1]}")
