@@ -77,3 +77,35 @@ def test_a_password_changed_in_the_metadata_log_is_checked_against_the_new_crede
     held[("admin", MECHANISMS["SCRAM-SHA-512"][0])] = credential("SCRAM-SHA-512", "rotated")
     assert live.status("/metrics", basic("admin", "s3cret"), None) == UNAUTHORIZED
     assert live.status("/metrics", basic("admin", "rotated"), None) == OK
+
+
+def test_malformed_authorization_and_a_certificate_naming_nobody_get_401():
+    """A header base64 cannot decode (non-ASCII) is refused, not a server error; a verified certificate with
+    an empty subject names no principal (it would be User:ANONYMOUS)."""
+    assert auth(None).status("/v1/state", "Basic é", None) == UNAUTHORIZED
+    assert auth(None).status("/v1/state", None, {"subject": ()}) == UNAUTHORIZED
+
+
+def test_wrong_password_floods_cost_at_most_checks_per_second(monkeypatch):
+    """Each new password check derives a SCRAM key on the event loop: a flood of wrong passwords runs at most
+    CHECKS_PER_SECOND derivations a second (the rest refused without one), and a password once verified is
+    remembered, so the admin's browser keeps being served during the flood."""
+    from epochkraft.metrics import admin_auth
+
+    derivations = []
+    real = admin_auth.password_matches
+
+    def counted(mechanism, stored, password):
+        derivations.append(password)
+        return real(mechanism, stored, password)
+
+    monkeypatch.setattr(admin_auth, "password_matches", counted)
+    guard = auth()
+    assert guard.status("/v1/state", basic("admin", "s3cret"), None, now_ms=0) == OK
+    for i in range(50):
+        assert guard.status("/v1/state", basic("admin", f"guess-{i}"), None, now_ms=500) == UNAUTHORIZED
+    assert len(derivations) == admin_auth.CHECKS_PER_SECOND
+    assert guard.status("/v1/state", basic("admin", "s3cret"), None, now_ms=600) == OK  # remembered
+    assert len(derivations) == admin_auth.CHECKS_PER_SECOND
+    assert guard.status("/v1/state", basic("admin", "guess-x"), None, now_ms=1_000) == UNAUTHORIZED
+    assert len(derivations) == admin_auth.CHECKS_PER_SECOND + 1  # a new second, a new budget

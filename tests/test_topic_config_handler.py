@@ -113,3 +113,39 @@ async def test_a_topic_created_again_does_not_keep_the_old_topics_config(tmp_pat
     await broker.apply(RemoveTopicRecord(topic_id=broker.cache.topic_ids["bar"]))
     await broker.create("bar", 1)
     assert broker.retention_ms("bar", 0) == log_config(BrokerSettings()).retention_ms
+
+
+async def test_logs_opened_at_start_up_take_the_dynamic_broker_default(tmp_path):
+    """LogManager.startup is given the topics' configs: a log opened from disk at start-up with the static
+    defaults takes the cluster-wide log.retention.ms its topic inherits once the metadata names the
+    partition, even when that config came in an earlier batch than the topic (before, it kept the static
+    7 days: a shortened retention, or a compacted topic's policy, was lost across a restart)."""
+    cluster_default = ConfigRecord(
+        resource_type=BROKER, resource_name="", name="log.retention.ms", value="2000"
+    )
+    before = await started(tmp_path)
+    await before.apply(cluster_default)
+    await before.create("baz", 1)
+    assert before.retention_ms("baz", 0) == 2000
+    before.logs.flush_all()
+
+    after = Broker(tmp_path)  # the restarted broker: its logs loaded first, then the metadata log replayed
+    after.logs.load_all()
+    endpoint = BrokerEndpoint(name="P", host="h", port=1, security_protocol=0)
+    register = RegisterBrokerRecord(
+        broker_id=1,
+        incarnation_id=uuid.UUID(int=1),
+        broker_epoch=10,
+        end_points=(endpoint,),
+        rack=None,
+        fenced=True,
+        in_controlled_shutdown=False,
+    )
+    await after.apply(register, UnfenceBrokerRecord(id=1, epoch=10))
+    await after.apply(cluster_default)
+    topic_id = before.cache.topic_ids["baz"]
+    await after.apply(
+        TopicRecord(name="baz", topic_id=topic_id),
+        PartitionRecord(partition_id=0, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1),
+    )
+    assert after.retention_ms("baz", 0) == 2000

@@ -310,7 +310,11 @@ class ReplicaManager:
         replica = self.replicas.get(key)
         if replica is None:
             partition = self.replica_set.partitions[key]
-            plog = self.logs.get_or_create(*key, self.topic_log_config(key[0]))
+            config = self.topic_log_config(key[0])
+            plog = self.logs.get_or_create(*key, config)
+            # A log opened at start-up (LogManager.load_all) has the static defaults: it takes the topic's
+            # config, dynamic broker defaults included, as Kafka's LogManager.startup is given topicConfigs.
+            plog.config = config
             replica = self.replicas[key] = Replica(partition, plog)
             self._rebuild_producer_state(replica)
         if transition.kind == "leader":

@@ -169,8 +169,8 @@ class AdminOperations:
     def _alter_configs(
         self, now_ms: int, request: Any, decide: Callable[[Any], tuple[ApiError, list]]
     ) -> list[dict[str, Any]]:
-        """Decides each resource, commits the accepted ones, then lets any leaderless partition whose
-        topic now allows unclean election elect (as Kafka's controller does after every write)."""
+        """Decides each resource, commits the accepted ones, then lets the leaderless partitions a write of
+        unclean.leader.election.enable covers elect (``_unclean_elections_for_configs``)."""
         keys = [(r.resource_type, r.resource_name) for r in request.resources]
         results = []
         records: list = []
@@ -198,8 +198,9 @@ class AdminOperations:
     def _unclean_elections_for_configs(self, records: list) -> list:
         """unclean.leader.election.enable written lets the leaderless partitions it covers elect at once:
         a topic's for a topic config, every topic's for a broker-level one. No other config elects, so a
-        retention change does not walk every partition (Kafka looks for leaderless partitions on a
-        timer, ReplicationControlManager.maybeTriggerUncleanLeaderElectionForLeaderlessPartitions)."""
+        retention change does not walk every partition. Kafka also looks on a timer
+        (ReplicationControlManager.maybeTriggerUncleanLeaderElectionForLeaderlessPartitions); here a
+        partition left leaderless elects when a replica is unfenced (decide_leaderless_elections)."""
         changed = {(r.resource_type, r.resource_name) for r in records if r.name == UNCLEAN}
         if not changed:
             return []

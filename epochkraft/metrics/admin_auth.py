@@ -8,36 +8,55 @@ browser, which asks for a user and password by itself; installing a client certi
 chore). Only super users (super.users) are served while an authorizer is on, any authenticated principal
 without one, as Kafka allows everything without an authorizer. /healthz stays open: it says only that the
 process answers, and liveness probes hold no credentials.
+
+Checking a password derives the SCRAM key (PBKDF2, thousands of rounds) on the daemon's event loop, which a
+flood of wrong passwords must not be able to stall: a password once checked is remembered (by user,
+credential and a digest of the password, so a changed credential is checked anew), only the user's first
+stored mechanism is tried, and at most CHECKS_PER_SECOND new checks run a second; beyond that a request is
+refused (401) without one.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
+import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from epochkraft.security.node import StoredScram, scram_lookup
-from epochkraft.security.principal import USER_TYPE, KafkaPrincipal, principal_from_peer_certificate
-from epochkraft.security.scram import MECHANISMS, password_matches
+from epochkraft.security.principal import (
+    ANONYMOUS,
+    USER_TYPE,
+    KafkaPrincipal,
+    principal_from_peer_certificate,
+)
+from epochkraft.security.scram import MECHANISMS, ScramCredential, password_matches
 
 REALM = "epochkraft admin"
 OPEN_PATHS = frozenset({"/healthz"})
 OK, UNAUTHORIZED, FORBIDDEN = 200, 401, 403
+CHECKS_PER_SECOND = 2  # new password checks (each a PBKDF2 derivation of 10-40 ms)
+REMEMBERED_CHECKS = 64
 
 
-@dataclass(frozen=True)
+@dataclass
 class AdminAuth:
     # the SCRAM credentials the metadata image holds now, by (user, mechanism type)
     credentials: Callable[[], Mapping[tuple[str, int], StoredScram]]
     super_users: frozenset[KafkaPrincipal] | None  # None: no authorizer, any authenticated principal
+    _verified: OrderedDict[tuple[str, bytes, bytes, int, bytes], None] = field(default_factory=OrderedDict)
+    _budget_second: int = -1
+    _checks_this_second: int = 0
 
-    def status(self, path: str, authorization: str | None, peercert: Mapping[str, Any] | None) -> int:
+    def status(
+        self, path: str, authorization: str | None, peercert: Mapping[str, Any] | None, now_ms: int = 0
+    ) -> int:
         """OK to serve ``path``; UNAUTHORIZED without a principal; FORBIDDEN for one that is not a super user."""
         if path in OPEN_PATHS:
             return OK
-        principal = self.principal(authorization, peercert)
+        principal = self.principal(authorization, peercert, now_ms)
         if principal is None:
             return UNAUTHORIZED
         if self.super_users is not None and principal not in self.super_users:
@@ -45,10 +64,11 @@ class AdminAuth:
         return OK
 
     def principal(
-        self, authorization: str | None, peercert: Mapping[str, Any] | None
+        self, authorization: str | None, peercert: Mapping[str, Any] | None, now_ms: int = 0
     ) -> KafkaPrincipal | None:
         if peercert:  # verified against the truststore by the TLS handshake
-            return principal_from_peer_certificate(peercert)
+            principal = principal_from_peer_certificate(peercert)
+            return None if principal == ANONYMOUS else principal  # a certificate naming nobody
         if authorization is None:
             return None
         basic = _basic(authorization)
@@ -58,9 +78,38 @@ class AdminAuth:
         lookup = scram_lookup(self.credentials())
         for mechanism, (type_id, _, _) in MECHANISMS.items():
             stored = lookup(user, type_id)
-            if stored is not None and password_matches(mechanism, stored, password):
+            if stored is None:
+                continue
+            if self._password_matches(user, mechanism, stored, password, now_ms):
                 return KafkaPrincipal(USER_TYPE, user)
+            return None  # the first stored mechanism decides: one derivation per attempt
         return None
+
+    def _password_matches(
+        self, user: str, mechanism: str, stored: ScramCredential, password: str, now_ms: int
+    ) -> bool:
+        digest = hashlib.sha256(password.encode()).digest()
+        key = (user, stored.salt, stored.stored_key, stored.iterations, digest)
+        if key in self._verified:
+            self._verified.move_to_end(key)
+            return True
+        if not self._take_check(now_ms):
+            return False
+        if not password_matches(mechanism, stored, password):
+            return False
+        self._verified[key] = None
+        if len(self._verified) > REMEMBERED_CHECKS:
+            self._verified.popitem(last=False)
+        return True
+
+    def _take_check(self, now_ms: int) -> bool:
+        second = now_ms // 1000
+        if second != self._budget_second:
+            self._budget_second, self._checks_this_second = second, 0
+        if self._checks_this_second >= CHECKS_PER_SECOND:
+            return False
+        self._checks_this_second += 1
+        return True
 
 
 def _basic(authorization: str) -> tuple[str, str] | None:
@@ -70,7 +119,7 @@ def _basic(authorization: str) -> tuple[str, str] | None:
         return None
     try:
         decoded = base64.b64decode(encoded.strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError, and non-ASCII text
         return None
     user, sep, password = decoded.partition(":")
     return (user, password) if sep and user else None

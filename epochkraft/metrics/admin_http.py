@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -83,7 +84,9 @@ class AdminServer:
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         assert self.security is not None
         peercert = request.transport.get_extra_info("peercert") if request.transport is not None else None
-        status = self.security.auth.status(request.path, request.headers.get("Authorization"), peercert)
+        status = self.security.auth.status(
+            request.path, request.headers.get("Authorization"), peercert, int(time.monotonic() * 1000)
+        )
         if status == admin_auth.UNAUTHORIZED:
             return web.Response(
                 status=status,
