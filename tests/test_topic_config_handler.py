@@ -54,8 +54,8 @@ class Broker:
         return plog.config.retention_ms
 
 
-async def started(tmp_path) -> Broker:
-    broker = Broker(tmp_path)
+async def registered(broker: Broker) -> Broker:
+    """Broker 1 registered and unfenced in ``broker``'s metadata."""
     endpoint = BrokerEndpoint(name="P", host="h", port=1, security_protocol=0)
     register = RegisterBrokerRecord(
         broker_id=1,
@@ -67,6 +67,11 @@ async def started(tmp_path) -> Broker:
         in_controlled_shutdown=False,
     )
     await broker.apply(register, UnfenceBrokerRecord(id=1, epoch=10))
+    return broker
+
+
+async def started(tmp_path) -> Broker:
+    broker = await registered(Broker(tmp_path))
     await broker.create("foo", 3)
     await broker.create("bar", 1)
     return broker
@@ -131,17 +136,7 @@ async def test_logs_opened_at_start_up_take_the_dynamic_broker_default(tmp_path)
 
     after = Broker(tmp_path)  # the restarted broker: its logs loaded first, then the metadata log replayed
     after.logs.load_all()
-    endpoint = BrokerEndpoint(name="P", host="h", port=1, security_protocol=0)
-    register = RegisterBrokerRecord(
-        broker_id=1,
-        incarnation_id=uuid.UUID(int=1),
-        broker_epoch=10,
-        end_points=(endpoint,),
-        rack=None,
-        fenced=True,
-        in_controlled_shutdown=False,
-    )
-    await after.apply(register, UnfenceBrokerRecord(id=1, epoch=10))
+    await registered(after)
     await after.apply(cluster_default)
     topic_id = before.cache.topic_ids["baz"]
     await after.apply(

@@ -53,6 +53,7 @@ from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
 from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
+from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
@@ -481,19 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", required=True, help="directory holding this broker's logs")
     parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
-    parser.add_argument(
-        "--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /readyz, /v1/state)"
-    )
-    parser.add_argument(
-        "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--admin-secure",
-        action="store_true",
-        help="the admin port serves HTTPS with ssl.keystore.location and answers only super users (super.users):"
-        " by a client certificate from ssl.truststore.location or HTTP Basic auth with their SCRAM password;"
-        " /healthz stays open",
-    )
+    add_admin_arguments(parser)
     parser.add_argument("--config", help="a .properties file (see config/broker.properties)")
     parser.add_argument(
         "--override",

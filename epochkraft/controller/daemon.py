@@ -68,6 +68,7 @@ from epochkraft.metadata.snapshot_file import (
     read_snapshot_file,
     remove_partial_snapshots,
 )
+from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import CONTROLLER
@@ -222,19 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--session-timeout-ms", type=int, help="broker.session.timeout.ms (default 9000)")
     parser.add_argument("--data-dir", help="directory for the metadata log (default: in memory only)")
     parser.add_argument("--metrics-dir", help="directory for structured events (JSON lines)")
-    parser.add_argument(
-        "--admin-port", type=int, help="HTTP admin port (/metrics, /healthz, /readyz, /v1/state)"
-    )
-    parser.add_argument(
-        "--admin-host", default="127.0.0.1", help="address the admin port binds (default 127.0.0.1)"
-    )
-    parser.add_argument(
-        "--admin-secure",
-        action="store_true",
-        help="the admin port serves HTTPS with ssl.keystore.location and answers only super users (super.users):"
-        " by a client certificate from ssl.truststore.location or HTTP Basic auth with their SCRAM password;"
-        " /healthz stays open",
-    )
+    add_admin_arguments(parser)
     parser.add_argument(
         "--view-broker-admin",
         metavar="ID=HOST:PORT,...",
