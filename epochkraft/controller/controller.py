@@ -450,17 +450,22 @@ class Controller(AdminOperations):
             if next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
                 if not self.cluster.brokers[broker_id].fenced:
                     self._fence(now_ms, broker_id)
+            # Each transition and the partition changes it brings are one batch (Kafka's ControllerResult of
+            # processBrokerHeartbeat): a failover between them would leave an unfenced broker's leaderless
+            # partitions offline, or a broker in controlled shutdown still in ISRs, with nothing to retry.
             elif next_state == BrokerControlState.UNFENCED:
-                self._commit([UnfenceBrokerRecord(id=broker_id, epoch=epoch)], now_ms)
-                self._commit(self.replication.decide_leaderless_elections(self.cluster.is_active), now_ms)
+                elections = self.replication.decide_leaderless_elections(
+                    lambda b: b == broker_id or self.cluster.is_active(b)
+                )
+                self._commit([UnfenceBrokerRecord(id=broker_id, epoch=epoch), *elections], now_ms)
             elif next_state == BrokerControlState.CONTROLLED_SHUTDOWN:
                 change = BrokerRegistrationChangeRecord(
                     broker_id=broker_id, broker_epoch=epoch, fenced=CHANGE_NONE, in_controlled_shutdown=1
                 )
-                self._commit([change], now_ms)
-                self._commit(
-                    self.replication.decide_remove_from_isrs(broker_id, self.cluster.is_active), now_ms
+                removals = self.replication.decide_remove_from_isrs(
+                    broker_id, lambda b: b != broker_id and self.cluster.is_active(b)
                 )
+                self._commit([change, *removals], now_ms)
         self.cluster.touch(broker_id, now_ms, request.current_metadata_offset)
         if next_state == BrokerControlState.CONTROLLED_SHUTDOWN:
             # Complete once every active broker has replayed the records that moved its leaderships.
