@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.peers.fetch import kafka_classpath
 
 JAVA_APP = Path(__file__).resolve().parents[2] / "scripts" / "clients" / "java" / "StreamsEosCheck.java"
@@ -55,6 +56,31 @@ def count_problems(output: Iterable[tuple[str, int]], expected: Mapping[str, int
     return problems
 
 
+async def _coordinated_ids(address: str, prefix: str) -> int:
+    from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+
+    client = MiniClient(address)
+    try:
+        response = await client.any_send(ListTransactionsRequest())
+    finally:
+        await client.close()
+    return sum(state.transactional_id.startswith(prefix) for state in response.transaction_states)
+
+
+def app_coordinator(cluster: LocalCluster, app_id: str) -> int | None:
+    """The broker coordinating most of the application's transactional ids (``<app id>-<process>-<thread>``
+    under exactly_once_v2), by ListTransactions to each broker: killing it fails transactions over too."""
+    counts = {
+        node_id: asyncio.run(_coordinated_ids(f"127.0.0.1:{node.port}", app_id + "-"))
+        for node_id, node in cluster.nodes.items()
+    }
+    best = max(counts, key=lambda node_id: counts[node_id])
+    return best if counts[best] else None
+
+
+COORDINATOR = 0  # kill_broker: the broker coordinating the application's transactions (else broker 2)
+
+
 @dataclass
 class StreamsRun:
     guarantee: str
@@ -62,6 +88,9 @@ class StreamsRun:
     app_code: int
     seconds: float
     killed_broker: int | None
+    output_at_kill: int  # committed output records the application had seen when the broker was killed
+    killed_coordinator: bool  # the killed broker coordinated the application's transactions
+    app_killed: str  # ", the application SIGKILLed and restarted", or ""
     committed: int  # output records read read_committed
     uncommitted: int  # output records read read_uncommitted (aborted ones too)
     problems: list[str] = field(default_factory=list)
@@ -70,19 +99,20 @@ class StreamsRun:
     def summary(self) -> str:
         return (
             f"{self.guarantee}: app exit {self.app_code} in {self.seconds:.1f} s, broker {self.killed_broker} "
-            f"SIGKILLed and restarted, {self.records} input records, output read_committed {self.committed} "
+            f"{'(its transaction coordinator) ' if self.killed_coordinator else ''}SIGKILLed at {self.output_at_kill} output records and restarted, {self.records} input records "
+            f"(half of them produced while it was down){self.app_killed}, output read_committed {self.committed} "
             f"read_uncommitted {self.uncommitted}, {len(self.problems)} problems"
             + "".join(f"\n  {p}" for p in self.problems[:20])
         )
 
 
-def produce_input(bootstrap: str, topic: str, records: int, groups: int) -> Counter[str]:
-    """``records`` keyed records, idempotent, spread over ``groups`` groups: the expected final counts."""
+def produce_input(bootstrap: str, topic: str, seqs: range, groups: int) -> Counter[str]:
+    """Keyed records numbered ``seqs``, idempotent, spread over ``groups`` groups: their counts."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     expected: Counter[str] = Counter()
-    for i in range(records):
+    for i in seqs:
         group = f"g{i % groups}"
         producer.produce(topic, key=f"k{i}".encode(), value=f"{group}:{i}".encode())
         expected[group] += 1
@@ -130,12 +160,15 @@ def run(
     records: int = 3000,
     partitions: int = 6,
     groups: int = 20,
-    kill_broker: int | None = 2,
+    kill_broker: int | None = COORDINATOR,
     down_s: float = 3.0,
     deadline_s: int = 120,
+    kill_app: bool = False,
 ) -> StreamsRun:
-    """The application against ``cluster`` (a started LocalCluster), one broker SIGKILLed once it has
-    written some output and restarted ``down_s`` later; then the output read both ways and checked."""
+    """The application against ``cluster`` (a started LocalCluster), one broker (by default the one
+    coordinating the application's transactions, never the controller, a process of its own) SIGKILLed once it has
+    written some output and restarted ``down_s`` later (the second half of the input is produced meanwhile,
+    so the application works through the failure); then the output read both ways and checked."""
     from epochkraft.peers.perf import create_topic
 
     bootstrap = cluster.bootstrap
@@ -143,37 +176,61 @@ def run(
     source, sink = f"eos-in-{tag}", f"eos-out-{tag}"
     for topic in (source, sink):
         asyncio.run(create_topic(bootstrap, topic, partitions, 3, 2))
-    expected = produce_input(bootstrap, source, records, groups)
+    half = records // 2
+    expected = produce_input(bootstrap, source, range(half), groups)
     log4j = work / "log4j2.properties"
     log4j.write_text(QUIET_LOG4J2)
     per_group = records // groups
+    app_id = f"eos-app-{tag}"
     command = [
         "java", "-Xmx384m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j}",
-        "-cp", kafka_classpath(), str(JAVA_APP), bootstrap, source, sink, f"eos-app-{tag}", guarantee,
+        "-cp", kafka_classpath(), str(JAVA_APP), bootstrap, source, sink, app_id, guarantee,
         str(groups), str(per_group), str(deadline_s), str(work / f"state-{tag}"),
     ]  # fmt: skip
     started = time.monotonic()
-    app = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     some_output = threading.Event()
+    output_seen = [0]
 
-    def follow() -> None:
+    def follow(app: subprocess.Popen[str]) -> None:
         assert app.stdout is not None
         for line in app.stdout:
             lines.append(line.rstrip())
-            if line.startswith("OUTPUT ") and int(line.split()[1]) >= records // 10:
-                some_output.set()
+            if line.startswith("OUTPUT "):
+                output_seen.append(int(line.split()[1]))
+                if output_seen[-1] >= records // 10:
+                    some_output.set()
 
-    reader = threading.Thread(target=follow, daemon=True)
-    reader.start()
-    killed = None
+    def launch() -> tuple[subprocess.Popen[str], threading.Thread]:
+        app = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        reader = threading.Thread(target=follow, args=(app,), daemon=True)
+        reader.start()
+        return app, reader
+
+    app, reader = launch()
+    killed, output_at_kill, killed_at, coordinator = None, 0, 0.0, None
     try:
-        if kill_broker is not None and some_output.wait(deadline_s):
+        give_up = time.monotonic() + deadline_s
+        while not some_output.wait(0.5) and app.poll() is None and time.monotonic() < give_up:
+            pass
+        if kill_broker == COORDINATOR and some_output.is_set():
+            coordinator = app_coordinator(cluster, app_id)
+            kill_broker = coordinator or 2
+        if kill_broker is not None and some_output.is_set():
             cluster.node(kill_broker).kill()
-            killed = kill_broker
-            time.sleep(down_s)
-            cluster.node(kill_broker).launch()
-            cluster.node(kill_broker).wait_ready(60)
+            killed_at = time.monotonic()
+            killed, output_at_kill = kill_broker, output_seen[-1]
+        if kill_app and some_output.is_set():  # the application dies too, and starts again on its state dir
+            app.kill()
+            app.wait(10)
+            reader.join(5)
+            lines.append("APPLICATION SIGKILLED AND RESTARTED")
+            app, reader = launch()
+        expected += produce_input(bootstrap, source, range(half, records), groups)  # the app reads on
+        if killed is not None:
+            time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
+            cluster.node(killed).launch()
+            cluster.node(killed).wait_ready(60)
         code = app.wait(deadline_s + 30)
     finally:
         if app.poll() is None:
@@ -185,6 +242,8 @@ def run(
     uncommitted = read_output(bootstrap, sink, "read_uncommitted", partitions)
     return StreamsRun(
         guarantee=guarantee, records=records, app_code=code, seconds=seconds, killed_broker=killed,
+        output_at_kill=output_at_kill, killed_coordinator=killed is not None and killed == coordinator,
+        app_killed=", the application SIGKILLed and restarted" if kill_app else "",
         committed=len(committed), uncommitted=len(uncommitted),
         problems=count_problems(committed, expected), app_log="\n".join(lines[-60:]),
     )  # fmt: skip
@@ -198,6 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--no-kill", action="store_true", help="no broker is killed")
+    parser.add_argument(
+        "--kill-app", action="store_true", help="the application's JVM is SIGKILLed and restarted too"
+    )
+    parser.add_argument(
+        "--kill",
+        type=int,
+        default=COORDINATOR,
+        help="the broker to kill (default: the transaction coordinator's)",
+    )
     args = parser.parse_args(argv)
     failures = 0
     for _ in range(args.runs):
@@ -215,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = run(
                     cluster, work, guarantee=args.guarantee, records=args.records,
-                    kill_broker=None if args.no_kill else 2,
+                    kill_broker=None if args.no_kill else args.kill, kill_app=args.kill_app,
                 )  # fmt: skip
             finally:
                 cluster.kill_all()
