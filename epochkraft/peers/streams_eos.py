@@ -220,13 +220,13 @@ def run(
             cluster.node(kill_broker).kill()
             killed_at = time.monotonic()
             killed, output_at_kill = kill_broker, output_seen[-1]
-        if kill_app and some_output.is_set():  # the application dies too, and starts again on its state dir
+        expected += produce_input(bootstrap, source, range(half, records), groups)  # the app reads on
+        if kill_app and some_output.is_set():  # it dies too, busy with those, and restarts on its state
             app.kill()
             app.wait(10)
             reader.join(5)
             lines.append("APPLICATION SIGKILLED AND RESTARTED")
             app, reader = launch()
-        expected += produce_input(bootstrap, source, range(half, records), groups)  # the app reads on
         if killed is not None:
             time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
             cluster.node(killed).launch()
