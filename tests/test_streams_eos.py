@@ -4,8 +4,11 @@ read_committed, is exact. The checker itself is tested on sequences with a dupli
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
+from epochkraft.peers import fetch
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
 from epochkraft.peers.streams_eos import count_problems, run
 
@@ -34,6 +37,28 @@ def test_count_problems_detects_a_gap_and_a_short_end():
         "final: b counted 1, expected 2",
         "final: c counted 0, expected 1",
     ]
+
+
+def test_kafka_libs_fetched_again_when_the_pom_changes(tmp_path, monkeypatch):
+    """A cache of Kafka's jars fetched before kafka-streams joined the pom is fetched again (into the same
+    directory), once; a pom fetched already is not."""
+    fetches: list[list[str]] = []
+
+    def mvn(command, **kwargs):
+        fetches.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setenv("EPOCHKRAFT_PEERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(fetch.subprocess, "run", mvn)
+    pom = tmp_path / "pom.xml"
+    pom.write_text(fetch.KAFKA_POM.read_text())
+    monkeypatch.setattr(fetch, "KAFKA_POM", pom)
+    libs = fetch.kafka_libs()
+    assert fetch.kafka_libs() == libs and len(fetches) == 1
+    pom.write_text(pom.read_text() + "<!-- a dependency added -->\n")
+    assert fetch.kafka_libs() == libs and len(fetches) == 2
+    assert fetch.kafka_libs() == libs and len(fetches) == 2
 
 
 @pytest.mark.slow
