@@ -38,7 +38,9 @@ class Ctx:
         for c in completions:
             self.results[c.token] = c.result
 
-    def join(self, member_id: str = "", protocols=PROTOCOLS, session=10_000, group="g") -> int:
+    def join(
+        self, member_id: str = "", protocols=PROTOCOLS, session=10_000, group="g", rebalance=None
+    ) -> int:
         token = self._token()
         self._collect(
             self.c.join_group(
@@ -50,7 +52,7 @@ class Ctx:
                 protocol_type="consumer",
                 protocols=protocols,
                 session_timeout_ms=session,
-                rebalance_timeout_ms=session,
+                rebalance_timeout_ms=rebalance or session,
                 client_id="c",
             )
         )
@@ -161,6 +163,22 @@ def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_deadline():
     ctx.tick(6001)
     assert ctx.results[tb].generation_id == 2
     assert set(ctx.c.groups["g"].members) == {b}
+
+
+def test_session_timeout_during_rebalance():
+    """Kafka's GroupMetadataManagerTest.testSessionTimeoutDuringRebalance: a member that died while the group
+    prepares a rebalance is removed when its session expires (heartbeats still expire then), so the join
+    completes then, not at the rebalance timeout (Kafka Streams': max.poll.interval.ms, 5 minutes)."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000, rebalance=300_000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, tb = ctx.join_with_id(session=6000, rebalance=300_000)
+    ctx.tick(5000)
+    assert tb not in ctx.results, "a's session is still alive"
+    ctx.tick(1001)
+    assert ctx.results[tb].generation_id == 2
+    assert set(ctx.c.groups["g"].members) == {b}
+    assert ctx.c.groups["g"].state == GroupState.COMPLETING_REBALANCE
 
 
 @pytest.mark.parametrize(

@@ -306,17 +306,18 @@ class GroupCoordinator:
             for pending, deadline in list(group.pending_members.items()):
                 if now_ms >= deadline:
                     del group.pending_members[pending]
-            if group.state == GroupState.PREPARING_REBALANCE:
-                done += self._maybe_complete_join(now_ms, group)
-                continue
+            # Sessions expire while a rebalance is prepared too (Kafka's expireClassicGroupMemberHeartbeat):
+            # a dead member that will never rejoin must not hold the join until the rebalance timeout.
             expired = [
                 m.member_id
                 for m in group.members.values()
                 if m.join_token is None and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
             ]
-            if expired:
-                for member_id in expired:
-                    self._remove_member(group, member_id)
+            for member_id in expired:
+                self._remove_member(group, member_id)
+            if group.state == GroupState.PREPARING_REBALANCE:
+                done += self._maybe_complete_join(now_ms, group)
+            elif expired:
                 done += self._prepare_rebalance(now_ms, group)
         return done
 

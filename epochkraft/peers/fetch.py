@@ -35,9 +35,12 @@ def kafka_version() -> str:
 
 
 def kafka_libs() -> Path:
-    """The directory of Kafka's jars (server, tools, clients and their dependencies), fetched once."""
+    """The directory of Kafka's jars (server, tools, clients, streams and their dependencies), fetched once per
+    pom: the marker is named by the pom's hash, so a dependency added to the pom is fetched into the same
+    directory (jars are only ever added there, so trees with older poms keep finding theirs)."""
     libs = cache_dir() / f"kafka-{kafka_version()}" / "libs"
-    done = libs / ".complete"
+    pom_digest = hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest()[:12]
+    done = libs / f".complete-{pom_digest}"
     if done.exists():
         return libs
     for tool in ("mvn", "java"):
