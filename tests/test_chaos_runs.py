@@ -4,6 +4,8 @@ scenario with both outcomes."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -13,11 +15,27 @@ from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS
 from epochkraft.metrics.events import read_events
 from epochkraft.metrics.live_view import CHAOS_NODE
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(520)]
+
+
+def run_chaos_cli(
+    command: list[str], *, timeout: float, capture_output: bool = True, text: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(capture_output=True, text=True)`` in a process group of its own: a run cut off at its
+    timeout takes the cluster's daemons it started with it, instead of leaving them running."""
+    pipe = subprocess.PIPE if capture_output else None
+    with subprocess.Popen(command, start_new_session=True, stdout=pipe, stderr=pipe, text=text) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def test_every_fault_once_and_the_checker_passes(tmp_path):
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             sys.executable,
             "-m",
@@ -33,7 +51,7 @@ def test_every_fault_once_and_the_checker_passes(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=380,
+        timeout=480,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -55,7 +73,7 @@ def test_elr_member_can_be_elected_in_a_chaos_run(tmp_path):
     producer: a follower SIGKILLed, the other stopped cleanly (the ISR below min ISR 2, that follower in
     the ELR), the leader SIGKILLed; the cleanly stopped follower, started again, is elected from the ELR
     and nothing acknowledged is lost."""
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             *(sys.executable, "-m", "epochkraft.cli", "chaos", "--faults", "elr"),
             *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
@@ -83,7 +101,7 @@ def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):
         (tmp_path / run / "cluster" / "broker-2").mkdir(parents=True)
         (tmp_path / run / "cluster" / "broker-2" / "meta.properties").write_text("cluster.id=earlier\n")
         (tmp_path / run / "metrics" / "dt=2026-01-01" / "node=0").mkdir(parents=True)
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             sys.executable,
             "-m",
@@ -96,7 +114,7 @@ def test_kafka_14139_scenario_shows_both_outcomes(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=380,
+        timeout=480,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -109,7 +127,7 @@ def test_chaos_with_small_segments_and_short_retention_loses_nothing_retained(tm
     """Faults while retention deletes 4 KiB segments past 8 KiB on every replica: every acknowledged
     value still at or above its partition's log start offset is read back, once, and retention did
     remove some (the checker counts those apart)."""
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             sys.executable,
             "-m",
@@ -128,7 +146,7 @@ def test_chaos_with_small_segments_and_short_retention_loses_nothing_retained(tm
         ],
         capture_output=True,
         text=True,
-        timeout=380,
+        timeout=480,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -140,7 +158,7 @@ def test_chaos_with_small_segments_and_short_retention_loses_nothing_retained(tm
 def test_chaos_on_a_secured_cluster_passes(tmp_path):
     # `cluster up --secure`'s cluster: mTLS between the daemons (through the fault proxies too), the
     # workload on SCRAM over TLS, the authorizer on; the faults that restart and cut off daemons.
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             *(sys.executable, "-m", "epochkraft.cli", "chaos", "--secure"),
             *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
@@ -148,7 +166,7 @@ def test_chaos_on_a_secured_cluster_passes(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=380,
+        timeout=480,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
@@ -160,7 +178,7 @@ def test_chaos_on_a_controller_quorum_passes_and_the_quorum_heals(tmp_path):
     # Three controllers as a Raft quorum: SIGKILL of the active one, the active one cut off from the
     # other controllers (through the proxies between them), a voter restarted on an empty disk, under the
     # producer; then every acknowledged record is read back and the quorum has healed.
-    result = subprocess.run(
+    result = run_chaos_cli(
         [
             *(sys.executable, "-m", "epochkraft.cli", "chaos", "--controllers", "3"),
             *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
@@ -168,7 +186,7 @@ def test_chaos_on_a_controller_quorum_passes_and_the_quorum_heals(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=380,
+        timeout=480,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())

@@ -22,7 +22,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_up_status_kill_restart_and_ctrl_c(tmp_path):
-    base = random.randrange(20000, 50000, 1000)
+    base = random.randrange(10000, 32000, 1000)  # below the ephemeral range (32768-60999)
     data = tmp_path / "cluster"
     up = subprocess.Popen(
         [
@@ -93,7 +93,7 @@ def test_up_status_kill_restart_and_ctrl_c(tmp_path):
 
 
 def test_up_with_a_controller_quorum_status_kill_active_and_restart_on_an_empty_disk(tmp_path):
-    base = random.randrange(20000, 50000, 1000)
+    base = random.randrange(10000, 32000, 1000)  # below the ephemeral range (32768-60999)
     data = tmp_path / "cluster"
     (tmp_path / "broker.properties").write_text("broker.heartbeat.interval.ms=200\n")
     (tmp_path / "controller.properties").write_text("broker.session.timeout.ms=2000\n")

@@ -36,7 +36,7 @@ from epochkraft.protocol.errors import ErrorCode
 from tests.conftest import FAST_BROKER, FAST_CONTROLLER, fast_properties
 from tests.test_broker_cluster import produce_values
 
-pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(420)]
 
 TOPIC = "elr"
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -234,11 +234,18 @@ def comparison(kafka: list[Step], ours: list[Step]) -> str:
     return "\n".join(rows)
 
 
-async def test_elr_step_by_step_as_kafka(make_cluster, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def kafka_jars() -> None:
+    """Kafka's jars, fetched outside the test's time limit (a first fetch runs Maven)."""
     try:
         kafka_libs()
     except PeerUnavailable as exc:
         pytest.skip(f"Apache Kafka peer unavailable: {exc}")
+
+
+async def test_elr_step_by_step_as_kafka(
+    kafka_jars: None, make_cluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     peer = KafkaPeer(
         run_dir=tmp_path / "kafka",
         brokers=3,
@@ -248,6 +255,7 @@ async def test_elr_step_by_step_as_kafka(make_cluster, tmp_path: Path) -> None:
         controller_config=fast_properties(FAST_CONTROLLER),
         jvm_options=["-XX:TieredStopAtLevel=1"],  # C1 only: the JVMs start in about half the CPU time
     )
+    request.addfinalizer(lambda: peer.stop(10))  # also when a timeout cuts the test short
     with ThreadPoolExecutor(1) as pool:
         kafka_started = pool.submit(peer.start, 240)  # its JVMs start while our side runs
 

@@ -181,6 +181,25 @@ def test_session_timeout_during_rebalance():
     assert ctx.c.groups["g"].state == GroupState.COMPLETING_REBALANCE
 
 
+def test_a_member_awaiting_sync_is_not_expired_while_the_leader_assigns():
+    """ClassicGroupMember.hasSatisfiedHeartbeat: a follower parked in SyncGroup while the leader computes the
+    assignment longer than the follower's session is not expired (its SyncGroup would go unanswered); it
+    gets its assignment when the leader syncs."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, tb = ctx.join_with_id(session=6000)
+    ctx.join(member_id=a, session=6000)
+    assert ctx.results[tb].generation_id == 2
+    sb = ctx.sync(b, 2)
+    ctx.tick(3000)
+    ctx.c.heartbeat(ctx.now, group_id="g", generation_id=2, member_id=a)
+    ctx.tick(4000)  # b's session is past, but it awaits its SyncGroup answer
+    assert b in ctx.c.groups["g"].members
+    sa = ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    assert ctx.results[sa].assignment == b"p0" and ctx.results[sb].assignment == b"p1"
+
+
 @pytest.mark.parametrize(
     ("generation", "member", "expected"),
     [

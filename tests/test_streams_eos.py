@@ -61,17 +61,22 @@ def test_kafka_libs_fetched_again_when_the_pom_changes(tmp_path, monkeypatch):
     assert fetch.kafka_libs() == libs and len(fetches) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.peers
-@pytest.mark.timeout(240)
-def test_streams_exactly_once_v2_with_a_broker_killed(make_cluster, tmp_path):
-    """1,500 keyed records over 6 partitions; the application starts; once it has written a tenth of its
-    output, the broker coordinating its transactions (found by ListTransactions; never the controller, a
-    process of its own) is SIGKILLed, 1,500 more records are produced, and it is restarted 3 s after."""
+@pytest.fixture(scope="module")
+def streams_jars() -> None:
+    """Kafka's jars with kafka-streams, fetched outside the test's time limit (a first fetch runs Maven)."""
     try:
         kafka_classpath()
     except PeerUnavailable as exc:
         pytest.skip(f"kafka-streams unavailable: {exc}")
+
+
+@pytest.mark.slow
+@pytest.mark.peers
+@pytest.mark.timeout(360)
+def test_streams_exactly_once_v2_with_a_broker_killed(streams_jars, make_cluster, tmp_path):
+    """1,500 keyed records over 6 partitions; the application starts; once it has written a tenth of its
+    output, the broker coordinating its transactions (found by ListTransactions; never the controller, a
+    process of its own) is SIGKILLed, 1,500 more records are produced, and it is restarted 3 s after."""
     cluster = make_cluster(brokers=3)
     result = run(cluster, tmp_path, guarantee="exactly_once_v2", records=3000, partitions=6)
     print(result.summary())

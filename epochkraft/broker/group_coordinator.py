@@ -311,7 +311,11 @@ class GroupCoordinator:
             expired = [
                 m.member_id
                 for m in group.members.values()
-                if m.join_token is None and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+                # a member awaiting its join or sync answer has its heartbeat satisfied (Kafka's
+                # ClassicGroupMember.hasSatisfiedHeartbeat): the leader's slow assignment expires no follower
+                if m.join_token is None
+                and m.sync_token is None
+                and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
             ]
             for member_id in expired:
                 self._remove_member(group, member_id)

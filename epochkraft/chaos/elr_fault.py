@@ -116,18 +116,23 @@ async def apply_elr_fault(
     # fenced after the clean stop, into those ELRs.
     seen, fenced = await _wait_views(client, topic, lambda vs: all(killed not in v.isr for v in vs.values()))
     if not fenced:
+        await asyncio.to_thread(cluster.node(killed).start)  # every broker it stopped runs again
         raise TimeoutError(f"elr fault on {topic}: {killed} still in an ISR ({seen})")
     await asyncio.to_thread(cluster.node(stopped).stop)
     seen, _ = await _wait_views(
-        client, topic, lambda vs: stopped not in vs[partition].isr and bool(vs[partition].elr)
+        client,
+        topic,
+        lambda vs: partition in vs and stopped not in vs[partition].isr and bool(vs[partition].elr),
     )
-    below = seen[partition] if seen else None
+    below = seen.get(partition) if seen else None
     await asyncio.to_thread(cluster.node(leader).kill)
     killed_at = time.monotonic()
     # The leader is fenced once its session expires (while this one starts): no ISR left, the ELR elects.
     await asyncio.to_thread(cluster.node(stopped).start)
-    seen, _ = await _wait_views(client, topic, lambda vs: vs[partition].leader not in (NO_LEADER, leader))
-    elected = seen[partition] if seen else None
+    seen, _ = await _wait_views(
+        client, topic, lambda vs: partition in vs and vs[partition].leader not in (NO_LEADER, leader)
+    )
+    elected = seen.get(partition) if seen else None
     seconds = time.monotonic() - killed_at
     await asyncio.gather(*(asyncio.to_thread(cluster.node(b).start) for b in (killed, leader)))
     return ElrElection(
