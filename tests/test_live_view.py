@@ -344,11 +344,16 @@ def _basic(user: str, password: str) -> dict[str, str]:
 
 def _with_positions(events: list[tuple[str, Any]]) -> bool:
     """A partition with its high watermark: the controller read a broker's secured /v1/state."""
-    return any("high_watermark" in p for _, data in events for p in data.get("partitions", []))
+    return any(
+        "high_watermark" in p
+        for _, data in events
+        if isinstance(data, dict)  # a timeline event's data is a list
+        for p in data.get("partitions", [])
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
     """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
     its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
@@ -386,7 +391,7 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
                 assert page.status == 200 and "<html" in await page.text()
             async with http.get(cluster.admin_url(0, "/view/events"), headers=admin) as stream:
                 assert stream.status == 200
-                events = await _first_events(stream, _with_positions, timeout=20)
+                events = await _first_events(stream, _with_positions, timeout=60)
             snapshot = events[0][1]
             assert events[0][0] == "snapshot"
             assert len(snapshot["brokers"]) == 3 and len(snapshot["partitions"]) == 3
@@ -410,12 +415,16 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
         # the tools read the admin ports with the admin's certificate
         state = await asyncio.to_thread(cluster.admin_get, 2, "/v1/state")
         assert state["state"] == "RUNNING"
-        assert cluster_cli.main(["status", "--data-dir", str(cluster.data_dir)]) == 0
-        assert "no answer" not in capsys.readouterr().out
+        for _ in range(5):  # each node's answer within cluster status's 2 s, which a loaded machine may miss
+            assert cluster_cli.main(["status", "--data-dir", str(cluster.data_dir)]) == 0
+            out = capsys.readouterr().out
+            if "no answer" not in out:
+                break
+        assert "no answer" not in out, out
         # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
         # local CA not installed in this browser's profile
         logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")
         async with open_page(logged_in, "--ignore-certificate-errors") as browser:
-            await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=30)
+            await browser.wait_for(f"{BROKER_ROWS} === 3 && {PARTITION_ROWS} === 3", timeout=60)
     finally:
         cluster.kill_all()
