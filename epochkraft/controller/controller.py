@@ -26,7 +26,9 @@ from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsReque
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 from kio.schema.alter_client_quotas.v1 import response as alter_quotas_resp
 from kio.schema.alter_partition.v3 import response as alter_resp
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest
 from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
@@ -399,7 +401,7 @@ class Controller(AdminOperations):
         )
 
     # ---- registration and heartbeats ----------------------------------------------------------------
-    def register_broker(self, now_ms: int, request: Any) -> BrokerRegistrationResponse:
+    def register_broker(self, now_ms: int, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in request.listeners)
         error, epoch, record = self.cluster.decide_registration(
             now_ms,
@@ -427,7 +429,7 @@ class Controller(AdminOperations):
             self.cluster.touch(request.broker_id, now_ms, -1)
         return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
 
-    def heartbeat(self, now_ms: int, request: Any) -> BrokerHeartbeatResponse:
+    def heartbeat(self, now_ms: int, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """Kafka's processBrokerHeartbeat: the next broker state from the current one and the request,
         the records of the transition, then the session is touched."""
         broker_id, epoch = request.broker_id, request.broker_epoch
