@@ -178,7 +178,7 @@ def _scalar(name: str, owner: str, kind: str | None, hint: Any, s: Scenario, plu
             return s.broker_id if name == "broker_id" else s.partition
         if kind == "uuid":
             return s.topic_id or uuid.uuid4()
-        return s.group if name in ("group", "coordinator_key", "groups_name") else s.topic
+        return s.group if name in ("group", "group_id", "coordinator_key", "groups_name") else s.topic
     if kind == "error_code":
         return 0
     if kind and kind.startswith(("int", "uint")):
