@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from kio.schema.create_topics.v7 import request as ct
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.metadata_follower import MetadataFollower
 from epochkraft.broker.slices import Slicer
-from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
+from epochkraft.protocol.records import iter_batches
 from tests.controller_context import NO_TIMEOUT, ControllerContext
 
 TOPICS_PER_REQUEST = 200
@@ -154,3 +156,29 @@ async def test_a_failure_to_carry_out_metadata_stops_the_broker_instead_of_being
         await asyncio.sleep(0.01)
     await follower.stop()
     assert fatal and "metadata follower ended" in fatal[0] and fetches == 1
+
+
+async def test_the_batches_before_an_undecodable_one_are_handed_on_before_the_retry(monkeypatch):
+    """A batch that does not decode stops the apply; the whole batches before it are in the image and
+    the retry fetches from after them, so their changes must reach the replicas first (else the
+    partitions they created would never be hosted)."""
+    log = flood_log()
+    batches = list(iter_batches(log))
+    last_pos = batches[-1][0]
+    corrupted = bytearray(log)
+    corrupted[-1] ^= 0xFF  # the last CreateTopics' batch fails its CRC
+    monkeypatch.setattr("epochkraft.broker.metadata_follower.SLICE_SECONDS", 3600.0)  # one slice
+    cache = MetadataCache(1)
+    handed_on: set[tuple[str, int]] = set()
+
+    async def on_changes(changes: Changes) -> None:
+        handed_on.update(changes.partitions)
+
+    follower = MetadataFollower(None, cache, on_changes, node_id=1)  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError):
+        await follower._apply(0, bytes(corrupted))
+    applied = {(t.name, p) for t in cache.topics.values() for p in t.partitions}
+    assert len(applied) == (REQUESTS - 1) * TOPICS_PER_REQUEST * 2
+    assert handed_on == applied
+    await follower._apply(cache.next_offset, log[last_pos:])  # the retry: the good bytes this time
+    assert len(handed_on) == REQUESTS * TOPICS_PER_REQUEST * 2

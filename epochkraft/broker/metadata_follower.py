@@ -130,13 +130,19 @@ class MetadataFollower:
         wrote, as Kafka's MetadataLoader publishes an image per batch."""
         changes = Changes()
         started = time.monotonic()
-        for batch in metadata_batches(records):
-            for record_offset, record in batch:
-                if record_offset >= offset:
-                    self.cache.apply(record_offset, record, changes)
-            if time.monotonic() - started >= SLICE_SECONDS:
-                await self._publish(changes)
-                changes, started = Changes(), time.monotonic()
+        try:
+            for batch in metadata_batches(records):
+                for record_offset, record in batch:
+                    if record_offset >= offset:
+                        self.cache.apply(record_offset, record, changes)
+                if time.monotonic() - started >= SLICE_SECONDS:
+                    await self._publish(changes)
+                    changes, started = Changes(), time.monotonic()
+        except ProtocolError:
+            # the batches before an undecodable one are in the image: their changes must reach the
+            # replicas now, since the retry fetches from after them
+            await self._publish(changes)
+            raise
         # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
         self.cache.next_offset = max(self.cache.next_offset, _end_offset(records))
         await self._publish(changes)
