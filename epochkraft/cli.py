@@ -7,8 +7,8 @@ import sys
 
 # subcommand -> (module with ``main(argv) -> int``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "controller": ("epochkraft.controller.daemon", "run the controller daemon"),
-    "broker": ("epochkraft.broker.daemon", "run a broker daemon"),
+    "controller": ("epochkraft.server.controller_daemon", "run the controller daemon"),
+    "broker": ("epochkraft.server.broker_daemon", "run a broker daemon"),
     "cluster": (
         "epochkraft.chaos.cluster_cli",
         "start and drive a local cluster (up, status, kill, restart)",

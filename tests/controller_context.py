@@ -20,7 +20,7 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.settings import ControllerSettings
-from epochkraft.controller.state import PartitionRegistration
+from epochkraft.metadata.registrations import PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 
 CLUSTER_ID = "test-cluster-id-00000000"

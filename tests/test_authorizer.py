@@ -128,8 +128,8 @@ def test_authorize_by_resource_type_as_idempotent_producers_need_it():
 
 
 def _txn_context(*acls):
-    from epochkraft.net.context import RequestContext
     from epochkraft.protocol.framing import RequestHeader
+    from epochkraft.server.context import RequestContext
 
     header = RequestHeader(22, 4, 1, "producer", 0)
     return RequestContext(
@@ -147,7 +147,7 @@ def test_transactional_apis_need_write_on_the_transactional_id():
     from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
     from epochkraft.protocol.errors import ErrorCode
-    from epochkraft.security.request_rules import refusal
+    from epochkraft.server.request_rules import refusal
 
     txn = ResourceType.TRANSACTIONAL_ID
     init = InitProducerIdRequest(transactional_id="t1", transaction_timeout=60_000)

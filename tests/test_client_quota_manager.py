@@ -231,7 +231,7 @@ def test_busy_time_counts_the_steps_of_a_request_not_its_waits():
     import asyncio
     import time
 
-    from epochkraft.net.server import _BusyTime
+    from epochkraft.server.socket_server import _BusyTime
 
     async def handler() -> str:
         await asyncio.sleep(0.1)
@@ -255,10 +255,10 @@ def test_exempt_requests_go_by_the_request_not_the_client_id():
     without an authorizer; ApiVersions is never measured."""
     from types import SimpleNamespace
 
-    from epochkraft.net.context import RequestContext
-    from epochkraft.net.server import _Connection, served
     from epochkraft.protocol.api import BROKER
     from epochkraft.protocol.framing import RequestHeader
+    from epochkraft.server.context import RequestContext
+    from epochkraft.server.socket_server import _Connection, served
 
     apis = served(BROKER)
 

@@ -84,7 +84,8 @@ def test_pinned_versions_are_served():
     """Each api_version from (0, 11) sends request versions the broker listener serves."""
     from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
-    from epochkraft.protocol.api import BROKER, served
+    from epochkraft.protocol.api import BROKER
+    from epochkraft.server.handlers import served
 
     ours = served(BROKER)
     assert PINNED[0] == (0, 11)

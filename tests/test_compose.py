@@ -86,9 +86,9 @@ def option(command: list[str], name: str) -> str:
 
 
 def test_nothing_is_pulled_and_daemons_stop_within_their_grace():
-    from epochkraft.broker.daemon import SHUTDOWN_STEPS_TIMEOUT_S
     from epochkraft.broker.settings import BrokerSettings
     from epochkraft.config import load_settings
+    from epochkraft.server.broker_daemon import SHUTDOWN_STEPS_TIMEOUT_S
 
     shutdown_ms = (
         SHUTDOWN_STEPS_TIMEOUT_S * 1000

@@ -12,7 +12,7 @@ from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import load_settings
-from epochkraft.controller.config_schema import ConfigSource, ConfigType, ResourceType, validate
+from epochkraft.metadata.config_schema import ConfigSource, ConfigType, ResourceType, validate
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord, TopicRecord
 

@@ -48,7 +48,7 @@ def test_config_file_shows_every_setting_and_its_default(filename, settings):
 
 
 def served_line(listener: str) -> str:
-    from epochkraft.protocol.api import served
+    from epochkraft.server.handlers import served
 
     def versions(spec) -> str:
         if spec.min_version == spec.max_version:

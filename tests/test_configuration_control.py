@@ -7,9 +7,9 @@ import pytest
 from kio.schema.incremental_alter_configs.v1 import request as iac1
 
 from epochkraft.broker.metadata_cache import MetadataCache
-from epochkraft.controller.config_schema import ResourceType, validate_broker_config
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
+from epochkraft.metadata.config_schema import ResourceType, validate_broker_config
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
 from tests.controller_context import CLUSTER_ID, ControllerContext

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 import pytest
 
 from epochkraft.broker import consumer_group_records, current_assignment
-from epochkraft.broker import daemon as broker_daemon
 from epochkraft.broker.consumer_group import (
     ConsumerGroup,
     ConsumerGroupCoordinator,
@@ -21,6 +20,7 @@ from epochkraft.broker.consumer_group import (
 )
 from epochkraft.broker.current_assignment import ConsumerGroupMember, MemberState
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.server import broker_daemon
 
 SESSION_MS, REBALANCE_MS = 45_000, 30_000
 

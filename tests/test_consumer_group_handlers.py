@@ -23,21 +23,10 @@ from epochkraft.broker import topics_image
 from epochkraft.broker.group_coordinator import GroupCoordinator
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
 from epochkraft.broker.topics_image import CacheTopics
-from epochkraft.controller.state import TopicInfo
 from epochkraft.metadata.image import MetadataImage
-from epochkraft.net.context import RequestContext
-from epochkraft.net.handlers import (
-    k08_offset_commit,
-    k09_offset_fetch,
-    k11_join_group,
-    k15_describe_groups,
-    k16_list_groups,
-    k68_consumer_group_heartbeat,
-    k69_consumer_group_describe,
-)
+from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.protocol import metadata_records as mr
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.security import request_rules
 from epochkraft.security.authorizer import (
     AclBinding,
     AclOperation,
@@ -47,6 +36,17 @@ from epochkraft.security.authorizer import (
     StandardAuthorizer,
 )
 from epochkraft.security.principal import KafkaPrincipal, parse_super_users
+from epochkraft.server import request_rules
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers import (
+    k08_offset_commit,
+    k09_offset_fetch,
+    k11_join_group,
+    k15_describe_groups,
+    k16_list_groups,
+    k68_consumer_group_heartbeat,
+    k69_consumer_group_describe,
+)
 from tests.test_group_coordinator import MemoryOffsetsTopic
 
 FOO = uuid.UUID(int=7)

@@ -10,7 +10,7 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
 from epochkraft.controller.settings import ControllerSettings
-from epochkraft.controller.state import LeaderRecoveryState, PartitionRegistration
+from epochkraft.metadata.registrations import LeaderRecoveryState, PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 from tests.controller_context import CLUSTER_ID, ControllerContext
 

@@ -8,8 +8,8 @@ import uuid
 
 from epochkraft.controller.cluster_control import BrokerControlState, ClusterControl, Session
 from epochkraft.controller.partition_change import PartitionChangeBuilder
-from epochkraft.controller.state import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.metadata.image import apply_change
+from epochkraft.metadata.registrations import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,

@@ -18,11 +18,11 @@ from kio.schema.delete_topics.v6 import request as dt6
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.settings import BrokerSettings
-from epochkraft.net.context import RequestContext
-from epochkraft.net.handlers import k19_create_topics, k20_delete_topics, k37_create_partitions
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import RequestHeader
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers import k19_create_topics, k20_delete_topics, k37_create_partitions
 from tests.controller_context import ControllerContext
 
 CLIENT = "admin-client"

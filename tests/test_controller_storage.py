@@ -225,7 +225,7 @@ def test_a_wiped_voter_started_with_its_first_flags_refuses(tmp_path, monkeypatc
     it starts as an observer with a new directory id."""
     import shutil
 
-    from epochkraft.controller import daemon
+    from epochkraft.server import controller_daemon as daemon
 
     served: list[str] = []
 
@@ -262,7 +262,7 @@ def test_a_wiped_voter_started_with_its_first_flags_refuses(tmp_path, monkeypatc
 def test_a_control_batch_of_several_records():
     """Kafka's new leader writes LeaderChangeMessage, KRaftVersionRecord and VotersRecord in one control
     batch: every record is read, each at its offset, and the batch's bytes are kept as they are."""
-    from epochkraft.metadata.snapshot import control_records_batch
+    from epochkraft.protocol.records import control_records_batch
     from epochkraft.raft.batches import LEADER_CHANGE, encode_leader_change
     from epochkraft.raft.log import RaftLog
 

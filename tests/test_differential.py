@@ -37,11 +37,12 @@ from epochkraft.peers.differential import (
     unexplained,
 )
 from epochkraft.peers.kafka import KafkaPeer
-from epochkraft.protocol.api import BROKER, CONTROLLER, served
+from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
 from epochkraft.protocol.kio_extra import ApiVersionsRequestV5
 from epochkraft.protocol.records import TIMESTAMP_TYPE_BIT, build_batch, decode_batches
+from epochkraft.server.handlers import served
 from tests.support.kio_requests import Scenario, request_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]

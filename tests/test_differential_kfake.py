@@ -31,9 +31,10 @@ from epochkraft.peers.differential import (
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
 from epochkraft.peers.third_party import KFAKE_DIFFERENCES, ThirdParty, side_taken
-from epochkraft.protocol.api import BROKER, served
+from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY
+from epochkraft.server.handlers import served
 from tests.support.kio_requests import Scenario, request_for
 from tests.test_differential import RECORDS, _produce, error_cases, scenarios
 

@@ -11,11 +11,11 @@ from kio.schema.update_features.v1 import request as uf
 from kio.static.primitive import i8, i16
 
 from epochkraft.controller import partition_change
-from epochkraft.controller.config_schema import ResourceType
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
-from epochkraft.controller.state import NO_LEADER, LeaderRecoveryState, PartitionRegistration
+from epochkraft.metadata.config_schema import ResourceType
 from epochkraft.metadata.image import apply_change
+from epochkraft.metadata.registrations import NO_LEADER, LeaderRecoveryState, PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     FeatureLevelRecord,

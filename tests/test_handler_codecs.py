@@ -10,13 +10,14 @@ from hypothesis import strategies as st
 from kio.schema.alter_partition.v2 import response as v2
 from kio.schema.alter_partition.v3 import response as v3
 
-from epochkraft.net.handlers._util import build
-from epochkraft.net.handlers.k56_alter_partition import encode_response
 from epochkraft.protocol import fetch_response as fetch
-from epochkraft.protocol.api import BROKER, served
+from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, response_class
 from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.handlers import served
+from epochkraft.server.handlers._util import build
+from epochkraft.server.handlers.k56_alter_partition import encode_response
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 partitions = st.builds(

@@ -346,8 +346,8 @@ async def test_max_connections_per_ip_and_overrides():
     """As Kafka's ConnectionQuotasTest.testMaxConnectionsPerIp and testMaxConnectionsPerIpOverrides: a
     client address gets at most its limit, an override replaces it for its address, and a closed
     connection frees its slot."""
-    from epochkraft.net.server import KafkaServer, parse_ip_overrides
     from epochkraft.protocol.api import BROKER
+    from epochkraft.server.socket_server import KafkaServer, parse_ip_overrides
 
     assert parse_ip_overrides("127.0.0.1:5, ::1:7") == {"127.0.0.1": 5, "::1": 7}
     with pytest.raises(ValueError):

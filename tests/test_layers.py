@@ -119,3 +119,51 @@ def test_the_raft_core_stands_alone():
         if (bad := offending(path.read_text(), RAFT_CORE_MUST_NOT_REACH))
     }
     assert found == {}
+
+
+def subpackage_imports(files: list[Path]) -> dict[str, set[str]]:
+    """Subpackage -> the other subpackages of epochkraft its modules import (type-checking imports too)."""
+    graph: dict[str, set[str]] = {}
+    for path in files:
+        parts = path.relative_to(PACKAGE).parts
+        if len(parts) < 2:
+            continue  # a top-level module (cli, config, files) belongs to no layer
+        for name in imported_modules(path.read_text()):
+            target = name.split(".")
+            inside = target[0] == "epochkraft" and len(target) >= 2 and (PACKAGE / target[1]).is_dir()
+            if inside and target[1] != parts[0]:
+                graph.setdefault(parts[0], set()).add(target[1])
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles among the nodes of ``graph``: each set of more than one node that reach one another."""
+    found: list[list[str]] = []
+    for node in sorted(graph):
+        reach = _reachable(graph, node)
+        group = sorted(other for other in reach if node in _reachable(graph, other))
+        if node in reach and group not in found:
+            found.append(group)
+    return found
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    reach: set[str] = set()
+    stack = [start]
+    while stack:
+        for nxt in graph.get(stack.pop(), ()):
+            if nxt not in reach:
+                reach.add(nxt)
+                stack.append(nxt)
+    return reach
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_the_daemons_subpackages():
+    """The layers, bottom up: protocol, security, raft, metadata, net (transport), metrics, the cores
+    (controller, broker), server (the daemons and their handlers); a cycle would make them one."""
+    assert cycles(subpackage_imports(daemon_files())) == []

@@ -15,10 +15,9 @@ import pytest
 from kio.schema.create_acls.v3 import request as ca
 
 from epochkraft.controller.controller import METADATA_VERSION, Controller
-from epochkraft.controller.daemon import bootstrap_scram, load_newest_snapshot
 from epochkraft.controller.snapshots import write_image_snapshot
-from epochkraft.controller.state import LeaderRecoveryState
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.registrations import LeaderRecoveryState
 from epochkraft.metadata.snapshot import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
@@ -41,6 +40,7 @@ from epochkraft.metadata.snapshot_file import (
 from epochkraft.protocol.metadata_codec import decode_metadata_record
 from epochkraft.protocol.metadata_records import FeatureLevelRecord
 from epochkraft.protocol.records import decode_batches
+from epochkraft.server.controller_daemon import bootstrap_scram, load_newest_snapshot
 from epochkraft.sim.cluster import SCHEDULES, SimCluster
 from tests.controller_context import CLUSTER_ID, ControllerContext
 
@@ -393,9 +393,9 @@ async def test_controller_restarts_from_its_snapshot_and_the_log_tail(tmp_path):
     import asyncio
     import time
 
-    from epochkraft.controller.daemon import LOG_DIR_NAME, SEGMENT_NAME
     from epochkraft.net.client import KafkaClient
     from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.server.controller_daemon import LOG_DIR_NAME, SEGMENT_NAME
     from tests.test_controller_tcp import Broker, alter_v3, controller, create_topic
 
     admin = free_port()

@@ -13,11 +13,12 @@ from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import ConnectionLost, RequestTimedOut
-from epochkraft.net.server import KafkaServer
-from epochkraft.protocol.api import BROKER, CONTROLLER, served
+from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_request, parse_response_header
 from epochkraft.protocol.kio_extra import ApiVersionsRequestV5 as ApiVersionsV5
+from epochkraft.server.handlers import served
+from epochkraft.server.socket_server import KafkaServer
 
 pytestmark = [pytest.mark.net, pytest.mark.timeout(30)]
 

@@ -14,11 +14,11 @@ from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasReq
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.metadata.image import Changes
-from epochkraft.net import server as server_module
 from epochkraft.net.client import KafkaClient
-from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.metadata_records import ClientQuotaRecord, EntityData
+from epochkraft.server import socket_server as server_module
+from epochkraft.server.socket_server import KafkaServer
 
 pytestmark = pytest.mark.net
 
@@ -110,10 +110,10 @@ async def run_with_quotas(quotas: ClientQuotas, key: int, version: int, request,
     handler answering ``answer``."""
     import asyncio
 
-    from epochkraft.net.context import RequestContext
-    from epochkraft.net.server import _Connection
-    from epochkraft.protocol.api import served
     from epochkraft.protocol.framing import RequestHeader
+    from epochkraft.server.context import RequestContext
+    from epochkraft.server.handlers import served
+    from epochkraft.server.socket_server import _Connection
 
     assert quotas.active()
     server = SimpleNamespace(log=None, sasl=None, max_frame_bytes=1 << 20, quotas=quotas)

@@ -9,7 +9,7 @@ from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.replication_quota import WINDOWS, ReplicationQuota, is_throttled
 from epochkraft.broker.settings import BrokerSettings
-from epochkraft.controller.config_schema import ResourceType
+from epochkraft.metadata.config_schema import ResourceType
 from epochkraft.protocol.metadata_records import ConfigRecord
 
 MB = 1_000_000

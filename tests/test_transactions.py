@@ -56,7 +56,8 @@ def group_metadata(cluster, group: str):
 
 def serves_write_txn_markers() -> bool:
     """Whether the brokers of this tree serve WriteTxnMarkers (the registry ApiVersions is built from)."""
-    from epochkraft.protocol.api import BROKER, served
+    from epochkraft.protocol.api import BROKER
+    from epochkraft.server.handlers import served
 
     return WRITE_TXN_MARKERS in served(BROKER)
 

@@ -24,12 +24,13 @@ from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.failure_log import FailureLog
-from epochkraft.net.handlers._util import build
-from epochkraft.net.server import KafkaServer
-from epochkraft.protocol.api import BROKER, CONTROLLER, served
+from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import API_VERSIONS_KEY, request_class
 from epochkraft.protocol.records import build_batch
+from epochkraft.server.handlers import served
+from epochkraft.server.handlers._util import build
+from epochkraft.server.socket_server import KafkaServer
 from tests.conftest import write_fast_configs
 from tests.support.kio_requests import Scenario, request_for
 

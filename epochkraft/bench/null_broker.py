@@ -17,8 +17,6 @@ from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.settings import BrokerSettings
-from epochkraft.net.apis import BrokerApis
-from epochkraft.net.server import KafkaServer
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
@@ -28,6 +26,8 @@ from epochkraft.protocol.metadata_records import (
     TopicRecord,
 )
 from epochkraft.protocol.records import iter_batches
+from epochkraft.server.apis import BrokerApis
+from epochkraft.server.socket_server import KafkaServer
 
 TOPIC = "bench"
 

@@ -21,7 +21,7 @@ from kio.schema.describe_configs.v4 import response as dc
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.config import property_fields
-from epochkraft.controller.config_schema import (
+from epochkraft.metadata.config_schema import (
     DYNAMIC_BROKER_CONFIGS,
     INT_MAX,
     TOPIC_CONFIGS,
@@ -31,7 +31,7 @@ from epochkraft.controller.config_schema import (
     ResourceType,
     broker_config_type,
 )
-from epochkraft.controller.replication_control import valid_topic_name
+from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.errors import ErrorCode
 
 

@@ -35,7 +35,7 @@ from epochkraft.broker.replication_quota import (
     follower_rate,
     is_throttled,
 )
-from epochkraft.controller.config_schema import ResourceType
+from epochkraft.metadata.config_schema import ResourceType
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError

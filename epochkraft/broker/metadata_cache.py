@@ -7,9 +7,9 @@ can react; partition changes carry the partition epoch so stale ones can be igno
 
 from __future__ import annotations
 
-from epochkraft.controller.config_schema import TOPIC_CONFIGS
-from epochkraft.controller.state import BrokerRegistration, Endpoint, PartitionRegistration
+from epochkraft.metadata.config_schema import TOPIC_CONFIGS
 from epochkraft.metadata.image import BROKER, TOPIC, Changes, MetadataImage
+from epochkraft.metadata.registrations import BrokerRegistration, Endpoint, PartitionRegistration
 
 __all__ = ["Changes", "MetadataCache"]
 

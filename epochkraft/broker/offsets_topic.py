@@ -15,14 +15,14 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import Record, RecordBatch, build_batch, decode_batches
 
 if TYPE_CHECKING:
-    from epochkraft.broker.daemon import BrokerNode
+    from epochkraft.broker.node import BrokerServices
 
 APPEND_TIMEOUT_MS = 10_000
 COMMIT_MARKER = b"\x00\x01"  # a control record's key: version 0, then type 1 (commit) or 0 (abort)
 
 
 class OffsetsTopic:
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: BrokerServices) -> None:
         self.node = node
         self.num_partitions = node.settings.offsets_topic_num_partitions
         self._creating: asyncio.Task[None] | None = None
@@ -92,7 +92,12 @@ class OffsetsTopic:
 
 
 async def create_internal_topic(
-    node: BrokerNode, name: str, partitions: int, replication_factor: int, min_isr: int, segment_bytes: int
+    node: BrokerServices,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    min_isr: int,
+    segment_bytes: int,
 ) -> None:
     """Asks the controller for a compacted internal topic (its size follows the keys, not the writes),
     the replication factor and min.insync.replicas capped to the brokers alive, as Kafka's

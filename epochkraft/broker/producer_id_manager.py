@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from epochkraft.controller.producer_id_control import EMPTY_BLOCK, ProducerIdsBlock
+from epochkraft.metadata.producer_ids import EMPTY_BLOCK, ProducerIdsBlock
 from epochkraft.protocol.errors import ErrorCode
 
 PERCENTAGE_TO_FETCH = 0.90

@@ -37,7 +37,7 @@ from epochkraft.broker.producer_state import (
 from epochkraft.broker.replica_set import ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.broker.slices import Slicer
-from epochkraft.controller.config_schema import TOPIC_CONFIGS as TOPIC_CONFIG_DEFS
+from epochkraft.metadata.config_schema import TOPIC_CONFIGS as TOPIC_CONFIG_DEFS
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import (
     BatchHeader,

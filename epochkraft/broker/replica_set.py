@@ -24,8 +24,8 @@ from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from epochkraft.broker.alter_partition_manager import AlterPartitionManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
-from epochkraft.controller.config_schema import MIN_INSYNC
-from epochkraft.controller.state import PartitionRegistration
+from epochkraft.metadata.config_schema import MIN_INSYNC
+from epochkraft.metadata.registrations import PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 
 Key = tuple[str, int]

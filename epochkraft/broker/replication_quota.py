@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from epochkraft.controller.config_schema import ResourceType
+from epochkraft.metadata.config_schema import ResourceType
 
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_RATE = "leader.replication.throttled.rate"

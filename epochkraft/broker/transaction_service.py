@@ -30,7 +30,7 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch, decode_batches
 
 if TYPE_CHECKING:
-    from epochkraft.broker.daemon import BrokerNode
+    from epochkraft.broker.node import BrokerServices
 
 log = structlog.get_logger()
 APPEND_TIMEOUT_MS = 10_000
@@ -42,7 +42,7 @@ MARKER_FAILURE_BACKOFF_S = 1.0
 class TransactionStateTopic:
     """``__transaction_state`` as the coordinator sees it: its partitions' leaders are the coordinators."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: BrokerServices) -> None:
         self.node = node
         self.num_partitions: int = node.settings.transaction_state_log_num_partitions
         self._creating: asyncio.Task[None] | None = None
@@ -91,7 +91,7 @@ class TransactionStateTopic:
 
 class TransactionService:
     def __init__(
-        self, node: BrokerNode, coordinator: TransactionCoordinator, state_topic: TransactionStateTopic
+        self, node: BrokerServices, coordinator: TransactionCoordinator, state_topic: TransactionStateTopic
     ) -> None:
         self.node = node
         self.coordinator = coordinator

@@ -230,7 +230,7 @@ class LocalCluster:
         import contextlib
         import io
 
-        from epochkraft.controller.daemon import main as controller_main
+        from epochkraft.server.controller_daemon import main as controller_main
 
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):

@@ -18,9 +18,9 @@ from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
 
 from epochkraft.controller.cluster_control import ClusterControl
-from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN, ResourceType
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.replication_control import ReplicationControl
+from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN, ResourceType
 from epochkraft.protocol.errors import ErrorCode
 
 NO_THROTTLE = datetime.timedelta(0)

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from epochkraft.controller.state import BrokerRegistration, Endpoint
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.registrations import BrokerRegistration, Endpoint
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from epochkraft.controller.config_schema import (
+from epochkraft.metadata.config_schema import (
     MIN_INSYNC,
     UNCLEAN,
     ResourceType,

@@ -41,7 +41,6 @@ from kio.schema.update_features.v1.response import UpdatableFeatureResult, Updat
 from epochkraft.controller import client_quota_control, security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
-from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.feature_control import (
     METADATA_VERSION_LEVEL,
@@ -58,10 +57,11 @@ from epochkraft.controller.replication_control import (
     ReplicationControl,
 )
 from epochkraft.controller.settings import ControllerSettings
-from epochkraft.controller.state import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
+from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
 from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
 from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (

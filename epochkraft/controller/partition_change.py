@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from epochkraft.controller.state import (
+from epochkraft.metadata.registrations import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     LeaderRecoveryState,

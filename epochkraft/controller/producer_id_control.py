@@ -8,33 +8,12 @@ ProducerIdsImage), so snapshots keep it and a new active controller hands out no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from epochkraft.metadata.producer_ids import EMPTY_BLOCK, ProducerIdsBlock
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ProducerIdsRecord
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_ID = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdsBlock:
-    """Kafka's ProducerIdsBlock: ``size`` ids from ``first_producer_id``, assigned to one broker."""
-
-    assigned_broker_id: int
-    first_producer_id: int
-    size: int
-
-    @property
-    def last_producer_id(self) -> int:
-        return self.first_producer_id + self.size - 1
-
-    @property
-    def next_block_first_id(self) -> int:
-        return self.first_producer_id + self.size
-
-
-EMPTY_BLOCK = ProducerIdsBlock(-1, 0, 0)
 
 
 def generate_next_producer_id(

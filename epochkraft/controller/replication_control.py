@@ -13,16 +13,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from epochkraft.controller.config_schema import ResourceType, validate
 from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
-from epochkraft.controller.state import (
+from epochkraft.metadata.config_schema import ResourceType, validate
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.registrations import (
     NO_LEADER,
     LeaderRecoveryState,
     PartitionRegistration,
     TopicInfo,
 )
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     ConfigRecord,
@@ -33,7 +34,6 @@ from epochkraft.protocol.metadata_records import (
 )
 
 RECOVERY_STATES = {int(state): state for state in LeaderRecoveryState}  # an enum call per change is slow
-MAX_TOPIC_NAME = 249
 
 
 # Named tuples rather than dataclasses: one of each is built per partition of every AlterPartition.
@@ -72,17 +72,6 @@ class CreatedTopic:
     topic_id: uuid.UUID | None = None
     num_partitions: int = -1
     replication_factor: int = -1
-
-
-def valid_topic_name(name: str) -> str | None:
-    """None if valid, else why not (Kafka's Topic.validate)."""
-    if not name or name in (".", ".."):
-        return "topic name is empty, '.' or '..'"
-    if len(name) > MAX_TOPIC_NAME:
-        return f"topic name longer than {MAX_TOPIC_NAME} characters"
-    if not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
-        return "topic name may only hold ASCII letters, digits, '.', '_' and '-'"
-    return None
 
 
 class ReplicationControl:

@@ -15,8 +15,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
 
-from epochkraft.controller.config_schema import ResourceType
-from epochkraft.controller.state import (
+from epochkraft.metadata.client_quotas import QuotaEntity, quota_entity
+from epochkraft.metadata.config_schema import ResourceType
+from epochkraft.metadata.registrations import (
     NO_LEADER_CHANGE,
     BrokerRegistration,
     Endpoint,
@@ -24,7 +25,6 @@ from epochkraft.controller.state import (
     PartitionRegistration,
     TopicInfo,
 )
-from epochkraft.metadata.client_quotas import QuotaEntity, quota_entity
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,

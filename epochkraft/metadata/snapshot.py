@@ -41,9 +41,11 @@ from epochkraft.protocol.metadata_records import (
     UserScramCredentialRecord,
 )
 from epochkraft.protocol.records import (
-    CONTROL_BIT,
+    CONTROL_KEY,
     Record,
     RecordBatch,
+    control_batch,
+    control_records_batch,
     decode_batch,
     encode_batch,
     iter_batches,
@@ -59,7 +61,6 @@ KRAFT_MEMBERSHIP = (5, 6)  # KRAFT_VERSION, KRAFT_VOTERS: follow the header in a
 MAX_BATCH_SIZE_BYTES = (
     8 * 1024 * 1024
 )  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES, the snapshot writer's batch cap
-_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version 0, type
 _HEADER_VALUE = struct.Struct(">hqB")  # SnapshotHeaderRecord v0: version, last contained timestamp, no tags
 _FOOTER_VALUE = struct.Struct(">hB")  # SnapshotFooterRecord v0: version, no tags
 
@@ -198,20 +199,6 @@ def acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
 
 
 # ---- records <-> checkpoint bytes ---------------------------------------------------------------------
-def control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
-    """A control batch of one record (ControlRecordType ``control_type``), as Kafka's ControlRecordUtils."""
-    return control_records_batch(base_offset, epoch, [(control_type, value)], now_ms)
-
-
-def control_records_batch(
-    base_offset: int, epoch: int, records: list[tuple[int, bytes]], now_ms: int
-) -> bytes:
-    """A control batch of (ControlRecordType, value) records at consecutive offsets."""
-    out = [Record(i, 0, _CONTROL_KEY.pack(0, kind), value) for i, (kind, value) in enumerate(records)]
-    batch = RecordBatch(base_offset, epoch, CONTROL_BIT, len(out) - 1, now_ms, now_ms, records=out)
-    return encode_batch(batch)
-
-
 def encode_snapshot(
     snapshot_id: SnapshotId,
     records: list[MetadataRecord],
@@ -301,9 +288,9 @@ def decode_snapshot(data: bytes | memoryview, snapshot_id: SnapshotId) -> Snapsh
 def _control_records(batch: RecordBatch) -> list[tuple[int, bytes]]:
     out = []
     for record in batch.records:
-        if record.key is None or len(record.key) != _CONTROL_KEY.size:
+        if record.key is None or len(record.key) != CONTROL_KEY.size:
             raise SnapshotError("a control record without a 4-byte control key")
-        version, control_type = _CONTROL_KEY.unpack(record.key)
+        version, control_type = CONTROL_KEY.unpack(record.key)
         if version != 0:
             raise SnapshotError(f"control record key version {version}")
         value = record.value or b""

@@ -48,8 +48,7 @@ def api(
     return register
 
 
-def served(listener: str) -> dict[int, ApiSpec]:
-    """The APIs a listener serves, by key (handlers must have been imported)."""
-    from epochkraft.net import handlers  # noqa: F401  (importing registers every handler module)
-
+def registered(listener: str) -> dict[int, ApiSpec]:
+    """The APIs registered so far for a listener, by key (``epochkraft.server.handlers.served`` imports
+    every handler first)."""
     return dict(sorted(_REGISTRY[listener].items()))

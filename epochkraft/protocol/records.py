@@ -683,3 +683,21 @@ def build_batch(
         records,
     )
     return encode_batch(batch, compression)
+
+
+# ---- control batches (Kafka's ControlRecordUtils) ------------------------------------------------------
+CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version 0, ControlRecordType
+
+
+def control_batch(base_offset: int, epoch: int, control_type: int, value: bytes, now_ms: int) -> bytes:
+    """A control batch of one record (ControlRecordType ``control_type``), as Kafka's ControlRecordUtils."""
+    return control_records_batch(base_offset, epoch, [(control_type, value)], now_ms)
+
+
+def control_records_batch(
+    base_offset: int, epoch: int, records: list[tuple[int, bytes]], now_ms: int
+) -> bytes:
+    """A control batch of (ControlRecordType, value) records at consecutive offsets."""
+    out = [Record(i, 0, CONTROL_KEY.pack(0, kind), value) for i, (kind, value) in enumerate(records)]
+    batch = RecordBatch(base_offset, epoch, CONTROL_BIT, len(out) - 1, now_ms, now_ms, records=out)
+    return encode_batch(batch)

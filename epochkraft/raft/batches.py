@@ -18,10 +18,9 @@ from kio.schema.types import BrokerId
 from kio.schema.voters_record.v0 import data as voters_schema
 from kio.static.primitive import i16, u16
 
-from epochkraft.metadata.snapshot import control_batch
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.framing import decode_entity, encode_entity, read_uvarint, write_uvarint
-from epochkraft.protocol.records import decode_batch, parse_header, whole_batches
+from epochkraft.protocol.records import control_batch, decode_batch, parse_header, whole_batches
 from epochkraft.raft.log import ControlRecord, LeaderChangeMessage, LogEntry
 from epochkraft.raft.voter_set import (
     KRAFT_VERSION_0,

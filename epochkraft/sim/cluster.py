@@ -25,7 +25,7 @@ from kio.schema.create_topics.v7 import request as ct
 from epochkraft.broker.partition import Role
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.controller.settings import ControllerSettings
-from epochkraft.controller.state import LeaderRecoveryState
+from epochkraft.metadata.registrations import LeaderRecoveryState
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.sim.nodes import TOPIC, SimBroker, SimController
 from epochkraft.sim.shrinking import shrink_schedule

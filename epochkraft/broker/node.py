@@ -1,0 +1,37 @@
+"""What the broker's internal-topic services (``__consumer_offsets``, ``__transaction_state``) need of the
+broker they run in: its metadata, replicas, settings and security, and the way to the controller. The
+broker daemon (``epochkraft.server.broker_daemon.BrokerNode``) offers it; mypy checks that in
+``epochkraft.server.apis``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from epochkraft.broker.metadata_cache import MetadataCache
+    from epochkraft.broker.replica_manager import ReplicaManager
+    from epochkraft.broker.settings import BrokerSettings
+    from epochkraft.net.listeners import Listeners
+    from epochkraft.security.node import NodeSecurity
+
+
+class BrokerServices(Protocol):
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def cache(self) -> MetadataCache: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def listeners(self) -> Listeners: ...
+    @property
+    def security(self) -> NodeSecurity: ...
+    @property
+    def log(self) -> Any: ...  # structlog's bound logger
+
+    def now_ms(self) -> int: ...
+
+    # a kio request of whichever API is forwarded, and its response
+    async def forward_to_controller(self, request: Any) -> Any: ...

@@ -1,0 +1,46 @@
+"""KIP-599 for the handlers that create or delete partitions (not a handler itself: no leading 'k').
+
+A broker charges a client's controller_mutation_rate with the partitions each topic of a CreateTopics,
+CreatePartitions or DeleteTopics request would create or delete, before forwarding it to the controller.
+From the versions whose clients know THROTTLING_QUOTA_EXCEEDED (``strict_since``) a topic that finds the
+client's bucket already empty is refused with it; older versions are charged but never refused (Kafka's
+permissive quota). Either way the response carries the time until the bucket is no longer in deficit, and
+the server mutes the connection that long.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from typing import Any
+
+from epochkraft.broker.client_quotas import ControllerMutationQuota
+from epochkraft.protocol.api import BROKER
+from epochkraft.server.context import RequestContext
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."  # Errors.THROTTLING_QUOTA_EXCEEDED.message
+# The first versions whose quota is strict (Kafka's KafkaApis / ControllerApis strictSinceVersion)
+CREATE_TOPICS_STRICT_SINCE, DELETE_TOPICS_STRICT_SINCE, CREATE_PARTITIONS_STRICT_SINCE = 6, 5, 3
+
+
+def mutation_quota(ctx: RequestContext, strict_since: int) -> ControllerMutationQuota | None:
+    """The request's controller mutation quota; None where none is set (or on a controller listener)."""
+    if ctx.listener != BROKER:
+        return None
+    quotas = ctx.broker.client_quotas
+    if not quotas.active():
+        return None
+    manager = quotas.controller_mutation
+    if not manager.enabled:
+        return None
+    client_id = ctx.header.client_id or ""
+    return manager.new_quota_for(ctx.principal.name, client_id, ctx.api_version, strict_since, ctx.now_ms())
+
+
+def with_throttle(response: Any, quota: ControllerMutationQuota | None, now_ms: int) -> Any:
+    """The response carrying what is left of the quota's throttle time (sendResponseMaybeThrottleWith-
+    ControllerQuota)."""
+    if quota is None:
+        return response
+    throttle = datetime.timedelta(milliseconds=quota.throttle_time_ms(now_ms))
+    return replace(response, throttle_time=throttle)

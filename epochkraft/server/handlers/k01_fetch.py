@@ -1,0 +1,257 @@
+"""Fetch (key 1), versions 4-18, broker listener: consumers and follower replicas.
+
+- A response holds at most min(MaxBytes, fetch.max.bytes (55 MB)) of records, each partition at most its
+  PartitionMaxBytes, except that the first partition with data returns at least one whole batch (Kafka's
+  KafkaApis.handleFetchRequest and ReplicaManager.readFromLocalLog).
+- Consumers read up to the high watermark from the leader, with MaxWait/MinBytes long polling (woken as
+  soon as the HW moves). OFFSET_OUT_OF_RANGE outside the log, NOT_LEADER_OR_FOLLOWER on a non-leader,
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's leader epoch is older / newer.
+- Followers identify themselves with ReplicaState{ReplicaId, ReplicaEpoch} (v15+, KIP-903) or ReplicaId
+  (older versions, broker epoch unknown). The leader refuses a fetch whose broker epoch is older than the
+  metadata cache's (NOT_LEADER_OR_FOLLOWER), answers a diverging LastFetchedEpoch (v12+) with
+  DivergingEpoch and no data, reads up to its log end, and records the follower's position, which may
+  expand the ISR and advance the high watermark.
+- With an authorizer, a follower's Fetch needs CLUSTER_ACTION on the cluster and a consumer's READ on each
+  topic; every partition refused gets TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleFetchRequest).
+- v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
+  every response is a full one (session id 0), which clients accept. v17 and v18 add request fields a
+  leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
+- v16+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current
+  leader and its epoch, and the response carries that leader's endpoint on the request's listener.
+- Every partition answered carries its last stable offset (the high watermark, or the first offset of the
+  earliest transaction not yet decided below it). A consumer with isolation_level 1 (read_committed)
+  reads no further than that, and gets the aborted transactions (producer id, first offset) overlapping
+  the batches read, from the segments' aborted-transaction indexes (Kafka's collectAbortedTxns), so it
+  drops the aborted records.
+- The response is encoded by ``protocol.fetch_response``, not kio: record bytes read from the log go to
+  the socket as they are, never copied into an encoding buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from epochkraft.broker.fetch_rules import plan_read
+from epochkraft.broker.slices import Slicer
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.fetch_response import Answer, encode_response
+from epochkraft.protocol.records import iter_batches
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.server.apis import BrokerApis
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import ms
+
+
+def _follower_identity(request, version):
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id, state.replica_epoch
+    return request.replica_id, -1
+
+
+def _read(
+    node: BrokerApis, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one, read_committed
+) -> tuple[Answer, int]:
+    """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``; at
+    most ``budget`` bytes, or one whole batch over it while ``min_one`` (no partition before it returned
+    data), as Kafka's ReplicaManager.readFromLocalLog; ``read_committed`` reads to the last stable offset,
+    with the aborted transactions of the range read."""
+    manager = node.replica_manager
+    replica = manager.replica(topic_name, p.partition)
+    if replica is None:
+        known = node.cache.topic(topic_name)
+        if known is None or p.partition not in known.partitions:
+            return Answer(p.partition, ErrorCode.unknown_topic_or_partition), 0
+        return Answer(p.partition, ErrorCode.not_leader_or_follower), 0
+    plog = replica.log
+    end = plog.log_end_offset
+    plan = plan_read(
+        replica.partition,
+        plog.epochs,
+        log_start_offset=plog.log_start_offset,
+        log_end_offset=end,
+        fetch_offset=p.fetch_offset,
+        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+        current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
+        replica_id=replica_id if is_follower else -1,
+        replica_epoch=replica_epoch,
+        brokers=node.cache,
+    )
+    if plan.error != ErrorCode.none:
+        return Answer(p.partition, plan.error, plan.high_watermark, plan.log_start_offset), 0
+    if plan.diverging is not None:
+        return Answer(
+            p.partition, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
+        ), 0
+    max_bytes = min(p.partition_max_bytes, budget)
+    lso = replica.last_stable_offset
+    max_offset = min(plan.max_offset, lso) if read_committed and not is_follower else plan.max_offset
+    chunks = (
+        plog.read_chunks(p.fetch_offset, max_bytes, max_offset=max_offset) if max_bytes > 0 or min_one else []
+    )
+    if not min_one and sum(map(len, chunks)) > max_bytes:
+        chunks = []  # only a first batch over the budget came back: that allowance is the first partition's
+    hw = plan.high_watermark
+    if is_follower:
+        manager.on_follower_fetch(
+            replica, replica_id, replica_epoch, p.fetch_offset, end, getattr(p, "log_start_offset", -1)
+        )
+        hw = replica.partition.high_watermark
+        lso = replica.last_stable_offset
+    aborted = _aborted_transactions(plog, p.fetch_offset, chunks) if read_committed and chunks else ()
+    answer = Answer(
+        p.partition,
+        ErrorCode.none,
+        hw,
+        plan.log_start_offset,
+        chunks,
+        last_stable_offset=lso,
+        aborted_transactions=aborted,
+    )
+    return answer, sum(map(len, chunks))
+
+
+def _aborted_transactions(plog, fetch_offset: int, chunks) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the transactions aborted within what was read: up to the offset
+    after its last batch (Kafka's UnifiedLog.addAbortedTransactions)."""
+    upper = fetch_offset
+    # pieces from the tail cache split batches (a stamped prefix, then the rest): walk them joined
+    for _pos, header in iter_batches(chunks[0] if len(chunks) == 1 else b"".join(chunks)):
+        upper = header.next_offset
+    return [(t.producer_id, t.first_offset) for t in plog.collect_aborted_txns(fetch_offset, upper)]
+
+
+@api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
+async def handle(request, ctx: RequestContext):
+    node = ctx.broker
+    version = ctx.api_version
+    replica_id, replica_epoch = _follower_identity(request, version)
+    is_follower = replica_id >= 0
+    names: list[tuple[Any, str | None]] = []
+    for topic in request.topics:
+        if version >= 13:
+            info = node.cache.topics.get(topic.topic_id)
+            names.append((topic, info.name if info else None))
+        else:
+            names.append((topic, topic.topic))
+    # The follower must have ClusterAction on the cluster to fetch partition data; consumers READ per topic.
+    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    readable = {
+        name
+        for _, name in names
+        if name is not None
+        and (
+            ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
+            if not is_follower
+            else follower_allowed
+        )
+    }
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    deadline = time.monotonic() + ms(request.max_wait) / 1000
+    started = time.monotonic()
+    # A fetch of thousands of partitions (a follower's, after a CreateTopics flood) lets heartbeats and
+    # other requests run between partitions once a slice's time is up.
+    slicer = Slicer()
+    # fetch.max.bytes caps the response whatever the request asks, and a consumer's by what its
+    # consumer_byte_rate allows in a quota window (KafkaApis.handleFetchRequest).
+    max_bytes = max(min(request.max_bytes, node.settings.fetch_max_bytes, _quota_cap(ctx, is_follower)), 0)
+    min_bytes = max(min(request.min_bytes, max_bytes), 1)
+    while True:
+        budget = max_bytes
+        total = 0
+        answers: list[tuple[Any, str | None, list[Answer]]] = []
+        waits = []
+        for topic, name in names:
+            parts = []
+            for p in topic.partitions:
+                if name is None:
+                    parts.append(Answer(p.partition, ErrorCode.unknown_topic_id))
+                    continue
+                if name not in readable:
+                    parts.append(Answer(p.partition, ErrorCode.topic_authorization_failed))
+                    continue
+                answer, used = _read(
+                    node,
+                    name,
+                    p,
+                    replica_id,
+                    replica_epoch,
+                    is_follower,
+                    budget,
+                    min_one=total == 0,
+                    read_committed=read_committed,
+                )
+                budget = max(budget - used, 0)
+                total += used
+                parts.append(answer)
+                replica = node.replica_manager.replica(name, p.partition)
+                if replica is not None:
+                    waits.append(replica.data_event)
+                await slicer.turn()
+            answers.append((topic, name, parts))
+        remaining = deadline - time.monotonic()
+        errors = any(a.error != ErrorCode.none or a.diverging for _, _, ps in answers for a in ps)
+        if total >= min_bytes or errors or remaining <= 0 or not waits:
+            break
+        await _wait_any(waits, remaining)
+    node.observe_fetch(is_follower, time.monotonic() - started)
+    endpoints: dict[int, tuple[int, str, int, str | None]] = {}
+    if version >= LEADER_HINTS_FROM:
+        answers = [(t, name, _leader_hints(ctx, name, ps, endpoints)) for t, name, ps in answers]
+    return encode_response(
+        version,
+        [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
+        read_committed=read_committed,
+        node_endpoints=[endpoints[i] for i in sorted(endpoints)],
+    )
+
+
+def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
+    """The most bytes a consumer's Fetch may answer under its consumer_byte_rate: its quota over the
+    measured windows (ClientQuotaManager.getMaxValueInQuotaWindow), so a response is never too large to
+    pass the quota; no cap for a follower or without a quota."""
+    if is_follower or ctx.node is None:
+        return FETCH_UNCAPPED
+    quotas = ctx.broker.client_quotas
+    if not quotas.active():
+        return FETCH_UNCAPPED
+    cap = quotas.fetch.max_value_in_quota_window(ctx.principal.name, ctx.header.client_id or "")
+    return FETCH_UNCAPPED if cap >= FETCH_UNCAPPED else int(cap)
+
+
+FETCH_UNCAPPED = 2**31 - 1
+LEADER_HINTS_FROM = 16  # KIP-951
+READ_COMMITTED = 1  # isolation_level
+HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+
+
+def _leader_hints(
+    ctx: RequestContext, name: str | None, answers: list[Answer], endpoints: dict
+) -> list[Answer]:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader
+    and its epoch, and the response carries the leader's endpoint on this listener (KafkaApis
+    .handleFetchRequest, getCurrentLeader)."""
+    cache = ctx.broker.cache
+    hinted = []
+    for a in answers:
+        reg = cache.partition(name, a.index) if name is not None and a.error in HINTED_ERRORS else None
+        if reg is not None and reg.leader >= 0:
+            a = a._replace(current_leader=(reg.leader, reg.leader_epoch))
+            endpoint = cache.endpoint(reg.leader, ctx.listener_name)
+            registration = cache.brokers.get(reg.leader)
+            if endpoint is not None and registration is not None:
+                endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
+        hinted.append(a)
+    return hinted
+
+
+async def _wait_any(events, timeout):
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

@@ -1,0 +1,77 @@
+"""JoinGroup (key 11), versions 0-9, broker listener.
+
+- The first join of a new member (v4+) gets MEMBER_ID_REQUIRED with its member id (KIP-394).
+- Waits until every member has rejoined (or the rebalance timeout), then answers with the generation;
+  the leader also gets every member's protocol metadata.
+- NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate the group.
+- v0 has no rebalance timeout (the session timeout is used); v5+ carries group.instance.id; v8+ a
+  reason (KIP-800, not kept); v9 answers SkipAssignment false (no member skips the assignment here).
+"""
+
+from __future__ import annotations
+
+from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.static.primitive import i32
+
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE, ms
+
+LATEST = 9
+
+
+@api(key=11, name="JoinGroup", versions=(0, LATEST), listeners=(BROKER,))
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
+    error = groups.coordinator_error(request.group_id)
+    result_error: ErrorCode
+    protocol_name: str | None
+    members: tuple[tuple[str, str | None, bytes], ...]
+    if error != ErrorCode.none:
+        result_error, member_id, generation, protocol_type, protocol_name, leader, members = (
+            error,
+            request.member_id,
+            -1,
+            None,
+            None,
+            "",
+            (),
+        )
+    else:
+        result = await groups.join(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, p.metadata) for p in request.protocols),
+            session_timeout_ms=ms(request.session_timeout),
+            rebalance_timeout_ms=ms(getattr(request, "rebalance_timeout", 0)),
+            client_id=ctx.header.client_id or "",
+            client_host=str(ctx.peer[0]) if ctx.peer else "",
+            require_known_member_id=ctx.api_version >= 4,
+        )
+        result_error, member_id, generation = result.error, result.member_id, result.generation_id
+        protocol_type, protocol_name, leader, members = (
+            result.protocol_type,
+            result.protocol_name,
+            result.leader,
+            result.members,
+        )
+    response = JoinGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=result_error,
+        generation_id=i32(generation),
+        protocol_type=protocol_type,
+        # Versions before 7 cannot carry a null protocol name.
+        protocol_name=protocol_name if protocol_name is not None or ctx.api_version >= 7 else "",
+        leader=leader,
+        skip_assignment=False,
+        member_id=member_id,
+        members=tuple(
+            JoinGroupResponseMember(member_id=mid, group_instance_id=instance, metadata=meta)
+            for mid, instance, meta in members
+        ),
+    )
+    return downgrade_response(response, ctx.api_version)

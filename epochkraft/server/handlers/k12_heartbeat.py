@@ -1,0 +1,26 @@
+"""Heartbeat (key 12), versions 0-4, broker listener.
+
+- Keeps a member's session alive. REBALANCE_IN_PROGRESS tells it to rejoin; ILLEGAL_GENERATION and
+  UNKNOWN_MEMBER_ID as Kafka; NOT_COORDINATOR when the group moved.
+"""
+
+from __future__ import annotations
+
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+@api(key=12, name="Heartbeat", versions=(0, 4), listeners=(BROKER,))
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
+    error = groups.coordinator_error(request.group_id)
+    if error == ErrorCode.none:
+        error = groups.heartbeat(
+            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id
+        )
+    return downgrade_response(HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error), ctx.api_version)

@@ -1,0 +1,39 @@
+"""SyncGroup (key 14), versions 0-5, broker listener.
+
+- The leader sends every member's assignment; followers wait for it; in Stable each member gets its
+  assignment back at once. REBALANCE_IN_PROGRESS while a new rebalance runs, ILLEGAL_GENERATION and
+  UNKNOWN_MEMBER_ID as Kafka.
+"""
+
+from __future__ import annotations
+
+from kio.schema.sync_group.v5.response import SyncGroupResponse
+
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+@api(key=14, name="SyncGroup", versions=(0, 5), listeners=(BROKER,))
+async def handle(request, ctx: RequestContext):
+    groups = ctx.broker.groups
+    error = groups.coordinator_error(request.group_id)
+    if error != ErrorCode.none:
+        response = SyncGroupResponse(throttle_time=NO_THROTTLE, error_code=error, assignment=b"")
+    else:
+        result = await groups.sync(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            assignments={a.member_id: a.assignment for a in request.assignments},
+        )
+        response = SyncGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+    return downgrade_response(response, ctx.api_version)

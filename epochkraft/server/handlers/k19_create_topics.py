@@ -1,0 +1,94 @@
+"""CreateTopics (key 19), versions 2-7, on both listeners.
+
+- Controller listener: creates topics with explicit replica assignments or a partition count and
+  replication factor (-1: the cluster default), placing replicas round robin over active brokers; the
+  initial ISR is the active replicas. Topic configs such as min.insync.replicas and
+  unclean.leader.election.enable are validated as Kafka validates them and stored as ConfigRecords. TOPIC_ALREADY_EXISTS,
+  INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_PARTITIONS, INVALID_CONFIG,
+  INVALID_TOPIC_EXCEPTION as Kafka.
+- Broker listener: forwarded to the controller (clients send it to Metadata's controller id, a broker).
+- On either listener, before anything is created (ControllerApis.createTopics): ``__cluster_metadata`` is
+  never created (INVALID_REQUEST), and with an authorizer a topic needs CREATE on the cluster or on the
+  topic (TOPIC_AUTHORIZATION_FAILED).
+- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
+  from v6 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kio.schema.create_topics.v7 import response as r7
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
+
+from epochkraft.controller.controller import refused_topic
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._mutation_quota import (
+    CREATE_TOPICS_STRICT_SINCE,
+    THROTTLED_MESSAGE,
+    mutation_quota,
+    with_throttle,
+)
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+@api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    request = convert(request, CreateTopicsRequest)
+    cluster_create = ctx.authorized_cluster(AclOperation.CREATE)
+    refused = []
+    for topic in request.topics:
+        if topic.name == CLUSTER_METADATA_TOPIC:
+            refused.append(
+                refused_topic(
+                    topic.name,
+                    ErrorCode.invalid_request,
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+                )
+            )
+        elif not cluster_create and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+            refused.append(
+                refused_topic(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
+            )
+    quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
+    if quota is not None and not request.validate_only:
+        refused += _throttled(ctx, request, quota, {r.name for r in refused})
+    if refused:
+        names = {r.name for r in refused}
+        request = replace(request, topics=tuple(t for t in request.topics if t.name not in names))
+    if ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(request) if request.topics or not refused else None
+    else:
+        response = ctx.controller_node.controller.create_topics(ctx.now_ms(), request)
+    if refused:
+        results = (response.topics if response is not None else ()) + tuple(refused)
+        response = r7.CreateTopicsResponse(
+            throttle_time=response.throttle_time if response is not None else NO_THROTTLE, topics=results
+        )
+    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+def _partitions(ctx, topic) -> int:
+    """The partitions a topic's creation makes (the broker's num.partitions when the request says -1)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return topic.num_partitions if topic.num_partitions > 0 else ctx.broker.settings.num_partitions
+
+
+def _throttled(ctx, request, quota, refused: set[str]) -> list:
+    """KIP-599: each topic still to create charges its partitions; those over a strict quota are refused
+    (a topic that exists already is answered by the controller, uncharged)."""
+    throttled = []
+    for topic in request.topics:
+        if topic.name in refused or ctx.broker.cache.topic(topic.name) is not None:
+            continue
+        if not quota.record(_partitions(ctx, topic)):
+            throttled.append(
+                refused_topic(topic.name, ErrorCode.throttling_quota_exceeded, THROTTLED_MESSAGE)
+            )
+    return throttled

@@ -1,0 +1,125 @@
+"""DeleteTopics (key 20), versions 1-6, on both listeners.
+
+- By name (v1-5) or by name or topic id (v6); UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for unknown
+  topics. The broker listener forwards to the controller.
+- On either listener, before anything is deleted: ``__cluster_metadata`` is never deleted
+  (INVALID_REQUEST, as ControllerApis refuses to create it); with an authorizer a topic needs DELETE
+  (TOPIC_AUTHORIZATION_FAILED, ControllerApis.deleteTopics), and an internal topic (``__consumer_offsets``)
+  a super user.
+- v6: an entry with both a name and a topic id, or with neither, is INVALID_REQUEST and the others are
+  deleted (Kafka's ControllerApis.deleteTopics).
+- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
+  from v5 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kio.schema.delete_topics.v6 import response as r6
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.types import TopicName
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._mutation_quota import (
+    DELETE_TOPICS_STRICT_SINCE,
+    THROTTLED_MESSAGE,
+    mutation_quota,
+    with_throttle,
+)
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+def _topic_name(ctx: RequestContext, state: DeleteTopicState) -> TopicName | None:
+    if state.name is not None:
+        return TopicName(state.name)
+    if state.topic_id is None:
+        return None
+    if ctx.listener == BROKER:
+        info = ctx.broker.cache.topics.get(state.topic_id)
+    else:
+        info = ctx.controller_node.controller.replication.topics.get(state.topic_id)
+    return TopicName(info.name) if info is not None else None
+
+
+def _refusal(ctx: RequestContext, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | None:
+    if state.name is not None and state.topic_id is not None:
+        return ErrorCode.invalid_request, "You may not specify both topic name and topic id."
+    if state.name is None and state.topic_id is None:
+        return ErrorCode.invalid_request, "Neither topic name nor id were specified."
+    name = _topic_name(ctx, state)
+    if name is None:
+        return None  # an unknown id: the controller answers UNKNOWN_TOPIC_ID
+    if name == CLUSTER_METADATA_TOPIC:
+        return (
+            ErrorCode.invalid_request,
+            f"Deletion of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+        )
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed, None
+    if name in INTERNAL_TOPICS and not ctx.is_super_user:
+        return ErrorCode.topic_authorization_failed, f"Deleting internal topic {name} takes a super user."
+    return None
+
+
+@api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    if ctx.api_version >= 6:
+        upgraded = request
+    else:
+        upgraded = DeleteTopicsRequest(
+            topics=tuple(DeleteTopicState(name=name, topic_id=None) for name in request.topic_names),
+            timeout=request.timeout,
+        )
+    allowed, refused = [], []
+    for state in upgraded.topics:
+        refusal = _refusal(ctx, state)
+        if refusal is None:
+            allowed.append(state)
+        else:
+            refused.append(
+                r6.DeletableTopicResult(
+                    name=_topic_name(ctx, state),
+                    topic_id=state.topic_id,
+                    error_code=refusal[0],
+                    error_message=refusal[1],
+                )
+            )
+    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge
+    if quota is not None:
+        allowed = _charge(ctx, allowed, quota, refused)
+    upgraded = replace(upgraded, topics=tuple(allowed))
+    if not allowed and refused:
+        response = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
+    elif ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(upgraded)
+    else:
+        response = ctx.controller_node.controller.delete_topics(ctx.now_ms(), upgraded)
+    if refused:
+        response = replace(response, responses=response.responses + tuple(refused))
+    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+def _charge(ctx, states: list, quota, refused: list) -> list:
+    """KIP-599: each topic to delete charges its partitions; those over a strict quota are refused
+    (THROTTLING_QUOTA_EXCEEDED) and left out of what is forwarded."""
+    kept = []
+    for state in states:
+        topic = ctx.broker.cache.topic(_topic_name(ctx, state) or "")
+        if topic is None or quota.record(len(topic.partitions)):
+            kept.append(state)
+            continue
+        refused.append(
+            r6.DeletableTopicResult(
+                name=topic.name,
+                topic_id=state.topic_id,
+                error_code=ErrorCode.throttling_quota_exceeded,
+                error_message=THROTTLED_MESSAGE,
+            )
+        )
+    return kept

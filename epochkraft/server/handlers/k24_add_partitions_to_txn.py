@@ -1,0 +1,97 @@
+"""AddPartitionsToTxn (key 24), versions 0-5, broker listener.
+
+- v0-3 (clients): adds the partitions to the producer's transaction on its coordinator (Kafka's
+  handleAddPartitionsToTransaction): Ongoing written to ``__transaction_state`` before answering.
+  PRODUCER_FENCED for a stale epoch (INVALID_PRODUCER_EPOCH before v2), INVALID_PRODUCER_ID_MAPPING,
+  CONCURRENT_TRANSACTIONS while the previous transaction completes, NOT_COORDINATOR elsewhere. A partition
+  this broker does not know is UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing
+  is added), as KafkaApis.
+- v4+ (brokers, KIP-890 part 1): a batch of transactions, each with ``verify_only``: verification answers
+  whether each partition is already in the ongoing transaction (NONE or INVALID_TXN_STATE), adding none;
+  without it, the partitions are added as above.
+"""
+
+from __future__ import annotations
+
+from kio.schema.add_partitions_to_txn.v3 import response as v3
+from kio.schema.add_partitions_to_txn.v5 import response as v5
+
+from epochkraft.broker.transaction_log import TopicPartition
+from epochkraft.protocol.api import BROKER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+BATCHED_FROM = 4
+
+
+def _topic_results(cls_topic, cls_partition, results: dict[TopicPartition, ErrorCode]):
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = {}
+    for (topic, partition), error in results.items():
+        by_topic.setdefault(topic, []).append((partition, error))
+    return tuple(
+        cls_topic(
+            name=name,
+            results_by_partition=tuple(
+                cls_partition(partition_index=p, partition_error_code=e) for p, e in partitions
+            ),
+        )
+        for name, partitions in by_topic.items()
+    )
+
+
+async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only=False):
+    partitions = [(t.name, p) for t in topics for p in t.partitions]
+    node = ctx.broker
+    if verify_only:
+        return node.transactions.coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+    unknown = {tp for tp in partitions if node.cache.partition(*tp) is None}
+    if unknown:
+        return {
+            tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+            for tp in partitions
+        }
+    error = await node.transactions.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    if error == ErrorCode.producer_fenced and ctx.api_version < 2:
+        error = ErrorCode.invalid_producer_epoch  # older clients do not know PRODUCER_FENCED
+    return dict.fromkeys(partitions, error)
+
+
+@api(key=24, name="AddPartitionsToTxn", versions=(0, 5), listeners=(BROKER,))
+async def handle(request, ctx: RequestContext):
+    version = ctx.api_version
+    if version < BATCHED_FROM:
+        results = await _add(
+            ctx,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            request.v3_and_below_topics,
+        )
+        response = v3.AddPartitionsToTxnResponse(
+            throttle_time=NO_THROTTLE,
+            results_by_topic_v3_and_below=_topic_results(
+                v3.AddPartitionsToTxnTopicResult, v3.AddPartitionsToTxnPartitionResult, results
+            ),
+        )
+        return downgrade_response(response, version)
+    answers = []
+    for txn in request.transactions:
+        results = await _add(
+            ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only
+        )
+        answers.append(
+            v5.AddPartitionsToTxnResult(
+                transactional_id=txn.transactional_id,
+                topic_results=_topic_results(
+                    v5.AddPartitionsToTxnTopicResult, v5.AddPartitionsToTxnPartitionResult, results
+                ),
+            )
+        )
+    batched = v5.AddPartitionsToTxnResponse(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(answers)
+    )
+    return downgrade_response(batched, version)

@@ -1,0 +1,53 @@
+"""DescribeAcls (key 29), versions 1-3, on both listeners.
+
+- The ACL bindings matching the filter (resource type, name, pattern type with MATCH, principal, host,
+  operation, permission; null matches anything), grouped by resource, from the node's metadata image.
+- Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED); SECURITY_DISABLED without an authorizer
+  (Kafka's AclApis.handleDescribeAcls); INVALID_REQUEST for a filter with unknown codes.
+"""
+
+from __future__ import annotations
+
+from kio.schema.describe_acls.v3 import response as r3
+
+from epochkraft.controller.security_control import acl_filter
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._security import image_of
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+def _response(error: ErrorCode, message: str | None, resources: tuple = ()) -> r3.DescribeAclsResponse:
+    return r3.DescribeAclsResponse(
+        throttle_time=NO_THROTTLE, error_code=error, error_message=message, resources=resources
+    )
+
+
+@api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        response = _response(ErrorCode.security_disabled, "No Authorizer is configured.")
+        return downgrade_response(response, ctx.api_version)
+    try:
+        wanted = acl_filter(request)
+    except ValueError:
+        return downgrade_response(_response(ErrorCode.invalid_request, "Invalid filter"), ctx.api_version)
+    grouped: dict[tuple[int, str, int], list[r3.AclDescription]] = {}
+    for binding in image_of(ctx).acls.values():
+        if wanted.matches(binding):
+            key = (binding.resource_type, binding.resource_name, binding.pattern_type)
+            grouped.setdefault(key, []).append(
+                r3.AclDescription(
+                    principal=binding.principal,
+                    host=binding.host,
+                    operation=binding.operation,
+                    permission_type=binding.permission_type,
+                )
+            )
+    resources = tuple(
+        r3.DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=tuple(acls))
+        for (t, n, p), acls in sorted(grouped.items())
+    )
+    return downgrade_response(_response(ErrorCode.none, None, resources), ctx.api_version)

@@ -1,0 +1,37 @@
+"""CreateAcls (key 30), versions 1-3, on both listeners.
+
+- Each creation becomes an AccessControlEntryRecord in the metadata log (an identical ACL is kept once);
+  an invalid one (resource type, pattern LITERAL/PREFIXED, operation, permission, principal TYPE:NAME,
+  host) gets INVALID_REQUEST (AclControlManager.validateNewAcl). The broker listener forwards to the
+  controller, as Kafka forwards.
+- Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED); SECURITY_DISABLED without an authorizer.
+"""
+
+from __future__ import annotations
+
+from kio.schema.create_acls.v3 import response as r3
+from kio.schema.create_acls.v3.request import CreateAclsRequest
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+@api(key=30, name="CreateAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        results = tuple(
+            r3.AclCreationResult(
+                error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured."
+            )
+            for _ in request.creations
+        )
+        response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=results)
+    elif ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(convert(request, CreateAclsRequest))
+    else:
+        created = ctx.controller_node.controller.create_acls(ctx.now_ms(), request)
+        response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(created))
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,37 @@
+"""DeleteAcls (key 31), versions 1-3, on both listeners.
+
+- Every ACL matching a filter is removed (a RemoveAccessControlEntryRecord each) and listed in that
+  filter's result. The broker listener forwards to the controller.
+- Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED); SECURITY_DISABLED without an authorizer.
+"""
+
+from __future__ import annotations
+
+from kio.schema.delete_acls.v3 import response as r3
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
+
+
+@api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        results = tuple(
+            r3.DeleteAclsFilterResult(
+                error_code=ErrorCode.security_disabled,
+                error_message="No Authorizer is configured.",
+                matching_acls=(),
+            )
+            for _ in request.filters
+        )
+        response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=results)
+    elif ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(convert(request, DeleteAclsRequest))
+    else:
+        deleted = ctx.controller_node.controller.delete_acls(ctx.now_ms(), request)
+        response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(deleted))
+    return downgrade_response(response, ctx.api_version)

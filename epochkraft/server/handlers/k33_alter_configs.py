@@ -1,0 +1,28 @@
+"""AlterConfigs (key 33), versions 0-2, on both listeners.
+
+- Replaces each resource's dynamic configs with the ones given (configs not named are deleted), as
+  ConfigRecords in the metadata log; validate_only checks without writing.
+- TOPIC resources take every topic config Kafka knows, validated as Kafka's LogConfig (INVALID_CONFIG with
+  Kafka's message); UNKNOWN_TOPIC_OR_PARTITION for a missing topic. BROKER resources (an id, or the empty
+  name for the cluster-wide default) take min.insync.replicas and unclean.leader.election.enable.
+- A resource named twice is INVALID_REQUEST. Turning unclean.leader.election.enable on elects leaders for
+  the topic's offline partitions at once. The broker listener forwards to the controller.
+"""
+
+from __future__ import annotations
+
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+
+
+@api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    upgraded = convert(request, AlterConfigsRequest)
+    if ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(upgraded)
+    else:
+        response = ctx.controller_node.controller.alter_configs(ctx.now_ms(), upgraded)
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,31 @@
+"""ElectLeaders (key 43), versions 0-2, on both listeners (the broker listener forwards to the controller).
+
+- PREFERRED (type 0; the only type of v0): move leadership to the first replica when it is in the ISR and
+  active (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE otherwise).
+- UNCLEAN (type 1): for a leaderless partition, elect from the ISR if possible, else the first active
+  replica, shrinking the ISR to it with LeaderRecoveryState RECOVERING (KIP-704);
+  ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is active.
+"""
+
+from __future__ import annotations
+
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.static.primitive import i8
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+
+
+@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    upgraded = convert(request, ElectLeadersRequest)
+    if ctx.api_version == 0:
+        upgraded = ElectLeadersRequest(
+            election_type=i8(0), topic_partitions=upgraded.topic_partitions, timeout=upgraded.timeout
+        )
+    if ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(upgraded)
+    else:
+        response = ctx.controller_node.controller.elect_leaders(ctx.now_ms(), upgraded)
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,26 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1, on both listeners.
+
+- Per key SET, DELETE, APPEND or SUBTRACT (the last two only for LIST configs, else INVALID_CONFIG),
+  atomic per resource, written as ConfigRecords; validate_only checks without writing.
+- Same resources, validation and effects as AlterConfigs (key 33): min.insync.replicas applies to acks=all
+  at once; unclean.leader.election.enable turned on elects leaders for offline partitions at once.
+- The broker listener forwards to the controller.
+"""
+
+from __future__ import annotations
+
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+
+
+@api(key=44, name="IncrementalAlterConfigs", versions=(0, 1), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    upgraded = convert(request, IncrementalAlterConfigsRequest)
+    if ctx.listener == BROKER:
+        response = await ctx.broker.forward_to_controller(upgraded)
+    else:
+        response = ctx.controller_node.controller.incremental_alter_configs(ctx.now_ms(), upgraded)
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,17 @@
+"""ListPartitionReassignments (key 46), version 0, on both listeners (the broker listener forwards).
+
+- The reassignments in progress (all, or of the partitions asked for): replicas, adding and removing
+  replicas, as the controller holds them.
+"""
+
+from __future__ import annotations
+
+from epochkraft.protocol.api import BROKER, CONTROLLER, api
+from epochkraft.server.context import RequestContext
+
+
+@api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER, CONTROLLER))
+async def handle(request, ctx: RequestContext):
+    if ctx.listener == BROKER:
+        return await ctx.broker.forward_to_controller(request)
+    return ctx.controller_node.controller.list_partition_reassignments(request)

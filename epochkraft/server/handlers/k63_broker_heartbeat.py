@@ -1,0 +1,22 @@
+"""BrokerHeartbeat (key 63), versions 0-1, controller listener.
+
+- Keeps the broker's session; STALE_BROKER_EPOCH for an unknown broker or another epoch.
+- Unfences a broker that has caught up to its own registration record and no longer wants to be fenced;
+  WantShutDown starts a controlled shutdown (leaderships move away) and ShouldShutDown turns true once it
+  leads nothing.
+"""
+
+from __future__ import annotations
+
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+
+from epochkraft.protocol.api import CONTROLLER, api
+from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server.context import RequestContext
+
+
+@api(key=63, name="BrokerHeartbeat", versions=(0, 1), listeners=(CONTROLLER,))
+async def handle(request, ctx: RequestContext):
+    node = ctx.controller_node
+    response = node.controller.heartbeat(node.now_ms(), convert(request, BrokerHeartbeatRequest))
+    return downgrade_response(response, ctx.api_version)

@@ -1,0 +1,169 @@
+"""The topic, group and cluster operations the rest of the broker's APIs need (Kafka's KafkaApis), checked
+before the handler runs when an authorizer is on. A request naming a resource its principal may not use is
+answered with its error response carrying GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED or
+CLUSTER_AUTHORIZATION_FAILED in every error field.
+
+Where Kafka answers the authorized topics of a request and refuses the others, this refuses the whole
+request: stricter, never looser. Produce, Fetch, Metadata, CreateTopics and DeleteTopics check per topic in
+their handlers; the controller-listener and cluster-wide APIs are in ``operations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.server.context import RequestContext
+
+READ, DESCRIBE, DELETE, ALTER = (
+    AclOperation.READ,
+    AclOperation.DESCRIBE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+)
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs resource types
+# API key -> the operation on each topic the request names
+TOPIC_OPERATIONS: dict[int, AclOperation] = {
+    2: DESCRIBE,  # ListOffsets
+    8: READ,  # OffsetCommit
+    21: DELETE,  # DeleteRecords
+    23: DESCRIBE,  # OffsetForLeaderEpoch (a follower's: CLUSTER_ACTION)
+    28: READ,  # TxnOffsetCommit
+    37: ALTER,  # CreatePartitions
+    47: READ,  # OffsetDelete
+    61: READ,  # DescribeProducers
+    75: DESCRIBE,  # DescribeTopicPartitions
+}
+# API key -> the operation on the group the request names
+GROUP_OPERATIONS: dict[int, AclOperation] = {
+    8: READ,  # OffsetCommit
+    9: DESCRIBE,  # OffsetFetch
+    10: DESCRIBE,  # FindCoordinator (key type GROUP)
+    11: READ,  # JoinGroup
+    12: READ,  # Heartbeat
+    13: READ,  # LeaveGroup
+    14: READ,  # SyncGroup
+    15: DESCRIBE,  # DescribeGroups
+    25: READ,  # AddOffsetsToTxn
+    28: READ,  # TxnOffsetCommit
+    42: DELETE,  # DeleteGroups
+    47: DELETE,  # OffsetDelete
+    68: READ,  # ConsumerGroupHeartbeat (DESCRIBE on its subscribed topics: in the handler)
+    69: DESCRIBE,  # ConsumerGroupDescribe
+}
+CONFIG_OPERATIONS = {
+    32: AclOperation.DESCRIBE_CONFIGS,
+    33: AclOperation.ALTER_CONFIGS,
+    44: AclOperation.ALTER_CONFIGS,
+}
+INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+# API key -> the operation on the transactional ids the request names (Kafka's KafkaApis)
+TRANSACTIONAL_ID_OPERATIONS: dict[int, AclOperation] = {
+    10: DESCRIBE,  # FindCoordinator (key type TRANSACTION)
+    22: AclOperation.WRITE,  # InitProducerId
+    24: AclOperation.WRITE,  # AddPartitionsToTxn (a client's, v0-3)
+    25: AclOperation.WRITE,  # AddOffsetsToTxn
+    26: AclOperation.WRITE,  # EndTxn
+    28: AclOperation.WRITE,  # TxnOffsetCommit
+}
+
+
+def _names(items: Iterable[Any] | None) -> list[str]:
+    return [str(getattr(t, "name", None) or getattr(t, "topic", "")) for t in items or ()]
+
+
+def _groups(key: int, request: Any) -> list[str]:
+    if key == 10:
+        if getattr(request, "key_type", 0) != 0:
+            return []  # a transactional id: TRANSACTIONAL_ID_OPERATIONS
+        keys = getattr(request, "coordinator_keys", None)
+        return list(keys) if keys is not None else [request.key]
+    if key == 9 and getattr(request, "groups", None) is not None:
+        return [g.group_id for g in request.groups]
+    if key == 15:
+        return list(request.groups)
+    if key == 42:
+        return list(request.groups_names)
+    if key == 69:
+        return list(request.group_ids)
+    return [request.group_id]
+
+
+def _transactional_ids(key: int, request: Any) -> list[str]:
+    if key == 10:
+        if getattr(request, "key_type", 0) != 1:
+            return []
+        keys = getattr(request, "coordinator_keys", None)
+        return list(keys) if keys is not None else [request.key]
+    if key == ADD_PARTITIONS_TO_TXN:
+        batched = getattr(request, "transactions", None)
+        if batched is not None:
+            return []  # a broker's verification: CLUSTER_ACTION
+        return [request.v3_and_below_transactional_id]
+    transactional_id = getattr(request, "transactional_id", None)
+    return [] if transactional_id is None else [transactional_id]
+
+
+def _transaction_refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+    """TRANSACTIONAL_ID WRITE (DESCRIBE for FindCoordinator), and for AddPartitionsToTxn WRITE on its
+    topics from a client or CLUSTER_ACTION from a broker (v4+)."""
+    operation = TRANSACTIONAL_ID_OPERATIONS.get(key)
+    if operation is None:
+        return None
+    if not all(
+        ctx.authorized(operation, ResourceType.TRANSACTIONAL_ID, t) for t in _transactional_ids(key, request)
+    ):
+        return ErrorCode.transactional_id_authorization_failed
+    if key == ADD_PARTITIONS_TO_TXN:
+        if getattr(request, "transactions", None) is not None:
+            if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+                return ErrorCode.cluster_authorization_failed
+        elif not all(
+            ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            for t in request.v3_and_below_topics
+        ):
+            return ErrorCode.topic_authorization_failed
+    return None
+
+
+def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+    """The error a request gets before its handler runs, or None (the controller listener serves the config
+    and CreatePartitions APIs of these tables, checked as ControllerApis checks them)."""
+    if ctx.authorizer is None:
+        return None
+    transaction_refused = _transaction_refusal(key, request, ctx)
+    if transaction_refused is not None:
+        return transaction_refused
+    if key in GROUP_OPERATIONS:
+        operation = GROUP_OPERATIONS[key]
+        if not all(ctx.authorized(operation, ResourceType.GROUP, g) for g in _groups(key, request)):
+            return ErrorCode.group_authorization_failed
+    if key in TOPIC_OPERATIONS:
+        if key == 23 and getattr(request, "replica_id", -1) >= 0:  # v3+ names the replica
+            if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+                return ErrorCode.cluster_authorization_failed
+        elif not all(
+            ctx.authorized(TOPIC_OPERATIONS[key], ResourceType.TOPIC, n) for n in _names(request.topics)
+        ):
+            return ErrorCode.topic_authorization_failed
+    if key in CONFIG_OPERATIONS:
+        operation = CONFIG_OPERATIONS[key]
+        for resource in request.resources:
+            if resource.resource_type == CONFIG_TOPIC:
+                if not ctx.authorized(operation, ResourceType.TOPIC, resource.resource_name):
+                    return ErrorCode.topic_authorization_failed
+            elif not ctx.authorized_cluster(operation):
+                return ErrorCode.cluster_authorization_failed
+    # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KafkaApis
+    # handleInitProducerIdRequest, authorizeByResourceType).
+    idempotent = key == INIT_PRODUCER_ID and request.transactional_id is None
+    if (
+        idempotent
+        and not ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE)
+        and not ctx.authorized_any(AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return ErrorCode.cluster_authorization_failed
+    return None
