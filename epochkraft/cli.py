@@ -10,7 +10,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("epochkraft.server.controller_daemon", "run the controller daemon"),
     "broker": ("epochkraft.server.broker_daemon", "run a broker daemon"),
     "cluster": (
-        "epochkraft.chaos.cluster_cli",
+        "epochkraft.harness.cluster_cli",
         "start and drive a local cluster (up, status, kill, restart)",
     ),
     "chaos": ("epochkraft.chaos.cli", "run a workload with faults and check for lost records"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 
 # Property tests check behaviour, not speed: no per-example deadline, which a loaded machine would miss.
 settings.register_profile("epochkraft", deadline=None)

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.incremental_alter_configs.v1 import request as ia
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.net.client import KafkaClient
 from tests.conftest import write_fast_configs
 

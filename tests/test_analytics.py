@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(300)]
@@ -54,7 +54,7 @@ async def run_with_restart(cluster) -> int:
 
 @pytest.fixture(scope="module")
 def metrics_run(tmp_path_factory):
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness.cluster import LocalCluster
     from tests.conftest import write_fast_configs
 
     tmp = tmp_path_factory.mktemp("analytics")

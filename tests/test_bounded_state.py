@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode

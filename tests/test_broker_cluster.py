@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

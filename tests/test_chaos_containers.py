@@ -2,7 +2,7 @@
 
 import subprocess
 
-from epochkraft.chaos.containers import ComposeService
+from epochkraft.harness.containers import ComposeService
 
 
 class Recorder:

@@ -12,8 +12,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 from tests.conftest import write_fast_configs
 

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.records import build_batch
 from tests.conftest import write_fast_configs
 

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
 from epochkraft.protocol.errors import ErrorCode

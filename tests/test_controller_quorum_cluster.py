@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from epochkraft.chaos.checker import History, check, quorum_problems
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient, describe_quorum
 from epochkraft.chaos.runner import BROKER_CONFIG, PARTITIONS, TOPIC, Workload
 from epochkraft.chaos.scenarios import until
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient, describe_quorum
 from epochkraft.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import describe_quorum, split
 from epochkraft.chaos.scenarios import until
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import describe_quorum, split
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft import wire

@@ -165,7 +165,7 @@ def test_metadata_log_reads_the_voter_set_back(tmp_path):
 def test_a_new_disk_is_formatted_with_no_initial_controllers(tmp_path):
     """cluster restart --wipe of a dynamic quorum's voter: its arguments lose --initial-controllers, so the
     new disk gets a new directory id and no voter set; with them it would be formatted as the old voter."""
-    from epochkraft.chaos.processes import args_for_new_disk
+    from epochkraft.harness.processes import args_for_new_disk
 
     args = ["controller", "--node-id", "1", "--initial-controllers", INITIAL, "--data-dir", str(tmp_path)]
     assert args_for_new_disk(args) == ["controller", "--node-id", "1", "--data-dir", str(tmp_path)]
@@ -178,7 +178,7 @@ def test_a_new_disk_is_formatted_with_no_initial_controllers(tmp_path):
 
 def test_a_new_disk_loses_standalone_too():
     """--standalone on a new disk would make the wiped controller a one-voter quorum of its own."""
-    from epochkraft.chaos.processes import args_for_new_disk
+    from epochkraft.harness.processes import args_for_new_disk
 
     args = ["controller", "--node-id", "1", "--standalone", "--data-dir", "d"]
     assert args_for_new_disk(args) == ["controller", "--node-id", "1", "--data-dir", "d"]

@@ -17,7 +17,7 @@ from kio.schema.create_topics.v7 import request as ct
 from kio.schema.fetch.v16 import request as fetch16
 from kio.schema.produce.v8.request import ProduceRequest
 
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import ConnectionLost
 from epochkraft.protocol.errors import ErrorCode

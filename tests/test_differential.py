@@ -24,8 +24,8 @@ from kio.schema.incremental_alter_configs.v1 import request as ia
 from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.produce.v9 import request as pr
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.differential import (
     KNOWN_DIFFERENCES,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from kio.schema.create_topics.v7 import request as ct
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.differential import (
     KNOWN_DIFFERENCES,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.controller.storage import kafka_uuid, read_meta_properties
+from epochkraft.harness.cluster import LocalCluster
 from tests.test_kafka_tools import METADATA_QUORUM, quorum_status, run_tool, run_until, tools  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(240)]

@@ -13,7 +13,7 @@ import time
 import pytest
 from kio.schema.describe_topic_partitions.v0 import request as dtp
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_libs
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_broker_cluster import produce_values

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from kio.schema.describe_topic_partitions.v0 import request as dtp
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient, split
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient, split
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.fetch import PeerUnavailable, kafka_libs

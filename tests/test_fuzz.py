@@ -313,7 +313,7 @@ async def test_a_sasl_listener_survives_fuzzing_of_its_handshake(tmp_path):
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness.cluster import LocalCluster
     from epochkraft.security.scram import ScramClient
     from tests.conftest import write_fast_configs
 

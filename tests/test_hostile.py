@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from epochkraft.chaos.kio_client import MiniClient, split
+from epochkraft.harness.kio_client import MiniClient, split
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_broker_cluster import wait_for

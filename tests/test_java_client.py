@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
 from epochkraft.peers.kafka import KafkaPeer
 

@@ -13,8 +13,8 @@ from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
 
 from epochkraft.broker.settings import BrokerSettings
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from tests.conftest import write_fast_configs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_libs
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(180)]

@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "epochkraft"
 
 # What tests, measures and breaks the cluster; `epochkraft.cli` dispatches to them and is not a daemon.
-TOOLS = ("chaos", "bench", "peers", "analytics", "sim")
+TOOLS = ("harness", "chaos", "bench", "peers", "analytics", "sim")
 NOT_DAEMON_CODE = {"cli.py", "__main__.py"}
 
 # The sans-IO cores: they decide; the daemons' async edges do the reading, writing, sleeping and clock reads.
@@ -83,11 +83,11 @@ def daemon_files() -> list[Path]:
 
 def test_the_checks_see_an_offending_import_at_any_depth():
     source = (
-        "import json\n\ndef f():\n    from epochkraft.chaos.cluster import LocalCluster\n    import time\n"
+        "import json\n\ndef f():\n    from epochkraft.harness.cluster import LocalCluster\n    import time\n"
     )
-    assert offending(source, ("epochkraft.chaos",)) == [
-        "epochkraft.chaos.cluster",
-        "epochkraft.chaos.cluster.LocalCluster",
+    assert offending(source, ("epochkraft.harness",)) == [
+        "epochkraft.harness.cluster",
+        "epochkraft.harness.cluster.LocalCluster",
     ]
     assert offending(source, IO_MODULES) == ["time"]
     assert offending("from epochkraft.chaosmonkey import x\n", ("epochkraft.chaos",)) == []

@@ -15,10 +15,10 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v5 import request as md5
 from kio.schema.metadata.v12 import request as md12
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
-from epochkraft.chaos.processes import LocalProcess
 from epochkraft.config import ConfigError
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.listeners import ListenerEndpoint, resolve_listeners
 from epochkraft.protocol.errors import ErrorCode

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.metrics import live_view
 from epochkraft.metrics.live_view import LiveView, ViewDiffer
 from epochkraft.protocol.errors import ErrorCode
@@ -358,8 +358,8 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
     """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
     its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
     and the controller reads the brokers' secured /v1/state with its own certificate."""
-    from epochkraft.chaos import cluster_cli
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness import cluster_cli
+    from epochkraft.harness.cluster import LocalCluster
     from tests.conftest import write_fast_configs
 
     broker_cfg, controller_cfg = write_fast_configs(tmp_path / "config")

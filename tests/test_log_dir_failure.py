@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch
 from tests.test_broker_cluster import wait_for

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from epochkraft.chaos.cluster import LocalCluster
 from epochkraft.controller.controller import Controller
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.segment import find_segment
 from epochkraft.metadata.snapshot import image_records, removals_for

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from epochkraft.analytics.schema import validate_event
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.metrics.events import EventLog
 from epochkraft.protocol.errors import ErrorCode
 

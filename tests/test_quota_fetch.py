@@ -14,7 +14,7 @@ from kio.schema.alter_client_quotas.v1 import request as acq
 from kio.schema.fetch.v12 import request as f12
 from kio.static.primitive import f64
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import decode_batches

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from kio.schema.alter_client_quotas.v1 import request as acq
 from kio.static.primitive import f64
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 

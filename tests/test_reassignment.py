@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import KafkaAdminClient
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from tests.conftest import write_fast_configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(240)]

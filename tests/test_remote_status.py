@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.metrics.admin_http import AdminServer
 
 

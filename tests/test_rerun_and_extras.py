@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.processes import LocalProcess
 from epochkraft.chaos.runner import WorkDirBusy, start_clean
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.processes import LocalProcess
 
 
 def leftovers(work: Path) -> None:

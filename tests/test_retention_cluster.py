@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochkraft.broker.log.checkpoints import read_offsets
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(180)]

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from tests.conftest import write_fast_configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients, pytest.mark.timeout(240)]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from kio.schema.describe_quorum.v1 import request as dq
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import split
 from epochkraft.chaos.scenarios import until
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import split
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode

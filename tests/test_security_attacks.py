@@ -27,8 +27,8 @@ from kio.schema.fetch.v16 import request as f16
 from kio.schema.produce.v9 import request as pr
 from kio.schema.unregister_broker.v0 import request as unreg
 
-from epochkraft.chaos.kio_client import MiniClient
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.kio_client import MiniClient
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch

@@ -20,7 +20,7 @@ from kio.schema.describe_acls.v3 import request as da
 from kio.schema.sasl_authenticate.v2 import request as sa
 from kio.schema.sasl_handshake.v1 import request as sh
 
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.certs import LocalCA

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from epochkraft.chaos import runner
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 
 
 class Untouchable:
@@ -41,7 +41,7 @@ def test_controller_disk_loss_refuses_a_static_quorum(tmp_path):
 
 
 def test_a_static_quorums_plan_has_no_controller_disk_loss():
-    from epochkraft.chaos.cluster import STATIC_DISK_LOSS
+    from epochkraft.harness.cluster import STATIC_DISK_LOSS
 
     faults = ["pause", *runner.QUORUM_FAULTS]
     static = runner.fault_plan(faults, 12, random.Random(3), static_quorum=True)

@@ -30,7 +30,7 @@ FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRO
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness.cluster import LocalCluster
     from tests.conftest import write_fast_configs
 
     tmp = tmp_path_factory.mktemp("txn")

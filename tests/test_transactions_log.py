@@ -16,7 +16,7 @@ from kio.schema.list_offsets.v8 import request as lo
 from kio.schema.produce.v9 import request as pr
 from kio.schema.write_txn_markers.v1 import request as wm
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import TRANSACTIONAL_BIT, Record, RecordBatch, build_batch, encode_batch
 

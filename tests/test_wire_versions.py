@@ -19,9 +19,9 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.failure_log import FailureLog
 from epochkraft.protocol.api import BROKER, CONTROLLER

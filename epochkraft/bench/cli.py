@@ -51,7 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.metrics.events import read_events
 
 PARTS = (

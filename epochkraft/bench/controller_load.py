@@ -15,7 +15,7 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_topics.v7 import request as ct
 
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 

@@ -35,8 +35,8 @@ from kio.schema.produce.v9 import request as pr
 from kio.schema.types import GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, f64, i8, i16, i32, i32Timedelta, i64
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient, split
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient, split
 from epochkraft.metrics.events import read_events
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError

@@ -20,8 +20,8 @@ from typing import Any
 
 import cramjam
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient, split
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient, split
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import Compression, build_batch

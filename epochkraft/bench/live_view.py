@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 
 PHASES = ("no_browser", "browsers", "stuck_browser")
 MAX_IN_FLIGHT = 64  # config changes outstanding at once

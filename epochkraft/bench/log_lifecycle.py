@@ -134,7 +134,7 @@ def soak(scratch: Path, minutes: float, retention_ms: int, rate_kb: int, sample_
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness.cluster import LocalCluster
 
     config = scratch / "broker.properties"
     config.write_text(

@@ -21,7 +21,7 @@ from typing import Any
 from kio.schema.metadata.v12 import request as md
 from kio.schema.types import TopicName
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.net.client import KafkaClient
 
 PROBE = "scale-probe"

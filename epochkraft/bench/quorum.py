@@ -34,10 +34,10 @@ import structlog
 from kio.schema.incremental_alter_configs.v1 import request as iac
 
 from epochkraft.chaos.checker import quorum_problems
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.runner import BROKER_CONFIG, Workload
 from epochkraft.chaos.scenarios import until
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError

@@ -26,9 +26,9 @@ from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.create_topics.v7 import request as ct
 
 from epochkraft.bench.controller_load import CLUSTER, heartbeat, registration
-from epochkraft.chaos.processes import LocalProcess
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.snapshots import MetadataSnapshotter, write_image_snapshot
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.metadata.snapshot import SnapshotId, copy_image, image_records
 from epochkraft.metadata.snapshot_file import read_snapshot_file
 from epochkraft.server.controller_daemon import LOG_DIR_NAME, SEGMENT_NAME

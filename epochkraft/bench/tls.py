@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 
 TOPIC = "tls-bench"
 RECORD = 1024

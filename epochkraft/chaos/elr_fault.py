@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient, PartitionView
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient, PartitionView
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check, quorum_problems
-from epochkraft.chaos.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
 from epochkraft.chaos.elr_fault import apply_elr_fault
-from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
-from epochkraft.chaos.quorum_ops import replace_voter_async
+from epochkraft.harness.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
+from epochkraft.harness.kio_client import MiniClient
+from epochkraft.harness.quorum_ops import replace_voter_async
 from epochkraft.metrics.events import EventLog, read_events
 from epochkraft.metrics.live_view import CHAOS_NODE
 from epochkraft.protocol.errors import ErrorCode

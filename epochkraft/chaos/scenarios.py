@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.chaos.runner import controller_rejections
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.protocol.errors import ErrorCode
 
 A, B = 1, 2

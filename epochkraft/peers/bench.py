@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
 from epochkraft.peers.fetch import PeerUnavailable, kafka_version
 from epochkraft.peers.kafka import KafkaPeer

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.protocol.errors import ErrorCode
 

@@ -19,7 +19,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from epochkraft.chaos.cluster import LocalCluster
+from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.fetch import PeerUnavailable, franz_go_source, franz_go_version
 
 

@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.fetch import java_command
 from epochkraft.protocol.errors import ErrorCode
 

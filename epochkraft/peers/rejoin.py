@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.failover import Brokers
 from epochkraft.peers.latency import fmt_ratio, ratio
 from epochkraft.peers.perf import create_topic

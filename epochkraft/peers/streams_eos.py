@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epochkraft.chaos.cluster import LocalCluster
-from epochkraft.chaos.kio_client import MiniClient
+from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.fetch import kafka_classpath
 
 JAVA_APP = Path(__file__).resolve().parents[2] / "scripts" / "clients" / "java" / "StreamsEosCheck.java"

@@ -4,7 +4,7 @@
 is RUNNING, prints the bootstrap servers and stops them all on Ctrl-C or SIGTERM; ``up --secure`` secures the cluster
 (``epochkraft.security.local_setup``) and prints the client settings. The other commands act on a running cluster through
 its state file (``<data-dir>/cluster.json``), from another shell; ``status --bootstrap/--admin`` asks any
-running cluster (``epochkraft.chaos.remote_status``).
+running cluster (``epochkraft.harness.remote_status``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
-from epochkraft.chaos.cluster import STATE_FILE, LocalCluster
-from epochkraft.chaos.processes import SIGNALS, LocalProcess
+from epochkraft.harness.cluster import STATE_FILE, LocalCluster
+from epochkraft.harness.processes import SIGNALS, LocalProcess
 from epochkraft.security.local_setup import ADMIN_USER
 
 DEFAULT_DATA_DIR = "data/cluster"
@@ -95,7 +95,7 @@ def _load(args: argparse.Namespace) -> LocalCluster:
 
 def _status(args: argparse.Namespace) -> int:
     if args.bootstrap or args.admin:
-        from epochkraft.chaos.remote_status import remote_status
+        from epochkraft.harness.remote_status import remote_status
 
         status = remote_status(args.bootstrap, args.admin)
         print("\n".join(status.lines))

@@ -28,7 +28,7 @@ from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
-    from epochkraft.chaos.cluster import LocalCluster
+    from epochkraft.harness.cluster import LocalCluster
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 RETRY_S = 0.2

@@ -17,7 +17,7 @@ ports are picked up front. Every broker is given every controller's address and 
 A voter restarted on a wiped disk (``restart_voter(wipe=True)``) is formatted with no initial controllers:
 it gets a new directory id and comes back an observer; the cluster then replaces its old key in the voter
 set with the new one, as an operator would (RemoveRaftVoter, then AddRaftVoter once it has caught up:
-chaos/quorum_ops.py).
+harness/quorum_ops.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from epochkraft.chaos.processes import LocalProcess
+from epochkraft.harness.processes import LocalProcess
 from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 
 STATE_FILE = "cluster.json"
@@ -168,7 +168,7 @@ class LocalCluster:
         proc.restart(wipe=wipe, power_loss=power_loss)
         if not wipe:
             return "restarted"
-        from epochkraft.chaos.quorum_ops import replace_voter
+        from epochkraft.harness.quorum_ops import replace_voter
 
         return replace_voter(self, voter, timeout)
 
