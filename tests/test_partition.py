@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from epochkraft.broker.fetch_rules import check_leader_epoch
 from epochkraft.broker.partition import RECOVERED, RECOVERING, Partition, Role
 from epochkraft.protocol.errors import ErrorCode
 
@@ -288,3 +289,37 @@ def test_follower_fetch_from_an_unregistered_broker_with_an_epoch_is_refused():
     brokers = Brokers()
     brokers.epochs.pop(3)
     assert leader().check_follower_fetch(3, 103, 5, brokers) == ErrorCode.not_leader_or_follower
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "expected"),
+    [
+        (5, ErrorCode.none),
+        (-1, ErrorCode.none),  # no epoch given (older request versions)
+        (4, ErrorCode.fenced_leader_epoch),
+        (-2, ErrorCode.fenced_leader_epoch),  # a negative epoch other than "none" is older than any
+        (6, ErrorCode.unknown_leader_epoch),
+    ],
+)
+def test_read_record_epoch_validation_for_leader(current_leader_epoch, expected):
+    """PartitionTest.testReadRecordEpochValidationForLeader and
+    testFetchOffsetForTimestampEpochValidationForLeader: one check for a consumer's Fetch, ListOffsets and
+    OffsetForLeaderEpoch (Partition.localLogWithEpochOrThrow with requireLeader)."""
+    assert check_leader_epoch(leader(), current_leader_epoch) == expected
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "expected"),
+    [
+        (6, ErrorCode.not_leader_or_follower),
+        (-1, ErrorCode.not_leader_or_follower),
+        (5, ErrorCode.fenced_leader_epoch),
+        (7, ErrorCode.unknown_leader_epoch),
+    ],
+)
+def test_read_record_epoch_validation_for_follower(current_leader_epoch, expected):
+    """PartitionTest.testReadRecordEpochValidationForFollower: a follower answers no client, and a stale
+    or future epoch is told so first."""
+    p = leader()
+    p.make_follower(leader=2, leader_epoch=6, partition_epoch=10, replicas=(1, 2, 3), isr=(1, 2))
+    assert check_leader_epoch(p, current_leader_epoch) == expected

@@ -1,5 +1,6 @@
 """Sans-IO rules of replication by Fetch: what a leader answers, and how a follower moves its log on the
-answer. The broker's Fetch handler and fetcher and the simulator all call these, over their own logs.
+answer. The broker's replica manager (``fetch_messages``), its fetcher and the simulator all call these, over
+their own logs; ListOffsets and OffsetForLeaderEpoch take the leader-epoch check from here too.
 
 Leader (Kafka's Partition.fetchRecords / readRecords): the leader-epoch and replica checks first; then,
 when the fetch names its last fetched epoch, the end of that epoch in the leader's log: undefined ->
@@ -50,6 +51,19 @@ class ReadPlan:
         return self.error == ErrorCode.none and self.diverging is None
 
 
+def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:
+    """A client's request to a partition's leader (a consumer's Fetch, ListOffsets, OffsetForLeaderEpoch),
+    as Kafka's Partition.localLogWithEpochOrThrow with requireLeader: the client's leader epoch (-1: none
+    given) older than ours is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; then only the leader answers."""
+    if current_leader_epoch != NO_EPOCH and current_leader_epoch < partition.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if current_leader_epoch > partition.leader_epoch:
+        return ErrorCode.unknown_leader_epoch
+    if partition.role != Role.LEADER:
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.none
+
+
 def plan_read(
     partition: Partition,
     epochs: EpochEnds,
@@ -66,14 +80,8 @@ def plan_read(
     """What the leader answers one partition of a Fetch (``replica_id`` < 0: a consumer)."""
     if replica_id >= 0:
         error = partition.check_follower_fetch(replica_id, replica_epoch, current_leader_epoch, brokers)
-    elif current_leader_epoch != NO_EPOCH and current_leader_epoch < partition.leader_epoch:
-        error = ErrorCode.fenced_leader_epoch
-    elif current_leader_epoch > partition.leader_epoch:
-        error = ErrorCode.unknown_leader_epoch
-    elif partition.role != Role.LEADER:
-        error = ErrorCode.not_leader_or_follower
     else:
-        error = ErrorCode.none
+        error = check_leader_epoch(partition, current_leader_epoch)
     if error != ErrorCode.none:
         return ReadPlan(error)
     hw, start = partition.high_watermark, log_start_offset

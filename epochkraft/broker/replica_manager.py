@@ -14,12 +14,14 @@ import dataclasses
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch, fetch_messages
+from epochkraft.broker.fetch_rules import check_leader_epoch
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
 from epochkraft.broker.log.partition_log import NO_TIMESTAMP, TOPIC_CONFIGS
 from epochkraft.broker.log_dir_failure import LogDirFailureChannel
@@ -39,6 +41,7 @@ from epochkraft.broker.settings import BrokerSettings
 from epochkraft.broker.slices import Slicer
 from epochkraft.metadata.config_schema import TOPIC_CONFIGS as TOPIC_CONFIG_DEFS
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.fetch_response import Answer
 from epochkraft.protocol.records import (
     BatchHeader,
     CorruptRecordError,
@@ -625,6 +628,30 @@ class ReplicaManager:
     # ---- fetch (leader side) -----------------------------------------------------------------------------
     def replica(self, topic: str, index: int) -> Replica | None:
         return self.replicas.get((topic, index))
+
+    def missing_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """Why a partition has no replica here: unknown to the metadata, or not hosted on this broker
+        (Kafka's ReplicaManager.getPartitionOrError)."""
+        known = self.cache.topic(topic)
+        if known is None or index not in known.partitions:
+            return ErrorCode.unknown_topic_or_partition
+        return ErrorCode.not_leader_or_follower
+
+    def leader_replica(
+        self, topic: str, index: int, current_leader_epoch: int
+    ) -> tuple[Replica | None, ErrorCode]:
+        """The partition's replica if this broker leads it at the client's leader epoch, else the error the
+        client gets (Kafka's getPartitionOrException then localLogWithEpochOrThrow)."""
+        replica = self.replica(topic, index)
+        if replica is None:
+            return None, self.missing_partition_error(topic, index)
+        error = check_leader_epoch(replica.partition, current_leader_epoch)
+        return (replica if error == ErrorCode.none else None), error
+
+    async def fetch_messages(self, params: FetchParams, partitions: Sequence[PartitionFetch]) -> list[Answer]:
+        """Reads the partitions a Fetch may read, waiting for data as the request allows (Kafka's
+        ReplicaManager.fetchMessages); a follower's fetch records its position."""
+        return await fetch_messages(self, params, partitions)
 
     def on_follower_fetch(
         self,

@@ -29,18 +29,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
-from epochkraft.broker.fetch_rules import plan_read
-from epochkraft.broker.slices import Slicer
+from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
-from epochkraft.protocol.records import iter_batches
 from epochkraft.security.authorizer import AclOperation, ResourceType
-from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import ms
 
@@ -52,76 +48,16 @@ def _follower_identity(request, version):
     return request.replica_id, -1
 
 
-def _read(
-    node: BrokerApis, topic_name, p, replica_id, replica_epoch, is_follower, budget, min_one, read_committed
-) -> tuple[Answer, int]:
-    """One partition's answer (and the bytes it used): the leader's rules in ``fetch_rules.plan_read``; at
-    most ``budget`` bytes, or one whole batch over it while ``min_one`` (no partition before it returned
-    data), as Kafka's ReplicaManager.readFromLocalLog; ``read_committed`` reads to the last stable offset,
-    with the aborted transactions of the range read."""
-    manager = node.replica_manager
-    replica = manager.replica(topic_name, p.partition)
-    if replica is None:
-        known = node.cache.topic(topic_name)
-        if known is None or p.partition not in known.partitions:
-            return Answer(p.partition, ErrorCode.unknown_topic_or_partition), 0
-        return Answer(p.partition, ErrorCode.not_leader_or_follower), 0
-    plog = replica.log
-    end = plog.log_end_offset
-    plan = plan_read(
-        replica.partition,
-        plog.epochs,
-        log_start_offset=plog.log_start_offset,
-        log_end_offset=end,
+def _wanted(name: str, p) -> PartitionFetch:
+    return PartitionFetch(
+        topic=name,
+        partition=p.partition,
         fetch_offset=p.fetch_offset,
-        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+        max_bytes=p.partition_max_bytes,
         current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
-        replica_id=replica_id if is_follower else -1,
-        replica_epoch=replica_epoch,
-        brokers=node.cache,
+        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+        log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
     )
-    if plan.error != ErrorCode.none:
-        return Answer(p.partition, plan.error, plan.high_watermark, plan.log_start_offset), 0
-    if plan.diverging is not None:
-        return Answer(
-            p.partition, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
-        ), 0
-    max_bytes = min(p.partition_max_bytes, budget)
-    lso = replica.last_stable_offset
-    max_offset = min(plan.max_offset, lso) if read_committed and not is_follower else plan.max_offset
-    chunks = (
-        plog.read_chunks(p.fetch_offset, max_bytes, max_offset=max_offset) if max_bytes > 0 or min_one else []
-    )
-    if not min_one and sum(map(len, chunks)) > max_bytes:
-        chunks = []  # only a first batch over the budget came back: that allowance is the first partition's
-    hw = plan.high_watermark
-    if is_follower:
-        manager.on_follower_fetch(
-            replica, replica_id, replica_epoch, p.fetch_offset, end, getattr(p, "log_start_offset", -1)
-        )
-        hw = replica.partition.high_watermark
-        lso = replica.last_stable_offset
-    aborted = _aborted_transactions(plog, p.fetch_offset, chunks) if read_committed and chunks else ()
-    answer = Answer(
-        p.partition,
-        ErrorCode.none,
-        hw,
-        plan.log_start_offset,
-        chunks,
-        last_stable_offset=lso,
-        aborted_transactions=aborted,
-    )
-    return answer, sum(map(len, chunks))
-
-
-def _aborted_transactions(plog, fetch_offset: int, chunks) -> list[tuple[int, int]]:
-    """(producer id, first offset) of the transactions aborted within what was read: up to the offset
-    after its last batch (Kafka's UnifiedLog.addAbortedTransactions)."""
-    upper = fetch_offset
-    # pieces from the tail cache split batches (a stamped prefix, then the rest): walk them joined
-    for _pos, header in iter_batches(chunks[0] if len(chunks) == 1 else b"".join(chunks)):
-        upper = header.next_offset
-    return [(t.producer_id, t.first_offset) for t in plog.collect_aborted_txns(fetch_offset, upper)]
 
 
 @api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
@@ -149,62 +85,41 @@ async def handle(request, ctx: RequestContext):
             else follower_allowed
         )
     }
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    deadline = time.monotonic() + ms(request.max_wait) / 1000
-    started = time.monotonic()
-    # A fetch of thousands of partitions (a follower's, after a CreateTopics flood) lets heartbeats and
-    # other requests run between partitions once a slice's time is up.
-    slicer = Slicer()
+    # Unknown and refused partitions are answered here; the others are read by the replica manager.
+    refused: dict[tuple[int, int], Answer] = {}
+    wanted: list[PartitionFetch] = []
+    for t, (topic, name) in enumerate(names):
+        for p in topic.partitions:
+            if name is None:
+                refused[t, p.partition] = Answer(p.partition, ErrorCode.unknown_topic_id)
+            elif name not in readable:
+                refused[t, p.partition] = Answer(p.partition, ErrorCode.topic_authorization_failed)
+            else:
+                wanted.append(_wanted(name, p))
     # fetch.max.bytes caps the response whatever the request asks, and a consumer's by what its
     # consumer_byte_rate allows in a quota window (KafkaApis.handleFetchRequest).
-    max_bytes = max(min(request.max_bytes, node.settings.fetch_max_bytes, _quota_cap(ctx, is_follower)), 0)
-    min_bytes = max(min(request.min_bytes, max_bytes), 1)
-    while True:
-        budget = max_bytes
-        total = 0
-        answers: list[tuple[Any, str | None, list[Answer]]] = []
-        waits = []
-        for topic, name in names:
-            parts = []
-            for p in topic.partitions:
-                if name is None:
-                    parts.append(Answer(p.partition, ErrorCode.unknown_topic_id))
-                    continue
-                if name not in readable:
-                    parts.append(Answer(p.partition, ErrorCode.topic_authorization_failed))
-                    continue
-                answer, used = _read(
-                    node,
-                    name,
-                    p,
-                    replica_id,
-                    replica_epoch,
-                    is_follower,
-                    budget,
-                    min_one=total == 0,
-                    read_committed=read_committed,
-                )
-                budget = max(budget - used, 0)
-                total += used
-                parts.append(answer)
-                replica = node.replica_manager.replica(name, p.partition)
-                if replica is not None:
-                    waits.append(replica.data_event)
-                await slicer.turn()
-            answers.append((topic, name, parts))
-        remaining = deadline - time.monotonic()
-        errors = any(a.error != ErrorCode.none or a.diverging for _, _, ps in answers for a in ps)
-        if total >= min_bytes or errors or remaining <= 0 or not waits:
-            break
-        await _wait_any(waits, remaining)
+    params = FetchParams(
+        replica_id=replica_id,
+        replica_epoch=replica_epoch,
+        max_wait_ms=ms(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=max(min(request.max_bytes, node.settings.fetch_max_bytes, _quota_cap(ctx, is_follower)), 0),
+        read_committed=getattr(request, "isolation_level", 0) == READ_COMMITTED,
+    )
+    started = time.monotonic()
+    read = iter(await node.replica_manager.fetch_messages(params, wanted))
     node.observe_fetch(is_follower, time.monotonic() - started)
+    answers = [
+        (topic, name, [refused.get((t, p.partition)) or next(read) for p in topic.partitions])
+        for t, (topic, name) in enumerate(names)
+    ]
     endpoints: dict[int, tuple[int, str, int, str | None]] = {}
     if version >= LEADER_HINTS_FROM:
         answers = [(t, name, _leader_hints(ctx, name, ps, endpoints)) for t, name, ps in answers]
     return encode_response(
         version,
         [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
-        read_committed=read_committed,
+        read_committed=params.read_committed,
         node_endpoints=[endpoints[i] for i in sorted(endpoints)],
     )
 
@@ -246,12 +161,3 @@ def _leader_hints(
                 endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
         hinted.append(a)
     return hinted
-
-
-async def _wait_any(events, timeout):
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()

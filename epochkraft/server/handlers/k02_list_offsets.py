@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from kio.schema.list_offsets.v8 import response as r8
 
-from epochkraft.broker.partition import Role
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -47,19 +46,14 @@ def _answer(node: BrokerApis, topic: str, p, read_committed: bool) -> r8.ListOff
             leader_epoch=epoch,
         )
 
-    replica = node.replica_manager.replica(topic, p.partition_index)
+    replica, error = node.replica_manager.leader_replica(
+        topic,
+        p.partition_index,
+        getattr(p, "current_leader_epoch", -1),  # v4+
+    )
     if replica is None:
-        known = node.cache.topic(topic)
-        missing = known is None or p.partition_index not in known.partitions
-        return result(ErrorCode.unknown_topic_or_partition if missing else ErrorCode.not_leader_or_follower)
+        return result(error)
     part = replica.partition
-    current = getattr(p, "current_leader_epoch", -1)
-    if current >= 0 and current < part.leader_epoch:
-        return result(ErrorCode.fenced_leader_epoch)
-    if current > part.leader_epoch:
-        return result(ErrorCode.unknown_leader_epoch)
-    if part.role != Role.LEADER:
-        return result(ErrorCode.not_leader_or_follower)
     if p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no remote storage
         return result(ErrorCode.none, -1, -1, -1)
     if p.timestamp in (EARLIEST, EARLIEST_LOCAL):

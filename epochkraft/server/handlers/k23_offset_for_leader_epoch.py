@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from kio.schema.offset_for_leader_epoch.v4 import response as r4
 
-from epochkraft.broker.partition import Role
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -24,18 +23,9 @@ def _answer(node: BrokerApis, topic: str, p) -> r4.EpochEndOffset:
             error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=offset
         )
 
-    replica = node.replica_manager.replica(topic, p.partition)
+    replica, error = node.replica_manager.leader_replica(topic, p.partition, p.current_leader_epoch)
     if replica is None:
-        known = node.cache.topic(topic)
-        missing = known is None or p.partition not in known.partitions
-        return result(ErrorCode.unknown_topic_or_partition if missing else ErrorCode.not_leader_or_follower)
-    part = replica.partition
-    if p.current_leader_epoch >= 0 and p.current_leader_epoch < part.leader_epoch:
-        return result(ErrorCode.fenced_leader_epoch)
-    if p.current_leader_epoch > part.leader_epoch:
-        return result(ErrorCode.unknown_leader_epoch)
-    if part.role != Role.LEADER:
-        return result(ErrorCode.not_leader_or_follower)
+        return result(error)
     epoch, end = replica.log.epochs.end_offset_for(p.leader_epoch)
     return result(ErrorCode.none, epoch, end)
 
