@@ -25,18 +25,32 @@ from typing import Any
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
 from kio.schema.alter_client_quotas.v1 import response as alter_quotas_resp
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
 from kio.schema.alter_partition.v3 import response as alter_resp
+from kio.schema.alter_partition.v3.request import AlterPartitionRequest
+from kio.schema.alter_user_scram_credentials.v0 import response as scram_resp
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest
 from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
+from kio.schema.create_acls.v3 import response as create_acls_resp
+from kio.schema.create_acls.v3.request import CreateAclsRequest
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.create_topics.v7 import response as create_resp
+from kio.schema.delete_acls.v3 import response as delete_acls_resp
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest
 from kio.schema.delete_topics.v6 import response as delete_resp
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
 from kio.schema.elect_leaders.v2 import response as elect_resp
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
+from kio.schema.update_features.v1.request import UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdatableFeatureResult, UpdateFeaturesResponse
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from epochkraft.controller import client_quota_control, security_control
 from epochkraft.controller.admin_operations import AdminOperations
@@ -85,7 +99,8 @@ from epochkraft.protocol.metadata_records import (
     UserScramCredentialRecord,
 )
 
-NO_THROTTLE = datetime.timedelta(0)
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID, which kio reads as None
 METADATA_VERSION = METADATA_VERSION_LEVEL  # written at bootstrap
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
@@ -96,13 +111,13 @@ TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 def refused_topic(name: str, error: ErrorCode, message: str) -> create_resp.CreatableTopicResult:
     """A CreateTopics answer for a topic not created (also the handler's, before the controller)."""
     return create_resp.CreatableTopicResult(
-        name=name,
+        name=TopicName(name),
         topic_id=None,
         error_code=error,
         error_message=message,
-        topic_config_error_code=0,
-        num_partitions=-1,
-        replication_factor=-1,
+        topic_config_error_code=i16(0),
+        num_partitions=i32(-1),
+        replication_factor=i16(-1),
         configs=(),
     )
 
@@ -270,14 +285,26 @@ class Controller(AdminOperations):
     @replay.register(UnfenceBrokerRecord)
     @replay.register(BrokerRegistrationChangeRecord)
     @replay.register(UnregisterBrokerRecord)
-    def _(self, record: Any, offset: int = -1) -> None:
+    def _(
+        self,
+        record: RegisterBrokerRecord
+        | FenceBrokerRecord
+        | UnfenceBrokerRecord
+        | BrokerRegistrationChangeRecord
+        | UnregisterBrokerRecord,
+        offset: int = -1,
+    ) -> None:
         self.cluster.replay(record, offset)
 
     @replay.register(TopicRecord)
     @replay.register(PartitionRecord)
     @replay.register(PartitionChangeRecord)
     @replay.register(RemoveTopicRecord)
-    def _(self, record: Any, offset: int = -1) -> None:
+    def _(
+        self,
+        record: TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord,
+        offset: int = -1,
+    ) -> None:
         self.replication.replay(record)
 
     @replay.register
@@ -289,7 +316,7 @@ class Controller(AdminOperations):
     @replay.register(AccessControlEntryRecord)
     @replay.register(RemoveAccessControlEntryRecord)
     @replay.register(ClientQuotaRecord)
-    def _(self, record: Any, offset: int = -1) -> None:
+    def _(self, record: object, offset: int = -1) -> None:
         self.image.replay(record)
 
     @replay.register
@@ -302,15 +329,15 @@ class Controller(AdminOperations):
         self.image.replay(record)
 
     @replay.register(FeatureLevelRecord)
-    def _(self, record: Any, offset: int = -1) -> None:
+    def _(self, record: object, offset: int = -1) -> None:
         self.image.replay(record)
 
     @replay.register(NoOpRecord)
-    def _(self, record: Any, offset: int = -1) -> None:
+    def _(self, record: object, offset: int = -1) -> None:
         pass  # carried in the log for Kafka compatibility; nothing in our state depends on them
 
     # ---- features -----------------------------------------------------------------------------------
-    def update_features(self, now_ms: int, request: Any) -> UpdateFeaturesResponse:
+    def update_features(self, now_ms: int, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
         """UpdateFeatures (v1 objects): every update or none."""
         updates = [
             FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type) for u in request.feature_updates
@@ -335,7 +362,9 @@ class Controller(AdminOperations):
         )
 
     # ---- SCRAM credentials and ACLs (security_control decides, replay applies) ----------------------
-    def alter_scram_credentials(self, now_ms: int, request: Any) -> list[Any]:
+    def alter_scram_credentials(
+        self, now_ms: int, request: AlterUserScramCredentialsRequest
+    ) -> list[scram_resp.AlterUserScramCredentialsResult]:
         records, results = security_control.alter_scram_credentials(self.image, request)
         self._commit(records, now_ms)
         return results
@@ -346,18 +375,24 @@ class Controller(AdminOperations):
         self._commit(new, now_ms)
         return len(new)
 
-    def create_acls(self, now_ms: int, request: Any) -> list[Any]:
+    def create_acls(
+        self, now_ms: int, request: CreateAclsRequest
+    ) -> list[create_acls_resp.AclCreationResult]:
         records, results = security_control.create_acls(self.image, request)
         self._commit(records, now_ms)
         return results
 
-    def delete_acls(self, now_ms: int, request: Any) -> list[Any]:
+    def delete_acls(
+        self, now_ms: int, request: DeleteAclsRequest
+    ) -> list[delete_acls_resp.DeleteAclsFilterResult]:
         records, results = security_control.delete_acls(self.image, request)
         self._commit(records, now_ms)
         return results
 
     # ---- client quotas (client_quota_control decides, replay applies) -------------------------------
-    def alter_client_quotas(self, now_ms: int, request: Any) -> alter_quotas_resp.AlterClientQuotasResponse:
+    def alter_client_quotas(
+        self, now_ms: int, request: AlterClientQuotasRequest
+    ) -> alter_quotas_resp.AlterClientQuotasResponse:
         """AlterClientQuotas v1 (ControllerApis.handleAlterClientQuotas): atomic, validate_only writes
         nothing."""
         alterations = [
@@ -396,8 +431,8 @@ class Controller(AdminOperations):
         return AllocateProducerIdsResponse(
             throttle_time=NO_THROTTLE,
             error_code=error,
-            producer_id_start=block.first_producer_id,
-            producer_id_len=block.size,
+            producer_id_start=ProducerId(block.first_producer_id),
+            producer_id_len=i32(block.size),
         )
 
     # ---- registration and heartbeats ----------------------------------------------------------------
@@ -408,7 +443,7 @@ class Controller(AdminOperations):
             self.log.next_offset,
             broker_id=request.broker_id,
             cluster_id=request.cluster_id,
-            incarnation_id=request.incarnation_id,
+            incarnation_id=request.incarnation_id or ZERO_UUID,
             endpoints=endpoints,
             rack=request.rack,
             previous_broker_epoch=getattr(request, "previous_broker_epoch", -1),
@@ -427,7 +462,9 @@ class Controller(AdminOperations):
             # One batch (Kafka's atomic ControllerResult): a failover cannot separate them.
             self._commit([*changes, record], now_ms)
             self.cluster.touch(request.broker_id, now_ms, -1)
-        return BrokerRegistrationResponse(throttle_time=NO_THROTTLE, error_code=error, broker_epoch=epoch)
+        return BrokerRegistrationResponse(
+            throttle_time=NO_THROTTLE, error_code=error, broker_epoch=i64(epoch)
+        )
 
     def heartbeat(self, now_ms: int, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """Kafka's processBrokerHeartbeat: the next broker state from the current one and the request,
@@ -527,7 +564,7 @@ class Controller(AdminOperations):
         """When ``tick`` will next find a session to expire if no heartbeat comes first (None: never)."""
         return self.cluster.next_expiry_ms(now_ms)
 
-    def unregister_broker(self, now_ms: int, request: Any) -> UnregisterBrokerResponse:
+    def unregister_broker(self, now_ms: int, request: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
         registration = self.cluster.brokers.get(request.broker_id)
         if registration is None:
             return UnregisterBrokerResponse(
@@ -544,7 +581,7 @@ class Controller(AdminOperations):
 
     # ---- AlterPartition -----------------------------------------------------------------------------
     def alter_partition(
-        self, now_ms: int, request: Any, version: int = 3
+        self, now_ms: int, request: AlterPartitionRequest, version: int = 3
     ) -> alter_resp.AlterPartitionResponse:
         """``request`` is an AlterPartition v3 object; ``version`` the version the broker sent (2 or 3)."""
         if self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch) != ErrorCode.none:
@@ -570,7 +607,7 @@ class Controller(AdminOperations):
             ]
             results, topic_records = self.replication.decide_alter_partition(
                 request.broker_id,
-                topic_data.topic_id,
+                topic_data.topic_id or ZERO_UUID,
                 items,
                 version=version,
                 is_eligible=self._is_eligible,
@@ -578,7 +615,7 @@ class Controller(AdminOperations):
                 eligibility_check=not self.settings.unsafe_disable_kip841_eligibility_check,
             )
             records += topic_records
-            topics.append((topic_data.topic_id, results))
+            topics.append((topic_data.topic_id or ZERO_UUID, results))
         self._commit(records, now_ms)
         response_topics = []
         for topic_id, results in topics:
@@ -604,13 +641,13 @@ class Controller(AdminOperations):
                     )
                 partitions.append(
                     alter_resp.PartitionData(
-                        partition_index=result.partition_index,
+                        partition_index=i32(result.partition_index),
                         error_code=result.error,
-                        leader_id=partition.leader if partition else NO_LEADER,
-                        leader_epoch=partition.leader_epoch if partition else -1,
-                        isr=partition.isr if partition else (),
-                        leader_recovery_state=int(partition.leader_recovery_state) if partition else 0,
-                        partition_epoch=partition.partition_epoch if partition else -1,
+                        leader_id=BrokerId(partition.leader if partition else NO_LEADER),
+                        leader_epoch=i32(partition.leader_epoch if partition else -1),
+                        isr=tuple(BrokerId(b) for b in partition.isr) if partition else (),
+                        leader_recovery_state=i8(int(partition.leader_recovery_state) if partition else 0),
+                        partition_epoch=i32(partition.partition_epoch if partition else -1),
                     )
                 )
             response_topics.append(alter_resp.TopicData(topic_id=topic_id, partitions=tuple(partitions)))
@@ -626,7 +663,9 @@ class Controller(AdminOperations):
         return member.broker_epoch == -1 or member.broker_epoch == registration.epoch
 
     # ---- topics -------------------------------------------------------------------------------------
-    def create_topics(self, now_ms: int, request: Any) -> create_resp.CreateTopicsResponse:
+    def create_topics(
+        self, now_ms: int, request: create_req.CreateTopicsRequest
+    ) -> create_resp.CreateTopicsResponse:
         """Every topic the request creates is written in one batch, as Kafka's ReplicationControlManager
         returns one atomic ControllerResult (one append, not one per topic), and a request for more than
         MAX_PARTITIONS_PER_REQUEST partitions is refused whole (validateTotalNumberOfPartitions), which
@@ -665,7 +704,7 @@ class Controller(AdminOperations):
                 batch += records
             configs = tuple(
                 create_resp.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=1, is_sensitive=False
+                    name=name, value=value, read_only=False, config_source=i8(1), is_sensitive=False
                 )
                 for name, value in sorted(spec.configs.items())
             )
@@ -676,9 +715,9 @@ class Controller(AdminOperations):
                     topic_id=created.topic_id if ok and not request.validate_only else None,
                     error_code=created.error,
                     error_message=created.message,
-                    topic_config_error_code=0,
-                    num_partitions=created.num_partitions,
-                    replication_factor=created.replication_factor,
+                    topic_config_error_code=i16(0),
+                    num_partitions=i32(created.num_partitions),
+                    replication_factor=i16(created.replication_factor),
                     configs=configs if ok else (),  # Kafka's default: an empty list, not null
                 )
             )
@@ -695,14 +734,14 @@ class Controller(AdminOperations):
             for t in request.topics
         )
 
-    def delete_topics(self, now_ms: int, request: Any) -> delete_resp.DeleteTopicsResponse:
+    def delete_topics(self, now_ms: int, request: DeleteTopicsRequest) -> delete_resp.DeleteTopicsResponse:
         results = []
         for state in request.topics:
             if state.name is not None:
                 topic = self.replication.topic(state.name)
                 missing = ErrorCode.unknown_topic_or_partition
             else:
-                topic = self.replication.topics.get(state.topic_id)
+                topic = self.replication.topics.get(state.topic_id or ZERO_UUID)
                 missing = ErrorCode.unknown_topic_id
             if topic is None:
                 results.append(
@@ -714,12 +753,15 @@ class Controller(AdminOperations):
             self._commit(self.replication.decide_delete_topic(topic.topic_id), now_ms)
             results.append(
                 delete_resp.DeletableTopicResult(
-                    name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.none, error_message=None
+                    name=TopicName(topic.name),
+                    topic_id=topic.topic_id,
+                    error_code=ErrorCode.none,
+                    error_message=None,
                 )
             )
         return delete_resp.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(results))
 
-    def elect_leaders(self, now_ms: int, request: Any) -> elect_resp.ElectLeadersResponse:
+    def elect_leaders(self, now_ms: int, request: ElectLeadersRequest) -> elect_resp.ElectLeadersResponse:
         election = ELECTION_TYPES.get(request.election_type)
         if election is None:
             return elect_resp.ElectLeadersResponse(
@@ -743,10 +785,12 @@ class Controller(AdminOperations):
                 if record is not None:
                     self._commit([record], now_ms)
                 partition_results.append(
-                    elect_resp.PartitionResult(partition_id=index, error_code=error, error_message=None)
+                    elect_resp.PartitionResult(partition_id=i32(index), error_code=error, error_message=None)
                 )
             results.append(
-                elect_resp.ReplicaElectionResult(topic=name, partition_result=tuple(partition_results))
+                elect_resp.ReplicaElectionResult(
+                    topic=TopicName(name), partition_result=tuple(partition_results)
+                )
             )
         return elect_resp.ElectLeadersResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results)
@@ -759,11 +803,13 @@ class Controller(AdminOperations):
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.none,
             error_message=None,
-            endpoint_type=2,
+            endpoint_type=i8(2),
             cluster_id=self.cluster_id,
-            controller_id=self.node_id,
-            brokers=(DescribeClusterBroker(broker_id=self.node_id, host=host, port=port, rack=None),),
-            cluster_authorized_operations=-2147483648,
+            controller_id=BrokerId(self.node_id),
+            brokers=(
+                DescribeClusterBroker(broker_id=BrokerId(self.node_id), host=host, port=i32(port), rack=None),
+            ),
+            cluster_authorized_operations=i32(-2147483648),
         )
 
     # ---- observability --------------------------------------------------------------------------------
