@@ -14,6 +14,8 @@ from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i64
 
 from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
@@ -24,25 +26,25 @@ CLUSTER = "bench-controller"
 
 def registration(broker_id: int) -> BrokerRegistrationRequest:
     return BrokerRegistrationRequest(
-        broker_id=broker_id,
+        broker_id=BrokerId(broker_id),
         cluster_id=CLUSTER,
         incarnation_id=uuid.uuid4(),
         listeners=(
-            Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id, security_protocol=0),
+            Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id, security_protocol=i16(0)),
         ),
         features=(),
         rack=None,
         is_migrating_zk_broker=False,
         log_dirs=(),
-        previous_broker_epoch=-1,
+        previous_broker_epoch=i64(-1),
     )
 
 
 def heartbeat(broker_id: int, epoch: int) -> BrokerHeartbeatRequest:
     return BrokerHeartbeatRequest(
-        broker_id=broker_id,
-        broker_epoch=epoch,
-        current_metadata_offset=1 << 40,
+        broker_id=BrokerId(broker_id),
+        broker_epoch=i64(epoch),
+        current_metadata_offset=i64(1 << 40),
         want_fence=False,
         want_shut_down=False,
         offline_log_dirs=(),
@@ -68,20 +70,20 @@ class IsrFlipper:
     def _item(self, p: int) -> ap3.PartitionData:
         members = self.shrunk if self.full[p] else self.everyone
         return ap3.PartitionData(
-            partition_index=p,
-            leader_epoch=0,
-            partition_epoch=self.partition_epochs[p],
-            leader_recovery_state=0,
+            partition_index=i32(p),
+            leader_epoch=i32(0),
+            partition_epoch=i32(self.partition_epochs[p]),
+            leader_recovery_state=i8(0),
             new_isr_with_epochs=tuple(
-                ap3.BrokerState(broker_id=b, broker_epoch=self.epochs[b]) for b in members
+                ap3.BrokerState(broker_id=BrokerId(b), broker_epoch=i64(self.epochs[b])) for b in members
             ),
         )
 
     async def alter(self, batch: list[int]) -> int:
         """One request; the number of partition changes the controller accepted."""
         request = ap3.AlterPartitionRequest(
-            broker_id=self.leader,
-            broker_epoch=self.epochs[self.leader],
+            broker_id=BrokerId(self.leader),
+            broker_epoch=i64(self.epochs[self.leader]),
             topics=(ap3.TopicData(topic_id=self.topic_id, partitions=tuple(self._item(p) for p in batch)),),
         )
         response = await self.client.send(request)
@@ -103,12 +105,12 @@ class IsrFlipper:
 
 async def _create(client: KafkaClient, name: str, size: int, replicas: tuple[int, ...]) -> Any:
     topic = ct.CreatableTopic(
-        name=name,
-        num_partitions=-1,
-        replication_factor=-1,
+        name=TopicName(name),
+        num_partitions=i32(-1),
+        replication_factor=i16(-1),
         configs=(),
         assignments=tuple(
-            ct.CreatableReplicaAssignment(partition_index=i, broker_ids=replicas) for i in range(size)
+            ct.CreatableReplicaAssignment(partition_index=i32(i), broker_ids=replicas) for i in range(size)
         ),
     )
     created = await client.send(

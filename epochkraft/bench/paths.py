@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kio.static.primitive import i32, i64
+
 GB = 1 << 30
 
 
@@ -59,15 +61,15 @@ def fetch_codecs(partitions: int = 6, partition_bytes: int = 170_000) -> dict[st
     entity = r16.FetchResponse(
         throttle_time=datetime.timedelta(0),
         error_code=ErrorCode.none,
-        session_id=0,
+        session_id=i32(0),
         responses=(
             r16.FetchableTopicResponse(
                 topic_id=topic_id,
                 partitions=tuple(
                     r16.PartitionData(
-                        partition_index=i,
+                        partition_index=i32(i),
                         error_code=ErrorCode.none,
-                        high_watermark=5,
+                        high_watermark=i64(5),
                         aborted_transactions=(),
                         records=records[i],
                     )

@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 from kio.schema.incremental_alter_configs.v1 import request as iac
+from kio.static.primitive import i8
 
 from epochkraft.chaos.checker import quorum_problems
 from epochkraft.chaos.runner import BROKER_CONFIG, Workload
@@ -51,8 +52,10 @@ log = structlog.get_logger("bench.quorum")
 
 def _alter(value: int) -> iac.IncrementalAlterConfigsRequest:
     """One metadata write: the topic's retention.ms set (operation 0), a ConfigRecord once committed."""
-    config = iac.AlterableConfig(name="retention.ms", config_operation=0, value=str(value))
-    resource = iac.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=TOPIC, configs=(config,))
+    config = iac.AlterableConfig(name="retention.ms", config_operation=i8(0), value=str(value))
+    resource = iac.AlterConfigsResource(
+        resource_type=i8(TOPIC_RESOURCE), resource_name=TOPIC, configs=(config,)
+    )
     return iac.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i64
 
 from epochkraft.bench.controller_load import CLUSTER, heartbeat, registration
 from epochkraft.controller.controller import Controller
@@ -47,7 +49,11 @@ def build(partitions: int, churn: int) -> Controller:
         controller.heartbeat(now, heartbeat(broker_id, epochs[broker_id]))
     for t in range(partitions // TOPIC_SIZE):
         topic = ct.CreatableTopic(
-            name=f"topic-{t:05d}", num_partitions=TOPIC_SIZE, replication_factor=3, assignments=(), configs=()
+            name=TopicName(f"topic-{t:05d}"),
+            num_partitions=i32(TOPIC_SIZE),
+            replication_factor=i16(3),
+            assignments=(),
+            configs=(),
         )
         request = ct.CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT, validate_only=False)
         assert controller.create_topics(now, request).topics[0].error_code == 0
@@ -62,11 +68,13 @@ def _alter_all(controller: Controller, now: int, epochs: dict[int, int], shrink:
     for topic, index, p in controller.replication.partitions():
         isr = p.replicas[:2] if shrink else p.replicas
         data = ap3.PartitionData(
-            partition_index=index,
-            leader_epoch=p.leader_epoch,
-            new_isr_with_epochs=tuple(ap3.BrokerState(broker_id=b, broker_epoch=epochs[b]) for b in isr),
-            leader_recovery_state=0,
-            partition_epoch=p.partition_epoch,
+            partition_index=i32(index),
+            leader_epoch=i32(p.leader_epoch),
+            new_isr_with_epochs=tuple(
+                ap3.BrokerState(broker_id=BrokerId(b), broker_epoch=i64(epochs[b])) for b in isr
+            ),
+            leader_recovery_state=i8(0),
+            partition_epoch=i32(p.partition_epoch),
         )
         by_leader[p.leader].append((topic.topic_id, data))
     for leader, items in by_leader.items():
@@ -76,8 +84,8 @@ def _alter_all(controller: Controller, now: int, epochs: dict[int, int], shrink:
             for topic_id, data in chunk:
                 topics.setdefault(topic_id, []).append(data)
             request = ap3.AlterPartitionRequest(
-                broker_id=leader,
-                broker_epoch=epochs[leader],
+                broker_id=BrokerId(leader),
+                broker_epoch=i64(epochs[leader]),
                 topics=tuple(ap3.TopicData(topic_id=t, partitions=tuple(ps)) for t, ps in topics.items()),
             )
             controller.alter_partition(now, request)

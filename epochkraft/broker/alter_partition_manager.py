@@ -21,6 +21,8 @@ from typing import Any
 
 from kio.schema.alter_partition.v2 import request as v2
 from kio.schema.alter_partition.v3 import request as v3
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32, i64
 
 from epochkraft.broker.partition import AlterPartitionItem
 from epochkraft.protocol.errors import ErrorCode
@@ -96,18 +98,18 @@ class AlterPartitionManager:
             by_topic.setdefault(item.topic_id, []).append(item)
         if self.unsafe_pre_kip903:
             return v2.AlterPartitionRequest(
-                broker_id=self.broker_id,
-                broker_epoch=self.broker_epoch(),
+                broker_id=BrokerId(self.broker_id),
+                broker_epoch=i64(self.broker_epoch()),
                 topics=tuple(
                     v2.TopicData(
                         topic_id=topic_id,
                         partitions=tuple(
                             v2.PartitionData(
-                                partition_index=i.partition,
-                                leader_epoch=i.leader_epoch,
-                                new_isr=i.isr_ids,
-                                leader_recovery_state=i.leader_recovery_state,
-                                partition_epoch=i.partition_epoch,
+                                partition_index=i32(i.partition),
+                                leader_epoch=i32(i.leader_epoch),
+                                new_isr=tuple(BrokerId(b) for b in i.isr_ids),
+                                leader_recovery_state=i8(i.leader_recovery_state),
+                                partition_epoch=i32(i.partition_epoch),
                             )
                             for i in group
                         ),
@@ -116,20 +118,21 @@ class AlterPartitionManager:
                 ),
             )
         return v3.AlterPartitionRequest(
-            broker_id=self.broker_id,
-            broker_epoch=self.broker_epoch(),
+            broker_id=BrokerId(self.broker_id),
+            broker_epoch=i64(self.broker_epoch()),
             topics=tuple(
                 v3.TopicData(
                     topic_id=topic_id,
                     partitions=tuple(
                         v3.PartitionData(
-                            partition_index=i.partition,
-                            leader_epoch=i.leader_epoch,
+                            partition_index=i32(i.partition),
+                            leader_epoch=i32(i.leader_epoch),
                             new_isr_with_epochs=tuple(
-                                v3.BrokerState(broker_id=b, broker_epoch=e) for b, e in i.new_isr
+                                v3.BrokerState(broker_id=BrokerId(b), broker_epoch=i64(e))
+                                for b, e in i.new_isr
                             ),
-                            leader_recovery_state=i.leader_recovery_state,
-                            partition_epoch=i.partition_epoch,
+                            leader_recovery_state=i8(i.leader_recovery_state),
+                            partition_epoch=i32(i.partition_epoch),
                         )
                         for i in group
                     ),

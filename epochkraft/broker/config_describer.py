@@ -17,6 +17,7 @@ import typing
 from typing import NamedTuple
 
 from kio.schema.describe_configs.v4 import response as dc
+from kio.static.primitive import i8
 
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
@@ -183,7 +184,7 @@ class ConfigDescriber:
             return dc.DescribeConfigsResult(
                 error_code=error,
                 error_message=message,
-                resource_type=resource_type,
+                resource_type=i8(resource_type),
                 resource_name=name,
                 configs=configs,
             )
@@ -263,16 +264,16 @@ class ConfigDescriber:
             name=name,
             value=None if sensitive else first.value,
             read_only=read_only,
-            config_source=int(first.source),
+            config_source=i8(int(first.source)),
             is_sensitive=sensitive,
             synonyms=tuple(
                 dc.DescribeConfigsSynonym(
-                    name=s.name, value=None if sensitive else s.value, source=int(s.source)
+                    name=s.name, value=None if sensitive else s.value, source=i8(int(s.source))
                 )
                 for s in (found if shown is None else shown)
             )
             if synonyms
             else (),
-            config_type=int(kind),
+            config_type=i8(int(kind)),
             documentation=doc if documentation else None,
         )

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from kio.schema.fetch.v16 import request as f16
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.slices import SLICE_SECONDS
@@ -71,24 +73,24 @@ class MetadataFollower:
     def _request(self, offset: int) -> f16.FetchRequest:
         return f16.FetchRequest(
             # named, as Kafka's brokers fetch: a controller quorum's leader lists us as an observer
-            replica_state=f16.ReplicaState(replica_id=self.node_id, replica_epoch=-1),
-            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
-            min_bytes=1,
-            max_bytes=64 * 1024 * 1024,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            replica_state=f16.ReplicaState(replica_id=BrokerId(self.node_id), replica_epoch=i64(-1)),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=self.max_wait_ms)),
+            min_bytes=i32(1),
+            max_bytes=i32(64 * 1024 * 1024),
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(-1),
             topics=(
                 f16.FetchTopic(
                     topic_id=METADATA_TOPIC_ID,
                     partitions=(
                         f16.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=64 * 1024 * 1024,
+                            partition=i32(0),
+                            current_leader_epoch=i32(-1),
+                            fetch_offset=i64(offset),
+                            last_fetched_epoch=i32(-1),
+                            log_start_offset=i64(-1),
+                            partition_max_bytes=i32(64 * 1024 * 1024),
                         ),
                     ),
                 ),

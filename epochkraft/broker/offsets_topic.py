@@ -8,6 +8,8 @@ import datetime
 from typing import TYPE_CHECKING
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.broker.group_service import LoggedOffsetRecord, TxnOutcome
@@ -105,9 +107,9 @@ async def create_internal_topic(
     alive = len(node.cache.alive_brokers())
     rf = max(1, min(replication_factor, alive))
     topic = ct.CreatableTopic(
-        name=name,
-        num_partitions=partitions,
-        replication_factor=rf,
+        name=TopicName(name),
+        num_partitions=i32(partitions),
+        replication_factor=i16(rf),
         assignments=(),
         configs=(
             ct.CreatableTopicConfig(name="min.insync.replicas", value=str(min(min_isr, rf))),
@@ -116,7 +118,7 @@ async def create_internal_topic(
         ),
     )
     request = ct.CreateTopicsRequest(
-        topics=(topic,), timeout=datetime.timedelta(seconds=10), validate_only=False
+        topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), validate_only=False
     )
     try:
         await node.forward_to_controller(request)

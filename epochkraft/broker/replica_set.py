@@ -97,8 +97,8 @@ class ReplicaSet:
                     transitions.append(Transition((topic.name, index), "removed"))
         for key in sorted(changes.partitions):
             registration = self.cache.partition(*key)
-            topic = self.cache.topic(key[0])
-            if registration is None or topic is None:
+            info = self.cache.topic(key[0])
+            if registration is None or info is None:
                 continue
             if self.broker_id not in registration.replicas:
                 was = self._drop(key)
@@ -107,7 +107,7 @@ class ReplicaSet:
                 continue
             partition = self.partitions.get(key)
             if partition is None:
-                partition = self._open(key, topic.topic_id)
+                partition = self._open(key, info.topic_id)
             if registration.leader == self.broker_id:
                 transition = self._become_leader(now_ms, key, partition, registration)
             else:

@@ -16,6 +16,8 @@ from kio.schema.alter_partition_reassignments.v1 import response as reassign_res
 from kio.schema.create_partitions.v3 import response as create_partitions_resp
 from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from epochkraft.controller.cluster_control import ClusterControl
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
@@ -110,7 +112,7 @@ class AdminOperations:
             if wanted is None or (topic.name, index) in wanted:
                 by_topic.setdefault(topic.name, []).append(
                     list_reassign_resp.OngoingPartitionReassignment(
-                        partition_index=index,
+                        partition_index=i32(index),
                         replicas=p.replicas,
                         adding_replicas=p.adding_replicas,
                         removing_replicas=p.removing_replicas,
@@ -121,7 +123,7 @@ class AdminOperations:
             error_code=ErrorCode.none,
             error_message=None,
             topics=tuple(
-                list_reassign_resp.OngoingTopicReassignment(name=name, partitions=tuple(parts))
+                list_reassign_resp.OngoingTopicReassignment(name=TopicName(name), partitions=tuple(parts))
                 for name, parts in sorted(by_topic.items())
             ),
         )

@@ -305,16 +305,24 @@ class QuorumDriver:
         except (NetworkError, ProtocolError, OSError) as exc:
             self.log.warning("snapshot fetch failed", snapshot=str(snapshot_id), error=str(exc))
             self._snapshot_fetch = None
-            self.step(lambda raft, now: (raft.snapshot_unavailable(now), raft.poll(now))[1])
+
+            def unavailable(raft: RaftClient, now: int) -> Output:
+                raft.snapshot_unavailable(now)
+                return raft.poll(now)
+
+            self.step(unavailable)
             return
         self._snapshot_fetch = None
         if self.raft.snapshot_wanted != wanted:
             return  # the state moved on meanwhile: the next fetch says what is wanted now
         self.quorum.install(snapshot)
         voters, kraft_version = read_membership(snapshot.membership)
-        self.step(
-            lambda raft, now: (raft.install_snapshot(now, *wanted, voters, kraft_version), raft.poll(now))[1]
-        )
+
+        def install(raft: RaftClient, now: int) -> Output:
+            raft.install_snapshot(now, *wanted, voters, kraft_version)
+            return raft.poll(now)
+
+        self.step(install)
         self.log.info(
             "metadata snapshot installed", file=snapshot_filename(snapshot_id), records=len(snapshot.records)
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.alter_partition.v3 import request as v3
+from kio.static.primitive import i64
 
 
 def alter_partition_v3(request: Any) -> v3.AlterPartitionRequest:
@@ -23,7 +24,7 @@ def alter_partition_v3(request: Any) -> v3.AlterPartitionRequest:
                         partition_index=p.partition_index,
                         leader_epoch=p.leader_epoch,
                         new_isr_with_epochs=tuple(
-                            v3.BrokerState(broker_id=b, broker_epoch=-1) for b in p.new_isr
+                            v3.BrokerState(broker_id=b, broker_epoch=i64(-1)) for b in p.new_isr
                         ),
                         leader_recovery_state=p.leader_recovery_state,
                         partition_epoch=p.partition_epoch,

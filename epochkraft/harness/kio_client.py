@@ -13,6 +13,8 @@ from kio.schema.describe_topic_partitions.v0 import request as dtp
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i64
 
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
@@ -71,11 +73,11 @@ class MiniClient:
         assignment: list[list[int]] | None = None,
     ):
         topic = ct.CreatableTopic(
-            name=name,
-            num_partitions=partitions,
-            replication_factor=rf,
+            name=TopicName(name),
+            num_partitions=i32(partitions),
+            replication_factor=i16(rf),
             assignments=tuple(
-                ct.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(r))
+                ct.CreatableReplicaAssignment(partition_index=i32(i), broker_ids=tuple(r))
                 for i, r in enumerate(assignment or [])
             ),
             configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
@@ -102,7 +104,7 @@ class MiniClient:
     async def describe_partitions(self, topic: str) -> dict[int, PartitionView]:
         """Every partition of ``topic`` as DescribeTopicPartitions (75) answers, with its ELR (KIP-966)."""
         request = dtp.DescribeTopicPartitionsRequest(
-            topics=(dtp.TopicRequest(name=topic),), response_partition_limit=2000, cursor=None
+            topics=(dtp.TopicRequest(name=TopicName(topic)),), response_partition_limit=i32(2000), cursor=None
         )
         response = await self.any_send(request)
         assert response.topics[0].error_code == ErrorCode.none, response.topics[0].error_code
@@ -141,11 +143,12 @@ class MiniClient:
         retrying leader moves like a client; None if no leader answered."""
         request = pr.ProduceRequest(
             transactional_id=None,
-            acks=acks,
+            acks=i16(acks),
             timeout=SECONDS,
             topic_data=(
                 pr.TopicProduceData(
-                    name=topic, partition_data=(pr.PartitionProduceData(index=partition, records=batch),)
+                    name=TopicName(topic),
+                    partition_data=(pr.PartitionProduceData(index=i32(partition), records=batch),),
                 ),
             ),
         )
@@ -183,24 +186,24 @@ class MiniClient:
         offset, out, start = 0, [], 0
         while True:
             request = f12.FetchRequest(
-                replica_id=-1,
+                replica_id=BrokerId(-1),
                 max_wait=datetime.timedelta(milliseconds=100),
-                min_bytes=1,
-                max_bytes=1 << 24,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
+                min_bytes=i32(1),
+                max_bytes=i32(1 << 24),
+                isolation_level=i8(0),
+                session_id=i32(0),
+                session_epoch=i32(-1),
                 topics=(
                     f12.FetchTopic(
-                        topic=topic,
+                        topic=TopicName(topic),
                         partitions=(
                             f12.FetchPartition(
-                                partition=partition,
-                                current_leader_epoch=-1,
-                                fetch_offset=offset,
-                                last_fetched_epoch=-1,
-                                log_start_offset=-1,
-                                partition_max_bytes=1 << 24,
+                                partition=i32(partition),
+                                current_leader_epoch=i32(-1),
+                                fetch_offset=i64(offset),
+                                last_fetched_epoch=i32(-1),
+                                log_start_offset=i64(-1),
+                                partition_max_bytes=i32(1 << 24),
                             ),
                         ),
                     ),
@@ -238,7 +241,8 @@ async def describe_quorum(address: str, timeout_ms: int = 5_000):
         request = dq.DescribeQuorumRequest(
             topics=(
                 dq.TopicData(
-                    topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)
+                    topic_name=TopicName("__cluster_metadata"),
+                    partitions=(dq.PartitionData(partition_index=i32(0)),),
                 ),
             )
         )

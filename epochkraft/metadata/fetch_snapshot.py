@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.fetch_snapshot.v1 import request as fs
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i64
 
 from epochkraft.metadata.snapshot import SnapshotId
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -38,19 +40,19 @@ async def fetch_snapshot(
     while size is None or position < size:
         request = fs.FetchSnapshotRequest(
             cluster_id=cluster_id,
-            replica_id=replica_id,
-            max_bytes=CHUNK_BYTES,
+            replica_id=BrokerId(replica_id),
+            max_bytes=i32(CHUNK_BYTES),
             topics=(
                 fs.TopicSnapshot(
-                    name=METADATA_TOPIC,
+                    name=TopicName(METADATA_TOPIC),
                     partitions=(
                         fs.PartitionSnapshot(
-                            partition=0,
-                            current_leader_epoch=leader_epoch,
+                            partition=i32(0),
+                            current_leader_epoch=i32(leader_epoch),
                             snapshot_id=fs.SnapshotId(
-                                end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch
+                                end_offset=i64(snapshot_id.end_offset), epoch=i32(snapshot_id.epoch)
                             ),
-                            position=position,
+                            position=i64(position),
                             replica_directory_id=directory_id,
                         ),
                     ),

@@ -16,6 +16,7 @@ epoch of the last record in it; ``snapshot_filename`` is ``Snapshots.filenameFro
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from epochkraft.metadata.client_quotas import quota_entity
@@ -172,8 +173,8 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
             )
     for entity, quotas in image.client_quotas.items():  # Kafka's ClientQuotasImage.write
         entity_data = tuple(EntityData(entity_type=t, entity_name=name) for t, name in entity)
-        for key, value in quotas.items():
-            records.append(ClientQuotaRecord(entity=entity_data, key=key, value=value))
+        for key, quota in quotas.items():
+            records.append(ClientQuotaRecord(entity=entity_data, key=key, value=quota))
     for acl_id, acl in image.acls.items():
         records.append(acl_record(acl_id, acl))
     records.extend(image.scram_credentials.values())
@@ -184,7 +185,7 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
     return records
 
 
-def acl_record(acl_id: object, acl: AclBinding) -> AccessControlEntryRecord:
+def acl_record(acl_id: uuid.UUID, acl: AclBinding) -> AccessControlEntryRecord:
     """The record that makes ``acl`` (an ACL binding) an ACL of the image under ``acl_id``."""
     return AccessControlEntryRecord(
         id=acl_id,

@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
+from kio.static.primitive import i8
 
 from epochkraft.net.client import KafkaClient
 
@@ -369,7 +370,7 @@ class Side:
     async def coordinator(self, group: str, key_type: int = 0) -> int:
         for _ in range(100):
             response = await self.client(self.bootstrap).send(
-                fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(group,))
+                fc.FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(group,))
             )
             if response.coordinators[0].node_id >= 0:
                 break

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 
 from kio.schema.describe_quorum.v2 import response as v2
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64, u16
 
 from epochkraft.protocol.errors import ErrorCode
@@ -24,7 +25,7 @@ METADATA_TOPIC = "__cluster_metadata"
 
 def _replica(replica_id: int, directory_id: uuid.UUID | None, state: ReplicaState) -> v2.ReplicaState:
     return v2.ReplicaState(
-        replica_id=i32(replica_id),
+        replica_id=BrokerId(replica_id),
         replica_directory_id=directory_id,
         log_end_offset=i64(state.end_offset),
         last_fetch_timestamp=i64(state.last_fetch_ms),
@@ -44,7 +45,7 @@ def describe_quorum(
             partition_index=i32(0),
             error_code=ErrorCode.not_leader_or_follower,
             error_message=None,
-            leader_id=i32(client.leader_id),
+            leader_id=BrokerId(client.leader_id),
             leader_epoch=i32(client.epoch),
             high_watermark=i64(-1),
             current_voters=(),
@@ -63,7 +64,7 @@ def describe_quorum(
             partition_index=i32(0),
             error_code=ErrorCode.none,
             error_message=None,
-            leader_id=i32(client.local_id),
+            leader_id=BrokerId(client.local_id),
             leader_epoch=i32(state.epoch),
             high_watermark=i64(hw if hw is not None else -1),
             current_voters=tuple(voters),
@@ -74,7 +75,7 @@ def describe_quorum(
         lookup = endpoints_of or client.voter_set.endpoints_of
         nodes = tuple(
             v2.Node(
-                node_id=i32(voter),
+                node_id=BrokerId(voter),
                 listeners=tuple(
                     v2.Listener(name=e.name, host=e.host, port=u16(e.port)) for e in lookup(voter)
                 ),
@@ -84,6 +85,6 @@ def describe_quorum(
     return v2.DescribeQuorumResponse(
         error_code=ErrorCode.none,
         error_message=None,
-        topics=(v2.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+        topics=(v2.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(partition,)),),
         nodes=nodes,
     )

@@ -22,10 +22,16 @@ PLAINTEXT = "PLAINTEXT"
 
 
 class StoredScram(Protocol):
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
+    """A stored SCRAM credential (the metadata log's UserScramCredentialRecord, read-only)."""
+
+    @property
+    def salt(self) -> bytes: ...
+    @property
+    def stored_key(self) -> bytes: ...
+    @property
+    def server_key(self) -> bytes: ...
+    @property
+    def iterations(self) -> int: ...
 
 
 def scram_lookup(

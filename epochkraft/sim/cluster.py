@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32
 
 from epochkraft.broker.partition import Role
 from epochkraft.controller.requests import alter_partition_v3
@@ -302,12 +304,12 @@ class SimCluster:
         request = ct.CreateTopicsRequest(
             topics=(
                 ct.CreatableTopic(
-                    name=TOPIC,
-                    num_partitions=-1,
-                    replication_factor=-1,
+                    name=TopicName(TOPIC),
+                    num_partitions=i32(-1),
+                    replication_factor=i16(-1),
                     assignments=(
                         ct.CreatableReplicaAssignment(
-                            partition_index=0, broker_ids=tuple(self.brokers)[: self.replication_factor]
+                            partition_index=i32(0), broker_ids=tuple(self.brokers)[: self.replication_factor]
                         ),
                     ),
                     configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value=str(self.min_isr)),),

@@ -14,6 +14,8 @@ from typing import Any
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
+from kio.schema.types import BrokerId
+from kio.static.primitive import i16, i64
 
 from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncation_offset
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
@@ -205,15 +207,15 @@ class SimBroker:
     def _register_or_heartbeat(self) -> None:
         if self.epoch < 0:
             request = BrokerRegistrationRequest(
-                broker_id=self.id,
+                broker_id=BrokerId(self.id),
                 cluster_id=CLUSTER_ID,
                 incarnation_id=self.incarnation,
-                listeners=(Listener(name="SIM", host=self.name, port=0, security_protocol=0),),
+                listeners=(Listener(name="SIM", host=self.name, port=0, security_protocol=i16(0)),),
                 features=(),
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(),
-                previous_broker_epoch=self.previous_epoch,
+                previous_broker_epoch=i64(self.previous_epoch),
             )
 
             def registered(response: Any) -> None:
@@ -224,9 +226,9 @@ class SimBroker:
             self._send_controller(request, registered)
             return
         request = BrokerHeartbeatRequest(
-            broker_id=self.id,
-            broker_epoch=self.epoch,
-            current_metadata_offset=self.cache.next_offset - 1,
+            broker_id=BrokerId(self.id),
+            broker_epoch=i64(self.epoch),
+            current_metadata_offset=i64(self.cache.next_offset - 1),
             want_fence=self.cache.next_offset <= self.epoch,
             want_shut_down=self.shutting_down,
             offline_log_dirs=(),

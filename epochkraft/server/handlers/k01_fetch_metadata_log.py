@@ -22,6 +22,8 @@ import uuid
 from kio.schema.fetch.v12 import response as v12
 from kio.schema.fetch.v16 import response as v16
 from kio.schema.fetch.v17 import response as v17
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32, i64
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.protocol.api import CONTROLLER, api
@@ -38,18 +40,18 @@ def _partition(
     index: int, error: ErrorCode, hw: int, records: bytes = b"", snapshot: tuple[int, int] | None = None
 ) -> v16.PartitionData:
     return v16.PartitionData(
-        partition_index=index,
+        partition_index=i32(index),
         error_code=error,
-        high_watermark=hw,
-        last_stable_offset=hw,
-        log_start_offset=0,
+        high_watermark=i64(hw),
+        last_stable_offset=i64(hw),
+        log_start_offset=i64(0),
         aborted_transactions=None,
-        preferred_read_replica=-1,
+        preferred_read_replica=BrokerId(-1),
         records=records,
         **(
             {}
             if snapshot is None
-            else {"snapshot_id": v16.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1])}
+            else {"snapshot_id": v16.SnapshotId(end_offset=i64(snapshot[0]), epoch=i32(snapshot[1]))}
         ),
     )
 
@@ -106,10 +108,10 @@ async def handle(request, ctx: RequestContext):
             for name, data in responses
         )
         return v12.FetchResponse(
-            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=topics
+            throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=topics
         )
     response = v16.FetchResponse(
-        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=tuple(responses)
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=tuple(responses)
     )
     return downgrade_response(response, version)
 
@@ -137,5 +139,5 @@ async def _voter_fetch(request, quorum):
 
 
 def _voter_fetch_error(error: ErrorCode, request):
-    response = v17.FetchResponse(throttle_time=NO_THROTTLE, error_code=error, session_id=0, responses=())
+    response = v17.FetchResponse(throttle_time=NO_THROTTLE, error_code=error, session_id=i32(0), responses=())
     return downgrade_response(response, request.__version__)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 
 from kio.schema.metadata.v12 import response as r12
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.api import BROKER, api
@@ -70,7 +72,7 @@ def _topic(node: BrokerApis, name: str, listener_name: str, version: int) -> r12
         topic_id=info.topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=tuple(partitions),
-        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        topic_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
 
 
@@ -81,7 +83,7 @@ def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataR
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        topic_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
 
 
@@ -128,7 +130,7 @@ def _with_authorized_operations(
         t
         if t.name is None or t.error_code == ErrorCode.topic_authorization_failed
         else dataclasses.replace(
-            t, topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, t.name)
+            t, topic_authorized_operations=i32(ctx.authorized_operations(ResourceType.TOPIC, t.name))
         )
         for t in topics
     ]
@@ -154,7 +156,7 @@ async def handle(request, ctx: RequestContext):
                 throttle_time=NO_THROTTLE,
                 brokers=(),
                 cluster_id=None,
-                controller_id=-1,
+                controller_id=BrokerId(-1),
                 topics=tuple(
                     _missing(t.name, ErrorCode.invalid_request, getattr(t, "topic_id", None))
                     for t in request.topics
@@ -191,7 +193,9 @@ async def handle(request, ctx: RequestContext):
     for name in names:
         topics.append(await _answer_topic(ctx, name, allow_create, version))
     brokers = tuple(
-        r12.MetadataResponseBroker(node_id=reg.broker_id, host=ep.host, port=ep.port, rack=reg.rack)
+        r12.MetadataResponseBroker(
+            node_id=BrokerId(reg.broker_id), host=ep.host, port=i32(ep.port), rack=reg.rack
+        )
         for reg in cache.alive_brokers()
         for ep in reg.endpoints
         if ep.name == ctx.listener_name

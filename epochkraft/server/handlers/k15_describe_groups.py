@@ -18,6 +18,8 @@ from kio.schema.describe_groups.v6.response import (
     DescribedGroupMember,
     DescribeGroupsResponse,
 )
+from kio.schema.types import GroupId
+from kio.static.primitive import i32
 
 from epochkraft.broker.group_coordinator import GroupState
 from epochkraft.protocol.api import BROKER, api
@@ -45,12 +47,12 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
         return DescribedGroup(
             error_code=error,
             error_message=message,
-            group_id=group_id,
+            group_id=GroupId(group_id),
             group_state=str(state),
             protocol_type="",
             protocol_data="",
             members=(),
-            authorized_operations=OPERATIONS_NOT_REQUESTED,
+            authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
         )
     members = tuple(
         DescribedGroupMember(
@@ -66,12 +68,12 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
     return DescribedGroup(
         error_code=ErrorCode.none,
         error_message=None,
-        group_id=group_id,
+        group_id=GroupId(group_id),
         group_state=str(group.state),
         protocol_type=group.protocol_type or "",
         protocol_data=group.protocol_name or "",
         members=members,
-        authorized_operations=OPERATIONS_NOT_REQUESTED,
+        authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
 
 
@@ -85,7 +87,7 @@ def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> D
     if group.error_code != ErrorCode.none:
         return group
     operations = ctx.authorized_operations(ResourceType.GROUP, group.group_id)
-    return dataclasses.replace(group, authorized_operations=operations)
+    return dataclasses.replace(group, authorized_operations=i32(operations))
 
 
 @api(key=15, name="DescribeGroups", versions=(0, GROUP_ID_NOT_FOUND_FROM), listeners=(BROKER,))

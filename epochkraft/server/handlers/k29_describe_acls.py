@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from kio.schema.describe_acls.v3 import response as r3
+from kio.static.primitive import i8
 
 from epochkraft.controller.security_control import acl_filter
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -42,12 +43,12 @@ async def handle(request, ctx: RequestContext):
                 r3.AclDescription(
                     principal=binding.principal,
                     host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission_type,
+                    operation=i8(int(binding.operation)),
+                    permission_type=i8(int(binding.permission_type)),
                 )
             )
     resources = tuple(
-        r3.DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=tuple(acls))
+        r3.DescribeAclsResource(resource_type=i8(t), resource_name=n, pattern_type=i8(p), acls=tuple(acls))
         for (t, n, p), acls in sorted(grouped.items())
     )
     return downgrade_response(_response(ErrorCode.none, None, resources), ctx.api_version)

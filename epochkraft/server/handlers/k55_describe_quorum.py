@@ -17,6 +17,7 @@ the voters' listeners).
 from __future__ import annotations
 
 from kio.schema.describe_quorum.v2 import response as v2
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -41,7 +42,7 @@ def _unknown_partitions(topics) -> v2.DescribeQuorumResponse:
                         partition_index=p.partition_index,
                         error_code=ErrorCode.unknown_topic_or_partition,
                         error_message=None,
-                        leader_id=i32(0),
+                        leader_id=BrokerId(0),
                         leader_epoch=i32(0),
                         high_watermark=i64(0),
                         current_voters=(),
@@ -57,7 +58,7 @@ def _unknown_partitions(topics) -> v2.DescribeQuorumResponse:
 
 def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v2.DescribeQuorumResponse:
     me = v2.ReplicaState(
-        replica_id=i32(node_id),
+        replica_id=BrokerId(node_id),
         replica_directory_id=None,
         log_end_offset=i64(end_offset),
         last_fetch_timestamp=i64(now_ms),
@@ -67,7 +68,7 @@ def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v2.Describ
         partition_index=i32(0),
         error_code=ErrorCode.none,
         error_message=None,
-        leader_id=i32(node_id),
+        leader_id=BrokerId(node_id),
         leader_epoch=i32(0),
         high_watermark=i64(end_offset),
         current_voters=(me,),
@@ -76,7 +77,7 @@ def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v2.Describ
     return v2.DescribeQuorumResponse(
         error_code=ErrorCode.none,
         error_message=None,
-        topics=(v2.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+        topics=(v2.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(partition,)),),
         nodes=(),
     )
 

@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 from kio.schema.fetch_snapshot.v1 import response as v1
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
 from epochkraft.protocol.api import CONTROLLER, api
@@ -26,10 +28,10 @@ MAX_CHUNK = 1024 * 1024
 
 def _answer(index: int, error: ErrorCode, snapshot, leader: tuple[int, int], size=-1, position=-1, data=b""):
     return v1.PartitionSnapshot(
-        index=index,
+        index=i32(index),
         error_code=error,
         snapshot_id=v1.SnapshotId(end_offset=snapshot.end_offset, epoch=snapshot.epoch),
-        current_leader=v1.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1]),
+        current_leader=v1.LeaderIdAndEpoch(leader_id=BrokerId(leader[0]), leader_epoch=i32(leader[1])),
         size=size,
         position=position,
         unaligned_records=data,

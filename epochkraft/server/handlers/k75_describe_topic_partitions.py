@@ -16,6 +16,8 @@
 from __future__ import annotations
 
 from kio.schema.describe_topic_partitions.v0 import response as r0
+from kio.schema.types import BrokerId
+from kio.static.primitive import i32
 
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.api import BROKER, api
@@ -43,7 +45,7 @@ def _topic(
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=operations,
+        topic_authorized_operations=i32(operations),
     )
 
 
@@ -75,7 +77,7 @@ async def handle(request, ctx: RequestContext):
                 results.append(_topic(name, error, operations=ctx.authorized_operations(TOPIC, name)))
             continue
         if remaining == 0:
-            next_cursor = r0.Cursor(topic_name=name, partition_index=0)
+            next_cursor = r0.Cursor(topic_name=name, partition_index=i32(0))
             break
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(len(topic.partitions), start + remaining)
@@ -88,9 +90,9 @@ async def handle(request, ctx: RequestContext):
             partitions.append(
                 r0.DescribeTopicPartitionsResponsePartition(
                     error_code=ErrorCode.none,
-                    partition_index=index,
-                    leader_id=leader,
-                    leader_epoch=p.leader_epoch,
+                    partition_index=i32(index),
+                    leader_id=BrokerId(leader),
+                    leader_epoch=i32(p.leader_epoch),
                     replica_nodes=p.replicas,
                     isr_nodes=p.isr,
                     eligible_leader_replicas=p.elr,
