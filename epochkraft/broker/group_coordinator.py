@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import struct
 import uuid
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -324,6 +324,60 @@ class GroupCoordinator:
             elif expired:
                 done += self._prepare_rebalance(now_ms, group)
         return done
+
+    # ---- online migration (KIP-848's group.consumer.migration.policy) ----------------------------------
+    def release_members(self, group_id: str) -> list[Completion]:
+        """The group's members move to a consumer group (GroupMetadataManager.convertToConsumerGroup): the
+        joins and syncs waiting are answered REBALANCE_IN_PROGRESS so those members rejoin, now into the
+        consumer group; the group keeps its committed offsets and is left empty."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        done: list[Completion] = []
+        for m in group.members.values():
+            if m.join_token is not None:
+                done.append(
+                    Completion(
+                        m.join_token, JoinResult(ErrorCode.rebalance_in_progress, member_id=m.member_id)
+                    )
+                )
+            if m.sync_token is not None:
+                done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
+        group.members.clear()
+        group.pending_members.clear()
+        group.state, group.leader_id, group.protocol_name = GroupState.EMPTY, None, None
+        return done
+
+    def adopt_members(
+        self,
+        now_ms: int,
+        group_id: str,
+        generation_id: int,
+        members: list[Member],
+        assignment_for: Callable[[str, bytes], bytes],
+    ) -> None:
+        """A consumer group whose last consumer protocol member left becomes this classic group
+        (ClassicGroup.fromConsumerGroup, then prepareRebalance): Stable at the consumer group's epoch, each
+        member given ``assignment_for(member id, its subscription in the protocol chosen)``, then a
+        rebalance so every member rejoins."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        group.generation_id, group.protocol_type = generation_id, "consumer"
+        group.members = {m.member_id: m for m in members}
+        group.pending_members.clear()
+        group.leader_id = members[0].member_id
+        protocol = group.protocol_name = self._select_protocol(group)
+        for member in members:
+            member.assignment = assignment_for(member.member_id, member.metadata_for(protocol))
+            member.last_heartbeat_ms = now_ms
+        group.state = GroupState.STABLE
+        done = self._prepare_rebalance(now_ms, group)
+        assert not done, "no member of an adopted group waits for an answer"
+
+    def classic_group_of(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return group if group is not None and group.members else None
 
     # ---- offsets ------------------------------------------------------------------------------------
     def validate_offset_commit(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:

@@ -1,6 +1,9 @@
 """JoinGroup (key 11), versions 0-9, broker listener.
 
 - The first join of a new member (v4+) gets MEMBER_ID_REQUIRED with its member id (KIP-394).
+- A join to a KIP-848 consumer group with members makes the member a classic member of it (Kafka's
+  classicGroupJoinToConsumerGroup): answered at once with its member epoch as the generation and no
+  leader; its assignment comes from the coordinator's assignor in SyncGroup.
 - Waits until every member has rejoined (or the rebalance timeout), then answers with the generation;
   the leader also gets every member's protocol metadata.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate the group.
@@ -13,6 +16,7 @@ from __future__ import annotations
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
+from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
@@ -41,6 +45,7 @@ async def handle(request, ctx: RequestContext):
         )
     else:
         result = await groups.join(
+            CacheTopics(ctx.broker.cache),
             group_id=request.group_id,
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
