@@ -581,3 +581,22 @@ def test_regex_may_match_internal_topics(monkeypatch, exclude_internal):
         image.replay(mr.TopicRecord(name=name, topic_id=uuid.UUID(int=n + 1)))
     names = set(CacheTopics(image).names())
     assert (names == {"orders", "__consumer_offsets"}) is not exclude_internal
+
+
+async def test_upgrade_whose_records_cannot_be_written_leaves_the_classic_group():
+    """The conversion's records fail to be written: the heartbeat answers the normalized error, no consumer
+    group is left behind and the classic group keeps its members (Kafka applies nothing of a failed
+    write); written later, the upgrade goes through."""
+    node = broker()
+    offsets = FailingOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    c1 = (await classic_join(node)).member_id
+    assert (await classic_join(node, c1)).error_code == ErrorCode.none
+    offsets.error = ErrorCode.not_enough_replicas
+    assert (await join(node, "m1")).error_code == ErrorCode.coordinator_not_available
+    assert "grp" not in node.groups.consumer_groups.groups
+    assert set(node.groups.coordinator.groups["grp"].members) == {c1}
+    offsets.error = ErrorCode.none
+    assert (await join(node, "m1")).error_code == ErrorCode.none
+    assert set(node.groups.consumer_groups.groups["grp"].members) == {c1, "m1"}

@@ -13,6 +13,7 @@ by applying the stored records in order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import uuid
@@ -374,6 +375,24 @@ class GroupCoordinator:
         group.state = GroupState.STABLE
         done = self._prepare_rebalance(now_ms, group)
         assert not done, "no member of an adopted group waits for an answer"
+
+    def membership_snapshot(self, group_id: str) -> Group | None:
+        """The group's members and rebalance state, to restore if a conversion cannot be written; None
+        without members. Waiting joins and syncs are not kept: a conversion answers them."""
+        group = self.classic_group_of(group_id)
+        if group is None:
+            return None
+        members = {
+            member_id: dataclasses.replace(m, join_token=None, sync_token=None)
+            for member_id, m in group.members.items()
+        }
+        return dataclasses.replace(group, members=members, pending_members=dict(group.pending_members))
+
+    def restore_membership(self, snapshot: Group) -> None:
+        """Puts back what ``membership_snapshot`` took, keeping the offsets committed since."""
+        group = self.groups.get(snapshot.group_id)
+        offsets = group.offsets if group is not None else snapshot.offsets
+        self.groups[snapshot.group_id] = dataclasses.replace(snapshot, offsets=offsets)
 
     def classic_group_of(self, group_id: str) -> Group | None:
         group = self.groups.get(group_id)

@@ -331,11 +331,12 @@ class GroupService:
         self, group_id: str, change: Callable[[], T]
     ) -> tuple[T, ErrorCode] | tuple[None, ErrorCode]:
         """Runs ``change`` on the consumer groups and writes what it changed: (its result, NONE), or (None,
-        the write's error as clients know it) if the write failed. The group is then as before (Kafka reverts to its
-        snapshot), unless another change came meanwhile or the records may be in the log; a conversion
-        to a classic group is undone with it, a conversion from one leaves the classic members to rejoin."""
+        the write's error as clients know it) if the write failed. The group is then as before (Kafka
+        reverts to its snapshot), a conversion either way undone with it, unless another change came
+        meanwhile or the records may be in the log."""
         before = self.consumer_groups.groups.get(group_id)
         snapshot = before.copy() if before is not None else None
+        classic_snapshot = self.coordinator.membership_snapshot(group_id)
         count = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
         result = change()
         after = self.consumer_groups.groups.get(group_id)
@@ -349,6 +350,8 @@ class GroupService:
         if untouched and error not in MAYBE_APPENDED:
             if snapshot is None:
                 self.consumer_groups.groups.pop(group_id, None)
+                if classic_snapshot is not None:  # an upgrade undone: the classic group as it was
+                    self.coordinator.restore_membership(classic_snapshot)
             else:
                 self.consumer_groups.groups[group_id] = snapshot
                 if self.coordinator.classic_group_of(group_id) is not None:  # a downgrade undone
