@@ -421,11 +421,11 @@ def test_offset_commit_of_a_classic_member_in_a_consumer_group(mig):
 
 
 # ---- downgrade ---------------------------------------------------------------------------------------------
-def upgraded(mig: Migration) -> None:
+def upgraded(mig: Migration, instance_id: str | None = None) -> None:
     """c1 and c2 classic, m a consumer protocol member, every partition owned once."""
     mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
     mig.log.persist()
-    mig.join("m")
+    mig.join("m", instance_id=instance_id)
     mig.log.persist()
     for member_id in ("c1", "c2"):
         mig.synced(member_id, mig.classic_join(member_id).generation_id)
@@ -515,6 +515,35 @@ def test_no_downgrade_while_another_consumer_protocol_member_remains(mig):
     mig.join("n")
     mig.heartbeat("m", -1)
     assert set(mig.group().members) == {"c1", "c2", "n"}
+
+
+def test_last_static_consumer_protocol_member_replaced_by_classic_protocol_member(mig):
+    """testLastStaticConsumerProtocolMemberReplacedByClassicProtocolMember: a classic consumer restarted
+    with the instance id of the last consumer protocol member takes its place and its assignment, and the
+    group is a classic group again, Stable, without a rebalance; the replacement syncs its partitions."""
+    upgraded(mig, instance_id="i1")
+    target = set(mig.group().target_assignment["m"][mig.foo])
+    epoch = mig.group().group_epoch
+    joined = mig.classic_join("", instance_id="i1")
+    assert joined.error == ErrorCode.none and joined.generation_id == epoch
+    assert "grp" not in mig.coordinator.groups
+    mig.log.persist()
+    assert mig.log.written == {}
+    classic = mig.classic.groups["grp"]
+    assert (classic.state, classic.generation_id) == (GroupState.STABLE, epoch)
+    assert set(classic.members) == {"c1", "c2", joined.member_id}
+    done = mig.classic.sync_group(
+        mig.now, "sync", group_id="grp", generation_id=epoch, member_id=joined.member_id, assignments={}
+    )
+    assert set(parse_assignment(done[0].result.assignment)["foo"]) == target  # type: ignore[union-attr]
+
+
+def test_static_replacement_keeps_the_consumer_group_without_downgrade():
+    mig = Migration(migration_policy=MigrationPolicy.UPGRADE)
+    upgraded(mig, instance_id="i1")
+    joined = mig.classic_join("", instance_id="i1")
+    assert joined.error == ErrorCode.none and mig.classic.classic_group_of("grp") is None
+    assert set(mig.group().members) == {"c1", "c2", joined.member_id}
 
 
 def test_converted_group_replays_the_same_after_a_coordinator_failover(mig):

@@ -696,10 +696,23 @@ class ConsumerGroupCoordinator:
             and self.settings.migration_policy.downgrade_enabled
         )
 
-    def _convert_to_classic_group(self, now_ms: int, group: ConsumerGroup, leaving_member_id: str) -> None:
+    def downgrade_on_replacement(self, now_ms: int, group: ConsumerGroup, rebalance: bool) -> bool:
+        """validateOnlineDowngradeWithReplacedMember, after a classic static member replaced the last
+        consumer protocol member: the group becomes a classic group without anyone leaving, rebalancing
+        only if the join changed the group epoch (a new subscription). False if it stays."""
+        if not self.settings.migration_policy.downgrade_enabled or not all(
+            m.uses_classic_protocol for m in group.members.values()
+        ):
+            return False
+        self._convert_to_classic_group(now_ms, group, "", rebalance)
+        return True
+
+    def _convert_to_classic_group(
+        self, now_ms: int, group: ConsumerGroup, leaving_member_id: str, rebalance: bool = True
+    ) -> None:
         """convertToClassicGroup: the consumer group goes (its records are tombstoned), the classic members
         left form a classic group at the group epoch holding their target assignments, which then
-        rebalances."""
+        rebalances (unless a static member's replacement converted it)."""
         names = {topic.topic_id: name for name, topic in group.subscription_metadata.items()}
         members = classic_members_from_consumer(group.members.values(), leaving_member_id, now_ms)
         del self.groups[group.group_id]
@@ -711,6 +724,7 @@ class ConsumerGroupCoordinator:
             lambda member_id, subscription: assignment_bytes(
                 group.target_assignment.get(member_id, {}), subscription, names.get
             ),
+            rebalance,
         )
 
     def tick(self, now_ms: int) -> list[tuple[str, str]]:

@@ -71,10 +71,14 @@ def join(
             subscription = parse_subscription(request.protocols[0][1])
         except MalformedConsumerProtocol:
             raise GroupError(ErrorCode.inconsistent_group_protocol, "Malformed consumer protocol.") from None
+        replaced = _replaced_consumer_protocol_member(group, request)
+        epoch = group.group_epoch
         member = _member_for(coordinator, group, member_id, request)
         member = _joined(coordinator, now_ms, group, member, request, subscription, topics)
     except GroupError as exc:
         return JoinResult(exc.error, member_id=request.member_id)
+    if replaced:
+        coordinator.downgrade_on_replacement(now_ms, group, rebalance=group.group_epoch != epoch)
     return JoinResult(
         ErrorCode.none,
         generation_id=member.member_epoch,
@@ -111,6 +115,16 @@ def supports_classic_protocols(group: ConsumerGroup, protocol_type: str, names: 
         return False
     classic = [set(dict(m.classic.protocols)) for m in group.members.values() if m.classic is not None]
     return any(all(name in supported for supported in classic) for name in names)
+
+
+def _replaced_consumer_protocol_member(group: ConsumerGroup, request: ClassicJoin) -> bool:
+    """Whether the join replaces a static member of the consumer protocol (it then may downgrade the
+    group, as Kafka's classicGroupJoinToConsumerGroup step 4)."""
+    if request.instance_id is None or request.member_id:
+        return False
+    existing_id = group.static_members.get(request.instance_id)
+    existing = group.members.get(existing_id) if existing_id is not None else None
+    return existing is not None and not existing.uses_classic_protocol
 
 
 def _member_for(

@@ -356,11 +356,12 @@ class GroupCoordinator:
         generation_id: int,
         members: list[Member],
         assignment_for: Callable[[str, bytes], bytes],
+        rebalance: bool = True,
     ) -> None:
         """A consumer group whose last consumer protocol member left becomes this classic group
         (ClassicGroup.fromConsumerGroup, then prepareRebalance): Stable at the consumer group's epoch, each
         member given ``assignment_for(member id, its subscription in the protocol chosen)``, then a
-        rebalance so every member rejoins."""
+        rebalance so every member rejoins (none when a static member's replacement converted it)."""
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id)
@@ -373,6 +374,8 @@ class GroupCoordinator:
             member.assignment = assignment_for(member.member_id, member.metadata_for(protocol))
             member.last_heartbeat_ms = now_ms
         group.state = GroupState.STABLE
+        if not rebalance:
+            return
         done = self._prepare_rebalance(now_ms, group)
         assert not done, "no member of an adopted group waits for an answer"
 
