@@ -26,6 +26,7 @@ from epochkraft.broker.consumer_group import (
     HeartbeatResult,
     TopicsImage,
 )
+from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
@@ -258,24 +259,35 @@ class GroupService:
         finally:
             self._waiters.pop(token, None)
 
-    async def join(self, topics: TopicsImage, **kwargs) -> JoinResult:  # type: ignore[no-untyped-def]
+    async def join(self, request: ClassicJoin, topics: TopicsImage) -> JoinResult:
         """A classic JoinGroup: into the consumer group of that id if it has members (Kafka's
         classicGroupJoinToConsumerGroup, answered once its changes are written), else into the classic
         group (an empty consumer group of that id goes first)."""
-        group_id = kwargs["group_id"]
+        group_id = request.group_id
         if self.consumer_groups.is_live(group_id):
-            join = consumer_group_classic.ClassicJoin(
-                **{k: kwargs[k] for k in kwargs if k != "group_instance_id"},
-                instance_id=kwargs.get("group_instance_id"),
-            )
             joined, error = await self._change_consumer_group(
                 group_id,
-                lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), join, topics),
+                lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), request, topics),
             )
-            return joined if joined is not None else JoinResult(error, member_id=join.member_id)
+            return joined if joined is not None else JoinResult(error, member_id=request.member_id)
         self.consumer_groups.remove_empty_group(group_id)
         await self.persist_consumer_group(group_id)
-        result = await self._wait(lambda token: self.coordinator.join_group(self.now_ms(), token, **kwargs))
+        result = await self._wait(
+            lambda token: self.coordinator.join_group(
+                self.now_ms(),
+                token,
+                group_id=group_id,
+                member_id=request.member_id,
+                group_instance_id=request.instance_id,
+                protocol_type=request.protocol_type,
+                protocols=request.protocols,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                client_id=request.client_id,
+                client_host=request.client_host,
+                require_known_member_id=request.require_known_member_id,
+            )
+        )
         assert isinstance(result, JoinResult)
         return result
 

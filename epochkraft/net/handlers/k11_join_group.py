@@ -16,6 +16,7 @@ from __future__ import annotations
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
+from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.net.context import RequestContext
 from epochkraft.net.handlers._util import NO_THROTTLE, ms
@@ -44,11 +45,10 @@ async def handle(request, ctx: RequestContext):
             (),
         )
     else:
-        result = await groups.join(
-            CacheTopics(ctx.broker.cache),
+        join = ClassicJoin(
             group_id=request.group_id,
             member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
+            instance_id=getattr(request, "group_instance_id", None),
             protocol_type=request.protocol_type,
             protocols=tuple((p.name, p.metadata) for p in request.protocols),
             session_timeout_ms=ms(request.session_timeout),
@@ -57,6 +57,7 @@ async def handle(request, ctx: RequestContext):
             client_host=str(ctx.peer[0]) if ctx.peer else "",
             require_known_member_id=ctx.api_version >= 4,
         )
+        result = await groups.join(join, CacheTopics(ctx.broker.cache))
         result_error, member_id, generation = result.error, result.member_id, result.generation_id
         protocol_type, protocol_name, leader, members = (
             result.protocol_type,
