@@ -19,6 +19,7 @@ from epochkraft.broker.consumer_group import (
     TopicMetadata,
 )
 from epochkraft.broker.current_assignment import ConsumerGroupMember, MemberState
+from epochkraft.broker.group_coordinator import GroupCoordinator, GroupSettings
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server import broker_daemon
 
@@ -58,10 +59,8 @@ class Context:
     """A coordinator, a clock and the topics, with verbs that assert on each answer."""
 
     def __init__(self, **settings) -> None:
-        self.classic_live: set[str] = set()
-        self.coordinator = ConsumerGroupCoordinator(
-            ConsumerGroupSettings(**settings), lambda g: g in self.classic_live
-        )
+        self.classic = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=0))
+        self.coordinator = ConsumerGroupCoordinator(ConsumerGroupSettings(**settings), self.classic)
         self.topics = Topics()
         self.now = 0
 
@@ -521,16 +520,6 @@ def test_offset_commit_and_fetch_with_member_epochs(ctx):
     assert fetch("grp", "x", 1) == ErrorCode.unknown_member_id
     ctx.heartbeat("a", -1)
     assert validate("grp", "", -1, 9) == ErrorCode.none
-
-
-def test_consumer_member_cannot_join_a_live_classic_group(ctx):
-    """getOrMaybeCreateConsumerGroup with the migration policy disabled: GROUP_ID_NOT_FOUND."""
-    ctx.classic_live.add("grp")
-    result = ctx.heartbeat("a", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
-    assert (result.error, result.error_message) == (
-        ErrorCode.group_id_not_found,
-        "Group grp is not a consumer group.",
-    )
 
 
 def test_range_assignor_chosen_by_members(ctx):

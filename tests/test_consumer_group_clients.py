@@ -1,17 +1,19 @@
 """KIP-848 consumer groups with real clients: librdkafka (confluent-kafka, ``group.protocol=consumer``)
 consumers share a topic through ConsumerGroupHeartbeat, one leaves and the other takes over, and every
-record is consumed; the group is described and listed as a consumer group."""
+record is consumed; the group is described and listed as a consumer group; a classic group is migrated to
+the consumer protocol one consumer at a time, and back."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 
@@ -192,3 +194,128 @@ def test_consumer_group_survives_its_coordinator(make_cluster):
         for c in (a, b):
             with contextlib.suppress(KafkaException, RuntimeError):
                 c.close()
+
+
+class Fleet:
+    """librdkafka consumers of one group, polled in turn; every delivery is recorded as (partition, offset),
+    with the position of the run (``phase``) in which it came."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.consumers: list[tuple[str, Consumer]] = []
+        self.deliveries: list[tuple[int, int, int]] = []  # (phase, partition, offset)
+        self.phase = 0
+
+    def start(self, protocol: str) -> None:
+        conf = {"heartbeat.interval.ms": 500, "session.timeout.ms": 6000} if protocol == "classic" else {}
+        c = consumer(self.bootstrap, self.group, **{"group.protocol": protocol, **conf})
+        c.subscribe([self.topic])
+        self.consumers.append((protocol, c))
+
+    def stop_oldest(self, protocol: str) -> None:
+        """Closes the first consumer of ``protocol``: it commits what it consumed and leaves the group."""
+        index = next(i for i, (p, _) in enumerate(self.consumers) if p == protocol)
+        _, c = self.consumers.pop(index)
+        c.close()
+
+    def poll(self, until, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for _, c in self.consumers:
+                for msg in c.consume(100, 0.02):
+                    if msg.error() is None:
+                        self.deliveries.append((self.phase, msg.partition(), msg.offset()))
+            if until():
+                return True
+        return False
+
+    def balanced(self, partitions: int) -> bool:
+        """Every partition owned by exactly one consumer, and every consumer owning some."""
+        owned = [assigned(c) for _, c in self.consumers]
+        return all(owned) and sum(map(len, owned)) == partitions and len(set().union(*owned)) == partitions
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    listed = admin.list_consumer_group_offsets([request])[group].result(15)
+    return {tp.partition: tp.offset for tp in listed.topic_partitions}
+
+
+def tool_describes_a_consumer_group(tmp_path: Path, bootstrap: str, group: str) -> None:
+    """kafka-consumer-groups --describe --state --verbose shows the group epochs only a consumer group has
+    (skipped where Kafka's jars cannot be fetched)."""
+    try:
+        kafka_classpath()
+    except PeerUnavailable:
+        return
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    described = run_tool(
+        log4j, GROUPS, "--bootstrap-server", bootstrap, "--group", group, "--describe", "--state", "--verbose"
+    )
+    header, row = [line.split() for line in described.splitlines() if line.strip()][:2]
+    assert "GROUP-EPOCH" in header and "TARGET-ASSIGNMENT-EPOCH" in header, described
+    assert row[0] == group and "Stable" in row and row[-1] == "3", described
+
+
+@pytest.mark.peers  # kafka-consumer-groups describes the group where Kafka's jars can be had
+def test_rolling_migration_of_a_classic_group_to_the_consumer_protocol_and_back(make_cluster, tmp_path):
+    """KIP-848's online migration with real clients: three librdkafka consumers on the classic protocol
+    read a topic while it is produced; restarted one by one with group.protocol=consumer, the first
+    converts the group and the classic ones go on inside it until replaced; the group is then described as
+    a consumer group. Restarted back one by one, the last consumer protocol member leaving converts it to
+    a classic group again. Every acknowledged record is consumed; after each restart no record below the
+    offset committed before it is delivered again (committed offsets survive both conversions)."""
+    partitions, topic, group = 6, "migrate", "g-migrate"
+    cluster = make_cluster(brokers=1, broker_extra="group.consumer.heartbeat.interval.ms=500\n")
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic, partitions=partitions, rf=1)
+    acked: list[tuple[int, int, bytes]] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            acked.extend(produce(bootstrap, topic, 20))
+            stop.wait(0.1)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    fleet = Fleet(bootstrap, group, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    committed_before: dict[int, dict[int, int]] = {}
+    try:
+        for _ in range(3):
+            fleet.start("classic")
+        producer.start()
+        assert fleet.poll(lambda: fleet.balanced(partitions), 60), "the classic group never balanced"
+        fleet.poll(lambda: False, 1)  # some records consumed and their offsets committed
+        for old, new in (("classic", "consumer"), ("consumer", "classic")):
+            for step in range(3):
+                fleet.stop_oldest(old)
+                fleet.phase += 1
+                committed_before[fleet.phase] = committed_offsets(bootstrap, group, topic, partitions)
+                fleet.start(new)
+                assert fleet.poll(lambda: fleet.balanced(partitions), 60), (fleet.phase, old, new)
+                fleet.poll(lambda: False, 0.5)
+                # a consumer group from the first consumer protocol member until the last one left
+                kind = "CLASSIC" if new == "classic" and step == 2 else "CONSUMER"
+                described = admin.describe_consumer_groups([group])[group].result(15)
+                assert str(described.type).endswith(kind), (fleet.phase, described.type)
+                members = {m.member_id for m in described.members}
+                assert members == {c.memberid() for _, c in fleet.consumers}, fleet.phase
+            if new == "consumer":
+                tool_describes_a_consumer_group(tmp_path, bootstrap, group)
+        stop.set()
+        producer.join(30)
+        everything = {(p, o) for p, o, _ in acked}
+        assert fleet.poll(lambda: {(p, o) for _, p, o in fleet.deliveries} >= everything, 60)
+    finally:
+        stop.set()
+        for _, c in fleet.consumers:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                c.close()
+    for phase, committed in committed_before.items():
+        replayed = [(p, o) for ph, p, o in fleet.deliveries if ph >= phase and o < committed.get(p, -1)]
+        assert not replayed, f"after restart {phase}, records below the committed offsets: {replayed[:5]}"
+    duplicates = len(fleet.deliveries) - len({(p, o) for _, p, o in fleet.deliveries})
+    assert duplicates < len(everything) // 4, (duplicates, len(everything))

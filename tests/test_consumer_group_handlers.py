@@ -1,6 +1,6 @@
 """ConsumerGroupHeartbeat, ConsumerGroupDescribe and the group APIs that meet KIP-848 consumer groups
-(ListGroups, DescribeGroups, OffsetCommit, OffsetFetch, JoinGroup, DeleteGroups), handler by handler on
-an in-memory broker: no sockets."""
+(ListGroups, DescribeGroups, OffsetCommit, OffsetFetch, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DeleteGroups), handler by handler on an in-memory broker: no sockets."""
 
 from __future__ import annotations
 
@@ -13,14 +13,18 @@ import pytest
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.offset_fetch.v9 import request as of
+from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.static.primitive import i32Timedelta
 
 from epochkraft.broker import topics_image
-from epochkraft.broker.group_coordinator import GroupCoordinator
+from epochkraft.broker.consumer_protocol import parse_assignment, serialize_assignment, serialize_subscription
+from epochkraft.broker.group_coordinator import GroupCoordinator, GroupSettings
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.metadata.image import MetadataImage
@@ -42,6 +46,9 @@ from epochkraft.server.handlers import (
     k08_offset_commit,
     k09_offset_fetch,
     k11_join_group,
+    k12_heartbeat,
+    k13_leave_group,
+    k14_sync_group,
     k15_describe_groups,
     k16_list_groups,
     k68_consumer_group_heartbeat,
@@ -237,36 +244,127 @@ async def test_offset_fetch_with_member_epochs():
     assert await fetch(node, "m9", 1) == (ErrorCode.unknown_member_id, [])
 
 
-async def classic_join(node):
+async def classic_join(node, member_id: str = "", owned: tuple[int, ...] = (), version: int = 9):
     request = JoinGroupRequest(
         group_id="grp",
         session_timeout=timeout(10_000),
         rebalance_timeout=timeout(10_000),
-        member_id="",
+        member_id=member_id,
         protocol_type="consumer",
-        protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+        protocols=(
+            JoinGroupRequestProtocol(
+                name="range",
+                metadata=serialize_subscription(("foo",), {"foo": frozenset(owned)} if owned else None),
+            ),
+        ),
     )
-    return await k11_join_group.handle(request, ctx(node, 9))
+    return await k11_join_group.handle(request, ctx(node, version))
 
 
-async def test_classic_join_on_a_consumer_group():
-    """A classic JoinGroup on a live consumer group is refused (INCONSISTENT_GROUP_PROTOCOL: classic
-    members inside a consumer group are not served here); on an empty one it takes the id over, as
-    Kafka's classicGroupJoinToClassicGroup deletes the empty consumer group. A consumer heartbeat on a
-    live classic group is GROUP_ID_NOT_FOUND (no online upgrade)."""
+async def classic_sync(node, member_id: str, generation: int):
+    request = SyncGroupRequest(
+        group_id="grp",
+        generation_id=generation,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=(),
+    )
+    return await k14_sync_group.handle(request, ctx(node, 5))
+
+
+async def classic_heartbeat(node, member_id: str, generation: int) -> ErrorCode:
+    request = HeartbeatRequest(group_id="grp", generation_id=generation, member_id=member_id)
+    return (await k12_heartbeat.handle(request, ctx(node, 4))).error_code
+
+
+async def test_classic_members_inside_a_consumer_group():
+    """A classic member joins a consumer group with members through JoinGroup (MEMBER_ID_REQUIRED first,
+    then its member epoch as the generation), gets its partitions in SyncGroup, is told to rejoin by
+    Heartbeat once the group moves on, commits with its generation, is described as a classic member and
+    leaves through LeaveGroup; the group's records replay to the same group after each step."""
     node = broker()
-    await join(node)
-    assert (await classic_join(node)).error_code == ErrorCode.inconsistent_group_protocol
-    assert (await heartbeat(node, "m1", -1)).error_code == ErrorCode.none
+    await join(node, "m1")
     first = await classic_join(node)
     assert first.error_code == ErrorCode.member_id_required
-    assert "grp" not in node.groups.consumer_groups.groups
-    node.groups.coordinator.groups["grp"].members["x"] = object()  # a live classic member
-    refused = await join(node, "m2")
-    assert (refused.error_code, refused.error_message) == (
-        ErrorCode.group_id_not_found,
-        "Group grp is not a consumer group.",
+    joined = await classic_join(node, first.member_id)
+    assert (joined.error_code, joined.generation_id, joined.leader) == (ErrorCode.none, 2, "")
+    c1 = first.member_id
+    synced = await classic_sync(node, c1, 2)
+    assert synced.error_code == ErrorCode.none and parse_assignment(synced.assignment) == {}  # m1 owns all
+    assert await classic_heartbeat(node, c1, 2) == ErrorCode.none
+    m1 = node.groups.consumer_groups.groups["grp"].members["m1"]
+    owned = (TopicPartitions(topic_id=FOO, partitions=tuple(sorted(m1.assigned[FOO]))),)
+    await heartbeat(node, "m1", m1.member_epoch, topic_partitions=owned)  # m1 revokes, then releases
+    m1 = node.groups.consumer_groups.groups["grp"].members["m1"]
+    owned = (TopicPartitions(topic_id=FOO, partitions=tuple(sorted(m1.assigned[FOO]))),)
+    await heartbeat(node, "m1", m1.member_epoch, topic_partitions=owned)
+    assert await classic_heartbeat(node, c1, 2) == ErrorCode.rebalance_in_progress  # released: rejoin
+    assert (await classic_join(node, c1)).generation_id == 2
+    assert len(parse_assignment((await classic_sync(node, c1, 2)).assignment)["foo"]) == 2
+    assert await commit(node, c1, 2, version=8) == ErrorCode.none
+    assert await commit(node, c1, 1, version=8) == ErrorCode.illegal_generation
+
+    request = ConsumerGroupDescribeRequest(group_ids=("grp",), include_authorized_operations=False)
+    (described,) = (await k69_consumer_group_describe.handle(request, ctx(node, 1))).groups
+    assert sorted(m.member_type for m in described.members) == [0, 1]
+    records = node.groups.offsets_topic.records
+    successor = broker()
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    assert (
+        successor.groups.consumer_groups.groups["grp"].members
+        == node.groups.consumer_groups.groups["grp"].members
     )
+
+    leave = LeaveGroupRequest(group_id="grp", members=(MemberIdentity(member_id=c1, group_instance_id=None),))
+    left = await k13_leave_group.handle(leave, ctx(node, 5))
+    assert [m.error_code for m in left.members] == [ErrorCode.none]
+    assert set(node.groups.consumer_groups.groups["grp"].members) == {"m1"}
+
+
+async def test_classic_group_upgraded_and_downgraded_through_the_handlers():
+    """A classic group of one member is converted by a consumer member's heartbeat (its records written),
+    keeps its committed offset, and becomes a classic group again when that member leaves: the records are
+    tombstoned and the classic member is told to rebalance. An empty consumer group is taken over by a
+    classic join, as Kafka's classicGroupJoinToClassicGroup deletes it."""
+    node = broker()
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    first = await classic_join(node)
+    c1 = first.member_id
+    joined = await classic_join(node, c1)
+    assert (joined.error_code, joined.leader) == (ErrorCode.none, c1)
+    assignment = serialize_assignment({"foo": frozenset(range(4))}, 1)
+    sync = SyncGroupRequest(
+        group_id="grp", generation_id=1, member_id=c1, protocol_type="consumer", protocol_name="range",
+        assignments=(SyncGroupRequestAssignment(member_id=c1, assignment=assignment),),
+    )  # fmt: skip
+    assert (await k14_sync_group.handle(sync, ctx(node, 5))).error_code == ErrorCode.none
+    assert await commit(node, c1, 1, version=8) == ErrorCode.none
+
+    upgraded = await join(node, "m1")
+    assert (upgraded.error_code, upgraded.member_epoch) == (ErrorCode.none, 2)
+    group = node.groups.consumer_groups.groups["grp"]
+    assert group.members[c1].assigned == {FOO: frozenset(range(4))} and group.members[c1].member_epoch == 1
+    assert not node.groups.coordinator.has_members("grp")
+    assert await fetch(node, None, -1) == (ErrorCode.none, [42])
+    records = node.groups.offsets_topic.records
+    successor = broker()
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    assert successor.groups.consumer_groups.groups["grp"].members == group.members
+
+    assert (await heartbeat(node, "m1", -1)).error_code == ErrorCode.none
+    assert "grp" not in node.groups.consumer_groups.groups
+    assert await classic_heartbeat(node, c1, 2) == ErrorCode.rebalance_in_progress
+    assert await fetch(node, None, -1) == (ErrorCode.none, [42])
+    successor = broker()
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    assert "grp" not in successor.groups.consumer_groups.groups
+
+    node = broker()
+    await join(node, "m3")
+    assert (await heartbeat(node, "m3", -1)).error_code == ErrorCode.none
+    assert (await classic_join(node)).error_code == ErrorCode.member_id_required
+    assert "grp" not in node.groups.consumer_groups.groups
 
 
 async def test_delete_group_and_offsets_of_a_consumer_group():
@@ -483,3 +581,22 @@ def test_regex_may_match_internal_topics(monkeypatch, exclude_internal):
         image.replay(mr.TopicRecord(name=name, topic_id=uuid.UUID(int=n + 1)))
     names = set(CacheTopics(image).names())
     assert (names == {"orders", "__consumer_offsets"}) is not exclude_internal
+
+
+async def test_upgrade_whose_records_cannot_be_written_leaves_the_classic_group():
+    """The conversion's records fail to be written: the heartbeat answers the normalized error, no consumer
+    group is left behind and the classic group keeps its members (Kafka applies nothing of a failed
+    write); written later, the upgrade goes through."""
+    node = broker()
+    offsets = FailingOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    c1 = (await classic_join(node)).member_id
+    assert (await classic_join(node, c1)).error_code == ErrorCode.none
+    offsets.error = ErrorCode.not_enough_replicas
+    assert (await join(node, "m1")).error_code == ErrorCode.coordinator_not_available
+    assert "grp" not in node.groups.consumer_groups.groups
+    assert set(node.groups.coordinator.groups["grp"].members) == {c1}
+    offsets.error = ErrorCode.none
+    assert (await join(node, "m1")).error_code == ErrorCode.none
+    assert set(node.groups.consumer_groups.groups["grp"].members) == {c1, "m1"}

@@ -8,7 +8,11 @@ its part of that target (``CurrentAssignmentBuilder``). ``tick(now_ms)`` fences 
 expired and members that did not revoke partitions within their rebalance timeout.
 
 Committed offsets stay with the classic coordinator (one group id namespace, one offsets store); this
-module only says whether a commit or fetch by a member is valid. The edge writes each change of a group
+module only says whether a commit or fetch by a member is valid. With ``group.consumer.migration.policy``
+allowing it, a consumer member joining a classic group of the consumer protocol type converts the group
+(convertToConsumerGroup), and the last consumer protocol member leaving converts it back
+(convertToClassicGroup); classic members inside a consumer group are served by
+``consumer_group_classic``. The edge writes each change of a group
 to ``__consumer_offsets`` (``consumer_group_records``) before answering, and a new coordinator rebuilds
 the groups from those records (``replay``, then ``on_loaded``).
 """
@@ -25,11 +29,19 @@ from typing import Protocol
 import re2
 
 from epochkraft.broker.assignors import ASSIGNORS, Assignment, MemberSubscription
+from epochkraft.broker.consumer_protocol import PROTOCOL_TYPE, MalformedConsumerProtocol
 from epochkraft.broker.current_assignment import (
     ConsumerGroupMember,
     CurrentAssignmentBuilder,
     MemberState,
     is_subset,
+)
+from epochkraft.broker.group_coordinator import Completion, GroupCoordinator
+from epochkraft.broker.group_migration import (
+    MigrationPolicy,
+    assignment_bytes,
+    classic_members_from_consumer,
+    consumer_members_from_classic,
 )
 from epochkraft.protocol.errors import ErrorCode
 
@@ -54,6 +66,7 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     max_size: int = 2**31 - 1
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
     def __post_init__(self) -> None:
         parse_assignors(",".join(self.assignors))
@@ -123,6 +136,8 @@ class HeartbeatResult:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None
+    # answers for the classic group's waiting joins and syncs when the heartbeat converted it
+    classic_completions: tuple[Completion, ...] = field(default=(), compare=False)
 
 
 class GroupError(Exception):
@@ -143,6 +158,9 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     revocation_deadlines: dict[str, int] = field(default_factory=dict)
+    # classic protocol members: told to rejoin, or joined and yet to sync, by then (rebalance timeout)
+    join_deadlines: dict[str, int] = field(default_factory=dict)
+    sync_deadlines: dict[str, int] = field(default_factory=dict)
     # the topics' version subscription_metadata was computed at; None once a member went
     subscription_metadata_version: int | None = None
 
@@ -169,6 +187,8 @@ class ConsumerGroup:
             partition_epochs=dict(self.partition_epochs),
             session_deadlines=dict(self.session_deadlines),
             revocation_deadlines=dict(self.revocation_deadlines),
+            join_deadlines=dict(self.join_deadlines),
+            sync_deadlines=dict(self.sync_deadlines),
         )
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
@@ -193,8 +213,23 @@ class ConsumerGroup:
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self.target_assignment.pop(member_id, None)
-        self.session_deadlines.pop(member_id, None)
-        self.revocation_deadlines.pop(member_id, None)
+        for deadlines in (
+            self.session_deadlines,
+            self.revocation_deadlines,
+            self.join_deadlines,
+            self.sync_deadlines,
+        ):
+            deadlines.pop(member_id, None)
+
+    def uses_classic_protocol_only_without(self, member_id: str) -> bool:
+        """ConsumerGroup.allMembersUseClassicProtocolExcept: ``member_id`` is the one consumer protocol
+        member left."""
+        leaving = self.members.get(member_id)
+        return (
+            leaving is not None
+            and not leaving.uses_classic_protocol
+            and all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)
+        )
 
     def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
         """Sets the member's partitions to ``epoch``; None removes them, but only those still at the
@@ -271,17 +306,14 @@ class RegexResolver:
 class ConsumerGroupCoordinator:
     """The consumer groups whose coordinator partition this broker leads.
 
-    ``classic_group_has_members`` tells whether a classic group of that id has members: the two kinds share
-    one namespace, and without an online migration (Kafka's group.consumer.migration.policy=disabled) a
-    consumer member cannot join a live classic group."""
+    ``classic`` is the classic coordinator of the same partitions: the two kinds share one group id
+    namespace, and a group moves between them as the migration policy allows."""
 
     def __init__(
-        self,
-        settings: ConsumerGroupSettings | None = None,
-        classic_group_has_members: Callable[[str], bool] = lambda _group_id: False,
+        self, settings: ConsumerGroupSettings | None = None, classic: GroupCoordinator | None = None
     ) -> None:
         self.settings = settings or ConsumerGroupSettings()
-        self.classic_group_has_members = classic_group_has_members
+        self.classic = classic if classic is not None else GroupCoordinator()
         self.groups: dict[str, ConsumerGroup] = {}
         self.regexes = RegexResolver()
 
@@ -290,8 +322,10 @@ class ConsumerGroupCoordinator:
         try:
             self.validate(request)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(request)
-            return self._heartbeat(now_ms, request, topics)
+                return self._leave(now_ms, request)
+            completions: list[Completion] = []
+            result = self._heartbeat(now_ms, request, topics, completions)
+            return dataclasses.replace(result, classic_completions=tuple(completions))
         except GroupError as exc:
             return HeartbeatResult(exc.error, exc.message)
 
@@ -356,20 +390,66 @@ class ConsumerGroupCoordinator:
                 ) from None
 
     def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
-        """GroupMetadataManager.getOrMaybeCreateConsumerGroup, without online upgrade."""
+        """GroupMetadataManager.getOrMaybeCreateConsumerGroup (the conversion of a live classic group is
+        ``_convert_to_consumer_group``)."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if self.classic_group_has_members(group_id):
+        if self.classic.classic_group_of(group_id) is not None:
             raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
 
-    def _heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
+    def _convert_to_consumer_group(
+        self, now_ms: int, group_id: str, topics: TopicsImage, completions: list[Completion]
+    ) -> ConsumerGroup:
+        """validateOnlineUpgrade, then convertToConsumerGroup: the classic members join at their
+        generation with their last assignments; those waiting in a join or sync are told to rejoin."""
+        classic = self.classic.classic_group_of(group_id)
+        assert classic is not None
+
+        def refuse(why: str) -> GroupError:
+            return GroupError(
+                ErrorCode.group_id_not_found,
+                f"Cannot upgrade classic group {group_id} to consumer group {why}.",
+            )
+
+        if not self.settings.migration_policy.upgrade_enabled:
+            raise refuse("because online upgrade is disabled")
+        if classic.protocol_type != PROTOCOL_TYPE:
+            raise refuse("because the group does not use the consumer embedded protocol")
+        if len(classic.members) > self.settings.max_size:
+            raise refuse("because the group size exceeds the consumer group maximum size")
+
+        def topic_id_of(name: str) -> uuid.UUID | None:
+            topic = topics.by_name(name)
+            return None if topic is None else topic.topic_id
+
+        try:
+            members = consumer_members_from_classic(classic, topic_id_of)
+        except MalformedConsumerProtocol:
+            raise refuse("because the embedded consumer protocol is malformed") from None
+        group = self.groups[group_id] = ConsumerGroup(
+            group_id, group_epoch=classic.generation_id, assignment_epoch=classic.generation_id
+        )
+        for member in members:
+            group.update_member(member)
+            group.target_assignment[member.member_id] = member.assigned
+            assert member.classic is not None
+            group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
+        completions.extend(self.classic.release_members(group_id))
+        return group
+
+    def _heartbeat(
+        self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage, completions: list[Completion]
+    ) -> HeartbeatResult:
         joining = request.member_epoch == 0
-        group = self._group_for(request.group_id, create=joining)
+        if joining and self.classic.classic_group_of(request.group_id) is not None:
+            group = self._convert_to_consumer_group(now_ms, request.group_id, topics, completions)
+        else:
+            group = self._group_for(request.group_id, create=joining)
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the coordinator choose it
         if (
             len(group.members) >= self.settings.max_size
@@ -568,7 +648,7 @@ class ConsumerGroupCoordinator:
             group.revocation_deadlines[after.member_id] = now_ms + after.rebalance_timeout_ms
 
     # ---- leaving -------------------------------------------------------------------------------------------
-    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+    def _leave(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResult:
         """GroupMetadataManager.consumerGroupLeave: -1 removes the member; -2 (a static member) keeps its
         assignment for a successor with the same instance id until its session expires."""
         group = self._group_for(request.group_id, create=False)
@@ -595,24 +675,75 @@ class ConsumerGroupCoordinator:
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             group.update_member(member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH))
         else:
-            self.fence_member(group, member.member_id)
+            self.fence_member(now_ms, group, member.member_id)
         return HeartbeatResult(ErrorCode.none, member_id=member.member_id, member_epoch=request.member_epoch)
 
-    @staticmethod
-    def fence_member(group: ConsumerGroup, member_id: str) -> None:
+    def fence_member(self, now_ms: int, group: ConsumerGroup, member_id: str) -> None:
         """consumerGroupFenceMember: the member goes with its assignment; the group epoch is bumped so the
-        next heartbeat computes a target without it."""
+        next heartbeat computes a target without it. If it was the last consumer protocol member and the
+        policy allows a downgrade, the group becomes a classic group instead."""
+        if self._downgrade_allowed(group, member_id):
+            self._convert_to_classic_group(now_ms, group, member_id)
+            return
         group.remove_member(member_id)
         group.group_epoch += 1
 
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """validateOnlineDowngradeWithFencedMember (no classic group size limit here)."""
+        return (
+            group.uses_classic_protocol_only_without(leaving_member_id)
+            and len(group.members) > 1
+            and self.settings.migration_policy.downgrade_enabled
+        )
+
+    def downgrade_on_replacement(self, now_ms: int, group: ConsumerGroup, rebalance: bool) -> bool:
+        """validateOnlineDowngradeWithReplacedMember, after a classic static member replaced the last
+        consumer protocol member: the group becomes a classic group without anyone leaving, rebalancing
+        only if the join changed the group epoch (a new subscription). False if it stays."""
+        if not self.settings.migration_policy.downgrade_enabled or not all(
+            m.uses_classic_protocol for m in group.members.values()
+        ):
+            return False
+        self._convert_to_classic_group(now_ms, group, "", rebalance)
+        return True
+
+    def _convert_to_classic_group(
+        self, now_ms: int, group: ConsumerGroup, leaving_member_id: str, rebalance: bool = True
+    ) -> None:
+        """convertToClassicGroup: the consumer group goes (its records are tombstoned), the classic members
+        left form a classic group at the group epoch holding their target assignments, which then
+        rebalances (unless a static member's replacement converted it)."""
+        names = {topic.topic_id: name for name, topic in group.subscription_metadata.items()}
+        members = classic_members_from_consumer(group.members.values(), leaving_member_id, now_ms)
+        del self.groups[group.group_id]
+        self.classic.adopt_members(
+            now_ms,
+            group.group_id,
+            group.group_epoch,
+            members,
+            lambda member_id, subscription: assignment_bytes(
+                group.target_assignment.get(member_id, {}), subscription, names.get
+            ),
+            rebalance,
+        )
+
     def tick(self, now_ms: int) -> list[tuple[str, str]]:
-        """Fences members whose session or revocation deadline passed; returns (group, member) fenced."""
+        """Fences members whose session, revocation, join or sync deadline passed; returns (group, member)
+        fenced."""
         fenced = []
-        for group in self.groups.values():
-            expired = {m for m, deadline in group.session_deadlines.items() if now_ms >= deadline}
-            expired |= {m for m, deadline in group.revocation_deadlines.items() if now_ms >= deadline}
+        for group in list(self.groups.values()):
+            expired: set[str] = set()
+            for deadlines in (
+                group.session_deadlines,
+                group.revocation_deadlines,
+                group.join_deadlines,
+                group.sync_deadlines,
+            ):
+                expired |= {m for m, deadline in deadlines.items() if now_ms >= deadline}
             for member_id in sorted(expired):
-                self.fence_member(group, member_id)
+                if self.groups.get(group.group_id) is not group:
+                    break  # converted to a classic group by the previous fencing
+                self.fence_member(now_ms, group, member_id)
                 fenced.append((group.group_id, member_id))
         return fenced
 
@@ -636,9 +767,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if not transactional and api_version < 9:
+        if not transactional and not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.unsupported_version
-        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _member_epoch_error(member, member_epoch)
 
     def validate_offset_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int
@@ -652,7 +783,7 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _member_epoch_error(member, member_epoch)
 
     def is_live(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -682,13 +813,24 @@ class ConsumerGroupCoordinator:
             if group is None:
                 continue
             for member in group.members.values():
-                group.session_deadlines[member.member_id] = now_ms + self.settings.session_timeout_ms
+                session_ms = self.settings.session_timeout_ms
+                if member.classic is not None:  # classic members have no revocation deadline
+                    group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
+                    continue
+                group.session_deadlines[member.member_id] = now_ms + session_ms
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
 
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if predicate(g)]:
             del self.groups[group_id]
+
+
+def _member_epoch_error(member: ConsumerGroupMember, member_epoch: int) -> ErrorCode:
+    """ConsumerGroup.validateMemberEpoch: a classic protocol member's generation is its member epoch."""
+    if member_epoch == member.member_epoch:
+        return ErrorCode.none
+    return ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:

@@ -15,13 +15,14 @@ keys; ``replay`` rebuilds groups from the stored records, in order, when a broke
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from typing import Any
 
 from epochkraft.broker.assignors import Assignment
 from epochkraft.broker.consumer_group import ConsumerGroup, ConsumerGroupCoordinator, TopicMetadata
-from epochkraft.broker.current_assignment import ConsumerGroupMember, MemberState
+from epochkraft.broker.current_assignment import ClassicMemberMetadata, ConsumerGroupMember, MemberState
 
 GROUP, MEMBER = "consumer-group", "consumer-group-member"
 Record = tuple[bytes, bytes | None]
@@ -70,9 +71,27 @@ def _member_value(member: ConsumerGroupMember, target: Assignment) -> bytes:
             "assigned": _assignment(member.assigned),
             "pending_revocation": _assignment(member.pending_revocation),
             "target": _assignment(target),
+            "classic": _classic_value(member.classic),
         },
         separators=(",", ":"),
     ).encode()
+
+
+def _classic_value(classic: ClassicMemberMetadata | None) -> dict[str, Any] | None:
+    """A classic protocol member's session timeout and JoinGroup protocols (Kafka's ClassicMemberMetadata)."""
+    if classic is None:
+        return None
+    return {
+        "session_timeout_ms": classic.session_timeout_ms,
+        "protocols": [[name, base64.b64encode(metadata).decode()] for name, metadata in classic.protocols],
+    }
+
+
+def _parse_classic(data: dict[str, Any] | None) -> ClassicMemberMetadata | None:
+    if data is None:
+        return None
+    protocols = tuple((name, base64.b64decode(metadata)) for name, metadata in data["protocols"])
+    return ClassicMemberMetadata(data["session_timeout_ms"], protocols)
 
 
 def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
@@ -146,6 +165,7 @@ def _replay_member(
         previous_member_epoch=data["previous_member_epoch"],
         assigned=_parse_assignment(data["assigned"]),
         pending_revocation=_parse_assignment(data["pending_revocation"]),
+        classic=_parse_classic(data.get("classic")),  # absent from records written before migration
     )
     group.update_member(member)
     group.target_assignment[member_id] = _parse_assignment(data["target"])

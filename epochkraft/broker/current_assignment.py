@@ -29,6 +29,15 @@ class MemberState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup) joined
+    with: Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, consumer protocol Subscription), preferred first
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     """Kafka's ConsumerGroupMember: immutable, replaced whole on every change."""
 
@@ -46,6 +55,11 @@ class ConsumerGroupMember:
     previous_member_epoch: int = -1
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a member that uses the classic protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
         """Kafka's Builder.updateMemberEpoch: the old epoch becomes the previous one."""

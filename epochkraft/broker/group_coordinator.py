@@ -13,10 +13,11 @@ by applying the stored records in order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import uuid
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -324,6 +325,81 @@ class GroupCoordinator:
             elif expired:
                 done += self._prepare_rebalance(now_ms, group)
         return done
+
+    # ---- online migration (KIP-848's group.consumer.migration.policy) ----------------------------------
+    def release_members(self, group_id: str) -> list[Completion]:
+        """The group's members move to a consumer group (GroupMetadataManager.convertToConsumerGroup): the
+        joins and syncs waiting are answered REBALANCE_IN_PROGRESS so those members rejoin, now into the
+        consumer group; the group keeps its committed offsets and is left empty."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        done: list[Completion] = []
+        for m in group.members.values():
+            if m.join_token is not None:
+                done.append(
+                    Completion(
+                        m.join_token, JoinResult(ErrorCode.rebalance_in_progress, member_id=m.member_id)
+                    )
+                )
+            if m.sync_token is not None:
+                done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
+        group.members.clear()
+        group.pending_members.clear()
+        group.state, group.leader_id, group.protocol_name = GroupState.EMPTY, None, None
+        return done
+
+    def adopt_members(
+        self,
+        now_ms: int,
+        group_id: str,
+        generation_id: int,
+        members: list[Member],
+        assignment_for: Callable[[str, bytes], bytes],
+        rebalance: bool = True,
+    ) -> None:
+        """A consumer group whose last consumer protocol member left becomes this classic group
+        (ClassicGroup.fromConsumerGroup, then prepareRebalance): Stable at the consumer group's epoch, each
+        member given ``assignment_for(member id, its subscription in the protocol chosen)``, then a
+        rebalance so every member rejoins (none when a static member's replacement converted it)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        group.generation_id, group.protocol_type = generation_id, "consumer"
+        group.members = {m.member_id: m for m in members}
+        group.pending_members.clear()
+        group.leader_id = members[0].member_id
+        protocol = group.protocol_name = self._select_protocol(group)
+        for member in members:
+            member.assignment = assignment_for(member.member_id, member.metadata_for(protocol))
+            member.last_heartbeat_ms = now_ms
+        group.state = GroupState.STABLE
+        if not rebalance:
+            return
+        done = self._prepare_rebalance(now_ms, group)
+        assert not done, "no member of an adopted group waits for an answer"
+
+    def membership_snapshot(self, group_id: str) -> Group | None:
+        """The group's members and rebalance state, to restore if a conversion cannot be written; None
+        without members. Waiting joins and syncs are not kept: a conversion answers them."""
+        group = self.classic_group_of(group_id)
+        if group is None:
+            return None
+        members = {
+            member_id: dataclasses.replace(m, join_token=None, sync_token=None)
+            for member_id, m in group.members.items()
+        }
+        return dataclasses.replace(group, members=members, pending_members=dict(group.pending_members))
+
+    def restore_membership(self, snapshot: Group) -> None:
+        """Puts back what ``membership_snapshot`` took, keeping the offsets committed since."""
+        group = self.groups.get(snapshot.group_id)
+        offsets = group.offsets if group is not None else snapshot.offsets
+        self.groups[snapshot.group_id] = dataclasses.replace(snapshot, offsets=offsets)
+
+    def classic_group_of(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return group if group is not None and group.members else None
 
     # ---- offsets ------------------------------------------------------------------------------------
     def validate_offset_commit(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:

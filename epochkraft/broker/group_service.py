@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import structlog
 
-from epochkraft.broker import consumer_group_records
+from epochkraft.broker import consumer_group_classic, consumer_group_records
 from epochkraft.broker.consumer_group import (
     ConsumerGroupCoordinator,
     ConsumerGroupSettings,
@@ -26,6 +26,7 @@ from epochkraft.broker.consumer_group import (
     HeartbeatResult,
     TopicsImage,
 )
+from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
@@ -40,6 +41,7 @@ from epochkraft.broker.group_coordinator import (
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
+T = TypeVar("T")
 TICK_INTERVAL_S = 0.1
 
 # Append errors after which the records may still be in the log (appended, not yet replicated): the
@@ -124,9 +126,7 @@ class GroupService:
         self.offsets_topic = offsets_topic
         self.coordinator = coordinator or GroupCoordinator()
         # KIP-848 consumer groups share the group id namespace and the committed offsets with classic ones
-        self.consumer_groups = ConsumerGroupCoordinator(
-            consumer_group_settings, lambda group_id: self.coordinator.has_members(group_id)
-        )
+        self.consumer_groups = ConsumerGroupCoordinator(consumer_group_settings, self.coordinator)
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
@@ -259,43 +259,116 @@ class GroupService:
         finally:
             self._waiters.pop(token, None)
 
-    async def join(self, **kwargs) -> JoinResult:  # type: ignore[no-untyped-def]
-        if not self.consumer_groups.remove_empty_group(kwargs["group_id"]):
-            # No classic members in a consumer group here (Kafka admits them; see docs)
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=kwargs["member_id"])
-        await self.persist_consumer_group(kwargs["group_id"])
-        result = await self._wait(lambda token: self.coordinator.join_group(self.now_ms(), token, **kwargs))
+    async def join(self, request: ClassicJoin, topics: TopicsImage) -> JoinResult:
+        """A classic JoinGroup: into the consumer group of that id if it has members (Kafka's
+        classicGroupJoinToConsumerGroup, answered once its changes are written), else into the classic
+        group (an empty consumer group of that id goes first)."""
+        group_id = request.group_id
+        if self.consumer_groups.is_live(group_id):
+            joined, error = await self._change_consumer_group(
+                group_id,
+                lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), request, topics),
+            )
+            return joined if joined is not None else JoinResult(error, member_id=request.member_id)
+        self.consumer_groups.remove_empty_group(group_id)
+        await self.persist_consumer_group(group_id)
+        result = await self._wait(
+            lambda token: self.coordinator.join_group(
+                self.now_ms(),
+                token,
+                group_id=group_id,
+                member_id=request.member_id,
+                group_instance_id=request.instance_id,
+                protocol_type=request.protocol_type,
+                protocols=request.protocols,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                client_id=request.client_id,
+                client_host=request.client_host,
+                require_known_member_id=request.require_known_member_id,
+            )
+        )
         assert isinstance(result, JoinResult)
         return result
 
-    async def sync(self, **kwargs) -> SyncResult:  # type: ignore[no-untyped-def]
-        result = await self._wait(lambda token: self.coordinator.sync_group(self.now_ms(), token, **kwargs))
+    async def sync(
+        self,
+        topics: TopicsImage,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        assignments: dict[str, bytes],
+        instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> SyncResult:
+        if self.consumer_groups.is_live(group_id):
+            return consumer_group_classic.sync(
+                self.consumer_groups,
+                self.now_ms(),
+                group_id=group_id,
+                member_id=member_id,
+                instance_id=instance_id,
+                generation_id=generation_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                topics=topics,
+            )
+        result = await self._wait(
+            lambda token: self.coordinator.sync_group(
+                self.now_ms(),
+                token,
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                assignments=assignments,
+            )
+        )
         assert isinstance(result, SyncResult)
         return result
 
     async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
-        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all). If they
-        could not be, the group is as before the heartbeat (Kafka reverts to its snapshot), unless another
-        change came meanwhile or the records may be in the log."""
-        group_id = request.group_id
+        """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
+
+        def heartbeat() -> HeartbeatResult:
+            result = self.consumer_groups.heartbeat(self.now_ms(), request, topics)
+            self._complete(result.classic_completions)  # a converted classic group's waiters rejoin
+            return result
+
+        result, error = await self._change_consumer_group(request.group_id, heartbeat)
+        return result if result is not None else HeartbeatResult(error)
+
+    async def _change_consumer_group(
+        self, group_id: str, change: Callable[[], T]
+    ) -> tuple[T, ErrorCode] | tuple[None, ErrorCode]:
+        """Runs ``change`` on the consumer groups and writes what it changed: (its result, NONE), or (None,
+        the write's error as clients know it) if the write failed. The group is then as before (Kafka
+        reverts to its snapshot), a conversion either way undone with it, unless another change came
+        meanwhile or the records may be in the log."""
         before = self.consumer_groups.groups.get(group_id)
         snapshot = before.copy() if before is not None else None
-        change = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
-        result = self.consumer_groups.heartbeat(self.now_ms(), request, topics)
+        classic_snapshot = self.coordinator.membership_snapshot(group_id)
+        count = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
+        result = change()
         after = self.consumer_groups.groups.get(group_id)
         error = await self.persist_consumer_group(group_id)
         if error == ErrorCode.none:
-            return result
+            return result, error
         untouched = (
-            self._consumer_group_changes.get(group_id) == change
+            self._consumer_group_changes.get(group_id) == count
             and self.consumer_groups.groups.get(group_id) is after
         )
         if untouched and error not in MAYBE_APPENDED:
             if snapshot is None:
                 self.consumer_groups.groups.pop(group_id, None)
+                if classic_snapshot is not None:  # an upgrade undone: the classic group as it was
+                    self.coordinator.restore_membership(classic_snapshot)
             else:
                 self.consumer_groups.groups[group_id] = snapshot
-        return HeartbeatResult(normalize_append_error(error))
+                if self.coordinator.classic_group_of(group_id) is not None:  # a downgrade undone
+                    self._complete(self.coordinator.release_members(group_id))
+        return None, normalize_append_error(error)
 
     async def persist_consumer_group(self, group_id: str) -> ErrorCode:
         """Writes what changed in a consumer group since its last write (tombstones for what is gone);
@@ -318,14 +391,34 @@ class GroupService:
                 del self._consumer_groups_written[group_id]
         return error
 
-    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def heartbeat(
+        self, *, group_id: str, generation_id: int, member_id: str, instance_id: str | None = None
+    ) -> ErrorCode:
+        if self.consumer_groups.is_live(group_id):
+            return consumer_group_classic.heartbeat(
+                self.consumer_groups,
+                self.now_ms(),
+                group_id=group_id,
+                member_id=member_id,
+                instance_id=instance_id,
+                generation_id=generation_id,
+            )
         return self.coordinator.heartbeat(
             self.now_ms(), group_id=group_id, generation_id=generation_id, member_id=member_id
         )
 
-    def leave(self, *, group_id: str, member_ids: list[str]) -> tuple[ErrorCode, list[ErrorCode]]:
+    async def leave(
+        self, *, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup of (member id, instance id) pairs: classic members of a consumer group leave it (its
+        changes written first); else the classic group's members (by member id)."""
+        if self.consumer_groups.is_live(group_id):
+            left, error = await self._change_consumer_group(
+                group_id, lambda: consumer_group_classic.leave(self.consumer_groups, group_id, members)
+            )
+            return left if left is not None else (error, [error] * len(members))
         top, errors, done = self.coordinator.leave_group(
-            self.now_ms(), group_id=group_id, member_ids=member_ids
+            self.now_ms(), group_id=group_id, member_ids=[m for m, _ in members]
         )
         self._complete(done)
         return top, errors

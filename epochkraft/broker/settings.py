@@ -297,6 +297,13 @@ class BrokerSettings(SecuritySettings):
         "Most members a consumer group (KIP-848) admits (GROUP_MAX_SIZE_REACHED beyond).",
         minimum=1,
     )
+    group_consumer_migration_policy: str = prop(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        "Online conversion between classic and consumer (KIP-848) groups: bidirectional, upgrade (a "
+        "consumer protocol member joining converts a classic group), downgrade (the last consumer protocol "
+        "member leaving converts it back) or disabled.",
+    )
     message_max_bytes: int = prop(
         "message.max.bytes",
         1048588,

@@ -40,6 +40,7 @@ from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.consumer_group import ConsumerGroupSettings, parse_assignors
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
+from epochkraft.broker.group_migration import MigrationPolicy
 from epochkraft.broker.group_service import GroupService
 from epochkraft.broker.log import LogManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
@@ -181,6 +182,7 @@ class BrokerNode:
                 heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
                 assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
+                migration_policy=MigrationPolicy.parse(settings.group_consumer_migration_policy),
             ),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
@@ -654,6 +656,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     try:
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
         parse_assignors(settings.group_consumer_assignors)
+        MigrationPolicy.parse(settings.group_consumer_migration_policy)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(

@@ -1,6 +1,9 @@
 """JoinGroup (key 11), versions 0-9, broker listener.
 
 - The first join of a new member (v4+) gets MEMBER_ID_REQUIRED with its member id (KIP-394).
+- A join to a KIP-848 consumer group with members makes the member a classic member of it (Kafka's
+  classicGroupJoinToConsumerGroup): answered at once with its member epoch as the generation and no
+  leader; its assignment comes from the coordinator's assignor in SyncGroup.
 - Waits until every member has rejoined (or the rebalance timeout), then answers with the generation;
   the leader also gets every member's protocol metadata.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate the group.
@@ -13,6 +16,8 @@ from __future__ import annotations
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
+from epochkraft.broker.consumer_group_classic import ClassicJoin
+from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -40,10 +45,10 @@ async def handle(request, ctx: RequestContext):
             (),
         )
     else:
-        result = await groups.join(
+        join = ClassicJoin(
             group_id=request.group_id,
             member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
+            instance_id=getattr(request, "group_instance_id", None),
             protocol_type=request.protocol_type,
             protocols=tuple((p.name, p.metadata) for p in request.protocols),
             session_timeout_ms=ms(request.session_timeout),
@@ -52,6 +57,7 @@ async def handle(request, ctx: RequestContext):
             client_host=str(ctx.peer[0]) if ctx.peer else "",
             require_known_member_id=ctx.api_version >= 4,
         )
+        result = await groups.join(join, CacheTopics(ctx.broker.cache))
         result_error, member_id, generation = result.error, result.member_id, result.generation_id
         protocol_type, protocol_name, leader, members = (
             result.protocol_type,

@@ -2,6 +2,8 @@
 
 - Keeps a member's session alive. REBALANCE_IN_PROGRESS tells it to rejoin; ILLEGAL_GENERATION and
   UNKNOWN_MEMBER_ID as Kafka; NOT_COORDINATOR when the group moved.
+- A classic member of a KIP-848 consumer group is told to rejoin when the group epoch moved past its own,
+  it has partitions to revoke, or partitions it waited for were released (v3+ name its instance id).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ async def handle(request, ctx: RequestContext):
     error = groups.coordinator_error(request.group_id)
     if error == ErrorCode.none:
         error = groups.heartbeat(
-            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            instance_id=getattr(request, "group_instance_id", None),
         )
     return downgrade_response(HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error), ctx.api_version)

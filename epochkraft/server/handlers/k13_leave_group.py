@@ -2,7 +2,8 @@
 
 - v0-2 name one ``member_id``; v3+ a batch of members with per-member errors (KIP-345); v5 adds a
   reason per member (KIP-800, not kept).
-- Leaving members trigger a rebalance of the rest.
+- Leaving members trigger a rebalance of the rest; classic members of a KIP-848 consumer group leave it
+  (by member id, or by instance id), and the group epoch is bumped.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def handle(request, ctx: RequestContext):
     if error != ErrorCode.none:
         top, errors = error, [error] * len(members)
     else:
-        top, errors = groups.leave(group_id=request.group_id, member_ids=[m for m, _ in members])
+        top, errors = await groups.leave(group_id=request.group_id, members=members)
     if version < 3:
         return build(response_class(13, version), throttle_time=NO_THROTTLE, error_code=top)
     response = LeaveGroupResponse(

@@ -2,7 +2,8 @@
 
 - Per group: state (Empty, Assigning, Reconciling, Stable), group epoch, target assignment epoch, the
   assignor in use, and each member's epoch, subscription, current and target assignment (topic ids and
-  names), as Kafka's ConsumerGroup.asDescribedGroup; v1 adds the member type (1: consumer protocol).
+  names), as Kafka's ConsumerGroup.asDescribedGroup; v1 adds the member type (1: consumer protocol, 0: a
+  classic member of the group).
 - GROUP_ID_NOT_FOUND for an unknown group or a classic one; NOT_COORDINATOR as the other group APIs.
 - DESCRIBE on each group (checked before the handler); with include_authorized_operations, the group
   operations the principal may perform.
@@ -27,7 +28,7 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, ResourceTyp
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
-CONSUMER_MEMBER_TYPE = i8(1)
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = i8(0), i8(1)  # v1's MemberType
 
 
 def _assignment(assignment: Assignment, topics: CacheTopics) -> r1.Assignment:
@@ -57,7 +58,7 @@ def _member(member: ConsumerGroupMember, target: Assignment, topics: CacheTopics
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_assignment(member.assigned, topics),
         target_assignment=_assignment(target, topics),
-        member_type=CONSUMER_MEMBER_TYPE,
+        member_type=CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
     )
 
 
