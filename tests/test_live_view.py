@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -182,6 +183,63 @@ async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not
             reading.get_nowait()
     assert stuck not in view.browsers and reading in view.browsers and view.dropped == 1
     assert stuck.get_nowait() is None  # the end of its stream: the browser reconnects to a fresh snapshot
+    await view.stop()
+
+
+def _broker_state(log_end: int, partitions: int = 10_000) -> dict[str, Any]:
+    """A broker's /v1/state holding a replica of every partition of Rows."""
+    return {"partitions": [{"topic": "t", "partition": i, "log_end_offset": log_end, "high_watermark": log_end}
+                           for i in range(partitions)]}  # fmt: skip
+
+
+def test_a_broker_missing_a_read_keeps_its_positions_marked_stale_until_it_misses_stale_reads():
+    """One failed or timed-out read of a broker's /v1/state changes its broker row only (marked stale), not
+    the 10,000 partitions it hosts; after STALE_READS failed reads in a row its positions are dropped, and
+    they come back when it answers again."""
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    reads = live_view.BrokerReads()
+
+    def read(answers: dict[int, Any]) -> dict[str, Any] | None:
+        reads.read(answers)
+        return differ.update(_state(), 10_000, rows.partitions, reads.positions, reads.stale())
+
+    read({1: _broker_state(5), 2: _broker_state(5)})
+    rows.made = 0
+    delta = read({1: _broker_state(5), 2: None})
+    assert delta is not None and set(delta) == {"brokers"} and rows.made == 0
+    assert [(b["id"], b.get("positions_stale")) for b in delta["brokers"]] == [(2, True)]
+    for _ in range(live_view.STALE_READS - 2):
+        assert read({1: _broker_state(5), 2: None}) is None
+    dropped = read({1: _broker_state(5), 2: None})
+    assert dropped is not None and len(dropped["partitions"]) == 10_000
+    assert dropped["partitions"][0]["log_end"] == {"1": 5}
+    assert [b.get("positions_stale") for b in dropped["brokers"]] == [None]
+    back = read({1: _broker_state(5), 2: _broker_state(5)})
+    assert back is not None and back["partitions"][0]["log_end"] == {"1": 5, "2": 5}
+
+
+async def test_a_stream_opened_with_a_password_ends_when_the_password_no_longer_verifies():
+    """The re-check a secured admin port attaches to a Basic-auth stream (AdminAuth.still_allowed): the
+    stream goes on while the user's SCRAM credential is unchanged and ends once it is changed; a stream
+    opened with a certificate is not re-checked."""
+    from epochkraft.metrics.admin_auth import AdminAuth
+    from epochkraft.security.scram import MECHANISMS, credential
+
+    key = ("admin", MECHANISMS["SCRAM-SHA-512"][0])
+    held = {key: credential("SCRAM-SHA-512", "s3cret")}
+    auth = AdminAuth(lambda: held, None)
+    authorization = _basic("admin", "s3cret")["Authorization"]
+    assert auth.status("/view/events", authorization, None, now_ms=0) == 200
+    view = LiveView(_state, lambda: 0)
+    by_password = view.attach(functools.partial(auth.still_allowed, authorization))
+    by_certificate = view.attach()
+    view.recheck(2_000)
+    assert by_password in view.browsers
+    held[key] = credential("SCRAM-SHA-512", "changed")
+    view.recheck(4_000)
+    assert by_password not in view.browsers and by_certificate in view.browsers and view.refused == 1
+    assert by_password.get_nowait() is None  # the end of its stream
     await view.stop()
 
 

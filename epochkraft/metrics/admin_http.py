@@ -7,6 +7,7 @@ Secured (``--admin-secure``), it serves HTTPS and answers only the principals me
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -95,6 +96,11 @@ class AdminServer:
             )
         if status != admin_auth.OK:
             return web.Response(status=status, text=f"{status}: not a super user\n")
+        authorization = request.headers.get("Authorization")
+        if not peercert and authorization is not None:  # a password: a stream it opens is checked again
+            request[admin_auth.STILL_ALLOWED_KEY] = functools.partial(
+                self.security.auth.still_allowed, authorization
+            )
         return await handler(request)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
