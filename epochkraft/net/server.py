@@ -53,6 +53,7 @@ from epochkraft.security.request_rules import refusal as request_refusal
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 
 if TYPE_CHECKING:
+    from epochkraft.controller.group_commit import GroupCommit
     from epochkraft.controller.quorum_driver import QuorumDriver
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
@@ -553,10 +554,11 @@ class _Connection(asyncio.BufferedProtocol):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
-    def _write_gate(self, spec: ApiSpec) -> QuorumDriver | None:
+    def _write_gate(self, spec: ApiSpec) -> QuorumDriver | GroupCommit | None:
         """A controller in a Raft quorum answers requests as the active controller only, once what they
-        wrote is committed (controller/quorum_driver.py); None elsewhere and for the requests any voter
-        answers itself."""
+        wrote is committed (controller/quorum_driver.py); a single controller once what they wrote or read
+        is on disk (controller/group_commit.py); None elsewhere and for the requests any voter answers
+        itself."""
         gate = getattr(self.server.node, "write_gate", None)
         if gate is None or spec.key in ANY_VOTER_ANSWERS:
             return None

@@ -1,0 +1,62 @@
+"""A single controller's metadata log made durable in groups (controller/group_commit.py): requests answered
+only once what they wrote is on disk, one fsync for all the appends made while the previous one ran."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from epochkraft.controller.group_commit import GroupCommit
+from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ConfigRecord
+
+
+class Disk:
+    """fsyncs that finish when the test lets them, each noting how far the log had been written."""
+
+    def __init__(self, log: MetadataLog) -> None:
+        self.log = log
+        self.synced: list[int] = []
+        self.release = threading.Event()
+
+    def syncer(self):
+        written = self.log.next_offset
+
+        def sync() -> None:
+            self.release.wait(5)
+            self.synced.append(written)
+
+        return sync
+
+
+def _append(log: MetadataLog) -> int:
+    record = ConfigRecord(resource_type=2, resource_name="orders", name="retention.ms", value="1000")
+    return log.append([record], now_ms=0)
+
+
+async def test_requests_are_answered_once_what_they_wrote_is_on_disk_one_fsync_per_group():
+    log = MetadataLog()
+    disk = Disk(log)
+    commit = GroupCommit(log, disk.syncer)
+    log.listeners.append(commit.on_append)
+
+    async def write() -> str:
+        _append(log)
+        return "answer"
+
+    def refuse(code: ErrorCode) -> str:
+        return code.name
+
+    first = asyncio.create_task(commit.write(write, refuse))
+    await asyncio.sleep(0.05)
+    assert not first.done()  # written, its fsync under way
+    rest = [asyncio.create_task(commit.write(write, refuse)) for _ in range(20)]
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in rest)
+    disk.release.set()
+    assert await asyncio.gather(first, *rest) == ["answer"] * 21
+    assert disk.synced == [1, 21]  # the first append's fsync, then one for the twenty made meanwhile
+    assert commit.synced_offset == log.next_offset == 21
+    reading = asyncio.create_task(commit.write(lambda: asyncio.sleep(0, "read"), refuse))
+    assert await reading == "read" and commit.syncs == 2  # nothing new written: no fsync waited for
