@@ -175,14 +175,18 @@ def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
 
 async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not():
     view = LiveView(_state, lambda: 0)
-    stuck = view.attach()
-    reading = view.attach()
+    aborted: list[str] = []
+    stuck = view.attach(abort=lambda: aborted.append("stuck"))
+    reading = view.attach(abort=lambda: aborted.append("reading"))
     for i in range(live_view.QUEUE_MESSAGES + 1):
         view.on_event("broker_fenced", {"broker": 2, "epoch": i})
         while not reading.empty():
             reading.get_nowait()
     assert stuck not in view.browsers and reading in view.browsers and view.dropped == 1
     assert stuck.get_nowait() is None  # the end of its stream: the browser reconnects to a fresh snapshot
+    assert aborted == [
+        "stuck"
+    ]  # its connection closed: a handler stuck in a write is woken, its buffer freed
     await view.stop()
 
 

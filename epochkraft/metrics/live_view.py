@@ -252,6 +252,7 @@ class LiveView:
         self.timeline: collections.deque[Json] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.browsers: set[asyncio.Queue[str | None]] = set()
         self.checks: dict[asyncio.Queue[str | None], StillAllowed] = {}  # the password-opened streams
+        self.aborts: dict[asyncio.Queue[str | None], Callable[[], None]] = {}  # each browser's connection
         self.dropped = 0  # browsers dropped for falling behind
         self.refused = 0  # streams ended because their credential no longer verifies
         self._ticker: asyncio.Task[None] | None = None
@@ -265,9 +266,11 @@ class LiveView:
         self._publish("timeline", [event])
 
     # ---- browsers ---------------------------------------------------------------------------------------
-    def attach(self, still_allowed: StillAllowed | None = None) -> asyncio.Queue[str | None]:
+    def attach(
+        self, still_allowed: StillAllowed | None = None, abort: Callable[[], None] | None = None
+    ) -> asyncio.Queue[str | None]:
         """A new browser's queue, a snapshot first; ``still_allowed`` is asked every RECHECK_TICKS ticks
-        whether the stream may go on."""
+        whether the stream may go on, and ``abort`` closes its connection if it is dropped."""
         queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MESSAGES)
         if not self.browsers:  # the first browser: the differ has not run since the last one left
             self.differ = ViewDiffer(self.row)
@@ -279,6 +282,8 @@ class LiveView:
         self.browsers.add(queue)
         if still_allowed is not None:
             self.checks[queue] = still_allowed
+        if abort is not None:
+            self.aborts[queue] = abort
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.create_task(self._tick(), name="live-view")
         return queue
@@ -286,6 +291,7 @@ class LiveView:
     def detach(self, queue: asyncio.Queue[str | None]) -> None:
         self.browsers.discard(queue)
         self.checks.pop(queue, None)
+        self.aborts.pop(queue, None)
 
     def _publish(self, kind: str, payload: Json | list[Json]) -> None:
         self._snapshot = None
@@ -308,7 +314,10 @@ class LiveView:
 
     def _drop(self, queue: asyncio.Queue[str | None]) -> None:
         self.dropped += 1
+        abort = self.aborts.get(queue)
         self._end(queue)
+        if abort is not None:  # its handler may be stuck writing to a browser that does not read: free it
+            abort()
 
     def _end(self, queue: asyncio.Queue[str | None]) -> None:
         self.detach(queue)
@@ -375,7 +384,8 @@ class LiveView:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        queue = self.attach(request.get(STILL_ALLOWED_KEY))
+        transport = request.transport
+        queue = self.attach(request.get(STILL_ALLOWED_KEY), transport.abort if transport else None)
         try:
             while (message := await queue.get()) is not None:
                 await response.write(message.encode())
