@@ -60,3 +60,20 @@ async def test_requests_are_answered_once_what_they_wrote_is_on_disk_one_fsync_p
     assert commit.synced_offset == log.next_offset == 21
     reading = asyncio.create_task(commit.write(lambda: asyncio.sleep(0, "read"), refuse))
     assert await reading == "read" and commit.syncs == 2  # nothing new written: no fsync waited for
+
+
+def test_a_brokers_fetch_of_the_metadata_log_passes_the_single_controllers_gate():
+    """Fetch is one of the requests any voter of a quorum answers itself, outside the quorum's write gate;
+    a single controller's gate holds it too, so no broker is sent a record the controller's disk lacks."""
+    from types import SimpleNamespace
+
+    from epochkraft.net.server import _Connection
+
+    commit = GroupCommit(MetadataLog(), lambda: lambda: None)
+    connection = SimpleNamespace(server=SimpleNamespace(node=SimpleNamespace(write_gate=lambda: commit)))
+    for key in (1, 18, 44):  # Fetch, ApiVersions, IncrementalAlterConfigs
+        assert _Connection._write_gate(connection, SimpleNamespace(key=key)) is commit
+    quorum = SimpleNamespace(gates_reads=False)
+    connection.server.node.write_gate = lambda: quorum
+    assert _Connection._write_gate(connection, SimpleNamespace(key=1)) is None
+    assert _Connection._write_gate(connection, SimpleNamespace(key=44)) is quorum

@@ -27,6 +27,8 @@ Syncer = Callable[[], Callable[[], None]]
 class GroupCommit:
     """The write gate of a single controller with a data directory (a quorum's is its QuorumDriver)."""
 
+    gates_reads = True  # Fetch and the other requests any voter of a quorum answers wait too
+
     def __init__(self, log: MetadataLog, syncer: Syncer) -> None:
         self.log = log
         self.syncer = syncer

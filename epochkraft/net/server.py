@@ -556,13 +556,14 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _write_gate(self, spec: ApiSpec) -> QuorumDriver | GroupCommit | None:
         """A controller in a Raft quorum answers requests as the active controller only, once what they
-        wrote is committed (controller/quorum_driver.py); a single controller once what they wrote or read
-        is on disk (controller/group_commit.py); None elsewhere and for the requests any voter answers
-        itself."""
-        gate = getattr(self.server.node, "write_gate", None)
-        if gate is None or spec.key in ANY_VOTER_ANSWERS:
+        wrote is committed (controller/quorum_driver.py), except those any voter answers itself; a single
+        controller every request once what it wrote or read is on disk (controller/group_commit.py, a
+        broker's Fetch of the metadata log included); None elsewhere."""
+        write_gate = getattr(self.server.node, "write_gate", None)
+        gate = write_gate() if write_gate is not None else None
+        if gate is None or (spec.key in ANY_VOTER_ANSWERS and not gate.gates_reads):
             return None
-        return gate()
+        return gate
 
     def _refusal(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,
