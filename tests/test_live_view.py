@@ -86,10 +86,7 @@ def test_removed_brokers_and_partitions_are_named():
 
 
 def test_replica_positions_from_the_brokers_give_each_partition_its_high_watermark_and_lag():
-    brokers = {
-        1: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 10, "high_watermark": 8}]},
-        2: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 8, "high_watermark": 8}]},
-    }
+    brokers = {1: {"positions": {"t": [[0, 10, 8]]}}, 2: {"positions": {"t": [[0, 8, 8]]}}}  # /v1/positions
     delta = _update(ViewDiffer(), _state(), 10_000, live_view.replica_positions(brokers))
     assert delta is not None
     (p,) = delta["partitions"]
@@ -191,13 +188,12 @@ async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not
 
 
 def _broker_state(log_end: int, partitions: int = 10_000) -> dict[str, Any]:
-    """A broker's /v1/state holding a replica of every partition of Rows."""
-    return {"partitions": [{"topic": "t", "partition": i, "log_end_offset": log_end, "high_watermark": log_end}
-                           for i in range(partitions)]}  # fmt: skip
+    """A broker's /v1/positions holding a replica of every partition of Rows."""
+    return {"positions": {"t": [[i, log_end, log_end] for i in range(partitions)]}}
 
 
 def test_a_broker_missing_a_read_keeps_its_positions_marked_stale_until_it_misses_stale_reads():
-    """One failed or timed-out read of a broker's /v1/state changes its broker row only (marked stale), not
+    """One failed or timed-out read of a broker's /v1/positions changes its broker row only (marked stale), not
     the 10,000 partitions it hosts; after STALE_READS failed reads in a row its positions are dropped, and
     they come back when it answers again."""
     rows = Rows()
@@ -358,7 +354,7 @@ async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_e
             for i in range(5):
                 error, _ = await client.produce("orders", 0, [f"value-{i}".encode()])
                 assert error == ErrorCode.none
-            # the high watermark comes from the leader's /v1/state, read while the page is open
+            # the high watermark comes from the leader's /v1/positions, read while the page is open
             hw = "document.querySelector('#partitions tr[data-partition=\"orders-0\"]')?.dataset.hw"
             await browser.wait_for(f"{hw} === '5'", timeout=10)
             epoch_before = int(await browser.evaluate(_broker(2, "epoch")))
@@ -405,7 +401,7 @@ def _basic(user: str, password: str) -> dict[str, str]:
 
 
 def _with_positions(events: list[tuple[str, Any]]) -> bool:
-    """A partition with its high watermark: the controller read a broker's secured /v1/state."""
+    """A partition with its high watermark: the controller read a broker's secured /v1/positions."""
     return any(
         "high_watermark" in p
         for _, data in events
@@ -419,7 +415,7 @@ def _with_positions(events: list[tuple[str, Any]]) -> bool:
 async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
     """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
     its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
-    and the controller reads the brokers' secured /v1/state with its own certificate."""
+    and the controller reads the brokers' secured /v1/positions with its own certificate."""
     from epochkraft.chaos import cluster_cli
     from epochkraft.chaos.cluster import LocalCluster
     from tests.conftest import write_fast_configs

@@ -9,7 +9,7 @@ each delta, and the snapshot given to browsers attaching until the next change, 
 ``LiveView`` is the asyncio edge: it ticks only while a browser is attached, and gives each browser a bounded
 queue; a browser that does not keep up is dropped (its EventSource reconnects and starts from a snapshot),
 so a slow or stuck browser never holds the controller back. While it ticks it also reads each broker's
-`/v1/state` (replicas' log end offsets and high watermarks, which only the brokers know) when it is given
+`/v1/positions` (replicas' log end offsets and high watermarks, which only the brokers know) when it is given
 their admin addresses (``BrokerReads``, sans-IO, keeps a broker's last answer through a few failed reads),
 and the chaos tool's faults from the metrics directory the controller writes to. A stream opened with a
 password (HTTP Basic on a secured admin port) is checked again every few seconds and ended once the password
@@ -37,9 +37,11 @@ from epochkraft.metrics.admin_auth import STILL_ALLOWED_KEY
 TICK_S = 0.5  # how often attached browsers get what changed
 QUEUE_MESSAGES = 64  # per browser; a browser this far behind is dropped
 TIMELINE_EVENTS = 2_000  # the newest timeline events a new browser is sent
-BROKER_POLL_TICKS = 2  # brokers' /v1/state read every second tick
+BROKER_POLL_TICKS = 2  # brokers' /v1/positions read every second tick
 BROKER_TIMEOUT_S = 1.0
-STALE_READS = 3  # failed reads in a row of a broker's /v1/state before its replicas' positions are dropped
+STALE_READS = (
+    3  # failed reads in a row of a broker's /v1/positions before its replicas' positions are dropped
+)
 RECHECK_TICKS = 4  # a password-opened stream's credential checked again every fourth tick (2 s)
 CHAOS_NODE = "chaos"  # the event log node the chaos tool writes its faults as
 
@@ -181,19 +183,20 @@ def state_partitions(state: Json) -> Partitions:
     return [(p["topic"], p["partition"], p) for p in state.get("partitions", [])]
 
 
-def replica_positions(broker_states: dict[int, Json]) -> Positions:
-    """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/state."""
+def replica_positions(broker_positions: dict[int, Json]) -> Positions:
+    """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/positions
+    ({"positions": {topic: [[partition, log end offset, high watermark], ...]}})."""
     positions: Positions = {}
-    for broker, state in sorted(broker_states.items()):
-        for r in state.get("partitions", []):
-            held = (broker, r["log_end_offset"], r["high_watermark"])
-            positions.setdefault((r["topic"], r["partition"]), []).append(held)
+    for broker, answer in sorted(broker_positions.items()):
+        for topic, held in answer.get("positions", {}).items():
+            for index, log_end, high_watermark in held:
+                positions.setdefault((topic, index), []).append((broker, log_end, high_watermark))
     return positions
 
 
 @dataclass
 class BrokerReads:
-    """The brokers' /v1/state as last read, and the replicas' positions from them. A read that fails or times
+    """The brokers' /v1/positions as last read, and the replicas' positions from them. A read that fails or times
     out keeps the broker's last state, marked stale, until STALE_READS reads in a row have failed: dropping it
     at once would take its replicas' positions off every partition it hosts and put them back at the next
     read that succeeds, two deltas of 10,000 rows for one slow answer."""
@@ -203,7 +206,7 @@ class BrokerReads:
     positions: Positions = field(default_factory=dict)
 
     def read(self, answers: dict[int, Json | None]) -> None:
-        """One round of reads: each broker's /v1/state, or None for a broker that did not answer."""
+        """One round of reads: each broker's /v1/positions, or None for a broker that did not answer."""
         for broker, state in answers.items():
             if state is not None:
                 self.states[broker] = state
@@ -355,7 +358,7 @@ class LiveView:
 
         async def read(address: str) -> Json | None:
             try:
-                async with http.get(f"{scheme}://{address}/v1/state", ssl=tls) as answer:
+                async with http.get(f"{scheme}://{address}/v1/positions", ssl=tls) as answer:
                     answer.raise_for_status()
                     return dict(await answer.json())
             except (aiohttp.ClientError, TimeoutError, ValueError):
