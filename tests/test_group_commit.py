@@ -18,13 +18,13 @@ class Disk:
     def __init__(self, log: MetadataLog) -> None:
         self.log = log
         self.synced: list[int] = []
-        self.release = threading.Event()
+        self.release = threading.Semaphore(0)  # one fsync finishes per release()
 
     def syncer(self):
         written = self.log.next_offset
 
         def sync() -> None:
-            self.release.wait(5)
+            assert self.release.acquire(timeout=5)
             self.synced.append(written)
 
         return sync
@@ -54,12 +54,20 @@ async def test_requests_are_answered_once_what_they_wrote_is_on_disk_one_fsync_p
     rest = [asyncio.create_task(commit.write(write, refuse)) for _ in range(20)]
     await asyncio.sleep(0.05)
     assert not any(t.done() for t in rest)
-    disk.release.set()
-    assert await asyncio.gather(first, *rest) == ["answer"] * 21
-    assert disk.synced == [1, 21]  # the first append's fsync, then one for the twenty made meanwhile
-    assert commit.synced_offset == log.next_offset == 21
+    disk.release.release()
+    assert await first == "answer"
+    assert not any(t.done() for t in rest)  # the second fsync, for the twenty made meanwhile, under way
+    later = [asyncio.create_task(commit.write(write, refuse)) for _ in range(5)]
+    await asyncio.sleep(0.05)
+    disk.release.release()
+    assert await asyncio.gather(*rest) == ["answer"] * 20  # answered at once, while the next fsync runs
+    assert not any(t.done() for t in later)
+    disk.release.release()
+    assert await asyncio.gather(*later) == ["answer"] * 5
+    assert disk.synced == [1, 21, 26]  # one fsync per group
+    assert commit.synced_offset == log.next_offset == 26
     reading = asyncio.create_task(commit.write(lambda: asyncio.sleep(0, "read"), refuse))
-    assert await reading == "read" and commit.syncs == 2  # nothing new written: no fsync waited for
+    assert await reading == "read" and commit.syncs == 3  # nothing new written: no fsync waited for
 
 
 def test_a_brokers_fetch_of_the_metadata_log_passes_the_single_controllers_gate():

@@ -35,6 +35,7 @@ class GroupCommit:
         self.synced_offset = log.next_offset  # every record below it is on disk
         self.syncs = 0
         self._syncing: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, released once synced past it)
 
     def on_append(self, _base_offset: int, _data: bytes) -> None:
         """A metadata log listener, after the file's: starts an fsync unless one runs (the running one
@@ -49,16 +50,42 @@ class GroupCommit:
                 await asyncio.to_thread(self.syncer())
                 self.syncs += 1
                 self.synced_offset = covered
+                self._release()  # each round's waiters now, not when the appends stop coming
+        except BaseException as exc:
+            self._fail(exc)
+            raise
         finally:
             self._syncing = None
 
+    def _release(self) -> None:
+        waiting = []
+        for offset, waiter in self._waiters:
+            if offset <= self.synced_offset:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                waiting.append((offset, waiter))
+        self._waiters = waiting
+
+    def _fail(self, exc: BaseException) -> None:
+        for _, waiter in self._waiters:
+            if waiter.done():
+                continue
+            if isinstance(exc, Exception):
+                waiter.set_exception(exc)
+            else:
+                waiter.cancel()
+        self._waiters = []
+
     async def durable(self, offset: int) -> None:
         """Returns once every record below ``offset`` is on disk."""
-        while self.synced_offset < offset:
-            if self._syncing is None:  # appended outside the loop's listeners: start one now
-                self.on_append(0, b"")
-            assert self._syncing is not None
-            await asyncio.shield(self._syncing)
+        if self.synced_offset >= offset:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, waiter))
+        if self._syncing is None:  # appended outside the loop's listeners: start one now
+            self.on_append(0, b"")
+        await waiter
 
     async def write(self, call: Callable[[], Awaitable[T]], _refuse: Callable[[ErrorCode], T]) -> T:
         """Runs ``call`` (a request's handler) and answers once what was appended before it returned is on
@@ -68,6 +95,6 @@ class GroupCommit:
         return answer
 
     async def close(self) -> None:
-        """Waits for the fsync under way."""
+        """Waits for the fsyncs under way."""
         if self._syncing is not None:
             await asyncio.shield(self._syncing)
