@@ -727,7 +727,7 @@ class ReplicaManager:
     # ---- observability --------------------------------------------------------------------------------------
     def replica_positions(self) -> dict[str, list[tuple[int, int, int]]]:
         """Each replica's (partition, log end offset, high watermark) by topic: what the controller's live
-        view reads every second, a tenth of the bytes of ``partition_metrics`` and no row built."""
+        view reads every second, a twentieth of the bytes of ``partition_metrics`` and no row built."""
         positions: dict[str, list[tuple[int, int, int]]] = {}
         for (topic, index), r in self.replicas.items():
             held = (index, r.log.log_end_offset, r.partition.high_watermark)

@@ -2,7 +2,7 @@
 answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; a controller of a Raft
 quorum leads it or follows its leader; 503 otherwise)
 and /v1/state (JSON); a broker's also /v1/positions (its replicas' log ends and high watermarks, which the
-live view reads every second: /v1/state's partitions are ten times the bytes), a controller's the live web
+live view reads every second: /v1/state's partitions are twenty times the bytes), a controller's the live web
 view (/view/, metrics/live_view.py).
 Secured (``--admin-secure``), it serves HTTPS and answers only the principals metrics/admin_auth.py lets in."""
 
