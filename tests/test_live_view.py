@@ -479,6 +479,20 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
             if "no answer" not in out:
                 break
         assert "no answer" not in out, out
+        # a remote controller's admin address: HTTPS trusting the CA, with the admin's password or certificate
+        controller = cluster.admin_url(0, "").removeprefix("https://")
+        remote = ["status", "--admin", controller, "--cacert", str(security.truststore)]
+        password = ["--user", "admin", "--password-file", str(security.directory / "admin.password")]
+        for credentials in (password, ["--cert", str(security.keystore("admin"))]):
+            assert cluster_cli.main(remote + credentials) == 0
+            out = capsys.readouterr().out
+            assert "controller of cluster" in out and "partitions: 3 in 1 topics" in out, out
+        wrong = tmp_path / "wrong.password"
+        wrong.write_text("wrong\n")
+        assert cluster_cli.main([*remote, "--user", "admin", "--password-file", str(wrong)]) == 1
+        assert f"admin {controller}: 401" in capsys.readouterr().out
+        assert cluster_cli.main(["status", "--admin", controller]) == 1  # plain HTTP: refused
+        assert "no answer" in capsys.readouterr().out
         # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
         # local CA not installed in this browser's profile
         logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")
