@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from epochkraft.metrics.admin_auth import FORBIDDEN, OK, UNAUTHORIZED, AdminAuth
+from epochkraft.metrics.admin_auth import CHECKS_PER_SECOND, FORBIDDEN, OK, UNAUTHORIZED, AdminAuth
 from epochkraft.security.principal import KafkaPrincipal
 from epochkraft.security.scram import MECHANISMS, credential, password_matches
 
@@ -109,3 +109,28 @@ def test_wrong_password_floods_cost_at_most_checks_per_second(monkeypatch):
     assert len(derivations) == admin_auth.CHECKS_PER_SECOND
     assert guard.status("/v1/state", basic("admin", "guess-x"), None, now_ms=1_000) == UNAUTHORIZED
     assert len(derivations) == admin_auth.CHECKS_PER_SECOND + 1  # a new second, a new budget
+
+
+def test_a_stream_opened_with_a_password_ends_once_its_credential_changes_or_is_deleted():
+    """A live view stream outlives the request that opened it: still_allowed, asked every few seconds, holds
+    while the credential is unchanged (the remembered check), or set again to the same password (a new salt),
+    and fails once the credential is changed to another password or deleted; a check the budget refuses this
+    second does not end the stream, the next second's does."""
+    held = dict(CREDENTIALS)
+    live = AdminAuth(lambda: held, SUPER_USERS)
+    admin = basic("admin", "s3cret")
+    key = ("admin", MECHANISMS["SCRAM-SHA-512"][0])
+    assert live.status("/view/events", admin, None, now_ms=0) == OK
+    assert live.still_allowed(admin, now_ms=2_000)
+    held[key] = credential("SCRAM-SHA-512", "s3cret")
+    assert live.still_allowed(admin, now_ms=4_000)
+    held[key] = credential("SCRAM-SHA-512", "rotated")
+    for i in range(CHECKS_PER_SECOND):  # this second's checks spent on wrong passwords
+        assert live.status("/v1/state", basic("admin", f"guess-{i}"), None, now_ms=6_000) == UNAUTHORIZED
+    assert live.still_allowed(admin, now_ms=6_500)  # not checked yet
+    assert not live.still_allowed(admin, now_ms=7_000)
+    rotated = basic("admin", "rotated")
+    assert live.still_allowed(rotated, now_ms=8_000)
+    del held[key]
+    assert not live.still_allowed(rotated, now_ms=10_000)
+    assert not auth().still_allowed(basic("alice", "alice-pw"), now_ms=0)  # verified, not a super user

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -85,10 +86,7 @@ def test_removed_brokers_and_partitions_are_named():
 
 
 def test_replica_positions_from_the_brokers_give_each_partition_its_high_watermark_and_lag():
-    brokers = {
-        1: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 10, "high_watermark": 8}]},
-        2: {"partitions": [{"topic": "t", "partition": 0, "log_end_offset": 8, "high_watermark": 8}]},
-    }
+    brokers = {1: {"positions": {"t": [[0, 10, 8]]}}, 2: {"positions": {"t": [[0, 8, 8]]}}}  # /v1/positions
     delta = _update(ViewDiffer(), _state(), 10_000, live_view.replica_positions(brokers))
     assert delta is not None
     (p,) = delta["partitions"]
@@ -174,14 +172,74 @@ def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
 
 async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not():
     view = LiveView(_state, lambda: 0)
-    stuck = view.attach()
-    reading = view.attach()
+    aborted: list[str] = []
+    stuck = view.attach(abort=lambda: aborted.append("stuck"))
+    reading = view.attach(abort=lambda: aborted.append("reading"))
     for i in range(live_view.QUEUE_MESSAGES + 1):
         view.on_event("broker_fenced", {"broker": 2, "epoch": i})
         while not reading.empty():
             reading.get_nowait()
     assert stuck not in view.browsers and reading in view.browsers and view.dropped == 1
     assert stuck.get_nowait() is None  # the end of its stream: the browser reconnects to a fresh snapshot
+    assert aborted == [
+        "stuck"
+    ]  # its connection closed: a handler stuck in a write is woken, its buffer freed
+    await view.stop()
+
+
+def _broker_state(log_end: int, partitions: int = 10_000) -> dict[str, Any]:
+    """A broker's /v1/positions holding a replica of every partition of Rows."""
+    return {"positions": {"t": [[i, log_end, log_end] for i in range(partitions)]}}
+
+
+def test_a_broker_missing_a_read_keeps_its_positions_marked_stale_until_it_misses_stale_reads():
+    """One failed or timed-out read of a broker's /v1/positions changes its broker row only (marked stale), not
+    the 10,000 partitions it hosts; after STALE_READS failed reads in a row its positions are dropped, and
+    they come back when it answers again."""
+    rows = Rows()
+    differ = ViewDiffer(rows.row)
+    reads = live_view.BrokerReads()
+
+    def read(answers: dict[int, Any]) -> dict[str, Any] | None:
+        reads.read(answers)
+        return differ.update(_state(), 10_000, rows.partitions, reads.positions, reads.stale())
+
+    read({1: _broker_state(5), 2: _broker_state(5)})
+    rows.made = 0
+    delta = read({1: _broker_state(5), 2: None})
+    assert delta is not None and set(delta) == {"brokers"} and rows.made == 0
+    assert [(b["id"], b.get("positions_stale")) for b in delta["brokers"]] == [(2, True)]
+    for _ in range(live_view.STALE_READS - 2):
+        assert read({1: _broker_state(5), 2: None}) is None
+    dropped = read({1: _broker_state(5), 2: None})
+    assert dropped is not None and len(dropped["partitions"]) == 10_000
+    assert dropped["partitions"][0]["log_end"] == {"1": 5}
+    assert [b.get("positions_stale") for b in dropped["brokers"]] == [None]
+    back = read({1: _broker_state(5), 2: _broker_state(5)})
+    assert back is not None and back["partitions"][0]["log_end"] == {"1": 5, "2": 5}
+
+
+async def test_a_stream_opened_with_a_password_ends_when_the_password_no_longer_verifies():
+    """The re-check a secured admin port attaches to a Basic-auth stream (AdminAuth.still_allowed): the
+    stream goes on while the user's SCRAM credential is unchanged and ends once it is changed; a stream
+    opened with a certificate is not re-checked."""
+    from epochkraft.metrics.admin_auth import AdminAuth
+    from epochkraft.security.scram import MECHANISMS, credential
+
+    key = ("admin", MECHANISMS["SCRAM-SHA-512"][0])
+    held = {key: credential("SCRAM-SHA-512", "s3cret")}
+    auth = AdminAuth(lambda: held, None)
+    authorization = _basic("admin", "s3cret")["Authorization"]
+    assert auth.status("/view/events", authorization, None, now_ms=0) == 200
+    view = LiveView(_state, lambda: 0)
+    by_password = view.attach(functools.partial(auth.still_allowed, authorization))
+    by_certificate = view.attach()
+    view.recheck(2_000)
+    assert by_password in view.browsers
+    held[key] = credential("SCRAM-SHA-512", "changed")
+    view.recheck(4_000)
+    assert by_password not in view.browsers and by_certificate in view.browsers and view.refused == 1
+    assert by_password.get_nowait() is None  # the end of its stream
     await view.stop()
 
 
@@ -296,7 +354,7 @@ async def test_the_view_in_chromium_shows_a_broker_fenced_and_back_under_a_new_e
             for i in range(5):
                 error, _ = await client.produce("orders", 0, [f"value-{i}".encode()])
                 assert error == ErrorCode.none
-            # the high watermark comes from the leader's /v1/state, read while the page is open
+            # the high watermark comes from the leader's /v1/positions, read while the page is open
             hw = "document.querySelector('#partitions tr[data-partition=\"orders-0\"]')?.dataset.hw"
             await browser.wait_for(f"{hw} === '5'", timeout=10)
             epoch_before = int(await browser.evaluate(_broker(2, "epoch")))
@@ -343,7 +401,7 @@ def _basic(user: str, password: str) -> dict[str, str]:
 
 
 def _with_positions(events: list[tuple[str, Any]]) -> bool:
-    """A partition with its high watermark: the controller read a broker's secured /v1/state."""
+    """A partition with its high watermark: the controller read a broker's secured /v1/positions."""
     return any(
         "high_watermark" in p
         for _, data in events
@@ -357,7 +415,7 @@ def _with_positions(events: list[tuple[str, Any]]) -> bool:
 async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
     """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
     its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
-    and the controller reads the brokers' secured /v1/state with its own certificate."""
+    and the controller reads the brokers' secured /v1/positions with its own certificate."""
     from epochkraft.harness import cluster_cli
     from epochkraft.harness.cluster import LocalCluster
     from tests.conftest import write_fast_configs
@@ -421,6 +479,20 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
             if "no answer" not in out:
                 break
         assert "no answer" not in out, out
+        # a remote controller's admin address: HTTPS trusting the CA, with the admin's password or certificate
+        controller = cluster.admin_url(0, "").removeprefix("https://")
+        remote = ["status", "--admin", controller, "--cacert", str(security.truststore)]
+        password = ["--user", "admin", "--password-file", str(security.directory / "admin.password")]
+        for credentials in (password, ["--cert", str(security.keystore("admin"))]):
+            assert cluster_cli.main(remote + credentials) == 0
+            out = capsys.readouterr().out
+            assert "controller of cluster" in out and "partitions: 3 in 1 topics" in out, out
+        wrong = tmp_path / "wrong.password"
+        wrong.write_text("wrong\n")
+        assert cluster_cli.main([*remote, "--user", "admin", "--password-file", str(wrong)]) == 1
+        assert f"admin {controller}: 401" in capsys.readouterr().out
+        assert cluster_cli.main(["status", "--admin", controller]) == 1  # plain HTTP: refused
+        assert "no answer" in capsys.readouterr().out
         # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
         # local CA not installed in this browser's profile
         logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")

@@ -752,6 +752,15 @@ class ReplicaManager:
                 log.exception("checkpoint round failed; retrying at the next interval")
 
     # ---- observability --------------------------------------------------------------------------------------
+    def replica_positions(self) -> dict[str, list[tuple[int, int, int]]]:
+        """Each replica's (partition, log end offset, high watermark) by topic: what the controller's live
+        view reads every second, a twentieth of the bytes of ``partition_metrics`` and no row built."""
+        positions: dict[str, list[tuple[int, int, int]]] = {}
+        for (topic, index), r in self.replicas.items():
+            held = (index, r.log.log_end_offset, r.partition.high_watermark)
+            positions.setdefault(topic, []).append(held)
+        return positions
+
     def partition_metrics(self) -> list[dict[str, Any]]:
         out = []
         for (topic, index), r in sorted(self.replicas.items()):

@@ -79,6 +79,8 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
 
 
 class QuorumDriver:
+    gates_reads = False  # the requests any voter answers (Fetch, Vote, ...) do not pass its write gate
+
     def __init__(
         self,
         quorum: ControllerQuorum,

@@ -14,10 +14,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from epochkraft.harness.cluster import STATE_FILE, LocalCluster
 from epochkraft.harness.processes import SIGNALS, LocalProcess
 from epochkraft.security.local_setup import ADMIN_USER
+
+if TYPE_CHECKING:
+    from epochkraft.harness.remote_status import AdminCredentials
 
 DEFAULT_DATA_DIR = "data/cluster"
 DEFAULT_BASE_PORT = 9092
@@ -97,7 +101,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.bootstrap or args.admin:
         from epochkraft.harness.remote_status import remote_status
 
-        status = remote_status(args.bootstrap, args.admin)
+        status = remote_status(args.bootstrap, args.admin, _admin_credentials(args))
         print("\n".join(status.lines))
         return 0 if status.reached else 1
     cluster = _load(args)
@@ -118,6 +122,18 @@ def _status(args: argparse.Namespace) -> int:
     if cluster.quorum:
         print(_quorum_summary(cluster))
     return 0
+
+
+def _admin_credentials(args: argparse.Namespace) -> AdminCredentials | None:
+    """HTTPS for ``--admin`` when any of its TLS or credential flags is given."""
+    if not (args.cacert or args.cert or args.user):
+        return None
+    if args.user and not args.password_file:
+        raise SystemExit("cluster status: --user needs --password-file")
+    from epochkraft.harness.remote_status import AdminCredentials
+
+    password = Path(args.password_file).read_text().strip() if args.password_file else ""
+    return AdminCredentials(args.cacert, args.cert, args.user, password)
 
 
 def _node_id(name: str) -> int:
@@ -248,6 +264,18 @@ def main(argv: list[str]) -> int:
                 "--admin",
                 help="HOST:PORT,... of daemons' admin ports: their /v1/state (the controller's lists all)",
             )
+            secured = cmd.add_argument_group(
+                "a secure cluster's admin ports (any of these flags: HTTPS)",
+                "as `cluster up --secure` writes them: DATA_DIR/security/ca.pem, admin.pem, admin.password",
+            )
+            secured.add_argument(
+                "--cacert", metavar="FILE", help="the CA the admin ports' certificates are from"
+            )
+            secured.add_argument(
+                "--cert", metavar="FILE", help="a client certificate and its key, in one PEM file"
+            )
+            secured.add_argument("--user", help="HTTP Basic: a super user with a SCRAM credential")
+            secured.add_argument("--password-file", metavar="FILE", help="the --user's password")
         if name != "status":
             cmd.add_argument(
                 "node",

@@ -1,12 +1,18 @@
 """``epochkraft cluster status --bootstrap HOST:PORT,... | --admin HOST:PORT,...``: the state of a running
 cluster this shell did not start (containers, another machine), from a broker's Metadata answer and from
 the daemons' admin ports (/v1/state: the controller's view of every broker and partition, and its place in
-the Raft quorum if it is in one; a broker's own lifecycle state)."""
+the Raft quorum if it is in one; a broker's own lifecycle state). The admin ports of a secure cluster
+(``--admin-secure``) are read over HTTPS trusting ``--cacert``, with a client certificate (``--cert``) or
+HTTP Basic (``--user`` and ``--password-file``), as ``AdminCredentials`` says."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import http.client
 import json
+import ssl
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -83,20 +89,52 @@ def from_bootstrap(bootstrap: str, status: RemoteStatus) -> None:
     _partition_lines(partitions, status)
 
 
-def _state(address: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class AdminCredentials:
+    """How to read secured admin ports: HTTPS trusting the CA in ``cafile`` (the system's CAs without one),
+    presenting the client certificate in ``certfile`` (certificate and key in one PEM, as
+    DATA_DIR/security/admin.pem) or, without one, HTTP Basic with ``user`` and ``password``."""
+
+    cafile: str | None = None
+    certfile: str | None = None
+    user: str | None = None
+    password: str = ""
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.cafile)
+        if self.certfile is not None:
+            context.load_cert_chain(self.certfile)
+        return context
+
+    def headers(self) -> dict[str, str]:
+        if self.user is None:
+            return {}
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
+
+def _state(address: str, credentials: AdminCredentials | None) -> dict[str, Any] | str:
+    """The daemon's /v1/state, or why there is none."""
+    scheme = "http" if credentials is None else "https"
+    request = urllib.request.Request(
+        f"{scheme}://{address}/v1/state", headers=credentials.headers() if credentials else {}
+    )
+    context = credentials.context() if credentials is not None else None
     try:
-        with urllib.request.urlopen(f"http://{address}/v1/state", timeout=3) as response:
-            return json.loads(response.read())
-    except (OSError, ValueError):
-        return None
+        with urllib.request.urlopen(request, timeout=3, context=context) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:  # answered, but not with the state: 401 or 403
+        return f"{exc.code} {exc.reason}"
+    except (OSError, ValueError, http.client.HTTPException):
+        return "no answer" if credentials else "no answer (a secure cluster's needs --cacert and credentials)"
 
 
-def from_admin(admin: str, status: RemoteStatus) -> None:
+def from_admin(admin: str, status: RemoteStatus, credentials: AdminCredentials | None = None) -> None:
     for address in (a.strip() for a in admin.split(",") if a.strip()):
         parse_host_port(address)
-        state = _state(address)
-        if state is None:
-            status.add(f"admin {address}: no answer")
+        state = _state(address, credentials)
+        if isinstance(state, str):
+            status.add(f"admin {address}: {state}")
             continue
         status.reached = True
         if "node_id" in state:  # a broker's own view
@@ -129,12 +167,14 @@ def from_admin(admin: str, status: RemoteStatus) -> None:
         _partition_lines(partitions, status)
 
 
-def remote_status(bootstrap: str | None, admin: str | None) -> RemoteStatus:
+def remote_status(
+    bootstrap: str | None, admin: str | None, credentials: AdminCredentials | None = None
+) -> RemoteStatus:
     status = RemoteStatus()
     if bootstrap:
         from_bootstrap(bootstrap, status)
     if admin:
         if status.lines:
             status.add()
-        from_admin(admin, status)
+        from_admin(admin, status, credentials)
     return status

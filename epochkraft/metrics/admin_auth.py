@@ -13,7 +13,10 @@ Checking a password derives the SCRAM key (PBKDF2, thousands of rounds) on the d
 flood of wrong passwords must not be able to stall: a password once checked is remembered (by user,
 credential and a digest of the password, so a changed credential is checked anew), only the user's first
 stored mechanism is tried, and at most CHECKS_PER_SECOND new checks run a second; beyond that a request is
-refused (401) without one.
+refused (401) without one. A stream opened with a password (the live view's /view/events) outlives the
+request that opened it: ``still_allowed`` is asked again every few seconds, and the stream is ended once
+the password no longer matches the user's credential (changed or deleted since); while the credential is
+unchanged the remembered check makes that a lookup.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ OPEN_PATHS = frozenset({"/healthz"})
 OK, UNAUTHORIZED, FORBIDDEN = 200, 401, 403
 CHECKS_PER_SECOND = 2  # new password checks (each a PBKDF2 derivation of 10-40 ms)
 REMEMBERED_CHECKS = 64
+# the request's key of a Basic-auth request's re-check (a callable of now_ms), for the streams it opens
+STILL_ALLOWED_KEY = "epochkraft.admin.still_allowed"
 
 
 @dataclass
@@ -59,9 +64,19 @@ class AdminAuth:
         principal = self.principal(authorization, peercert, now_ms)
         if principal is None:
             return UNAUTHORIZED
-        if self.super_users is not None and principal not in self.super_users:
-            return FORBIDDEN
-        return OK
+        return OK if self._may_read(principal) else FORBIDDEN
+
+    def still_allowed(self, authorization: str, now_ms: int) -> bool:
+        """Whether a stream opened with HTTP Basic ``authorization`` may go on: its password still matches
+        the user's SCRAM credential in the metadata now, and the user may still read. A check the budget
+        refuses this second does not end the stream: it is asked again at the next re-check."""
+        user, matches = self._basic_user(authorization, now_ms)
+        if matches is None:
+            return True
+        return matches and self._may_read(KafkaPrincipal(USER_TYPE, user))
+
+    def _may_read(self, principal: KafkaPrincipal) -> bool:
+        return self.super_users is None or principal in self.super_users
 
     def principal(
         self, authorization: str | None, peercert: Mapping[str, Any] | None, now_ms: int = 0
@@ -71,30 +86,33 @@ class AdminAuth:
             return None if principal == ANONYMOUS else principal  # a certificate naming nobody
         if authorization is None:
             return None
+        user, matches = self._basic_user(authorization, now_ms)
+        return KafkaPrincipal(USER_TYPE, user) if matches else None
+
+    def _basic_user(self, authorization: str, now_ms: int) -> tuple[str, bool | None]:
+        """The user of HTTP Basic ``authorization`` and whether the password matches its credential (None:
+        not checked, no check left this second)."""
         basic = _basic(authorization)
         if basic is None:
-            return None
+            return "", False
         user, password = basic
         lookup = scram_lookup(self.credentials())
         for mechanism, (type_id, _, _) in MECHANISMS.items():
             stored = lookup(user, type_id)
-            if stored is None:
-                continue
-            if self._password_matches(user, mechanism, stored, password, now_ms):
-                return KafkaPrincipal(USER_TYPE, user)
-            return None  # the first stored mechanism decides: one derivation per attempt
-        return None
+            if stored is not None:  # the first stored mechanism decides: one derivation per attempt
+                return user, self._password_matches(user, mechanism, stored, password, now_ms)
+        return user, False
 
     def _password_matches(
         self, user: str, mechanism: str, stored: ScramCredential, password: str, now_ms: int
-    ) -> bool:
+    ) -> bool | None:
         digest = hashlib.sha256(password.encode()).digest()
         key = (user, stored.salt, stored.stored_key, stored.iterations, digest)
         if key in self._verified:
             self._verified.move_to_end(key)
             return True
         if not self._take_check(now_ms):
-            return False
+            return None
         if not password_matches(mechanism, stored, password):
             return False
         self._verified[key] = None

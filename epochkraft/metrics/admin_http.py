@@ -1,12 +1,15 @@
 """The admin HTTP port of every daemon (aiohttp): /metrics (Prometheus text), /healthz (the process
 answers), /readyz (the daemon serves: a broker is RUNNING, i.e. registered and unfenced; a controller of a Raft
 quorum leads it or follows its leader; 503 otherwise)
-and /v1/state (JSON); a controller's also serves the live web view (/view/, metrics/live_view.py).
+and /v1/state (JSON); a broker's also /v1/positions (its replicas' log ends and high watermarks, which the
+live view reads every second: /v1/state's partitions are twenty times the bytes), a controller's the live web
+view (/view/, metrics/live_view.py).
 Secured (``--admin-secure``), it serves HTTPS and answers only the principals metrics/admin_auth.py lets in."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,6 +46,7 @@ class AdminServer:
         ready_fn: Callable[[], bool] | None = None,
         live_view: LiveView | None = None,
         security: AdminSecurity | None = None,
+        positions_fn: Callable[[], dict[str, Any]] | None = None,
     ):
         self.host = host
         self.ready_fn = ready_fn
@@ -51,6 +55,7 @@ class AdminServer:
         self.state_fn = state_fn
         self.live_view = live_view  # a controller's /view/
         self.security = security
+        self.positions_fn = positions_fn  # a broker's /v1/positions
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -60,6 +65,8 @@ class AdminServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/v1/state", self._state)
+        if self.positions_fn is not None:
+            app.router.add_get("/v1/positions", self._positions)
         if self.live_view is not None:
             self.live_view.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
@@ -95,6 +102,11 @@ class AdminServer:
             )
         if status != admin_auth.OK:
             return web.Response(status=status, text=f"{status}: not a super user\n")
+        authorization = request.headers.get("Authorization")
+        if not peercert and authorization is not None:  # a password: a stream it opens is checked again
+            request[admin_auth.STILL_ALLOWED_KEY] = functools.partial(
+                self.security.auth.still_allowed, authorization
+            )
         return await handler(request)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
@@ -112,6 +124,10 @@ class AdminServer:
 
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.state_fn())
+
+    async def _positions(self, _request: web.Request) -> web.Response:
+        assert self.positions_fn is not None
+        return web.json_response(self.positions_fn())
 
 
 def admin_security(

@@ -9,8 +9,11 @@ each delta, and the snapshot given to browsers attaching until the next change, 
 ``LiveView`` is the asyncio edge: it ticks only while a browser is attached, and gives each browser a bounded
 queue; a browser that does not keep up is dropped (its EventSource reconnects and starts from a snapshot),
 so a slow or stuck browser never holds the controller back. While it ticks it also reads each broker's
-`/v1/state` (replicas' log end offsets and high watermarks, which only the brokers know) when it is given
-their admin addresses, and the chaos tool's faults from the metrics directory the controller writes to.
+`/v1/positions` (replicas' log end offsets and high watermarks, which only the brokers know) when it is given
+their admin addresses (``BrokerReads``, sans-IO, keeps a broker's last answer through a few failed reads),
+and the chaos tool's faults from the metrics directory the controller writes to. A stream opened with a
+password (HTTP Basic on a secured admin port) is checked again every few seconds and ended once the password
+no longer matches the user's SCRAM credential in the metadata.
 """
 
 from __future__ import annotations
@@ -29,11 +32,17 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from epochkraft.metrics.admin_auth import STILL_ALLOWED_KEY
+
 TICK_S = 0.5  # how often attached browsers get what changed
 QUEUE_MESSAGES = 64  # per browser; a browser this far behind is dropped
 TIMELINE_EVENTS = 2_000  # the newest timeline events a new browser is sent
-BROKER_POLL_TICKS = 2  # brokers' /v1/state read every second tick
+BROKER_POLL_TICKS = 2  # brokers' /v1/positions read every second tick
 BROKER_TIMEOUT_S = 1.0
+STALE_READS = (
+    3  # failed reads in a row of a broker's /v1/positions before its replicas' positions are dropped
+)
+RECHECK_TICKS = 4  # a password-opened stream's credential checked again every fourth tick (2 s)
 CHAOS_NODE = "chaos"  # the event log node the chaos tool writes its faults as
 
 log = structlog.get_logger()
@@ -74,11 +83,12 @@ class ViewDiffer:
         now_ms: int,
         partitions: Callable[[], Partitions],
         positions: Positions = NO_POSITIONS,
+        stale: frozenset[int] = frozenset(),
     ) -> Json | None:
         """The changes of ``state`` (the controller's /v1/state without its partitions), the
         ``partitions()`` and the replicas' ``positions`` against what was last seen, or None when nothing
-        changed."""
-        brokers = {b["id"]: b for b in _brokers(state, now_ms)}
+        changed. The brokers in ``stale`` are marked: their positions are from an earlier read."""
+        brokers = {b["id"]: b for b in _brokers(state, now_ms, stale)}
         quorum = state.get("quorum")
         cluster = {"cluster_id": state.get("cluster_id"), "metadata_offset": state.get("metadata_offset")}
         delta: Json = {}
@@ -143,13 +153,13 @@ def _name(key: PartitionKey) -> str:
     return f"{key[0]}-{key[1]}"
 
 
-def _brokers(state: Json, now_ms: int) -> Iterator[Json]:
+def _brokers(state: Json, now_ms: int, stale: frozenset[int]) -> Iterator[Json]:
     heartbeats: dict[str, int] = state.get("last_heartbeat_ms", {})
     for b in state.get("brokers", []):
         last = heartbeats.get(str(b["id"]))
         # whole seconds, so an idle broker does not change every tick
         age_s = None if last is None else max(now_ms - last, 0) // 1000
-        yield b | {"heartbeat_age_s": age_s}
+        yield b | {"heartbeat_age_s": age_s} | ({"positions_stale": True} if b["id"] in stale else {})
 
 
 def _with_positions(p: Json, held: list[tuple[int, int, int]] | None) -> Json:
@@ -173,14 +183,47 @@ def state_partitions(state: Json) -> Partitions:
     return [(p["topic"], p["partition"], p) for p in state.get("partitions", [])]
 
 
-def replica_positions(broker_states: dict[int, Json]) -> Positions:
-    """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/state."""
+def replica_positions(broker_positions: dict[int, Json]) -> Positions:
+    """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/positions
+    ({"positions": {topic: [[partition, log end offset, high watermark], ...]}})."""
     positions: Positions = {}
-    for broker, state in sorted(broker_states.items()):
-        for r in state.get("partitions", []):
-            held = (broker, r["log_end_offset"], r["high_watermark"])
-            positions.setdefault((r["topic"], r["partition"]), []).append(held)
+    for broker, answer in sorted(broker_positions.items()):
+        for topic, held in answer.get("positions", {}).items():
+            for index, log_end, high_watermark in held:
+                positions.setdefault((topic, index), []).append((broker, log_end, high_watermark))
     return positions
+
+
+@dataclass
+class BrokerReads:
+    """The brokers' /v1/positions as last read, and the replicas' positions from them. A read that fails or times
+    out keeps the broker's last state, marked stale, until STALE_READS reads in a row have failed: dropping it
+    at once would take its replicas' positions off every partition it hosts and put them back at the next
+    read that succeeds, two deltas of 10,000 rows for one slow answer."""
+
+    states: dict[int, Json] = field(default_factory=dict)
+    failed: dict[int, int] = field(default_factory=dict)  # failed reads in a row, of the brokers kept
+    positions: Positions = field(default_factory=dict)
+
+    def read(self, answers: dict[int, Json | None]) -> None:
+        """One round of reads: each broker's /v1/positions, or None for a broker that did not answer."""
+        for broker, state in answers.items():
+            if state is not None:
+                self.states[broker] = state
+                self.failed.pop(broker, None)
+            elif broker in self.states:
+                self.failed[broker] = self.failed.get(broker, 0) + 1
+                if self.failed[broker] >= STALE_READS:
+                    del self.states[broker], self.failed[broker]
+        self.positions = replica_positions(self.states)
+
+    def stale(self) -> frozenset[int]:
+        """The brokers whose positions are from an earlier read than the last."""
+        return frozenset(self.failed)
+
+
+# Whether a stream may go on, asked every few seconds (now_ms in): see admin_auth.AdminAuth.still_allowed
+StillAllowed = Callable[[int], bool]
 
 
 class LiveView:
@@ -206,13 +249,15 @@ class LiveView:
         self.now_ms = now_ms
         self.broker_admin = broker_admin or {}  # broker id -> HOST:PORT of its admin port
         self.broker_ssl = broker_ssl  # the brokers' admin ports are secured: HTTPS with this context
-        self.broker_states: dict[int, Json] = {}
-        self.positions: Positions = {}  # from broker_states, made again each time the brokers are read
+        self.reads = BrokerReads()
         self.faults = ChaosFaults(metrics_dir) if metrics_dir is not None else None
         self.differ = ViewDiffer(row)
         self.timeline: collections.deque[Json] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.browsers: set[asyncio.Queue[str | None]] = set()
+        self.checks: dict[asyncio.Queue[str | None], StillAllowed] = {}  # the password-opened streams
+        self.aborts: dict[asyncio.Queue[str | None], Callable[[], None]] = {}  # each browser's connection
         self.dropped = 0  # browsers dropped for falling behind
+        self.refused = 0  # streams ended because their credential no longer verifies
         self._ticker: asyncio.Task[None] | None = None
         self._snapshot: str | None = None  # encoded once for every browser attaching until something changes
 
@@ -224,7 +269,11 @@ class LiveView:
         self._publish("timeline", [event])
 
     # ---- browsers ---------------------------------------------------------------------------------------
-    def attach(self) -> asyncio.Queue[str | None]:
+    def attach(
+        self, still_allowed: StillAllowed | None = None, abort: Callable[[], None] | None = None
+    ) -> asyncio.Queue[str | None]:
+        """A new browser's queue, a snapshot first; ``still_allowed`` is asked every RECHECK_TICKS ticks
+        whether the stream may go on, and ``abort`` closes its connection if it is dropped."""
         queue: asyncio.Queue[str | None] = asyncio.Queue(QUEUE_MESSAGES)
         if not self.browsers:  # the first browser: the differ has not run since the last one left
             self.differ = ViewDiffer(self.row)
@@ -234,12 +283,18 @@ class LiveView:
             self._snapshot = _message("snapshot", self.differ.snapshot() | {"timeline": list(self.timeline)})
         queue.put_nowait(self._snapshot)
         self.browsers.add(queue)
+        if still_allowed is not None:
+            self.checks[queue] = still_allowed
+        if abort is not None:
+            self.aborts[queue] = abort
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.create_task(self._tick(), name="live-view")
         return queue
 
     def detach(self, queue: asyncio.Queue[str | None]) -> None:
         self.browsers.discard(queue)
+        self.checks.pop(queue, None)
+        self.aborts.pop(queue, None)
 
     def _publish(self, kind: str, payload: Json | list[Json]) -> None:
         self._snapshot = None
@@ -252,9 +307,23 @@ class LiveView:
             except asyncio.QueueFull:
                 self._drop(queue)
 
+    def recheck(self, now_ms: int) -> None:
+        """Ends the password-opened streams whose password no longer verifies (the user's SCRAM credential
+        changed or deleted since the stream opened)."""
+        for queue, still_allowed in list(self.checks.items()):
+            if not still_allowed(now_ms):
+                self.refused += 1
+                self._end(queue)
+
     def _drop(self, queue: asyncio.Queue[str | None]) -> None:
-        self.browsers.discard(queue)
         self.dropped += 1
+        abort = self.aborts.get(queue)
+        self._end(queue)
+        if abort is not None:  # its handler may be stuck writing to a browser that does not read: free it
+            abort()
+
+    def _end(self, queue: asyncio.Queue[str | None]) -> None:
+        self.detach(queue)
         while not queue.empty():  # make room for the end marker: the browser reconnects to a snapshot
             queue.get_nowait()
         queue.put_nowait(None)
@@ -263,7 +332,8 @@ class LiveView:
         """One pass of the differ over the controller's state now."""
         state = self.state_fn()
         partitions = self.partitions or (lambda: state_partitions(state))
-        return self.differ.update(state, self.now_ms(), partitions, self.positions)
+        reads = self.reads
+        return self.differ.update(state, self.now_ms(), partitions, reads.positions, reads.stale())
 
     async def _tick(self) -> None:
         ticks = 0
@@ -272,7 +342,8 @@ class LiveView:
                 await asyncio.sleep(TICK_S)
                 if self.broker_admin and ticks % BROKER_POLL_TICKS == 0:
                     await self._read_brokers(http)
-                    self.positions = replica_positions(self.broker_states)
+                if ticks % RECHECK_TICKS == 0:
+                    self.recheck(self.now_ms())
                 ticks += 1
                 if self.faults is not None:
                     for fault in self.faults.read_new():
@@ -285,15 +356,17 @@ class LiveView:
         scheme = "http" if self.broker_ssl is None else "https"
         tls: ssl.SSLContext | bool = self.broker_ssl or True
 
-        async def read(broker: int, address: str) -> None:
+        async def read(address: str) -> Json | None:
             try:
-                async with http.get(f"{scheme}://{address}/v1/state", ssl=tls) as answer:
+                async with http.get(f"{scheme}://{address}/v1/positions", ssl=tls) as answer:
                     answer.raise_for_status()
-                    self.broker_states[broker] = await answer.json()
+                    return dict(await answer.json())
             except (aiohttp.ClientError, TimeoutError, ValueError):
-                self.broker_states.pop(broker, None)  # a broker that does not answer shows no positions
+                return None
 
-        await asyncio.gather(*(read(b, a) for b, a in self.broker_admin.items()))
+        brokers = list(self.broker_admin)
+        answers = await asyncio.gather(*(read(self.broker_admin[b]) for b in brokers))
+        self.reads.read(dict(zip(brokers, answers, strict=True)))
 
     async def stop(self) -> None:
         for queue in list(self.browsers):
@@ -314,7 +387,8 @@ class LiveView:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        queue = self.attach()
+        transport = request.transport
+        queue = self.attach(request.get(STILL_ALLOWED_KEY), transport.abort if transport else None)
         try:
             while (message := await queue.get()) is not None:
                 await response.write(message.encode())

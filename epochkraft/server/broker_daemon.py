@@ -459,6 +459,10 @@ class BrokerNode:
             "partitions": self.replica_manager.partition_metrics(),
         }
 
+    def positions_json(self) -> dict[str, Any]:
+        """/v1/positions: the replicas' log end offsets and high watermarks (the controller's live view)."""
+        return {"node_id": self.node_id, "positions": self.replica_manager.replica_positions()}
+
 
 def _event_log(metrics_dir: str | None, node: str) -> EventLog | None:
     if not metrics_dir:
@@ -641,6 +645,7 @@ async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> AdminServe
         node.metrics.registry,
         node.state_json,
         ready_fn=lambda: node.state == State.RUNNING,
+        positions_fn=node.positions_json,
         security=secured,
     )
     await admin.start()

@@ -45,6 +45,7 @@ import uvloop
 from epochkraft import logs
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.controller import Controller, partition_row
+from epochkraft.controller.group_commit import GroupCommit
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.controller.metadata_raft_log import MetadataRaftLog
 from epochkraft.controller.quorum import ControllerQuorum
@@ -107,7 +108,8 @@ SEGMENT_NAME = "00000000000000000000.log"
 
 class MetadataLogFile:
     """Append-only file of metadata batches (metadata/segment.py names it by its base offset); torn tails
-    are truncated on open; ``trim`` rewrites it from a snapshot's offset."""
+    are truncated on open; ``trim`` rewrites it from a snapshot's offset. Appends are written at once and
+    made durable in groups (controller/group_commit.py: ``syncer`` off the event loop)."""
 
     def __init__(self, data_dir: Path, fsync: bool = True) -> None:
         self.dir = data_dir / LOG_DIR_NAME
@@ -143,11 +145,25 @@ class MetadataLogFile:
     def append(self, _base_offset: int, data: bytes) -> None:
         self._file.write(data)
         self._file.flush()
-        if self.fsync:
-            os.fsync(self._file.fileno())
+
+    def syncer(self) -> Callable[[], None]:
+        """An fsync of everything written so far, to run on a worker thread: on a duplicate of the file's
+        descriptor, so a ``trim`` replacing the file meanwhile (which fsyncs the new one) cannot close it."""
+        if not self.fsync or self._file is None:
+            return lambda: None
+        fd = os.dup(self._file.fileno())
+
+        def sync() -> None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        return sync
 
     def close(self) -> None:
         if self._file is not None:
+            self.syncer()()
             self._file.close()
             self._file = None
 
@@ -170,6 +186,7 @@ class ControllerNode:
         self.events = events
         # What brokers fetch: the log itself with one controller, the committed part in a quorum.
         self.quorum = quorum
+        self.group_commit: GroupCommit | None = None  # a single controller's log on disk
         self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
         # the live web view's timeline, beside the event log
@@ -177,9 +194,10 @@ class ControllerNode:
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
-    def write_gate(self) -> QuorumDriver | None:
-        """Where writes pass in a quorum (server.py lets them through ``QuorumDriver.write``)."""
-        return self.quorum
+    def write_gate(self) -> QuorumDriver | GroupCommit | None:
+        """Where requests pass (server.py lets them through its ``write``): in a quorum, answered once
+        committed; a single controller's, once on disk."""
+        return self.quorum if self.quorum is not None else self.group_commit
 
     @staticmethod
     def now_ms() -> int:
@@ -510,6 +528,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     metadata_log = MetadataLog(log_file.base_offset if log_file is not None else 0)
     controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
     snapshotter: MetadataSnapshotter | None = None
+    group_commit: GroupCommit | None = None
     if log_file is not None:
         data, cut = log_file.read_valid()
         started = time.monotonic()
@@ -526,6 +545,8 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         )
         log_file.open()
         metadata_log.listeners.append(log_file.append)  # before the snapshotter: on disk before snapshotted
+        group_commit = GroupCommit(metadata_log, log_file.syncer)
+        metadata_log.listeners.append(group_commit.on_append)
 
         def trim(below: SnapshotId) -> None:
             assert log_file is not None
@@ -548,6 +569,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         security.authorizer.acls = controller.image.acls  # the ACLs the metadata log holds
     node = ControllerNode(controller, log, events, security)
     node.snapshot_dir = log_file.dir if log_file is not None else None
+    node.group_commit = group_commit
     controller.bootstrap(node.now_ms())
     added = controller.add_scram_credentials(node.now_ms(), bootstrap_scram(args.add_scram))
     if added:
@@ -588,6 +610,8 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
             await events.aclose()
         if snapshotter is not None:
             await snapshotter.wait()
+        if node.group_commit is not None:
+            await node.group_commit.close()
         if log_file is not None:
             log_file.close()
     return 0

@@ -54,6 +54,7 @@ from epochkraft.server.handlers import served
 from epochkraft.server.request_rules import refusal as request_refusal
 
 if TYPE_CHECKING:
+    from epochkraft.controller.group_commit import GroupCommit
     from epochkraft.controller.quorum_driver import QuorumDriver
 
 MAX_IN_FLIGHT_PER_CONNECTION = 64
@@ -554,14 +555,16 @@ class _Connection(asyncio.BufferedProtocol):
             return encode_response_pieces(header.correlation_id, header.api_key, ctx.api_version, response)
         return encode_response_entity(header.correlation_id, header.api_key, ctx.api_version, response)
 
-    def _write_gate(self, spec: ApiSpec) -> QuorumDriver | None:
+    def _write_gate(self, spec: ApiSpec) -> QuorumDriver | GroupCommit | None:
         """A controller in a Raft quorum answers requests as the active controller only, once what they
-        wrote is committed (controller/quorum_driver.py); None elsewhere and for the requests any voter
-        answers itself."""
-        gate = getattr(self.server.node, "write_gate", None)
-        if gate is None or spec.key in ANY_VOTER_ANSWERS:
+        wrote is committed (controller/quorum_driver.py), except those any voter answers itself; a single
+        controller every request once what it wrote or read is on disk (controller/group_commit.py, a
+        broker's Fetch of the metadata log included); None elsewhere."""
+        write_gate = getattr(self.server.node, "write_gate", None)
+        gate = write_gate() if write_gate is not None else None
+        if gate is None or (spec.key in ANY_VOTER_ANSWERS and not gate.gates_reads):
             return None
-        return gate()
+        return gate
 
     def _refusal(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,

@@ -16,9 +16,10 @@ function drawBrokers() {
   const rows = [...view.brokers.values()].sort((a, b) => a.id - b.id).map((b) => {
     const state = brokerState(b);
     const age = b.heartbeat_age_s == null ? "–" : `${b.heartbeat_age_s} s`;
-    return `<tr class="${state}" data-broker="${b.id}" data-state="${state}" data-epoch="${b.epoch}">` +
+    const positions = b.positions_stale ? "stale: last read failed" : "";
+    return `<tr class="${state}" data-broker="${b.id}" data-state="${state}" data-epoch="${b.epoch}" data-positions-stale="${!!b.positions_stale}">` +
       `<td>${b.id}</td><td>${state}</td><td>${b.epoch}</td><td>${b.incarnation.slice(0, 8)}</td>` +
-      `<td>${age}</td><td>${list(b.endpoints)}</td></tr>`;
+      `<td>${age}</td><td>${list(b.endpoints)}</td><td>${positions}</td></tr>`;
   });
   $("brokers").tBodies[0].innerHTML = rows.join("");
 }
@@ -33,7 +34,9 @@ function drawQuorum() {
     : "a single controller";
 }
 
-const ends = (byBroker) => (byBroker ? Object.entries(byBroker).map(([b, end]) => `${b}:${end}`).join(" ") : "–");
+// each replica's log end; a "?" after those of a broker whose last read failed (its earlier answer kept)
+const ends = (byBroker, stale) => (byBroker
+  ? Object.entries(byBroker).map(([b, end]) => `${b}:${end}${stale.has(b) ? "?" : ""}`).join(" ") : "–");
 
 function partitionMatches(p, words) {
   return words.every((w) =>
@@ -47,6 +50,7 @@ function drawPartitions() {
   const all = [...view.partitions.values()];
   const shown = all.filter((p) => partitionMatches(p, words))
     .sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
+  const stale = new Set([...view.brokers.values()].filter((b) => b.positions_stale).map((b) => String(b.id)));
   const rows = shown.slice(0, MAX_ROWS).map((p) => {
     const key = `${p.topic}-${p.partition}`;
     const cls = p.leaderless ? "leaderless" : p.under_min_isr ? "under-min-isr" : "";
@@ -54,7 +58,7 @@ function drawPartitions() {
       `<td>${key}</td><td>${p.leader < 0 ? "none" : p.leader}</td><td>${p.leader_epoch}</td>` +
       `<td>${p.partition_epoch}</td><td>${list(p.replicas)}</td><td>${list(p.isr)}</td>` +
       `<td>${list(p.elr)}</td><td>${list(p.last_known_elr)}</td>` +
-      `<td>${p.high_watermark ?? "–"}</td><td>${ends(p.log_end)}</td><td>${p.lag ?? "–"}</td>` +
+      `<td>${p.high_watermark ?? "–"}</td><td>${ends(p.log_end, stale)}</td><td>${p.lag ?? "–"}</td>` +
       `<td>${p.leader_recovery_state}</td></tr>`;
   });
   $("partitions").tBodies[0].innerHTML = rows.join("");
