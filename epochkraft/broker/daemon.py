@@ -52,6 +52,8 @@ from epochkraft.broker.transaction_coordinator import TransactionCoordinator, Tr
 from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
 from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
+from epochkraft.controller import group_config
+from epochkraft.controller.config_schema import ResourceType
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
@@ -181,7 +183,9 @@ class BrokerNode:
                 heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
                 assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
+                bounds=group_config.bounds_of(settings),
             ),
+            lambda group_id: self.cache.dynamic_config(ResourceType.GROUP, group_id),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.transactions = TransactionService(
@@ -654,6 +658,11 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     try:
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
         parse_assignors(settings.group_consumer_assignors)
+        group_config.check_broker_settings(
+            settings.group_consumer_session_timeout_ms,
+            settings.group_consumer_heartbeat_interval_ms,
+            group_config.bounds_of(settings),
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(

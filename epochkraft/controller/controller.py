@@ -38,7 +38,7 @@ from kio.schema.elect_leaders.v2 import response as elect_resp
 from kio.schema.unregister_broker.v0.response import UnregisterBrokerResponse
 from kio.schema.update_features.v1.response import UpdatableFeatureResult, UpdateFeaturesResponse
 
-from epochkraft.controller import client_quota_control, security_control
+from epochkraft.controller import client_quota_control, group_config, security_control
 from epochkraft.controller.admin_operations import AdminOperations
 from epochkraft.controller.cluster_control import CHANGE_NONE, BrokerControlState, ClusterControl
 from epochkraft.controller.config_schema import MIN_INSYNC, UNCLEAN
@@ -127,7 +127,11 @@ class Controller(AdminOperations):
             UNCLEAN: str(self.settings.unclean_leader_election_enable).lower(),
         }
         self.configuration = ConfigurationControl(
-            static, node_id, self.image.topic_ids.__contains__, self.image
+            static,
+            node_id,
+            self.image.topic_ids.__contains__,
+            self.image,
+            group_config.bounds_of(self.settings),
         )
         self.replication = ReplicationControl(self.configuration, self.image)
         self.outbox: list[tuple[str, dict[str, Any]]] = []
