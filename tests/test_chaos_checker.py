@@ -4,6 +4,7 @@ history."""
 
 from epochkraft.chaos.checker import History, check
 from epochkraft.chaos.elr_fault import ElrElection
+from epochkraft.chaos.group_heal import ownership_problem
 
 
 def clean() -> History:
@@ -158,3 +159,34 @@ def test_an_elr_member_elected_passes_and_one_not_elected_is_caught():
     # elected, but not from the ELR (it was never seen there): not what the fault is for
     history.elr_elections[1] = elr_election(2, []).to_json()
     assert len(check(history).elr_problems) == 1
+
+
+def heal(fault: str, seconds: float | None, owned: list[int], problem: str | None = None) -> dict:
+    return {"fault": fault, "seconds": seconds, "members": 1, "owned": owned, "problem": problem}
+
+
+def test_a_group_that_healed_passes_and_one_that_did_not_is_caught():
+    history = clean()
+    history.group_heals = [heal("pause", 1.5, [0])]
+    report = check(history)
+    assert report.ok and report.group_problems == []
+    assert "1 of 1, slowest 1.5 s" in report.table()
+    history.group_heals.append(heal("disk-loss", None, [], "partitions [0] owned by no member"))
+    report = check(history)
+    assert not report.ok
+    assert report.group_problems == ["after disk-loss: partitions [0] owned by no member"]
+
+
+def test_an_acknowledged_value_the_group_missed_is_caught():
+    history = clean()
+    history.group_consumed = set(history.acked)
+    assert check(history).ok
+    history.group_consumed.discard(b"3")
+    report = check(history)
+    assert not report.ok and report.missed_by_group == ["3"]
+
+
+def test_ownership_problems():
+    assert ownership_problem([0, 1, 2], 3) is None
+    assert ownership_problem([0, 2], 3) == "partitions [1] owned by no member"
+    assert ownership_problem([0, 1, 1, 2], 3) == "partitions [1] owned by more than one member"

@@ -197,3 +197,26 @@ def test_chaos_on_a_controller_quorum_passes_and_the_quorum_heals(tmp_path):
     assert any("cut off from the other controllers" in f for f in report["faults"])
     assert any("on an empty disk" in f for f in report["faults"])
     assert "controller quorum healed" in result.stdout
+
+
+@pytest.mark.timeout(120)
+def test_chaos_with_the_consumer_group_protocol_heals(tmp_path):
+    """The workload's consumer group on KIP-848's protocol (group.protocol=consumer) through a SIGKILLed
+    partition leader: after it, every partition is owned by a member again, as the coordinator describes
+    the group, and the group read every acknowledged value."""
+    result = run_chaos_cli(
+        [
+            *(sys.executable, "-m", "epochkraft.cli", "chaos", "--group-protocol", "consumer"),
+            *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
+            *("--faults", "hard-bounce-leader"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and report["lost_count"] == 0 and report["missed_by_group_count"] == 0
+    (heal,) = report["group_heals"]
+    assert heal["seconds"] is not None and sorted(heal["owned"]) == [0, 1, 2], heal
+    assert "group healed (partitions owned)" in result.stdout

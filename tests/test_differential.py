@@ -364,6 +364,19 @@ def error_cases(
             [("remote.copy.lag.bytes", 0, "1048576"), ("remote.copy.lag.ms", 0, "-1")], resource=topic
         ),
         **BROKER_CONFIG_CASES,
+        # group configs (resource type GROUP, KIP-848), judged against the broker's default bounds
+        "IncrementalAlterConfigs-group-valid": _incremental(
+            [("consumer.session.timeout.ms", 0, "50000")], resource="diff-cfg-group", resource_type=32
+        ),
+        "IncrementalAlterConfigs-group-below-min-session": _incremental(
+            [("consumer.session.timeout.ms", 0, "1000")], resource="diff-cfg-group", resource_type=32
+        ),
+        "IncrementalAlterConfigs-group-unknown-config": _incremental(
+            [("no.such.config", 0, "1")], resource="diff-cfg-group", resource_type=32
+        ),
+        "IncrementalAlterConfigs-group-empty-name": _incremental(
+            [("consumer.session.timeout.ms", 0, "50000")], resource="", resource_type=32
+        ),
         "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
         "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
         "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=unknown),

@@ -119,6 +119,34 @@ def test_kafka_configs_alter_and_describe(tools: Path, bootstrap: str) -> None:
     assert "retention.ms=3600000" not in described and "min.insync.replicas=2" in described, described
 
 
+def test_kafka_configs_groups(tools: Path, bootstrap: str) -> None:
+    """kafka-configs --entity-type groups (IncrementalAlterConfigs and DescribeConfigs on GROUP): a group's
+    consumer.session.timeout.ms and heartbeat interval set, described with Kafka's sources, one refused
+    below the broker's group.consumer.min.session.timeout.ms with Kafka's message, and one deleted."""
+    entity = ["--bootstrap-server", bootstrap, "--entity-type", "groups", "--entity-name", "tool-cg"]
+    run_tool(tools, CONFIGS, *entity, "--alter", "--add-config",
+             "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000")  # fmt: skip
+    described = run_until(tools, CONFIGS, *entity, "--describe", ready=lambda out: "=6000" in out)
+    assert (
+        "consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+        "consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"
+    ) in described, described
+    assert "consumer.heartbeat.interval.ms=6000" in described, described
+    refused = subprocess.run(
+        java_command(CONFIGS, [*entity, "--alter", "--add-config", "consumer.session.timeout.ms=1000"],
+                     jvm=[f"-Dlog4j2.configurationFile={tools}", "-XX:TieredStopAtLevel=1"]),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert (
+        "InvalidConfigurationException: consumer.session.timeout.ms must be greater than or equal to "
+        "group.consumer.min.session.timeout.ms"
+    ) in refused.stdout + refused.stderr
+    run_tool(tools, CONFIGS, *entity, "--alter", "--delete-config", "consumer.heartbeat.interval.ms")
+    described = run_until(tools, CONFIGS, *entity, "--describe", ready=lambda out: "=6000" not in out)
+    assert "=6000" not in described and "consumer.session.timeout.ms=50000" in described, described
+
+
 def test_kafka_configs_client_quotas(tools: Path, bootstrap: str) -> None:
     """kafka-configs --entity-type users|clients (AlterClientQuotas, then DescribeClientQuotas): a user's,
     a client id's and a (user, client id)'s quotas added, described and deleted."""

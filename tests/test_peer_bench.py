@@ -1,11 +1,13 @@
 """The pure pieces of the side-by-side benchmarks: ProducerPerformance's summary read, latency percentiles
-and the warm-up cut, a restarted broker's state read from Metadata, and the epochkraft/Kafka ratios."""
+and the warm-up cut, a restarted broker's state read from Metadata, when a group is stable, and the
+epochkraft/Kafka ratios."""
 
 from __future__ import annotations
 
 import math
 
 from epochkraft.bench.cli import produce_ratios, side_by_side
+from epochkraft.peers.groupjoin import consumer_config, is_stable
 from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
@@ -92,3 +94,19 @@ def test_small_ratios_keep_a_third_decimal() -> None:
     assert fmt_ratio(0.8849) == "0.88"
     assert fmt_ratio(5 / 1203) == "0.004"
     assert fmt_ratio(math.nan) == "nan"
+
+
+def test_a_group_is_stable_when_every_partition_is_owned_once_and_every_member_owns_some() -> None:
+    assert is_stable([{0, 1}, {2}], 3)
+    assert not is_stable([{0, 1, 2}, set()], 3), "a member without partitions: the newcomer not in yet"
+    assert not is_stable([{0, 1}, {1, 2}], 3), "a partition owned twice: not yet revoked"
+    assert not is_stable([{0}, {2}], 3), "a partition owned by nobody"
+
+
+def test_groupjoin_consumers_per_protocol() -> None:
+    classic = consumer_config("b:1", "g", "classic")
+    assert classic["partition.assignment.strategy"] == "cooperative-sticky"
+    assert "group.protocol" not in classic
+    consumer = consumer_config("b:1", "g", "consumer")
+    assert consumer["group.protocol"] == "consumer"
+    assert "partition.assignment.strategy" not in consumer  # the broker assigns

@@ -32,6 +32,7 @@ from epochkraft.metadata.config_schema import (
     ResourceType,
     broker_config_type,
 )
+from epochkraft.metadata.group_config import GROUP_CONFIGS
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.errors import ErrorCode
 
@@ -131,6 +132,22 @@ class ConfigDescriber:
             found += self._broker_synonyms(broker_name, default)
         if not definition.synonyms:
             found.append(Synonym(definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
+    def group_entry(self, group: str, definition: ConfigDef) -> list[Synonym]:
+        """A group config's values in precedence order (ConfigHelper.createGroupConfigEntry): the group's
+        own, then its broker synonym as set statically, then the broker's default (Kafka's where the
+        broker has no such setting)."""
+        found = []
+        own = self.cache.dynamic_config(ResourceType.GROUP, group).get(definition.name)
+        if own is not None:
+            found.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_GROUP_CONFIG))
+        broker_name = definition.synonyms[0]
+        static = self.static.get(broker_name)
+        if static is not None and static.explicitly_set:
+            found.append(Synonym(broker_name, static.value, ConfigSource.STATIC_BROKER_CONFIG))
+        default = static.default if static is not None else definition.default
+        found.append(Synonym(broker_name, default, ConfigSource.DEFAULT_CONFIG))
         return found
 
     def shown_synonyms(self, topic: str, definition: ConfigDef) -> list[Synonym]:
@@ -240,6 +257,16 @@ class ConfigDescriber:
         elif resource_type == ResourceType.BROKER:
             message = f"Unexpected broker id, expected {self.node_id} or empty string, but received {name}"
             return result(ErrorCode.invalid_request, message)
+        elif resource_type == ResourceType.GROUP:
+            if not name:
+                return result(ErrorCode.invalid_request, "Group name must not be empty")
+            for definition in GROUP_CONFIGS.values():
+                if wanted(definition.name):
+                    found = self.group_entry(name, definition)
+                    kind, doc = definition.type, definition.doc
+                    entries.append(
+                        self._entry(definition.name, found, False, kind, doc, synonyms, documentation)
+                    )
         else:
             return result(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
         return result(ErrorCode.none, None, tuple(entries))

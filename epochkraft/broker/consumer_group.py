@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -42,6 +42,13 @@ from epochkraft.broker.group_migration import (
     assignment_bytes,
     classic_members_from_consumer,
     consumer_members_from_classic,
+)
+from epochkraft.metadata.group_config import (
+    CONSUMER_ASSIGNMENT_INTERVAL,
+    CONSUMER_HEARTBEAT_INTERVAL,
+    CONSUMER_SESSION_TIMEOUT,
+    GroupBounds,
+    GroupConfig,
 )
 from epochkraft.protocol.errors import ErrorCode
 
@@ -67,9 +74,19 @@ class ConsumerGroupSettings:
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     max_size: int = 2**31 - 1
     migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    bounds: GroupBounds = field(default_factory=GroupBounds.of)  # group configs are clamped into them
+    assignment_interval_ms: int = 1_000
 
     def __post_init__(self) -> None:
         parse_assignors(",".join(self.assignors))
+
+    def default_of(self, name: str) -> int:
+        """The broker's setting behind a group config (its ``group.*`` synonym)."""
+        return {
+            CONSUMER_SESSION_TIMEOUT: self.session_timeout_ms,
+            CONSUMER_HEARTBEAT_INTERVAL: self.heartbeat_interval_ms,
+            CONSUMER_ASSIGNMENT_INTERVAL: self.assignment_interval_ms,
+        }[name]
 
 
 def parse_assignors(value: str) -> tuple[str, ...]:
@@ -307,15 +324,27 @@ class ConsumerGroupCoordinator:
     """The consumer groups whose coordinator partition this broker leads.
 
     ``classic`` is the classic coordinator of the same partitions: the two kinds share one group id
-    namespace, and a group moves between them as the migration policy allows."""
+    namespace, and a group moves between them as the migration policy allows. ``group_configs`` gives a
+    group's dynamic configs (resource type GROUP in the metadata), which override the broker's session
+    timeout and heartbeat interval for that group (GroupConfigManager)."""
 
     def __init__(
-        self, settings: ConsumerGroupSettings | None = None, classic: GroupCoordinator | None = None
+        self,
+        settings: ConsumerGroupSettings | None = None,
+        classic: GroupCoordinator | None = None,
+        group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {},
     ) -> None:
         self.settings = settings or ConsumerGroupSettings()
         self.classic = classic if classic is not None else GroupCoordinator()
+        self.group_configs = group_configs
         self.groups: dict[str, ConsumerGroup] = {}
         self.regexes = RegexResolver()
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """The group's effective configs: its own, clamped into this broker's bounds, else the broker's
+        (consumerGroupSessionTimeoutMs, consumerGroupHeartbeatIntervalMs)."""
+        overrides = self.group_configs(group_id)
+        return GroupConfig.evaluate(overrides, self.settings.default_of, self.settings.bounds)
 
     # ---- ConsumerGroupHeartbeat --------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
@@ -494,7 +523,7 @@ class ConsumerGroupCoordinator:
             ErrorCode.none,
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.group_config(group.group_id).consumer_heartbeat_interval_ms,
             assignment=reconciled.assigned if full or changed else None,
         )
 
@@ -641,7 +670,8 @@ class ConsumerGroupCoordinator:
         """The session restarts at every heartbeat; a member asked to revoke partitions must do so within
         its rebalance timeout, counted again at every change of the member, a move from one revocation to
         the next included (scheduleConsumerGroupRebalanceTimeout)."""
-        group.session_deadlines[after.member_id] = now_ms + self.settings.session_timeout_ms
+        session_timeout_ms = self.group_config(group.group_id).consumer_session_timeout_ms
+        group.session_deadlines[after.member_id] = now_ms + session_timeout_ms
         if after.state != MemberState.UNREVOKED_PARTITIONS:
             group.revocation_deadlines.pop(after.member_id, None)
         elif before != after or after.member_id not in group.revocation_deadlines:
@@ -812,12 +842,12 @@ class ConsumerGroupCoordinator:
             group = self.groups.get(group_id)
             if group is None:
                 continue
+            session_timeout_ms = self.group_config(group_id).consumer_session_timeout_ms
             for member in group.members.values():
-                session_ms = self.settings.session_timeout_ms
                 if member.classic is not None:  # classic members have no revocation deadline
                     group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
                     continue
-                group.session_deadlines[member.member_id] = now_ms + session_ms
+                group.session_deadlines[member.member_id] = now_ms + session_timeout_ms
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
 

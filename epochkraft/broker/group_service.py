@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, TypeVar
@@ -122,11 +122,14 @@ class GroupService:
         coordinator: GroupCoordinator | None = None,
         offsets_retention_check_interval_ms: int = 600_000,
         consumer_group_settings: ConsumerGroupSettings | None = None,
+        group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {},
     ) -> None:
         self.offsets_topic = offsets_topic
         self.coordinator = coordinator or GroupCoordinator()
         # KIP-848 consumer groups share the group id namespace and the committed offsets with classic ones
-        self.consumer_groups = ConsumerGroupCoordinator(consumer_group_settings, self.coordinator)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            consumer_group_settings, self.coordinator, group_configs
+        )
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms

@@ -286,6 +286,30 @@ class BrokerSettings(SecuritySettings):
         "How often consumer group members (KIP-848) are told to heartbeat.",
         minimum=1,
     )
+    group_consumer_min_session_timeout_ms: int = prop(
+        "group.consumer.min.session.timeout.ms",
+        45000,
+        "Smallest consumer.session.timeout.ms a consumer group (KIP-848) may be given.",
+        minimum=1,
+    )
+    group_consumer_max_session_timeout_ms: int = prop(
+        "group.consumer.max.session.timeout.ms",
+        60000,
+        "Largest consumer.session.timeout.ms a consumer group (KIP-848) may be given.",
+        minimum=1,
+    )
+    group_consumer_min_heartbeat_interval_ms: int = prop(
+        "group.consumer.min.heartbeat.interval.ms",
+        5000,
+        "Smallest consumer.heartbeat.interval.ms a consumer group (KIP-848) may be given.",
+        minimum=1,
+    )
+    group_consumer_max_heartbeat_interval_ms: int = prop(
+        "group.consumer.max.heartbeat.interval.ms",
+        15000,
+        "Largest consumer.heartbeat.interval.ms a consumer group (KIP-848) may be given.",
+        minimum=1,
+    )
     group_consumer_assignors: str = prop(
         "group.consumer.assignors",
         "uniform,range",

@@ -1,7 +1,8 @@
 """The chaos run's judge, as Kafka's replication system tests and Jepsen's Kafka workload check:
 every acknowledged value is consumed, one value per offset, offsets increase in every partition,
 replicas agree up to the high watermark, the ISR shrank and re-expanded, and each KIP-966 (`elr`) fault's
-cleanly stopped follower was elected from the ELR on its return. Under retention, an
+cleanly stopped follower was elected from the ELR on its return, and the consumer group healed after each
+fault (every partition owned once) and read every acknowledged value. Under retention, an
 acknowledged value below its partition's log start offset at the final read was removed by retention,
 not lost; everything at or above it must be there. Pure: histories in, a report out."""
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from epochkraft.chaos.group_heal import heal_problems
 
 
 @dataclass
@@ -34,6 +37,9 @@ class History:
     quorum: dict[int, dict[str, Any] | None] | None = None
     # what each `elr` fault saw (elr_fault.ElrElection.to_json): the returning member elected from the ELR?
     elr_elections: list[dict[str, Any]] = field(default_factory=list)
+    # the consumer group after each fault (group_heal.GroupHeal.to_json), and the values it consumed
+    group_heals: list[dict[str, Any]] = field(default_factory=list)
+    group_consumed: set[bytes] | None = None
 
 
 @dataclass
@@ -56,6 +62,9 @@ class Report:
     quorum_problems: list[str] = field(default_factory=list)
     elr_elections: list[dict[str, Any]] = field(default_factory=list)
     elr_problems: list[str] = field(default_factory=list)
+    group_heals: list[dict[str, Any]] = field(default_factory=list)
+    group_problems: list[str] = field(default_factory=list)
+    missed_by_group: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -67,12 +76,14 @@ class Report:
             or self.divergent_replicas
             or self.quorum_problems
             or self.elr_problems
+            or self.group_problems
+            or self.missed_by_group
         )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"] = self.ok
-        for key in ("lost", "duplicated", "multi_value_offsets", "divergent_replicas"):
+        for key in ("lost", "duplicated", "multi_value_offsets", "divergent_replicas", "missed_by_group"):
             data[f"{key}_count"] = len(data[key])
             data[key] = data[key][:50]
         return data
@@ -96,6 +107,13 @@ class Report:
         if self.elr_elections:
             elected = sum(1 for e in self.elr_elections if e["elected_from_elr"])
             rows.append(("ELR member elected (KIP-966)", f"{elected} of {len(self.elr_elections)}"))
+        if self.group_heals:
+            healed = [h["seconds"] for h in self.group_heals if h["seconds"] is not None]
+            slowest = f", slowest {max(healed):.1f} s" if healed else ""
+            rows.append(
+                ("group healed (partitions owned)", f"{len(healed)} of {len(self.group_heals)}{slowest}")
+            )
+            rows.append(("acknowledged missed by the group", len(self.missed_by_group)))
         rows += [
             (f"AlterPartition rejected: {error}", n)
             for error, n in sorted(self.rejected_alter_partitions.items())
@@ -151,6 +169,15 @@ def check(history: History) -> Report:
         return offset < 0 or offset >= starts.get(partition, 0)
 
     missing = [(v, where) for v, where in history.acked.items() if v not in consumed_values]
+    group = history.group_consumed
+    missed_by_group = sorted(
+        (
+            _show(v)
+            for v, (p, o) in history.acked.items()
+            if group is not None and v not in group and retained(p, o)
+        ),
+        key=lambda s: (len(s), s),
+    )
     removed = [v for v, (p, o) in missing if not retained(p, o)]
     lost = sorted((_show(v) for v, (p, o) in missing if retained(p, o)), key=lambda s: (len(s), s))
     duplicated = sorted(_show(v) for v, n in consumed_values.items() if n > 1)
@@ -220,4 +247,7 @@ def check(history: History) -> Report:
         quorum_problems=quorum_problems(history.quorum) if history.quorum is not None else [],
         elr_elections=list(history.elr_elections),
         elr_problems=elr_problems(history.elr_elections),
+        group_heals=list(history.group_heals),
+        group_problems=heal_problems(history.group_heals),
+        missed_by_group=missed_by_group,
     )

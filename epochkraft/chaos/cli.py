@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from epochkraft.chaos.group_heal import PROTOCOLS
 from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS, WorkDirBusy, start_clean
 
 
@@ -56,6 +57,13 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="a secured cluster as `cluster up --secure`: mTLS between the daemons, SCRAM over TLS for the "
         "workload, the authorizer on",
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=PROTOCOLS,
+        default="classic",
+        help="the workload's consumer group protocol: classic, or consumer (KIP-848, group.protocol=consumer); "
+        "either way the group must own every partition again after each fault",
     )
     args = parser.parse_args(argv)
     work = Path(args.work_dir)
@@ -116,6 +124,7 @@ def main(argv: list[str]) -> int:
             controllers=args.controllers,
             static_quorum=args.static_quorum,
             progress=not args.no_progress,
+            group_protocol=args.group_protocol,
         )
     )
     print("\nfaults applied:\n  " + "\n  ".join(report.faults))

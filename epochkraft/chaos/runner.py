@@ -30,6 +30,7 @@ from typing import Any
 
 from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.elr_fault import apply_elr_fault
+from epochkraft.chaos.group_heal import GROUP, wait_healed
 from epochkraft.chaos.proxy import FaultProxy
 from epochkraft.harness.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
 from epochkraft.harness.kio_client import MiniClient
@@ -104,9 +105,16 @@ class Workload:
     """Producer and consumer threads (confluent-kafka), recording what was acknowledged and read."""
 
     def __init__(
-        self, bootstrap: str, rate: int = 300, conf: dict[str, str] | None = None, topic: str = TOPIC
+        self,
+        bootstrap: str,
+        rate: int = 300,
+        conf: dict[str, str] | None = None,
+        topic: str = TOPIC,
+        group_protocol: str = "classic",
     ) -> None:
         self.bootstrap = bootstrap
+        self.group_protocol = group_protocol  # the consumer group's: classic, or consumer (KIP-848)
+        self.group_values: set[bytes] = set()  # every value the group returned
         self.topic = topic
         self.conf = conf or {}  # security settings of a secured cluster
         self.rate = rate
@@ -115,6 +123,7 @@ class Workload:
         self.failed = 0
         self.consumed = 0
         self._stop = threading.Event()
+        self._stop_producing = threading.Event()
         self._threads = [
             threading.Thread(target=self._produce, daemon=True),
             threading.Thread(target=self._consume, daemon=True),
@@ -126,8 +135,14 @@ class Workload:
 
     def stop(self) -> None:
         self._stop.set()
+        self._stop_producing.set()
         for thread in self._threads:
             thread.join(60)
+
+    def stop_producing(self) -> None:
+        """The producer flushes and stops; the group reads on (to be judged on all that was acknowledged)."""
+        self._stop_producing.set()
+        self._threads[0].join(60)
 
     def _produce(self) -> None:
         from confluent_kafka import Producer
@@ -151,7 +166,7 @@ class Workload:
                 self.failed += 1
 
         i = 0
-        while not self._stop.is_set():
+        while not self._stop_producing.is_set():
             producer.produce(
                 self.topic, value=str(i).encode(), key=str(i % 97).encode(), on_delivery=on_delivery
             )
@@ -168,7 +183,8 @@ class Workload:
             {
                 "bootstrap.servers": self.bootstrap,
                 **self.conf,
-                "group.id": "chaos-readers",
+                "group.id": GROUP,
+                "group.protocol": self.group_protocol,
                 "auto.offset.reset": "earliest",
                 "log_level": 0,
             }
@@ -178,6 +194,7 @@ class Workload:
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 self.consumed += 1
+                self.group_values.add(msg.value() or b"")
         consumer.close()
 
 
@@ -218,6 +235,22 @@ async def _wait_healthy(client: MiniClient, rf: int, timeout: float = 40.0) -> N
             log.debug("metadata request failed while waiting for full ISRs: %r", exc)
         await asyncio.sleep(0.2)
     raise TimeoutError(f"the cluster did not recover its full ISRs (last error: {last_error!r})")
+
+
+async def _wait_group_healed(workload: Workload, fault: str) -> dict[str, Any]:
+    heal = await asyncio.to_thread(wait_healed, workload.bootstrap, workload.conf, TOPIC, PARTITIONS, fault)
+    log.debug("group after %s: %s", fault, heal)
+    return heal.to_json()
+
+
+async def _wait_group_caught_up(workload: Workload, timeout: float = 30.0) -> None:
+    """Stops the producer and lets the group read everything acknowledged before it stops too (the
+    checker judges what the group missed)."""
+    await asyncio.to_thread(workload.stop_producing)
+    wanted = set(workload.acked)
+    deadline = time.monotonic() + timeout
+    while not wanted <= workload.group_values and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
 
 
 async def _quorum_views(cluster: LocalCluster) -> dict[int, dict[str, Any] | None]:
@@ -403,6 +436,7 @@ async def run_chaos(
     secure: bool = False,
     controllers: int = 1,
     static_quorum: bool = False,
+    group_protocol: str = "classic",
 ) -> Report:
     rng = random.Random(seed)
     if static_quorum and "controller-disk-loss" in faults:
@@ -465,7 +499,9 @@ async def run_chaos(
         error = await client.create_topic(TOPIC, PARTITIONS, history.replication_factor, topic_config)
         assert error == ErrorCode.none, error
         conf = security.librdkafka(cluster.client_bootstrap) if security else {}
-        workload = Workload(conf.pop("bootstrap.servers", cluster.bootstrap), rate, conf)
+        workload = Workload(
+            conf.pop("bootstrap.servers", cluster.bootstrap), rate, conf, group_protocol=group_protocol
+        )
         workload.start()
 
         async def watch_isr() -> None:
@@ -493,9 +529,11 @@ async def run_chaos(
             await _wait_healthy(client, history.replication_factor)
             if cluster.quorum and quorum_problems(await _wait_quorum(cluster)):
                 raise TimeoutError(f"the controller quorum did not heal after {applied[-1]}")
+            history.group_heals.append(await _wait_group_healed(workload, fault))
             await asyncio.sleep(1)
         bar.show(len(plan), "done", workload)
         watcher.cancel()
+        await _wait_group_caught_up(workload)
         await asyncio.to_thread(workload.stop)
         history.consumed = []
         for p in range(PARTITIONS):
@@ -515,6 +553,7 @@ async def run_chaos(
             await proxy.stop()
         await fault_log.aclose()
     history.acked = dict(workload.acked) if workload else {}
+    history.group_consumed = set(workload.group_values) if workload else None
     history.attempted = workload.attempted if workload else 0
     history.failed_produces = workload.failed if workload else 0
     history.replicas, history.high_watermarks = _replica_logs(cluster)

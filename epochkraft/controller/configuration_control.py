@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import (
     MIN_INSYNC,
     UNCLEAN,
@@ -53,12 +54,14 @@ class ConfigurationControl:
         node_id: int,
         topic_exists: Callable[[str], bool],
         image: MetadataImage | None = None,
+        group_bounds: group_config.GroupBounds | None = None,
     ) -> None:
         self.image = image if image is not None else MetadataImage(node_id)
         self.configs: dict[Resource, dict[str, str]] = self.image.configs
         self.static = static  # this controller's static settings by Kafka property name
         self.node_id = node_id
         self.topic_exists = topic_exists
+        self.group_bounds = group_bounds or group_config.GroupBounds.of()
 
     # ---- queries ------------------------------------------------------------------------------------
     def get(self, resource_type: ResourceType, name: str) -> dict[str, str]:
@@ -127,6 +130,10 @@ class ConfigurationControl:
             if name and not (name.isascii() and name.isdigit()):
                 return ApiError(ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number.")
             return NONE
+        if resource_type == ResourceType.GROUP:
+            if not name:
+                return ApiError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+            return NONE  # a group need not exist to hold configs
         return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {int(resource_type)}.")
 
     def decide_incremental_alter(
@@ -176,6 +183,8 @@ class ConfigurationControl:
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
                 records.append(self._record(resource, key, new))
+        if (refusal := self.group_refusal(resource, records)).error != ErrorCode.none:
+            return refusal, []
         if (refusal := self.elr_refusal(records)).error != ErrorCode.none:
             return refusal, []
         return NONE, records
@@ -196,13 +205,34 @@ class ConfigurationControl:
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
         records += [self._record(resource, key, None) for key in current if key not in new_configs]
+        if (refusal := self.group_refusal(resource, records)).error != ErrorCode.none:
+            return refusal, []
         if (refusal := self.elr_refusal(records)).error != ErrorCode.none:
             return refusal, []
         return NONE, records
 
+    def group_refusal(self, resource: Resource, records: list[ConfigRecord]) -> ApiError:
+        """A group's configs are judged together, as they would stand after the records (Kafka's
+        ConfigurationControlManager.validateAlterConfig with GroupConfig.validate)."""
+        if resource[0] != ResourceType.GROUP:
+            return NONE
+        after = dict(self.get(*resource))
+        for record in records:
+            if record.value is None:
+                after.pop(record.name, None)
+            else:
+                after[record.name] = record.value
+        if (why := group_config.validate(after, self.group_bounds)) is not None:
+            return ApiError(ErrorCode.invalid_config, why)
+        return NONE
+
     @staticmethod
     def _validate(resource: Resource, key: str, value: str | None) -> str | None:
         resource_type, resource_name = resource
+        if resource_type == ResourceType.GROUP:
+            if value is None:
+                return f"Null value not supported for group configs: {key}"
+            return None  # judged with the group's other configs (group_refusal)
         if value is None and resource_type == ResourceType.TOPIC:
             return f"Null value not supported for topic configs: {key}"
         return validate(resource_type, key, value, resource_name)

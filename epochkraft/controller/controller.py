@@ -71,6 +71,7 @@ from epochkraft.controller.replication_control import (
     ReplicationControl,
 )
 from epochkraft.controller.settings import ControllerSettings
+from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
 from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
@@ -142,7 +143,11 @@ class Controller(AdminOperations):
             UNCLEAN: str(self.settings.unclean_leader_election_enable).lower(),
         }
         self.configuration = ConfigurationControl(
-            static, node_id, self.image.topic_ids.__contains__, self.image
+            static,
+            node_id,
+            self.image.topic_ids.__contains__,
+            self.image,
+            group_config.bounds_of(self.settings),
         )
         self.replication = ReplicationControl(self.configuration, self.image)
         self.outbox: list[tuple[str, dict[str, Any]]] = []

@@ -12,7 +12,9 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
 - failover: Kafka and epochkraft at the same ``--session-timeout-ms``, the time after SIGKILL of a
   partition leader until a new one is named (``epochkraft.peers.failover``);
 - rejoin: Kafka and epochkraft, a broker SIGKILLed under light load, fenced, and started again: the time
-  until it is unfenced and back in every ISR (``epochkraft.peers.rejoin``).
+  until it is unfenced and back in every ISR (``epochkraft.peers.rejoin``);
+- groupjoin: Kafka and epochkraft, one more confluent-kafka consumer joining a stable group of 10, classic
+  against consumer protocol: the time until every partition is owned once again (``epochkraft.peers.groupjoin``).
 
 kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
 from epochkraft.peers.fetch import PeerUnavailable, kafka_version
+from epochkraft.peers.groupjoin import measure_group_join, report_group_join
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
 from epochkraft.peers.latency import LatencyFigure, measure_e2e, report_e2e
@@ -131,7 +134,7 @@ TARGETS: dict[str, Callable[[Path, int], object]] = {
 }
 
 
-PARTS = ("produce", "e2e", "failover", "rejoin")
+PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rejoin-rounds", type=int, default=2, help="restarted-broker rounds per cluster")
     parser.add_argument("--rejoin-partitions", type=int, default=6)
     parser.add_argument("--rejoin-rate", type=int, default=200, help="records/s of 1 KiB during a round")
+    parser.add_argument("--groupjoin-rounds", type=int, default=2, help="rounds per protocol and cluster")
+    parser.add_argument("--groupjoin-members", type=int, default=10, help="members of the stable group")
+    parser.add_argument("--groupjoin-partitions", type=int, default=30)
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
@@ -164,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     latency: list[LatencyFigure] = []
     failover: dict[str, list[float]] = {}
     rejoin: dict[str, list[RejoinRound]] = {}
+    group_join: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
@@ -188,12 +195,21 @@ def main(argv: list[str] | None = None) -> int:
                         rejoin[target] = measure_rejoin(
                             target, brokers, args.rejoin_rounds, args.rejoin_partitions, args.rejoin_rate
                         )
+                    if target != "kfake" and "groupjoin" in parts and args.groupjoin_rounds > 0:
+                        group_join[target] = measure_group_join(
+                            target,
+                            bootstrap,
+                            args.groupjoin_rounds,
+                            args.groupjoin_members,
+                            args.groupjoin_partitions,
+                        )
             except PeerUnavailable as exc:
                 print(f"  {target}: unavailable ({exc})")
     report_produce(figures, args.records)
     report_e2e(latency, args.e2e_warm_up)
     report(failover, args.session_timeout_ms)
     report_rejoin(rejoin, args.rejoin_partitions, args.rejoin_rate)
+    report_group_join(group_join, args.groupjoin_members, args.groupjoin_partitions)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -202,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                     "e2e": [asdict(f) for f in latency],
                     "failover": failover,
                     "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
+                    "groupjoin": group_join,
                 },
                 indent=2,
             )

@@ -54,6 +54,8 @@ from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
 from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
+from epochkraft.metadata import group_config
+from epochkraft.metadata.config_schema import ResourceType
 from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
@@ -183,7 +185,9 @@ class BrokerNode:
                 assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
                 migration_policy=MigrationPolicy.parse(settings.group_consumer_migration_policy),
+                bounds=group_config.bounds_of(settings),
             ),
+            lambda group_id: self.cache.dynamic_config(ResourceType.GROUP, group_id),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.transactions = TransactionService(
@@ -662,6 +666,11 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
         parse_assignors(settings.group_consumer_assignors)
         MigrationPolicy.parse(settings.group_consumer_migration_policy)
+        group_config.check_broker_settings(
+            settings.group_consumer_session_timeout_ms,
+            settings.group_consumer_heartbeat_interval_ms,
+            group_config.bounds_of(settings),
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(

@@ -6,6 +6,8 @@
   UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist, INVALID_TOPIC_EXCEPTION for a bad name.
 - BROKER resources: this broker's id lists every broker setting; the empty name lists the cluster-wide
   dynamic defaults; another broker's id is INVALID_REQUEST (clients send it to that broker).
+- GROUP resources (KIP-848): every consumer.* and streams.* group config, the group's own value
+  (DYNAMIC_GROUP_CONFIG) else the broker's group.* setting; an empty group name is INVALID_REQUEST.
 - Answered from this broker's metadata cache and settings, as Kafka's brokers do (not forwarded).
 """
 

@@ -4,6 +4,9 @@
   atomic per resource, written as ConfigRecords; validate_only checks without writing.
 - Same resources, validation and effects as AlterConfigs (key 33): min.insync.replicas applies to acks=all
   at once; unclean.leader.election.enable turned on elects leaders for offline partitions at once.
+- GROUP resources: the group's configs as they would stand after the change are validated together
+  (Kafka's GroupConfig.validate against the controller's group.consumer.min/max.* bounds), INVALID_CONFIG
+  with Kafka's message; the empty group name is INVALID_REQUEST.
 - The broker listener forwards to the controller.
 """
 

@@ -1,0 +1,243 @@
+"""Group configs (resource type GROUP), after Kafka's GroupConfigTest, GroupConfigManagerTest and the group
+cases of ConfigurationControlManagerTest: validation on the controller, ConfigRecords of type GROUP in the
+metadata log, DescribeConfigs on the broker, and the group coordinator answering a group's own session
+timeout and heartbeat interval."""
+
+from __future__ import annotations
+
+import pytest
+
+from epochkraft.broker.config_describer import ConfigDescriber
+from epochkraft.broker.consumer_group import ConsumerGroupCoordinator, ConsumerGroupSettings, HeartbeatRequest
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
+from epochkraft.broker.settings import BrokerSettings
+from epochkraft.controller.configuration_control import OpType
+from epochkraft.controller.controller import Controller
+from epochkraft.metadata import group_config
+from epochkraft.metadata.config_schema import ConfigSource, ResourceType
+from epochkraft.metadata.group_config import GroupBounds, GroupConfig
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ConfigRecord
+from tests.controller_context import CLUSTER_ID, ControllerContext
+from tests.test_consumer_group import Topics
+
+GROUP = ResourceType.GROUP
+SET, DELETE = OpType.SET, OpType.DELETE
+SESSION, HEARTBEAT = group_config.CONSUMER_SESSION_TIMEOUT, group_config.CONSUMER_HEARTBEAT_INTERVAL
+BOUNDS = GroupBounds.of()  # Kafka's defaults: session 45000..60000, heartbeat 5000..15000
+
+
+# ---- GroupConfigTest ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(group_config.GROUP_CONFIGS))
+@pytest.mark.parametrize("value", ["not_a_number", "-0.1", "1.2", "-1"])
+def test_from_props_invalid(name, value):
+    assert group_config.validate({name: value}, BOUNDS) is not None
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({SESSION: "1"}, f"{SESSION} must be greater than or equal to group.consumer.min.session.timeout.ms"),
+        (
+            {SESSION: "70000"},
+            f"{SESSION} must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        (
+            {HEARTBEAT: "1"},
+            f"{HEARTBEAT} must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {HEARTBEAT: "70000"},
+            f"{HEARTBEAT} must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ),
+        # the heartbeat's bounds are checked before the session's, as Kafka's validateValues
+        (
+            {SESSION: "45000", HEARTBEAT: "46000"},
+            f"{HEARTBEAT} must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            {"consumer.assignment.interval.ms": "20000"},
+            "consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms",
+        ),
+        (
+            {"streams.num.standby.replicas": "5"},
+            "streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas",
+        ),
+        ({SESSION: "abc"}, f"Invalid value abc for configuration {SESSION}: Not a number of type INT"),
+        ({SESSION: "0"}, f"Invalid value 0 for configuration {SESSION}: Value must be at least 1"),
+    ],
+)
+def test_invalid_props(configs, message):
+    """Kafka 4.3.1's messages, as its GroupConfig.validate throws them (read from its jar)."""
+    assert group_config.validate(configs, BOUNDS) == message
+
+
+def test_session_must_exceed_heartbeat():
+    bounds = GroupBounds.of({"group.consumer.min.session.timeout.ms": 1000})
+    assert group_config.validate({SESSION: "5000"}, bounds) == f"{SESSION} must be greater than {HEARTBEAT}"
+    assert group_config.validate({SESSION: "6000", HEARTBEAT: "5000"}, bounds) is None
+
+
+def test_invalid_config_name():
+    configs = {SESSION: "46000", "invalid.config.name": "10"}
+    assert group_config.validate(configs, BOUNDS) == "Unknown group config name: invalid.config.name"
+    # share groups are not served here: their configs are unknown names
+    assert group_config.validate({"share.session.timeout.ms": "45000"}, BOUNDS) is not None
+
+
+def test_valid_props():
+    assert group_config.validate({SESSION: "45000", HEARTBEAT: "5000"}, BOUNDS) is None
+
+
+def test_from_props_with_default_value():
+    """A group's own value wins; a config the group lacks takes the broker's setting."""
+    defaults = {SESSION: 10, HEARTBEAT: 10, "consumer.assignment.interval.ms": 10}.__getitem__
+    bounds = GroupBounds.of({"group.consumer.min.session.timeout.ms": 1})
+    config = GroupConfig.evaluate({SESSION: "20"}, defaults, bounds)
+    assert (config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms) == (20, 10)
+
+
+def test_evaluate_caps_values_outside_the_broker_bounds():
+    """GroupConfig.evaluate: a stored value outside this broker's bounds (narrowed since) is clamped."""
+    defaults = ConsumerGroupSettings().default_of
+    assert GroupConfig.evaluate({SESSION: "90000"}, defaults, BOUNDS).consumer_session_timeout_ms == 60000
+    assert GroupConfig.evaluate({HEARTBEAT: "10"}, defaults, BOUNDS).consumer_heartbeat_interval_ms == 5000
+
+
+def test_broker_refuses_defaults_outside_its_bounds():
+    with pytest.raises(ValueError, match=r"must be greater than or equal to group\.consumer\.min\.session"):
+        group_config.check_broker_settings(10_000, 5000, BOUNDS)
+    group_config.check_broker_settings(45_000, 5000, BOUNDS)
+
+
+# ---- ConfigurationControlManagerTest: group resources ----------------------------------------------------
+@pytest.fixture
+def ctx() -> ControllerContext:
+    ctx = ControllerContext(group_consumer_min_session_timeout_ms=1000)
+    ctx.brokers_ready(0, 1, 2)
+    return ctx
+
+
+def group_records(ctx: ControllerContext) -> list[ConfigRecord]:
+    return [
+        r for _, r in ctx.controller.log.records() if isinstance(r, ConfigRecord) and r.resource_type == GROUP
+    ]
+
+
+def test_incremental_alter_group_configs_writes_group_config_records(ctx):
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, "10000")}})
+    assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
+    assert group_records(ctx) == [
+        ConfigRecord(resource_type=GROUP, resource_name="grp", name=SESSION, value="10000")
+    ]
+    assert ctx.controller.configuration.get(GROUP, "grp") == {SESSION: "10000"}
+    restarted = Controller(CLUSTER_ID)
+    restarted.load(ctx.controller.log.read(0, 1 << 30))
+    assert restarted.configuration.get(GROUP, "grp") == {SESSION: "10000"}
+    ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (DELETE, None)}})
+    assert ctx.controller.configuration.get(GROUP, "grp") == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "ops", "error", "message"),
+    [
+        (
+            "grp",
+            {SESSION: (SET, "500")},
+            ErrorCode.invalid_config,
+            f"{SESSION} must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        ("grp", {"foo": (SET, "1")}, ErrorCode.invalid_config, "Unknown group config name: foo"),
+        (
+            "grp",
+            {SESSION: (SET, "5000")},
+            ErrorCode.invalid_config,
+            f"{SESSION} must be greater than {HEARTBEAT}",
+        ),
+        (
+            "",
+            {SESSION: (SET, "10000")},
+            ErrorCode.invalid_request,
+            "Default group resources are not allowed.",
+        ),
+    ],
+)
+def test_group_configs_refused_as_kafka_refuses_them(ctx, name, ops, error, message):
+    """ControllerConfigurationValidator on GROUP resources: INVALID_CONFIG with GroupConfig's message,
+    INVALID_REQUEST for the default (empty) group; nothing is written."""
+    assert ctx.incremental_alter_configs({(GROUP, name): ops}) == {(GROUP, name): (error, message)}
+    assert group_records(ctx) == []
+
+
+def test_group_configs_are_validated_together_with_those_the_group_holds(ctx):
+    """validateAlterConfig judges the group's whole config after the change: a heartbeat interval at or
+    above the session timeout the group already holds is refused."""
+    assert (
+        ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, "8000")}})[(GROUP, "grp")][0]
+        == ErrorCode.none
+    )
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "9000")}})
+    assert result == {
+        (GROUP, "grp"): (ErrorCode.invalid_config, f"{SESSION} must be greater than {HEARTBEAT}")
+    }
+
+
+# ---- GroupConfigManagerTest: the broker applies a group's configs ---------------------------------------
+def cache_with(*records: ConfigRecord) -> MetadataCache:
+    cache = MetadataCache(node_id=1)
+    for offset, record in enumerate(records):
+        cache.apply(offset, record, Changes())
+    return cache
+
+
+def coordinator(cache: MetadataCache) -> ConsumerGroupCoordinator:
+    settings = ConsumerGroupSettings(bounds=GroupBounds.of({"group.consumer.min.session.timeout.ms": 6000}))
+    return ConsumerGroupCoordinator(settings, group_configs=lambda g: cache.dynamic_config(GROUP, g))
+
+
+def join(coordinator: ConsumerGroupCoordinator, group: str, topics: Topics):
+    request = HeartbeatRequest(
+        group, "m1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=("foo",), owned={}
+    )
+    return coordinator.heartbeat(0, request, topics)
+
+
+def test_get_non_existent_group_config():
+    config = coordinator(cache_with()).group_config("unknown")
+    assert (config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms) == (45000, 5000)
+
+
+def test_update_group_config():
+    """A group's consumer.heartbeat.interval.ms is answered in ConsumerGroupHeartbeat and its
+    consumer.session.timeout.ms fences a silent member; another group keeps the broker's."""
+    cache = cache_with(
+        ConfigRecord(resource_type=GROUP, resource_name="grp", name=SESSION, value="8000"),
+        ConfigRecord(resource_type=GROUP, resource_name="grp", name=HEARTBEAT, value="7000"),
+    )
+    groups = coordinator(cache)
+    topics = Topics()
+    topics.create("foo", 2)
+    assert join(groups, "grp", topics).heartbeat_interval_ms == 7000
+    assert join(groups, "other", topics).heartbeat_interval_ms == 5000
+    assert groups.tick(7999) == []
+    assert groups.tick(8000) == [("grp", "m1")]
+    assert groups.tick(45000) == [("other", "m1")]
+
+
+# ---- DescribeConfigs on GROUP resources ------------------------------------------------------------------
+def test_describe_group_configs_value_and_source():
+    cache = cache_with(ConfigRecord(resource_type=GROUP, resource_name="grp", name=SESSION, value="50000"))
+    describer = ConfigDescriber(1, BrokerSettings(group_consumer_heartbeat_interval_ms=6000), cache)
+    result = describer.describe(int(GROUP), "grp", None, synonyms=True, documentation=False)
+    assert result.error_code == ErrorCode.none
+    entries = {e.name: e for e in result.configs}
+    assert list(entries) == list(group_config.GROUP_CONFIGS)
+    session, heartbeat = entries[SESSION], entries[HEARTBEAT]
+    assert (session.value, session.config_source) == ("50000", ConfigSource.DYNAMIC_GROUP_CONFIG)
+    assert [(s.name, s.value, s.source) for s in session.synonyms] == [
+        (SESSION, "50000", ConfigSource.DYNAMIC_GROUP_CONFIG),
+        (f"group.{SESSION}", "45000", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert (heartbeat.value, heartbeat.config_source) == ("6000", ConfigSource.STATIC_BROKER_CONFIG)
+    empty = describer.describe(int(GROUP), "", None, synonyms=False, documentation=False)
+    assert empty.error_code == ErrorCode.invalid_request
