@@ -3,13 +3,16 @@ every acknowledged value is consumed, one value per offset, offsets increase in 
 replicas agree up to the high watermark, the ISR shrank and re-expanded, and each KIP-966 (`elr`) fault's
 cleanly stopped follower was elected from the ELR on its return. Under retention, an
 acknowledged value below its partition's log start offset at the final read was removed by retention,
-not lost; everything at or above it must be there. Pure: histories in, a report out."""
+not lost; everything at or above it must be there. The transactional workload's own checks are in
+txn_checker.py. Pure: histories in, a report out."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from epochkraft.chaos.txn_checker import TxnHistory, TxnReport, check_transactions
 
 
 @dataclass
@@ -34,6 +37,8 @@ class History:
     quorum: dict[int, dict[str, Any] | None] | None = None
     # what each `elr` fault saw (elr_fault.ElrElection.to_json): the returning member elected from the ELR?
     elr_elections: list[dict[str, Any]] = field(default_factory=list)
+    # the transactional workload's record (--workload txn), None for the plain one
+    transactions: TxnHistory | None = None
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Report:
     quorum_problems: list[str] = field(default_factory=list)
     elr_elections: list[dict[str, Any]] = field(default_factory=list)
     elr_problems: list[str] = field(default_factory=list)
+    transactions: TxnReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -67,6 +73,7 @@ class Report:
             or self.divergent_replicas
             or self.quorum_problems
             or self.elr_problems
+            or (self.transactions is not None and not self.transactions.ok)
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -75,17 +82,25 @@ class Report:
         for key in ("lost", "duplicated", "multi_value_offsets", "divergent_replicas"):
             data[f"{key}_count"] = len(data[key])
             data[key] = data[key][:50]
+        if self.transactions is not None:
+            data["transactions"] = self.transactions.to_json()
         return data
 
     def table(self) -> str:
-        rows = [
-            ("attempted", self.attempted),
-            ("acknowledged", self.acked),
-            ("consumed", self.consumed),
-            ("failed produces (not acked)", self.failed_produces),
-            ("removed by retention", self.removed_by_retention),
-            ("LOST acknowledged", len(self.lost)),
-            ("duplicated", len(self.duplicated)),
+        rows: list[tuple[str, object]] = (
+            self.transactions.rows()
+            if self.transactions is not None
+            else [
+                ("attempted", self.attempted),
+                ("acknowledged", self.acked),
+                ("consumed", self.consumed),
+                ("failed produces (not acked)", self.failed_produces),
+                ("removed by retention", self.removed_by_retention),
+                ("LOST acknowledged", len(self.lost)),
+                ("duplicated", len(self.duplicated)),
+            ]
+        )
+        rows += [
             ("offsets with >1 value", len(self.multi_value_offsets)),
             ("non-monotonic partitions", len(self.non_monotonic_partitions)),
             ("divergent replicas", len(self.divergent_replicas)),
@@ -220,4 +235,5 @@ def check(history: History) -> Report:
         quorum_problems=quorum_problems(history.quorum) if history.quorum is not None else [],
         elr_elections=list(history.elr_elections),
         elr_problems=elr_problems(history.elr_elections),
+        transactions=check_transactions(history.transactions) if history.transactions is not None else None,
     )
