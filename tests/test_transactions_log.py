@@ -256,7 +256,6 @@ async def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(make_cl
     where = ("--topic", TOPIC, "--partition", "0")
     # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
     expected = [str(pid), "0", "-1", "1", "1700000000000", str(start)]
-    assert await asyncio.to_thread(tool, "describe-producers", *where) == [expected]
     assert await asyncio.to_thread(tool, "describe-producers", "--broker-id", str(follower), *where) == [
         expected
     ]
@@ -271,7 +270,7 @@ async def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(make_cl
         await asyncio.to_thread(tool, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
         == []
     )
-    [row] = await asyncio.to_thread(tool, "describe-producers", *where)
+    [row] = await asyncio.to_thread(tool, "describe-producers", *where)  # from the leader
     assert row[0] == str(pid) and row[2] == "0" and row[-1] == "None"  # the abort's coordinator epoch
     client = MiniClient(cluster.bootstrap)
     try:
