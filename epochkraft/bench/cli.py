@@ -344,13 +344,14 @@ def part_txn(work: Path, seconds: float, rounds: int, targets: list[str]) -> dic
     """Transactional against idempotent records/s on each target in turn (epochkraft/bench/txn.py), each
     cluster alone on the machine; with both targets, epochkraft's ratio over Kafka's."""
     from epochkraft.bench.txn import PARTITIONS, measure_txn, side_by_side
+    from epochkraft.peers.perf import create_topic
 
     figures = []
     for target in targets:
         with _produce_cluster(work, target, "txn") as (bootstrap, _pids):
 
             def create(topic: str, bootstrap: str = bootstrap) -> None:
-                _create(bootstrap, topic, PARTITIONS, 3, 2)
+                asyncio.run(create_topic(bootstrap, topic, PARTITIONS, 3, 2))
 
             figures.append(measure_txn(target, bootstrap, rounds, seconds, create))
     print(side_by_side(figures), flush=True)
