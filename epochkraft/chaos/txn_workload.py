@@ -203,13 +203,19 @@ class TxnWorkload:
     def _caught_up(self, consumer: Any) -> bool:
         """The group's committed offsets at every input partition's end (positions can be unset after a
         rewind to a partition the consumer has not fetched from since)."""
+        from confluent_kafka import KafkaException
+
         assignment = consumer.assignment()
         if len(assignment) < PARTITIONS:
             return False
-        for tp in consumer.committed(assignment, timeout=CALL_TIMEOUT_S):
-            _low, high = consumer.get_watermark_offsets(tp, timeout=10)
-            if tp.offset < high:
-                return False
+        try:
+            for tp in consumer.committed(assignment, timeout=CALL_TIMEOUT_S):
+                _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+                if tp.offset < high:
+                    return False
+        except KafkaException as exc:  # a coordinator or leader still moving: asked again next time
+            log.debug("caught up? %s", exc.args[0])
+            return False
         return True
 
 
