@@ -206,7 +206,8 @@ def test_transactional_workload_through_a_leader_kill(tmp_path):
     result = run_chaos_cli(
         [
             *(sys.executable, "-m", "epochkraft.cli", "chaos", "--workload", "txn"),
-            *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "200"),
+            # 100 inputs/s: the loop keeps up on a loaded machine, so the drain at the end is short
+            *("--work-dir", str(tmp_path), "--seed", "3", "--no-progress", "--rate", "100"),
             *("--faults", "hard-bounce-leader"),
         ],
         timeout=240,
@@ -217,7 +218,7 @@ def test_transactional_workload_through_a_leader_kill(tmp_path):
     assert txn["aborted_visible_count"] == txn["committed_lost_count"] == txn["partly_visible_count"] == 0
     assert txn["inputs_lost_count"] == txn["inputs_duplicated_count"] == 0
     assert txn["committed"] >= 10 and txn["aborted_deliberately"] >= 2
-    assert txn["output_read_committed"] == txn["inputs_acked"] > 500
+    assert txn["output_read_committed"] == txn["inputs_acked"] > 300
     # the aborted copies are in the log, hidden from read_committed only
     assert txn["output_read_uncommitted"] > txn["output_read_committed"]
     assert "ABORTED records visible" in result.stdout and "PASS" in result.stdout

@@ -37,6 +37,7 @@ DUPLICATE_EVERY = 7
 SABOTAGES = ("duplicate", "read-uncommitted")
 # How long one transactional call may take before the loop gives up on it (a fault can hold a coordinator).
 CALL_TIMEOUT_S = 30.0
+REWIND_TIMEOUT_S = 5.0
 
 
 class TxnWorkload:
@@ -231,22 +232,27 @@ def _retrying(call: Any, give_up: threading.Event) -> None:
         except KafkaException as exc:
             if not exc.args[0].retriable() or give_up.is_set():
                 raise
+            log.debug("retried: %s", exc.args[0])
             time.sleep(0.2)
 
 
 def _rewind(consumer: Any, give_up: threading.Event) -> None:
-    """Back to the group's committed offsets: what an aborted (or unknown) transaction read is read again."""
+    """Back to the group's committed offsets: what an aborted (or unknown) transaction read is read again.
+
+    The consumer is polled between tries, its records dropped (the seek sets the positions again): a
+    rebalance it has to take part in (after UNKNOWN_MEMBER_ID, say) is only served by polling, and until
+    it is, librdkafka's committed() times out."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaException
 
     while not give_up.is_set():
         try:
-            for tp in consumer.committed(consumer.assignment(), timeout=CALL_TIMEOUT_S):
+            for tp in consumer.committed(consumer.assignment(), timeout=REWIND_TIMEOUT_S):
                 tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
                 consumer.seek(tp)
             return
-        except KafkaException as exc:  # the group coordinator is moving: ask again
+        except KafkaException as exc:  # the group coordinator is moving, or a rebalance waits: ask again
             log.debug("rewind: %s", exc.args[0])
-            time.sleep(0.2)
+            consumer.consume(BATCH, 0.2)
 
 
 def _seek_to_first(consumer: Any, messages: list[Any]) -> None:
