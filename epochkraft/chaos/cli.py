@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.txn_sabotage and args.workload != "txn":
         parser.error("--txn-sabotage needs --workload txn")
-    if args.retention and args.workload == "txn":  # its checker reads the whole output: nothing may be deleted
+    if args.retention and args.workload == "txn":  # its checker reads the whole output
         parser.error("--retention is for the plain workload")
     work = Path(args.work_dir)
     report_path = Path(args.report) if args.report else work / "report.json"
