@@ -381,6 +381,25 @@ def test_verify_only_answers_partitions_in_the_ongoing_transaction():
     assert fenced == {("foo", 0): ErrorCode.producer_fenced}
 
 
+def test_verify_only_does_not_wait_for_a_pending_add_partitions():
+    """Kafka's handleVerifyPartitionsInTransaction checks no pending state: a TxnOffsetCommit verified while
+    the producer's next AddPartitionsToTxn is being written finds the offsets partition AddOffsetsToTxn
+    added (once refused INVALID_TXN_STATE, fatal to librdkafka); a prepared transaction answers
+    CONCURRENT_TRANSACTIONS."""
+    ctx = TxnContext()
+    init = ctx.ongoing(partitions=[("__consumer_offsets", 3)])
+    pending = ctx.coordinator.add_partitions(NOW, TXN, init.producer_id, init.producer_epoch, [("out", 0)])
+    assert pending.append is not None and ctx.metadata().pending_transition_in_progress
+    verified = ctx.coordinator.verify_partitions(
+        TXN, init.producer_id, init.producer_epoch, [("__consumer_offsets", 3), ("out", 0)]
+    )
+    assert verified == {("__consumer_offsets", 3): ErrorCode.none, ("out", 0): ErrorCode.invalid_txn_state}
+    assert ctx.write(pending) == ErrorCode.none
+    assert ctx.write(ctx.coordinator.end_txn(NOW, TXN, init.producer_id, init.producer_epoch, True)) == 0
+    prepared = ctx.coordinator.verify_partitions(TXN, init.producer_id, init.producer_epoch, [("out", 0)])
+    assert prepared == {("out", 0): ErrorCode.concurrent_transactions}
+
+
 # ---- EndTxn --------------------------------------------------------------------------------------------
 def test_should_reply_with_invalid_pid_mapping_on_end_txn_when_pid_dosent_match_mapped():
     """TransactionCoordinatorTest.shouldReplyWithInvalidPidMappingOnEndTxnWhen{TxnIdDoesntExist,

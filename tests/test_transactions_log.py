@@ -215,3 +215,66 @@ async def test_read_committed_sees_committed_records_only_and_stops_at_the_lso(m
         assert await same_indexes_everywhere(cluster, deadline=time.monotonic() + 30)
     finally:
         await client.close()
+
+
+def transactions_tool(bootstrap: str, args: list[str], cwd) -> list[list[str]]:
+    """Kafka's ``kafka-transactions`` (TransactionsCommand) against ``bootstrap``: its table's rows."""
+    from tests.test_metadata_snapshot import kafka_tool
+
+    result = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand", ["--bootstrap-server", bootstrap, *args], cwd
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [line.split() for line in result.stdout.splitlines()[1:] if line.strip()]
+
+
+async def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(make_cluster, tmp_path):
+    """A hanging transaction (a transactional batch its coordinator never heard of, as the bug KIP-890
+    closes leaves one) found and aborted with Kafka's own tool: ``describe-producers`` shows its start
+    offset, on the leader and on a follower (``--broker-id``, Kafka's Partition.activeProducerState on
+    any replica); ``find-hanging --broker-id`` finds it (DescribeProducers on that broker, ListTransactions
+    filtered by producer id, DescribeTransactions); ``abort --start-offset`` sends WriteTxnMarkers from the
+    admin client to the leader (Admin.abortTransaction), after which read_committed reads past it."""
+    cluster = make_cluster(brokers=3)
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic(TOPIC, partitions=1, rf=3) == ErrorCode.none
+        await asyncio.sleep(1)
+        pid = await producer_id(client)
+        start = await produce(client, txn_batch(pid, 0, [b"hanging-0", b"hanging-1"]), "never-coordinated")
+        after = await produce(client, build_batch([(None, b"after", (), 1_700_000_000_001)]), None)
+        assert await latest(client, isolation_level=1) == start
+        p, _brokers = await client.partition_state(TOPIC)
+        follower = next(b for b in p.replica_nodes if b != p.leader_id)
+        await asyncio.sleep(1)  # the follower has the batches
+    finally:
+        await client.close()
+
+    def tool(*args: str) -> list[list[str]]:
+        return transactions_tool(cluster.bootstrap, list(args), tmp_path)
+
+    where = ("--topic", TOPIC, "--partition", "0")
+    # ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    expected = [str(pid), "0", "-1", "1", "1700000000000", str(start)]
+    assert await asyncio.to_thread(tool, "describe-producers", "--broker-id", str(follower), *where) == [
+        expected
+    ]
+    # Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp Duration(min)
+    hanging = await asyncio.to_thread(
+        tool, "find-hanging", "--broker-id", str(follower), "--max-transaction-timeout", "0"
+    )
+    assert [row[:7] for row in hanging] == [[TOPIC, "0", str(pid), "0", "-1", str(start), "1700000000000"]]
+
+    await asyncio.to_thread(tool, "abort", *where, "--start-offset", str(start))
+    assert (
+        await asyncio.to_thread(tool, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+        == []
+    )
+    [row] = await asyncio.to_thread(tool, "describe-producers", *where)  # from the leader
+    assert row[0] == str(pid) and row[2] == "0" and row[-1] == "None"  # the abort's coordinator epoch
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await latest(client, isolation_level=1) == after + 2  # past "after" and the abort marker
+    finally:
+        await client.close()
+    assert await asyncio.to_thread(consume, cluster.bootstrap, "read_committed", 1, 5.0) == [b"after"]

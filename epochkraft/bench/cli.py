@@ -29,6 +29,9 @@
 11. request_floods: another client's acks=all produce latency while four connections of one client keep 32
    ListOffsets of 200 partitions each in flight for ``--seconds``, without a quota and with a default
    client-id request_percentage of 25 (KIP-124), on one broker (epochkraft/bench/floods.py).
+12. txn: transactions of 100 records of 1 KiB against the idempotent producer at the same settings (RF 3
+   acks=all), the ratio transactional/idempotent of records/s; ``--targets epochkraft,kafka`` measures
+   Kafka's ratio too (epochkraft/bench/txn.py).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ PARTS = (
     "floods",
     "view",
     "request_floods",
+    "txn",
 )
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
@@ -194,11 +198,11 @@ PRODUCE_TARGETS = ("epochkraft", "kafka")
 
 
 @contextmanager
-def _produce_cluster(work: Path, target: str) -> Iterator[tuple[str, list[int]]]:
+def _produce_cluster(work: Path, target: str, name: str = "produce") -> Iterator[tuple[str, list[int]]]:
     """Three brokers of ``target`` with the FAST broker settings (Kafka's names on both) and a 2 s session
-    timeout: the bootstrap and the brokers' pids, whose CPU time is counted."""
+    timeout, in ``work / name``: the bootstrap and the brokers' pids, whose CPU time is counted."""
     if target == "epochkraft":
-        cluster = _cluster(work / "produce")
+        cluster = _cluster(work / name)
         try:
             yield cluster.bootstrap, [p.pid for p in cluster.nodes.values() if p.pid]
         finally:
@@ -207,7 +211,7 @@ def _produce_cluster(work: Path, target: str) -> Iterator[tuple[str, list[int]]]
     from epochkraft.peers.kafka import KafkaPeer
 
     peer = KafkaPeer(
-        run_dir=work / "produce-kafka",
+        run_dir=work / f"{name}-kafka",
         brokers=3,
         heap_mb=1024,
         broker_config=dict(line.split("=", 1) for line in FAST.splitlines() if line),
@@ -333,6 +337,28 @@ def part_produce(
                 results[f"{size}B"] = row
         finally:
             null.kill()
+    return results
+
+
+def part_txn(work: Path, seconds: float, rounds: int, targets: list[str]) -> dict[str, Any]:
+    """Transactional against idempotent records/s on each target in turn (epochkraft/bench/txn.py), each
+    cluster alone on the machine; with both targets, epochkraft's ratio over Kafka's."""
+    from epochkraft.bench.txn import PARTITIONS, measure_txn, side_by_side
+    from epochkraft.peers.perf import create_topic
+
+    figures = []
+    for target in targets:
+        with _produce_cluster(work, target, "txn") as (bootstrap, _pids):
+
+            def create(topic: str, bootstrap: str = bootstrap) -> None:
+                asyncio.run(create_topic(bootstrap, topic, PARTITIONS, 3, 2))
+
+            figures.append(measure_txn(target, bootstrap, rounds, seconds, create))
+    print(side_by_side(figures), flush=True)
+    results: dict[str, Any] = {f.target: f.to_json() for f in figures}
+    by = {f.target: f for f in figures}
+    if "epochkraft" in by and "kafka" in by:
+        results["epochkraft/kafka"] = round(by["epochkraft"].ratio / max(by["kafka"].ratio, 1e-9), 2)
     return results
 
 
@@ -786,7 +812,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--targets",
         default="epochkraft",
-        help="clusters the produce and floods parts measure, in turn: epochkraft, kafka (Apache Kafka, "
+        help="clusters the produce, floods and txn parts measure, in turn: epochkraft, kafka (Apache Kafka, "
         "scripts/peers' jars)",
     )
     parser.add_argument(
@@ -873,6 +899,8 @@ def main(argv: list[str]) -> int:
                 from epochkraft.bench.floods import part_request_floods
 
                 results[part] = part_request_floods(work / "request-floods", args.seconds)
+            elif part == "txn":
+                results[part] = part_txn(work, args.seconds, args.rounds, targets)
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 

@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from epochkraft.broker.partition import Role
 from epochkraft.broker.replica_manager import Replica
 from epochkraft.protocol.errors import ErrorCode
 
@@ -51,15 +50,23 @@ class ActiveProducer(NamedTuple):
     last_sequence: int
     coordinator_epoch: int = -1
     current_txn_start_offset: int = -1
+    last_timestamp: int = -1
 
 
 def active_producers(replica: Replica | None) -> tuple[ErrorCode, list[ActiveProducer]]:
-    """The idempotent producers the partition's leader remembers; NOT_LEADER_OR_FOLLOWER elsewhere."""
-    if replica is None or replica.partition.role != Role.LEADER:
+    """The idempotent producers a replica of the partition remembers, leader or follower (Kafka's
+    Partition.activeProducerState answers from any local log: ``kafka-transactions describe-producers
+    --broker-id`` and ``find-hanging`` ask followers); NOT_LEADER_OR_FOLLOWER on a broker without one."""
+    if replica is None:
         return ErrorCode.not_leader_or_follower, []
     return ErrorCode.none, [
         ActiveProducer(
-            pid, entry.epoch, entry.last_seq, entry.coordinator_epoch, entry.current_txn_first_offset
+            pid,
+            entry.epoch,
+            entry.last_seq,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
+            entry.last_timestamp,
         )
         for pid, entry in sorted(replica.producers.producers.items())
     ]

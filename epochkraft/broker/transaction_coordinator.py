@@ -227,18 +227,21 @@ class TransactionCoordinator:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        """A partition leader's check (AddPartitionsToTxn v4+, verify only, KIP-890 part 1): NONE for the
-        partitions already in the ongoing transaction of this producer epoch, INVALID_TXN_STATE for the rest."""
+        """A partition leader's check (AddPartitionsToTxn v4+, verify only, KIP-890 part 1), as Kafka's
+        handleVerifyPartitionsInTransaction: NONE for the partitions in the transaction of this producer
+        epoch, INVALID_TXN_STATE for the rest (Kafka's TRANSACTION_ABORTABLE as a client before KIP-890
+        gets it), CONCURRENT_TRANSACTIONS while it is prepared. A pending write (another AddPartitionsToTxn
+        of the same transaction) is not waited for: partitions join ``partitions`` only once written."""
         wanted = list(partitions)
         error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
         if metadata is None:
             return dict.fromkeys(wanted, error)
         if metadata.producer_epoch != producer_epoch:
             return dict.fromkeys(wanted, ErrorCode.producer_fenced)
-        ongoing = metadata.state == TransactionState.ONGOING and not metadata.pending_transition_in_progress
+        if metadata.state in PREPARED:
+            return dict.fromkeys(wanted, ErrorCode.concurrent_transactions)
         return {
-            tp: ErrorCode.none if ongoing and tp in metadata.partitions else ErrorCode.invalid_txn_state
-            for tp in wanted
+            tp: ErrorCode.none if tp in metadata.partitions else ErrorCode.invalid_txn_state for tp in wanted
         }
 
     # ---- EndTxn -------------------------------------------------------------------------------------------

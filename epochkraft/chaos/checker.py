@@ -4,7 +4,8 @@ replicas agree up to the high watermark, the ISR shrank and re-expanded, and eac
 cleanly stopped follower was elected from the ELR on its return, and the consumer group healed after each
 fault (every partition owned once) and read every acknowledged value. Under retention, an
 acknowledged value below its partition's log start offset at the final read was removed by retention,
-not lost; everything at or above it must be there. Pure: histories in, a report out."""
+not lost; everything at or above it must be there. The transactional workload's own checks are in
+txn_checker.py. Pure: histories in, a report out."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from epochkraft.chaos.group_heal import heal_problems
+from epochkraft.chaos.txn_checker import TxnHistory, TxnReport, check_transactions
 
 
 @dataclass
@@ -40,6 +42,8 @@ class History:
     # the consumer group after each fault (group_heal.GroupHeal.to_json), and the values it consumed
     group_heals: list[dict[str, Any]] = field(default_factory=list)
     group_consumed: set[bytes] | None = None
+    # the transactional workload's record (--workload txn), None for the plain one
+    transactions: TxnHistory | None = None
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Report:
     group_heals: list[dict[str, Any]] = field(default_factory=list)
     group_problems: list[str] = field(default_factory=list)
     missed_by_group: list[str] = field(default_factory=list)
+    transactions: TxnReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,6 +83,7 @@ class Report:
             or self.elr_problems
             or self.group_problems
             or self.missed_by_group
+            or (self.transactions is not None and not self.transactions.ok)
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,17 +92,25 @@ class Report:
         for key in ("lost", "duplicated", "multi_value_offsets", "divergent_replicas", "missed_by_group"):
             data[f"{key}_count"] = len(data[key])
             data[key] = data[key][:50]
+        if self.transactions is not None:
+            data["transactions"] = self.transactions.to_json()
         return data
 
     def table(self) -> str:
-        rows = [
-            ("attempted", self.attempted),
-            ("acknowledged", self.acked),
-            ("consumed", self.consumed),
-            ("failed produces (not acked)", self.failed_produces),
-            ("removed by retention", self.removed_by_retention),
-            ("LOST acknowledged", len(self.lost)),
-            ("duplicated", len(self.duplicated)),
+        rows: list[tuple[str, object]] = (
+            self.transactions.rows()
+            if self.transactions is not None
+            else [
+                ("attempted", self.attempted),
+                ("acknowledged", self.acked),
+                ("consumed", self.consumed),
+                ("failed produces (not acked)", self.failed_produces),
+                ("removed by retention", self.removed_by_retention),
+                ("LOST acknowledged", len(self.lost)),
+                ("duplicated", len(self.duplicated)),
+            ]
+        )
+        rows += [
             ("offsets with >1 value", len(self.multi_value_offsets)),
             ("non-monotonic partitions", len(self.non_monotonic_partitions)),
             ("divergent replicas", len(self.divergent_replicas)),
@@ -250,4 +264,5 @@ def check(history: History) -> Report:
         group_heals=list(history.group_heals),
         group_problems=heal_problems(history.group_heals),
         missed_by_group=missed_by_group,
+        transactions=check_transactions(history.transactions) if history.transactions is not None else None,
     )

@@ -1,5 +1,6 @@
 """``epochkraft chaos``: a workload plus seeded faults against a local cluster (``--controllers 3``: with a
-Raft quorum of controllers and its faults), judged by the checker;
+Raft quorum of controllers and its faults), judged by the checker; ``--workload txn``: a transactional
+consume-transform-produce loop judged read_committed;
 ``--scenario kafka-14139`` stages the KIP-903 race twice (unsafe switch on, then the default)."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import time
 from pathlib import Path
 
 from epochkraft.chaos.group_heal import PROTOCOLS
-from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS, WorkDirBusy, start_clean
+from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS, WORKLOADS, WorkDirBusy, start_clean
+from epochkraft.chaos.txn_workload import SABOTAGES
 
 
 def main(argv: list[str]) -> int:
@@ -65,7 +67,24 @@ def main(argv: list[str]) -> int:
         help="the workload's consumer group protocol: classic, or consumer (KIP-848, group.protocol=consumer); "
         "either way the group must own every partition again after each fault",
     )
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="plain",
+        help="plain (default): an idempotent producer and a consumer group; txn: consume-transform-produce "
+        "in transactions from chaos-in to chaos (some aborted on purpose), the output read read_committed",
+    )
+    parser.add_argument(
+        "--txn-sabotage",
+        choices=SABOTAGES,
+        help="with --workload txn, break it on purpose to see the checker fail: duplicate (inputs committed "
+        "twice), read-uncommitted (the output read without read_committed)",
+    )
     args = parser.parse_args(argv)
+    if args.txn_sabotage and args.workload != "txn":
+        parser.error("--txn-sabotage needs --workload txn")
+    if args.retention and args.workload == "txn":  # its checker reads the whole output
+        parser.error("--retention is for the plain workload")
     work = Path(args.work_dir)
     report_path = Path(args.report) if args.report else work / "report.json"
     started = time.monotonic()
@@ -125,6 +144,8 @@ def main(argv: list[str]) -> int:
             static_quorum=args.static_quorum,
             progress=not args.no_progress,
             group_protocol=args.group_protocol,
+            workload_kind=args.workload,
+            sabotage=args.txn_sabotage,
         )
     )
     print("\nfaults applied:\n  " + "\n  ".join(report.faults))

@@ -14,6 +14,10 @@ while brokers still reach it. The quorum faults: SIGKILL of the active controlle
 leads), the active controller cut off from the other controllers, a controller restarted on an empty
 disk. After every fault the quorum must heal too (one active controller that every voter names, every
 high watermark equal), and the checker judges its state at the end.
+
+With ``workload="txn"`` the workload is txn_workload.py's consume-transform-produce loop from
+``chaos-in`` to ``chaos`` in transactions instead (``__transaction_state`` of 3 partitions here), and
+txn_checker.py judges the read_committed output; the faults and the replica checks are the same.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.elr_fault import apply_elr_fault
 from epochkraft.chaos.group_heal import GROUP, wait_healed
 from epochkraft.chaos.proxy import FaultProxy
+from epochkraft.chaos.txn_checker import TxnHistory
+from epochkraft.chaos.txn_workload import INPUT_TOPIC, TxnWorkload, read_output
 from epochkraft.harness.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
 from epochkraft.harness.kio_client import MiniClient
 from epochkraft.harness.quorum_ops import replace_voter_async
@@ -75,6 +81,16 @@ RETENTION_BROKER_CONFIG = """log.retention.check.interval.ms=500
 log.segment.delete.delay.ms=1000
 """
 RETENTION_TOPIC_CONFIG = {"segment.bytes": "4096", "retention.bytes": "8192"}
+WORKLOADS = ("plain", "txn")
+
+
+def txn_broker_config(brokers: int) -> str:
+    """``__transaction_state`` small (3 partitions) and as replicated as the cluster allows."""
+    return (
+        "transaction.state.log.num.partitions=3\n"
+        f"transaction.state.log.replication.factor={min(3, brokers)}\n"
+        f"transaction.state.log.min.isr={min(2, brokers)}\n"
+    )
 
 
 class WorkDirBusy(Exception):
@@ -202,7 +218,7 @@ class Progress:
     def __init__(self, total: int, enabled: bool) -> None:
         self.total, self.enabled = total, enabled
 
-    def show(self, done: int, label: str, workload: Workload) -> None:
+    def show(self, done: int, label: str, workload: Workload | TxnWorkload) -> None:
         if not self.enabled:
             return
         width = 24
@@ -437,14 +453,21 @@ async def run_chaos(
     controllers: int = 1,
     static_quorum: bool = False,
     group_protocol: str = "classic",
+    workload_kind: str = "plain",
+    sabotage: str | None = None,
 ) -> Report:
     rng = random.Random(seed)
+    txn = workload_kind == "txn"
     if static_quorum and "controller-disk-loss" in faults:
         log(f"controller-disk-loss left out: {STATIC_DISK_LOSS}")
     plan = fault_plan(faults, rounds, rng, static_quorum=static_quorum)
     work_dir.mkdir(parents=True, exist_ok=True)
     broker_cfg = work_dir / "broker.properties"
-    broker_cfg.write_text(BROKER_CONFIG + (RETENTION_BROKER_CONFIG if retention else ""))
+    broker_cfg.write_text(
+        BROKER_CONFIG
+        + (RETENTION_BROKER_CONFIG if retention else "")
+        + (txn_broker_config(brokers) if txn else "")
+    )
     controller_cfg = work_dir / "controller.properties"
     controller_cfg.write_text(f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}\n")
     # min ISR 2 of RF 3: a follower's loss leaves the ISR at min ISR, a second one takes it below (the elr fault)
@@ -466,7 +489,7 @@ async def run_chaos(
     history = History(replication_factor=min(3, brokers))
     applied: list[str] = []
     client: MiniClient | None = None
-    workload: Workload | None = None
+    workload: Workload | TxnWorkload | None = None
     bar = Progress(len(plan), progress)
     try:
         voters = voter_ids(controllers)
@@ -499,9 +522,15 @@ async def run_chaos(
         error = await client.create_topic(TOPIC, PARTITIONS, history.replication_factor, topic_config)
         assert error == ErrorCode.none, error
         conf = security.librdkafka(cluster.client_bootstrap) if security else {}
-        workload = Workload(
-            conf.pop("bootstrap.servers", cluster.bootstrap), rate, conf, group_protocol=group_protocol
-        )
+        bootstrap = conf.pop("bootstrap.servers", cluster.bootstrap)
+        if txn:
+            error = await client.create_topic(
+                INPUT_TOPIC, PARTITIONS, history.replication_factor, topic_config
+            )
+            assert error == ErrorCode.none, error
+            workload = TxnWorkload(bootstrap, TOPIC, rate, conf, sabotage)
+        else:
+            workload = Workload(bootstrap, rate, conf, group_protocol=group_protocol)
         workload.start()
 
         async def watch_isr() -> None:
@@ -529,17 +558,23 @@ async def run_chaos(
             await _wait_healthy(client, history.replication_factor)
             if cluster.quorum and quorum_problems(await _wait_quorum(cluster)):
                 raise TimeoutError(f"the controller quorum did not heal after {applied[-1]}")
-            history.group_heals.append(await _wait_group_healed(workload, fault))
+            if isinstance(workload, Workload):  # the plain workload's consumer group must heal
+                history.group_heals.append(await _wait_group_healed(workload, fault))
             await asyncio.sleep(1)
         bar.show(len(plan), "done", workload)
         watcher.cancel()
-        await _wait_group_caught_up(workload)
+        if isinstance(workload, Workload):
+            await _wait_group_caught_up(workload)
         await asyncio.to_thread(workload.stop)
-        history.consumed = []
-        for p in range(PARTITIONS):
-            start, records = await client.read_retained(TOPIC, p)
-            history.log_start_offsets[p] = start
-            history.consumed += [(p, offset, value) for offset, value in records]
+        if isinstance(workload, TxnWorkload):
+            history.transactions = await asyncio.to_thread(_read_transactions, workload, bootstrap, conf)
+            history.consumed = list(history.transactions.committed_read)
+        else:
+            history.consumed = []
+            for p in range(PARTITIONS):
+                start, records = await client.read_retained(TOPIC, p)
+                history.log_start_offsets[p] = start
+                history.consumed += [(p, offset, value) for offset, value in records]
         if cluster.quorum:
             history.quorum = await _wait_quorum(cluster)
     finally:
@@ -552,15 +587,30 @@ async def run_chaos(
         for proxy in [*(p for ps in proxies.values() for p in ps), *links.values()]:
             await proxy.stop()
         await fault_log.aclose()
-    history.acked = dict(workload.acked) if workload else {}
-    history.group_consumed = set(workload.group_values) if workload else None
-    history.attempted = workload.attempted if workload else 0
-    history.failed_produces = workload.failed if workload else 0
+    if isinstance(workload, Workload):  # the transactional workload's inputs are judged by txn_checker
+        history.acked = dict(workload.acked)
+        history.group_consumed = set(workload.group_values)
+        history.attempted = workload.attempted
+        history.failed_produces = workload.failed
     history.replicas, history.high_watermarks = _replica_logs(cluster)
     history.rejected_alter_partitions = controller_rejections(work_dir / "metrics")
     report = check(history)
     report.faults = applied
     return report
+
+
+def _read_transactions(workload: TxnWorkload, bootstrap: str, conf: dict[str, str]) -> TxnHistory:
+    """What the loop recorded, and the output as a new reader sees it, read_committed (read_uncommitted
+    under the ``read-uncommitted`` sabotage) and read_uncommitted."""
+    committed = workload.sabotage != "read-uncommitted"
+    return TxnHistory(
+        inputs_attempted=workload.attempted,
+        inputs_acked=dict(workload.acked),
+        transactions=dict(workload.transactions),
+        committed_read=read_output(bootstrap, conf, TOPIC, PARTITIONS, committed=committed),
+        uncommitted_records=len(read_output(bootstrap, conf, TOPIC, PARTITIONS, committed=False)),
+        drained=workload.drained,
+    )
 
 
 def controller_rejections(metrics_dir: Path) -> dict[str, int]:

@@ -14,7 +14,10 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
 - rejoin: Kafka and epochkraft, a broker SIGKILLed under light load, fenced, and started again: the time
   until it is unfenced and back in every ISR (``epochkraft.peers.rejoin``);
 - groupjoin: Kafka and epochkraft, one more confluent-kafka consumer joining a stable group of 10, classic
-  against consumer protocol: the time until every partition is owned once again (``epochkraft.peers.groupjoin``).
+  against consumer protocol: the time until every partition is owned once again (``epochkraft.peers.groupjoin``);
+- txn: confluent-kafka's transactional producer (transactions of 100 records of 1 KiB) against its
+  idempotent producer at the same settings (RF 3, acks=all, min.insync.replicas 2): the ratio
+  transactional/idempotent of records/s on each cluster (``epochkraft.bench.txn``).
 
 kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
 """
@@ -31,6 +34,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from epochkraft.bench.txn import PARTITIONS as TXN_PARTITIONS
+from epochkraft.bench.txn import TxnFigure, measure_txn, side_by_side
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
 from epochkraft.peers.fetch import PeerUnavailable, kafka_version
@@ -134,7 +139,7 @@ TARGETS: dict[str, Callable[[Path, int], object]] = {
 }
 
 
-PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin")
+PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin", "txn")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groupjoin-rounds", type=int, default=2, help="rounds per protocol and cluster")
     parser.add_argument("--groupjoin-members", type=int, default=10, help="members of the stable group")
     parser.add_argument("--groupjoin-partitions", type=int, default=30)
+    parser.add_argument("--txn-seconds", type=float, default=8.0, help="seconds of each txn part round")
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
@@ -171,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     failover: dict[str, list[float]] = {}
     rejoin: dict[str, list[RejoinRound]] = {}
     group_join: dict[str, dict[str, list[float]]] = {}
+    txn: list[TxnFigure] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
@@ -203,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                             args.groupjoin_members,
                             args.groupjoin_partitions,
                         )
+                    if "txn" in parts:
+                        txn.append(
+                            measure_txn(target, bootstrap, args.rounds, args.txn_seconds, _creator(bootstrap))
+                        )
             except PeerUnavailable as exc:
                 print(f"  {target}: unavailable ({exc})")
     report_produce(figures, args.records)
@@ -210,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     report(failover, args.session_timeout_ms)
     report_rejoin(rejoin, args.rejoin_partitions, args.rejoin_rate)
     report_group_join(group_join, args.groupjoin_members, args.groupjoin_partitions)
+    if txn:
+        print("\n" + side_by_side(txn))
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -219,11 +232,21 @@ def main(argv: list[str] | None = None) -> int:
                     "failover": failover,
                     "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
                     "groupjoin": group_join,
+                    "txn": [f.to_json() for f in txn],
                 },
                 indent=2,
             )
         )
     return 0
+
+
+def _creator(bootstrap: str) -> Callable[[str], None]:
+    """Topics of the txn part: 6 partitions, RF 3, min.insync.replicas 2, on any of the clusters."""
+
+    def create(topic: str) -> None:
+        asyncio.run(create_topic(bootstrap, topic, TXN_PARTITIONS, 3, 2))
+
+    return create
 
 
 def report_produce(figures: list[Figure], records: int) -> None:

@@ -13,7 +13,8 @@
   transaction.partition.verification.enable): the group's offsets partition must be in the producer's
   ongoing transaction (AddOffsetsToTxn came first) at this epoch. A fenced producer is refused with
   INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE, and
-  COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached (retried by clients).
+  COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached or the transaction is
+  being prepared (retried by clients).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ async def _verify(ctx, request) -> ErrorCode:
         request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition]
     )
     error = verified.get(offsets_partition, ErrorCode.unknown_server_error)
+    if error == ErrorCode.concurrent_transactions:  # Kafka: NOT_ENOUGH_REPLICAS, then normalizeException
+        return ErrorCode.coordinator_not_available
     return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
 
 

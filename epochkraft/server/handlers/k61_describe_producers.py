@@ -1,9 +1,11 @@
 """DescribeProducers (key 61), version 0, broker listener.
 
-- For each partition asked for, the idempotent and transactional producers its leader remembers:
-  producer id, epoch, last sequence, the coordinator epoch of its last marker and the first offset of
-  its open transaction (-1 for none), as Kafka's ProducerStateEntry; no last timestamp (-1). NOT_LEADER_OR_FOLLOWER
-  from a broker that does not lead the partition, UNKNOWN_TOPIC_OR_PARTITION for one that does not exist.
+- For each partition asked for, the idempotent and transactional producers its replica on this broker
+  remembers (leader or follower, as Kafka's Partition.activeProducerState): producer id, epoch, last
+  sequence, the max timestamp of its last batch, the coordinator epoch of its last marker and the first
+  offset of its open transaction (-1 for none), as Kafka's ProducerStateEntry. NOT_LEADER_OR_FOLLOWER
+  from a broker without a replica of the partition, UNKNOWN_TOPIC_OR_PARTITION for one that does not
+  exist.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ async def handle(request, ctx: RequestContext):
                             producer_id=ProducerId(p.producer_id),
                             producer_epoch=i32(p.producer_epoch),
                             last_sequence=i32(p.last_sequence),
-                            last_timestamp=i64(-1),
+                            last_timestamp=i64(p.last_timestamp),
                             coordinator_epoch=i32(p.coordinator_epoch),
                             current_txn_start_offset=i64(p.current_txn_start_offset),
                         )
