@@ -53,6 +53,7 @@ from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
 from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
+from epochkraft.metadata.image import TRANSACTION_VERSION
 from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
@@ -192,6 +193,7 @@ class BrokerNode:
                     max_timeout_ms=settings.transaction_max_timeout_ms,
                 ),
                 self.generate_producer_id,
+                lambda: self.cache.features.get(TRANSACTION_VERSION, 0),
             ),
             TransactionStateTopic(self),
         )
