@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -273,38 +274,65 @@ def test_coordinator_writes_the_flexible_value_from_transaction_version_1():
     assert loaded is not None and loaded.client_transaction_version == TV2
 
 
+class LeaderService(transaction_service.TransactionService):
+    """A partition leader's TransactionService with a scripted coordinator: ``answers`` per partition,
+    one per ask (the last repeated); ``open_at`` the producers with a transaction open per partition."""
+
+    def __init__(self, open_at: dict, answers: dict, max_ms: int = 10) -> None:
+        self.open_at, self.answers, self.asked = open_at, answers, []
+        settings = SimpleNamespace(
+            add_partitions_to_txn_retry_backoff_ms=1, add_partitions_to_txn_retry_backoff_max_ms=max_ms
+        )
+        self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
+
+    def _in_transaction(self, tp, producer_id, producer_epoch):
+        return self.open_at.get(tp) == (producer_id, producer_epoch)
+
+    async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
+        self.asked.append((producer_id, producer_epoch, sorted(partitions)))
+        return {tp: self._next(tp) for tp in partitions}
+
+    def _next(self, tp):
+        script = self.answers.get(tp, [ErrorCode.none])
+        return script.pop(0) if len(script) > 1 else script[0]
+
+
+def _batch(transactional: bool) -> bytes:
+    return build_batch(
+        [(None, b"v", (), NOW)], producer_id=5, producer_epoch=3, base_sequence=0, transactional=transactional
+    )
+
+
 def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
     """Produce v12+ asks the coordinator for the partitions whose producer has no transaction open at the
-    leader at that epoch, and answers its refusals as Kafka's AddPartitionsToTxnManager and ReplicaManager
-    do (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a busy coordinator as NOT_ENOUGH_REPLICAS)."""
-    asked: list = []
-
-    class Service(transaction_service.TransactionService):
-        def __init__(self, open_at: dict) -> None:
-            self.open_at = open_at
-
-        def _in_transaction(self, tp, producer_id, producer_epoch):
-            return self.open_at.get(tp) == (producer_id, producer_epoch)
-
-        async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
-            asked.append((producer_id, producer_epoch, sorted(partitions)))
-            answers = {("t", 1): ErrorCode.producer_fenced, ("t", 2): ErrorCode.concurrent_transactions}
-            return {tp: answers.get(tp, ErrorCode.none) for tp in partitions}
-
-    def batch(transactional: bool) -> bytes:
-        return build_batch(
-            [(None, b"v", (), NOW)],
-            producer_id=5,
-            producer_epoch=3,
-            base_sequence=0,
-            transactional=transactional,
-        )
-
-    service = Service({("t", 0): (5, 3)})
-    batches = {("t", 0): batch(True), ("t", 1): batch(True), ("t", 2): batch(True), ("t", 3): batch(False)}
+    leader at that epoch (not for plain batches), and answers its refusals as Kafka's
+    AddPartitionsToTxnManager and ReplicaManager do: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH."""
+    service = LeaderService({("t", 0): (5, 3)}, {("t", 1): [ErrorCode.producer_fenced]})
+    batches = {
+        ("t", 0): _batch(True),
+        ("t", 1): _batch(True),
+        ("t", 2): _batch(True),
+        ("t", 3): _batch(False),
+    }
     refused = asyncio.run(service.add_for_produce(TXN, batches))
-    assert asked == [(5, 3, [("t", 1), ("t", 2)])]
-    assert refused == {("t", 1): ErrorCode.invalid_producer_epoch, ("t", 2): ErrorCode.not_enough_replicas}
+    assert service.asked == [(5, 3, [("t", 1), ("t", 2)])]
+    assert refused == {("t", 1): ErrorCode.invalid_producer_epoch}
+
+
+def test_transaction_add_partition_retry():
+    """Kafka's server-side retry (add.partitions.to.txn.retry.backoff.ms / .max.ms): CONCURRENT_TRANSACTIONS
+    while the previous transaction completes is asked again, only for those partitions; one still refused
+    at the end is answered NOT_ENOUGH_REPLICAS, which the producer retries."""
+    concurrent = ErrorCode.concurrent_transactions
+    service = LeaderService({}, {("t", 1): [concurrent, ErrorCode.none], ("t", 2): [concurrent]})
+    batches = {("t", 0): _batch(True), ("t", 1): _batch(True), ("t", 2): _batch(True)}
+    refused = asyncio.run(service.add_for_produce(TXN, batches))
+    assert refused == {("t", 2): ErrorCode.not_enough_replicas}
+    assert service.asked[:2] == [(5, 3, [("t", 0), ("t", 1), ("t", 2)]), (5, 3, [("t", 1), ("t", 2)])]
+    assert all(partitions == [("t", 2)] for *_, partitions in service.asked[2:])
+    once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
+    assert asyncio.run(once.add_for_produce(TXN, batches)) == {("t", 2): ErrorCode.not_enough_replicas}
+    assert len(once.asked) == 1
 
 
 def test_transaction_version_feature():

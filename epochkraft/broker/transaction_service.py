@@ -249,10 +249,27 @@ class TransactionService:
             if producer is not None and not self._in_transaction(tp, *producer):
                 wanted.setdefault(producer, []).append(tp)
         refused: dict[TopicPartition, ErrorCode] = {}
-        for (producer_id, producer_epoch), partitions in wanted.items():
-            added = await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+        for producer, partitions in wanted.items():
+            added = await self._add_retrying(transactional_id, *producer, partitions)
             refused |= {tp: _produce_error(e) for tp, e in added.items() if e != ErrorCode.none}
         return refused
+
+    async def _add_retrying(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Asks again every ``add.partitions.to.txn.retry.backoff.ms``, for up to its ``.max.ms``, while
+        the coordinator answers CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
+        being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does."""
+        settings = self.node.settings
+        backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
+        deadline = time.monotonic() + settings.add_partitions_to_txn_retry_backoff_max_ms / 1000
+        answers: dict[TopicPartition, ErrorCode] = {}
+        while True:
+            answers |= await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+            partitions = [tp for tp in partitions if answers[tp] == ErrorCode.concurrent_transactions]
+            if not partitions or time.monotonic() + backoff_s > deadline:
+                return answers
+            await asyncio.sleep(backoff_s)
 
     def _in_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
         """The producer's transaction is open on this leader at this epoch (Kafka's
