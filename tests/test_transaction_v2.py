@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from epochkraft.broker import transaction_service
+from epochkraft.broker import transaction_coordinator, transaction_service
 from epochkraft.broker.transaction_coordinator import Outcome
 from epochkraft.broker.transaction_log import TransactionLogValue, parse_value, value_bytes
 from epochkraft.broker.transaction_metadata import SHORT_MAX, TransactionMetadata
@@ -105,18 +105,29 @@ def test_should_return_ok_on_end_txn_v2_retry_after_the_bump():
     )
 
 
-def test_should_return_invalid_txn_request_on_end_txn_v2_if_not_end_txn_v2_retry():
+def test_should_return_invalid_txn_request_on_end_txn_v2_if_not_end_txn_v2_retry(monkeypatch):
     """TransactionCoordinatorTest.shouldReturnInvalidTxnRequestOnEndTxnV2IfNotEndTxnV2Retry: in
-    PrepareCommit the current epoch is the next transaction's, not a retry (PRODUCER_FENCED); in
-    CompleteCommit a commit at the current epoch is INVALID_TXN_STATE (Kafka 4.3's table)."""
+    CompleteCommit a commit at the current epoch is INVALID_TXN_STATE (Kafka 4.3's table). In
+    PrepareCommit the current epoch is the next transaction's EndTxn, sent while the previous one's markers
+    are in flight: Kafka's table fences it (PRODUCER_FENCED, kept behind the test switch); ours answers
+    CONCURRENT_TRANSACTIONS, so the producer retries once the markers are written (franz-go aborts an
+    empty transaction there, and was fenced in every TestTxnEtl run)."""
     ctx = TxnV2Context()
     producer = _producer(ctx.init())
     ctx.begin(producer)
     ctx.end_v2(producer, True)
     bumped = (producer[0], producer[1] + 1)
-    assert ctx.coordinator.end_txn(NOW, TXN, *bumped, True, TV2).error == ErrorCode.producer_fenced
+    for commit in (True, False):
+        assert (
+            ctx.coordinator.end_txn(NOW, TXN, *bumped, commit, TV2).error == ErrorCode.concurrent_transactions
+        )
+    monkeypatch.setattr(transaction_coordinator, "UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS", True)
+    assert ctx.coordinator.end_txn(NOW, TXN, *bumped, False, TV2).error == ErrorCode.producer_fenced
+    monkeypatch.setattr(transaction_coordinator, "UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS", False)
     ctx.complete()
     assert ctx.coordinator.end_txn(NOW, TXN, *bumped, True, TV2).error == ErrorCode.invalid_txn_state
+    abort = ctx.coordinator.end_txn(NOW, TXN, *bumped, False, TV2)  # the empty transaction's abort
+    assert (abort.error, _producer(abort)) == (ErrorCode.none, (producer[0], producer[1] + 2))
 
 
 def _exhausted(ctx: TxnV2Context) -> tuple[int, int]:

@@ -48,6 +48,10 @@ from epochkraft.protocol.errors import ErrorCode
 # aborting it first, so the zombie's transaction is left open (and its partitions' LSO stuck).
 UNSAFE_SKIP_FENCING_ABORT_FOR_TESTS = False
 
+# Test switch: Kafka's table exactly, fencing an EndTxn v5 at the current epoch while the previous
+# transaction's markers are in flight (franz-go's TestTxnEtl then fails on PRODUCER_FENCED).
+UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS = False
+
 PREPARED = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 COMPLETED = (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
 # Append errors as the client sees them (Kafka's TransactionStateManager.appendTransactionToLog).
@@ -319,7 +323,10 @@ class TransactionCoordinator:
         retry_on_epoch_bump = metadata.producer_epoch == producer_epoch + 1
         current = producer_epoch == metadata.producer_epoch
         if state in PREPARED:
-            valid_epoch = retry_on_epoch_bump
+            # The current epoch here is the next transaction's EndTxn, sent by the producer that was
+            # answered this epoch while its previous transaction's markers are still in flight. Kafka's
+            # table fences it; ours waits (CONCURRENT_TRANSACTIONS below), as our markers take longer.
+            valid_epoch = retry_on_epoch_bump or (current and not UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS)
         elif state in COMPLETED:
             valid_epoch = retry_on_epoch_bump or retry_on_overflow or current
         else:
@@ -329,7 +336,7 @@ class TransactionCoordinator:
             return Outcome(ErrorCode.invalid_producer_id_mapping)
         if not valid_epoch:
             return Outcome(ErrorCode.producer_fenced)
-        if metadata.pending_transition_in_progress:
+        if metadata.pending_transition_in_progress or (state in PREPARED and current):
             return Outcome(ErrorCode.concurrent_transactions)
         wanted_prepare = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
         wanted_complete = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
