@@ -282,6 +282,7 @@ def test_kafka_producer_and_consumer_performance(tools: Path, bootstrap: str) ->
 
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 ELR_FEATURE = "eligible.leader.replicas.version"
+TV_FEATURE = "transaction.version"
 
 
 def feature_line(out: str, name: str) -> str:
@@ -290,19 +291,28 @@ def feature_line(out: str, name: str) -> str:
 
 def test_kafka_features_describe_downgrade_upgrade(tools: Path, bootstrap: str) -> None:
     """kafka-features (FeatureCommand) through the Admin client: describeFeatures (ApiVersions' finalized
-    features) and updateFeatures (UpdateFeatures, forwarded to the controller); the cluster ends with ELR on
-    again, as it started."""
+    features) and updateFeatures (UpdateFeatures, forwarded to the controller), two features in one
+    request; the cluster ends with ELR on and transaction.version 2 again, as it started."""
     described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
-    elr = feature_line(described, ELR_FEATURE)
+    elr, tv = feature_line(described, ELR_FEATURE), feature_line(described, TV_FEATURE)
     assert "SupportedMinVersion: 0" in elr and "SupportedMaxVersion: 1" in elr, described
     assert "FinalizedVersionLevel: 1" in elr, described
+    assert "SupportedMaxVersion: 2" in tv and "FinalizedVersionLevel: 2" in tv, described
     assert "FinalizedVersionLevel: 4.0-IV3" in feature_line(described, "metadata.version"), described
-    run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "downgrade", "--feature", f"{ELR_FEATURE}=0")
+    run_tool(
+        tools, FEATURES, "--bootstrap-server", bootstrap, "downgrade",
+        "--feature", f"{ELR_FEATURE}=0", "--feature", f"{TV_FEATURE}=0",
+    )  # fmt: skip
     described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
     assert "FinalizedVersionLevel: 0" in feature_line(described, ELR_FEATURE), described
-    run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "upgrade", "--feature", f"{ELR_FEATURE}=1")
+    assert "FinalizedVersionLevel: 0" in feature_line(described, TV_FEATURE), described
+    run_tool(
+        tools, FEATURES, "--bootstrap-server", bootstrap, "upgrade",
+        "--feature", f"{ELR_FEATURE}=1", "--feature", f"{TV_FEATURE}=2",
+    )  # fmt: skip
     described = run_tool(tools, FEATURES, "--bootstrap-server", bootstrap, "describe")
     assert "FinalizedVersionLevel: 1" in feature_line(described, ELR_FEATURE), described
+    assert "FinalizedVersionLevel: 2" in feature_line(described, TV_FEATURE), described
 
 
 METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"

@@ -446,7 +446,7 @@ def test_end_txn_by_state(state, commit, error):
     init = ctx.init()
     ctx.metadata().state = state
     outcome = ctx.coordinator.end_txn(NOW, TXN, init.producer_id, init.producer_epoch, commit)
-    assert outcome == Outcome(error)
+    assert (outcome.error, outcome.append) == (error, None)
 
 
 @pytest.mark.parametrize("commit", [True, False])
@@ -686,10 +686,10 @@ def test_commit_and_abort_transactional_offsets():
     assert not groups.has_pending_txn_offsets("g", "foo", 1)
 
 
-def test_write_txn_markers_request_is_a_valid_v1_frame():
+def test_write_txn_markers_request_is_a_valid_v2_frame():
     """What the marker sender puts on the wire decodes, as a partition leader's listener reads it, to
-    Kafka's WriteTxnMarkers v1: the producer id and bumped epoch, the result, the coordinator epoch and
-    the partitions the leader holds."""
+    Kafka's WriteTxnMarkers v2: the producer id and epoch, the result, the coordinator epoch, the
+    partitions the leader holds and the transaction's version (0 for a client's AddPartitionsToTxn)."""
     from epochkraft.protocol.framing import (
         decode_request_body,
         encode_entity,
@@ -704,11 +704,12 @@ def test_write_txn_markers_request_is_a_valid_v1_frame():
     request = sent.request
     wire = encode_request(27, int(request.__version__), 11, "txn-marker-sender-1", encode_entity(request))
     header = parse_request_header(wire[4:])
-    assert (header.api_key, header.api_version) == (27, 1)
+    assert (header.api_key, header.api_version) == (27, 2)
     decoded = decode_request_body(header, wire[4:])
     (marker,) = decoded.markers
     assert (marker.producer_id, marker.producer_epoch) == (init.producer_id, init.producer_epoch)
     assert marker.transaction_result is False and marker.coordinator_epoch == 7
+    assert marker.transaction_version == 0
     assert [(t.name, tuple(t.partition_indexes)) for t in marker.topics] == [("foo", (0, 2))]
 
 

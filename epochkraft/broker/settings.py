@@ -250,6 +250,20 @@ class BrokerSettings(SecuritySettings):
         "Longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).",
         minimum=1,
     )
+    add_partitions_to_txn_retry_backoff_ms: int = prop(
+        "add.partitions.to.txn.retry.backoff.ms",
+        20,
+        "How long a partition leader waits before asking again to add a partition to a transaction the "
+        "coordinator is still completing (CONCURRENT_TRANSACTIONS, transaction version 2).",
+        minimum=1,
+    )
+    add_partitions_to_txn_retry_backoff_max_ms: int = prop(
+        "add.partitions.to.txn.retry.backoff.max.ms",
+        100,
+        "How long a partition leader keeps asking to add a partition before answering the producer, which "
+        "then retries (NOT_ENOUGH_REPLICAS).",
+        minimum=0,
+    )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         10000,

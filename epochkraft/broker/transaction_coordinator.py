@@ -1,5 +1,5 @@
 """Sans-IO transaction coordinator (Kafka's TransactionCoordinator with the state of its
-TransactionStateManager), for transaction version 1.
+TransactionStateManager), for transaction versions 0 to 2.
 
 A request is decided into an ``Outcome``: an error to answer at once, or a ``LogAppend`` of the transactional
 id's next state to write to ``__transaction_state`` (acks=all) before answering. The edge writes it and hands
@@ -9,6 +9,12 @@ marker, ``due_appends`` gives the CompleteCommit or CompleteAbort to write. Ongo
 their timeout are aborted with a bumped epoch (``abort_timed_out``), fencing the producer that let them
 expire. State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
 leader epoch is the coordinator epoch markers carry), dropped when it stops leading.
+
+Transaction version 2 (KIP-890 part 2) is the client's, per request: EndTxn v5 and the partitions a
+partition leader adds (AddPartitionsToTxn v5 without verify_only) speak it. Its EndTxn bumps the producer's
+epoch (a new producer id once the epoch is exhausted) and answers the epoch the producer goes on with; its
+markers carry the bumped epoch. The cluster's finalized ``transaction.version`` decides the
+``__transaction_state`` value version (1 from level 1) and the version of the coordinator's own aborts.
 """
 
 from __future__ import annotations
@@ -30,15 +36,21 @@ from epochkraft.broker.transaction_markers import MarkerRequest, PendingMarkers,
 from epochkraft.broker.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
+    supports_epoch_bump,
 )
 from epochkraft.protocol.errors import ErrorCode
 
 # Unsafe switch for tests: an InitProducerId that finds a transaction in progress bumps the epoch without
 # aborting it first, so the zombie's transaction is left open (and its partitions' LSO stuck).
 UNSAFE_SKIP_FENCING_ABORT_FOR_TESTS = False
+
+# Test switch: Kafka's table exactly, fencing an EndTxn v5 at the current epoch while the previous
+# transaction's markers are in flight (franz-go's TestTxnEtl then fails on PRODUCER_FENCED).
+UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS = False
 
 PREPARED = (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
 COMPLETED = (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
@@ -69,6 +81,7 @@ class LogAppend:
     txn_log_partition: int
     coordinator_epoch: int
     transit: TxnTransit
+    value_version: int = 0  # 1 (flexible) from transaction.version 1, as Kafka's transactionLogValueVersion
 
     @property
     def key(self) -> bytes:
@@ -76,7 +89,9 @@ class LogAppend:
 
     @property
     def value(self) -> bytes | None:
-        return None if self.transit.state == TransactionState.DEAD else value_bytes(self.transit.log_value())
+        if self.transit.state == TransactionState.DEAD:
+            return None
+        return value_bytes(self.transit.log_value(), self.value_version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +106,14 @@ class Outcome:
 
 class TransactionCoordinator:
     def __init__(
-        self, settings: TransactionSettings, producer_ids: Callable[[], GeneratedProducerId]
+        self,
+        settings: TransactionSettings,
+        producer_ids: Callable[[], GeneratedProducerId],
+        transaction_version: Callable[[], int] = lambda: 0,
     ) -> None:
         self.settings = settings
         self.producer_ids = producer_ids
+        self.transaction_version = transaction_version  # the cluster's finalized transaction.version
         self.coordinator_epochs: dict[int, int] = {}  # loaded __transaction_state partition -> leader epoch
         self.loading: set[int] = set()
         self.transactions: dict[str, TransactionMetadata] = {}
@@ -114,7 +133,10 @@ class TransactionCoordinator:
 
     def _append(self, metadata: TransactionMetadata, transit: TxnTransit) -> LogAppend:
         partition = self.partition_for(metadata.transactional_id)
-        return LogAppend(metadata.transactional_id, partition, self.coordinator_epochs[partition], transit)
+        value_version = 1 if self.transaction_version() >= 1 else 0
+        return LogAppend(
+            metadata.transactional_id, partition, self.coordinator_epochs[partition], transit, value_version
+        )
 
     # ---- InitProducerId ---------------------------------------------------------------------------------
     def init_producer_id(
@@ -165,7 +187,7 @@ class TransactionCoordinator:
                 metadata.state = TransactionState.EMPTY  # the broken rule: the open transaction is forgotten
                 return self._prepare_init_producer_id(now_ms, metadata, txn_timeout_ms, expected)
             # Abort the zombie's transaction with a bumped epoch; the client retries and bumps again.
-            fence = metadata.prepare_fence_producer_epoch(now_ms)
+            fence = metadata.prepare_fence_producer_epoch(now_ms, self.transaction_version())
             return Outcome(ErrorCode.concurrent_transactions, self._append(metadata, fence))
         if metadata.state not in (TransactionState.EMPTY, *COMPLETED):
             return Outcome(ErrorCode.concurrent_transactions)
@@ -206,8 +228,10 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        client_transaction_version: int = 0,
     ) -> Outcome:
-        """Kafka's handleAddPartitionsToTransaction (the client's, versions 0-3)."""
+        """Kafka's handleAddPartitionsToTransaction: the client's (versions 0-3), or a partition leader's
+        for a transaction version 2 producer (``client_transaction_version`` 2)."""
         error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
         if metadata is None:
             return Outcome(error)
@@ -218,7 +242,8 @@ class TransactionCoordinator:
             return Outcome(ErrorCode.concurrent_transactions)  # retriable: the client backs off
         if metadata.state == TransactionState.ONGOING and added <= metadata.partitions:
             return Outcome(ErrorCode.none)
-        return Outcome(ErrorCode.none, self._append(metadata, metadata.prepare_add_partitions(added, now_ms)))
+        transit = metadata.prepare_add_partitions(added, now_ms, client_transaction_version)
+        return Outcome(ErrorCode.none, self._append(metadata, transit))
 
     def verify_partitions(
         self,
@@ -246,9 +271,18 @@ class TransactionCoordinator:
 
     # ---- EndTxn -------------------------------------------------------------------------------------------
     def end_txn(
-        self, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        now_ms: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = 0,
     ) -> Outcome:
-        """Kafka's handleEndTransaction from a client (transaction version 1)."""
+        """Kafka's handleEndTransaction from a client; EndTxn v5 speaks transaction version 2. The
+        outcome's producer id and epoch are what the producer goes on with (EndTxn v5 answers them)."""
+        if supports_epoch_bump(client_transaction_version):
+            return self._end_txn_v2(now_ms, transactional_id, producer_id, producer_epoch, commit)
         error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
         if metadata is None:
             return Outcome(error)
@@ -261,12 +295,91 @@ class TransactionCoordinator:
         state = metadata.state
         if state == TransactionState.ONGOING:
             transit = metadata.prepare_abort_or_commit(wanted_prepare, now_ms)
-            return Outcome(ErrorCode.none, self._append(metadata, transit))
+            return self._prepared(metadata, transit)
         if state == wanted_complete:
-            return Outcome(ErrorCode.none)  # a retry of an EndTxn already done
+            return _answer(metadata)  # a retry of an EndTxn already done
         if state == wanted_prepare:
             return Outcome(ErrorCode.concurrent_transactions)
         return Outcome(ErrorCode.invalid_txn_state)
+
+    def _end_txn_v2(
+        self, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Outcome:
+        """Kafka's endTransaction for transaction version 2: the request carries the epoch before its
+        bump, so a retry is told apart from the next transaction's EndTxn by the epoch (the table in
+        Kafka's TransactionCoordinator: a retry of a completed EndTxn is NONE, the same epoch in Empty
+        or Complete* may only abort, bumping again)."""
+        if not transactional_id:
+            return Outcome(ErrorCode.invalid_request)
+        error = self.coordinator_error(transactional_id)
+        if error != ErrorCode.none:
+            return Outcome(error)
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            return Outcome(ErrorCode.invalid_producer_id_mapping)
+        state = metadata.state
+        retry_on_overflow = (
+            metadata.previous_producer_id == producer_id
+            and producer_epoch == SHORT_MAX - 1
+            and metadata.producer_epoch == 0
+        )
+        retry_on_epoch_bump = metadata.producer_epoch == producer_epoch + 1
+        current = producer_epoch == metadata.producer_epoch
+        if state in PREPARED:
+            # The current epoch here is the next transaction's EndTxn, sent by the producer that was
+            # answered this epoch while its previous transaction's markers are still in flight. Kafka's
+            # table fences it; ours waits (CONCURRENT_TRANSACTIONS below), as our markers take longer.
+            valid_epoch = retry_on_epoch_bump or (current and not UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS)
+        elif state in COMPLETED:
+            valid_epoch = retry_on_epoch_bump or retry_on_overflow or current
+        else:
+            valid_epoch = current
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return Outcome(ErrorCode.invalid_producer_id_mapping)
+        if not valid_epoch:
+            return Outcome(ErrorCode.producer_fenced)
+        if metadata.pending_transition_in_progress or (state in PREPARED and current):
+            return Outcome(ErrorCode.concurrent_transactions)
+        wanted_prepare = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+        wanted_complete = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
+        if state == TransactionState.ONGOING:
+            return self._prepare_v2(now_ms, metadata, wanted_prepare, no_partition_added=False)
+        if state == wanted_prepare:
+            return Outcome(ErrorCode.concurrent_transactions)
+        if state == wanted_complete and is_retry:
+            return _answer(metadata)
+        idle = (TransactionState.EMPTY, *COMPLETED)
+        if not commit and state in idle and not is_retry:
+            return self._prepare_v2(now_ms, metadata, wanted_prepare, no_partition_added=True)
+        return Outcome(ErrorCode.invalid_txn_state)
+
+    def _prepare_v2(
+        self,
+        now_ms: int,
+        metadata: TransactionMetadata,
+        state: TransactionState,
+        no_partition_added: bool,
+    ) -> Outcome:
+        """PrepareCommit or PrepareAbort with the epoch bumped, taking the next producer id first where
+        the bump exhausts the epoch."""
+        next_producer_id = NO_PRODUCER_ID
+        if metadata.is_producer_epoch_exhausted:
+            generated = self.producer_ids()
+            if generated.error != ErrorCode.none:
+                return Outcome(generated.error)
+            next_producer_id = generated.producer_id
+        transit = metadata.prepare_abort_or_commit(state, now_ms, 2, next_producer_id, no_partition_added)
+        return self._prepared(metadata, transit)
+
+    def _prepared(self, metadata: TransactionMetadata, transit: TxnTransit) -> Outcome:
+        """Writes Prepare*; answers the id and epoch the transaction completes with (Kafka answers with
+        prepareComplete's: after an overflow, the next producer id at epoch 0)."""
+        if supports_epoch_bump(transit.client_transaction_version) and transit.next_producer_id >= 0:
+            producer = (transit.next_producer_id, 0)
+        else:
+            producer = (transit.producer_id, transit.producer_epoch)
+        return Outcome(ErrorCode.none, self._append(metadata, transit), *producer)
 
     # ---- the result of a write ------------------------------------------------------------------------------
     def complete_append(self, append: LogAppend, error: ErrorCode) -> ErrorCode:
@@ -302,6 +415,7 @@ class TransactionCoordinator:
                 coordinator_epoch,
                 self.partition_for(metadata.transactional_id),
                 set(metadata.partitions),
+                transaction_version=metadata.client_transaction_version,
             )
         )
 
@@ -336,7 +450,8 @@ class TransactionCoordinator:
                 and metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms < now_ms
             )
             if expired:
-                appends.append(self._append(metadata, metadata.prepare_fence_producer_epoch(now_ms)))
+                fence = metadata.prepare_fence_producer_epoch(now_ms, self.transaction_version())
+                appends.append(self._append(metadata, fence))
         return appends
 
     def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[LogAppend]:
@@ -391,6 +506,11 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         return self.transactions.get(transactional_id)
+
+
+def _answer(metadata: TransactionMetadata) -> Outcome:
+    """NONE with the producer's current id and epoch (a retry of an EndTxn already done)."""
+    return Outcome(ErrorCode.none, None, metadata.producer_id, metadata.producer_epoch)
 
 
 def _is_valid_producer_id(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:

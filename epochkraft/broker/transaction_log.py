@@ -5,8 +5,10 @@ Key: int16 version 0, then TransactionalId (int16-length string). Value version 
 ``transaction.version`` below 2): ProducerId int64, ProducerEpoch int16, TransactionTimeoutMs int32,
 TransactionStatus int8, TransactionPartitions (nullable array of topic + int32 partitions),
 TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64. Version 1 (flexible: compact
-strings and arrays, tagged fields such as PreviousProducerId) is read, its tagged fields skipped. A null
-value (tombstone) forgets the transactional id.
+strings and arrays), written from ``transaction.version`` 1 on as Kafka's
+TransactionVersion.transactionLogValueVersion, adds tagged fields PreviousProducerId (0), NextProducerId
+(1) and ClientTransactionVersion (2), each written only when not its default. A null value (tombstone)
+forgets the transactional id.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class TransactionLogValue:
     partitions: frozenset[TopicPartition]
     txn_last_update_timestamp_ms: int
     txn_start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def transaction_partition(transactional_id: str, num_partitions: int) -> int:
@@ -63,23 +68,63 @@ def key_bytes(transactional_id: str) -> bytes:
     return struct.pack(">h", 0) + _string(transactional_id)
 
 
-def value_bytes(value: TransactionLogValue | None) -> bytes | None:
-    """Version 0; Kafka writes a null partition list for Empty, as here."""
+def value_bytes(value: TransactionLogValue | None, version: int = 0) -> bytes | None:
+    """Version 0 or 1 (flexible, with the tagged fields); Kafka writes a null partition list for Empty,
+    as here."""
     if value is None:
         return None
+    flexible = version >= 1
     out = bytearray(
-        struct.pack(">hqhib", 0, value.producer_id, value.producer_epoch, value.txn_timeout_ms, value.state)
+        struct.pack(
+            ">hqhib", version, value.producer_id, value.producer_epoch, value.txn_timeout_ms, value.state
+        )
     )
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(value.partitions):
+        by_topic.setdefault(topic, []).append(partition)
     if value.state == TransactionState.EMPTY:
-        out += struct.pack(">i", -1)
+        out += _varint(0) if flexible else struct.pack(">i", -1)
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(value.partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        out += struct.pack(">i", len(by_topic))
+        out += _varint(len(by_topic) + 1) if flexible else struct.pack(">i", len(by_topic))
         for topic, indexes in by_topic.items():
-            out += _string(topic) + struct.pack(f">i{len(indexes)}i", len(indexes), *indexes)
+            out += _compact_string(topic) if flexible else _string(topic)
+            out += _varint(len(indexes) + 1) if flexible else struct.pack(">i", len(indexes))
+            out += struct.pack(f">{len(indexes)}i", *indexes)
+            out += _varint(0) if flexible else b""  # the element's tagged fields
     out += struct.pack(">qq", value.txn_last_update_timestamp_ms, value.txn_start_timestamp_ms)
+    if flexible:
+        out += _tagged_fields(value)
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _compact_string(value: str) -> bytes:
+    data = value.encode()
+    return _varint(len(data) + 1) + data
+
+
+def _tagged_fields(value: TransactionLogValue) -> bytes:
+    """PreviousProducerId (tag 0), NextProducerId (1), ClientTransactionVersion (2), when not default."""
+    fields = [
+        (tag, data)
+        for tag, data, default in (
+            (0, struct.pack(">q", value.previous_producer_id), value.previous_producer_id == -1),
+            (1, struct.pack(">q", value.next_producer_id), value.next_producer_id == -1),
+            (2, struct.pack(">h", value.client_transaction_version), value.client_transaction_version == 0),
+        )
+        if not default
+    ]
+    out = bytearray(_varint(len(fields)))
+    for tag, data in fields:
+        out += _varint(tag) + _varint(len(data)) + data
     return bytes(out)
 
 
@@ -113,10 +158,17 @@ class _Reader:
         return text
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        """A tagged-field section: tag -> its bytes (none before the flexible versions)."""
+        found: dict[int, bytes] = {}
         if self.flexible:
             for _ in range(self.varint()):
-                self.varint()
-                self.pos += self.varint()
+                tag, size = self.varint(), self.varint()
+                found[tag] = self.data[self.pos : self.pos + size]
+                self.pos += size
+        return found
 
 
 def parse_key(key: bytes) -> str | None:
@@ -141,6 +193,20 @@ def parse_value(value: bytes | None) -> TransactionLogValue | None:
         partitions |= {(topic, reader.unpack(">i")) for _ in range(reader.length())}
         reader.skip_tags()
     last_update, start = reader.unpack(">q"), reader.unpack(">q")
+    tags = reader.tags()
     return TransactionLogValue(
-        producer_id, epoch, timeout, TransactionState(status), frozenset(partitions), last_update, start
+        producer_id,
+        epoch,
+        timeout,
+        TransactionState(status),
+        frozenset(partitions),
+        last_update,
+        start,
+        _tagged_int(tags, 0, ">q", -1),
+        _tagged_int(tags, 1, ">q", -1),
+        _tagged_int(tags, 2, ">h", 0),
     )
+
+
+def _tagged_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
+    return int(struct.unpack(fmt, tags[tag])[0]) if tag in tags else default

@@ -2,7 +2,8 @@
 and TransactionMarkerRequestCompletionHandler).
 
 After PrepareCommit or PrepareAbort is written, each partition of the transaction needs a marker from its
-leader. ``requests`` groups what is due by leader into one WriteTxnMarkers per broker (a partition in
+leader. ``requests`` groups what is due by leader into one WriteTxnMarkers (v2, carrying each
+transaction's version, KIP-890) per broker (a partition in
 flight is not sent twice); ``handle_response`` settles them: NONE marks the partition done; a retriable
 error (or a failed request) makes it due again; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
 means a newer producer epoch or coordinator has taken over, so this coordinator stops sending for the
@@ -16,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.types import ProducerId, TopicName
-from kio.schema.write_txn_markers.v1 import request as wtm
-from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
-from kio.static.primitive import i16, i32
+from kio.schema.write_txn_markers.v2 import request as wtm
+from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse
+from kio.static.primitive import i8, i16, i32
 
 from epochkraft.broker.transaction_log import TopicPartition
 from epochkraft.protocol.errors import ErrorCode
@@ -48,6 +49,7 @@ class PendingMarkers:
     txn_log_partition: int
     remaining: set[TopicPartition]
     in_flight: set[TopicPartition] = field(default_factory=set)
+    transaction_version: int = 0  # the transaction's: 2 tells the leader each marker bumps the epoch
 
     @property
     def done(self) -> bool:
@@ -166,6 +168,7 @@ def _marker_request(
                     for name, indexes in by_topic.items()
                 ),
                 coordinator_epoch=i32(pending.coordinator_epoch),
+                transaction_version=i8(pending.transaction_version),
             )
         )
     return MarkerRequest(

@@ -34,8 +34,15 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
         }
     ),
     TransactionState.PREPARE_COMMIT: frozenset({TransactionState.ONGOING}),
+    # Transaction version 2 aborts a transaction that added no partition too (Kafka 4.x).
     TransactionState.PREPARE_ABORT: frozenset(
-        {TransactionState.ONGOING, TransactionState.PREPARE_EPOCH_FENCE}
+        {
+            TransactionState.ONGOING,
+            TransactionState.PREPARE_EPOCH_FENCE,
+            TransactionState.EMPTY,
+            TransactionState.COMPLETE_COMMIT,
+            TransactionState.COMPLETE_ABORT,
+        }
     ),
     TransactionState.COMPLETE_COMMIT: frozenset({TransactionState.PREPARE_COMMIT}),
     TransactionState.COMPLETE_ABORT: frozenset({TransactionState.PREPARE_ABORT}),
@@ -44,6 +51,12 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     ),
     TransactionState.PREPARE_EPOCH_FENCE: frozenset({TransactionState.ONGOING}),
 }
+
+
+def supports_epoch_bump(transaction_version: int) -> bool:
+    """Kafka's TransactionVersion.supportsEpochBump: from transaction version 2 (KIP-890 part 2) each
+    transaction ends with the producer's epoch bumped."""
+    return transaction_version >= 2
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -68,6 +81,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     txn_start_timestamp_ms: int
     txn_last_update_timestamp_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def log_value(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -78,6 +93,9 @@ class TxnTransit:
             self.partitions,
             self.txn_last_update_timestamp_ms,
             self.txn_start_timestamp_ms,
+            self.previous_producer_id,
+            self.next_producer_id,
+            self.client_transaction_version,
         )
 
 
@@ -94,13 +112,15 @@ class TransactionMetadata:
     txn_start_timestamp_ms: int = -1
     txn_last_update_timestamp_ms: int = -1
     pending_state: TransactionState | None = None
+    next_producer_id: int = NO_PRODUCER_ID  # the id a transaction whose epoch overflowed ends with
+    client_transaction_version: int = 0  # the transaction version its producer's requests speak
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
         return cls(
             transactional_id,
             value.producer_id,
-            NO_PRODUCER_ID,
+            value.previous_producer_id,
             value.producer_epoch,
             NO_PRODUCER_EPOCH,
             value.txn_timeout_ms,
@@ -108,6 +128,8 @@ class TransactionMetadata:
             set(value.partitions),
             value.txn_start_timestamp_ms,
             value.txn_last_update_timestamp_ms,
+            next_producer_id=value.next_producer_id,
+            client_transaction_version=value.client_transaction_version,
         )
 
     @property
@@ -134,6 +156,8 @@ class TransactionMetadata:
             frozenset(self.partitions),
             self.txn_start_timestamp_ms,
             now_ms,
+            self.next_producer_id,
+            self.client_transaction_version,
         )
         self.pending_state = state
         return replace(transit, **changes)  # type: ignore[arg-type]
@@ -179,23 +203,31 @@ class TransactionMetadata:
             txn_start_timestamp_ms=-1,
         )
 
-    def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransit:
+    def prepare_fence_producer_epoch(self, now_ms: int, transaction_version: int = 0) -> TxnTransit:
         """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT) from the coordinator: the
         PrepareAbort written carries the bumped epoch (PrepareEpochFence itself is never written), so the
-        abort markers fence the producer that was mid-transaction."""
+        abort markers fence the producer that was mid-transaction. The abort speaks the cluster's
+        ``transaction_version``: with 2 its prepareAbortOrCommit bumps once more (never past Short.MAX)."""
         if self.producer_epoch == SHORT_MAX:
             raise IllegalTransition(f"{self.transactional_id}: cannot fence at epoch {SHORT_MAX}")
         if self.state != TransactionState.ONGOING:
             raise IllegalTransition(f"{self.transactional_id}: fencing in {self.state.kafka_name}")
-        bumped = self.producer_epoch if is_epoch_exhausted(self.producer_epoch) else self.producer_epoch + 1
+        fenced = self.producer_epoch if is_epoch_exhausted(self.producer_epoch) else self.producer_epoch + 1
+        epochs = (fenced, NO_PRODUCER_EPOCH)
+        if supports_epoch_bump(transaction_version) and fenced < SHORT_MAX:
+            epochs = (fenced + 1, fenced)
         return self._transit(
             TransactionState.PREPARE_ABORT,
             now_ms,
-            producer_epoch=bumped,
-            last_producer_epoch=NO_PRODUCER_EPOCH,
+            producer_epoch=epochs[0],
+            last_producer_epoch=epochs[1],
+            next_producer_id=NO_PRODUCER_ID,
+            client_transaction_version=transaction_version,
         )
 
-    def prepare_add_partitions(self, partitions: set[TopicPartition], now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(
+        self, partitions: set[TopicPartition], now_ms: int, client_transaction_version: int = 0
+    ) -> TxnTransit:
         starting = self.state in (
             TransactionState.EMPTY,
             TransactionState.COMPLETE_COMMIT,
@@ -206,18 +238,59 @@ class TransactionMetadata:
             now_ms,
             partitions=frozenset(self.partitions | partitions),
             txn_start_timestamp_ms=now_ms if starting else self.txn_start_timestamp_ms,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransit:
-        return self._transit(state, now_ms)
+    def prepare_abort_or_commit(
+        self,
+        state: TransactionState,
+        now_ms: int,
+        client_transaction_version: int = 0,
+        next_producer_id: int = NO_PRODUCER_ID,
+        no_partition_added: bool = False,
+    ) -> TxnTransit:
+        """Kafka's prepareAbortOrCommit: with transaction version 2 the epoch is bumped (the caller takes a
+        ``next_producer_id`` first where that exhausts it); an abort of a transaction that added nothing
+        starts and ends now."""
+        epochs = (self.producer_epoch, self.last_producer_epoch)
+        if supports_epoch_bump(client_transaction_version):
+            epochs = (self.producer_epoch + 1, self.producer_epoch)
+        return self._transit(
+            state,
+            now_ms,
+            producer_epoch=epochs[0],
+            last_producer_epoch=epochs[1],
+            txn_start_timestamp_ms=now_ms if no_partition_added else self.txn_start_timestamp_ms,
+            next_producer_id=next_producer_id,
+            client_transaction_version=client_transaction_version,
+        )
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
+        """Kafka's prepareComplete: after an epoch overflow (transaction version 2) the transaction ends
+        with the next producer id at epoch 0, the last epoch kept as the one the producer last saw."""
         done = (
             TransactionState.COMPLETE_COMMIT
             if self.state == TransactionState.PREPARE_COMMIT
             else TransactionState.COMPLETE_ABORT
         )
-        return self._transit(done, now_ms, partitions=frozenset())
+        if self.overflowed:
+            return self._transit(
+                done,
+                now_ms,
+                producer_id=self.next_producer_id,
+                previous_producer_id=self.producer_id,
+                producer_epoch=0,
+                next_producer_id=NO_PRODUCER_ID,
+                partitions=frozenset(),
+            )
+        return self._transit(done, now_ms, partitions=frozenset(), next_producer_id=NO_PRODUCER_ID)
+
+    @property
+    def overflowed(self) -> bool:
+        """A transaction version 2 transaction whose bump took the last epoch: it ends with a new id."""
+        return (
+            supports_epoch_bump(self.client_transaction_version) and self.next_producer_id != NO_PRODUCER_ID
+        )
 
     def prepare_dead(self, now_ms: int) -> TxnTransit:
         return self._transit(TransactionState.DEAD, now_ms, partitions=frozenset())
@@ -238,6 +311,8 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms
         self.txn_last_update_timestamp_ms = transit.txn_last_update_timestamp_ms
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
 
     def abort_transition(self) -> None:

@@ -22,17 +22,35 @@ from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32
 
 from epochkraft.broker.offsets_topic import create_internal_topic
+from epochkraft.broker.partition import Role
 from epochkraft.broker.transaction_coordinator import PREPARED, LogAppend, Outcome, TransactionCoordinator
 from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC, TopicPartition
 from epochkraft.broker.transaction_markers import TOPIC_DELETED, MarkerRequest
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import build_batch, decode_batches
+from epochkraft.protocol.records import (
+    HEADER_SIZE,
+    TRANSACTIONAL_BIT,
+    build_batch,
+    decode_batches,
+    parse_header,
+)
 
 if TYPE_CHECKING:
     from epochkraft.broker.node import BrokerServices
 
 log = structlog.get_logger()
+# Coordinator answers a writer retries: Kafka's ReplicaManager turns them into NOT_ENOUGH_REPLICAS for
+# Produce (no metadata refresh), its group coordinator into COORDINATOR_NOT_AVAILABLE for TxnOffsetCommit.
+RETRIABLE_COORDINATOR_ERRORS = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
 APPEND_TIMEOUT_MS = 10_000
 MARKER_RETRY_S = 0.1
 MARKER_REQUEST_TIMEOUT_MS = 30_000
@@ -166,20 +184,39 @@ class TransactionService:
         return error, outcome.producer_id, outcome.producer_epoch
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        client_transaction_version: int = 0,
     ) -> ErrorCode:
         outcome = self.coordinator.add_partitions(
-            self.now_ms(), transactional_id, producer_id, producer_epoch, partitions
+            self.now_ms(),
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            client_transaction_version,
         )
         return await self._answer(outcome)
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> ErrorCode:
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = 0,
+    ) -> tuple[ErrorCode, int, int]:
+        """The error, and the producer id and epoch the producer goes on with (-1 on an error)."""
         outcome = self.coordinator.end_txn(
-            self.now_ms(), transactional_id, producer_id, producer_epoch, commit
+            self.now_ms(), transactional_id, producer_id, producer_epoch, commit, client_transaction_version
         )
-        return await self._answer(outcome)
+        error = await self._answer(outcome)
+        if error != ErrorCode.none:
+            return error, -1, -1
+        return error, outcome.producer_id, outcome.producer_epoch
 
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
@@ -188,22 +225,87 @@ class TransactionService:
         transaction (AddPartitionsToTxn v5 ``verify_only``, KIP-890 part 1), as Kafka's
         AddPartitionsToTxnManager does before a transactional write: COORDINATOR_NOT_AVAILABLE while the
         coordinator is unknown or unreachable."""
+        return await self._ask_coordinator(transactional_id, producer_id, producer_epoch, partitions, True)
+
+    async def add_for_write(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """A partition leader adds the partitions to a transaction version 2 producer's transaction
+        before writing its batch (AddPartitionsToTxn v5 without ``verify_only``, Kafka's
+        AddPartitionsToTxnManager with the addPartition operation)."""
+        return await self._ask_coordinator(transactional_id, producer_id, producer_epoch, partitions, False)
+
+    async def add_for_produce(
+        self, transactional_id: str, batches: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Produce v12+ (KIP-890 part 2): each partition this broker leads whose transactional batch
+        comes from a producer with no transaction open there at that epoch is added to the producer's
+        transaction first (Kafka's ReplicaManager with the addPartition operation); the partitions
+        refused, with the error to answer (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a busy or
+        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry)."""
+        wanted: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp, records in batches.items():
+            producer = _transactional_producer(records)
+            if producer is not None and not self._in_transaction(tp, *producer):
+                wanted.setdefault(producer, []).append(tp)
+        refused: dict[TopicPartition, ErrorCode] = {}
+        for producer, partitions in wanted.items():
+            added = await self._add_retrying(transactional_id, *producer, partitions)
+            refused |= {tp: _produce_error(e) for tp, e in added.items() if e != ErrorCode.none}
+        return refused
+
+    async def _add_retrying(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Asks again every ``add.partitions.to.txn.retry.backoff.ms``, for up to its ``.max.ms``, while
+        the coordinator answers CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
+        being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does."""
+        settings = self.node.settings
+        backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
+        deadline = time.monotonic() + settings.add_partitions_to_txn_retry_backoff_max_ms / 1000
+        answers: dict[TopicPartition, ErrorCode] = {}
+        while True:
+            answers |= await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+            partitions = [tp for tp in partitions if answers[tp] == ErrorCode.concurrent_transactions]
+            if not partitions or time.monotonic() + backoff_s > deadline:
+                return answers
+            await asyncio.sleep(backoff_s)
+
+    def _in_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
+        """The producer's transaction is open on this leader at this epoch (Kafka's
+        UnifiedLog.hasOngoingTransaction); a partition not led here is left to the append to refuse."""
+        replica = self.node.replica_manager.replica(*tp)
+        if replica is None or replica.partition.role != Role.LEADER:
+            return True
+        entry = replica.producers.producers.get(producer_id)
+        return entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0
+
+    async def _ask_coordinator(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        verify_only: bool,
+    ) -> dict[TopicPartition, ErrorCode]:
         partition = self.coordinator.partition_for(transactional_id)
         leader = self.state_topic.leader_of(partition, self.node.settings.inter_broker_listener_name)
         if leader is None:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
-        if leader[0] == self.node.node_id:
+        if leader[0] == self.node.node_id and verify_only:
             return self.coordinator.verify_partitions(
                 transactional_id, producer_id, producer_epoch, partitions
             )
+        if leader[0] == self.node.node_id:
+            error = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, 2)
+            return dict.fromkeys(partitions, error)
         client = self._client(leader[0])
+        request = coordinator_request(transactional_id, producer_id, producer_epoch, partitions, verify_only)
         try:
             assert client is not None
-            response = await client.send(
-                verification_request(transactional_id, producer_id, producer_epoch, partitions)
-            )
+            response = await client.send(request)
         except Exception as exc:  # the coordinator moved or is down: the client retries
-            log.info("transaction verification failed", coordinator=leader[0], error=str(exc))
+            log.info("transaction coordinator unreachable", coordinator=leader[0], error=str(exc))
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         if response.error_code != ErrorCode.none:
             return dict.fromkeys(partitions, response.error_code)
@@ -300,8 +402,32 @@ class TransactionService:
                     self._spawn(self._write(append))
 
 
-def verification_request(
-    transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+def _transactional_producer(records: bytes) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional first batch, else None."""
+    if len(records) < HEADER_SIZE:
+        return None
+    header = parse_header(records)
+    if not header.attributes & TRANSACTIONAL_BIT:
+        return None
+    return header.producer_id, header.producer_epoch
+
+
+def _produce_error(error: ErrorCode) -> ErrorCode:
+    """A coordinator's answer as Produce gives it (Kafka's AddPartitionsToTxnManager, then
+    ReplicaManager.appendRecords' translation)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error in RETRIABLE_COORDINATOR_ERRORS:
+        return ErrorCode.not_enough_replicas
+    return error
+
+
+def coordinator_request(
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: list[TopicPartition],
+    verify_only: bool = True,
 ) -> ap5.AddPartitionsToTxnRequest:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(partitions):
@@ -312,7 +438,7 @@ def verification_request(
                 transactional_id=TransactionalId(transactional_id),
                 producer_id=ProducerId(producer_id),
                 producer_epoch=i16(producer_epoch),
-                verify_only=True,
+                verify_only=verify_only,
                 topics=tuple(
                     ap5.AddPartitionsToTxnTopic(name=TopicName(t), partitions=tuple(i32(i) for i in indexes))
                     for t, indexes in by_topic.items()

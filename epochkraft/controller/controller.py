@@ -75,6 +75,7 @@ from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
 from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
+from epochkraft.metadata.image import TRANSACTION_VERSION as TV_FEATURE
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
@@ -166,7 +167,8 @@ class Controller(AdminOperations):
     def bootstrap(self, now_ms: int, *, new_cluster: bool | None = None) -> None:
         """Writes a new cluster's feature levels into its log (by default: an empty one): metadata.version,
         eligible.leader.replicas.version (1 unless the settings say 0, as Kafka 4.1+ formats a new
-        cluster), and with ELR on the cluster-level min.insync.replicas (Kafka's bootstrap does the same,
+        cluster), transaction.version (2 unless the settings say otherwise: Kafka's format gives TV_2 to
+        every metadata.version from 4.0-IV2), and with ELR on the cluster-level min.insync.replicas (Kafka's bootstrap does the same,
         so ELR decisions never depend on one controller's static setting)."""
         if not (self.log.next_offset == 0 if new_cluster is None else new_cluster):
             return
@@ -178,6 +180,10 @@ class Controller(AdminOperations):
                 )
             )
             records += self.configuration.elr_safety_records()
+        if self.settings.transaction_version > 0:
+            records.append(
+                FeatureLevelRecord(name=TV_FEATURE, feature_level=self.settings.transaction_version)
+            )
         self._commit(records, now_ms)
 
     def load(self, data: bytes, replay_from: int = 0) -> int:

@@ -5,7 +5,9 @@ image's ``features``; ``decide_update_features`` turns an UpdateFeatures request
 error for the whole request (Kafka 3.9+ applies a request's updates all or none), never touching state.
 metadata.version is fixed at the level this code writes; eligible.leader.replicas.version (KIP-966) moves
 between 0 and 1: up writes the cluster-level min.insync.replicas if there is none and removes every
-broker-level one, down to 0 clears every partition's ELR.
+broker-level one, down to 0 clears every partition's ELR. transaction.version (KIP-890) moves freely
+between 0 and 2 (a downgrade needs a downgrade type): the brokers read it when they write
+``__transaction_state``; each client picks its transactions' version from it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from epochkraft.metadata.image import (
     ELR_VERSION,
     METADATA_VERSION,
     MIN_ELR_METADATA_VERSION,
+    TRANSACTION_VERSION,
     MetadataImage,
 )
 from epochkraft.protocol.errors import ErrorCode
@@ -29,6 +32,7 @@ METADATA_VERSION_LEVEL = 25
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
     ELR_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),  # Kafka's TransactionVersion TV_0..TV_2 (KIP-890)
 }
 
 

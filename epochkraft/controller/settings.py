@@ -63,6 +63,14 @@ class ControllerSettings(SecuritySettings):
         "through UpdateFeatures (kafka-features upgrade/downgrade).",
         minimum=0,
     )
+    transaction_version: int = prop(
+        "transaction.version",
+        2,
+        "The transaction.version feature level a new cluster starts with (KIP-890; 2: each transaction "
+        "bumps the producer's epoch, clients add partitions through the leaders). Read only when the "
+        "metadata log is created, as Kafka's format --feature; later changes go through UpdateFeatures.",
+        minimum=0,
+    )
     unsafe_disable_kip841_eligibility_check: bool = prop(
         "unsafe.disable.kip841.eligibility.check",
         False,

@@ -54,6 +54,7 @@ CHANGE_FENCE = 1
 CHANGE_UNFENCE = -1
 METADATA_VERSION = "metadata.version"
 ELR_VERSION = "eligible.leader.replicas.version"  # KIP-966's feature: level 1 turns ELR on
+TRANSACTION_VERSION = "transaction.version"  # KIP-890's feature: level 2 bumps the epoch per transaction
 MIN_ELR_METADATA_VERSION = 23  # 4.0-IV1, the first metadata.version whose records carry the ELR
 _TOPICS_VERSIONS = itertools.count(1)
 

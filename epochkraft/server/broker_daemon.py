@@ -56,6 +56,7 @@ from epochkraft.config import ConfigError, load_settings, parse_host_port, parse
 from epochkraft.controller.feature_control import SUPPORTED_FEATURES as FEATURE_RANGES
 from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import ResourceType
+from epochkraft.metadata.image import TRANSACTION_VERSION
 from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
@@ -198,6 +199,7 @@ class BrokerNode:
                     max_timeout_ms=settings.transaction_max_timeout_ms,
                 ),
                 self.generate_producer_id,
+                lambda: self.cache.features.get(TRANSACTION_VERSION, 0),
             ),
             TransactionStateTopic(self),
         )

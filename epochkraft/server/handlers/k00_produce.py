@@ -19,7 +19,8 @@
 - NOT_LEADER_OR_FOLLOWER on a non-leader (clients refresh metadata), UNKNOWN_TOPIC_OR_PARTITION for
   unknown partitions. Idempotent producers: duplicates answered with their first offsets,
   OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH as Kafka.
-- v13 names topics by id (UNKNOWN_TOPIC_ID for an id the broker does not know); v12 is v11 (KIP-890).
+- v13 names topics by id (UNKNOWN_TOPIC_ID for an id the broker does not know); v12 adds partitions to
+  transactions (KIP-890 part 2, below).
 - With an authorizer, a topic the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED; internal
   topics (``__consumer_offsets``) take no client's records: INVALID_TOPIC_EXCEPTION (Kafka's
   KafkaApis.handleProduceRequest, then ReplicaManager.appendToLocalLog).
@@ -29,7 +30,11 @@
   else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (KafkaApis.handleProduceRequest). The
   leader opens the producer's transaction at its first transactional batch (the last stable offset
   stays there until the coordinator's marker); a plain batch from a producer in a transaction is
-  INVALID_TXN_STATE. Partitions are not verified with the transaction coordinator (KIP-890 part 1).
+  INVALID_TXN_STATE. Before v12 partitions are not verified with the transaction coordinator (KIP-890
+  part 1). From v12 (KIP-890 part 2, transaction version 2 producers send no AddPartitionsToTxn) a
+  partition whose producer has no transaction open here at its epoch is first added to the transaction
+  by its coordinator (AddPartitionsToTxn v5 from this broker); a refusal is answered for the partition
+  and nothing of it appended.
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
@@ -44,6 +49,9 @@ import time
 from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
+from epochkraft.broker.replica_manager import ProduceResult
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT
@@ -58,6 +66,7 @@ ADMIN_CLIENT_ID = "__admin_client"
 
 ATTRIBUTES_LOW_BYTE = CRC_START + 1
 TOPIC_IDS_FROM = 13
+ADD_PARTITION_FROM = 12  # Kafka's produceRequestVersionToTransactionSupportedOperation: addPartition
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
@@ -80,6 +89,23 @@ def _has_transactional_records(request) -> bool:
         for t in request.topic_data
         for p in t.partition_data
     )
+
+
+async def _add_to_transaction(ctx, request, names, refused) -> dict[tuple[str, int], ErrorCode]:
+    """v12+: the partitions the transaction coordinator did not add to the producer's transaction."""
+    if ctx.api_version < ADD_PARTITION_FROM or request.transactional_id is None:
+        return {}
+    batches = {
+        (name, p.index): p.records or b""
+        for t, name in zip(request.topic_data, names, strict=True)
+        if name is not None and name not in refused
+        for p in t.partition_data
+    }
+    return await ctx.broker.transactions.add_for_produce(request.transactional_id, batches)
+
+
+async def _refused_append(error: ErrorCode) -> ProduceResult:
+    return ProduceResult(error)
 
 
 def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
@@ -116,8 +142,11 @@ async def handle(request, ctx: RequestContext):
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
+        not_added = await _add_to_transaction(ctx, request, names, refused)
         appends = [
-            manager.append(name, p.index, p.records or b"", request.acks, timeout)
+            _refused_append(not_added[(name, p.index)])
+            if (name, p.index) in not_added
+            else manager.append(name, p.index, p.records or b"", request.acks, timeout)
             for t, name in zip(request.topic_data, names, strict=True)
             if name is not None and name not in refused
             for p in t.partition_data

@@ -5,7 +5,8 @@
 - A request at a version above 5 never reaches here: the server answers it with UNSUPPORTED_VERSION in a
   v0 body listing our range (KIP-511), and the response header is always v0.
 - v3 carries client software name/version (logged nowhere) and answers with the supported feature
-  ranges and the finalized levels (metadata.version, eligible.leader.replicas.version) of this node's
+  ranges and the finalized levels (metadata.version, eligible.leader.replicas.version,
+  transaction.version, from which clients pick their transactions' version, KIP-890) of this node's
   metadata at its applied offset (the epoch), which the Admin's describeFeatures reads; v4 is v3 whose
   supported minimum may be 0 (KAFKA-17011).
 - v5 (KIP-1242) names the cluster and node the client means to reach, both or neither: one without the

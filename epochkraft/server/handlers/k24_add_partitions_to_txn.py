@@ -8,7 +8,8 @@
   is added), as KafkaApis.
 - v4+ (brokers, KIP-890 part 1): a batch of transactions, each with ``verify_only``: verification answers
   whether each partition is already in the ongoing transaction (NONE or INVALID_TXN_STATE), adding none;
-  without it, the partitions are added as above.
+  without it, a partition leader adds them for a transaction version 2 producer (KIP-890 part 2: the
+  client sends no AddPartitionsToTxn), as above, the transaction then speaking version 2.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
             tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
             for tp in partitions
         }
-    error = await node.transactions.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    client_transaction_version = 2 if ctx.api_version >= BATCHED_FROM else 0  # only brokers send v4+
+    error = await node.transactions.add_partitions(
+        transactional_id, producer_id, producer_epoch, partitions, client_transaction_version
+    )
     if error == ErrorCode.producer_fenced and ctx.api_version < 2:
         error = ErrorCode.invalid_producer_epoch  # older clients do not know PRODUCER_FENCED
     return dict.fromkeys(partitions, error)

@@ -13,8 +13,11 @@
   transaction.partition.verification.enable): the group's offsets partition must be in the producer's
   ongoing transaction (AddOffsetsToTxn came first) at this epoch. A fenced producer is refused with
   INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE, and
-  COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached or the transaction is
-  being prepared (retried by clients).
+  COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached, is busy or the transaction
+  is being prepared (retried by clients).
+- v5 is transaction version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, so the group's offsets
+  partition is added to the producer's transaction here instead of verified (Kafka's
+  txnOffsetCommitRequestVersionToTransactionSupportedOperation: addPartition above v4).
 """
 
 from __future__ import annotations
@@ -23,21 +26,29 @@ from kio.schema.txn_offset_commit.v5 import response as v5
 
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.broker.group_service import OffsetCommitEntry
+from epochkraft.broker.transaction_service import RETRIABLE_COORDINATOR_ERRORS
+from epochkraft.server.context import RequestContext
+from epochkraft.server.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+ADD_PARTITION_FROM = 5
+
 
 async def _verify(ctx, request) -> ErrorCode:
-    """The coordinator's answer for the group's offsets partition in the producer's transaction."""
+    """The coordinator's answer for the group's offsets partition in the producer's transaction: added
+    to it from v5, verified to be in it before."""
     offsets_partition = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))
-    verified = await ctx.broker.transactions.verify(
+    transactions = ctx.broker.transactions
+    ask = transactions.add_for_write if ctx.api_version >= ADD_PARTITION_FROM else transactions.verify
+    verified = await ask(
         request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition]
     )
     error = verified.get(offsets_partition, ErrorCode.unknown_server_error)
-    if error == ErrorCode.concurrent_transactions:  # Kafka: NOT_ENOUGH_REPLICAS, then normalizeException
+    if error in RETRIABLE_COORDINATOR_ERRORS:  # Kafka: NOT_ENOUGH_REPLICAS, then normalizeException
         return ErrorCode.coordinator_not_available
     return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
 

@@ -1,0 +1,362 @@
+"""Transaction version 2 (KIP-890 part 2): an epoch bump per transaction, partitions added by the
+partition leaders, the transaction.version feature.
+
+Kafka's cases by name: TransactionCoordinatorTest's EndTxn V2 cases and the table of its endTransaction
+(Empty / CompleteAbort / CompleteCommit against a retry or the current epoch), TransactionMetadataTest's
+epoch bump cases, TransactionLogTest's flexible value, and AddPartitionsToTxnManager's error translation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from epochkraft.broker import transaction_coordinator, transaction_service
+from epochkraft.broker.transaction_coordinator import Outcome
+from epochkraft.broker.transaction_log import TransactionLogValue, parse_value, value_bytes
+from epochkraft.broker.transaction_metadata import SHORT_MAX, TransactionMetadata
+from epochkraft.controller.feature_control import (
+    SUPPORTED_FEATURES,
+    FeatureUpdate,
+    UpgradeType,
+    decide_update_features,
+)
+from epochkraft.metadata.image import TRANSACTION_VERSION, MetadataImage
+from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.records import build_batch
+from tests.test_transaction_coordinator import NOW, TXN, S, TxnContext
+
+TV2 = 2
+PARTITIONS = (("foo", 0), ("bar", 1))
+
+
+class TxnV2Context(TxnContext):
+    """The coordinator as a transaction version 2 producer drives it: the partition leaders add the
+    partitions (AddPartitionsToTxn v5), the producer sends EndTxn v5."""
+
+    def begin(self, producer: tuple[int, int], partitions=PARTITIONS) -> None:
+        add = self.coordinator.add_partitions(NOW, TXN, *producer, partitions, TV2)
+        assert self.write(add) == ErrorCode.none
+
+    def end_v2(self, producer: tuple[int, int], commit: bool) -> Outcome:
+        outcome = self.coordinator.end_txn(NOW, TXN, *producer, commit, TV2)
+        assert self.write(outcome) == outcome.error
+        return outcome
+
+    def complete(self) -> list:
+        """Delivers the markers and writes Complete*; the marker requests sent."""
+        sent = self.deliver_all_markers()
+        for append in self.coordinator.due_appends(NOW):
+            assert self.append(append) == ErrorCode.none
+        return sent
+
+
+def _producer(outcome: Outcome) -> tuple[int, int]:
+    return outcome.producer_id, outcome.producer_epoch
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_should_append_prepare_to_log_on_end_txn_v2_and_bump_the_epoch(commit):
+    """TransactionCoordinatorTest.shouldAppendPrepare{Commit,Abort}ToLogOnEndTxnWhenStatusIsOngoing...
+    with transaction version 2: the Prepare written carries epoch + 1, the answer the bumped epoch, the
+    markers the bumped epoch and version 2, and the next transaction runs at that epoch."""
+    ctx = TxnV2Context()
+    producer = _producer(ctx.init())
+    ctx.begin(producer)
+    end = ctx.end_v2(producer, commit)
+    bumped = (producer[0], producer[1] + 1)
+    assert (end.error, _producer(end)) == (ErrorCode.none, bumped)
+    prepare = parse_value(ctx.log[ctx.coordinator.partition_for(TXN)][-1][1])
+    assert prepare is not None and (prepare.producer_epoch, prepare.state) == (
+        bumped[1],
+        S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
+    )
+    (sent,) = ctx.complete()
+    (marker,) = sent.request.markers
+    assert (marker.producer_id, marker.producer_epoch, marker.transaction_version) == (*bumped, TV2)
+    metadata = ctx.metadata()
+    assert (metadata.state, metadata.producer_epoch, metadata.last_producer_epoch) == (
+        S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
+        bumped[1],
+        producer[1],
+    )
+    ctx.begin(bumped)  # the producer's next transaction, at the epoch EndTxn answered
+    assert ctx.metadata().state == S.ONGOING
+
+
+def test_should_return_ok_on_end_txn_v2_retry_after_the_bump():
+    """A retried EndTxn v5 (the epoch before its bump) is answered CONCURRENT_TRANSACTIONS while the
+    markers are written, then NONE with the bumped epoch (retryOnEpochBump)."""
+    ctx = TxnV2Context()
+    producer = _producer(ctx.init())
+    ctx.begin(producer)
+    ctx.end_v2(producer, True)
+    retry = ctx.coordinator.end_txn(NOW, TXN, *producer, True, TV2)
+    assert retry.error == ErrorCode.concurrent_transactions
+    ctx.complete()
+    retry = ctx.coordinator.end_txn(NOW, TXN, *producer, True, TV2)
+    assert (retry.error, retry.append, _producer(retry)) == (
+        ErrorCode.none,
+        None,
+        (producer[0], producer[1] + 1),
+    )
+
+
+def test_should_return_invalid_txn_request_on_end_txn_v2_if_not_end_txn_v2_retry(monkeypatch):
+    """TransactionCoordinatorTest.shouldReturnInvalidTxnRequestOnEndTxnV2IfNotEndTxnV2Retry: in
+    CompleteCommit a commit at the current epoch is INVALID_TXN_STATE (Kafka 4.3's table). In
+    PrepareCommit the current epoch is the next transaction's EndTxn, sent while the previous one's markers
+    are in flight: Kafka's table fences it (PRODUCER_FENCED, kept behind the test switch); ours answers
+    CONCURRENT_TRANSACTIONS, so the producer retries once the markers are written (franz-go aborts an
+    empty transaction there, and was fenced in every TestTxnEtl run)."""
+    ctx = TxnV2Context()
+    producer = _producer(ctx.init())
+    ctx.begin(producer)
+    ctx.end_v2(producer, True)
+    bumped = (producer[0], producer[1] + 1)
+    for commit in (True, False):
+        assert (
+            ctx.coordinator.end_txn(NOW, TXN, *bumped, commit, TV2).error == ErrorCode.concurrent_transactions
+        )
+    monkeypatch.setattr(transaction_coordinator, "UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS", True)
+    assert ctx.coordinator.end_txn(NOW, TXN, *bumped, False, TV2).error == ErrorCode.producer_fenced
+    monkeypatch.setattr(transaction_coordinator, "UNSAFE_FENCE_NEXT_END_TXN_FOR_TESTS", False)
+    ctx.complete()
+    assert ctx.coordinator.end_txn(NOW, TXN, *bumped, True, TV2).error == ErrorCode.invalid_txn_state
+    abort = ctx.coordinator.end_txn(NOW, TXN, *bumped, False, TV2)  # the empty transaction's abort
+    assert (abort.error, _producer(abort)) == (ErrorCode.none, (producer[0], producer[1] + 2))
+
+
+def _exhausted(ctx: TxnV2Context) -> tuple[int, int]:
+    """A producer whose epoch is Short.MAX - 1, in an ongoing transaction version 2 transaction."""
+    producer = _producer(ctx.init())
+    ctx.metadata().producer_epoch = SHORT_MAX - 1
+    producer = (producer[0], SHORT_MAX - 1)
+    ctx.begin(producer)
+    return producer
+
+
+def test_should_return_ok_on_end_txn_v2_if_end_txn_v2_retry_epoch_overflow():
+    """TransactionCoordinatorTest.shouldReturnOkOnEndTxnV2IfEndTxnV2RetryEpochOverflow and
+    TransactionMetadataTest.testEpochBumpOnEndTxnOverflow: the bump from Short.MAX - 1 takes a new producer
+    id; the markers go out with the old id at Short.MAX, the answer (and a retry once complete) is the new
+    id at epoch 0."""
+    ctx = TxnV2Context(first_producer_id=1000)
+    producer = _exhausted(ctx)
+    end = ctx.end_v2(producer, True)
+    assert (end.error, _producer(end)) == (ErrorCode.none, (1001, 0))
+    metadata = ctx.metadata()
+    assert (metadata.producer_id, metadata.producer_epoch, metadata.next_producer_id) == (
+        1000,
+        SHORT_MAX,
+        1001,
+    )
+    assert ctx.coordinator.end_txn(NOW, TXN, *producer, True, TV2).error == ErrorCode.concurrent_transactions
+    (sent,) = ctx.complete()
+    (marker,) = sent.request.markers
+    assert (marker.producer_id, marker.producer_epoch) == (1000, SHORT_MAX)
+    metadata = ctx.metadata()
+    assert (metadata.producer_id, metadata.producer_epoch, metadata.previous_producer_id) == (1001, 0, 1000)
+    assert (metadata.last_producer_epoch, metadata.next_producer_id) == (SHORT_MAX - 1, -1)
+    retry = ctx.coordinator.end_txn(NOW, TXN, *producer, True, TV2)
+    assert (retry.error, _producer(retry)) == (ErrorCode.none, (1001, 0))
+    ctx.begin((1001, 0))
+    assert ctx.metadata().state == S.ONGOING
+
+
+# Kafka's table for transaction version 2 (TransactionCoordinator, above endTransaction): PF
+# PRODUCER_FENCED, ITS INVALID_TXN_STATE, NONE no error and no bump, EB no error and an epoch bump.
+# Retry: the request's epoch is one below the coordinator's; Current: equal to it.
+EB = "epoch bump"
+
+
+@pytest.mark.parametrize(
+    ("state", "commit", "retry", "expected"),
+    [
+        (S.EMPTY, False, True, ErrorCode.producer_fenced),
+        (S.EMPTY, False, False, EB),
+        (S.EMPTY, True, True, ErrorCode.producer_fenced),
+        (S.EMPTY, True, False, ErrorCode.invalid_txn_state),
+        (S.COMPLETE_ABORT, False, True, ErrorCode.none),
+        (S.COMPLETE_ABORT, False, False, EB),
+        (S.COMPLETE_ABORT, True, True, ErrorCode.invalid_txn_state),
+        (S.COMPLETE_ABORT, True, False, ErrorCode.invalid_txn_state),
+        (S.COMPLETE_COMMIT, False, True, ErrorCode.invalid_txn_state),
+        (S.COMPLETE_COMMIT, False, False, EB),
+        (S.COMPLETE_COMMIT, True, True, ErrorCode.none),
+        (S.COMPLETE_COMMIT, True, False, ErrorCode.invalid_txn_state),
+    ],
+)
+def test_end_txn_v2_table(state, commit, retry, expected):
+    """Kafka's endTransaction table for transaction version 2; an abort with no partition added (EB) is
+    written as PrepareAbort with the epoch bumped and no markers, then completes."""
+    ctx = TxnV2Context()
+    producer_id, epoch = _producer(ctx.init())
+    ctx.metadata().producer_epoch = epoch = epoch + 5
+    ctx.metadata().state = state
+    asked = epoch - 1 if retry else epoch
+    outcome = ctx.coordinator.end_txn(NOW, TXN, producer_id, asked, commit, TV2)
+    if expected != EB:
+        assert (outcome.error, outcome.append) == (expected, None)
+        return
+    assert (outcome.error, _producer(outcome)) == (ErrorCode.none, (producer_id, epoch + 1))
+    assert ctx.write(outcome) == ErrorCode.none
+    assert ctx.complete() == []  # no partition: no marker
+    assert (ctx.metadata().state, ctx.metadata().producer_epoch) == (S.COMPLETE_ABORT, epoch + 1)
+
+
+def test_end_txn_v1_keeps_the_epoch():
+    """EndTxn below v5 (transaction version 0) bumps nothing, its markers say version 0."""
+    ctx = TxnV2Context()
+    init = ctx.ongoing()
+    outcome = ctx.coordinator.end_txn(NOW, TXN, init.producer_id, init.producer_epoch, True)
+    assert ctx.write(outcome) == ErrorCode.none
+    assert _producer(outcome) == _producer(init)
+    (sent,) = ctx.complete()
+    (marker,) = sent.request.markers
+    assert (marker.producer_epoch, marker.transaction_version) == (init.producer_epoch, 0)
+
+
+def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch_with_tv2():
+    """TransactionCoordinatorTest.shouldAbortExpiredTransactionsInOngoingStateAndBumpEpoch with the
+    cluster at transaction.version 2: the fence bumps the epoch, and the abort, speaking version 2,
+    bumps it once more; the markers carry that epoch and version 2."""
+    ctx = TxnV2Context()
+    ctx.coordinator.transaction_version = lambda: TV2
+    producer = _producer(ctx.init())
+    ctx.begin(producer)
+    (abort,) = ctx.coordinator.abort_timed_out(NOW + 10 * 60_000)
+    assert (abort.transit.producer_epoch, abort.transit.last_producer_epoch) == (
+        producer[1] + 2,
+        producer[1] + 1,
+    )
+    assert ctx.append(abort) == ErrorCode.none
+    (sent,) = ctx.complete()
+    (marker,) = sent.request.markers
+    assert (marker.producer_epoch, marker.transaction_version) == (producer[1] + 2, TV2)
+
+
+def test_epoch_bump_on_end_txn():
+    """TransactionMetadataTest.testEpochBumpOnEndTxn: a transaction version 0 metadata ended by EndTxn v5
+    bumps once, keeps the epoch through Complete and speaks version 2 from then on."""
+    metadata = TransactionMetadata(TXN, 7, -1, 10, -1, 30_000, S.ONGOING, set(), NOW, NOW)
+    metadata.complete_transition(metadata.prepare_abort_or_commit(S.PREPARE_COMMIT, NOW, TV2))
+    assert (metadata.producer_id, metadata.producer_epoch, metadata.client_transaction_version) == (
+        7,
+        11,
+        TV2,
+    )
+    metadata.complete_transition(metadata.prepare_complete(NOW))
+    assert (metadata.producer_id, metadata.producer_epoch, metadata.state) == (7, 11, S.COMPLETE_COMMIT)
+
+
+def test_serialize_transaction_log_value_to_flexible_version():
+    """TransactionLogTest.testSerializeTransactionLogValueToFlexibleVersion: version 1 (written from
+    transaction.version 1) carries PreviousProducerId, NextProducerId and ClientTransactionVersion as
+    tagged fields, read back; version 0 drops them."""
+    value = TransactionLogValue(
+        1001, SHORT_MAX, 60_000, S.PREPARE_COMMIT, frozenset(PARTITIONS), NOW, NOW - 5, 999, 1002, TV2
+    )
+    flexible = value_bytes(value, 1)
+    assert flexible is not None and flexible[:2] == b"\x00\x01"
+    assert parse_value(flexible) == value
+    untagged = dataclasses.replace(
+        value, previous_producer_id=-1, next_producer_id=-1, client_transaction_version=0
+    )
+    assert parse_value(value_bytes(value, 0)) == untagged
+    empty = TransactionLogValue(1001, 0, 60_000, S.EMPTY, frozenset(), NOW, -1)
+    assert parse_value(value_bytes(empty, 1)) == empty
+
+
+def test_coordinator_writes_the_flexible_value_from_transaction_version_1():
+    """The value version follows the finalized transaction.version when each record is written
+    (TransactionVersion.transactionLogValueVersion): 0 before the upgrade to 1, 1 after."""
+    ctx = TxnV2Context()
+    producer = _producer(ctx.init())
+    ctx.coordinator.transaction_version = lambda: 1
+    ctx.begin(producer)
+    ctx.end_v2(producer, True)
+    written = ctx.log[ctx.coordinator.partition_for(TXN)]
+    assert [value[:2] for _, value in written if value] == [b"\x00\x00", b"\x00\x01", b"\x00\x01"]
+    loaded = parse_value(written[-1][1])
+    assert loaded is not None and loaded.client_transaction_version == TV2
+
+
+class LeaderService(transaction_service.TransactionService):
+    """A partition leader's TransactionService with a scripted coordinator: ``answers`` per partition,
+    one per ask (the last repeated); ``open_at`` the producers with a transaction open per partition."""
+
+    def __init__(self, open_at: dict, answers: dict, max_ms: int = 10) -> None:
+        self.open_at, self.answers, self.asked = open_at, answers, []
+        settings = SimpleNamespace(
+            add_partitions_to_txn_retry_backoff_ms=1, add_partitions_to_txn_retry_backoff_max_ms=max_ms
+        )
+        self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
+
+    def _in_transaction(self, tp, producer_id, producer_epoch):
+        return self.open_at.get(tp) == (producer_id, producer_epoch)
+
+    async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
+        self.asked.append((producer_id, producer_epoch, sorted(partitions)))
+        return {tp: self._next(tp) for tp in partitions}
+
+    def _next(self, tp):
+        script = self.answers.get(tp, [ErrorCode.none])
+        return script.pop(0) if len(script) > 1 else script[0]
+
+
+def _batch(transactional: bool) -> bytes:
+    return build_batch(
+        [(None, b"v", (), NOW)], producer_id=5, producer_epoch=3, base_sequence=0, transactional=transactional
+    )
+
+
+def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
+    """Produce v12+ asks the coordinator for the partitions whose producer has no transaction open at the
+    leader at that epoch (not for plain batches), and answers its refusals as Kafka's
+    AddPartitionsToTxnManager and ReplicaManager do: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH."""
+    service = LeaderService({("t", 0): (5, 3)}, {("t", 1): [ErrorCode.producer_fenced]})
+    batches = {
+        ("t", 0): _batch(True),
+        ("t", 1): _batch(True),
+        ("t", 2): _batch(True),
+        ("t", 3): _batch(False),
+    }
+    refused = asyncio.run(service.add_for_produce(TXN, batches))
+    assert service.asked == [(5, 3, [("t", 1), ("t", 2)])]
+    assert refused == {("t", 1): ErrorCode.invalid_producer_epoch}
+
+
+def test_transaction_add_partition_retry():
+    """Kafka's server-side retry (add.partitions.to.txn.retry.backoff.ms / .max.ms): CONCURRENT_TRANSACTIONS
+    while the previous transaction completes is asked again, only for those partitions; one still refused
+    at the end is answered NOT_ENOUGH_REPLICAS, which the producer retries."""
+    concurrent = ErrorCode.concurrent_transactions
+    service = LeaderService({}, {("t", 1): [concurrent, ErrorCode.none], ("t", 2): [concurrent]})
+    batches = {("t", 0): _batch(True), ("t", 1): _batch(True), ("t", 2): _batch(True)}
+    refused = asyncio.run(service.add_for_produce(TXN, batches))
+    assert refused == {("t", 2): ErrorCode.not_enough_replicas}
+    assert service.asked[:2] == [(5, 3, [("t", 0), ("t", 1), ("t", 2)]), (5, 3, [("t", 1), ("t", 2)])]
+    assert all(partitions == [("t", 2)] for *_, partitions in service.asked[2:])
+    once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
+    assert asyncio.run(once.add_for_produce(TXN, batches)) == {("t", 2): ErrorCode.not_enough_replicas}
+    assert len(once.asked) == 1
+
+
+def test_transaction_version_feature():
+    """transaction.version is supported 0-2 and moves both ways as Kafka's FeatureControlManager allows."""
+    assert SUPPORTED_FEATURES[TRANSACTION_VERSION] == (0, 2)
+    image = MetadataImage()
+    image.features[TRANSACTION_VERSION] = 2
+
+    def decide(level: int, upgrade_type: UpgradeType) -> ErrorCode:
+        update = FeatureUpdate(TRANSACTION_VERSION, level, upgrade_type)
+        error, _, _ = decide_update_features(image, [update], elr_safety_records=list, clear_elr_records=list)
+        return error
+
+    assert decide(0, UpgradeType.UPGRADE) == ErrorCode.invalid_update_version
+    assert decide(0, UpgradeType.SAFE_DOWNGRADE) == ErrorCode.none
+    assert decide(3, UpgradeType.UPGRADE) == ErrorCode.invalid_update_version
