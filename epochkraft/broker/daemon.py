@@ -57,7 +57,7 @@ from epochkraft.metrics.admin_flags import add_admin_arguments
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
-from epochkraft.net.server import KafkaServer, parse_ip_overrides
+from epochkraft.net.server import KafkaServer, TurnGate, parse_ip_overrides
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import tls
@@ -530,6 +530,7 @@ async def serve(
 
     node.replica_manager.log_dir_failures.listeners.append(log_dir_offline)
     node.replica_manager.on_fatal = background_task_failed
+    turns = TurnGate()  # one event loop: its listeners' client requests share one bound per turn
     for endpoint in listeners.bind:
         server = KafkaServer(
             BROKER,
@@ -545,6 +546,7 @@ async def serve(
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
             quotas=node.client_quotas,
+            turns=turns,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials

@@ -1,8 +1,14 @@
 """Asyncio Kafka protocol server: frames in, one handler per API key, responses out in request order.
 
 Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's
-buffers. Every request runs as its own task so a long-polling Fetch does not stall the connection's other
-requests, but responses are written strictly in request order, as Kafka requires. Connections are
+buffers. Responses are written strictly in request order, as Kafka requires. A client's requests run one at
+a time per connection, as Kafka's SocketServer reads one request per connection at a time (the channel is
+muted until its response is sent), and at most REQUESTS_STARTED_PER_TURN of them start in one turn of the
+event loop, as Kafka's bounded request queue is served by num.io.threads: asyncio runs every ready callback
+before it polls the sockets again, so a pipelining flood would otherwise make one turn take seconds and
+hold back the broker's heartbeat answers and its replica fetches with it. The daemons' own requests (the
+cluster actions, a follower's Fetch) are neither held nor queued: a Raft or follower long poll must not
+stall the requests behind it. Connections are
 limited per listener (max.connections) and per client address (max.connections.per.ip and its
 overrides); the last slots are kept for the daemons' own clients, so a flood of connections cannot keep
 a follower or a broker's registration out. Hostile input never reaches beyond its connection: a
@@ -21,7 +27,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -55,7 +61,10 @@ from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 if TYPE_CHECKING:
     from epochkraft.controller.quorum_driver import QuorumDriver
 
-MAX_IN_FLIGHT_PER_CONNECTION = 64
+MAX_IN_FLIGHT_PER_CONNECTION = 64  # requests read but not answered, before the connection is not read
+# Client requests started in one turn of the event loop, across connections (Kafka's num.io.threads, 8): a
+# turn then takes a few requests' time, whatever the number of connections flooding.
+REQUESTS_STARTED_PER_TURN = 8
 QUIET_RELEASE_S = 10.0  # a connection quiet this long gives back its receive buffers
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
 # Request frames larger than this for APIs whose real requests are small (a list of names) close the
@@ -123,7 +132,10 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         sasl: Callable[[], SaslServerSession] | None = None,
         quotas: ClientQuotas | None = None,
+        turns: TurnGate | None = None,
     ) -> None:
+        """``turns``: the gate client requests start through, shared by a daemon's listeners (one event
+        loop); a gate of its own by default."""
         self.listener = listener
         self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
         self.sasl = sasl  # a SASL listener: a new session per connection
@@ -150,6 +162,7 @@ class KafkaServer:
         self._idle_task: asyncio.Task[None] | None = None
         self.requests_served = 0
         self.failures = FailureLog()
+        self.turns = turns or TurnGate()
 
     def ip_limit(self, ip: str) -> int:
         return self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
@@ -205,6 +218,41 @@ class KafkaServer:
                     conn.close("idle connection (connections.max.idle.ms)")
                 elif quiet > QUIET_RELEASE_S:
                     conn.decoder.release_buffers()
+
+
+class TurnGate:
+    """Starts at most ``per_turn`` client requests in one turn of the event loop; the others wait, in arrival
+    order, for the next turns, as requests wait in Kafka's request queue for one of num.io.threads. Each
+    connection has at most one client request here, so waiting is round-robin over connections. A turn ends
+    when ``_next_turn``, put by call_soon behind the callbacks already ready, runs."""
+
+    def __init__(self, per_turn: int = REQUESTS_STARTED_PER_TURN) -> None:
+        self.per_turn = per_turn
+        self.started = 0  # in this turn
+        self.waiting: deque[Callable[[], None]] = deque()
+        self._turn_scheduled = False
+
+    def start(self, run: Callable[[], None]) -> None:
+        if self.started < self.per_turn and not self.waiting:
+            self.started += 1
+            run()
+        else:
+            self.waiting.append(run)
+        self._schedule_next_turn()
+
+    def _schedule_next_turn(self) -> None:
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._turn_scheduled = False
+        self.started = 0
+        while self.waiting and self.started < self.per_turn:
+            self.started += 1
+            self.waiting.popleft()()
+        if self.started:  # this turn's count is reset by the next
+            self._schedule_next_turn()
 
 
 class _BusyTime:
@@ -280,9 +328,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.muted = False  # not read: throttled (KIP-219), until muted_until
         self.muted_until = 0.0
         self.mutes: dict[asyncio.Future[Response], int] = {}  # response -> ms to mute once it is sent
-        # A client under a quota has its requests run one at a time, as Kafka's broker reads one request per
-        # connection at a time: a pipelining client cannot start more work while it is throttled. Frames read
-        # meanwhile wait here.
+        # Once a connection sent a client request, its requests run one at a time, as Kafka's broker reads
+        # one request per connection at a time: a pipelining client cannot put more than one request's work
+        # before other clients' (nor start more work while it is throttled). Frames read meanwhile wait here.
         self.sequential = False
         self.in_flight = 0
         self.held: deque[bytes] = deque()
@@ -432,15 +480,26 @@ class _Connection(asyncio.BufferedProtocol):
         )
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
-        quotas = self.server.quotas
-        if quotas is not None and quotas.active() and self._quota_applies(spec, request, ctx):
-            self.sequential = True
-            task = asyncio.ensure_future(
-                self._run_with_quotas(spec, request, ctx, len(frame), future, quotas)
-            )
-        else:
-            task = asyncio.ensure_future(self._run(spec, request, ctx))
         self.in_flight += 1
+        if not self._client_request(spec, request, ctx):
+            self._start(self._run(spec, request, ctx), future)
+            return
+        self.sequential = True
+        quotas = self.server.quotas
+        size = len(frame)
+
+        def start() -> None:
+            if self.closed:
+                return
+            if quotas is not None and quotas.active():
+                self._start(self._run_with_quotas(spec, request, ctx, size, future, quotas), future)
+            else:
+                self._start(self._run(spec, request, ctx), future)
+
+        self.server.turns.start(start)
+
+    def _start(self, run: Coroutine[Any, Any, Response], future: asyncio.Future[Response]) -> None:
+        task = asyncio.ensure_future(run)
         task.add_done_callback(lambda t, f=future: self._settle(t, f))
 
     async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
@@ -451,10 +510,11 @@ class _Connection(asyncio.BufferedProtocol):
 
     # ---- client quotas (KIP-13, KIP-124, KIP-219) ---------------------------------------------------------
     @staticmethod
-    def _quota_applies(spec: ApiSpec, request: Any, ctx: RequestContext) -> bool:
-        """Clients' requests count against their quotas; what is exempt goes by the request, as in Kafka,
-        never by the client id: the cluster actions, and a follower's Fetch (ReplicaId >= 0, which
-        needs CLUSTER_ACTION to read anything with an authorizer)."""
+    def _client_request(spec: ApiSpec, request: Any, ctx: RequestContext) -> bool:
+        """Clients' requests run one at a time per connection, through the turn gate, and count against
+        their quotas; what is exempt goes by the request, as in Kafka, never by the client id: the cluster
+        actions, and a follower's Fetch (ReplicaId >= 0, which needs CLUSTER_ACTION to read anything with
+        an authorizer)."""
         if spec.key in UNTHROTTLED_APIS:
             return False
         return not (spec.key == FETCH_KEY and _fetch_replica_id(request, ctx.api_version) >= 0)
