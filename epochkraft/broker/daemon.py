@@ -142,6 +142,16 @@ class BrokerNode:
             ssl_context=to_controller,
             follow=self.lifecycle_channel,
         )
+        # AlterPartition on a channel of its own too, as Kafka's ("alter-partition"): the controller runs a
+        # connection's forwarded client requests (CreateTopics ...) one at a time, and an ISR change must
+        # not wait behind them.
+        self.alter_partition_channel = ControllerChannel(
+            controller,
+            client_id=f"broker-{self.node_id}-alter-partition",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
+            follow=self.lifecycle_channel,
+        )
         self.metadata_client = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-metadata",
@@ -229,7 +239,7 @@ class BrokerNode:
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: Any) -> Any:
-        return await self.control.send(request)
+        return await self.alter_partition_channel.send(request)
 
     def generate_producer_id(self) -> GeneratedProducerId:
         """An id for InitProducerId; asks the controller for the next block when the manager wants one."""
@@ -604,6 +614,7 @@ async def serve(
     # this point registers as back from an unclean shutdown and leaves the ELR (KIP-966).
     (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     await node.control.close()
+    await node.alter_partition_channel.close()
     await node.lifecycle_channel.close()
     await node.metadata_client.close()
     if node.events is not None:
