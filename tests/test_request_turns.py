@@ -16,8 +16,11 @@ from typing import Any
 
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.describe_client_quotas.v1.response import DescribeClientQuotasResponse
+from kio.schema.produce.v9.request import ProduceRequest
+from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
+from kio.static.primitive import i16
 
 from epochkraft.net import server as server_module
 from epochkraft.net.server import KafkaServer, _Connection
@@ -25,7 +28,7 @@ from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_entity, encode_request
 
-DESCRIBE_CLIENT_QUOTAS, WRITE_TXN_MARKERS = 48, 27  # a client request; a cluster action
+DESCRIBE_CLIENT_QUOTAS, WRITE_TXN_MARKERS, PRODUCE = 48, 27, 0  # client requests; a cluster action
 
 
 class StandInTransport:
@@ -69,6 +72,7 @@ class Listener:
         for key, response in (
             (DESCRIBE_CLIENT_QUOTAS, self._quotas_response),
             (WRITE_TXN_MARKERS, self._markers_response),
+            (PRODUCE, self._produce_response),
         ):
             self.server.apis[key] = _with_handler(self.server.apis[key], self._waiting(response))
 
@@ -90,6 +94,10 @@ class Listener:
     @staticmethod
     def _markers_response() -> WriteTxnMarkersResponse:
         return WriteTxnMarkersResponse(markers=())
+
+    @staticmethod
+    def _produce_response() -> ProduceResponse:
+        return ProduceResponse(responses=(), throttle_time=datetime.timedelta(0))
 
     def connect(self) -> tuple[_Connection, StandInTransport]:
         connection, transport = _Connection(self.server), StandInTransport()
@@ -128,6 +136,15 @@ def quotas_request(correlation_id: int) -> bytes:
     return encode_request(DESCRIBE_CLIENT_QUOTAS, 1, correlation_id, "flooder", body)
 
 
+def produce_request(correlation_id: int) -> bytes:
+    body = encode_entity(
+        ProduceRequest(
+            transactional_id=None, acks=i16(1), timeout=datetime.timedelta(seconds=5), topic_data=()
+        )
+    )
+    return encode_request(PRODUCE, 9, correlation_id, "producer", body)
+
+
 def markers_request(correlation_id: int) -> bytes:
     body = encode_entity(WriteTxnMarkersRequest(markers=()))
     return encode_request(WRITE_TXN_MARKERS, 1, correlation_id, "broker-2", body)
@@ -149,6 +166,27 @@ async def test_pipelined_client_requests_run_one_at_a_time_and_are_answered_in_o
         await turns()
         assert listener.started == list(range(1, min(i + 1, 32) + 1))
     assert transport.correlation_ids() == list(range(1, 33))
+
+
+async def test_a_producer_pipelines_up_to_produce_pipeline_requests_and_nothing_else_meanwhile():
+    """Produce requests join a pipeline of Produce requests (librdkafka pipelines them without bound); the
+    request after them waits for all of them, and none starts while it runs."""
+    pipeline = server_module.PRODUCE_PIPELINE
+    listener = Listener()
+    connection, transport = listener.connect()
+    produces = [produce_request(i) for i in range(1, pipeline + 2)]
+    receive(connection, *produces, quotas_request(100), produce_request(101))
+    await turns(pipeline)  # REQUESTS_STARTED_PER_TURN a turn
+    assert listener.started == list(range(1, pipeline + 1))
+    for i in range(1, pipeline + 1):
+        listener.answer(i)
+    await turns()
+    assert listener.started[pipeline:] == [pipeline + 1]
+    listener.answer(pipeline + 1)
+    await turns()
+    assert listener.started[pipeline + 1 :] == [100], "the DescribeClientQuotas alone"
+    await listener.answer_all()
+    assert transport.correlation_ids() == [*range(1, pipeline + 2), 100, 101]
 
 
 async def test_the_daemons_own_requests_are_not_held_behind_each_other():
