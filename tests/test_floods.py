@@ -90,7 +90,7 @@ async def test_each_flood_leaves_the_other_client_served_and_every_broker_bounde
         return count_fences(metrics_dir, since_ms=0)
 
     results = await run_floods(cluster.bootstrap, SMALL_FLOODS, fences, lambda: rss_mb(pids), BOUNDED_FLOODS)
-    print("floods 2-5:", results)
+    print("floods 2-6:", results)
     for name, row in results.items():
         assert row["fences"] == 0, (name, row)
         assert row["produces"] and not row["failed_produces"], (name, row)
