@@ -264,7 +264,7 @@ def test_exempt_requests_go_by_the_request_not_the_client_id():
 
     def applies(key: int, version: int, client_id: str, request=None) -> bool:
         ctx = RequestContext(BROKER, RequestHeader(key, version, 1, client_id, 0), version, None, None, None)
-        return _Connection._quota_applies(apis[key], request, ctx)
+        return _Connection._client_request(apis[key], request, ctx)
 
     assert applies(0, 9, "app") and applies(0, 9, "broker-3") and applies(0, 9, "replica-fetcher-2")
     consumer, follower = SimpleNamespace(replica_id=-1), SimpleNamespace(replica_id=2)

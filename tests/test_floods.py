@@ -54,24 +54,29 @@ async def test_list_offsets_flood_is_held_to_its_request_percentage(make_cluster
     assert summary["produce_p50_ms"] < 100, summary
 
 
-# Floods 2-5 of the issue's list (1 and 6 have the tests above), smaller than the bench's, on one cluster.
+# Floods 2-6 of the issue's list (1, and 6 under a quota, have the tests above), smaller than the bench's,
+# on one cluster.
 SMALL_FLOODS = FloodSizes(
     producer_id_requests=1000,
     producers=1500,
     commits=5,
     keys=10_000,
+    list_offsets_s=5.0,
+    list_offsets_in_flight=64,  # 256 requests of 200 partitions: seconds of work on one event loop
     settle_s=1.0,
     cleaner_settle_s=2.0,
 )
-BOUNDED_FLOODS = ("init_producer_ids", "producer_ids", "offset_metadata", "compacted_keys")
+BOUNDED_FLOODS = ("init_producer_ids", "producer_ids", "offset_metadata", "compacted_keys", "list_offsets")
 BROKER_RSS_MB = 400  # a broker of the test configs idles at 60-100 MB
+SESSION_MS = 2000  # broker.session.timeout.ms of the test configs
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_each_flood_leaves_the_other_client_served_and_every_broker_bounded(make_cluster, tmp_path):
-    """Floods 2-5 of scripts/bench --parts floods in turn on one three-broker cluster (InitProducerId, one
-    record from each of 1,500 producer ids, 900 kB offset metadata, distinct keys in a compacted topic):
+    """Floods 2-6 of scripts/bench --parts floods in turn on one three-broker cluster (InitProducerId, one
+    record from each of 1,500 producer ids, 900 kB offset metadata, distinct keys in a compacted topic, and
+    5 s of pipelined ListOffsets from four connections to the other client's leader with no quota set):
     after each, no broker was fenced, every produce of the other client succeeded, every broker is alive and
     under BROKER_RSS_MB, and the flood got the answers Kafka gives (the offset metadata refused with
     OFFSET_METADATA_TOO_LARGE, everything else accepted). What each bound holds across blocks,
@@ -85,14 +90,16 @@ async def test_each_flood_leaves_the_other_client_served_and_every_broker_bounde
         return count_fences(metrics_dir, since_ms=0)
 
     results = await run_floods(cluster.bootstrap, SMALL_FLOODS, fences, lambda: rss_mb(pids), BOUNDED_FLOODS)
-    print("floods 2-5:", results)
+    print("floods 2-6:", results)
     for name, row in results.items():
         assert row["fences"] == 0, (name, row)
         assert row["produces"] and not row["failed_produces"], (name, row)
         assert 0 < max(row["broker_rss_mb"]) < BROKER_RSS_MB, (name, row)
     assert results["offset_metadata"]["flood_errors"] == {"offset_metadata_too_large": SMALL_FLOODS.commits}
-    for name in ("init_producer_ids", "producer_ids", "compacted_keys"):
+    for name in ("init_producer_ids", "producer_ids", "compacted_keys", "list_offsets"):
         assert not results[name]["flood_errors"], (name, results[name])
     assert results["init_producer_ids"]["succeeded"] == SMALL_FLOODS.producer_id_requests
     assert results["producer_ids"]["succeeded"] >= SMALL_FLOODS.producers
+    assert results["list_offsets"]["succeeded"] > 0
+    assert results["list_offsets"]["produce_max_ms"] < SESSION_MS, results["list_offsets"]
     assert all(cluster.node(b).alive for b in (1, 2, 3))

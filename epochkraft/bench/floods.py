@@ -542,15 +542,18 @@ class FloodSizes:
     metadata_bytes: int = 900_000
     keys: int = 50_000  # distinct keys in a compacted topic
     list_offsets_s: float = 10.0
+    list_offsets_in_flight: int = 32  # ListOffsets each of the four connections keeps in flight
     baseline_s: float = 5.0
     settle_s: float = SETTLE_S  # the other client goes on producing this long after each flood
     cleaner_settle_s: float = 10.0  # after the compacted keys: the cleaner's passes over them
 
 
-async def _list_offsets_in_a_process(leader: str, seconds: float, result: FloodResult) -> None:
+async def _list_offsets_in_a_process(
+    leader: str, seconds: float, in_flight: int, result: FloodResult
+) -> None:
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         run = asyncio.get_running_loop().run_in_executor(
-            pool, flood_list_offsets, leader, seconds, 4, 32, 200
+            pool, flood_list_offsets, leader, seconds, 4, in_flight, 200
         )
         answered, throttled = await run
     result.succeeded = answered
@@ -585,7 +588,9 @@ async def run_floods(
                 client, sizes.commits, sizes.metadata_bytes, r
             ),
             "compacted_keys": lambda r: flood_compacted_keys(client, sizes.keys, r),
-            "list_offsets": lambda r: _list_offsets_in_a_process(leader, sizes.list_offsets_s, r),
+            "list_offsets": lambda r: _list_offsets_in_a_process(
+                leader, sizes.list_offsets_s, sizes.list_offsets_in_flight, r
+            ),
         }
         results: dict[str, dict[str, Any]] = {}
         for name in only:

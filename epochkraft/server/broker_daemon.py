@@ -65,7 +65,7 @@ from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
-from epochkraft.server.socket_server import KafkaServer, parse_ip_overrides
+from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
     from epochkraft.metrics.admin_http import AdminServer
@@ -142,6 +142,16 @@ class BrokerNode:
         self.control = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-control",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
+            follow=self.lifecycle_channel,
+        )
+        # AlterPartition on a channel of its own too, as Kafka's ("alter-partition"): the controller runs a
+        # connection's forwarded client requests (CreateTopics ...) one at a time, and an ISR change must
+        # not wait behind them.
+        self.alter_partition_channel = ControllerChannel(
+            controller,
+            client_id=f"broker-{self.node_id}-alter-partition",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
             follow=self.lifecycle_channel,
@@ -237,7 +247,7 @@ class BrokerNode:
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: Any) -> Any:
-        return await self.control.send(request)
+        return await self.alter_partition_channel.send(request)
 
     def generate_producer_id(self) -> GeneratedProducerId:
         """An id for InitProducerId; asks the controller for the next block when the manager wants one."""
@@ -542,6 +552,7 @@ async def serve(
 
     node.replica_manager.log_dir_failures.listeners.append(log_dir_offline)
     node.replica_manager.on_fatal = background_task_failed
+    turns = TurnGate()  # one event loop: its listeners' client requests share one bound per turn
     for endpoint in listeners.bind:
         server = KafkaServer(
             BROKER,
@@ -557,6 +568,7 @@ async def serve(
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
             quotas=node.client_quotas,
+            turns=turns,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials
@@ -614,6 +626,7 @@ async def serve(
     # this point registers as back from an unclean shutdown and leaves the ELR (KIP-966).
     (node.data_dir / LAST_EPOCH_FILE).write_text(str(node.broker_epoch))
     await node.control.close()
+    await node.alter_partition_channel.close()
     await node.lifecycle_channel.close()
     await node.metadata_client.close()
     if node.events is not None:

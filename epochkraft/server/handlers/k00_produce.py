@@ -50,8 +50,6 @@ from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
 from epochkraft.broker.replica_manager import ProduceResult
-from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._util import NO_THROTTLE, ms
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT

@@ -27,8 +27,6 @@ from kio.schema.txn_offset_commit.v5 import response as v5
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.broker.group_service import OffsetCommitEntry
 from epochkraft.broker.transaction_service import RETRIABLE_COORDINATOR_ERRORS
-from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._util import NO_THROTTLE
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
