@@ -22,10 +22,10 @@ from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16
 
-from epochkraft.net import server as server_module
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import encode_entity, encode_request
+from epochkraft.server import socket_server as server_module
 from epochkraft.server.socket_server import KafkaServer, _Connection
 
 DESCRIBE_CLIENT_QUOTAS, WRITE_TXN_MARKERS, PRODUCE = 48, 27, 0  # client requests; a cluster action
