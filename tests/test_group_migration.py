@@ -53,9 +53,10 @@ class Migration(Context):
         group.state, group.generation_id, group.protocol_type = GroupState.STABLE, generation, "consumer"
         group.protocol_name, group.leader_id = "range", next(iter(assignments))
         for member_id, owned in assignments.items():
+            assignment = serialize_assignment({"foo": frozenset(owned)}, 1)
             group.members[member_id] = Member(
                 member_id, None, "client", "host", SESSION_MS, REBALANCE_MS, protocols(owned), self.now,
-                serialize_assignment({"foo": frozenset(owned)}, 1),
+                assignment, synced_assignment=assignment,
             )  # fmt: skip
         return group
 
@@ -189,6 +190,27 @@ def test_upgrade_refused_with_malformed_subscription(mig):
     mig.stable_classic_group({"c1": {0}}).members["c1"].protocols = (("range", b"\x00"),)
     result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
     assert result.error == ErrorCode.group_id_not_found and "malformed" in (result.error_message or "")
+
+
+def test_consumer_group_heartbeat_with_completing_rebalance_classic_group(mig):
+    """testConsumerGroupHeartbeatWithCompletingRebalanceClassicGroup: while the classic group waits for its
+    leader's SyncGroup, its members still own what they were last given; they are converted owning it, and
+    the joining member gets none of it until they revoke."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    done = []
+    for member_id in ("c1", "c2"):
+        done += mig.classic.join_group(
+            mig.now, member_id, group_id="grp", member_id=member_id, group_instance_id=None,
+            protocol_type="consumer", protocols=protocols(), session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=REBALANCE_MS,
+        )  # fmt: skip
+    assert len(done) == 2 and mig.classic.groups["grp"].state == GroupState.COMPLETING_REBALANCE
+    result = mig.join("m")
+    assert result.assignment == {}
+    assert mig.owned("c1") == {mig.foo: frozenset({0, 1, 2})}
+    assert mig.owned("c2") == {mig.foo: frozenset({3, 4, 5})}
+    assert mig.group().members["m"].state == MemberState.UNRELEASED_PARTITIONS
+    assert_no_partition_owned_twice(mig)
 
 
 def test_consumer_heartbeat_on_a_classic_group_that_is_not_joining(mig):

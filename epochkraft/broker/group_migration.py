@@ -2,7 +2,8 @@
 ``group.consumer.migration.policy``: the member conversions both ways.
 
 Upgrade (ConsumerGroup.fromClassicGroup): each classic member becomes a consumer group member at the
-classic generation, Stable, owning the partitions of its last assignment, with its JoinGroup protocols kept
+classic generation, Stable, owning the partitions of its last assignment (the last one synced, even while
+the group completes a rebalance), with its JoinGroup protocols kept
 (``ClassicMemberMetadata``) so it goes on speaking JoinGroup/SyncGroup/Heartbeat inside the consumer group.
 Downgrade (ClassicGroup.fromConsumerGroup): the classic members left, each given its part of the consumer
 group's target assignment serialized in its own subscription's version.
@@ -73,7 +74,7 @@ def consumer_members_from_classic(
                 state=MemberState.STABLE,
                 member_epoch=group.generation_id,
                 previous_member_epoch=group.generation_id,
-                assigned=to_topic_ids(parse_assignment(classic.assignment), topic_id_of),
+                assigned=to_topic_ids(parse_assignment(classic.synced_assignment), topic_id_of),
                 classic=ClassicMemberMetadata(classic.session_timeout_ms, classic.protocols),
             )
         )
