@@ -192,6 +192,55 @@ def test_upgrade_refused_with_malformed_subscription(mig):
     assert result.error == ErrorCode.group_id_not_found and "malformed" in (result.error_message or "")
 
 
+def test_consumer_group_heartbeat_to_classic_group_from_existing_static_member(mig):
+    """testConsumerGroupHeartbeatToClassicGroupFromExistingStaticMember: a static classic consumer restarted
+    with group.protocol=consumer converts its group and replaces its own classic member (only a consumer
+    protocol member must have left with -2 first); the replacement speaks the consumer protocol: no
+    classic metadata, the consumer session timeout, consumer protocol commits."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}}).members["c1"].group_instance_id = "i1"
+    result = mig.join("new", instance_id="i1")
+    group = mig.group()
+    assert set(group.members) == {"new", "c2"} and group.static_members == {"i1": "new"}
+    member = group.members["new"]
+    assert member.classic is None and not member.uses_classic_protocol
+    assert member.assigned == {mig.foo: frozenset({0, 1, 2})} and parts(result) == {0, 1, 2}
+    assert group.session_deadlines["new"] == mig.now + 45_000
+    assert mig.coordinator.validate_offset_commit("grp", "new", member.member_epoch, 8) == (
+        ErrorCode.unsupported_version
+    )
+    assert_no_partition_owned_twice(mig)
+
+
+def test_consumer_group_heartbeat_from_existing_classic_static_member(mig):
+    """testConsumerGroupHeartbeatFromExistingClassicStaticMember: inside a consumer group too, a consumer
+    protocol member takes the instance id of a classic static member without waiting for a leave; m is then
+    not the last consumer protocol member, and its leave keeps the consumer group."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    mig.join("m")
+    c3 = mig.classic_join("", instance_id="i3").member_id
+    assert mig.classic_join(c3, instance_id="i3").error == ErrorCode.none
+    mig.join("new", instance_id="i3")
+    assert mig.group().static_members == {"i3": "new"} and mig.group().members["new"].classic is None
+    mig.heartbeat("m", -1)
+    assert mig.group().members.keys() == {"c1", "c2", "new"}  # "new" is a consumer protocol member
+
+
+def test_refused_upgrade_leaves_the_classic_group_and_its_waiting_joins(mig):
+    """A heartbeat refused after the conversion's own checks (here the group is full) changes nothing, as
+    Kafka drops the records of a failed heartbeat: the group stays classic, its waiting join still waits
+    (it was answered REBALANCE_IN_PROGRESS by nobody and hung), no consumer group is installed."""
+    mig = Migration(max_size=2)
+    group = mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    group.state = GroupState.PREPARING_REBALANCE
+    group.members["c1"].join_token = "join-c1"
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    assert (result.error, result.classic_completions) == (ErrorCode.group_max_size_reached, ())
+    assert "grp" not in mig.coordinator.groups
+    assert set(mig.classic.groups["grp"].members) == {"c1", "c2"}
+    assert mig.classic.groups["grp"].members["c1"].join_token == "join-c1"
+    assert mig.classic.groups["grp"].state == GroupState.PREPARING_REBALANCE
+
+
 def test_consumer_group_heartbeat_with_completing_rebalance_classic_group(mig):
     """testConsumerGroupHeartbeatWithCompletingRebalanceClassicGroup: while the classic group waits for its
     leader's SyncGroup, its members still own what they were last given; they are converted owning it, and
@@ -211,6 +260,16 @@ def test_consumer_group_heartbeat_with_completing_rebalance_classic_group(mig):
     assert mig.owned("c2") == {mig.foo: frozenset({3, 4, 5})}
     assert mig.group().members["m"].state == MemberState.UNRELEASED_PARTITIONS
     assert_no_partition_owned_twice(mig)
+
+
+def test_upgrade_refused_when_classic_assignments_overlap(mig):
+    """ConsumerGroup.fromClassicGroup fails on a partition in two members' assignments (addPartitionEpochs):
+    UNKNOWN_SERVER_ERROR, and the group stays classic."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {2, 3}})
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    assert result.error == ErrorCode.unknown_server_error
+    assert "still owned" in (result.error_message or "")
+    assert "grp" not in mig.coordinator.groups and set(mig.classic.groups["grp"].members) == {"c1", "c2"}
 
 
 def test_consumer_heartbeat_on_a_classic_group_that_is_not_joining(mig):
