@@ -465,25 +465,44 @@ def test_consumer_group_member_using_classic_protocol_fenced_when_sync_timeout(m
 
 def test_consumer_group_member_using_classic_protocol_batch_leave_group(mig):
     """testConsumerGroupMemberUsingClassicProtocolBatchLeaveGroup: classic members leave by member id or by
-    instance id; a consumer protocol member and strangers are UNKNOWN_MEMBER_ID; the epoch is bumped once."""
+    instance id; strangers are UNKNOWN_MEMBER_ID; the epoch is bumped once."""
     mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
     mig.join("m")
     c3 = mig.classic_join("", instance_id="i3").member_id
     assert mig.classic_join(c3, instance_id="i3").error == ErrorCode.none
     epoch = mig.group().group_epoch
     top, errors = classic_ops.leave(
-        mig.coordinator, "grp", [("c1", None), ("", "i3"), ("m", None), ("x", None), ("c2", "i9")]
+        mig.coordinator, mig.now, "grp", [("c1", None), ("", "i3"), ("x", None), ("c2", "i9")]
     )
     assert top == ErrorCode.none
-    assert errors == [ErrorCode.none, ErrorCode.none] + [ErrorCode.unknown_member_id] * 3
+    assert errors == [ErrorCode.none, ErrorCode.none] + [ErrorCode.unknown_member_id] * 2
     assert set(mig.group().members) == {"m", "c2"} and mig.group().group_epoch == epoch + 1
+
+
+def test_classic_group_leave_to_consumer_group_fences_consumer_protocol_members(mig):
+    """classicGroupLeaveToConsumerGroup (Kafka 4.x) fences any member named, as an admin's
+    kafka-consumer-groups --delete-members does to a consumer protocol member; the last one going downgrades
+    the group, the classic members named with it leaving too (consumerGroupFenceMembers)."""
+    upgraded(mig)
+    mig.join("n")
+    epoch = mig.group().group_epoch
+    assert classic_ops.leave(mig.coordinator, mig.now, "grp", [("n", None)]) == (
+        ErrorCode.none,
+        [ErrorCode.none],
+    )
+    assert set(mig.group().members) == {"c1", "c2", "m"} and mig.group().group_epoch == epoch + 1
+    top, errors = classic_ops.leave(mig.coordinator, mig.now, "grp", [("m", None), ("c1", None)])
+    assert (top, errors) == (ErrorCode.none, [ErrorCode.none, ErrorCode.none])
+    assert "grp" not in mig.coordinator.groups
+    classic = mig.classic.groups["grp"]
+    assert set(classic.members) == {"c2"} and classic.state == GroupState.PREPARING_REBALANCE
 
 
 def test_classic_group_leave_to_consumer_group_without_valid_leave_group_member(mig):
     mig.stable_classic_group({"c1": {0, 1, 2}})
     mig.join("m")
     epoch = mig.group().group_epoch
-    assert classic_ops.leave(mig.coordinator, "grp", [("m", None)]) == (
+    assert classic_ops.leave(mig.coordinator, mig.now, "grp", [("x", None)]) == (
         ErrorCode.unknown_member_id,
         [ErrorCode.unknown_member_id],
     )

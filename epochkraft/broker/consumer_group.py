@@ -221,16 +221,6 @@ class ConsumerGroup:
         ):
             deadlines.pop(member_id, None)
 
-    def uses_classic_protocol_only_without(self, member_id: str) -> bool:
-        """ConsumerGroup.allMembersUseClassicProtocolExcept: ``member_id`` is the one consumer protocol
-        member left."""
-        leaving = self.members.get(member_id)
-        return (
-            leaving is not None
-            and not leaving.uses_classic_protocol
-            and all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)
-        )
-
     def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
         """Sets the member's partitions to ``epoch``; None removes them, but only those still at the
         member's epoch (ConsumerGroup.removePartitionEpochs): a partition another member owns now stays
@@ -707,20 +697,28 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(ErrorCode.none, member_id=member.member_id, member_epoch=request.member_epoch)
 
     def fence_member(self, now_ms: int, group: ConsumerGroup, member_id: str) -> None:
-        """consumerGroupFenceMember: the member goes with its assignment; the group epoch is bumped so the
-        next heartbeat computes a target without it. If it was the last consumer protocol member and the
-        policy allows a downgrade, the group becomes a classic group instead."""
-        if self._downgrade_allowed(group, member_id):
-            self._convert_to_classic_group(now_ms, group, member_id)
+        """consumerGroupFenceMember: ``fence_members`` of one."""
+        self.fence_members(now_ms, group, {member_id})
+
+    def fence_members(self, now_ms: int, group: ConsumerGroup, member_ids: set[str]) -> None:
+        """consumerGroupFenceMembers: the members go with their assignments; the group epoch is bumped once
+        so the next heartbeat computes a target without them. If only classic protocol members would be
+        left and the policy allows a downgrade, the group becomes a classic group of those instead."""
+        if not member_ids:
             return
-        group.remove_member(member_id)
+        if self._downgrade_allowed(group, member_ids):
+            self._convert_to_classic_group(now_ms, group, member_ids)
+            return
+        for member_id in sorted(member_ids):
+            group.remove_member(member_id)
         group.group_epoch += 1
 
-    def _downgrade_allowed(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """validateOnlineDowngradeWithFencedMember (no classic group size limit here)."""
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving: set[str]) -> bool:
+        """validateOnlineDowngradeWithFencedMembers (no classic group size limit here)."""
+        remaining = [m for m in group.members.values() if m.member_id not in leaving]
         return (
-            group.uses_classic_protocol_only_without(leaving_member_id)
-            and len(group.members) > 1
+            bool(remaining)
+            and all(m.uses_classic_protocol for m in remaining)
             and self.settings.migration_policy.downgrade_enabled
         )
 
@@ -732,17 +730,17 @@ class ConsumerGroupCoordinator:
             m.uses_classic_protocol for m in group.members.values()
         ):
             return False
-        self._convert_to_classic_group(now_ms, group, "", rebalance)
+        self._convert_to_classic_group(now_ms, group, set(), rebalance)
         return True
 
     def _convert_to_classic_group(
-        self, now_ms: int, group: ConsumerGroup, leaving_member_id: str, rebalance: bool = True
+        self, now_ms: int, group: ConsumerGroup, leaving: set[str], rebalance: bool = True
     ) -> None:
         """convertToClassicGroup: the consumer group goes (its records are tombstoned), the classic members
         left form a classic group at the group epoch holding their target assignments, which then
         rebalances (unless a static member's replacement converted it)."""
         names = {topic.topic_id: name for name, topic in group.subscription_metadata.items()}
-        members = classic_members_from_consumer(group.members.values(), leaving_member_id, now_ms)
+        members = classic_members_from_consumer(group.members.values(), leaving, now_ms)
         del self.groups[group.group_id]
         self.classic.adopt_members(
             now_ms,

@@ -335,24 +335,45 @@ def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) ->
 
 
 def leave(
-    coordinator: ConsumerGroupCoordinator, group_id: str, members: list[tuple[str, str | None]]
+    coordinator: ConsumerGroupCoordinator,
+    now_ms: int,
+    group_id: str,
+    members: list[tuple[str, str | None]],
 ) -> tuple[ErrorCode, list[ErrorCode]]:
-    """classicGroupLeaveToConsumerGroup: each classic member named (by member id, or by instance id with
-    the member id optional, as an admin's removal) leaves; the group epoch is bumped once if any did."""
+    """classicGroupLeaveToConsumerGroup: each member named (by member id, or by instance id with the member
+    id optional, as an admin's removal) is fenced, whatever protocol it speaks (Kafka 4.x: an admin's
+    --delete-members reaches consumer protocol members too); all of them at once, which may downgrade the
+    group (consumerGroupFenceMembers)."""
     group = coordinator.groups[group_id]
-    errors = []
+    errors, leaving = [], set()
     for member_id, instance_id in members:
         try:
-            if instance_id is not None and not member_id:
-                static_id = group.static_members.get(instance_id)
-                member_id = static_id if static_id is not None else member_id
-            member = _classic_member(group, member_id, instance_id)
+            leaving.add(_leaving_member(group, member_id, instance_id).member_id)
         except GroupError as exc:
             errors.append(exc.error)
             continue
-        group.remove_member(member.member_id)
         errors.append(ErrorCode.none)
-    if ErrorCode.none in errors:
-        group.group_epoch += 1
+    coordinator.fence_members(now_ms, group, leaving)
     top = errors[0] if len(members) == 1 else ErrorCode.none  # versions 0-2 name one member
     return top, errors
+
+
+def _leaving_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+    """The member a LeaveGroup names: by member id, or by instance id (its member id, if given, must be the
+    instance's)."""
+    if instance_id is None:
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(
+                ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}."
+            )
+        return member
+    static_id = group.static_members.get(instance_id)
+    if static_id is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if member_id and member_id != static_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member {static_id}.",
+        )
+    return group.members[static_id]

@@ -12,7 +12,7 @@ group's target assignment serialized in its own subscription's version.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from enum import StrEnum
 
 from epochkraft.broker.assignors import Assignment
@@ -82,9 +82,9 @@ def consumer_members_from_classic(
 
 
 def classic_members_from_consumer(
-    members: Iterable[ConsumerGroupMember], leaving_member_id: str, now_ms: int
+    members: Iterable[ConsumerGroupMember], leaving: Collection[str], now_ms: int
 ) -> list[Member]:
-    """ClassicGroup.fromConsumerGroup's members: every classic protocol member but the one leaving."""
+    """ClassicGroup.fromConsumerGroup's members: every classic protocol member but those leaving."""
     return [
         Member(
             member.member_id,
@@ -97,7 +97,7 @@ def classic_members_from_consumer(
             now_ms,
         )
         for member in members
-        if member.member_id != leaving_member_id and member.classic is not None
+        if member.member_id not in leaving and member.classic is not None
     ]
 
 

@@ -410,11 +410,12 @@ class GroupService:
     async def leave(
         self, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup of (member id, instance id) pairs: classic members of a consumer group leave it (its
-        changes written first); else the classic group's members (by member id)."""
+        """LeaveGroup of (member id, instance id) pairs: members of a consumer group, of either protocol,
+        are fenced (its changes written first); else the classic group's members (by member id)."""
         if self.consumer_groups.is_live(group_id):
             left, error = await self._change_consumer_group(
-                group_id, lambda: consumer_group_classic.leave(self.consumer_groups, group_id, members)
+                group_id,
+                lambda: consumer_group_classic.leave(self.consumer_groups, self.now_ms(), group_id, members),
             )
             return left if left is not None else (error, [error] * len(members))
         top, errors, done = self.coordinator.leave_group(
