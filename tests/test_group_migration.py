@@ -272,6 +272,16 @@ def test_upgrade_refused_when_classic_assignments_overlap(mig):
     assert "grp" not in mig.coordinator.groups and set(mig.classic.groups["grp"].members) == {"c1", "c2"}
 
 
+def test_joining_heartbeat_goes_to_the_consumer_group_beside_a_classic_group(mig):
+    """A consumer group of the id is the group a joining heartbeat names, even with a classic group of
+    members beside it (a classic join that raced the consumer group's creation): it is never upgraded over
+    the live consumer group."""
+    mig.join("m")
+    mig.stable_classic_group({"c1": {0, 1, 2}})
+    mig.join("n")
+    assert set(mig.group().members) == {"m", "n"} and set(mig.classic.groups["grp"].members) == {"c1"}
+
+
 def test_consumer_heartbeat_on_a_classic_group_that_is_not_joining(mig):
     mig.stable_classic_group({"c1": {0}})
     result = mig.heartbeat("m", 3, owned={})
