@@ -123,6 +123,15 @@ def test_consumer_protocol_against_another_implementation():
     assert parse_subscription(v3).owned_partitions == {"foo": frozenset({1})}
 
 
+def test_consumer_protocol_refuses_a_null_array():
+    """Every array of the consumer protocol is non-nullable: a length of -1 is malformed, not empty."""
+    null_topics = b"\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+    with pytest.raises(MalformedConsumerProtocol):
+        parse_subscription(null_topics)
+    with pytest.raises(MalformedConsumerProtocol):
+        parse_assignment(b"\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff")
+
+
 def test_migration_policy_names():
     assert MigrationPolicy.parse("Bidirectional") is MigrationPolicy.BIDIRECTIONAL
     assert [p.upgrade_enabled for p in MigrationPolicy] == [True, True, False, False]
@@ -315,6 +324,20 @@ def test_joining_consumer_group_throws_exception_if_protocol_is_not_supported(mi
     assert mig.classic_join("x", protocol_type="connect").error == ErrorCode.inconsistent_group_protocol
     other = (("roundrobin", subscription()),)
     assert mig.classic_join("x", protocols=other).error == ErrorCode.inconsistent_group_protocol
+
+
+def test_joining_consumer_group_with_malformed_subscription(mig):
+    """deserializeSubscription: a subscription that cannot be read fails the join with UNKNOWN_SERVER_ERROR
+    (Kafka's IllegalStateException), after the member checks, and changes nothing: a static member it would
+    have replaced stays."""
+    mig.stable_classic_group({"c1": {0, 1, 2}})
+    mig.join("m", instance_id="i1")
+    malformed = (("range", b"\x00"),)
+    assert mig.classic_join("x", protocols=malformed).error == ErrorCode.unknown_server_error
+    assert mig.classic_join("x", instance_id="i9", protocols=malformed).error == ErrorCode.unknown_member_id
+    members = dict(mig.group().members)
+    assert mig.classic_join("", instance_id="i1", protocols=malformed).error == ErrorCode.unknown_server_error
+    assert mig.group().members == members and mig.group().static_members == {"i1": "m"}
 
 
 def test_reconciliation_in_joining_consumer_group_with_eager_protocol(mig):

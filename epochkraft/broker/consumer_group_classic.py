@@ -63,19 +63,18 @@ def join(
     coordinator's to take over)."""
     group = coordinator.groups[request.group_id]
     member_id = request.member_id or str(uuid.uuid4())
+    before = group.copy()  # a refused join changes nothing (Kafka drops its records)
     try:
         _check_joinable(coordinator, group, member_id, request)
         if request.require_known_member_id and not request.member_id and request.instance_id is None:
             return JoinResult(ErrorCode.member_id_required, member_id=member_id)
-        try:
-            subscription = parse_subscription(request.protocols[0][1])
-        except MalformedConsumerProtocol:
-            raise GroupError(ErrorCode.inconsistent_group_protocol, "Malformed consumer protocol.") from None
         replaced = _replaced_consumer_protocol_member(group, request)
         epoch = group.group_epoch
         member = _member_for(coordinator, group, member_id, request)
+        subscription = _subscription(request)
         member = _joined(coordinator, now_ms, group, member, request, subscription, topics)
     except GroupError as exc:
+        coordinator.groups[request.group_id] = before
         return JoinResult(exc.error, member_id=request.member_id)
     if replaced:
         coordinator.downgrade_on_replacement(now_ms, group, rebalance=group.group_epoch != epoch)
@@ -87,6 +86,18 @@ def join(
         leader="",  # no member assigns: the coordinator does
         member_id=member.member_id,
     )
+
+
+def _subscription(request: ClassicJoin) -> Subscription:
+    """GroupMetadataManager.deserializeSubscription: a subscription that cannot be read is the server's
+    error to Kafka (an IllegalStateException, UNKNOWN_SERVER_ERROR to the client)."""
+    try:
+        return parse_subscription(request.protocols[0][1])
+    except MalformedConsumerProtocol:
+        raise GroupError(
+            ErrorCode.unknown_server_error,
+            "Malformed embedded consumer protocol in subscription deserialization.",
+        ) from None
 
 
 def _check_joinable(

@@ -70,7 +70,12 @@ class _Reader:
         return raw
 
     def count(self) -> int:
-        return max(self.take(">i"), 0)
+        """An array's length; every array of the consumer protocol is non-nullable, so -1 is malformed
+        (Kafka's generated readers refuse it)."""
+        length = self.take(">i")
+        if length < 0:
+            raise MalformedConsumerProtocol("non-nullable array serialized as null")
+        return length
 
     def topic_partitions(self) -> dict[str, frozenset[int]]:
         result: dict[str, frozenset[int]] = {}
