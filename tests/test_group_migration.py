@@ -291,6 +291,26 @@ def test_joining_heartbeat_goes_to_the_consumer_group_beside_a_classic_group(mig
     assert set(mig.group().members) == {"m", "n"} and set(mig.classic.groups["grp"].members) == {"c1"}
 
 
+@pytest.mark.parametrize(("user_data", "upgraded"), [(b"ud", False), (b"", True)])
+def test_upgrade_refused_when_a_custom_assignor_left_user_data(mig, user_data, upgraded):
+    """ConsumerGroup.fromClassicGroup (Kafka 4.x): an assignment with user data of a client-side assignor
+    would be lost, so the upgrade is refused (GROUP_ID_NOT_FOUND); empty user data is none."""
+    group = mig.stable_classic_group({"c1": {0, 1, 2}})
+    assignment = ConsumerProtocolMemberAssignment(0, [("foo", [0, 1, 2])], user_data).encode()
+    group.members["c1"].synced_assignment = assignment
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    if upgraded:
+        assert result.error == ErrorCode.none and mig.owned("c1") == {mig.foo: frozenset({0, 1, 2})}
+        return
+    assert (result.error, result.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Cannot upgrade classic group grp to consumer group because an unsupported custom assignor is in "
+        "use. Please refer to the documentation or switch to a default assignor before re-attempting the "
+        "upgrade.",
+    )
+    assert "grp" not in mig.coordinator.groups and set(mig.classic.groups["grp"].members) == {"c1"}
+
+
 def test_consumer_heartbeat_on_a_classic_group_that_is_not_joining(mig):
     mig.stable_classic_group({"c1": {0}})
     result = mig.heartbeat("m", 3, owned={})

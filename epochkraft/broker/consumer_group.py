@@ -38,6 +38,7 @@ from epochkraft.broker.current_assignment import (
 )
 from epochkraft.broker.group_coordinator import Completion, GroupCoordinator
 from epochkraft.broker.group_migration import (
+    CustomAssignorUserData,
     MigrationPolicy,
     assignment_bytes,
     classic_members_from_consumer,
@@ -421,6 +422,11 @@ class ConsumerGroupCoordinator:
             members = consumer_members_from_classic(classic, topic_id_of)
         except MalformedConsumerProtocol:
             raise refuse("because the embedded consumer protocol is malformed") from None
+        except CustomAssignorUserData:
+            raise refuse(
+                "because an unsupported custom assignor is in use. Please refer to the documentation or "
+                "switch to a default assignor before re-attempting the upgrade"
+            ) from None
         group = ConsumerGroup(
             group_id, group_epoch=classic.generation_id, assignment_epoch=classic.generation_id
         )

@@ -18,7 +18,7 @@ from enum import StrEnum
 from epochkraft.broker.assignors import Assignment
 from epochkraft.broker.consumer_protocol import (
     MalformedConsumerProtocol,
-    parse_assignment,
+    parse_assignment_with_user_data,
     parse_subscription,
     serialize_assignment,
     version_of,
@@ -53,15 +53,23 @@ class MigrationPolicy(StrEnum):
             raise ValueError(f"group.consumer.migration.policy: {value!r} is not one of {known}") from None
 
 
+class CustomAssignorUserData(ValueError):
+    """An assignment carries user data of a client-side assignor, which a consumer group would lose."""
+
+
 def consumer_members_from_classic(
     group: Group, topic_id_of: Callable[[str], uuid.UUID | None]
 ) -> list[ConsumerGroupMember]:
     """ConsumerGroup.fromClassicGroup's members; MalformedConsumerProtocol if a member's subscription or
-    assignment cannot be read. Topics that no longer exist are dropped from the assignments."""
+    assignment cannot be read, CustomAssignorUserData if an assignment has user data (Kafka 4.x's
+    UnsupportedVersionException). Topics that no longer exist are dropped from the assignments."""
     members = []
     for classic in group.members.values():
         protocol = group.protocol_name or classic.protocols[0][0]
         subscription = parse_subscription(classic.metadata_for(protocol))
+        partitions, user_data = parse_assignment_with_user_data(classic.synced_assignment)
+        if user_data:
+            raise CustomAssignorUserData(classic.member_id)
         members.append(
             ConsumerGroupMember(
                 classic.member_id,
@@ -74,7 +82,7 @@ def consumer_members_from_classic(
                 state=MemberState.STABLE,
                 member_epoch=group.generation_id,
                 previous_member_epoch=group.generation_id,
-                assigned=to_topic_ids(parse_assignment(classic.synced_assignment), topic_id_of),
+                assigned=to_topic_ids(partitions, topic_id_of),
                 classic=ClassicMemberMetadata(classic.session_timeout_ms, classic.protocols),
             )
         )
