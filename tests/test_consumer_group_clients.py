@@ -319,3 +319,39 @@ def test_rolling_migration_of_a_classic_group_to_the_consumer_protocol_and_back(
         assert not replayed, f"after restart {phase}, records below the committed offsets: {replayed[:5]}"
     duplicates = len(fleet.deliveries) - len({(p, o) for _, p, o in fleet.deliveries})
     assert duplicates < len(everything) // 4, (duplicates, len(everything))
+
+
+def test_static_classic_consumer_restarted_with_the_consumer_protocol(make_cluster):
+    """testConsumerGroupHeartbeatToClassicGroupFromExistingStaticMember with real clients: a static
+    librdkafka consumer (group.instance.id) of a classic group closes without leaving and comes back at once
+    with group.protocol=consumer and the same instance id. It takes its own classic member's place, well
+    before that member's session would expire, converting the group (a consumer protocol restart must not
+    wait for a -2 leave its classic predecessor never sends)."""
+    topic, group = "static848", "g-static848"
+    cluster = make_cluster(brokers=1, broker_extra="group.consumer.heartbeat.interval.ms=500\n")
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic, partitions=3, rf=1)
+    static = {"group.instance.id": "i1"}
+    classic = consumer(
+        bootstrap, group, **{"group.protocol": "classic", "session.timeout.ms": 30_000}, **static
+    )
+    restarted: Consumer | None = None
+    try:
+        classic.subscribe([topic])
+        poll_until([classic], {}, lambda: assigned(classic) == {0, 1, 2}, 60)
+        assert assigned(classic) == {0, 1, 2}
+        classic.close()
+        restarted = consumer(bootstrap, group, **static)
+        restarted.subscribe([topic])
+        # within 20 s: the classic member's session (30 s) has not run out, so it was replaced
+        poll_until([restarted], {}, lambda: assigned(restarted) == {0, 1, 2}, 20)
+        assert assigned(restarted) == {0, 1, 2}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(15)
+        assert str(described.type).endswith("CONSUMER"), described.type
+        assert [m.member_id for m in described.members] == [restarted.memberid()]
+    finally:
+        for c in (classic, restarted):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                if c is not None:
+                    c.close()

@@ -4,6 +4,7 @@ DeleteGroups), handler by handler on an in-memory broker: no sockets."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import uuid
@@ -600,3 +601,82 @@ async def test_upgrade_whose_records_cannot_be_written_leaves_the_classic_group(
     offsets.error = ErrorCode.none
     assert (await join(node, "m1")).error_code == ErrorCode.none
     assert set(node.groups.consumer_groups.groups["grp"].members) == {c1, "m1"}
+
+
+class GatedOffsetsTopic(FailingOffsetsTopic):
+    """Holds the next append until ``release`` is set, so another request can run meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+        self.release = asyncio.Event()
+
+    async def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            gate.set()
+            await self.release.wait()
+        return await super().append(partition, entries)
+
+
+async def test_classic_join_rechecks_the_consumer_group_after_writing_its_tombstones():
+    """A classic join takes the id of an empty consumer group once its tombstones are written; a consumer
+    member that created the group again meanwhile wins it, and the join goes into that consumer group
+    instead of making a classic group of members beside it."""
+    node = broker()
+    offsets = GatedOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    await join(node, "m1")
+    await heartbeat(node, "m1", -1)
+    assert not node.groups.consumer_groups.groups["grp"].members
+    offsets.gate = asyncio.Event()
+    joining = asyncio.create_task(classic_join(node, version=3))
+    await offsets.gate.wait()  # the join's tombstones are being written
+    offsets.release.set()
+    assert (await join(node, "m2")).error_code == ErrorCode.none
+    joined = await joining
+    assert (joined.error_code, joined.leader) == (ErrorCode.none, "")
+    assert set(node.groups.consumer_groups.groups["grp"].members) == {"m2", joined.member_id}
+    assert node.groups.coordinator.classic_group_of("grp") is None
+
+
+@pytest.mark.parametrize("session_ms", [5_999, 1_800_001])
+async def test_join_group_invalid_session_timeout(session_ms):
+    """GroupCoordinatorServiceTest.testJoinGroupInvalidSessionTimeout: checked before the join is routed,
+    so a join into a consumer group is refused too."""
+    node = broker()
+    await join(node, "m1")
+    request = JoinGroupRequest(
+        group_id="grp",
+        session_timeout=timeout(session_ms),
+        rebalance_timeout=timeout(10_000),
+        member_id="",
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=serialize_subscription(("foo",))),),
+    )
+    answer = await k11_join_group.handle(request, ctx(node, 3))
+    assert answer.error_code == ErrorCode.invalid_session_timeout
+    assert set(node.groups.consumer_groups.groups["grp"].members) == {"m1"}
+
+
+async def test_tombstones_of_a_downgrade_by_the_clock_are_written_again_until_they_are():
+    """The last consumer protocol member's session expires and the group becomes classic; its tombstones
+    fail to be written, so the next ticks write them: a new coordinator then replays no consumer group."""
+    node = broker()
+    offsets = FailingOffsetsTopic()
+    node.groups.offsets_topic = offsets
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    c1 = (await classic_join(node, version=3)).member_id
+    await join(node, "m1")
+    group = node.groups.consumer_groups.groups["grp"]
+    now = node.groups.now_ms() + 46_000
+    group.session_deadlines[c1] = now + 60_000  # c1 keeps its session
+    offsets.error = ErrorCode.not_enough_replicas
+    await node.groups.persist_ticked_consumer_groups(now)
+    assert "grp" not in node.groups.consumer_groups.groups and node.groups.coordinator.has_members("grp")
+    offsets.error = ErrorCode.none
+    await node.groups.persist_ticked_consumer_groups(now + 100)
+    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    assert "grp" not in replayed.consumer_groups.groups

@@ -53,9 +53,10 @@ class Migration(Context):
         group.state, group.generation_id, group.protocol_type = GroupState.STABLE, generation, "consumer"
         group.protocol_name, group.leader_id = "range", next(iter(assignments))
         for member_id, owned in assignments.items():
+            assignment = serialize_assignment({"foo": frozenset(owned)}, 1)
             group.members[member_id] = Member(
                 member_id, None, "client", "host", SESSION_MS, REBALANCE_MS, protocols(owned), self.now,
-                serialize_assignment({"foo": frozenset(owned)}, 1),
+                assignment, synced_assignment=assignment,
             )  # fmt: skip
         return group
 
@@ -120,6 +121,15 @@ def test_consumer_protocol_against_another_implementation():
     assert parse_assignment(their_assignment) == {"foo": frozenset({3, 4})}
     v3 = serialize_subscription(("foo",), {"foo": frozenset({1})}, version=3)
     assert parse_subscription(v3).owned_partitions == {"foo": frozenset({1})}
+
+
+def test_consumer_protocol_refuses_a_null_array():
+    """Every array of the consumer protocol is non-nullable: a length of -1 is malformed, not empty."""
+    null_topics = b"\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+    with pytest.raises(MalformedConsumerProtocol):
+        parse_subscription(null_topics)
+    with pytest.raises(MalformedConsumerProtocol):
+        parse_assignment(b"\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff")
 
 
 def test_migration_policy_names():
@@ -191,6 +201,116 @@ def test_upgrade_refused_with_malformed_subscription(mig):
     assert result.error == ErrorCode.group_id_not_found and "malformed" in (result.error_message or "")
 
 
+def test_consumer_group_heartbeat_to_classic_group_from_existing_static_member(mig):
+    """testConsumerGroupHeartbeatToClassicGroupFromExistingStaticMember: a static classic consumer restarted
+    with group.protocol=consumer converts its group and replaces its own classic member (only a consumer
+    protocol member must have left with -2 first); the replacement speaks the consumer protocol: no
+    classic metadata, the consumer session timeout, consumer protocol commits."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}}).members["c1"].group_instance_id = "i1"
+    result = mig.join("new", instance_id="i1")
+    group = mig.group()
+    assert set(group.members) == {"new", "c2"} and group.static_members == {"i1": "new"}
+    member = group.members["new"]
+    assert member.classic is None and not member.uses_classic_protocol
+    assert member.assigned == {mig.foo: frozenset({0, 1, 2})} and parts(result) == {0, 1, 2}
+    assert group.session_deadlines["new"] == mig.now + 45_000
+    assert mig.coordinator.validate_offset_commit("grp", "new", member.member_epoch, 8) == (
+        ErrorCode.unsupported_version
+    )
+    assert_no_partition_owned_twice(mig)
+
+
+def test_consumer_group_heartbeat_from_existing_classic_static_member(mig):
+    """testConsumerGroupHeartbeatFromExistingClassicStaticMember: inside a consumer group too, a consumer
+    protocol member takes the instance id of a classic static member without waiting for a leave; m is then
+    not the last consumer protocol member, and its leave keeps the consumer group."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    mig.join("m")
+    c3 = mig.classic_join("", instance_id="i3").member_id
+    assert mig.classic_join(c3, instance_id="i3").error == ErrorCode.none
+    mig.join("new", instance_id="i3")
+    assert mig.group().static_members == {"i3": "new"} and mig.group().members["new"].classic is None
+    mig.heartbeat("m", -1)
+    assert mig.group().members.keys() == {"c1", "c2", "new"}  # "new" is a consumer protocol member
+
+
+def test_refused_upgrade_leaves_the_classic_group_and_its_waiting_joins(mig):
+    """A heartbeat refused after the conversion's own checks (here the group is full) changes nothing, as
+    Kafka drops the records of a failed heartbeat: the group stays classic, its waiting join still waits
+    (it was answered REBALANCE_IN_PROGRESS by nobody and hung), no consumer group is installed."""
+    mig = Migration(max_size=2)
+    group = mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    group.state = GroupState.PREPARING_REBALANCE
+    group.members["c1"].join_token = "join-c1"
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    assert (result.error, result.classic_completions) == (ErrorCode.group_max_size_reached, ())
+    assert "grp" not in mig.coordinator.groups
+    assert set(mig.classic.groups["grp"].members) == {"c1", "c2"}
+    assert mig.classic.groups["grp"].members["c1"].join_token == "join-c1"
+    assert mig.classic.groups["grp"].state == GroupState.PREPARING_REBALANCE
+
+
+def test_consumer_group_heartbeat_with_completing_rebalance_classic_group(mig):
+    """testConsumerGroupHeartbeatWithCompletingRebalanceClassicGroup: while the classic group waits for its
+    leader's SyncGroup, its members still own what they were last given; they are converted owning it, and
+    the joining member gets none of it until they revoke."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
+    done = []
+    for member_id in ("c1", "c2"):
+        done += mig.classic.join_group(
+            mig.now, member_id, group_id="grp", member_id=member_id, group_instance_id=None,
+            protocol_type="consumer", protocols=protocols(), session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=REBALANCE_MS,
+        )  # fmt: skip
+    assert len(done) == 2 and mig.classic.groups["grp"].state == GroupState.COMPLETING_REBALANCE
+    result = mig.join("m")
+    assert result.assignment == {}
+    assert mig.owned("c1") == {mig.foo: frozenset({0, 1, 2})}
+    assert mig.owned("c2") == {mig.foo: frozenset({3, 4, 5})}
+    assert mig.group().members["m"].state == MemberState.UNRELEASED_PARTITIONS
+    assert_no_partition_owned_twice(mig)
+
+
+def test_upgrade_refused_when_classic_assignments_overlap(mig):
+    """ConsumerGroup.fromClassicGroup fails on a partition in two members' assignments (addPartitionEpochs):
+    UNKNOWN_SERVER_ERROR, and the group stays classic."""
+    mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {2, 3}})
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    assert result.error == ErrorCode.unknown_server_error
+    assert "still owned" in (result.error_message or "")
+    assert "grp" not in mig.coordinator.groups and set(mig.classic.groups["grp"].members) == {"c1", "c2"}
+
+
+def test_joining_heartbeat_goes_to_the_consumer_group_beside_a_classic_group(mig):
+    """A consumer group of the id is the group a joining heartbeat names, even with a classic group of
+    members beside it (a classic join that raced the consumer group's creation): it is never upgraded over
+    the live consumer group."""
+    mig.join("m")
+    mig.stable_classic_group({"c1": {0, 1, 2}})
+    mig.join("n")
+    assert set(mig.group().members) == {"m", "n"} and set(mig.classic.groups["grp"].members) == {"c1"}
+
+
+@pytest.mark.parametrize(("user_data", "upgraded"), [(b"ud", False), (b"", True)])
+def test_upgrade_refused_when_a_custom_assignor_left_user_data(mig, user_data, upgraded):
+    """ConsumerGroup.fromClassicGroup (Kafka 4.x): an assignment with user data of a client-side assignor
+    would be lost, so the upgrade is refused (GROUP_ID_NOT_FOUND); empty user data is none."""
+    group = mig.stable_classic_group({"c1": {0, 1, 2}})
+    assignment = ConsumerProtocolMemberAssignment(0, [("foo", [0, 1, 2])], user_data).encode()
+    group.members["c1"].synced_assignment = assignment
+    result = mig.heartbeat("m", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",))
+    if upgraded:
+        assert result.error == ErrorCode.none and mig.owned("c1") == {mig.foo: frozenset({0, 1, 2})}
+        return
+    assert (result.error, result.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Cannot upgrade classic group grp to consumer group because an unsupported custom assignor is in "
+        "use. Please refer to the documentation or switch to a default assignor before re-attempting the "
+        "upgrade.",
+    )
+    assert "grp" not in mig.coordinator.groups and set(mig.classic.groups["grp"].members) == {"c1"}
+
+
 def test_consumer_heartbeat_on_a_classic_group_that_is_not_joining(mig):
     mig.stable_classic_group({"c1": {0}})
     result = mig.heartbeat("m", 3, owned={})
@@ -224,6 +344,20 @@ def test_joining_consumer_group_throws_exception_if_protocol_is_not_supported(mi
     assert mig.classic_join("x", protocol_type="connect").error == ErrorCode.inconsistent_group_protocol
     other = (("roundrobin", subscription()),)
     assert mig.classic_join("x", protocols=other).error == ErrorCode.inconsistent_group_protocol
+
+
+def test_joining_consumer_group_with_malformed_subscription(mig):
+    """deserializeSubscription: a subscription that cannot be read fails the join with UNKNOWN_SERVER_ERROR
+    (Kafka's IllegalStateException), after the member checks, and changes nothing: a static member it would
+    have replaced stays."""
+    mig.stable_classic_group({"c1": {0, 1, 2}})
+    mig.join("m", instance_id="i1")
+    malformed = (("range", b"\x00"),)
+    assert mig.classic_join("x", protocols=malformed).error == ErrorCode.unknown_server_error
+    assert mig.classic_join("x", instance_id="i9", protocols=malformed).error == ErrorCode.unknown_member_id
+    members = dict(mig.group().members)
+    assert mig.classic_join("", instance_id="i1", protocols=malformed).error == ErrorCode.unknown_server_error
+    assert mig.group().members == members and mig.group().static_members == {"i1": "m"}
 
 
 def test_reconciliation_in_joining_consumer_group_with_eager_protocol(mig):
@@ -384,25 +518,44 @@ def test_consumer_group_member_using_classic_protocol_fenced_when_sync_timeout(m
 
 def test_consumer_group_member_using_classic_protocol_batch_leave_group(mig):
     """testConsumerGroupMemberUsingClassicProtocolBatchLeaveGroup: classic members leave by member id or by
-    instance id; a consumer protocol member and strangers are UNKNOWN_MEMBER_ID; the epoch is bumped once."""
+    instance id; strangers are UNKNOWN_MEMBER_ID; the epoch is bumped once."""
     mig.stable_classic_group({"c1": {0, 1, 2}, "c2": {3, 4, 5}})
     mig.join("m")
     c3 = mig.classic_join("", instance_id="i3").member_id
     assert mig.classic_join(c3, instance_id="i3").error == ErrorCode.none
     epoch = mig.group().group_epoch
     top, errors = classic_ops.leave(
-        mig.coordinator, "grp", [("c1", None), ("", "i3"), ("m", None), ("x", None), ("c2", "i9")]
+        mig.coordinator, mig.now, "grp", [("c1", None), ("", "i3"), ("x", None), ("c2", "i9")]
     )
     assert top == ErrorCode.none
-    assert errors == [ErrorCode.none, ErrorCode.none] + [ErrorCode.unknown_member_id] * 3
+    assert errors == [ErrorCode.none, ErrorCode.none] + [ErrorCode.unknown_member_id] * 2
     assert set(mig.group().members) == {"m", "c2"} and mig.group().group_epoch == epoch + 1
+
+
+def test_classic_group_leave_to_consumer_group_fences_consumer_protocol_members(mig):
+    """classicGroupLeaveToConsumerGroup (Kafka 4.x) fences any member named, as an admin's
+    kafka-consumer-groups --delete-members does to a consumer protocol member; the last one going downgrades
+    the group, the classic members named with it leaving too (consumerGroupFenceMembers)."""
+    upgraded(mig)
+    mig.join("n")
+    epoch = mig.group().group_epoch
+    assert classic_ops.leave(mig.coordinator, mig.now, "grp", [("n", None)]) == (
+        ErrorCode.none,
+        [ErrorCode.none],
+    )
+    assert set(mig.group().members) == {"c1", "c2", "m"} and mig.group().group_epoch == epoch + 1
+    top, errors = classic_ops.leave(mig.coordinator, mig.now, "grp", [("m", None), ("c1", None)])
+    assert (top, errors) == (ErrorCode.none, [ErrorCode.none, ErrorCode.none])
+    assert "grp" not in mig.coordinator.groups
+    classic = mig.classic.groups["grp"]
+    assert set(classic.members) == {"c2"} and classic.state == GroupState.PREPARING_REBALANCE
 
 
 def test_classic_group_leave_to_consumer_group_without_valid_leave_group_member(mig):
     mig.stable_classic_group({"c1": {0, 1, 2}})
     mig.join("m")
     epoch = mig.group().group_epoch
-    assert classic_ops.leave(mig.coordinator, "grp", [("m", None)]) == (
+    assert classic_ops.leave(mig.coordinator, mig.now, "grp", [("x", None)]) == (
         ErrorCode.unknown_member_id,
         [ErrorCode.unknown_member_id],
     )

@@ -38,6 +38,7 @@ from epochkraft.broker.current_assignment import (
 )
 from epochkraft.broker.group_coordinator import Completion, GroupCoordinator
 from epochkraft.broker.group_migration import (
+    CustomAssignorUserData,
     MigrationPolicy,
     assignment_bytes,
     classic_members_from_consumer,
@@ -238,16 +239,6 @@ class ConsumerGroup:
         ):
             deadlines.pop(member_id, None)
 
-    def uses_classic_protocol_only_without(self, member_id: str) -> bool:
-        """ConsumerGroup.allMembersUseClassicProtocolExcept: ``member_id`` is the one consumer protocol
-        member left."""
-        leaving = self.members.get(member_id)
-        return (
-            leaving is not None
-            and not leaving.uses_classic_protocol
-            and all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)
-        )
-
     def _set_epochs(self, member: ConsumerGroupMember, epoch: int | None) -> None:
         """Sets the member's partitions to ``epoch``; None removes them, but only those still at the
         member's epoch (ConsumerGroup.removePartitionEpochs): a partition another member owns now stays
@@ -420,7 +411,8 @@ class ConsumerGroupCoordinator:
 
     def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
         """GroupMetadataManager.getOrMaybeCreateConsumerGroup (the conversion of a live classic group is
-        ``_convert_to_consumer_group``)."""
+        ``_consumer_group_from_classic``). A new group is not installed here: the heartbeat installs it once
+        every check passed, as Kafka writes a group only with the records of a heartbeat that succeeded."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -428,14 +420,13 @@ class ConsumerGroupCoordinator:
             raise GroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
-        group = self.groups[group_id] = ConsumerGroup(group_id)
-        return group
+        return ConsumerGroup(group_id)
 
-    def _convert_to_consumer_group(
-        self, now_ms: int, group_id: str, topics: TopicsImage, completions: list[Completion]
-    ) -> ConsumerGroup:
+    def _consumer_group_from_classic(self, now_ms: int, group_id: str, topics: TopicsImage) -> ConsumerGroup:
         """validateOnlineUpgrade, then convertToConsumerGroup: the classic members join at their
-        generation with their last assignments; those waiting in a join or sync are told to rejoin."""
+        generation with their last assignments. The group is built aside; ``_install`` puts it in place
+        and releases the classic members only if the heartbeat succeeds (Kafka drops the records of a
+        failed one, and the group stays classic)."""
         classic = self.classic.classic_group_of(group_id)
         assert classic is not None
 
@@ -460,25 +451,49 @@ class ConsumerGroupCoordinator:
             members = consumer_members_from_classic(classic, topic_id_of)
         except MalformedConsumerProtocol:
             raise refuse("because the embedded consumer protocol is malformed") from None
-        group = self.groups[group_id] = ConsumerGroup(
+        except CustomAssignorUserData:
+            raise refuse(
+                "because an unsupported custom assignor is in use. Please refer to the documentation or "
+                "switch to a default assignor before re-attempting the upgrade"
+            ) from None
+        group = ConsumerGroup(
             group_id, group_epoch=classic.generation_id, assignment_epoch=classic.generation_id
         )
         for member in members:
+            _refuse_if_owned(group, member)
             group.update_member(member)
             group.target_assignment[member.member_id] = member.assigned
             assert member.classic is not None
             group.session_deadlines[member.member_id] = now_ms + member.classic.session_timeout_ms
-        completions.extend(self.classic.release_members(group_id))
         return group
+
+    def _group_for_heartbeat(
+        self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage
+    ) -> tuple[ConsumerGroup, bool]:
+        """The consumer group of the heartbeat, and whether it is a classic group being upgraded. A
+        consumer group of that id comes first: a classic group beside it is never converted over it."""
+        group = self.groups.get(request.group_id)
+        if group is not None:
+            return group, False
+        joining = request.member_epoch == 0
+        if joining and self.classic.classic_group_of(request.group_id) is not None:
+            return self._consumer_group_from_classic(now_ms, request.group_id, topics), True
+        return self._group_for(request.group_id, create=joining), False
+
+    def _install(self, group: ConsumerGroup, upgraded: bool, completions: list[Completion]) -> None:
+        """A group the heartbeat created or converted takes its place; the classic group it came from
+        answers its waiting joins and syncs REBALANCE_IN_PROGRESS, so they rejoin into it."""
+        if self.groups.get(group.group_id) is group:
+            return
+        self.groups[group.group_id] = group
+        if upgraded:
+            completions.extend(self.classic.release_members(group.group_id))
 
     def _heartbeat(
         self, now_ms: int, request: HeartbeatRequest, topics: TopicsImage, completions: list[Completion]
     ) -> HeartbeatResult:
         joining = request.member_epoch == 0
-        if joining and self.classic.classic_group_of(request.group_id) is not None:
-            group = self._convert_to_consumer_group(now_ms, request.group_id, topics, completions)
-        else:
-            group = self._group_for(request.group_id, create=joining)
+        group, upgraded = self._group_for_heartbeat(now_ms, request, topics)
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the coordinator choose it
         if (
             len(group.members) >= self.settings.max_size
@@ -513,6 +528,7 @@ class ConsumerGroupCoordinator:
         ).build()
         group.update_member(reconciled)
         self._schedule_timeouts(now_ms, group, member, reconciled)
+        self._install(group, upgraded, completions)
         full = joining or (
             request.rebalance_timeout_ms != -1
             and request.subscribed_topic_names is not None
@@ -531,7 +547,8 @@ class ConsumerGroupCoordinator:
         self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest
     ) -> ConsumerGroupMember:
         """getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember: a new member, a static member replacing
-        one that left with epoch -2, or the known member whose epoch is checked."""
+        one that left with epoch -2 or one that uses the classic protocol, or the known member whose epoch is
+        checked."""
         joining = request.member_epoch == 0
         if request.instance_id is None:
             member = group.members.get(member_id)
@@ -548,7 +565,8 @@ class ConsumerGroupCoordinator:
         if joining:
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id)
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # a consumer protocol member waits for its predecessor's leave (-2); a classic one is replaced
+            if existing.classic is None and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise GroupError(
                     ErrorCode.unreleased_instance_id,
                     f"Static member {member_id} with instance id {request.instance_id} cannot join the group "
@@ -581,8 +599,14 @@ class ConsumerGroupCoordinator:
 
     @staticmethod
     def _with_request(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:
-        """ConsumerGroupMember.Builder's maybeUpdate*: a null field keeps what the member had."""
-        changes: dict[str, object] = {"client_id": request.client_id, "client_host": request.client_host}
+        """ConsumerGroupMember.Builder's maybeUpdate*: a null field keeps what the member had. The member
+        speaks the consumer protocol from now on (setClassicMemberMetadata(null)), a classic static member
+        it replaced included."""
+        changes: dict[str, object] = {
+            "client_id": request.client_id,
+            "client_host": request.client_host,
+            "classic": None,
+        }
         for name, value in (
             ("instance_id", request.instance_id),
             ("rack_id", request.rack_id),
@@ -709,20 +733,28 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(ErrorCode.none, member_id=member.member_id, member_epoch=request.member_epoch)
 
     def fence_member(self, now_ms: int, group: ConsumerGroup, member_id: str) -> None:
-        """consumerGroupFenceMember: the member goes with its assignment; the group epoch is bumped so the
-        next heartbeat computes a target without it. If it was the last consumer protocol member and the
-        policy allows a downgrade, the group becomes a classic group instead."""
-        if self._downgrade_allowed(group, member_id):
-            self._convert_to_classic_group(now_ms, group, member_id)
+        """consumerGroupFenceMember: ``fence_members`` of one."""
+        self.fence_members(now_ms, group, {member_id})
+
+    def fence_members(self, now_ms: int, group: ConsumerGroup, member_ids: set[str]) -> None:
+        """consumerGroupFenceMembers: the members go with their assignments; the group epoch is bumped once
+        so the next heartbeat computes a target without them. If only classic protocol members would be
+        left and the policy allows a downgrade, the group becomes a classic group of those instead."""
+        if not member_ids:
             return
-        group.remove_member(member_id)
+        if self._downgrade_allowed(group, member_ids):
+            self._convert_to_classic_group(now_ms, group, member_ids)
+            return
+        for member_id in sorted(member_ids):
+            group.remove_member(member_id)
         group.group_epoch += 1
 
-    def _downgrade_allowed(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """validateOnlineDowngradeWithFencedMember (no classic group size limit here)."""
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving: set[str]) -> bool:
+        """validateOnlineDowngradeWithFencedMembers (no classic group size limit here)."""
+        remaining = [m for m in group.members.values() if m.member_id not in leaving]
         return (
-            group.uses_classic_protocol_only_without(leaving_member_id)
-            and len(group.members) > 1
+            bool(remaining)
+            and all(m.uses_classic_protocol for m in remaining)
             and self.settings.migration_policy.downgrade_enabled
         )
 
@@ -734,17 +766,17 @@ class ConsumerGroupCoordinator:
             m.uses_classic_protocol for m in group.members.values()
         ):
             return False
-        self._convert_to_classic_group(now_ms, group, "", rebalance)
+        self._convert_to_classic_group(now_ms, group, set(), rebalance)
         return True
 
     def _convert_to_classic_group(
-        self, now_ms: int, group: ConsumerGroup, leaving_member_id: str, rebalance: bool = True
+        self, now_ms: int, group: ConsumerGroup, leaving: set[str], rebalance: bool = True
     ) -> None:
         """convertToClassicGroup: the consumer group goes (its records are tombstoned), the classic members
         left form a classic group at the group epoch holding their target assignments, which then
         rebalances (unless a static member's replacement converted it)."""
         names = {topic.topic_id: name for name, topic in group.subscription_metadata.items()}
-        members = classic_members_from_consumer(group.members.values(), leaving_member_id, now_ms)
+        members = classic_members_from_consumer(group.members.values(), leaving, now_ms)
         del self.groups[group.group_id]
         self.classic.adopt_members(
             now_ms,
@@ -854,6 +886,21 @@ class ConsumerGroupCoordinator:
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if predicate(g)]:
             del self.groups[group_id]
+
+
+def _refuse_if_owned(group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    """ConsumerGroup.addPartitionEpochs refuses a partition another member owns: classic assignments that
+    overlap cannot be upgraded (Kafka fails the heartbeat with UNKNOWN_SERVER_ERROR; the group stays
+    classic)."""
+    for topic_id, partitions in member.assigned.items():
+        for partition in sorted(partitions):
+            epoch = group.partition_epochs.get((topic_id, partition))
+            if epoch is not None:
+                raise GroupError(
+                    ErrorCode.unknown_server_error,
+                    f"Cannot set the epoch of {topic_id}-{partition} to {member.member_epoch} because the "
+                    f"partition is still owned at epoch {epoch}.",
+                )
 
 
 def _member_epoch_error(member: ConsumerGroupMember, member_epoch: int) -> ErrorCode:

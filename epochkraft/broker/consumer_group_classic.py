@@ -63,19 +63,18 @@ def join(
     coordinator's to take over)."""
     group = coordinator.groups[request.group_id]
     member_id = request.member_id or str(uuid.uuid4())
+    before = group.copy()  # a refused join changes nothing (Kafka drops its records)
     try:
         _check_joinable(coordinator, group, member_id, request)
         if request.require_known_member_id and not request.member_id and request.instance_id is None:
             return JoinResult(ErrorCode.member_id_required, member_id=member_id)
-        try:
-            subscription = parse_subscription(request.protocols[0][1])
-        except MalformedConsumerProtocol:
-            raise GroupError(ErrorCode.inconsistent_group_protocol, "Malformed consumer protocol.") from None
         replaced = _replaced_consumer_protocol_member(group, request)
         epoch = group.group_epoch
         member = _member_for(coordinator, group, member_id, request)
+        subscription = _subscription(request)
         member = _joined(coordinator, now_ms, group, member, request, subscription, topics)
     except GroupError as exc:
+        coordinator.groups[request.group_id] = before
         return JoinResult(exc.error, member_id=request.member_id)
     if replaced:
         coordinator.downgrade_on_replacement(now_ms, group, rebalance=group.group_epoch != epoch)
@@ -87,6 +86,18 @@ def join(
         leader="",  # no member assigns: the coordinator does
         member_id=member.member_id,
     )
+
+
+def _subscription(request: ClassicJoin) -> Subscription:
+    """GroupMetadataManager.deserializeSubscription: a subscription that cannot be read is the server's
+    error to Kafka (an IllegalStateException, UNKNOWN_SERVER_ERROR to the client)."""
+    try:
+        return parse_subscription(request.protocols[0][1])
+    except MalformedConsumerProtocol:
+        raise GroupError(
+            ErrorCode.unknown_server_error,
+            "Malformed embedded consumer protocol in subscription deserialization.",
+        ) from None
 
 
 def _check_joinable(
@@ -335,24 +346,45 @@ def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) ->
 
 
 def leave(
-    coordinator: ConsumerGroupCoordinator, group_id: str, members: list[tuple[str, str | None]]
+    coordinator: ConsumerGroupCoordinator,
+    now_ms: int,
+    group_id: str,
+    members: list[tuple[str, str | None]],
 ) -> tuple[ErrorCode, list[ErrorCode]]:
-    """classicGroupLeaveToConsumerGroup: each classic member named (by member id, or by instance id with
-    the member id optional, as an admin's removal) leaves; the group epoch is bumped once if any did."""
+    """classicGroupLeaveToConsumerGroup: each member named (by member id, or by instance id with the member
+    id optional, as an admin's removal) is fenced, whatever protocol it speaks (Kafka 4.x: an admin's
+    --delete-members reaches consumer protocol members too); all of them at once, which may downgrade the
+    group (consumerGroupFenceMembers)."""
     group = coordinator.groups[group_id]
-    errors = []
+    errors, leaving = [], set()
     for member_id, instance_id in members:
         try:
-            if instance_id is not None and not member_id:
-                static_id = group.static_members.get(instance_id)
-                member_id = static_id if static_id is not None else member_id
-            member = _classic_member(group, member_id, instance_id)
+            leaving.add(_leaving_member(group, member_id, instance_id).member_id)
         except GroupError as exc:
             errors.append(exc.error)
             continue
-        group.remove_member(member.member_id)
         errors.append(ErrorCode.none)
-    if ErrorCode.none in errors:
-        group.group_epoch += 1
+    coordinator.fence_members(now_ms, group, leaving)
     top = errors[0] if len(members) == 1 else ErrorCode.none  # versions 0-2 name one member
     return top, errors
+
+
+def _leaving_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+    """The member a LeaveGroup names: by member id, or by instance id (its member id, if given, must be the
+    instance's)."""
+    if instance_id is None:
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(
+                ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group.group_id}."
+            )
+        return member
+    static_id = group.static_members.get(instance_id)
+    if static_id is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if member_id and member_id != static_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member {static_id}.",
+        )
+    return group.members[static_id]

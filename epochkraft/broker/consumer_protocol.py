@@ -70,7 +70,12 @@ class _Reader:
         return raw
 
     def count(self) -> int:
-        return max(self.take(">i"), 0)
+        """An array's length; every array of the consumer protocol is non-nullable, so -1 is malformed
+        (Kafka's generated readers refuse it)."""
+        length = self.take(">i")
+        if length < 0:
+            raise MalformedConsumerProtocol("non-nullable array serialized as null")
+        return length
 
     def topic_partitions(self) -> dict[str, frozenset[int]]:
         result: dict[str, frozenset[int]] = {}
@@ -101,12 +106,19 @@ def parse_subscription(data: bytes) -> Subscription:
 
 def parse_assignment(data: bytes) -> dict[str, frozenset[int]]:
     """The assigned partitions by topic name (an empty assignment, b"", assigns nothing)."""
+    return parse_assignment_with_user_data(data)[0]
+
+
+def parse_assignment_with_user_data(data: bytes) -> tuple[dict[str, frozenset[int]], bytes | None]:
+    """The assigned partitions by topic name and the assignor's user data (None when null or absent)."""
     if not data:
-        return {}
+        return {}, None
     reader = _Reader(data)
     if reader.take(">h") < 0:
         raise MalformedConsumerProtocol("negative version")
-    return reader.topic_partitions()
+    partitions = reader.topic_partitions()
+    user_data = reader.bytes_() if reader.position < len(data) else None
+    return partitions, user_data
 
 
 def _string(value: str) -> bytes:

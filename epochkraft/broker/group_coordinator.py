@@ -79,7 +79,10 @@ class Member:
     rebalance_timeout_ms: int
     protocols: tuple[tuple[str, bytes], ...]
     last_heartbeat_ms: int
-    assignment: bytes = b""
+    assignment: bytes = b""  # what SyncGroup answers; empty from a join's completion until the leader syncs
+    # the partitions the member was last given (ClassicGroupMember.assignment, kept through a rebalance
+    # until the next sync): what it may still own when the group is upgraded
+    synced_assignment: bytes = b""
     join_token: Token | None = None
     sync_token: Token | None = None
 
@@ -247,7 +250,7 @@ class GroupCoordinator:
         if member_id != group.leader_id:
             return []
         for mid, m in group.members.items():
-            m.assignment = assignments.get(mid, b"")
+            m.assignment = m.synced_assignment = assignments.get(mid, b"")
         group.state = GroupState.STABLE
         done = []
         for m in group.members.values():
@@ -372,6 +375,7 @@ class GroupCoordinator:
         protocol = group.protocol_name = self._select_protocol(group)
         for member in members:
             member.assignment = assignment_for(member.member_id, member.metadata_for(protocol))
+            member.synced_assignment = member.assignment
             member.last_heartbeat_ms = now_ms
         group.state = GroupState.STABLE
         if not rebalance:

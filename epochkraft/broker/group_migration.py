@@ -2,7 +2,8 @@
 ``group.consumer.migration.policy``: the member conversions both ways.
 
 Upgrade (ConsumerGroup.fromClassicGroup): each classic member becomes a consumer group member at the
-classic generation, Stable, owning the partitions of its last assignment, with its JoinGroup protocols kept
+classic generation, Stable, owning the partitions of its last assignment (the last one synced, even while
+the group completes a rebalance), with its JoinGroup protocols kept
 (``ClassicMemberMetadata``) so it goes on speaking JoinGroup/SyncGroup/Heartbeat inside the consumer group.
 Downgrade (ClassicGroup.fromConsumerGroup): the classic members left, each given its part of the consumer
 group's target assignment serialized in its own subscription's version.
@@ -11,13 +12,13 @@ group's target assignment serialized in its own subscription's version.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from enum import StrEnum
 
 from epochkraft.broker.assignors import Assignment
 from epochkraft.broker.consumer_protocol import (
     MalformedConsumerProtocol,
-    parse_assignment,
+    parse_assignment_with_user_data,
     parse_subscription,
     serialize_assignment,
     version_of,
@@ -52,15 +53,23 @@ class MigrationPolicy(StrEnum):
             raise ValueError(f"group.consumer.migration.policy: {value!r} is not one of {known}") from None
 
 
+class CustomAssignorUserData(ValueError):
+    """An assignment carries user data of a client-side assignor, which a consumer group would lose."""
+
+
 def consumer_members_from_classic(
     group: Group, topic_id_of: Callable[[str], uuid.UUID | None]
 ) -> list[ConsumerGroupMember]:
     """ConsumerGroup.fromClassicGroup's members; MalformedConsumerProtocol if a member's subscription or
-    assignment cannot be read. Topics that no longer exist are dropped from the assignments."""
+    assignment cannot be read, CustomAssignorUserData if an assignment has user data (Kafka 4.x's
+    UnsupportedVersionException). Topics that no longer exist are dropped from the assignments."""
     members = []
     for classic in group.members.values():
         protocol = group.protocol_name or classic.protocols[0][0]
         subscription = parse_subscription(classic.metadata_for(protocol))
+        partitions, user_data = parse_assignment_with_user_data(classic.synced_assignment)
+        if user_data:
+            raise CustomAssignorUserData(classic.member_id)
         members.append(
             ConsumerGroupMember(
                 classic.member_id,
@@ -73,7 +82,7 @@ def consumer_members_from_classic(
                 state=MemberState.STABLE,
                 member_epoch=group.generation_id,
                 previous_member_epoch=group.generation_id,
-                assigned=to_topic_ids(parse_assignment(classic.assignment), topic_id_of),
+                assigned=to_topic_ids(partitions, topic_id_of),
                 classic=ClassicMemberMetadata(classic.session_timeout_ms, classic.protocols),
             )
         )
@@ -81,9 +90,9 @@ def consumer_members_from_classic(
 
 
 def classic_members_from_consumer(
-    members: Iterable[ConsumerGroupMember], leaving_member_id: str, now_ms: int
+    members: Iterable[ConsumerGroupMember], leaving: Collection[str], now_ms: int
 ) -> list[Member]:
-    """ClassicGroup.fromConsumerGroup's members: every classic protocol member but the one leaving."""
+    """ClassicGroup.fromConsumerGroup's members: every classic protocol member but those leaving."""
     return [
         Member(
             member.member_id,
@@ -96,7 +105,7 @@ def classic_members_from_consumer(
             now_ms,
         )
         for member in members
-        if member.member_id != leaving_member_id and member.classic is not None
+        if member.member_id not in leaving and member.classic is not None
     ]
 
 

@@ -132,6 +132,7 @@ class GroupService:
         )
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
+        self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes whose write failed
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -159,15 +160,30 @@ class GroupService:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
-            for group_id in sorted({group_id for group_id, _ in self.consumer_groups.tick(now)}):
-                self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
-                try:  # what a failed write left out goes with the group's next heartbeat; the ticks go on
-                    await self.persist_consumer_group(group_id)
-                except Exception as exc:
-                    log.warning("could not write a consumer group's changes", group=group_id, error=str(exc))
+            await self.persist_ticked_consumer_groups(now)
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
                 await self.expire_offsets(now)
+
+    async def persist_ticked_consumer_groups(self, now_ms: int) -> None:
+        """Fences the consumer group members whose deadlines passed and writes their groups' changes. A
+        write that fails is tried again at the next ticks: a group the fencing downgraded has no heartbeat
+        of its own to carry its tombstones, which a new coordinator would otherwise replay."""
+        ticked = {group_id for group_id, _ in self.consumer_groups.tick(now_ms)}
+        for group_id in sorted(ticked):
+            self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
+        for group_id in sorted(ticked | self._unwritten_consumer_groups):
+            try:
+                error = await self.persist_consumer_group(group_id)
+            except Exception as exc:  # the ticks go on
+                error, reason = ErrorCode.unknown_server_error, str(exc)
+            else:
+                reason = error.name
+            if error == ErrorCode.none:
+                self._unwritten_consumer_groups.discard(group_id)
+            else:
+                self._unwritten_consumer_groups.add(group_id)
+                log.warning("could not write a consumer group's changes", group=group_id, error=reason)
 
     async def expire_offsets(self, now_ms: int) -> None:
         """Kafka's cleanupGroupMetadata: tombstones the expired offsets of empty groups (acks=all, so the
@@ -250,6 +266,9 @@ class GroupService:
             del self._consumer_groups_written[group_id]
         for group_id in [g for g in self._consumer_group_changes if self.partition_for(g) == partition]:
             del self._consumer_group_changes[group_id]
+        self._unwritten_consumer_groups = {
+            g for g in self._unwritten_consumer_groups if self.partition_for(g) != partition
+        }
 
     # ---- membership -----------------------------------------------------------------------------------
     async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
@@ -265,16 +284,22 @@ class GroupService:
     async def join(self, request: ClassicJoin, topics: TopicsImage) -> JoinResult:
         """A classic JoinGroup: into the consumer group of that id if it has members (Kafka's
         classicGroupJoinToConsumerGroup, answered once its changes are written), else into the classic
-        group (an empty consumer group of that id goes first)."""
+        group (an empty consumer group of that id goes first, its tombstones written). The session timeout
+        is checked before either, as GroupCoordinatorService.joinGroup."""
         group_id = request.group_id
+        error = self._invalid_join(request)
+        if error == ErrorCode.none and not self.consumer_groups.is_live(group_id):
+            self.consumer_groups.remove_empty_group(group_id)
+            error = normalize_append_error(await self.persist_consumer_group(group_id))
+        if error != ErrorCode.none:
+            return JoinResult(error, member_id=request.member_id)
+        # checked again after the write: a consumer member may have created the group meanwhile
         if self.consumer_groups.is_live(group_id):
             joined, error = await self._change_consumer_group(
                 group_id,
                 lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), request, topics),
             )
             return joined if joined is not None else JoinResult(error, member_id=request.member_id)
-        self.consumer_groups.remove_empty_group(group_id)
-        await self.persist_consumer_group(group_id)
         result = await self._wait(
             lambda token: self.coordinator.join_group(
                 self.now_ms(),
@@ -293,6 +318,20 @@ class GroupService:
         )
         assert isinstance(result, JoinResult)
         return result
+
+    def _invalid_join(self, request: ClassicJoin) -> ErrorCode:
+        """INVALID_GROUP_ID or INVALID_SESSION_TIMEOUT (group.min/max.session.timeout.ms), whatever group
+        the id names; NONE if the join may go on."""
+        settings = self.coordinator.settings
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        if (
+            not settings.min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= settings.max_session_timeout_ms
+        ):
+            return ErrorCode.invalid_session_timeout
+        return ErrorCode.none
 
     async def sync(
         self,
@@ -413,11 +452,12 @@ class GroupService:
     async def leave(
         self, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup of (member id, instance id) pairs: classic members of a consumer group leave it (its
-        changes written first); else the classic group's members (by member id)."""
+        """LeaveGroup of (member id, instance id) pairs: members of a consumer group, of either protocol,
+        are fenced (its changes written first); else the classic group's members (by member id)."""
         if self.consumer_groups.is_live(group_id):
             left, error = await self._change_consumer_group(
-                group_id, lambda: consumer_group_classic.leave(self.consumer_groups, group_id, members)
+                group_id,
+                lambda: consumer_group_classic.leave(self.consumer_groups, self.now_ms(), group_id, members),
             )
             return left if left is not None else (error, [error] * len(members))
         top, errors, done = self.coordinator.leave_group(
