@@ -268,7 +268,10 @@ def test_rolling_migration_of_a_classic_group_to_the_consumer_protocol_and_back(
     a classic group again. Every acknowledged record is consumed; after each restart no record below the
     offset committed before it is delivered again (committed offsets survive both conversions)."""
     partitions, topic, group = 6, "migrate", "g-migrate"
-    cluster = make_cluster(brokers=1, broker_extra="group.consumer.heartbeat.interval.ms=500\n")
+    cluster = make_cluster(
+        brokers=1,
+        broker_extra="group.consumer.heartbeat.interval.ms=500\ngroup.consumer.min.heartbeat.interval.ms=500\n",
+    )
     bootstrap = cluster.bootstrap
     create_topic(bootstrap, topic, partitions=partitions, rf=1)
     acked: list[tuple[int, int, bytes]] = []
@@ -328,7 +331,10 @@ def test_static_classic_consumer_restarted_with_the_consumer_protocol(make_clust
     before that member's session would expire, converting the group (a consumer protocol restart must not
     wait for a -2 leave its classic predecessor never sends)."""
     topic, group = "static848", "g-static848"
-    cluster = make_cluster(brokers=1, broker_extra="group.consumer.heartbeat.interval.ms=500\n")
+    cluster = make_cluster(
+        brokers=1,
+        broker_extra="group.consumer.heartbeat.interval.ms=500\ngroup.consumer.min.heartbeat.interval.ms=500\n",
+    )
     bootstrap = cluster.bootstrap
     create_topic(bootstrap, topic, partitions=3, rf=1)
     static = {"group.instance.id": "i1"}
