@@ -150,3 +150,20 @@ def test_a_stream_opened_with_a_password_ends_once_its_credential_changes_or_is_
     assert not auth().stream_check(basic("alice", "alice-pw"))(0)  # verified, not a super user
     assert not auth().stream_check("Bearer x")(0)
 
+
+def test_the_admin_password_is_not_sent_where_a_redirect_points():
+    """``cluster status --admin`` with --user: urllib copies a request's ordinary headers to the request a
+    redirect makes, so the Authorization header is one it does not copy (add_unredirected_header)."""
+    import io
+    import urllib.request
+    from email.message import Message
+
+    from epochkraft.harness.remote_status import AdminCredentials, state_request
+
+    request = state_request("127.0.0.1:9193", AdminCredentials(user="admin", password="s3cret"))
+    assert request.get_header("Authorization") == basic("admin", "s3cret")
+    redirected = urllib.request.HTTPRedirectHandler().redirect_request(
+        request, io.BytesIO(), 302, "Found", Message(), "https://elsewhere.example/v1/state"
+    )
+    assert redirected is not None and not redirected.has_header("Authorization")
+    assert not state_request("127.0.0.1:9193", None).has_header("Authorization")
