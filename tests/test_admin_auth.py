@@ -8,6 +8,7 @@ import base64
 
 import pytest
 
+from epochkraft.metrics import admin_auth
 from epochkraft.metrics.admin_auth import CHECKS_PER_SECOND, FORBIDDEN, OK, UNAUTHORIZED, AdminAuth
 from epochkraft.security.principal import KafkaPrincipal
 from epochkraft.security.scram import MECHANISMS, credential, password_matches
@@ -111,26 +112,58 @@ def test_wrong_password_floods_cost_at_most_checks_per_second(monkeypatch):
     assert len(derivations) == admin_auth.CHECKS_PER_SECOND + 1  # a new second, a new budget
 
 
-def test_a_stream_opened_with_a_password_ends_once_its_credential_changes_or_is_deleted():
-    """A live view stream outlives the request that opened it: still_allowed, asked every few seconds, holds
-    while the credential is unchanged (the remembered check), or set again to the same password (a new salt),
-    and fails once the credential is changed to another password or deleted; a check the budget refuses this
-    second does not end the stream, the next second's does."""
+def test_a_stream_opened_with_a_password_ends_once_its_credential_changes_or_is_deleted(monkeypatch):
+    """A live view stream outlives the request that opened it: its re-check, asked every few seconds, holds
+    while the credential its password matched is unchanged and fails once that credential is set again (even
+    to the same password: a new salt), changed or deleted; a lookup that derives no key, so wrong passwords
+    that use up this second's checks cannot keep a stream alive after its password changed."""
+    derivations: list[str] = []
+    real = admin_auth.password_matches
+
+    def counted(mechanism, stored, password):
+        derivations.append(password)
+        return real(mechanism, stored, password)
+
+    monkeypatch.setattr(admin_auth, "password_matches", counted)
     held = dict(CREDENTIALS)
     live = AdminAuth(lambda: held, SUPER_USERS)
     admin = basic("admin", "s3cret")
     key = ("admin", MECHANISMS["SCRAM-SHA-512"][0])
     assert live.status("/view/events", admin, None, now_ms=0) == OK
-    assert live.still_allowed(admin, now_ms=2_000)
-    held[key] = credential("SCRAM-SHA-512", "s3cret")
-    assert live.still_allowed(admin, now_ms=4_000)
+    opened = live.stream_check(admin)
+    assert opened(2_000) and opened(4_000)
     held[key] = credential("SCRAM-SHA-512", "rotated")
     for i in range(CHECKS_PER_SECOND):  # this second's checks spent on wrong passwords
         assert live.status("/v1/state", basic("admin", f"guess-{i}"), None, now_ms=6_000) == UNAUTHORIZED
-    assert live.still_allowed(admin, now_ms=6_500)  # not checked yet
-    assert not live.still_allowed(admin, now_ms=7_000)
+    assert not opened(6_500)  # ended at once, the budget spent or not
+    assert derivations == ["s3cret"] + [f"guess-{i}" for i in range(CHECKS_PER_SECOND)]
     rotated = basic("admin", "rotated")
-    assert live.still_allowed(rotated, now_ms=8_000)
+    assert live.status("/view/events", rotated, None, now_ms=8_000) == OK
+    reopened = live.stream_check(rotated)
+    assert reopened(8_000)
+    held[key] = credential("SCRAM-SHA-512", "rotated")  # the same password set again
+    assert not reopened(10_000)
+    assert live.status("/view/events", rotated, None, now_ms=12_000) == OK
+    again = live.stream_check(rotated)
     del held[key]
-    assert not live.still_allowed(rotated, now_ms=10_000)
-    assert not auth().still_allowed(basic("alice", "alice-pw"), now_ms=0)  # verified, not a super user
+    assert not again(14_000)
+    assert not auth().stream_check(basic("alice", "alice-pw"))(0)  # verified, not a super user
+    assert not auth().stream_check("Bearer x")(0)
+
+
+def test_the_admin_password_is_not_sent_where_a_redirect_points():
+    """``cluster status --admin`` with --user: urllib copies a request's ordinary headers to the request a
+    redirect makes, so the Authorization header is one it does not copy (add_unredirected_header)."""
+    import io
+    import urllib.request
+    from email.message import Message
+
+    from epochkraft.harness.remote_status import AdminCredentials, state_request
+
+    request = state_request("127.0.0.1:9193", AdminCredentials(user="admin", password="s3cret"))
+    assert request.get_header("Authorization") == basic("admin", "s3cret")
+    redirected = urllib.request.HTTPRedirectHandler().redirect_request(
+        request, io.BytesIO(), 302, "Found", Message(), "https://elsewhere.example/v1/state"
+    )
+    assert redirected is not None and not redirected.has_header("Authorization")
+    assert not state_request("127.0.0.1:9193", None).has_header("Authorization")

@@ -4,10 +4,15 @@ only once what they wrote is on disk, one fsync for all the appends made while t
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import threading
 
-from epochkraft.controller.group_commit import GroupCommit
+import pytest
+
+from epochkraft.controller.group_commit import GroupCommit, GroupCommitFailed
 from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.metadata.snapshot import SnapshotId
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
 
@@ -85,3 +90,157 @@ def test_a_brokers_fetch_of_the_metadata_log_passes_the_single_controllers_gate(
     connection.server.node.write_gate = lambda: quorum
     assert _Connection._write_gate(connection, SimpleNamespace(key=1)) is None
     assert _Connection._write_gate(connection, SimpleNamespace(key=44)) is quorum
+
+
+class FailingDisk:
+    """fsyncs that fail with EIO from the ``fail_from``-th on, each attempt counted."""
+
+    def __init__(self, fail_from: int = 0) -> None:
+        self.fail_from = fail_from
+        self.attempts = 0
+
+    def syncer(self):
+        def sync() -> None:
+            self.attempts += 1
+            if self.attempts > self.fail_from:
+                raise OSError(errno.EIO, "Input/output error")
+
+        return sync
+
+
+async def test_a_failed_fsync_is_fatal_and_no_fsync_follows_it():
+    """As KafkaRaftClientDriver hands a failed poll to the fatal fault handler: after a failed fsync the kernel
+    may have dropped the dirty pages, so a later fsync that succeeds would let synced_offset pass records that
+    are lost. The waiters are refused, the daemon is told once, later appends and waits are refused, and no
+    fsync runs again."""
+    log = MetadataLog()
+    disk = FailingDisk(fail_from=1)
+    commit = GroupCommit(log, disk.syncer)
+    log.listeners.append(commit.on_append)
+    told: list[BaseException] = []
+    commit.on_failure.append(told.append)
+
+    async def write() -> str:
+        _append(log)
+        return "answer"
+
+    assert await commit.write(write, lambda code: code.name) == "answer"  # the first fsync succeeds
+    with pytest.raises(GroupCommitFailed):
+        await commit.write(write, lambda code: code.name)
+    assert [type(e) for e in told] == [OSError] and commit.failure is told[0]
+    assert commit.synced_offset == 1 < log.next_offset == 2
+    with pytest.raises(GroupCommitFailed):
+        _append(log)  # refused by the listener: nothing appended is ever called durable again
+    with pytest.raises(GroupCommitFailed):
+        await commit.durable(1)
+    await asyncio.sleep(0.05)
+    assert disk.attempts == 2 and commit.synced_offset == 1 and commit.snapshot_point() is None
+    await commit.close()
+    assert len(told) == 1
+
+
+async def test_no_snapshot_point_while_the_image_holds_records_not_on_disk():
+    """As KafkaMetadataLog.createNewSnapshot refuses a snapshot past the high watermark: a single controller's
+    snapshot of its image waits (the snapshotter asks again) until the fsync covers the log's end."""
+    log = MetadataLog()
+    disk = Disk(log)
+    commit = GroupCommit(log, disk.syncer)
+    log.listeners.append(commit.on_append)
+    assert commit.snapshot_point() == SnapshotId(0, 0)
+    _append(log)
+    await asyncio.sleep(0)
+    assert commit.snapshot_point() is None
+    disk.release.release()
+    await commit.durable(1)
+    assert commit.snapshot_point() == SnapshotId(1, 0)
+
+
+def _batches(count: int) -> bytes:
+    log = MetadataLog()
+    written: list[bytes] = []
+    log.listeners.append(lambda _base, data: written.append(data))
+    for _ in range(count):
+        _append(log)
+    return b"".join(written)
+
+
+def test_a_log_tail_found_at_start_is_fsynced_before_it_is_served(tmp_path, monkeypatch):
+    """A tail written but never fsynced (the process killed before the fsync) counts as durable once served:
+    the file is fsynced when it is opened for appends, and after a torn tail is cut (else the cut could be
+    undone by a crash, under later appends)."""
+    from epochkraft.server import controller_daemon
+    from epochkraft.server.controller_daemon import MetadataLogFile
+
+    synced: list[int] = []
+    monkeypatch.setattr(controller_daemon.os, "fsync", lambda fd: synced.append(os.fstat(fd).st_size))
+    log_file = MetadataLogFile(tmp_path)
+    whole = _batches(2)
+    log_file.path.write_bytes(whole + whole[:30])  # a torn third batch
+    data, cut = log_file.read_valid()
+    assert (data, cut) == (whole, 30) and synced == [len(whole)]
+    log_file.open()
+    assert synced == [len(whole)] * 2
+    log_file.close()
+
+
+def test_a_closed_log_file_cannot_be_synced_unless_fsync_is_off(tmp_path):
+    """A log file closed (a trim whose rewrite failed) has nothing that can be made durable: its syncer
+    raises, which the group commit makes fatal, rather than an fsync that does nothing."""
+    from epochkraft.server.controller_daemon import MetadataLogFile
+
+    log_file = MetadataLogFile(tmp_path)
+    with pytest.raises(OSError):
+        log_file.syncer()
+    log_file.fsync = False
+    log_file.syncer()()
+
+
+async def test_a_failed_trim_is_fatal_and_the_old_file_is_held_open_again(tmp_path, monkeypatch):
+    """ENOSPC (or EIO) while the log file is rewritten below a snapshot: the group commit fails (the daemon
+    stops), and the old file is open again rather than left closed."""
+    import structlog
+
+    from epochkraft.server import controller_daemon
+    from epochkraft.server.controller_daemon import MetadataLogFile, trim_log_file
+
+    log_file = MetadataLogFile(tmp_path)
+    log_file.open()
+    log = MetadataLog()
+    log.listeners.append(log_file.append)
+    commit = GroupCommit(log, log_file.syncer)
+    log.listeners.append(commit.on_append)
+    for _ in range(3):
+        _append(log)
+    await commit.durable(log.next_offset)
+
+    def no_space(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(controller_daemon, "rewrite_segment", no_space)
+    with pytest.raises(OSError):
+        trim_log_file(log, log_file, commit, structlog.get_logger())(SnapshotId(2, 0))
+    assert isinstance(commit.failure, OSError) and commit.failure.errno == errno.ENOSPC
+    assert log_file.path.read_bytes() == _batches(3)  # the old file, whole
+    log_file.syncer()()  # open again
+    log_file.close(sync=False)
+
+
+@pytest.mark.net
+@pytest.mark.timeout(30)
+def test_a_single_controller_whose_fsync_fails_stops_with_the_internal_error_code(tmp_path, monkeypatch):
+    """The daemon itself: its bootstrap records' fsync fails on the worker thread (EIO), and it stops at once,
+    non-zero, as Kafka's controller halts on a fatal fault."""
+    import threading
+
+    from epochkraft.server import controller_daemon
+
+    real_fsync = os.fsync
+
+    def eio_off_the_event_loop(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(controller_daemon.os, "fsync", eio_off_the_event_loop)
+    argv = ["--node-id", "1", "--listen", "127.0.0.1:0", "--cluster-id", "c", "--data-dir", str(tmp_path)]
+    assert controller_daemon.main(argv) == controller_daemon.EXIT_INTERNAL_ERROR

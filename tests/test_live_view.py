@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -220,7 +219,7 @@ def test_a_broker_missing_a_read_keeps_its_positions_marked_stale_until_it_misse
 
 
 async def test_a_stream_opened_with_a_password_ends_when_the_password_no_longer_verifies():
-    """The re-check a secured admin port attaches to a Basic-auth stream (AdminAuth.still_allowed): the
+    """The re-check a secured admin port attaches to a Basic-auth stream (AdminAuth.stream_check): the
     stream goes on while the user's SCRAM credential is unchanged and ends once it is changed; a stream
     opened with a certificate is not re-checked."""
     from epochkraft.metrics.admin_auth import AdminAuth
@@ -232,7 +231,7 @@ async def test_a_stream_opened_with_a_password_ends_when_the_password_no_longer_
     authorization = _basic("admin", "s3cret")["Authorization"]
     assert auth.status("/view/events", authorization, None, now_ms=0) == 200
     view = LiveView(_state, lambda: 0)
-    by_password = view.attach(functools.partial(auth.still_allowed, authorization))
+    by_password = view.attach(auth.stream_check(authorization))
     by_certificate = view.attach()
     view.recheck(2_000)
     assert by_password in view.browsers

@@ -39,7 +39,7 @@ from epochkraft.metadata.snapshot_file import (
 )
 from epochkraft.protocol.metadata_codec import decode_metadata_record
 from epochkraft.protocol.metadata_records import FeatureLevelRecord
-from epochkraft.protocol.records import decode_batches
+from epochkraft.protocol.records import decode_batches, iter_batches
 from epochkraft.server.controller_daemon import bootstrap_scram, load_newest_snapshot
 from epochkraft.sim.cluster import SCHEDULES, SimCluster
 from tests.controller_context import CLUSTER_ID, ControllerContext
@@ -516,3 +516,59 @@ def test_client_quotas_delta_finish_snapshot_removes_the_quotas_a_snapshot_lacks
     assert (
         stale.client_quotas == current.client_quotas == {(("user", "alice"),): {"consumer_byte_rate": 3000.0}}
     )
+
+
+def test_a_single_controllers_snapshots_past_its_log_end_are_deleted_at_start(tmp_path):
+    """A snapshot past the log's end holds records the log lost (written but never fsynced before a crash):
+    a single controller deletes it at start, rather than only passing over it, so it is never loaded once
+    the log, grown past it again, holds a different history. A quorum's are kept (see load_newest_snapshot)."""
+    ctx = busy_context()
+    data = log_bytes(ctx.controller)
+    pos, first = next(iter_batches(data))
+    short = data[: pos + first.size]  # the log after a crash: its first batch only
+    kept = SnapshotId(first.next_offset, 0)
+    write_image_snapshot(tmp_path, kept, ctx.controller.image, 1, 2)
+    past = SnapshotId(ctx.controller.log.next_offset, 0)
+    write_image_snapshot(tmp_path, past, ctx.controller.image, 1, 2)
+    assert load_newest_snapshot(Controller(CLUSTER_ID), tmp_path, short, _Quiet()) == kept
+    assert snapshot_ids(tmp_path) == [kept, past]  # a quorum's: kept
+    assert (
+        load_newest_snapshot(Controller(CLUSTER_ID), tmp_path, short, _Quiet(), delete_past_end=True) == kept
+    )
+    assert snapshot_ids(tmp_path) == [kept]
+
+
+async def test_a_single_controller_snapshots_only_what_is_on_disk(tmp_path):
+    """The snapshotter of a single controller asks its group commit for the snapshot's id: none while the
+    image holds records whose fsync has not finished (KafkaMetadataLog.createNewSnapshot refuses an id past
+    the high watermark), so a crash cannot leave a snapshot holding records the log lost; once it finishes,
+    the snapshot is written at the log's end."""
+    import asyncio
+    import threading
+
+    import structlog
+
+    from epochkraft.controller.group_commit import GroupCommit
+    from epochkraft.controller.snapshots import MetadataSnapshotter
+
+    release = threading.Event()
+    ctx = ControllerContext()
+    commit = GroupCommit(ctx.controller.log, lambda: lambda: release.wait(5) or None)
+    ctx.controller.log.listeners.append(commit.on_append)
+    snapshotter = MetadataSnapshotter(
+        ctx.controller,
+        tmp_path,
+        500,
+        structlog.get_logger(),
+        fsync=False,
+        snapshot_point=commit.snapshot_point,
+    )
+    ctx.brokers_ready(1, 2, 3)
+    ctx.create_topic("first", [[1, 2, 3]] * 10)  # past the threshold
+    await asyncio.sleep(0.2)
+    assert snapshotter.written == 0 and snapshotter._task is None and snapshot_ids(tmp_path) == []
+    release.set()
+    await commit.durable(ctx.controller.log.next_offset)
+    await asyncio.sleep(0.2)
+    await snapshotter.wait()
+    assert snapshot_ids(tmp_path) == [SnapshotId(ctx.controller.log.next_offset, 0)]

@@ -106,19 +106,27 @@ class AdminCredentials:
             context.load_cert_chain(self.certfile)
         return context
 
-    def headers(self) -> dict[str, str]:
+    def authorization(self) -> str | None:
         if self.user is None:
-            return {}
+            return None
         token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        return {"Authorization": f"Basic {token}"}
+        return f"Basic {token}"
+
+
+def state_request(address: str, credentials: AdminCredentials | None) -> urllib.request.Request:
+    """The GET of a daemon's /v1/state; its password is sent to that address only, not where a redirect
+    points (urllib copies a request's ordinary headers to the redirected one)."""
+    scheme = "http" if credentials is None else "https"
+    request = urllib.request.Request(f"{scheme}://{address}/v1/state")
+    authorization = credentials.authorization() if credentials is not None else None
+    if authorization is not None:
+        request.add_unredirected_header("Authorization", authorization)
+    return request
 
 
 def _state(address: str, credentials: AdminCredentials | None) -> dict[str, Any] | str:
     """The daemon's /v1/state, or why there is none."""
-    scheme = "http" if credentials is None else "https"
-    request = urllib.request.Request(
-        f"{scheme}://{address}/v1/state", headers=credentials.headers() if credentials else {}
-    )
+    request = state_request(address, credentials)
     context = credentials.context() if credentials is not None else None
     try:
         with urllib.request.urlopen(request, timeout=3, context=context) as response:

@@ -80,13 +80,26 @@ def newest_valid_snapshot(
     return None
 
 
+def delete_snapshots_past(log_dir: Path, log_end_offset: int) -> list[SnapshotId]:
+    """Deletes the snapshots that end past ``log_end_offset``: of a history the log no longer holds (records
+    a crash took back), to be loaded over a different one should the log grow past them again."""
+    past = [i for i in snapshot_ids(log_dir) if i.end_offset > log_end_offset]
+    for snapshot_id in past:
+        _delete(log_dir, snapshot_id)
+    return past
+
+
 def delete_old_snapshots(log_dir: Path, keep: int) -> list[SnapshotId]:
     """Deletes all but the newest ``keep`` snapshots (renamed ``.deleted`` first, as Snapshots.markForDelete)."""
     ids = snapshot_ids(log_dir)
     old = ids[: max(len(ids) - keep, 0)]
     for snapshot_id in old:
-        path = log_dir / snapshot_filename(snapshot_id)
-        marked = path.with_name(path.name + ".deleted")
-        os.replace(path, marked)
-        marked.unlink(missing_ok=True)
+        _delete(log_dir, snapshot_id)
     return old
+
+
+def _delete(log_dir: Path, snapshot_id: SnapshotId) -> None:
+    path = log_dir / snapshot_filename(snapshot_id)
+    marked = path.with_name(path.name + ".deleted")
+    os.replace(path, marked)
+    marked.unlink(missing_ok=True)

@@ -14,9 +14,10 @@ flood of wrong passwords must not be able to stall: a password once checked is r
 credential and a digest of the password, so a changed credential is checked anew), only the user's first
 stored mechanism is tried, and at most CHECKS_PER_SECOND new checks run a second; beyond that a request is
 refused (401) without one. A stream opened with a password (the live view's /view/events) outlives the
-request that opened it: ``still_allowed`` is asked again every few seconds, and the stream is ended once
-the password no longer matches the user's credential (changed or deleted since); while the credential is
-unchanged the remembered check makes that a lookup.
+request that opened it: ``stream_check`` notes the credential its password matched (salt, stored key,
+iterations), and the check it returns, asked every few seconds, ends the stream once that credential is
+changed or deleted, a lookup that neither derives a key nor spends the budget (which wrong passwords could
+use up, keeping a stream alive after its password was changed).
 """
 
 from __future__ import annotations
@@ -66,14 +67,28 @@ class AdminAuth:
             return UNAUTHORIZED
         return OK if self._may_read(principal) else FORBIDDEN
 
-    def still_allowed(self, authorization: str, now_ms: int) -> bool:
-        """Whether a stream opened with HTTP Basic ``authorization`` may go on: its password still matches
-        the user's SCRAM credential in the metadata now, and the user may still read. A check the budget
-        refuses this second does not end the stream: it is asked again at the next re-check."""
-        user, matches = self._basic_user(authorization, now_ms)
-        if matches is None:
-            return True
-        return matches and self._may_read(KafkaPrincipal(USER_TYPE, user))
+    def stream_check(self, authorization: str) -> Callable[[int], bool]:
+        """The re-check of a stream that ``authorization`` (HTTP Basic, just let through by ``status``)
+        opens, a callable of now_ms: whether the credential its password matched is still the user's, and
+        the user may still read. A credential set again, even to the same password, ends the stream."""
+        basic = _basic(authorization)
+        user = basic[0] if basic is not None else ""
+        opened = self._fingerprint(user)
+
+        def still_allowed(_now_ms: int) -> bool:
+            unchanged = opened is not None and self._fingerprint(user) == opened
+            return unchanged and self._may_read(KafkaPrincipal(USER_TYPE, user))
+
+        return still_allowed
+
+    def _fingerprint(self, user: str) -> tuple[int, bytes, bytes, int] | None:
+        """The user's credential that a password is checked against (the first stored mechanism's)."""
+        lookup = scram_lookup(self.credentials())
+        for type_id, _, _ in MECHANISMS.values():
+            stored = lookup(user, type_id)
+            if stored is not None:
+                return type_id, stored.salt, stored.stored_key, stored.iterations
+        return None
 
     def _may_read(self, principal: KafkaPrincipal) -> bool:
         return self.super_users is None or principal in self.super_users

@@ -9,7 +9,6 @@ Secured (``--admin-secure``), it serves HTTPS and answers only the principals me
 from __future__ import annotations
 
 import asyncio
-import functools
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -104,9 +103,7 @@ class AdminServer:
             return web.Response(status=status, text=f"{status}: not a super user\n")
         authorization = request.headers.get("Authorization")
         if not peercert and authorization is not None:  # a password: a stream it opens is checked again
-            request[admin_auth.STILL_ALLOWED_KEY] = functools.partial(
-                self.security.auth.still_allowed, authorization
-            )
+            request[admin_auth.STILL_ALLOWED_KEY] = self.security.auth.stream_check(authorization)
         return await handler(request)
 
     async def _metrics(self, _request: web.Request) -> web.Response:

@@ -222,7 +222,7 @@ class BrokerReads:
         return frozenset(self.failed)
 
 
-# Whether a stream may go on, asked every few seconds (now_ms in): see admin_auth.AdminAuth.still_allowed
+# Whether a stream may go on, asked every few seconds (now_ms in): see admin_auth.AdminAuth.stream_check
 StillAllowed = Callable[[int], bool]
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import random
 import signal
@@ -65,6 +66,7 @@ from epochkraft.controller.storage import (
 from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
 from epochkraft.metadata.snapshot_file import (
+    delete_snapshots_past,
     newest_valid_snapshot,
     read_snapshot_file,
     remove_partial_snapshots,
@@ -119,11 +121,14 @@ class MetadataLogFile:
         self._file: Any = None
 
     def trim(self, offset: int, kept: list[bytes]) -> None:
-        """The file from ``offset`` on (the batches the log kept), the records before it gone."""
-        self.close()
-        self.path = rewrite_segment(self.dir, self.path, offset, kept, self.fsync)
-        self.base_offset = offset
-        self.open()
+        """The file from ``offset`` on (the batches the log kept), the records before it gone. Should the
+        rewrite fail the old file is held open again (the daemon stops on the failure: see serve)."""
+        try:
+            self.close()
+            self.path = rewrite_segment(self.dir, self.path, offset, kept, self.fsync)
+            self.base_offset = offset
+        finally:
+            self.open(sync=False)  # the new file was fsynced by the rewrite; after a failure none may follow
 
     def read_valid(self) -> tuple[bytes, int]:
         """(bytes of whole, valid batches, bytes cut from a torn tail)."""
@@ -137,10 +142,16 @@ class MetadataLogFile:
         if cut:
             with open(self.path, "r+b") as f:
                 f.truncate(end)
+                if self.fsync:  # else the torn tail could come back after a crash, under new appends
+                    os.fsync(f.fileno())
         return data[:end], cut
 
-    def open(self) -> None:
+    def open(self, sync: bool = True) -> None:
+        """Opens the file for appends, after an fsync of what it holds: its tail may have been written but
+        never made durable (a crash before the fsync), and once served it counts as on disk."""
         self._file = open(self.path, "ab")  # noqa: SIM115 - held open for the daemon's life
+        if sync:
+            self.syncer()()
 
     def append(self, _base_offset: int, data: bytes) -> None:
         self._file.write(data)
@@ -149,8 +160,10 @@ class MetadataLogFile:
     def syncer(self) -> Callable[[], None]:
         """An fsync of everything written so far, to run on a worker thread: on a duplicate of the file's
         descriptor, so a ``trim`` replacing the file meanwhile (which fsyncs the new one) cannot close it."""
-        if not self.fsync or self._file is None:
+        if not self.fsync:
             return lambda: None
+        if self._file is None:  # closed by a trim whose rewrite failed: nothing can be made durable
+            raise OSError(errno.EBADF, f"the metadata log {self.path} is not open")
         fd = os.dup(self._file.fileno())
 
         def sync() -> None:
@@ -161,11 +174,15 @@ class MetadataLogFile:
 
         return sync
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
+        """Closes the file, after an fsync unless ``sync`` is off (one failed already: none may follow)."""
         if self._file is not None:
-            self.syncer()()
-            self._file.close()
-            self._file = None
+            try:
+                if sync:
+                    self.syncer()()
+            finally:
+                self._file.close()
+                self._file = None
 
 
 class ControllerNode:
@@ -529,10 +546,13 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
     controller = Controller(args.cluster_id, settings, metadata_log, node_id=args.node_id)
     snapshotter: MetadataSnapshotter | None = None
     group_commit: GroupCommit | None = None
+    stop = asyncio.Event()
     if log_file is not None:
         data, cut = log_file.read_valid()
         started = time.monotonic()
-        snapshot = load_newest_snapshot(controller, log_file.dir, data, log, log_file.base_offset)
+        snapshot = load_newest_snapshot(
+            controller, log_file.dir, data, log, log_file.base_offset, delete_past_end=True
+        )
         replay_from = 0 if snapshot is None else snapshot.end_offset
         count = controller.load(data, replay_from)
         log.info(
@@ -547,21 +567,15 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         metadata_log.listeners.append(log_file.append)  # before the snapshotter: on disk before snapshotted
         group_commit = GroupCommit(metadata_log, log_file.syncer)
         metadata_log.listeners.append(group_commit.on_append)
-
-        def trim(below: SnapshotId) -> None:
-            assert log_file is not None
-            kept = metadata_log.trim_to(below.end_offset, below.epoch)
-            if metadata_log.start_offset == below.end_offset != log_file.base_offset:
-                log_file.trim(below.end_offset, kept)
-                log.info("metadata log deleted below a snapshot", offset=below.end_offset)
-
+        group_commit.on_failure.append(_stop_on_failure(log, stop))
         snapshotter = MetadataSnapshotter(
             controller,
             log_file.dir,
             settings.max_record_bytes_between_snapshots,
             log,
             latest=snapshot,
-            on_written=trim,
+            snapshot_point=group_commit.snapshot_point,
+            on_written=trim_log_file(metadata_log, log_file, group_commit, log),
         )
     events = _event_log(args)
     security = NodeSecurity.build(settings)
@@ -576,7 +590,6 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
         log.info("bootstrap SCRAM credentials written", credentials=added)
     server = await _start_listener(node, listen, settings, security, log)
     admin = await _admin_server(args, controller, node=node)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -610,11 +623,42 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
             await events.aclose()
         if snapshotter is not None:
             await snapshotter.wait()
-        if node.group_commit is not None:
-            await node.group_commit.close()
+        failed = group_commit is not None and group_commit.failure is not None
+        if group_commit is not None:
+            await group_commit.close()
         if log_file is not None:
-            log_file.close()
-    return 0
+            log_file.close(sync=not failed)
+    return EXIT_INTERNAL_ERROR if failed else 0
+
+
+def trim_log_file(
+    metadata_log: MetadataLog, log_file: MetadataLogFile, commit: GroupCommit, log: Any
+) -> Callable[[SnapshotId], None]:
+    """A single controller's log, in memory and on disk, trimmed below a snapshot. A rewrite of the file that
+    fails (EIO, ENOSPC) is fatal, as a failed fsync: what the file holds is no longer known."""
+
+    def trim(below: SnapshotId) -> None:
+        kept = metadata_log.trim_to(below.end_offset, below.epoch)
+        if metadata_log.start_offset == below.end_offset != log_file.base_offset:
+            try:
+                log_file.trim(below.end_offset, kept)
+            except BaseException as exc:
+                commit.fail(exc)
+                raise
+            log.info("metadata log deleted below a snapshot", offset=below.end_offset)
+
+    return trim
+
+
+def _stop_on_failure(log: Any, stop: asyncio.Event) -> Callable[[BaseException], None]:
+    """A single controller's metadata log that can no longer be made durable stops the daemon, non-zero, as
+    Kafka's fatal fault handler halts it: its answers would claim records a crash may take back."""
+
+    def stopped(exc: BaseException) -> None:
+        log.error("the metadata log could not be made durable; stopping", error=repr(exc))
+        stop.set()
+
+    return stopped
 
 
 async def serve_quorum(
@@ -753,16 +797,26 @@ async def _start_listener(
 
 
 def load_newest_snapshot(
-    controller: Controller, log_dir: Path, data: bytes, log: Any, log_start: int = 0
+    controller: Controller,
+    log_dir: Path,
+    data: bytes,
+    log: Any,
+    log_start: int = 0,
+    delete_past_end: bool = False,
 ) -> SnapshotId | None:
     """Loads the newest readable snapshot within the log into ``controller``; returns its id (None: the
     whole log is to be replayed). Unreadable snapshots are logged and skipped, as are .part files. A log
-    that starts after offset 0 needs a snapshot from its start on: without one the daemon cannot start."""
+    that starts after offset 0 needs a snapshot from its start on: without one the daemon cannot start.
+    ``delete_past_end``: a single controller's snapshots past its log's end are deleted (a quorum's may be
+    ahead of its log, a leader's snapshot fetched before the records after it)."""
     for partial in remove_partial_snapshots(log_dir):
         log.info("deleted an unfinished snapshot", file=partial.name)
     log_end = log_start
     for _pos, header in iter_batches(data):
         log_end = header.next_offset
+    if delete_past_end:
+        for past in delete_snapshots_past(log_dir, log_end):
+            log.warning("deleted a metadata snapshot past the log's end", file=snapshot_filename(past))
 
     def rejected(snapshot_id: SnapshotId, reason: str) -> None:
         log.warning("metadata snapshot not used", file=snapshot_filename(snapshot_id), reason=reason)
