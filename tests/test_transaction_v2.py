@@ -401,7 +401,10 @@ def test_the_timeout_loop_carries_on_past_a_failing_transactional_id():
 
     async def run() -> bool:
         loop = asyncio.create_task(service._timeout_loop())
-        await asyncio.sleep(0.05)
+        for _ in range(200):  # a few rounds, until the other id's abort is written (at most 2 s)
+            await asyncio.sleep(0.01)
+            if ctx.metadata("fine").state == S.PREPARE_ABORT:
+                break
         alive = not loop.done()
         loop.cancel()
         return alive

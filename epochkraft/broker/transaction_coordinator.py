@@ -7,7 +7,7 @@ the result to ``complete_append``, which applies the state (or drops the pending
 PrepareCommit or PrepareAbort queues the transaction's markers (``markers``); once every partition has its
 marker, ``due_appends`` gives the CompleteCommit or CompleteAbort to write. Ongoing transactions older than
 their timeout are aborted with a bumped epoch (``abort_timed_out``), fencing the producer that let them
-expire. State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
+expire (at transaction version 2 the abort's own bump, a new producer id once the epoch is exhausted). State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
 leader epoch is the coordinator epoch markers carry), dropped when it stops leading.
 
 Transaction version 2 (KIP-890 part 2) is the client's, per request: EndTxn v5 and the partitions a
