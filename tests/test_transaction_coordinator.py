@@ -545,6 +545,32 @@ def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch():
     assert outcome.error == ErrorCode.producer_fenced  # the producer that let it expire
 
 
+def test_should_use_last_epoch_to_fence_when_epochs_are_exhausted():
+    """TransactionCoordinatorTest.shouldUseLastEpochToFenceWhenEpochsAreExhausted: an InitProducerId that
+    finds a transaction open at Short.MAX - 1 (transaction version 0) writes PrepareAbort at Short.MAX with no
+    last epoch; once it completes, the retried InitProducerId takes a new producer id at epoch 0."""
+    ctx = TxnContext()
+    init = ctx.init()
+    ctx.metadata().producer_epoch = SHORT_MAX - 1
+    add = ctx.coordinator.add_partitions(NOW, TXN, init.producer_id, SHORT_MAX - 1, [("foo", 0)])
+    assert ctx.write(add) == ErrorCode.none
+    fence = ctx.coordinator.init_producer_id(NOW, TXN, TIMEOUT_MS)
+    assert fence.error == ErrorCode.concurrent_transactions and fence.append is not None
+    transit = fence.append.transit
+    assert (transit.state, transit.producer_id, transit.producer_epoch, transit.last_producer_epoch) == (
+        S.PREPARE_ABORT,
+        init.producer_id,
+        SHORT_MAX,
+        -1,
+    )
+    assert ctx.write(fence) == ErrorCode.concurrent_transactions
+    ctx.deliver_all_markers()
+    for append in ctx.coordinator.due_appends(NOW):
+        assert ctx.append(append) == ErrorCode.none
+    retried = ctx.init()
+    assert (retried.producer_id, retried.producer_epoch) == (init.producer_id + 1, 0)
+
+
 def test_should_not_bump_epoch_when_aborting_expired_transaction_if_append_to_log_fails():
     """TransactionCoordinatorTest.shouldNotBumpEpochWhenAbortingExpiredTransactionIfAppendToLogFails."""
     ctx = TxnContext()
@@ -640,10 +666,10 @@ def test_bump_epoch_not_allowed_if_epochs_exhausted():
 
 
 def test_fence_producer_after_epochs_exhausted():
-    """TransactionMetadataTest.testFenceProducerAfterEpochsExhausted: fencing at the last usable epoch keeps
-    it (markers still fence the zombie) and testFenceProducerNotAllowedIfItWouldOverflow."""
+    """TransactionMetadataTest.testFenceProducerAfterEpochsExhausted: fencing at the last usable epoch takes
+    the last epoch, Short.MAX, kept for fencing; and testFenceProducerNotAllowedIfItWouldOverflow."""
     transit = _metadata(SHORT_MAX - 1, S.ONGOING).prepare_fence_producer_epoch(NOW)
-    assert transit.producer_epoch == SHORT_MAX - 1
+    assert (transit.producer_epoch, transit.last_producer_epoch) == (SHORT_MAX, -1)
     with pytest.raises(IllegalTransition):
         _metadata(SHORT_MAX, S.ONGOING).prepare_fence_producer_epoch(NOW)
 

@@ -17,7 +17,7 @@ import pytest
 from epochkraft.broker import transaction_coordinator, transaction_service
 from epochkraft.broker.transaction_coordinator import Outcome
 from epochkraft.broker.transaction_log import TransactionLogValue, parse_value, value_bytes
-from epochkraft.broker.transaction_metadata import SHORT_MAX, TransactionMetadata
+from epochkraft.broker.transaction_metadata import SHORT_MAX, IllegalTransition, TransactionMetadata
 from epochkraft.controller.feature_control import (
     SUPPORTED_FEATURES,
     FeatureUpdate,
@@ -27,7 +27,7 @@ from epochkraft.controller.feature_control import (
 from epochkraft.metadata.image import TRANSACTION_VERSION, MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch
-from tests.test_transaction_coordinator import NOW, TXN, S, TxnContext
+from tests.test_transaction_coordinator import NOW, TIMEOUT_MS, TXN, S, TxnContext
 
 TV2 = 2
 PARTITIONS = (("foo", 0), ("bar", 1))
@@ -222,21 +222,196 @@ def test_end_txn_v1_keeps_the_epoch():
 
 def test_should_abort_expired_transactions_in_ongoing_state_and_bump_epoch_with_tv2():
     """TransactionCoordinatorTest.shouldAbortExpiredTransactionsInOngoingStateAndBumpEpoch with the
-    cluster at transaction.version 2: the fence bumps the epoch, and the abort, speaking version 2,
-    bumps it once more; the markers carry that epoch and version 2."""
-    ctx = TxnV2Context()
-    ctx.coordinator.transaction_version = lambda: TV2
+    cluster at transaction.version 2: the abort bumps the epoch once, in prepareAbortOrCommit (Kafka 4.1+);
+    the markers carry that epoch and version 2, and the EndTxn(abort) the producer sends late at its epoch
+    is a retry: CONCURRENT_TRANSACTIONS while the markers are written, then NONE with the bumped epoch."""
+    ctx = _tv2_cluster()
     producer = _producer(ctx.init())
     ctx.begin(producer)
     (abort,) = ctx.coordinator.abort_timed_out(NOW + 10 * 60_000)
-    assert (abort.transit.producer_epoch, abort.transit.last_producer_epoch) == (
-        producer[1] + 2,
-        producer[1] + 1,
-    )
+    assert (abort.transit.producer_epoch, abort.transit.last_producer_epoch) == (producer[1] + 1, producer[1])
     assert ctx.append(abort) == ErrorCode.none
+    late = ctx.coordinator.end_txn(NOW, TXN, *producer, False, TV2)
+    assert late.error == ErrorCode.concurrent_transactions
     (sent,) = ctx.complete()
     (marker,) = sent.request.markers
-    assert (marker.producer_epoch, marker.transaction_version) == (producer[1] + 2, TV2)
+    assert (marker.producer_epoch, marker.transaction_version) == (producer[1] + 1, TV2)
+    late = ctx.coordinator.end_txn(NOW, TXN, *producer, False, TV2)
+    assert (late.error, late.append, _producer(late)) == (
+        ErrorCode.none,
+        None,
+        (producer[0], producer[1] + 1),
+    )
+
+
+def _tv2_cluster() -> TxnV2Context:
+    """A coordinator whose cluster is at transaction.version 2: its own aborts speak version 2."""
+    ctx = TxnV2Context(first_producer_id=1000)
+    ctx.coordinator.transaction_version = lambda: TV2
+    return ctx
+
+
+def _transit_fields(append) -> tuple:
+    transit = append.transit
+    return (
+        transit.state,
+        transit.producer_id,
+        transit.producer_epoch,
+        transit.last_producer_epoch,
+        transit.next_producer_id,
+    )
+
+
+def test_should_not_cause_epoch_overflow_when_init_pid_during_ongoing_txn_v2():
+    """TransactionCoordinatorTest.shouldNotCauseEpochOverflowWhenInitPidDuringOngoingTxnV2 and
+    shouldRotateProducerIdWhenInitPidFencesOngoingTxnAtEpochOverflowBoundaryTV2: an InitProducerId that
+    finds a transaction open at Short.MAX - 1 aborts it with prepareAbortOrCommit's one bump (PrepareAbort
+    at Short.MAX, the next producer id taken); CompleteAbort rotates to that id at epoch 0, and the retried
+    InitProducerId goes on from there."""
+    ctx = _tv2_cluster()
+    _exhausted(ctx)
+    fence = ctx.coordinator.init_producer_id(NOW, TXN, TIMEOUT_MS)
+    assert fence.append is not None
+    assert _transit_fields(fence.append) == (S.PREPARE_ABORT, 1000, SHORT_MAX, SHORT_MAX - 1, 1001)
+    assert ctx.write(fence) == ErrorCode.concurrent_transactions
+    assert ctx.coordinator.init_producer_id(NOW, TXN, TIMEOUT_MS).error == ErrorCode.concurrent_transactions
+    (sent,) = ctx.complete()
+    (marker,) = sent.request.markers
+    assert (marker.producer_id, marker.producer_epoch) == (1000, SHORT_MAX)
+    metadata = ctx.metadata()
+    assert (metadata.state, metadata.producer_id, metadata.producer_epoch) == (S.COMPLETE_ABORT, 1001, 0)
+    assert _producer(ctx.init()) == (1001, 1)
+
+
+def test_should_handle_timeout_at_epoch_overflow_boundary_correctly_tv2():
+    """TransactionCoordinatorTest.shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyTV2: a transaction
+    timed out at Short.MAX - 1 is aborted at Short.MAX with the old id and a next producer id, written
+    without error (the old double bump wrote Short.MAX + 1 at the next EndTxn and broke the coordinator)."""
+    ctx = _tv2_cluster()
+    _exhausted(ctx)
+    (abort,) = ctx.coordinator.abort_timed_out(NOW + 10 * 60_000)
+    assert _transit_fields(abort) == (S.PREPARE_ABORT, 1000, SHORT_MAX, SHORT_MAX - 1, 1001)
+    assert ctx.append(abort) == ErrorCode.none
+    metadata = ctx.metadata()
+    assert (metadata.state, metadata.producer_id, metadata.producer_epoch) == (
+        S.PREPARE_ABORT,
+        1000,
+        SHORT_MAX,
+    )
+
+
+def test_should_handle_timeout_at_epoch_overflow_boundary_correctly_and_late_client_abort_request_tv2():
+    """TransactionCoordinatorTest.shouldHandleTimeoutAtEpochOverflowBoundaryCorrectlyAndLateClientAbortRequestTV2:
+    once the timed-out transaction's markers are written, CompleteAbort moves to the new id at epoch 0 and
+    the producer's late EndTxn(abort) at Short.MAX - 1 with the old id is a retry answered with the new id;
+    the producer goes on with it."""
+    ctx = _tv2_cluster()
+    producer = _exhausted(ctx)
+    (abort,) = ctx.coordinator.abort_timed_out(NOW + 10 * 60_000)
+    assert ctx.append(abort) == ErrorCode.none
+    ctx.complete()
+    metadata = ctx.metadata()
+    assert (metadata.state, metadata.producer_id, metadata.producer_epoch) == (S.COMPLETE_ABORT, 1001, 0)
+    late = ctx.coordinator.end_txn(NOW, TXN, *producer, False, TV2)
+    assert (late.error, late.append, _producer(late)) == (ErrorCode.none, None, (1001, 0))
+    ctx.begin((1001, 0))
+    assert ctx.metadata().state == S.ONGOING
+
+
+def test_the_next_producer_id_is_told_to_wait_while_the_overflow_completes():
+    """Kafka checks the pending transition before the id mapping: between the EndTxn at Short.MAX - 1
+    answered with (next producer id, 0) and CompleteCommit written, that producer's adds (the leader's and
+    a verification) and its EndTxn are CONCURRENT_TRANSACTIONS, retried, not INVALID_PRODUCER_ID_MAPPING."""
+    ctx = TxnV2Context(first_producer_id=1000)
+    producer = _exhausted(ctx)
+    following = _producer(ctx.end_v2(producer, True))
+    assert following == (1001, 0)
+    busy = ErrorCode.concurrent_transactions
+    tp = ("foo", 2)
+
+    def answers() -> tuple:
+        coordinator = ctx.coordinator
+        return (
+            coordinator.add_partitions(NOW, TXN, *following, [tp], TV2).error,
+            coordinator.verify_partitions(TXN, *following, [tp]),
+            coordinator.end_txn(NOW, TXN, *following, False, TV2).error,
+        )
+
+    assert answers() == (busy, {tp: busy}, busy)  # PrepareCommit written, markers in flight
+    ctx.deliver_all_markers()
+    (complete,) = ctx.coordinator.due_appends(NOW)
+    assert answers() == (busy, {tp: busy}, busy)  # CompleteCommit pending
+    assert ctx.append(complete) == ErrorCode.none
+    ctx.begin(following, [tp])
+    assert ctx.metadata().state == S.ONGOING
+
+
+def test_prepare_abort_or_commit_refuses_an_epoch_past_short_max():
+    """A bump from Short.MAX would not fit the log's int16: refused before anything is marked pending."""
+    metadata = TransactionMetadata(TXN, 7, -1, SHORT_MAX, -1, 30_000, S.ONGOING, {("foo", 0)}, NOW, NOW)
+    with pytest.raises(IllegalTransition):
+        metadata.prepare_abort_or_commit(S.PREPARE_ABORT, NOW, TV2)
+    assert metadata.pending_state is None
+
+
+class StateTopic:
+    """``__transaction_state`` in memory; ``broken`` makes every write raise."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken, self.written = broken, []
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+        if self.broken:
+            raise RuntimeError("write failed")
+        self.written.append((key, value))
+        return ErrorCode.none
+
+
+def test_a_write_that_raises_drops_the_pending_state():
+    """A write that raises (a bug, a record that cannot be encoded) drops the pending state, so the id is
+    not answered CONCURRENT_TRANSACTIONS for good."""
+    ctx = TxnContext()
+    init = ctx.init()
+    service = transaction_service.TransactionService(SimpleNamespace(), ctx.coordinator, StateTopic(True))  # type: ignore[arg-type]
+    add = ctx.coordinator.add_partitions(NOW, TXN, *_producer(init), [("foo", 0)])
+    assert add.append is not None
+    assert asyncio.run(service._write(add.append)) == ErrorCode.unknown_server_error
+    assert ctx.metadata().pending_state is None
+    assert ctx.coordinator.add_partitions(NOW, TXN, *_producer(init), [("foo", 0)]).append is not None
+
+
+def test_the_timeout_loop_carries_on_past_a_failing_transactional_id():
+    """A timed-out transaction whose abort raises is logged and skipped; the loop goes on aborting the
+    others, round after round."""
+    ctx = TxnContext()
+    ctx.ongoing("broken")
+    ctx.metadata("broken").producer_epoch = SHORT_MAX  # no epoch left to fence with: the abort raises
+    ctx.ongoing("fine")
+    settings = SimpleNamespace(
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=1,
+        transaction_remove_expired_transaction_cleanup_interval_ms=10**12,
+        transactional_id_expiration_ms=10**12,
+    )
+    topic = StateTopic()
+    service = transaction_service.TransactionService(
+        SimpleNamespace(settings=settings),  # type: ignore[arg-type]
+        ctx.coordinator,
+        topic,  # type: ignore[arg-type]
+    )
+
+    async def run() -> bool:
+        loop = asyncio.create_task(service._timeout_loop())
+        for _ in range(200):  # a few rounds, until the other id's abort is written (at most 2 s)
+            await asyncio.sleep(0.01)
+            if ctx.metadata("fine").state == S.PREPARE_ABORT:
+                break
+        alive = not loop.done()
+        loop.cancel()
+        return alive
+
+    assert asyncio.run(run())
+    assert ctx.metadata("fine").state == S.PREPARE_ABORT
+    assert ctx.metadata("broken").state == S.ONGOING
 
 
 def test_epoch_bump_on_end_txn():

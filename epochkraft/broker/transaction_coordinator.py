@@ -7,7 +7,7 @@ the result to ``complete_append``, which applies the state (or drops the pending
 PrepareCommit or PrepareAbort queues the transaction's markers (``markers``); once every partition has its
 marker, ``due_appends`` gives the CompleteCommit or CompleteAbort to write. Ongoing transactions older than
 their timeout are aborted with a bumped epoch (``abort_timed_out``), fencing the producer that let them
-expire. State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
+expire (at transaction version 2 the abort's own bump, a new producer id once the epoch is exhausted). State is per ``__transaction_state`` partition: loaded when this broker becomes its leader (the
 leader epoch is the coordinator epoch markers carry), dropped when it stops leading.
 
 Transaction version 2 (KIP-890 part 2) is the client's, per request: EndTxn v5 and the partitions a
@@ -187,8 +187,10 @@ class TransactionCoordinator:
                 metadata.state = TransactionState.EMPTY  # the broken rule: the open transaction is forgotten
                 return self._prepare_init_producer_id(now_ms, metadata, txn_timeout_ms, expected)
             # Abort the zombie's transaction with a bumped epoch; the client retries and bumps again.
-            fence = metadata.prepare_fence_producer_epoch(now_ms, self.transaction_version())
-            return Outcome(ErrorCode.concurrent_transactions, self._append(metadata, fence))
+            fence = self._fence(now_ms, metadata)
+            if isinstance(fence, ErrorCode):
+                return Outcome(fence)
+            return Outcome(ErrorCode.concurrent_transactions, fence)
         if metadata.state not in (TransactionState.EMPTY, *COMPLETED):
             return Outcome(ErrorCode.concurrent_transactions)
         expected_epoch = None if expected is None else expected[1]
@@ -207,6 +209,20 @@ class TransactionCoordinator:
             ErrorCode.none, self._append(metadata, transit), transit.producer_id, transit.producer_epoch
         )
 
+    def _fence(self, now_ms: int, metadata: TransactionMetadata) -> LogAppend | ErrorCode:
+        """PrepareAbort of an ongoing transaction with the producer fenced, in the cluster's transaction
+        version; from version 2 the abort's one bump takes the next producer id where it exhausts the
+        epoch (Kafka's endTransaction from the coordinator)."""
+        version = self.transaction_version()
+        next_producer_id = NO_PRODUCER_ID
+        if supports_epoch_bump(version) and metadata.is_producer_epoch_exhausted:
+            generated = self.producer_ids()
+            if generated.error != ErrorCode.none:
+                return generated.error
+            next_producer_id = generated.producer_id
+        fence = metadata.prepare_fence_producer_epoch(now_ms, version, next_producer_id)
+        return self._append(metadata, fence)
+
     # ---- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------------
     def _producer_metadata(
         self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -217,6 +233,8 @@ class TransactionCoordinator:
         if error != ErrorCode.none:
             return error, None
         metadata = self.transactions.get(transactional_id)
+        if metadata is not None and _awaiting_rotation(metadata, producer_id, producer_epoch):
+            return ErrorCode.concurrent_transactions, None
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping, None
         return ErrorCode.none, metadata
@@ -335,6 +353,8 @@ class TransactionCoordinator:
         else:
             valid_epoch = current
         is_retry = retry_on_epoch_bump or retry_on_overflow
+        if _awaiting_rotation(metadata, producer_id, producer_epoch):
+            return Outcome(ErrorCode.concurrent_transactions)
         if metadata.producer_id != producer_id and not retry_on_overflow:
             return Outcome(ErrorCode.invalid_producer_id_mapping)
         if not valid_epoch:
@@ -439,20 +459,24 @@ class TransactionCoordinator:
         return appends
 
     # ---- timeouts -------------------------------------------------------------------------------------------
+    def timed_out_transactions(self, now_ms: int) -> list[str]:
+        """Kafka's timedOutTransactions: the ids whose ongoing transaction is past its timeout and has no
+        pending write."""
+        return [txn_id for txn_id, metadata in self.transactions.items() if _timed_out(metadata, now_ms)]
+
+    def abort_timed_out_transaction(self, now_ms: int, transactional_id: str) -> LogAppend | None:
+        """PrepareAbort with a bumped epoch for one timed-out transaction, so the producer that let it
+        expire is fenced; None where it is no longer due or no producer id could be taken (next round)."""
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or not _timed_out(metadata, now_ms):
+            return None
+        fence = self._fence(now_ms, metadata)
+        return None if isinstance(fence, ErrorCode) else fence
+
     def abort_timed_out(self, now_ms: int) -> list[LogAppend]:
-        """Kafka's abortTimedOutTransactions: PrepareAbort with a bumped epoch for each ongoing transaction
-        past its timeout, so the producer that let it expire is fenced."""
-        appends = []
-        for metadata in self.transactions.values():
-            expired = (
-                metadata.state == TransactionState.ONGOING
-                and not metadata.pending_transition_in_progress
-                and metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms < now_ms
-            )
-            if expired:
-                fence = metadata.prepare_fence_producer_epoch(now_ms, self.transaction_version())
-                appends.append(self._append(metadata, fence))
-        return appends
+        """Kafka's abortTimedOutTransactions: the aborts of every timed-out transaction."""
+        aborts = (self.abort_timed_out_transaction(now_ms, t) for t in self.timed_out_transactions(now_ms))
+        return [append for append in aborts if append is not None]
 
     def expire_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[LogAppend]:
         """Kafka's removeExpiredTransactionalIds: a tombstone for each id with no transaction in progress
@@ -511,6 +535,26 @@ class TransactionCoordinator:
 def _answer(metadata: TransactionMetadata) -> Outcome:
     """NONE with the producer's current id and epoch (a retry of an EndTxn already done)."""
     return Outcome(ErrorCode.none, None, metadata.producer_id, metadata.producer_epoch)
+
+
+def _timed_out(metadata: TransactionMetadata, now_ms: int) -> bool:
+    return (
+        metadata.state == TransactionState.ONGOING
+        and not metadata.pending_transition_in_progress
+        and metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms < now_ms
+    )
+
+
+def _awaiting_rotation(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """The producer was answered the next producer id at epoch 0 by an EndTxn that exhausted the epoch,
+    and the transaction is still completing under the old id: it waits (Kafka checks the pending
+    transition before the id mapping)."""
+    return (
+        metadata.next_producer_id != NO_PRODUCER_ID
+        and producer_id == metadata.next_producer_id
+        and producer_epoch == 0
+        and (metadata.state in PREPARED or metadata.pending_transition_in_progress)
+    )
 
 
 def _is_valid_producer_id(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:

@@ -203,24 +203,28 @@ class TransactionMetadata:
             txn_start_timestamp_ms=-1,
         )
 
-    def prepare_fence_producer_epoch(self, now_ms: int, transaction_version: int = 0) -> TxnTransit:
-        """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT) from the coordinator: the
-        PrepareAbort written carries the bumped epoch (PrepareEpochFence itself is never written), so the
-        abort markers fence the producer that was mid-transaction. The abort speaks the cluster's
-        ``transaction_version``: with 2 its prepareAbortOrCommit bumps once more (never past Short.MAX)."""
+    def prepare_fence_producer_epoch(
+        self, now_ms: int, transaction_version: int = 0, next_producer_id: int = NO_PRODUCER_ID
+    ) -> TxnTransit:
+        """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT) from the coordinator, in the
+        cluster's ``transaction_version``: the PrepareAbort written carries a bumped epoch (PrepareEpochFence
+        itself is never written), so the abort markers fence the producer that was mid-transaction. Below 2
+        the fence takes epoch + 1, Short.MAX included (kept for fencing); from 2 the fence's own bump is
+        dropped and prepareAbortOrCommit bumps once (Kafka 4.1+), with the ``next_producer_id`` the caller
+        takes where that exhausts the epoch."""
         if self.producer_epoch == SHORT_MAX:
             raise IllegalTransition(f"{self.transactional_id}: cannot fence at epoch {SHORT_MAX}")
         if self.state != TransactionState.ONGOING:
             raise IllegalTransition(f"{self.transactional_id}: fencing in {self.state.kafka_name}")
-        fenced = self.producer_epoch if is_epoch_exhausted(self.producer_epoch) else self.producer_epoch + 1
-        epochs = (fenced, NO_PRODUCER_EPOCH)
-        if supports_epoch_bump(transaction_version) and fenced < SHORT_MAX:
-            epochs = (fenced + 1, fenced)
+        if supports_epoch_bump(transaction_version):
+            return self.prepare_abort_or_commit(
+                TransactionState.PREPARE_ABORT, now_ms, transaction_version, next_producer_id
+            )
         return self._transit(
             TransactionState.PREPARE_ABORT,
             now_ms,
-            producer_epoch=epochs[0],
-            last_producer_epoch=epochs[1],
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=NO_PRODUCER_EPOCH,
             next_producer_id=NO_PRODUCER_ID,
             client_transaction_version=transaction_version,
         )
@@ -254,6 +258,8 @@ class TransactionMetadata:
         starts and ends now."""
         epochs = (self.producer_epoch, self.last_producer_epoch)
         if supports_epoch_bump(client_transaction_version):
+            if self.producer_epoch >= SHORT_MAX:  # the log's epoch is an int16
+                raise IllegalTransition(f"{self.transactional_id}: cannot bump epoch {self.producer_epoch}")
             epochs = (self.producer_epoch + 1, self.producer_epoch)
         return self._transit(
             state,

@@ -168,7 +168,11 @@ class TransactionService:
         return outcome.error if written == ErrorCode.none else written
 
     async def _write(self, append: LogAppend) -> ErrorCode:
-        error = await self.state_topic.append(append.txn_log_partition, append.key, append.value)
+        try:
+            error = await self.state_topic.append(append.txn_log_partition, append.key, append.value)
+        except Exception:  # a record that cannot be encoded, a bug: the pending state must not stay
+            log.exception("transaction state write failed", transactional_id=append.transactional_id)
+            error = ErrorCode.unknown_server_error
         result = self.coordinator.complete_append(append, error)
         if result == ErrorCode.none and append.transit.state in PREPARED:
             self._wake.set()
@@ -391,15 +395,32 @@ class TransactionService:
         while True:
             await asyncio.sleep(interval)
             now = self.now_ms()
-            for append in self.coordinator.abort_timed_out(now):
-                log.info("aborting timed-out transaction", transactional_id=append.transactional_id)
-                self._spawn(self._write(append))
+            self._abort_timed_out(now)
             if now - last_expiry >= settings.transaction_remove_expired_transaction_cleanup_interval_ms:
                 last_expiry = now
-                expiration_ms = settings.transactional_id_expiration_ms
-                for append in self.coordinator.expire_transactional_ids(now, expiration_ms):
+                try:
+                    expired = self.coordinator.expire_transactional_ids(
+                        now, settings.transactional_id_expiration_ms
+                    )
+                except Exception:  # the loop must go on: timeouts and expiry are retried next round
+                    log.exception("expiring transactional ids failed")
+                    expired = []
+                for append in expired:
                     log.info("expiring transactional id", transactional_id=append.transactional_id)
                     self._spawn(self._write(append))
+
+    def _abort_timed_out(self, now: int) -> None:
+        """Aborts each timed-out transaction; one that fails is logged and tried again next round, the
+        others go on (Kafka's abortTimedOutTransactions, one id at a time)."""
+        for txn_id in self.coordinator.timed_out_transactions(now):
+            try:
+                append = self.coordinator.abort_timed_out_transaction(now, txn_id)
+            except Exception:
+                log.exception("aborting timed-out transaction failed", transactional_id=txn_id)
+                continue
+            if append is not None:
+                log.info("aborting timed-out transaction", transactional_id=txn_id)
+                self._spawn(self._write(append))
 
 
 def _transactional_producer(records: bytes) -> tuple[int, int] | None:
