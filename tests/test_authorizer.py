@@ -171,3 +171,47 @@ def test_transactional_apis_need_write_on_the_transactional_id():
         )
         is None
     )
+
+
+def test_group_configs_need_the_groups_own_acls():
+    """ConfigHelper / ControllerApis.authorizeAlterResource: DescribeConfigs and (Incremental)AlterConfigs of a
+    GROUP resource need DESCRIBE_CONFIGS / ALTER_CONFIGS on that group (GROUP_AUTHORIZATION_FAILED), not on
+    the cluster: a principal with the group's ACL may, one with only the cluster's may not."""
+    from kio.schema.describe_configs.v4 import request as dc
+    from kio.schema.incremental_alter_configs.v1 import request as ia
+
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.security.authorizer import PatternType
+    from epochkraft.server.request_rules import refusal
+
+    group = ResourceType.GROUP
+    alter = ia.IncrementalAlterConfigsRequest(
+        resources=(
+            ia.AlterConfigsResource(
+                resource_type=32,
+                resource_name="app-1",
+                configs=(
+                    ia.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="50000"),
+                ),
+            ),
+        ),
+        validate_only=False,
+    )
+    describe = dc.DescribeConfigsRequest(
+        resources=(
+            dc.DescribeConfigsResource(resource_type=32, resource_name="app-1", configuration_keys=None),
+        ),
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    owner = _txn_context(
+        acl("app-", AclOperation.ALTER_CONFIGS, pattern=PatternType.PREFIXED, rtype=group),
+        acl("app-", AclOperation.DESCRIBE_CONFIGS, pattern=PatternType.PREFIXED, rtype=group),
+    )
+    assert refusal(44, alter, owner) is None and refusal(32, describe, owner) is None
+    cluster_only = _txn_context(
+        acl("kafka-cluster", AclOperation.ALTER_CONFIGS, rtype=ResourceType.CLUSTER),
+        acl("kafka-cluster", AclOperation.DESCRIBE_CONFIGS, rtype=ResourceType.CLUSTER),
+    )
+    assert refusal(44, alter, cluster_only) == ErrorCode.group_authorization_failed
+    assert refusal(32, describe, cluster_only) == ErrorCode.group_authorization_failed

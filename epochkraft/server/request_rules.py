@@ -23,7 +23,7 @@ READ, DESCRIBE, DELETE, ALTER = (
     AclOperation.DELETE,
     AclOperation.ALTER,
 )
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs resource types
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32  # DescribeConfigs resource types
 # API key -> the operation on each topic the request names
 TOPIC_OPERATIONS: dict[int, AclOperation] = {
     2: DESCRIBE,  # ListOffsets
@@ -155,6 +155,9 @@ def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
             if resource.resource_type == CONFIG_TOPIC:
                 if not ctx.authorized(operation, ResourceType.TOPIC, resource.resource_name):
                     return ErrorCode.topic_authorization_failed
+            elif resource.resource_type == CONFIG_GROUP:  # the group's own ACLs (Kafka's ConfigHelper)
+                if not ctx.authorized(operation, ResourceType.GROUP, resource.resource_name):
+                    return ErrorCode.group_authorization_failed
             elif not ctx.authorized_cluster(operation):
                 return ErrorCode.cluster_authorization_failed
     # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KafkaApis
