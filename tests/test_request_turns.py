@@ -234,3 +234,20 @@ async def test_a_cluster_action_is_not_queued_behind_client_requests():
     assert 9999 in listener.started
     assert len(listener.started) <= per_turn + 1
     await listener.answer_all()
+
+
+def test_what_is_held_goes_by_the_request_not_the_quota_exemption():
+    """ApiVersions and SASL are exempt from quotas only: pipelined, they wait their turn like any client
+    request (Kafka mutes every channel after a receive, before authentication too). A broker's
+    AddPartitionsToTxn (v4+, a cluster action) is not held behind a client's; a client's (v3 and below) is."""
+    apis = Listener().server.apis
+    classify = _Connection._client_request
+
+    def ctx(version: int) -> Any:
+        return SimpleNamespace(api_version=version)
+
+    assert classify(apis[18], None, ctx(3))  # ApiVersions
+    assert classify(apis[17], None, ctx(1))  # SaslHandshake
+    assert not classify(apis[WRITE_TXN_MARKERS], None, ctx(1))
+    assert not classify(apis[24], None, ctx(4))
+    assert classify(apis[24], None, ctx(3))

@@ -92,7 +92,10 @@ Response = bytes | list[bytes | memoryview] | None  # an encoded response frame,
 # Requests no client quota measures or throttles: ApiVersions and SASL come before a client is known, and
 # the cluster actions of Kafka's ApiKeys (clusterAction: the brokers' and controllers' own requests), which
 # Kafka answers with sendResponseExemptThrottle.
-UNTHROTTLED_APIS = frozenset({17, 18, 36} | {4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82})
+CLUSTER_ACTIONS = frozenset({4, 5, 6, 7, 27, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82})
+UNTHROTTLED_APIS = frozenset({17, 18, 36}) | CLUSTER_ACTIONS
+ADD_PARTITIONS_TO_TXN_KEY = 24
+BROKER_ADD_PARTITIONS_FROM = 4  # v4+ carries a broker's batch of transactions (a cluster action, KIP-890)
 PRODUCE_KEY, FETCH_KEY = 0, 1
 _THROTTLE_FIELD = struct.Struct(">i")  # a Fetch response body opens with throttle_time_ms
 # Tests only: client quotas are measured but never enforced (no throttle time answered, no connection muted),
@@ -516,7 +519,7 @@ class _Connection(asyncio.BufferedProtocol):
         def start() -> None:
             if self.closed:
                 return
-            if quotas is not None and quotas.active():
+            if quotas is not None and quotas.active() and spec.key not in UNTHROTTLED_APIS:
                 run = self._run_with_quotas(spec, request, ctx, size, future, quotas)
                 self._start(run, future, produce)
             else:
@@ -540,10 +543,13 @@ class _Connection(asyncio.BufferedProtocol):
     @staticmethod
     def _client_request(spec: ApiSpec, request: Any, ctx: RequestContext) -> bool:
         """Clients' requests run one at a time per connection, through the turn gate, and count against
-        their quotas; what is exempt goes by the request, as in Kafka, never by the client id: the cluster
-        actions, and a follower's Fetch (ReplicaId >= 0, which needs CLUSTER_ACTION to read anything with
-        an authorizer)."""
-        if spec.key in UNTHROTTLED_APIS:
+        their quotas (ApiVersions and SASL excepted from quotas only); what is exempt goes by the request, as
+        in Kafka, never by the client id: the cluster actions, a broker's AddPartitionsToTxn (v4+, which
+        needs CLUSTER_ACTION), and a follower's Fetch (ReplicaId >= 0, which needs CLUSTER_ACTION to read
+        anything with an authorizer)."""
+        if spec.key in CLUSTER_ACTIONS:
+            return False
+        if spec.key == ADD_PARTITIONS_TO_TXN_KEY and ctx.api_version >= BROKER_ADD_PARTITIONS_FROM:
             return False
         return not (spec.key == FETCH_KEY and _fetch_replica_id(request, ctx.api_version) >= 0)
 
