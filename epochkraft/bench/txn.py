@@ -39,27 +39,12 @@ class TxnFigure:
 
 
 def idempotent_rate(bootstrap: str, topic: str, seconds: float) -> float:
-    """Records/s acknowledged by an idempotent producer producing as fast as librdkafka takes them."""
-    from confluent_kafka import Producer
+    """Records/s acknowledged by an idempotent producer producing as fast as librdkafka takes them (the
+    produce part's loop, at these settings)."""
+    from epochkraft.bench.cli import _produce_rate
 
-    producer = Producer({"bootstrap.servers": bootstrap, **SETTINGS, "enable.idempotence": True})
-    payload = os.urandom(RECORD_BYTES)
-    acked = [0]
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is None:
-            acked[0] += 1
-
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        for _ in range(1000):
-            try:
-                producer.produce(topic, payload, on_delivery=on_delivery)
-            except BufferError:
-                producer.poll(0.005)
-        producer.poll(0)
-    producer.flush(120)
-    return acked[0] / (time.monotonic() - start)
+    conf = {"bootstrap.servers": bootstrap, **SETTINGS, "enable.idempotence": True}
+    return float(_produce_rate(conf, topic, RECORD_BYTES, seconds)["records_per_s"])
 
 
 def transactional_rate(bootstrap: str, topic: str, seconds: float) -> tuple[float, float]:

@@ -495,15 +495,7 @@ class ConsumerGroupCoordinator:
         joining = request.member_epoch == 0
         group, upgraded = self._group_for_heartbeat(now_ms, request, topics)
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the coordinator choose it
-        if (
-            len(group.members) >= self.settings.max_size
-            and member_id not in group.members
-            and request.instance_id not in group.static_members
-        ):
-            raise GroupError(
-                ErrorCode.group_max_size_reached,
-                f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
-            )
+        self.check_not_full(group, member_id, request.instance_id)
         member = self._member_for(group, member_id, request)
         is_new = member.member_id not in group.members
         updated = self._with_request(member, request)
@@ -542,6 +534,19 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.group_config(group.group_id).consumer_heartbeat_interval_ms,
             assignment=reconciled.assigned if full or changed else None,
         )
+
+    def check_not_full(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
+        """throwIfConsumerGroupIsFull: a full group admits only its members (and a static member's
+        replacement)."""
+        if (
+            len(group.members) >= self.settings.max_size
+            and member_id not in group.members
+            and instance_id not in group.static_members
+        ):
+            raise GroupError(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
+            )
 
     def _member_for(
         self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest

@@ -104,15 +104,7 @@ def _check_joinable(
     coordinator: ConsumerGroupCoordinator, group: ConsumerGroup, member_id: str, request: ClassicJoin
 ) -> None:
     """throwIfConsumerGroupIsFull and throwIfClassicProtocolIsNotSupported."""
-    if (
-        len(group.members) >= coordinator.settings.max_size
-        and member_id not in group.members
-        and request.instance_id not in group.static_members
-    ):
-        raise GroupError(
-            ErrorCode.group_max_size_reached,
-            f"The consumer group has reached its maximum capacity of {coordinator.settings.max_size} members.",
-        )
+    coordinator.check_not_full(group, member_id, request.instance_id)
     if not supports_classic_protocols(group, request.protocol_type, {name for name, _ in request.protocols}):
         raise GroupError(
             ErrorCode.inconsistent_group_protocol, f"Member {member_id}'s protocols are not supported."

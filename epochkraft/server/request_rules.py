@@ -23,7 +23,12 @@ READ, DESCRIBE, DELETE, ALTER = (
     AclOperation.DELETE,
     AclOperation.ALTER,
 )
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32  # DescribeConfigs resource types
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = (
+    2,
+    4,
+    8,
+    32,
+)  # DescribeConfigs resource types
 # API key -> the operation on each topic the request names
 TOPIC_OPERATIONS: dict[int, AclOperation] = {
     2: DESCRIBE,  # ListOffsets
