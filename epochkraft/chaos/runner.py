@@ -36,6 +36,7 @@ from epochkraft.chaos.checker import History, Report, check, quorum_problems
 from epochkraft.chaos.elr_fault import apply_elr_fault
 from epochkraft.chaos.group_heal import GROUP, wait_healed
 from epochkraft.chaos.proxy import FaultProxy
+from epochkraft.chaos.sequence import produce_sequence
 from epochkraft.chaos.txn_checker import TxnHistory
 from epochkraft.chaos.txn_workload import INPUT_TOPIC, TxnWorkload, read_output
 from epochkraft.harness.cluster import STATE_FILE, STATIC_DISK_LOSS, LocalCluster, voter_ids
@@ -161,36 +162,8 @@ class Workload:
         self._threads[0].join(60)
 
     def _produce(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                **self.conf,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 60000,
-                "log_level": 0,
-            }
-        )
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acked[msg.value()] = (msg.partition(), msg.offset())
-            else:
-                self.failed += 1
-
-        i = 0
-        while not self._stop_producing.is_set():
-            producer.produce(
-                self.topic, value=str(i).encode(), key=str(i % 97).encode(), on_delivery=on_delivery
-            )
-            self.attempted += 1
-            i += 1
-            producer.poll(0)
-            time.sleep(1 / self.rate)
-        producer.flush(60)
+        conf = {"bootstrap.servers": self.bootstrap, **self.conf, "log_level": 0}
+        produce_sequence(conf, self.topic, self.rate, self._stop_producing, self)
 
     def _consume(self) -> None:
         from confluent_kafka import Consumer

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from epochkraft.chaos.sequence import produce_sequence
 from epochkraft.chaos.txn_checker import ABORTED, COMMITTED, UNKNOWN, Transaction, output_value
 
 log = logging.getLogger(__name__)
@@ -83,34 +84,7 @@ class TxnWorkload:
         return {"bootstrap.servers": self.bootstrap, **self.conf, "log_level": 0, "logger": log}
 
     def _feed(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer(
-            {
-                **self._client_conf(),
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 60000,
-            }
-        )
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acked[msg.value()] = (msg.partition(), msg.offset())
-            else:
-                self.failed += 1
-
-        i = 0
-        while not self._stop_feeding.is_set():
-            producer.produce(
-                INPUT_TOPIC, value=str(i).encode(), key=str(i % 97).encode(), on_delivery=on_delivery
-            )
-            self.attempted += 1
-            i += 1
-            producer.poll(0)
-            time.sleep(1 / self.rate)
-        producer.flush(60)
+        produce_sequence(self._client_conf(), INPUT_TOPIC, self.rate, self._stop_feeding, self)
 
     def _producer(self) -> Any:
         from confluent_kafka import Producer
