@@ -578,15 +578,7 @@ class ConsumerGroupCoordinator:
                     f"because the instance id is owned by {existing.member_id} member.",
                 )
             return self._replace_static_member(group, existing, member_id)
-        if existing is None:
-            raise GroupError(ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise GroupError(
-                ErrorCode.fenced_instance_id,
-                f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
-                f"{existing.member_id}.",
-            )
-        return _check_epoch(existing, request)
+        return _check_epoch(known_static_member(existing, member_id, request.instance_id), request)
 
     @staticmethod
     def _replace_static_member(
@@ -913,6 +905,22 @@ def _member_epoch_error(member: ConsumerGroupMember, member_epoch: int) -> Error
     if member_epoch == member.member_epoch:
         return ErrorCode.none
     return ErrorCode.illegal_generation if member.uses_classic_protocol else ErrorCode.stale_member_epoch
+
+
+def known_static_member(
+    existing: ConsumerGroupMember | None, member_id: str, instance_id: str
+) -> ConsumerGroupMember:
+    """The static member a rejoining member id names: the instance id must be known, and held by that
+    member id (else UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID), for either protocol."""
+    if existing is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if existing.member_id != member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{existing.member_id}.",
+        )
+    return existing
 
 
 def _check_epoch(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:

@@ -24,6 +24,7 @@ from epochkraft.broker.consumer_group import (
     ConsumerGroupCoordinator,
     GroupError,
     TopicsImage,
+    known_static_member,
 )
 from epochkraft.broker.consumer_protocol import (
     PROTOCOL_TYPE,
@@ -143,15 +144,7 @@ def _member_for(
         if existing is None:
             return ConsumerGroupMember(member_id)
         return coordinator._replace_static_member(group, existing, member_id)
-    if existing is None:
-        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown.")
-    if existing.member_id != member_id:
-        raise GroupError(
-            ErrorCode.fenced_instance_id,
-            f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
-            f"{existing.member_id}.",
-        )
-    return existing
+    return known_static_member(existing, member_id, request.instance_id)
 
 
 def _joined(
