@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
@@ -19,29 +19,34 @@ from epochkraft.raft.messages import Message
 from epochkraft.raft.wire import InvalidRaftRequest
 from epochkraft.server.context import RequestContext
 
+# a Raft RPC's kio request and response classes (Vote, BeginQuorumEpoch, ..., of the version decoded)
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Decoded = TypeVar("Decoded", bound=Message)  # the Raft core's message the request decodes to
+
 
 async def raft_exchange(
-    request: Any,
+    request: Request,
     ctx: RequestContext,
     *,
-    decode: Callable[[Any], Message],
-    source: Callable[[Any], int],
-    encode: Callable[[Any], Any],
-) -> Any:
+    decode: Callable[[Request], Decoded],
+    source: Callable[[Decoded], int],
+    encode: Callable[[Any], Response],
+) -> Response:
     """Vote, BeginQuorumEpoch, EndQuorumEpoch: refused with the top-level error and no topics, as Kafka
     answers them (e.g. VoteResponseData with only its errorCode set)."""
     return await _exchange(request, ctx, decode, source, encode, no_topics=True)
 
 
 async def reconfig_exchange(
-    request: Any,
+    request: Request,
     ctx: RequestContext,
     *,
-    decode: Callable[[Any], Message],
-    source: Callable[[Any], int],
-    encode: Callable[[Any], Any],
+    decode: Callable[[Request], Decoded],
+    source: Callable[[Decoded], int],
+    encode: Callable[[Any], Response],
     without_quorum: ErrorCode = ErrorCode.invalid_request,
-) -> Any:
+) -> Response:
     """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks, then the Raft core, whose answer
     may wait for a commit; ``without_quorum`` answers a single controller (no Raft quorum)."""
     return await _exchange(
@@ -50,19 +55,19 @@ async def reconfig_exchange(
 
 
 async def _exchange(
-    request: Any,
+    request: Request,
     ctx: RequestContext,
-    decode: Callable[[Any], Message],
-    source: Callable[[Any], int],
-    encode: Callable[[Any], Any],
+    decode: Callable[[Request], Decoded],
+    source: Callable[[Decoded], int],
+    encode: Callable[[Any], Response],
     *,
     no_topics: bool,
     without_quorum: ErrorCode = ErrorCode.invalid_request,
-) -> Any:
+) -> Response:
     """A quorum, the cluster id, a well-formed request; then the Raft core's answer."""
     quorum = ctx.controller_node.quorum
 
-    def refuse(code: ErrorCode) -> Any:
+    def refuse(code: ErrorCode) -> Response:
         answer = error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
         return dataclasses.replace(answer, topics=()) if no_topics else answer
 
