@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.static.primitive import i32Timedelta
+from kio.static.protocol import Payload
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.net.failure_log import FailureLog, failure_key
@@ -296,19 +297,21 @@ class _BusyTime:
                 value, error = None, exc
 
 
-def _fetch_replica_id(request: Any, version: int) -> int:
+def _fetch_replica_id(request: Payload, version: int) -> int:
     """A Fetch's replica id: ReplicaState's from v15 (KIP-903), else the ReplicaId field."""
     state = getattr(request, "replica_state", None) if version >= 15 else None
     return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
-def _throttle_of(response: Any) -> int:
+def _throttle_of(response: Payload) -> int:
     """The throttle time a handler put in its response itself (KIP-599's controller mutation quota)."""
     throttle = getattr(response, "throttle_time", None)
     return 0 if throttle is None else int(throttle / datetime.timedelta(milliseconds=1))
 
 
-def _with_throttle(response: Any, throttle_ms: int) -> Any:
+def _with_throttle(
+    response: Payload | list[bytes | memoryview], throttle_ms: int
+) -> Payload | list[bytes | memoryview]:
     """The response with ``throttle_ms`` as its throttle_time_ms: a kio entity's field, or the first field
     of a Fetch body in pieces."""
     if isinstance(response, list):
@@ -533,7 +536,7 @@ class _Connection(asyncio.BufferedProtocol):
         task = asyncio.ensure_future(run)
         task.add_done_callback(lambda t, f=future: self._settle(t, f, produce))
 
-    async def _run(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> Response:
+    async def _run(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> Response:
         try:
             return await self._handle(spec, request, ctx)
         except Exception as exc:
@@ -541,7 +544,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     # ---- client quotas (KIP-13, KIP-124, KIP-219) ---------------------------------------------------------
     @staticmethod
-    def _client_request(spec: ApiSpec, request: Any, ctx: RequestContext) -> bool:
+    def _client_request(spec: ApiSpec, request: Payload, ctx: RequestContext) -> bool:
         """Clients' requests run one at a time per connection, through the turn gate, and count against
         their quotas (ApiVersions and SASL excepted from quotas only); what is exempt goes by the request, as
         in Kafka, never by the client id: the cluster actions, a broker's AddPartitionsToTxn (v4+, which
@@ -556,7 +559,7 @@ class _Connection(asyncio.BufferedProtocol):
     async def _run_with_quotas(
         self,
         spec: ApiSpec,
-        request: Any,
+        request: Payload,
         ctx: RequestContext,
         size: int,
         future: asyncio.Future[Response],
@@ -620,7 +623,7 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
         self._release_held()
 
-    async def _handle(self, spec: ApiSpec, request: Any, ctx: RequestContext, encode: bool = True) -> Any:
+    async def _handle(self, spec: ApiSpec, request: Payload, ctx: RequestContext, encode: bool = True) -> Any:
         refused = self._refusal(spec, request, ctx)
         gate = self._write_gate(spec)
         if refused is not None:
@@ -658,7 +661,7 @@ class _Connection(asyncio.BufferedProtocol):
             return None
         return gate
 
-    def _refusal(self, spec: ApiSpec, request: Any, ctx: RequestContext) -> ErrorCode | None:
+    def _refusal(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,
         or there is none)."""
         if ctx.authorizer is None:
@@ -668,7 +671,7 @@ class _Connection(asyncio.BufferedProtocol):
             return ErrorCode.cluster_authorization_failed
         return request_refusal(spec.key, request, ctx)
 
-    def _failed(self, spec: ApiSpec, request: Any, ctx: RequestContext, exc: Exception) -> Response:
+    def _failed(self, spec: ApiSpec, request: Payload, ctx: RequestContext, exc: Exception) -> Response:
         """The request's error response (Kafka's getErrorResponse); raises to close the connection where
         Kafka has none to send (Produce with acks=0)."""
         suppressed = self.server.failures.admit(
