@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ import aiohttp
 import pytest
 
 from epochkraft.harness.kio_client import MiniClient
+from epochkraft.harness.ports import free_port
 from epochkraft.metrics import live_view
 from epochkraft.metrics.live_view import LiveView, ViewDiffer
 from epochkraft.protocol.errors import ErrorCode
@@ -252,12 +252,6 @@ def _chromium() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Browser:
     """Headless Chromium driven over the DevTools protocol (its own WebSocket; no driver library)."""
 
@@ -290,7 +284,7 @@ class Browser:
 
 @contextlib.asynccontextmanager
 async def open_page(url: str, *flags: str) -> AsyncIterator[Browser]:
-    port = _free_port()
+    port = free_port()
     profile = tempfile.mkdtemp(prefix="epochkraft-chromium-")
     process = subprocess.Popen(
         [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",

@@ -16,6 +16,7 @@ from kio.schema.create_acls.v3 import request as ca
 
 from epochkraft.controller.controller import METADATA_VERSION, Controller
 from epochkraft.controller.snapshots import write_image_snapshot
+from epochkraft.harness.ports import free_port
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.registrations import LeaderRecoveryState
 from epochkraft.metadata.snapshot import (
@@ -370,12 +371,6 @@ def test_a_snapshot_missing_a_topic_is_caught(tmp_path, monkeypatch):
 
 
 # ---- a real controller process ----------------------------------------------------------------------
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def admin_state(port: int) -> dict[str, object]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
+from epochkraft.harness.ports import free_ports
 from epochkraft.harness.processes import LocalProcess
 from epochkraft.metrics.admin_http import AdminServer
 
@@ -77,17 +77,6 @@ async def test_readyz_answers_503_until_ready_while_healthz_says_the_process_liv
         assert (await asyncio.to_thread(get, "/readyz"))[0] == 200
     finally:
         await admin.stop()
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def readyz(port: int) -> int:

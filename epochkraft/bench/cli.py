@@ -43,7 +43,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.ports import free_port
 from epochkraft.metrics.events import read_events
 
 PARTS = (
@@ -157,12 +157,6 @@ def _cpu_seconds(pids: list[int]) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _warm_page_cache(work: Path, gigabytes: float) -> float:
@@ -280,7 +274,7 @@ def part_produce(
         "page_cache_warm_up_s": _warm_page_cache(work, warm_gb) if warm_gb else 0,
     }
     with _produce_cluster(work, target) as (bootstrap, pids):
-        port = _free_port()
+        port = free_port()
         null = subprocess.Popen(
             [sys.executable, "-m", "epochkraft.bench.null_broker", "--port", str(port), "--partitions", "6"],
             stdout=subprocess.PIPE,

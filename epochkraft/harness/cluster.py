@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochkraft.harness.ports import free_port
 from epochkraft.harness.processes import LocalProcess
 from epochkraft.security.local_setup import CLIENT_LISTENER, LocalSecurity
 
@@ -46,12 +46,6 @@ STATIC_DISK_LOSS = (
 
 def voter_ids(controllers: int) -> list[int]:
     return [FIRST_VOTER_ID + i for i in range(controllers)] if controllers > 1 else []
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -77,7 +71,7 @@ class LocalCluster:
     voters: dict[int, LocalProcess] = field(default_factory=dict)  # quorum controllers by node id
     nodes: dict[int, LocalProcess] = field(default_factory=dict)
     _free_admin: dict[int, int] = field(default_factory=dict, repr=False)
-    _voter_ports: dict[int, int] = field(default_factory=dict, repr=False)
+    _fixed_ports: dict[int, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.controllers > 1:
@@ -95,11 +89,13 @@ class LocalCluster:
         return {0: 1, 1: 0}.get(node_id, node_id)
 
     def _port(self, node_id: int) -> int:
-        if node_id >= FIRST_VOTER_ID and self.base_port == 0:  # voters' ports are fixed before they start
-            if node_id not in self._voter_ports:
-                self._voter_ports[node_id] = _free_port()
-            return self._voter_ports[node_id]
-        return 0 if self.base_port == 0 else self.base_port + self._offset(node_id)
+        """Every daemon's port is fixed before it first starts (voters name each other's; a restarted daemon
+        binds its old port again), from below the ephemeral range where no client socket can take it."""
+        if self.base_port:
+            return self.base_port + self._offset(node_id)
+        if node_id not in self._fixed_ports:
+            self._fixed_ports[node_id] = free_port()
+        return self._fixed_ports[node_id]
 
     def _admin(self, node_id: int) -> int | None:
         """Admin HTTP port: the daemon's Kafka port + 100, or a free port when ports are picked freely."""
@@ -108,7 +104,7 @@ class LocalCluster:
         if self.base_port:
             return self.base_port + 100 + self._offset(node_id)
         if node_id not in self._free_admin:
-            self._free_admin[node_id] = _free_port()
+            self._free_admin[node_id] = free_port()
         return self._free_admin[node_id]
 
     @property
@@ -136,9 +132,6 @@ class LocalCluster:
         if not self.secure:
             return None
         return LocalSecurity.create(self.data_dir / "security", self.brokers)
-
-    def _free_port(self) -> int:
-        return _free_port()
 
     def voter_port(self, voter: int) -> int:
         """Quorum voter ``voter``'s Kafka port, fixed before it starts."""
@@ -267,9 +260,7 @@ class LocalCluster:
         if security is None:
             listen = ["--listen", f"127.0.0.1:{self._port(node_id)}"]
         else:  # the client listener on the quick-start port, the inter-broker one on any free port
-            listen = security.broker_args(
-                node_id, self._port(node_id) or self._free_port(), self._free_port()
-            )
+            listen = security.broker_args(node_id, self._port(node_id), free_port())
         args = [
             "broker",
             "--node-id",
@@ -418,7 +409,7 @@ class LocalCluster:
             "static_quorum": self.static_quorum,
             "directory_ids": {str(k): v for k, v in self.directory_ids.items()},
             "free_admin_ports": {str(k): v for k, v in self._free_admin.items()},
-            "voter_ports": {str(k): v for k, v in self._voter_ports.items()},
+            "fixed_ports": {str(k): v for k, v in self._fixed_ports.items()},
             "bootstrap": self.bootstrap,
             "nodes": {
                 name: {
@@ -448,7 +439,7 @@ class LocalCluster:
         )
         cluster.directory_ids = {int(k): v for k, v in state.get("directory_ids", {}).items()}
         cluster._free_admin = {int(k): v for k, v in state.get("free_admin_ports", {}).items()}
-        cluster._voter_ports = {int(k): v for k, v in state.get("voter_ports", {}).items()}
+        cluster._fixed_ports = {int(k): v for k, v in state.get("fixed_ports", {}).items()}
         for name, info in state["nodes"].items():
             proc = LocalProcess(
                 name if name.startswith("controller") else f"broker-{name}",

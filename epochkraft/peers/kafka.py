@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epochkraft.harness.ports import free_port
 from epochkraft.peers.fetch import java_command, kafka_version
 
 STATE_FILE = "kafka-peer.json"
@@ -43,12 +43,6 @@ logger.request.level = warn
 logger.state.name = state.change.logger
 logger.state.level = warn
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def random_cluster_id() -> str:
