@@ -8,13 +8,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 from epochkraft.chaos.group_heal import PROTOCOLS
 from epochkraft.chaos.runner import FAULTS, QUORUM_FAULTS, WORKLOADS, WorkDirBusy, start_clean
 from epochkraft.chaos.txn_workload import SABOTAGES
+
+T = TypeVar("T")
+
+
+def _run(run: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(run)``, with SIGTERM cancelling it as Ctrl-C does: the run's finally blocks then stop the
+    cluster it started (its daemons would outlive it)."""
+
+    async def until_terminated() -> T:
+        task = asyncio.ensure_future(run)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await task
+
+    try:
+        return asyncio.run(until_terminated())
+    except asyncio.CancelledError:
+        raise SystemExit(128 + signal.SIGTERM) from None
 
 
 def main(argv: list[str]) -> int:
@@ -97,8 +117,8 @@ def main(argv: list[str]) -> int:
     if args.scenario == "kafka-14139":
         from epochkraft.chaos.scenarios import run_kafka_14139
 
-        unsafe = asyncio.run(run_kafka_14139(work / "pre-kip903", unsafe=True))
-        safe = asyncio.run(run_kafka_14139(work / "kip903", unsafe=False))
+        unsafe = _run(run_kafka_14139(work / "pre-kip903", unsafe=True))
+        safe = _run(run_kafka_14139(work / "kip903", unsafe=False))
         print("\n== brokers with unsafe.pre.kip903.mode=true ==\n" + unsafe.table())
         print("\n== default (KIP-903) ==\n" + safe.table())
         data = {
@@ -130,7 +150,7 @@ def main(argv: list[str]) -> int:
         return 2
     from epochkraft.chaos.runner import run_chaos
 
-    report = asyncio.run(
+    report = _run(
         run_chaos(
             work,
             faults,

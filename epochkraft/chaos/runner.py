@@ -551,7 +551,9 @@ async def run_chaos(
         if cluster.quorum:
             history.quorum = await _wait_quorum(cluster)
     finally:
-        if workload is not None:
+        if isinstance(workload, TxnWorkload):
+            workload.stop(drain_timeout=0)  # drained above, unless the run was cut short
+        elif workload is not None:
             workload.stop()
         if client is not None:
             await client.close()
@@ -583,6 +585,7 @@ def _read_transactions(workload: TxnWorkload, bootstrap: str, conf: dict[str, st
         committed_read=read_output(bootstrap, conf, TOPIC, PARTITIONS, committed=committed),
         uncommitted_records=len(read_output(bootstrap, conf, TOPIC, PARTITIONS, committed=False)),
         drained=workload.drained,
+        loop_errors=list(workload.errors),
     )
 
 

@@ -51,6 +51,7 @@ class TxnHistory:
     committed_read: list[tuple[int, int, bytes]] = field(default_factory=list)  # (partition, offset, value)
     uncommitted_records: int = 0  # what read_uncommitted sees of the output (aborted copies included)
     drained: bool = True  # the loop processed every input before it stopped
+    loop_errors: list[str] = field(default_factory=list)  # what the loop's clients raised, in order
 
 
 @dataclass
@@ -71,6 +72,7 @@ class TxnReport:
     inputs_lost: list[str]
     inputs_duplicated: list[str]
     foreign_records: list[str]
+    loop_errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,6 +95,7 @@ class TxnReport:
             "inputs_lost",
             "inputs_duplicated",
             "foreign_records",
+            "loop_errors",
         ):
             data[f"{key}_count"] = len(data[key])
             data[key] = data[key][:50]
@@ -116,6 +119,7 @@ class TxnReport:
             ("inputs LOST from the output", len(self.inputs_lost)),
             ("inputs more than once in it", len(self.inputs_duplicated)),
             ("records of no transaction", len(self.foreign_records)),
+            *([("the loop's last error", self.loop_errors[-1][:100])] if self.loop_errors else []),
         ]
 
 
@@ -171,4 +175,5 @@ def check_transactions(history: TxnHistory) -> TxnReport:
         inputs_lost=lost,
         inputs_duplicated=duplicated,
         foreign_records=foreign,
+        loop_errors=history.loop_errors,
     )

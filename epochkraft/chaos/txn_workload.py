@@ -19,8 +19,10 @@ reads the output without read_committed (aborted records visible).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from epochkraft.chaos.sequence import produce_sequence
@@ -38,6 +40,7 @@ DUPLICATE_EVERY = 7
 SABOTAGES = ("duplicate", "read-uncommitted")
 # How long one transactional call may take before the loop gives up on it (a fault can hold a coordinator).
 CALL_TIMEOUT_S = 30.0
+CLIENT_DEBUG_ENV = "EPOCHKRAFT_CHAOS_CLIENT_DEBUG"  # e.g. "eos,msg,broker"
 REWIND_TIMEOUT_S = 5.0
 
 
@@ -63,6 +66,8 @@ class TxnWorkload:
         self.consumed = 0  # inputs in committed transactions (the progress bar's "read")
         self.transactions: dict[int, Transaction] = {}
         self.drained = False
+        self.errors: list[str] = []  # what the loop's clients raised, when (seconds into the run)
+        self._started = time.monotonic()
         self._stop_feeding = threading.Event()
         self._give_up = threading.Event()
         self._feeder = threading.Thread(target=self._feed, daemon=True)
@@ -81,7 +86,16 @@ class TxnWorkload:
         self._loop.join(60)
 
     def _client_conf(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap, **self.conf, "log_level": 0, "logger": log}
+        conf = {"bootstrap.servers": self.bootstrap, **self.conf, "log_level": 0, "logger": log}
+        if debug := os.environ.get(CLIENT_DEBUG_ENV):  # librdkafka's debug contexts, into this module's log
+            conf.update({"debug": debug, "log_level": 7})
+        return conf
+
+    def note(self, text: str) -> None:
+        """Keeps a client error for the report (the first 200: a wedge shows as the same error repeating)."""
+        log.debug("%s", text)
+        if len(self.errors) < 200:
+            self.errors.append(f"{time.monotonic() - self._started:.1f}s {text}")
 
     def _feed(self) -> None:
         produce_sequence(self._client_conf(), INPUT_TOPIC, self.rate, self._stop_feeding, self)
@@ -97,10 +111,17 @@ class TxnWorkload:
                 "linger.ms": 5,
             }
         )
-        _retrying(lambda: producer.init_transactions(CALL_TIMEOUT_S), self._give_up)
+        _retrying(lambda: producer.init_transactions(CALL_TIMEOUT_S), self._give_up, self.note)
         return producer
 
     def _process(self) -> None:
+        try:
+            self._consume_transform_produce()
+        except Exception as exc:
+            self.note(f"the loop stopped: {exc!r}")
+            raise
+
+    def _consume_transform_produce(self) -> None:
         from confluent_kafka import Consumer
 
         consumer = Consumer(
@@ -131,7 +152,7 @@ class TxnWorkload:
                 if self.sabotage == "duplicate" and number % DUPLICATE_EVERY == 0:
                     _seek_to_first(consumer, messages)
             else:
-                _rewind(consumer, self._give_up)
+                _rewind(consumer, self._give_up, self.note)
         producer.flush(10)
         consumer.close()
 
@@ -152,21 +173,22 @@ class TxnWorkload:
                     offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S
                 ),
                 self._give_up,
+                self.note,
             )
             if txn.deliberate_abort:
-                _retrying(lambda: producer.abort_transaction(CALL_TIMEOUT_S), self._give_up)
+                _retrying(lambda: producer.abort_transaction(CALL_TIMEOUT_S), self._give_up, self.note)
                 txn.outcome = ABORTED
             else:
-                _retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), self._give_up)
+                _retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), self._give_up, self.note)
                 txn.outcome = COMMITTED
             return producer
         except KafkaException as exc:
             error = exc.args[0]
             txn.error = str(error)
-            log.debug("transaction %d: %s", number, error)
+            self.note(f"transaction {number}: {error}")
             if error.txn_requires_abort():
                 try:
-                    _retrying(lambda: producer.abort_transaction(CALL_TIMEOUT_S), self._give_up)
+                    _retrying(lambda: producer.abort_transaction(CALL_TIMEOUT_S), self._give_up, self.note)
                     txn.outcome = ABORTED
                     return producer
                 except KafkaException as abort_error:
@@ -189,12 +211,12 @@ class TxnWorkload:
                 if tp.offset < high:
                     return False
         except KafkaException as exc:  # a coordinator or leader still moving: asked again next time
-            log.debug("caught up? %s", exc.args[0])
+            self.note(f"caught up? {exc.args[0]}")
             return False
         return True
 
 
-def _retrying(call: Any, give_up: threading.Event) -> None:
+def _retrying(call: Any, give_up: threading.Event, note: Callable[[str], None]) -> None:
     """``call()`` again while it fails with a retriable error (librdkafka's advice for the transactional
     calls); other errors are raised."""
     from confluent_kafka import KafkaException
@@ -206,11 +228,11 @@ def _retrying(call: Any, give_up: threading.Event) -> None:
         except KafkaException as exc:
             if not exc.args[0].retriable() or give_up.is_set():
                 raise
-            log.debug("retried: %s", exc.args[0])
+            note(f"retried: {exc.args[0]}")
             time.sleep(0.2)
 
 
-def _rewind(consumer: Any, give_up: threading.Event) -> None:
+def _rewind(consumer: Any, give_up: threading.Event, note: Callable[[str], None]) -> None:
     """Back to the group's committed offsets: what an aborted (or unknown) transaction read is read again.
 
     The consumer is polled between tries, its records dropped (the seek sets the positions again): a
@@ -225,7 +247,7 @@ def _rewind(consumer: Any, give_up: threading.Event) -> None:
                 consumer.seek(tp)
             return
         except KafkaException as exc:  # the group coordinator is moving, or a rebalance waits: ask again
-            log.debug("rewind: %s", exc.args[0])
+            note(f"rewind: {exc.args[0]}")
             consumer.consume(BATCH, 0.2)
 
 
