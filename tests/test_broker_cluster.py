@@ -4,6 +4,8 @@ broker restarted with an empty disk kept out of the ISR until it has caught up u
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import time
 
 import pytest
@@ -219,5 +221,51 @@ async def test_followers_behind_a_leader_on_an_empty_disk_rejoin_without_spinnin
             assert 1 <= truncations <= 3, truncations
         values = [v for _, v in await client.read_all("healing")]
         assert values == [f"value-{i}".encode() for i in range(100, 105)]
+    finally:
+        await client.close()
+
+
+def _api_versions_answered(port: int, wait_s: float) -> bool:
+    """Sends ApiVersions v0 on a new connection; whether an answer arrives within ``wait_s`` (a port bound
+    but not listening refuses the connection: no answer)."""
+    client_id = b"catch-up-test"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            sock.settimeout(wait_s)
+            return len(sock.recv(4)) == 4
+    except (ConnectionRefusedError, TimeoutError):
+        return False
+
+
+async def test_a_restarted_broker_serves_clients_only_once_caught_up(make_cluster):
+    # As Kafka's BrokerServer (request processing enabled after the initial metadata catch-up): a broker
+    # back from a crash binds its port at once but serves nothing until it has applied the metadata log
+    # past its new registration; before, it answered Metadata with no brokers or topics (clients then
+    # dropped every broker they knew) and Produce with UNKNOWN_TOPIC_OR_PARTITION.
+    cluster = make_cluster(2)
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("caught-up", 2, 2) == ErrorCode.none
+        broker, controller = cluster.node(2), cluster.node(0)
+        broker.kill()
+        controller.signal("STOP")  # the restarted broker cannot register, so cannot catch up
+        try:
+            broker.launch()
+            await wait_for(lambda: asyncio.to_thread(lambda: broker.log_text().count("logs recovered") == 2))
+            deadline = time.monotonic() + 2.0  # its listener is bound right after the line above
+            while time.monotonic() < deadline:
+                assert not await asyncio.to_thread(_api_versions_answered, broker.port, 0.3)
+        finally:
+            controller.signal("CONT")
+        assert await wait_for(lambda: asyncio.to_thread(_api_versions_answered, broker.port, 1.0), 30)
+        restarted = MiniClient(f"127.0.0.1:{broker.port}")
+        metadata = await restarted.metadata("caught-up")
+        await restarted.close()
+        assert 1 in {
+            b.node_id for b in metadata.brokers
+        }  # itself too once unfenced (fenced ones are not listed)
+        assert [t.error_code for t in metadata.topics] == [ErrorCode.none]
     finally:
         await client.close()

@@ -10,7 +10,9 @@ Lifecycle, as Kafka's BrokerLifecycleManager: STARTING (registering a new incarn
 (registered and fenced, catching up with the metadata log) -> RUNNING (unfenced; the ready line is
 logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the controller has
 moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A STALE_BROKER_EPOCH answer
-makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would.
+makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would. Its listeners are bound
+from the start (their ports are registered) but serve clients only once the metadata log has been applied
+past the registration, as Kafka's BrokerServer enables request processing after its initial catch-up.
 """
 
 from __future__ import annotations
@@ -219,6 +221,7 @@ class BrokerNode:
         self.servers: list[KafkaServer] = []
         self.metrics: BrokerMetrics | None = None
         self.unfenced = asyncio.Event()
+        self.initially_caught_up = asyncio.Event()  # the metadata log applied past our first registration
         self._last_heartbeat = "none yet"
 
     @staticmethod
@@ -230,6 +233,8 @@ class BrokerNode:
         await self.replica_manager.on_metadata(changes)
         if self.metrics is not None:
             self.metrics.on_metadata(self)
+        if self.caught_up():
+            self.initially_caught_up.set()
 
     def _on_leadership(self, topic: str, partition: int, leader: bool) -> None:
         if topic == TRANSACTION_STATE_TOPIC:
@@ -574,7 +579,7 @@ async def serve(
                 listeners.protocols[endpoint.name], node.cache.scram_credentials
             ),
         )
-        await server.start()
+        await server.start(serving=False)  # bound now (its port registered), serving once caught up
         node.servers.append(server)
     node.endpoints = listeners.registered({s.listener_name: s.port for s in node.servers})
     node.cluster_id = await node.discover_cluster_id()
@@ -589,8 +594,16 @@ async def serve(
     node.transactions.start()
     admin = await _start_admin(args, node)
     heartbeats = asyncio.create_task(node.heartbeat_loop(stopping))
-    ready = asyncio.create_task(node.unfenced.wait())
     stop_wait = asyncio.create_task(stopping.wait())
+    # Clients are served once the metadata log is applied past our registration, as Kafka's BrokerServer
+    # enables request processing only after its initial catch-up: a restarted broker with no metadata yet
+    # would answer Metadata with no brokers and topics, and Produce with UNKNOWN_TOPIC_OR_PARTITION.
+    caught_up = asyncio.create_task(node.initially_caught_up.wait())
+    await asyncio.wait([caught_up, stop_wait, heartbeats], return_when=asyncio.FIRST_COMPLETED)
+    if node.initially_caught_up.is_set():
+        for server in node.servers:
+            await server.start_serving()
+    ready = asyncio.create_task(node.unfenced.wait())
     await asyncio.wait([ready, stop_wait, heartbeats], return_when=asyncio.FIRST_COMPLETED)
     if node.unfenced.is_set():
         inter = next(e for e in node.endpoints if e.name == listeners.inter_broker)

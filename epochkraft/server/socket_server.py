@@ -191,7 +191,9 @@ class KafkaServer:
         assert self._server is not None, "server not started"
         return self._server.sockets[0].getsockname()[1]
 
-    async def start(self) -> None:
+    async def start(self, serving: bool = True) -> None:
+        """Binds the listener; with ``serving`` False connections wait in the backlog until
+        ``start_serving`` (a broker binds first to register its ports, then serves once caught up)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Connection(self),
@@ -200,8 +202,13 @@ class KafkaServer:
             reuse_address=True,
             backlog=1024,
             ssl=self.ssl_context,
+            start_serving=serving,
         )
         self._idle_task = asyncio.create_task(self._close_idle_connections(), name=f"{self.listener}-idle")
+
+    async def start_serving(self) -> None:
+        assert self._server is not None, "server not started"
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._idle_task is not None:
