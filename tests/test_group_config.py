@@ -13,6 +13,7 @@ from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
+from epochkraft.controller.settings import ControllerSettings
 from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import ConfigSource, ResourceType
 from epochkraft.metadata.group_config import GroupBounds, GroupConfig
@@ -104,10 +105,102 @@ def test_evaluate_caps_values_outside_the_broker_bounds():
     assert GroupConfig.evaluate({HEARTBEAT: "10"}, defaults, BOUNDS).consumer_heartbeat_interval_ms == 5000
 
 
-def test_broker_refuses_defaults_outside_its_bounds():
+def test_validate_with_all_group_type_configs():
+    """GroupConfigTest.testValidateWithAllGroupTypeConfigs: a group without configs takes the daemon's
+    group.consumer.session.timeout.ms, so raising the minimum with it leaves the empty set valid."""
+    bounds = GroupBounds.of(
+        {"group.consumer.min.session.timeout.ms": 46000, "group.consumer.session.timeout.ms": 46000}
+    )
+    assert group_config.validate({}, bounds) is None
+    # a group config the group does not set is judged at the daemon's value, not at the config's default
+    bounds = GroupBounds.of({"group.consumer.min.session.timeout.ms": 1000})
+    assert group_config.validate({HEARTBEAT: "9000"}, bounds) is None
+    low_session = GroupBounds.of(
+        {"group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 8000}
+    )
+    assert (
+        group_config.validate({HEARTBEAT: "9000"}, low_session)
+        == f"{SESSION} must be greater than {HEARTBEAT}"
+    )
+
+
+def test_assignment_interval_ms_not_validated_when_not_configured():
+    """GroupConfigTest.testAssignmentIntervalMsNotValidatedWhenNotConfigured: bounds that exclude the
+    config's default are not held against a group that does not set it."""
+    bounds = GroupBounds.of(
+        {"group.consumer.min.assignment.interval.ms": 2000, "group.streams.min.assignment.interval.ms": 2000}
+    )
+    assert group_config.validate({}, bounds) is None
+    assert group_config.validate({"consumer.assignment.interval.ms": "1000"}, bounds) == (
+        "consumer.assignment.interval.ms must be greater than or equal to group.consumer.min.assignment.interval.ms"
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"max.heartbeat.interval.ms": 10, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 20},
+            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"max.heartbeat.interval.ms": 30, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 10},
+            "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"max.heartbeat.interval.ms": 30, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 40},
+            "group.consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 10, "min.session.timeout.ms": 20, "session.timeout.ms": 20},
+            "group.consumer.max.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 30, "min.session.timeout.ms": 20, "session.timeout.ms": 10},
+            "group.consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 30, "min.session.timeout.ms": 20, "session.timeout.ms": 40},
+            "group.consumer.session.timeout.ms must be less than or equal to "
+            "group.consumer.max.session.timeout.ms",
+        ),
+        (
+            {
+                "min.heartbeat.interval.ms": 45000,
+                "max.heartbeat.interval.ms": 60000,
+                "heartbeat.interval.ms": 50000,
+                "session.timeout.ms": 50000,
+            },
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
+    ],
+)
+def test_invalid_consumer_configs(settings, message):
+    """GroupCoordinatorConfigTest.testInvalidConsumerConfigs: a daemon's own group.consumer.* properties
+    that contradict each other stop it, with Kafka's message."""
+    bounds = GroupBounds.of({f"group.consumer.{name}": value for name, value in settings.items()})
+    with pytest.raises(ValueError) as refused:
+        group_config.check_settings(bounds)
+    assert str(refused.value) == message
+
+
+def test_daemons_check_their_group_consumer_settings():
+    """Brokers and controllers alike (Kafka's KafkaConfig builds GroupCoordinatorConfig for both)."""
+    group_config.check_settings(group_config.bounds_of(BrokerSettings()))
+    group_config.check_settings(group_config.bounds_of(ControllerSettings()))
     with pytest.raises(ValueError, match=r"must be greater than or equal to group\.consumer\.min\.session"):
-        group_config.check_broker_settings(10_000, 5000, BOUNDS)
-    group_config.check_broker_settings(45_000, 5000, BOUNDS)
+        group_config.check_settings(
+            group_config.bounds_of(BrokerSettings(group_consumer_session_timeout_ms=10_000))
+        )
+    with pytest.raises(ValueError, match=r"must be greater than or equal to group\.consumer\.min\.session"):
+        group_config.check_settings(
+            group_config.bounds_of(ControllerSettings(group_consumer_session_timeout_ms=10_000))
+        )
 
 
 # ---- ConfigurationControlManagerTest: group resources ----------------------------------------------------
@@ -180,6 +273,21 @@ def test_group_configs_are_validated_together_with_those_the_group_holds(ctx):
     assert result == {
         (GROUP, "grp"): (ErrorCode.invalid_config, f"{SESSION} must be greater than {HEARTBEAT}")
     }
+
+
+def test_group_configs_are_validated_against_the_controllers_group_settings():
+    """The controller fills in its own group.consumer.session.timeout.ms for a group without one
+    (GroupConfig.validate over extractGroupConfigMap): a heartbeat interval above it is refused."""
+    ctx = ControllerContext(
+        group_consumer_min_session_timeout_ms=1000, group_consumer_session_timeout_ms=8000
+    )
+    ctx.brokers_ready(0, 1, 2)
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "9000")}})
+    assert result == {
+        (GROUP, "grp"): (ErrorCode.invalid_config, f"{SESSION} must be greater than {HEARTBEAT}")
+    }
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "7000")}})
+    assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
 
 
 # ---- GroupConfigManagerTest: the broker applies a group's configs ---------------------------------------

@@ -681,11 +681,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
         parse_assignors(settings.group_consumer_assignors)
         MigrationPolicy.parse(settings.group_consumer_migration_policy)
-        group_config.check_broker_settings(
-            settings.group_consumer_session_timeout_ms,
-            settings.group_consumer_heartbeat_interval_ms,
-            group_config.bounds_of(settings),
-        )
+        group_config.check_settings(group_config.bounds_of(settings))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(
