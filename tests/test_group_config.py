@@ -5,7 +5,13 @@ timeout and heartbeat interval."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from kio.schema.alter_configs.v2 import request as ac2
+from kio.schema.alter_configs.v2 import response as acr
+from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.incremental_alter_configs.v1 import response as iar
 
 from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.consumer_group import ConsumerGroupCoordinator, ConsumerGroupSettings, HeartbeatRequest
@@ -19,6 +25,7 @@ from epochkraft.metadata.config_schema import ConfigSource, ResourceType
 from epochkraft.metadata.group_config import GroupBounds, GroupConfig
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
+from epochkraft.server import config_preprocess
 from tests.controller_context import CLUSTER_ID, ControllerContext
 from tests.test_consumer_group import Topics
 
@@ -288,6 +295,91 @@ def test_group_configs_are_validated_against_the_controllers_group_settings():
     }
     result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "7000")}})
     assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
+
+
+def test_a_null_value_sent_to_the_controller_deletes_the_group_config(ctx):
+    """ConfigurationControlManager: a SET without a value, or an AlterConfigs entry without one, is
+    written as the config's deletion (its record has no value, validateAlterConfig drops it from the
+    group's configs before GroupConfig.validate)."""
+    ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, "8000"), HEARTBEAT: (SET, "6000")}})
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, None)}})
+    assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
+    assert ctx.controller.configuration.get(GROUP, "grp") == {HEARTBEAT: "6000"}
+    assert ctx.alter_configs(GROUP, "grp", {HEARTBEAT: None}) == (ErrorCode.none, None)
+    assert ctx.controller.configuration.get(GROUP, "grp") == {}
+    assert group_records(ctx)[-1] == ConfigRecord(
+        resource_type=GROUP, resource_name="grp", name=HEARTBEAT, value=None
+    )
+
+
+# ---- ConfigAdminManagerTest: the broker refuses null values before forwarding ------------------------------
+def incremental(
+    *resources: tuple[str, tuple[tuple[str, int, str | None], ...]],
+) -> ia.IncrementalAlterConfigsRequest:
+    return ia.IncrementalAlterConfigsRequest(
+        resources=tuple(
+            ia.AlterConfigsResource(
+                resource_type=GROUP,
+                resource_name=name,
+                configs=tuple(
+                    ia.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs
+                ),
+            )
+            for name, configs in resources
+        ),
+        validate_only=False,
+    )
+
+
+def test_preprocess_incremental_with_nulls():
+    """ConfigAdminManagerTest.testPreprocessIncrementalWithNulls: a SET without a value is the broker's
+    INVALID_REQUEST, named by its configs; a DELETE's value is not read; the rest go to the controller,
+    and the answers come back in the request's order."""
+    request = incremental(
+        ("a", ((SESSION, SET, None), (HEARTBEAT, SET, None))),
+        ("b", ((SESSION, DELETE, None),)),
+        ("c", ((SESSION, SET, "50000"),)),
+    )
+    refusals, remaining = config_preprocess.preprocess(request)
+    assert refusals == {0: f"Null value not supported for : {SESSION}, {HEARTBEAT}"}
+    assert remaining is not None and [r.resource_name for r in remaining.resources] == ["b", "c"]
+    from_controller = iar.IncrementalAlterConfigsResponse(
+        throttle_time=datetime.timedelta(0),
+        responses=tuple(
+            iar.AlterConfigsResourceResponse(
+                error_code=ErrorCode.none, error_message=None, resource_type=GROUP, resource_name=name
+            )
+            for name in ("b", "c")
+        ),
+    )
+    response = config_preprocess.reassemble(request, refusals, from_controller)
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("a", ErrorCode.invalid_request, f"Null value not supported for : {SESSION}, {HEARTBEAT}"),
+        ("b", ErrorCode.none, None),
+        ("c", ErrorCode.none, None),
+    ]
+
+
+def test_preprocess_legacy_with_nulls():
+    """ConfigAdminManagerTest.testPreprocessLegacyWithNulls: nothing is forwarded when every resource
+    is refused."""
+    request = ac2.AlterConfigsRequest(
+        resources=(
+            ac2.AlterConfigsResource(
+                resource_type=GROUP,
+                resource_name="a",
+                configs=(ac2.AlterableConfig(name=SESSION, value=None),),
+            ),
+        ),
+        validate_only=False,
+    )
+    refusals, remaining = config_preprocess.preprocess(request)
+    assert remaining is None
+    response = config_preprocess.reassemble(request, refusals, None)
+    assert isinstance(response, acr.AlterConfigsResponse)
+    assert [(r.error_code, r.error_message) for r in response.responses] == [
+        (ErrorCode.invalid_request, f"Null value not supported for : {SESSION}")
+    ]
 
 
 # ---- GroupConfigManagerTest: the broker applies a group's configs ---------------------------------------
