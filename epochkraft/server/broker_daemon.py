@@ -187,6 +187,7 @@ class BrokerNode:
                     initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
                     offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
                     offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
+                    max_size=settings.group_max_size,
                 )
             ),
             settings.offsets_retention_check_interval_ms,
@@ -195,6 +196,7 @@ class BrokerNode:
                 heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
                 assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
+                classic_max_size=settings.group_max_size,
                 migration_policy=MigrationPolicy.parse(settings.group_consumer_migration_policy),
                 bounds=group_config.bounds_of(settings),
             ),
