@@ -210,6 +210,20 @@ def test_daemons_check_their_group_consumer_settings():
         )
 
 
+def test_contradicting_group_consumer_settings_stop_either_daemon(tmp_path, capsys):
+    """The daemons run the check at start-up (--check-config stops after it): a configuration error."""
+    from epochkraft.server import broker_daemon, controller_daemon
+
+    too_short = ["--override", "group.consumer.session.timeout.ms=10000"]
+    message = "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"
+    controller = ["--node-id", "1", "--listen", "127.0.0.1:0", "--cluster-id", "c", "--check-config"]
+    assert controller_daemon.main([*controller, "--data-dir", str(tmp_path / "c"), *too_short]) == 2
+    assert message in capsys.readouterr().err
+    broker = ["--node-id", "1", "--controller", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--check-config"]
+    assert broker_daemon.main([*broker, "--data-dir", str(tmp_path / "b"), *too_short]) == 2
+    assert message in capsys.readouterr().err
+
+
 # ---- ConfigurationControlManagerTest: group resources ----------------------------------------------------
 @pytest.fixture
 def ctx() -> ControllerContext:
