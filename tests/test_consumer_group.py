@@ -372,6 +372,22 @@ def test_new_member_is_rejected_with_maximum_members_is_reached():
     assert result.error == ErrorCode.group_max_size_reached
 
 
+def test_a_static_members_successor_is_refused_while_the_group_is_full():
+    """throwIfConsumerGroupIsFull looks at the member id alone: a static member's successor (a new member
+    id with the same instance id) is refused while the member it replaces, gone with epoch -2, still
+    counts; once its session has expired the successor joins."""
+    c = Context(max_size=1)
+    c.topics.create("foo", 1)
+    c.join("a", instance_id="i1")
+    assert c.heartbeat("a", -2, instance_id="i1").error == ErrorCode.none
+    successor = c.heartbeat(
+        "b", 0, rebalance_timeout_ms=1, owned={}, subscribed_topic_names=("foo",), instance_id="i1"
+    )
+    assert successor.error == ErrorCode.group_max_size_reached
+    assert c.advance(45_000) == [("grp", "a")]
+    c.join("b", instance_id="i1")
+
+
 def test_consumer_group_states(ctx):
     """GroupMetadataManagerTest.testConsumerGroupStates"""
     a = ctx.join("a")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 
@@ -361,3 +361,47 @@ def test_static_classic_consumer_restarted_with_the_consumer_protocol(make_clust
             with contextlib.suppress(KafkaException, RuntimeError):
                 if c is not None:
                     c.close()
+
+
+def refusal_seen(c: Consumer, errors: list, timeout_s: float = 20) -> KafkaError | None:
+    """Polls ``c`` until its group refuses it GROUP_MAX_SIZE_REACHED (in a poll or in its error_cb)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        msg = c.poll(0.2)
+        if msg is not None and msg.error() is not None:
+            errors.append(msg.error())
+        # the consumer protocol's refusal is fatal to librdkafka: _FATAL, naming the error underneath
+        found = [
+            e
+            for e in errors
+            if e.code() == KafkaError.GROUP_MAX_SIZE_REACHED or "group has reached maximum size" in e.str()
+        ]
+        if found:
+            return found[0]
+    return None
+
+
+def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
+    """GROUP_MAX_SIZE_REACHED with librdkafka: a classic group at group.max.size and a consumer group at
+    group.consumer.max.size (both 1 here) refuse a second consumer, which reports the error; the member
+    already in keeps its partitions."""
+    cluster = make_cluster(brokers=1, broker_extra="group.max.size=1\ngroup.consumer.max.size=1\n")
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "full", partitions=2, rf=1)
+    for protocol in ("classic", "consumer"):
+        group = f"g-full-{protocol}"
+        errors: list = []
+        first = consumer(bootstrap, group, **{"group.protocol": protocol})
+        second = consumer(bootstrap, group, **{"group.protocol": protocol, "error_cb": errors.append})
+        try:
+            first.subscribe(["full"])
+            poll_until([first], {}, lambda c=first: assigned(c) == {0, 1}, 20)
+            assert assigned(first) == {0, 1}, protocol
+            second.subscribe(["full"])
+            refused = refusal_seen(second, errors)
+            assert refused is not None, (protocol, [e.str() for e in errors])
+            first.poll(0.5)
+            assert assigned(first) == {0, 1} and not assigned(second), protocol
+        finally:
+            second.close()
+            first.close()

@@ -389,6 +389,16 @@ def error_cases(
         "IncrementalAlterConfigs-group-empty-name": _incremental(
             [("consumer.session.timeout.ms", 0, "50000")], resource="", resource_type=32
         ),
+        # a null value: the broker's own INVALID_REQUEST (ConfigAdminManager.preprocess), before forwarding
+        "IncrementalAlterConfigs-group-null-value": _incremental(
+            [("consumer.session.timeout.ms", 0, None)], resource="diff-cfg-group", resource_type=32
+        ),
+        "IncrementalAlterConfigs-topic-null-value": _incremental(
+            [("retention.ms", 0, None), ("segment.ms", 0, None)], resource=topic
+        ),
+        "AlterConfigs-group-null-value": _alter(
+            [("consumer.session.timeout.ms", None)], resource="diff-cfg-group", resource_type=32
+        ),
         "AlterConfigs-invalid-value": _alter([("segment.bytes", "tiny")], resource=topic),
         "AlterConfigs-unknown-config": _alter([("no.such.config", "1")], resource=topic),
         "AlterConfigs-unknown-topic": _alter([("retention.ms", "5")], resource=unknown),

@@ -5,7 +5,13 @@ timeout and heartbeat interval."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from kio.schema.alter_configs.v2 import request as ac2
+from kio.schema.alter_configs.v2 import response as acr
+from kio.schema.incremental_alter_configs.v1 import request as ia
+from kio.schema.incremental_alter_configs.v1 import response as iar
 
 from epochkraft.broker.config_describer import ConfigDescriber
 from epochkraft.broker.consumer_group import ConsumerGroupCoordinator, ConsumerGroupSettings, HeartbeatRequest
@@ -13,11 +19,13 @@ from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.controller.configuration_control import OpType
 from epochkraft.controller.controller import Controller
+from epochkraft.controller.settings import ControllerSettings
 from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import ConfigSource, ResourceType
 from epochkraft.metadata.group_config import GroupBounds, GroupConfig
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
+from epochkraft.server import config_preprocess
 from tests.controller_context import CLUSTER_ID, ControllerContext
 from tests.test_consumer_group import Topics
 
@@ -104,10 +112,116 @@ def test_evaluate_caps_values_outside_the_broker_bounds():
     assert GroupConfig.evaluate({HEARTBEAT: "10"}, defaults, BOUNDS).consumer_heartbeat_interval_ms == 5000
 
 
-def test_broker_refuses_defaults_outside_its_bounds():
+def test_validate_with_all_group_type_configs():
+    """GroupConfigTest.testValidateWithAllGroupTypeConfigs: a group without configs takes the daemon's
+    group.consumer.session.timeout.ms, so raising the minimum with it leaves the empty set valid."""
+    bounds = GroupBounds.of(
+        {"group.consumer.min.session.timeout.ms": 46000, "group.consumer.session.timeout.ms": 46000}
+    )
+    assert group_config.validate({}, bounds) is None
+    # a group config the group does not set is judged at the daemon's value, not at the config's default
+    bounds = GroupBounds.of({"group.consumer.min.session.timeout.ms": 1000})
+    assert group_config.validate({HEARTBEAT: "9000"}, bounds) is None
+    low_session = GroupBounds.of(
+        {"group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 8000}
+    )
+    assert (
+        group_config.validate({HEARTBEAT: "9000"}, low_session)
+        == f"{SESSION} must be greater than {HEARTBEAT}"
+    )
+
+
+def test_assignment_interval_ms_not_validated_when_not_configured():
+    """GroupConfigTest.testAssignmentIntervalMsNotValidatedWhenNotConfigured: bounds that exclude the
+    config's default are not held against a group that does not set it."""
+    bounds = GroupBounds.of(
+        {"group.consumer.min.assignment.interval.ms": 2000, "group.streams.min.assignment.interval.ms": 2000}
+    )
+    assert group_config.validate({}, bounds) is None
+    assert group_config.validate({"consumer.assignment.interval.ms": "1000"}, bounds) == (
+        "consumer.assignment.interval.ms must be greater than or equal to group.consumer.min.assignment.interval.ms"
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"max.heartbeat.interval.ms": 10, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 20},
+            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"max.heartbeat.interval.ms": 30, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 10},
+            "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            {"max.heartbeat.interval.ms": 30, "min.heartbeat.interval.ms": 20, "heartbeat.interval.ms": 40},
+            "group.consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 10, "min.session.timeout.ms": 20, "session.timeout.ms": 20},
+            "group.consumer.max.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 30, "min.session.timeout.ms": 20, "session.timeout.ms": 10},
+            "group.consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            {"max.session.timeout.ms": 30, "min.session.timeout.ms": 20, "session.timeout.ms": 40},
+            "group.consumer.session.timeout.ms must be less than or equal to "
+            "group.consumer.max.session.timeout.ms",
+        ),
+        (
+            {
+                "min.heartbeat.interval.ms": 45000,
+                "max.heartbeat.interval.ms": 60000,
+                "heartbeat.interval.ms": 50000,
+                "session.timeout.ms": 50000,
+            },
+            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
+    ],
+)
+def test_invalid_consumer_configs(settings, message):
+    """GroupCoordinatorConfigTest.testInvalidConsumerConfigs: a daemon's own group.consumer.* properties
+    that contradict each other stop it, with Kafka's message."""
+    bounds = GroupBounds.of({f"group.consumer.{name}": value for name, value in settings.items()})
+    with pytest.raises(ValueError) as refused:
+        group_config.check_settings(bounds)
+    assert str(refused.value) == message
+
+
+def test_daemons_check_their_group_consumer_settings():
+    """Brokers and controllers alike (Kafka's KafkaConfig builds GroupCoordinatorConfig for both)."""
+    group_config.check_settings(group_config.bounds_of(BrokerSettings()))
+    group_config.check_settings(group_config.bounds_of(ControllerSettings()))
     with pytest.raises(ValueError, match=r"must be greater than or equal to group\.consumer\.min\.session"):
-        group_config.check_broker_settings(10_000, 5000, BOUNDS)
-    group_config.check_broker_settings(45_000, 5000, BOUNDS)
+        group_config.check_settings(
+            group_config.bounds_of(BrokerSettings(group_consumer_session_timeout_ms=10_000))
+        )
+    with pytest.raises(ValueError, match=r"must be greater than or equal to group\.consumer\.min\.session"):
+        group_config.check_settings(
+            group_config.bounds_of(ControllerSettings(group_consumer_session_timeout_ms=10_000))
+        )
+
+
+def test_contradicting_group_consumer_settings_stop_either_daemon(tmp_path, capsys):
+    """The daemons run the check at start-up (--check-config stops after it): a configuration error."""
+    from epochkraft.server import broker_daemon, controller_daemon
+
+    too_short = ["--override", "group.consumer.session.timeout.ms=10000"]
+    message = "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"
+    controller = ["--node-id", "1", "--listen", "127.0.0.1:0", "--cluster-id", "c", "--check-config"]
+    assert controller_daemon.main([*controller, "--data-dir", str(tmp_path / "c"), *too_short]) == 2
+    assert message in capsys.readouterr().err
+    broker = ["--node-id", "1", "--controller", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--check-config"]
+    assert broker_daemon.main([*broker, "--data-dir", str(tmp_path / "b"), *too_short]) == 2
+    assert message in capsys.readouterr().err
 
 
 # ---- ConfigurationControlManagerTest: group resources ----------------------------------------------------
@@ -180,6 +294,106 @@ def test_group_configs_are_validated_together_with_those_the_group_holds(ctx):
     assert result == {
         (GROUP, "grp"): (ErrorCode.invalid_config, f"{SESSION} must be greater than {HEARTBEAT}")
     }
+
+
+def test_group_configs_are_validated_against_the_controllers_group_settings():
+    """The controller fills in its own group.consumer.session.timeout.ms for a group without one
+    (GroupConfig.validate over extractGroupConfigMap): a heartbeat interval above it is refused."""
+    ctx = ControllerContext(
+        group_consumer_min_session_timeout_ms=1000, group_consumer_session_timeout_ms=8000
+    )
+    ctx.brokers_ready(0, 1, 2)
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "9000")}})
+    assert result == {
+        (GROUP, "grp"): (ErrorCode.invalid_config, f"{SESSION} must be greater than {HEARTBEAT}")
+    }
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {HEARTBEAT: (SET, "7000")}})
+    assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
+
+
+def test_a_null_value_sent_to_the_controller_deletes_the_group_config(ctx):
+    """ConfigurationControlManager: a SET without a value, or an AlterConfigs entry without one, is
+    written as the config's deletion (its record has no value, validateAlterConfig drops it from the
+    group's configs before GroupConfig.validate)."""
+    ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, "8000"), HEARTBEAT: (SET, "6000")}})
+    result = ctx.incremental_alter_configs({(GROUP, "grp"): {SESSION: (SET, None)}})
+    assert result == {(GROUP, "grp"): (ErrorCode.none, None)}
+    assert ctx.controller.configuration.get(GROUP, "grp") == {HEARTBEAT: "6000"}
+    assert ctx.alter_configs(GROUP, "grp", {HEARTBEAT: None}) == (ErrorCode.none, None)
+    assert ctx.controller.configuration.get(GROUP, "grp") == {}
+    assert group_records(ctx)[-1] == ConfigRecord(
+        resource_type=GROUP, resource_name="grp", name=HEARTBEAT, value=None
+    )
+
+
+# ---- ConfigAdminManagerTest: the broker refuses null values before forwarding ------------------------------
+def incremental(
+    *resources: tuple[str, tuple[tuple[str, int, str | None], ...]],
+) -> ia.IncrementalAlterConfigsRequest:
+    return ia.IncrementalAlterConfigsRequest(
+        resources=tuple(
+            ia.AlterConfigsResource(
+                resource_type=GROUP,
+                resource_name=name,
+                configs=tuple(
+                    ia.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs
+                ),
+            )
+            for name, configs in resources
+        ),
+        validate_only=False,
+    )
+
+
+def test_preprocess_incremental_with_nulls():
+    """ConfigAdminManagerTest.testPreprocessIncrementalWithNulls: a SET without a value is the broker's
+    INVALID_REQUEST, named by its configs; a DELETE's value is not read; the rest go to the controller,
+    and the answers come back in the request's order."""
+    request = incremental(
+        ("a", ((SESSION, SET, None), (HEARTBEAT, SET, None))),
+        ("b", ((SESSION, DELETE, None),)),
+        ("c", ((SESSION, SET, "50000"),)),
+    )
+    refusals, remaining = config_preprocess.preprocess(request)
+    assert refusals == {0: f"Null value not supported for : {SESSION}, {HEARTBEAT}"}
+    assert remaining is not None and [r.resource_name for r in remaining.resources] == ["b", "c"]
+    from_controller = iar.IncrementalAlterConfigsResponse(
+        throttle_time=datetime.timedelta(0),
+        responses=tuple(
+            iar.AlterConfigsResourceResponse(
+                error_code=ErrorCode.none, error_message=None, resource_type=GROUP, resource_name=name
+            )
+            for name in ("b", "c")
+        ),
+    )
+    response = config_preprocess.reassemble(request, refusals, from_controller)
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("a", ErrorCode.invalid_request, f"Null value not supported for : {SESSION}, {HEARTBEAT}"),
+        ("b", ErrorCode.none, None),
+        ("c", ErrorCode.none, None),
+    ]
+
+
+def test_preprocess_legacy_with_nulls():
+    """ConfigAdminManagerTest.testPreprocessLegacyWithNulls: nothing is forwarded when every resource
+    is refused."""
+    request = ac2.AlterConfigsRequest(
+        resources=(
+            ac2.AlterConfigsResource(
+                resource_type=GROUP,
+                resource_name="a",
+                configs=(ac2.AlterableConfig(name=SESSION, value=None),),
+            ),
+        ),
+        validate_only=False,
+    )
+    refusals, remaining = config_preprocess.preprocess(request)
+    assert remaining is None
+    response = config_preprocess.reassemble(request, refusals, None)
+    assert isinstance(response, acr.AlterConfigsResponse)
+    assert [(r.error_code, r.error_message) for r in response.responses] == [
+        (ErrorCode.invalid_request, f"Null value not supported for : {SESSION}")
+    ]
 
 
 # ---- GroupConfigManagerTest: the broker applies a group's configs ---------------------------------------

@@ -24,8 +24,8 @@ PROTOCOLS = (("range", b"meta-range"), ("roundrobin", b"meta-rr"))
 class Ctx:
     """A coordinator with helpers that speak the protocol's verbs."""
 
-    def __init__(self, delay_ms: int = 0) -> None:
-        self.c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=delay_ms))
+    def __init__(self, delay_ms: int = 0, max_size: int = 2**31 - 1) -> None:
+        self.c = GroupCoordinator(GroupSettings(initial_rebalance_delay_ms=delay_ms, max_size=max_size))
         self.now = 1000
         self.results: dict[object, JoinResult | SyncResult] = {}
         self._tokens = 0
@@ -39,7 +39,13 @@ class Ctx:
             self.results[c.token] = c.result
 
     def join(
-        self, member_id: str = "", protocols=PROTOCOLS, session=10_000, group="g", rebalance=None
+        self,
+        member_id: str = "",
+        protocols=PROTOCOLS,
+        session=10_000,
+        group="g",
+        rebalance=None,
+        require_known_member_id=True,
     ) -> int:
         token = self._token()
         self._collect(
@@ -54,6 +60,7 @@ class Ctx:
                 session_timeout_ms=session,
                 rebalance_timeout_ms=rebalance or session,
                 client_id="c",
+                require_known_member_id=require_known_member_id,
             )
         )
         return token
@@ -425,3 +432,97 @@ async def test_offset_commit_with_only_too_large_metadata_writes_nothing():
     assert errors == [ErrorCode.offset_metadata_too_large]
     assert topic.records == []
     assert service.fetch_offsets("g", None) == {}
+
+
+# ---- group.max.size (GroupMetadataManagerTest) ------------------------------------------------------------
+MAX = 10
+
+
+def errors(ctx: Ctx, tokens) -> list[ErrorCode]:
+    return [ctx.results[t].error for t in tokens]
+
+
+def test_join_group_should_receive_error_if_group_over_max_size():
+    """testJoinGroupShouldReceiveErrorIfGroupOverMaxSize"""
+    ctx = Ctx(delay_ms=50, max_size=MAX)
+    waiting = [ctx.join(require_known_member_id=False) for _ in range(MAX)]
+    assert not any(t in ctx.results for t in waiting)
+    refused = ctx.join(require_known_member_id=False)
+    assert (ctx.results[refused].error, ctx.results[refused].member_id) == (
+        ErrorCode.group_max_size_reached,
+        "",
+    )
+
+
+def test_dynamic_members_join_group_with_max_size_and_required_known_member():
+    """testDynamicMembersJoinGroupWithMaxSizeAndRequiredKnownMember: an Empty group hands out ids to all;
+    of the joins with them, the one past the maximum is refused and its id forgotten; in
+    CompletingRebalance the members may rejoin, the refused one may not."""
+    ctx = Ctx(delay_ms=50, max_size=MAX)
+    first = [ctx.join() for _ in range(MAX + 1)]
+    assert errors(ctx, first) == [ErrorCode.member_id_required] * (MAX + 1)
+    ids = [ctx.results[t].member_id for t in first]
+    assert ctx.c.groups["g"].state == GroupState.EMPTY and len(ctx.c.groups["g"].pending_members) == MAX + 1
+    second = [ctx.join(member_id=i) for i in ids]
+    ctx.tick(50)
+    assert errors(ctx, second) == [ErrorCode.none] * MAX + [ErrorCode.group_max_size_reached]
+    group = ctx.c.groups["g"]
+    assert (len(group.members), len(group.pending_members), group.state) == (
+        MAX,
+        0,
+        GroupState.COMPLETING_REBALANCE,
+    )
+    third = [ctx.join(member_id=i) for i in ids]
+    assert ctx.results[third[-1]].error == ErrorCode.group_max_size_reached
+    assert ids[-1] not in group.members and len(group.members) == MAX
+
+
+def test_dynamic_members_join_group_with_max_size_and_not_required_known_member():
+    """testDynamicMembersJoinGroupWithMaxSizeAndNotRequiredKnownMember"""
+    ctx = Ctx(delay_ms=50, max_size=MAX)
+    first = [ctx.join(require_known_member_id=False) for _ in range(MAX + 1)]
+    group = ctx.c.groups["g"]
+    assert (len(group.members), group.state) == (MAX, GroupState.PREPARING_REBALANCE)
+    ctx.tick(50)
+    assert errors(ctx, first) == [ErrorCode.none] * MAX + [ErrorCode.group_max_size_reached]
+    ids = [ctx.results[t].member_id for t in first]
+    second = [ctx.join(member_id=i, require_known_member_id=False) for i in ids]
+    assert ctx.results[second[-1]].error == ErrorCode.group_max_size_reached
+    assert len(group.members) == MAX
+
+
+def test_dynamic_members_can_rejoin_group_with_max_size_while_rebalancing():
+    """testDynamicMembersCanRejoinGroupWithMaxSizeWhileRebalancing: a member already waiting in its join
+    is taken again while the group prepares a rebalance; the one past the maximum is not."""
+    ctx = Ctx(delay_ms=50, max_size=MAX)
+    ids = [ctx.results[ctx.join()].member_id for _ in range(MAX + 1)]
+    for member_id in ids:
+        ctx.join(member_id=member_id)
+    group = ctx.c.groups["g"]
+    assert (len(group.members), group.state) == (MAX, GroupState.PREPARING_REBALANCE)
+    third = [ctx.join(member_id=i) for i in ids]
+    ctx.tick(50)
+    assert errors(ctx, third) == [ErrorCode.none] * MAX + [ErrorCode.group_max_size_reached]
+    assert (len(group.members), group.state) == (MAX, GroupState.COMPLETING_REBALANCE)
+
+
+def test_last_joining_members_are_kicked_out_when_rejoining_group_with_max_size():
+    """testLastJoiningMembersAreKickedOutWhenRejoiningGroupWithMaxSize: a group holding more members than
+    group.max.size now admits (the setting was lowered) rebalances; the first ones to rejoin are taken up
+    to the maximum, the last are refused and leave the group."""
+    ctx = Ctx(delay_ms=50, max_size=MAX + 2)
+    ids = [ctx.results[ctx.join()].member_id for _ in range(MAX + 2)]
+    joins = [ctx.join(member_id=i, rebalance=10_000) for i in ids]
+    ctx.tick(50)
+    generation = ctx.results[joins[0]].generation_id
+    for member_id in ids:
+        ctx.sync(member_id, generation)
+    group = ctx.c.groups["g"]
+    assert (len(group.members), group.state) == (MAX + 2, GroupState.STABLE)
+    ctx.c.settings = GroupSettings(initial_rebalance_delay_ms=50, max_size=MAX)
+    rejoins = [ctx.join(member_id=i, protocols=PROTOCOLS[::-1], rebalance=10_000) for i in ids]
+    assert errors(ctx, rejoins[MAX:]) == [ErrorCode.group_max_size_reached] * 2
+    ctx.tick(10_000)
+    assert errors(ctx, rejoins[:MAX]) == [ErrorCode.none] * MAX
+    assert (len(group.members), group.state) == (MAX, GroupState.COMPLETING_REBALANCE)
+    assert set(group.members) == set(ids[:MAX])

@@ -691,6 +691,35 @@ def test_last_static_consumer_protocol_member_replaced_by_classic_protocol_membe
     assert set(parse_assignment(done[0].result.assignment)["foo"]) == target  # type: ignore[union-attr]
 
 
+def test_no_conversion_when_size_exceeds_classic_max_group_size():
+    """testNoConversionWhenSizeExceedsClassicMaxGroupSize: the last consumer protocol member leaves, but
+    more classic members are left than group.max.size admits: the group stays a consumer group."""
+    mig = Migration(classic_max_size=1)
+    upgraded(mig)
+    mig.heartbeat("m", -1)
+    assert set(mig.group().members) == {"c1", "c2"} and mig.classic.classic_group_of("grp") is None
+
+
+def test_no_downgrade_on_static_replacement_when_size_exceeds_classic_max_group_size():
+    """validateOnlineDowngradeWithReplacedMember: a classic member replacing the last consumer protocol
+    member does not convert a group larger than group.max.size."""
+    mig = Migration(classic_max_size=2)
+    upgraded(mig, instance_id="i1")
+    joined = mig.classic_join("", instance_id="i1")
+    assert joined.error == ErrorCode.none and mig.classic.classic_group_of("grp") is None
+    assert set(mig.group().members) == {"c1", "c2", joined.member_id}
+
+
+def test_joining_consumer_group_throws_exception_if_group_over_max_size():
+    """testJoiningConsumerGroupThrowsExceptionIfGroupOverMaxSize: a classic member joining a consumer
+    group at group.consumer.max.size is refused with Kafka's message."""
+    mig = Migration(max_size=3)
+    upgraded(mig)
+    refused = mig.classic_join("")
+    assert (refused.error, refused.member_id) == (ErrorCode.group_max_size_reached, "")
+    assert set(mig.group().members) == {"m", "c1", "c2"}
+
+
 def test_static_replacement_keeps_the_consumer_group_without_downgrade():
     mig = Migration(migration_policy=MigrationPolicy.UPGRADE)
     upgraded(mig, instance_id="i1")

@@ -74,6 +74,7 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     max_size: int = 2**31 - 1
+    classic_max_size: int = 2**31 - 1  # group.max.size: a larger group is not downgraded
     migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
     bounds: GroupBounds = field(default_factory=GroupBounds.of)  # group configs are clamped into them
     assignment_interval_ms: int = 1_000
@@ -495,7 +496,7 @@ class ConsumerGroupCoordinator:
         joining = request.member_epoch == 0
         group, upgraded = self._group_for_heartbeat(now_ms, request, topics)
         member_id = request.member_id or str(uuid.uuid4())  # v0 lets the coordinator choose it
-        self.check_not_full(group, member_id, request.instance_id)
+        self.check_not_full(group, member_id)
         member = self._member_for(group, member_id, request)
         is_new = member.member_id not in group.members
         updated = self._with_request(member, request)
@@ -535,14 +536,11 @@ class ConsumerGroupCoordinator:
             assignment=reconciled.assigned if full or changed else None,
         )
 
-    def check_not_full(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
-        """throwIfConsumerGroupIsFull: a full group admits only its members (and a static member's
-        replacement)."""
-        if (
-            len(group.members) >= self.settings.max_size
-            and member_id not in group.members
-            and instance_id not in group.static_members
-        ):
+    def check_not_full(self, group: ConsumerGroup, member_id: str) -> None:
+        """throwIfConsumerGroupIsFull: a full group admits only its members. A static member's successor
+        comes with a new member id, so it too waits until its predecessor's session has expired (Kafka
+        looks at the member id alone)."""
+        if len(group.members) >= self.settings.max_size and member_id not in group.members:
             raise GroupError(
                 ErrorCode.group_max_size_reached,
                 f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
@@ -747,20 +745,24 @@ class ConsumerGroupCoordinator:
         group.group_epoch += 1
 
     def _downgrade_allowed(self, group: ConsumerGroup, leaving: set[str]) -> bool:
-        """validateOnlineDowngradeWithFencedMembers (no classic group size limit here)."""
+        """validateOnlineDowngradeWithFencedMembers: classic protocol members left, the policy allowing
+        it, and no more of them than a classic group admits (group.max.size)."""
         remaining = [m for m in group.members.values() if m.member_id not in leaving]
         return (
             bool(remaining)
             and all(m.uses_classic_protocol for m in remaining)
             and self.settings.migration_policy.downgrade_enabled
+            and len(remaining) <= self.settings.classic_max_size
         )
 
     def downgrade_on_replacement(self, now_ms: int, group: ConsumerGroup, rebalance: bool) -> bool:
         """validateOnlineDowngradeWithReplacedMember, after a classic static member replaced the last
         consumer protocol member: the group becomes a classic group without anyone leaving, rebalancing
         only if the join changed the group epoch (a new subscription). False if it stays."""
-        if not self.settings.migration_policy.downgrade_enabled or not all(
-            m.uses_classic_protocol for m in group.members.values()
+        if (
+            not self.settings.migration_policy.downgrade_enabled
+            or not all(m.uses_classic_protocol for m in group.members.values())
+            or len(group.members) > self.settings.classic_max_size
         ):
             return False
         self._convert_to_classic_group(now_ms, group, set(), rebalance)

@@ -105,7 +105,7 @@ def _check_joinable(
     coordinator: ConsumerGroupCoordinator, group: ConsumerGroup, member_id: str, request: ClassicJoin
 ) -> None:
     """throwIfConsumerGroupIsFull and throwIfClassicProtocolIsNotSupported."""
-    coordinator.check_not_full(group, member_id, request.instance_id)
+    coordinator.check_not_full(group, member_id)
     if not supports_classic_protocols(group, request.protocol_type, {name for name, _ in request.protocols}):
         raise GroupError(
             ErrorCode.inconsistent_group_protocol, f"Member {member_id}'s protocols are not supported."

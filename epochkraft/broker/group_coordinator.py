@@ -118,6 +118,7 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 3000
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes
     offset_metadata_max_bytes: int = 4096
+    max_size: int = 2**31 - 1  # group.max.size: most members a classic group admits
 
 
 def java_string_hash(value: str) -> int:
@@ -179,6 +180,10 @@ class GroupCoordinator:
             if member_id:
                 return fail(ErrorCode.unknown_member_id)
             group = self.groups[group_id] = Group(group_id)
+        if not self._accepts_joining_member(group, member_id):
+            self._remove_member(group, member_id)
+            group.pending_members.pop(member_id, None)
+            return [Completion(token, JoinResult(ErrorCode.group_max_size_reached))]
         if not protocols or (
             group.members
             and (group.protocol_type != protocol_type or not self._has_common_protocol(group, protocols))
@@ -570,6 +575,19 @@ class GroupCoordinator:
         for member in group.members.values():
             names &= {name for name, _ in member.protocols}
         return bool(names)
+
+    def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
+        """GroupMetadataManager.acceptJoiningMember (group.max.size): an empty group takes anyone; while
+        preparing a rebalance, a member already waiting in its join, or anyone while fewer than the
+        maximum wait (so after group.max.size was lowered the last to rejoin are left out); otherwise
+        a member, or anyone while the group has fewer members than the maximum."""
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            awaiting = sum(1 for m in group.members.values() if m.join_token is not None)
+            return (member is not None and member.join_token is not None) or awaiting < self.settings.max_size
+        return member is not None or len(group.members) < self.settings.max_size
 
     def _remove_member(self, group: Group, member_id: str) -> None:
         group.members.pop(member_id, None)

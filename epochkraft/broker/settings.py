@@ -288,6 +288,13 @@ class BrokerSettings(SecuritySettings):
         "Wait for more members before the first rebalance.",
         minimum=0,
     )
+    group_max_size: int = prop(
+        "group.max.size",
+        2147483647,
+        "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond); a consumer group with more "
+        "classic members is not converted back to a classic group.",
+        minimum=1,
+    )
     group_consumer_session_timeout_ms: int = prop(
         "group.consumer.session.timeout.ms",
         45000,

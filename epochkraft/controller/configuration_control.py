@@ -178,7 +178,7 @@ class ConfigurationControl:
                 new = ",".join(parts)
             else:
                 return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
-            if op != OpType.DELETE and (why := self._validate(resource, key, new)) is not None:
+            if new is not None and (why := self._validate(resource, key, new)) is not None:
                 return ApiError(_refusal(resource_type), why), []
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
@@ -200,7 +200,7 @@ class ConfigurationControl:
         current = self.get(*resource)
         records: list[ConfigRecord] = []
         for key, value in new_configs.items():
-            if (why := self._validate(resource, key, value)) is not None:
+            if value is not None and (why := self._validate(resource, key, value)) is not None:
                 return ApiError(_refusal(resource_type), why), []
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
@@ -227,14 +227,12 @@ class ConfigurationControl:
         return NONE
 
     @staticmethod
-    def _validate(resource: Resource, key: str, value: str | None) -> str | None:
+    def _validate(resource: Resource, key: str, value: str) -> str | None:
+        """A value that is set (a null value is the config's deletion, as Kafka's controller takes a
+        SET or an AlterConfigs entry without one; a broker refuses those before forwarding)."""
         resource_type, resource_name = resource
         if resource_type == ResourceType.GROUP:
-            if value is None:
-                return f"Null value not supported for group configs: {key}"
             return None  # judged with the group's other configs (group_refusal)
-        if value is None and resource_type == ResourceType.TOPIC:
-            return f"Null value not supported for topic configs: {key}"
         return validate(resource_type, key, value, resource_name)
 
     @staticmethod

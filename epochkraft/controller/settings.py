@@ -31,6 +31,20 @@ class ControllerSettings(SecuritySettings):
         False,
         "Cluster default: elect a replica outside the ISR when no ISR member can lead (loses data).",
     )
+    group_consumer_session_timeout_ms: int = prop(
+        "group.consumer.session.timeout.ms",
+        45000,
+        "The consumer.session.timeout.ms of a consumer group (KIP-848) without its own, as its group "
+        "configs are validated (the brokers' own setting is what their groups use).",
+        minimum=1,
+    )
+    group_consumer_heartbeat_interval_ms: int = prop(
+        "group.consumer.heartbeat.interval.ms",
+        5000,
+        "The consumer.heartbeat.interval.ms of a consumer group (KIP-848) without its own, as its group "
+        "configs are validated (the brokers' own setting is what their groups use).",
+        minimum=1,
+    )
     group_consumer_min_session_timeout_ms: int = prop(
         "group.consumer.min.session.timeout.ms",
         45000,

@@ -3,11 +3,13 @@
 As Kafka 4.3's GroupConfig: the consumer.* and streams.* group configs, each with its type, default and
 broker synonym (the ``group.*`` property supplying its value when the group has none). ``validate`` is
 GroupConfig.validate, run by the controller on a group's configs as they would stand after an alteration
-(Kafka's ControllerConfigurationValidator): unknown names, unparsable values, values outside the
-controller's ``group.consumer.min/max.*`` bounds and a session timeout not above the heartbeat interval
+(Kafka's ControllerConfigurationValidator), merged over the controller's own ``group.*`` values: unknown
+names, unparsable values, values outside the controller's ``group.consumer.min/max.*`` bounds (an
+assignment interval only when the group sets one) and a session timeout not above the heartbeat interval
 are refused, with Kafka's messages. ``evaluate`` is GroupConfig.evaluate on the broker: a stored value
-outside this broker's bounds is clamped into them. The share.* configs are not served (no share groups
-here): they are refused as unknown names.
+outside this broker's bounds is clamped into them. ``check_settings`` is GroupCoordinatorConfig's checks
+of a daemon's own ``group.consumer.*`` properties at start-up. The share.* configs are not served (no
+share groups here): they are refused as unknown names.
 """
 
 from __future__ import annotations
@@ -86,8 +88,9 @@ UNBOUNDED = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class GroupBounds:
-    """The broker properties bounding group configs (GroupCoordinatorConfig), with Kafka's defaults.
-    Each group config with bounds has (min property, max property); a missing min is 0."""
+    """A daemon's ``group.*`` properties behind group configs (GroupCoordinatorConfig), with Kafka's
+    defaults: the bounds (each bounded group config has (min property, max property); a missing min is
+    0) and the values a group without its own takes (``group.<config>``)."""
 
     values: Mapping[str, int]
 
@@ -120,6 +123,12 @@ class GroupBounds:
         ),
     }
     DEFAULTS = {
+        "group.consumer.session.timeout.ms": 45000,
+        "group.consumer.heartbeat.interval.ms": 5000,
+        "group.streams.session.timeout.ms": 45000,
+        "group.streams.heartbeat.interval.ms": 5000,
+        "group.streams.num.standby.replicas": 0,
+        "group.streams.initial.rebalance.delay.ms": 3000,
         "group.consumer.min.heartbeat.interval.ms": 5000,
         "group.consumer.max.heartbeat.interval.ms": 15000,
         "group.consumer.min.session.timeout.ms": 45000,
@@ -156,20 +165,38 @@ def bounds_of(settings: object) -> GroupBounds:
     )
 
 
+# The group configs GroupCoordinatorConfig.extractGroupConfigMap fills in from the daemon's group.*
+# properties before validating (not the assignment intervals: those are judged only when set).
+WITH_DAEMON_DEFAULTS = (
+    CONSUMER_SESSION_TIMEOUT,
+    CONSUMER_HEARTBEAT_INTERVAL,
+    STREAMS_SESSION_TIMEOUT,
+    STREAMS_HEARTBEAT_INTERVAL,
+    STREAMS_NUM_STANDBY_REPLICAS,
+    STREAMS_INITIAL_REBALANCE_DELAY,
+)
+JUDGED_ONLY_WHEN_SET = (CONSUMER_ASSIGNMENT_INTERVAL, STREAMS_ASSIGNMENT_INTERVAL)
+
+
 def validate(configs: Mapping[str, str], bounds: GroupBounds) -> str | None:
     """None if a group may hold ``configs`` (its whole set after the alteration), else Kafka's message
-    (GroupConfig.validate: names, then parsing, then the bounds in Kafka's order, then session above
-    heartbeat; a config the group does not hold counts at its default)."""
-    for name in configs:
+    (GroupConfig.validate: the configs merged over the daemon's ``group.*`` values; names, then parsing,
+    then the bounds in Kafka's order, an assignment interval only when set, then session above
+    heartbeat)."""
+    combined = {name: str(bounds.values[f"group.{name}"]) for name in WITH_DAEMON_DEFAULTS}
+    combined.update(configs)
+    for name in combined:
         if name not in GROUP_CONFIGS:
             return f"Unknown group config name: {name}"
     parsed: dict[str, int] = {}
     for name, definition in GROUP_CONFIGS.items():
-        value, why = definition.parse(configs.get(name, definition.default))
+        value, why = definition.parse(combined.get(name, definition.default))
         if why is not None:
             return why
         parsed[name] = value  # type: ignore[assignment]
     for name in GroupBounds.PROPERTIES:
+        if name in JUDGED_ONLY_WHEN_SET and name not in combined:
+            continue
         low_name, low, high_name, high = bounds.range_of(name)  # type: ignore[misc]
         if low_name is not None and parsed[name] < low:
             return f"{name} must be greater than or equal to {low_name}"
@@ -216,15 +243,25 @@ class GroupConfig:
         )
 
 
-def check_broker_settings(session_timeout_ms: int, heartbeat_interval_ms: int, bounds: GroupBounds) -> None:
-    """A broker whose group.consumer.* defaults lie outside its own bounds does not start (ValueError with
-    GroupCoordinatorConfig's message)."""
-    for name, value in (
-        (CONSUMER_HEARTBEAT_INTERVAL, heartbeat_interval_ms),
-        (CONSUMER_SESSION_TIMEOUT, session_timeout_ms),
-    ):
-        low_name, low, high_name, high = bounds.range_of(name)  # type: ignore[misc]
-        if value < low:
-            raise ValueError(f"group.{name} must be greater than or equal to {low_name}")
-        if value > high:
-            raise ValueError(f"group.{name} must be less than or equal to {high_name}")
+def check_settings(bounds: GroupBounds) -> None:
+    """A daemon whose ``group.consumer.*`` session and heartbeat properties contradict each other does not
+    start: ValueError with the message of the first of GroupCoordinatorConfig's checks that fails, in its
+    order (Kafka builds that config on brokers and controllers alike)."""
+    v = bounds.values
+    heartbeat, session = f"group.{CONSUMER_HEARTBEAT_INTERVAL}", f"group.{CONSUMER_SESSION_TIMEOUT}"
+    min_heartbeat, max_heartbeat = GroupBounds.PROPERTIES[CONSUMER_HEARTBEAT_INTERVAL]
+    min_session, max_session = GroupBounds.PROPERTIES[CONSUMER_SESSION_TIMEOUT]
+    assert min_heartbeat is not None and min_session is not None
+    at_least, at_most = "must be greater than or equal to", "must be less than or equal to"
+    checks = (
+        (v[max_heartbeat] >= v[min_heartbeat], f"{max_heartbeat} {at_least} {min_heartbeat}"),
+        (v[heartbeat] >= v[min_heartbeat], f"{heartbeat} {at_least} {min_heartbeat}"),
+        (v[heartbeat] <= v[max_heartbeat], f"{heartbeat} {at_most} {max_heartbeat}"),
+        (v[max_session] >= v[min_session], f"{max_session} {at_least} {min_session}"),
+        (v[session] >= v[min_session], f"{session} {at_least} {min_session}"),
+        (v[session] <= v[max_session], f"{session} {at_most} {max_session}"),
+        (v[heartbeat] < v[session], f"{heartbeat} must be less than {session}"),
+    )
+    for holds, message in checks:
+        if not holds:
+            raise ValueError(message)

@@ -189,6 +189,7 @@ class BrokerNode:
                     initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
                     offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
                     offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
+                    max_size=settings.group_max_size,
                 )
             ),
             settings.offsets_retention_check_interval_ms,
@@ -197,6 +198,7 @@ class BrokerNode:
                 heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
                 assignors=parse_assignors(settings.group_consumer_assignors),
                 max_size=settings.group_consumer_max_size,
+                classic_max_size=settings.group_max_size,
                 migration_policy=MigrationPolicy.parse(settings.group_consumer_migration_policy),
                 bounds=group_config.bounds_of(settings),
             ),
@@ -694,11 +696,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
         parse_assignors(settings.group_consumer_assignors)
         MigrationPolicy.parse(settings.group_consumer_migration_policy)
-        group_config.check_broker_settings(
-            settings.group_consumer_session_timeout_ms,
-            settings.group_consumer_heartbeat_interval_ms,
-            group_config.bounds_of(settings),
-        )
+        group_config.check_settings(group_config.bounds_of(settings))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     listeners = resolve_listeners(

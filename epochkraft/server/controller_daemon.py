@@ -63,6 +63,7 @@ from epochkraft.controller.storage import (
     random_directory_id,
     read_meta_properties,
 )
+from epochkraft.metadata import group_config
 from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
 from epochkraft.metadata.snapshot_file import (
@@ -348,6 +349,10 @@ def load(args: argparse.Namespace) -> tuple[ControllerSettings, tuple[str, int]]
         raise ConfigError("a controller in a quorum needs --data-dir (its log and quorum-state)")
     if settings.session_timeout_ms <= 0:
         raise ConfigError("broker.session.timeout.ms must be positive")
+    try:
+        group_config.check_settings(group_config.bounds_of(settings))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     # Bad keystores, truststores and authorizer settings are configuration errors at start-up.
     NodeSecurity.build(settings).server_ssl(listener_protocol(settings), listener_name(settings))
     if args.admin_secure:

@@ -6,7 +6,10 @@
   Kafka's message); UNKNOWN_TOPIC_OR_PARTITION for a missing topic. BROKER resources (an id, or the empty
   name for the cluster-wide default) take min.insync.replicas and unclean.leader.election.enable.
 - A resource named twice is INVALID_REQUEST. Turning unclean.leader.election.enable on elects leaders for
-  the topic's offline partitions at once. The broker listener forwards to the controller.
+  the topic's offline partitions at once.
+- The broker listener answers a resource with a null value itself, INVALID_REQUEST "Null value not
+  supported for : name" as Kafka's ConfigAdminManager.preprocess, and forwards the rest to the
+  controller; the controller takes a null value as the config's deletion.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server import config_preprocess
 from epochkraft.server.context import RequestContext
 
 
@@ -22,7 +26,9 @@ from epochkraft.server.context import RequestContext
 async def handle(request, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
     if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
+        refusals, remaining = config_preprocess.preprocess(upgraded)
+        forwarded = None if remaining is None else await ctx.broker.forward_to_controller(remaining)
+        response = config_preprocess.reassemble(upgraded, refusals, forwarded)
     else:
         response = ctx.controller_node.controller.alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

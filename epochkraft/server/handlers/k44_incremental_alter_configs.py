@@ -7,7 +7,9 @@
 - GROUP resources: the group's configs as they would stand after the change are validated together
   (Kafka's GroupConfig.validate against the controller's group.consumer.min/max.* bounds), INVALID_CONFIG
   with Kafka's message; the empty group name is INVALID_REQUEST.
-- The broker listener forwards to the controller.
+- The broker listener answers a resource with a null value itself (other than a DELETE's), INVALID_REQUEST
+  "Null value not supported for : name" as Kafka's ConfigAdminManager.preprocess, and forwards the rest to
+  the controller; the controller takes a null value as the config's deletion.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConf
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.server import config_preprocess
 from epochkraft.server.context import RequestContext
 
 
@@ -23,7 +26,9 @@ from epochkraft.server.context import RequestContext
 async def handle(request, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
     if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
+        refusals, remaining = config_preprocess.preprocess(upgraded)
+        forwarded = None if remaining is None else await ctx.broker.forward_to_controller(remaining)
+        response = config_preprocess.reassemble(upgraded, refusals, forwarded)
     else:
         response = ctx.controller_node.controller.incremental_alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

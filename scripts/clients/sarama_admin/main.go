@@ -44,6 +44,10 @@ func main() {
 	check("AlterConfig", admin.AlterConfig(sarama.TopicResource, "sar", map[string]*string{"min.insync.replicas": &two}, false))
 	err = admin.AlterConfig(sarama.TopicResource, "sar", map[string]*string{"min.insync.replicas": nil}, false)
 	fmt.Printf("AlterConfig with a null topic value refused: %v\n", err)
+	group := sarama.ConfigResourceType(32) // GROUP (KIP-848)
+	err = admin.IncrementalAlterConfig(group, "sar-group", map[string]sarama.IncrementalAlterConfigsEntry{
+		"consumer.session.timeout.ms": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: nil}}, false)
+	fmt.Printf("IncrementalAlterConfig with a null group value refused: %v\n", err)
 
 	check("CreatePartitions", admin.CreatePartitions("sar", partitions+1, nil, false))
 
