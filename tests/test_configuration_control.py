@@ -265,3 +265,20 @@ def test_testDynamicLogConfigHandlesSynonymsCorrectly():
     cache.configs[(ResourceType.BROKER, "1")] = {"log.retention.ms": "2000"}
     assert cache.topic_config("t", "retention.ms") == "2000"
     assert cache.topic_config("t", "segment.bytes") is None  # the static setting applies
+
+
+def test_append_or_subtract_of_a_null_value_writes_nothing(ctx):
+    # A broker refuses it before forwarding; sent to the controller directly it is refused too (Kafka's
+    # controller fails on the null) rather than taken as an empty list item.
+    since = ctx.controller.log.next_offset
+    results = ctx.incremental_alter_configs(
+        {
+            (TOPIC, "mytopic"): {"cleanup.policy": (SUBTRACT, None)},
+            (BROKER, ""): {"log.cleanup.policy": (APPEND, None)},
+        }
+    )
+    assert results == {
+        (TOPIC, "mytopic"): (ErrorCode.invalid_request, "Null value not supported for : cleanup.policy"),
+        (BROKER, ""): (ErrorCode.invalid_request, "Null value not supported for : log.cleanup.policy"),
+    }
+    assert config_records(ctx, since) == []

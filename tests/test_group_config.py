@@ -455,3 +455,23 @@ def test_describe_group_configs_value_and_source():
     assert (heartbeat.value, heartbeat.config_source) == ("6000", ConfigSource.STATIC_BROKER_CONFIG)
     empty = describer.describe(int(GROUP), "", None, synonyms=False, documentation=False)
     assert empty.error_code == ErrorCode.invalid_request
+
+
+def test_preprocess_refuses_duplicates_before_nulls():
+    """ConfigAdminManager.preprocess's order: every copy of a resource named twice is refused (so a copy
+    with a null value cannot take its twin out of the request and let it through alone), then a resource
+    naming a config twice, then the nulls."""
+    request = incremental(
+        ("g", ((SESSION, SET, "50000"),)),
+        ("g", ((HEARTBEAT, SET, None),)),
+        ("h", ((SESSION, SET, "50000"), (SESSION, SET, None))),
+        ("i", ((SESSION, SET, None),)),
+    )
+    refusals, remaining = config_preprocess.preprocess(request)
+    assert refusals == {
+        0: "Each resource must appear at most once.",
+        1: "Each resource must appear at most once.",
+        2: "Error due to duplicate config keys",
+        3: f"Null value not supported for : {SESSION}",
+    }
+    assert remaining is None

@@ -160,6 +160,8 @@ class ConfigurationControl:
             elif op == OpType.DELETE:
                 new = None
             elif op in (OpType.APPEND, OpType.SUBTRACT):
+                if value is None:  # a broker refuses it before forwarding; Kafka's controller fails on it
+                    return ApiError(ErrorCode.invalid_request, f"Null value not supported for : {key}"), []
                 if not is_list(resource_type, key):
                     return ApiError(
                         ErrorCode.invalid_config,
@@ -170,7 +172,7 @@ class ConfigurationControl:
                     for p in (old if old is not None else default_of(resource_type, key) or "").split(",")
                     if p
                 ]
-                for item in (value or "").split(","):
+                for item in value.split(","):
                     if op == OpType.APPEND and item not in parts:
                         parts.append(item)
                     elif op == OpType.SUBTRACT and item in parts:

@@ -1,15 +1,18 @@
 """The broker's own checks of AlterConfigs and IncrementalAlterConfigs before it forwards them to the
-controller, as Kafka's ConfigAdminManager.preprocess: a resource naming a config with a null value (other
-than an incremental DELETE, whose value is not read) is answered by the broker, INVALID_REQUEST "Null
-value not supported for : a, b"; the other resources go on to the controller and the answers are put
-back in the request's order (ConfigAdminManager.reassembleIncrementalResponse and
-reassembleLegacyResponse). The controller itself takes a null value as a deletion (its
-ConfigurationControlManager), so only a request sent to a broker is refused.
+controller, in Kafka's ConfigAdminManager.preprocess order, each INVALID_REQUEST answered by the broker:
+every copy of a resource named twice ("Each resource must appear at most once."), a resource naming a config
+twice ("Error due to duplicate config keys"), a resource naming a config with a null value other than an
+incremental DELETE, whose value is not read ("Null value not supported for : a, b"). The other resources go
+on to the controller and the answers are put back in the request's order
+(ConfigAdminManager.reassembleIncrementalResponse and reassembleLegacyResponse). The controller itself
+takes a null value as a deletion (its ConfigurationControlManager), so only a request sent to a broker is
+refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from kio.schema.alter_configs.v2 import request as legacy_req
@@ -45,10 +48,18 @@ def null_value_refusal(
 
 
 def preprocess(request: AlterRequest) -> tuple[Refusals, AlterRequest | None]:
-    """(the resources the broker answers itself, the request of the rest to forward, or None if none)."""
+    """(the resources the broker answers itself, the request of the rest to forward, or None if none), in
+    ConfigAdminManager.preprocess's order: every copy of a resource named twice, then a resource naming a
+    config twice, then one with a null value."""
     refusals: Refusals = {}
+    keys = Counter((r.resource_type, r.resource_name) for r in resources_of(request))
     for index, resource in enumerate(resources_of(request)):
-        if (message := null_value_refusal(resource.configs)) is not None:
+        names = [c.name for c in resource.configs]
+        if keys[(resource.resource_type, resource.resource_name)] > 1:
+            refusals[index] = "Each resource must appear at most once."
+        elif len(set(names)) != len(names):
+            refusals[index] = "Error due to duplicate config keys"
+        elif (message := null_value_refusal(resource.configs)) is not None:
             refusals[index] = message
     if len(refusals) == len(request.resources):
         return refusals, None
