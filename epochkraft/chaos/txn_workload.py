@@ -86,9 +86,21 @@ class TxnWorkload:
         self._loop.join(60)
 
     def _client_conf(self) -> dict[str, Any]:
-        conf = {"bootstrap.servers": self.bootstrap, **self.conf, "log_level": 0, "logger": log}
-        if debug := os.environ.get(CLIENT_DEBUG_ENV):  # librdkafka's debug contexts, into this module's log
+        conf = {
+            "bootstrap.servers": self.bootstrap,
+            **self.conf,
+            "log_level": 0,
+            "logger": log,
+            # librdkafka 2.16's re-bootstrap (KIP-899), taken when every broker it knew is gone (the elr fault
+            # has all three down at some moment), wedges a transactional producer: the coordinator FindCoordinator
+            # names stays "unknown" and a call such as send_offsets_to_transaction never returns
+            "metadata.recovery.strategy": "none",
+        }
+        if debug := os.environ.get(CLIENT_DEBUG_ENV):
+            # librdkafka's debug contexts, written by its own threads to stderr as they happen (a Python
+            # logger only gets them when the client is polled, not while a transactional call blocks)
             conf.update({"debug": debug, "log_level": 7})
+            del conf["logger"]
         return conf
 
     def note(self, text: str) -> None:
