@@ -67,6 +67,7 @@ class TxnWorkload:
         self.transactions: dict[int, Transaction] = {}
         self.drained = False
         self.errors: list[str] = []  # what the loop's clients raised, when (seconds into the run)
+        self._last_error, self._first_seen, self._repeats = "", "", 0
         self._started = time.monotonic()
         self._stop_feeding = threading.Event()
         self._give_up = threading.Event()
@@ -104,10 +105,16 @@ class TxnWorkload:
         return conf
 
     def note(self, text: str) -> None:
-        """Keeps a client error for the report (the first 200: a wedge shows as the same error repeating)."""
+        """Keeps a client error for the report: the last 200, an error repeating at once counted on its
+        first line (a spin shows as one line, a wedge as the last ones)."""
         log.debug("%s", text)
-        if len(self.errors) < 200:
-            self.errors.append(f"{time.monotonic() - self._started:.1f}s {text}")
+        seconds = f"{time.monotonic() - self._started:.1f}s"
+        if text == self._last_error:
+            self._repeats += 1
+            self.errors[-1] = f"{self._first_seen} {text} (x{self._repeats}, last {seconds})"
+            return
+        self._last_error, self._first_seen, self._repeats = text, seconds, 1
+        self.errors = [*self.errors[-199:], f"{seconds} {text}"]
 
     def _feed(self) -> None:
         produce_sequence(self._client_conf(), INPUT_TOPIC, self.rate, self._stop_feeding, self)
