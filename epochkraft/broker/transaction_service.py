@@ -3,14 +3,9 @@
 The sans-IO TransactionCoordinator decides; this class writes the records it decides on to
 ``__transaction_state`` (acks=all) before answering, loads a partition's transactions when this broker
 becomes its leader, sends the queued WriteTxnMarkers to the partitions' leaders over the inter-broker
-listener (Kafka's TransactionMarkerChannelManager: one request in flight per broker, carrying the markers
-of every transaction due there, retried every ``MARKER_RETRY_S`` until settled), writes
-CompleteCommit/CompleteAbort once every marker is written, and aborts transactions past their timeout.
-
-EndTxn is answered once PrepareCommit/PrepareAbort is durable; its markers go out at that moment (as
-Kafka's addTxnMarkersToSend wakes the sender thread), and the answer to a WriteTxnMarkers writes the
-completions it makes due at once (as the completion handler's tryAppendToLog), so neither waits for the
-marker loop's next tick: the loop is for retries and for the markers of a partition loaded.
+listener (Kafka's TransactionMarkerChannelManager: one request in flight per broker, retried every
+``MARKER_RETRY_S`` until settled), writes CompleteCommit/CompleteAbort once every marker is written, and
+aborts transactions past their timeout.
 """
 
 from __future__ import annotations
@@ -180,7 +175,7 @@ class TransactionService:
             error = ErrorCode.unknown_server_error
         result = self.coordinator.complete_append(append, error)
         if result == ErrorCode.none and append.transit.state in PREPARED:
-            self._marker_round()
+            self._wake.set()
         return result
 
     async def init_producer_id(
@@ -355,17 +350,12 @@ class TransactionService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), MARKER_RETRY_S)
             self._wake.clear()
-            self._marker_round()
-
-    def _marker_round(self, send: bool = True) -> None:
-        """Sends the markers due (``send``) and writes the completions due, now."""
-        try:
-            if send:
+            try:
                 self._send_markers()
-            for append in self.coordinator.due_appends(self.now_ms()):
-                self._spawn(self._write(append))
-        except Exception:  # a bug here must not stop markers for good
-            log.exception("transaction marker round failed")
+                for append in self.coordinator.due_appends(self.now_ms()):
+                    self._spawn(self._write(append))
+            except Exception:  # a bug here must not stop markers for good
+                log.exception("transaction marker round failed")
 
     def _send_markers(self) -> None:
         for sent in self.coordinator.markers.requests(self._leader_of, self._busy):
@@ -384,15 +374,14 @@ class TransactionService:
         finally:
             self._busy.discard(sent.broker_id)
         errors = self.coordinator.settle_markers(sent, response)
-        if errors:  # retried at the loop's next round, MARKER_RETRY_S from now
+        if errors:  # retried at the next round, MARKER_RETRY_S from now
             log.info(
                 "WriteTxnMarkers partition errors",
                 broker=sent.broker_id,
                 errors={f"{t}-{p}": e.name for (t, p), e in errors.items()},
             )
-        # the completions now due are written at once; the markers queued for this broker meanwhile go
-        # out now too, unless it answered errors (then the loop's pause keeps the retries from spinning)
-        self._marker_round(send=not errors and response is not None)
+        elif response is not None:
+            self._wake.set()  # complete the transactions now
 
     def _spawn(self, coroutine: Coroutine[object, object, object]) -> None:
         task = asyncio.create_task(coroutine)
