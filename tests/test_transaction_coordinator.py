@@ -752,3 +752,27 @@ def test_txn_offset_commit_batches_continue_the_producers_sequence():
     assert table.check(1000, 0, 2, 1).error == ErrorCode.none
     assert table.check(1000, 0, 2, 1).duplicate_of is None
     assert table.next_sequence(1000, 1) == 0  # a new epoch starts over
+
+
+def test_a_stale_marker_answer_settles_nothing_of_a_later_transaction():
+    # As TransactionMarkerRequestCompletionHandler, which drops an answer of another coordinator epoch: a
+    # slow broker's answer to the markers of a transaction the coordinator has since reloaded must not
+    # settle the same partition of the transaction's markers queued again (its Complete* would be written
+    # with foo-0's marker never retried, the last stable offset stuck there).
+    from epochkraft.broker.transaction_markers import PendingMarkers, TransactionMarkerQueue
+
+    queue = TransactionMarkerQueue()
+    queue.add(PendingMarkers("x", 7, 0, True, 0, 0, {("foo", 0)}))
+    (slow,) = queue.requests(lambda tp: 1, busy=set())
+    queue.remove_txn_log_partition(0)  # the partition reloaded: the transaction's markers queued again
+    again = PendingMarkers("x", 7, 0, True, 1, 0, {("foo", 0), ("bar", 0)})
+    queue.add(again)
+    leaders = {("foo", 0): 2, ("bar", 0): 3}
+    to_foo, to_bar = sorted(queue.requests(leaders.get, busy={1}), key=lambda r: r.broker_id)
+
+    assert queue.handle_response(slow, marker_response(slow, {})).completed == []
+    assert again.in_flight == {("foo", 0), ("bar", 0)}
+    assert queue.handle_response(to_bar, marker_response(to_bar, {})).completed == []
+    not_leader = {("foo", 0): ErrorCode.not_leader_or_follower}
+    assert queue.handle_response(to_foo, marker_response(to_foo, not_leader)).completed == []
+    assert again.remaining == {("foo", 0)}  # retried with the next requests

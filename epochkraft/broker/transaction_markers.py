@@ -60,7 +60,9 @@ class PendingMarkers:
 class MarkerRequest:
     broker_id: int
     request: wtm.WriteTxnMarkersRequest
-    sent: tuple[tuple[str, frozenset[TopicPartition]], ...]  # (transactional id, partitions) it carries
+    # (the transaction's markers, partitions) it carries: an answer settles those very markers only, not a
+    # later transaction of the same id (Kafka's completion handler drops an answer of another epoch)
+    sent: tuple[tuple[PendingMarkers, frozenset[TopicPartition]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +120,10 @@ class TransactionMarkerQueue:
         completed: list[str] = []
         abandoned: list[str] = []
         errors: dict[TopicPartition, ErrorCode] = {}
-        for txn_id, partitions in sent.sent:
+        for sent_markers, partitions in sent.sent:
+            txn_id = sent_markers.transactional_id
             markers = self.pending.get(txn_id)
-            if markers is None:
+            if markers is not sent_markers:  # completed, fenced or reloaded since: a stale answer
                 continue
             fenced = False
             for tp in partitions:
@@ -174,5 +177,5 @@ def _marker_request(
     return MarkerRequest(
         broker_id,
         wtm.WriteTxnMarkersRequest(markers=tuple(markers)),
-        tuple((p.transactional_id, frozenset(parts)) for p, parts in entries),
+        tuple((p, frozenset(parts)) for p, parts in entries),
     )
