@@ -446,6 +446,7 @@ class ReplicaManager:
         *,
         from_coordinator: bool = False,
         transaction_version: int = 0,
+        leader_epoch: int | None = None,
     ) -> ProduceResult:
         """Validates the batches (off the event loop when that is heavy), then appends them as leader.
         Leadership, the log dir and the ISR are checked before validating and again after, since they
@@ -454,7 +455,9 @@ class ReplicaManager:
         keeps a producer's pipelined batches in order. ``from_coordinator``: the transaction markers
         the broker built itself (Kafka's AppendOrigin.COORDINATOR), control batches that no client may
         write, checked against the producer's and the coordinator's epochs instead (``transaction_version``
-        2, KIP-890: the marker must bump the producer's epoch)."""
+        2, KIP-890: the marker must bump the producer's epoch). ``leader_epoch``: appended only while this
+        broker leads the partition in that epoch (a coordinator's state written under the epoch it loaded,
+        as Kafka's appendTransactionToLog checks its coordinator epoch right before appending)."""
         refused = self._refuse_append(topic, index, acks)
         if refused is not None:
             return refused
@@ -472,6 +475,8 @@ class ReplicaManager:
                 await asyncio.shield(previous)  # the produces that came before are appended first
             if isinstance(outcome, ProduceResult):
                 return outcome
+            if leader_epoch is not None and self.replicas[key].partition.leader_epoch != leader_epoch:
+                return ProduceResult(ErrorCode.not_leader_or_follower)
             appended = self._refuse_append(topic, index, acks) or self._append_validated(
                 self.replicas[key], records, outcome, from_coordinator, transaction_version
             )

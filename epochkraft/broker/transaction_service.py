@@ -88,10 +88,12 @@ class TransactionStateTopic:
                 )
             )
 
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def append(self, partition: int, key: bytes, value: bytes | None, leader_epoch: int) -> ErrorCode:
+        """Writes a transaction's state, only while this broker still leads the partition in the epoch the
+        coordinator loaded it in."""
         records = build_batch([(key, value, (), self.node.now_ms())])
         result = await self.node.replica_manager.append(
-            TRANSACTION_STATE_TOPIC, partition, records, -1, APPEND_TIMEOUT_MS
+            TRANSACTION_STATE_TOPIC, partition, records, -1, APPEND_TIMEOUT_MS, leader_epoch=leader_epoch
         )
         return result.error
 
@@ -169,7 +171,9 @@ class TransactionService:
 
     async def _write(self, append: LogAppend) -> ErrorCode:
         try:
-            error = await self.state_topic.append(append.txn_log_partition, append.key, append.value)
+            error = await self.state_topic.append(
+                append.txn_log_partition, append.key, append.value, append.coordinator_epoch
+            )
         except Exception:  # a record that cannot be encoded, a bug: the pending state must not stay
             log.exception("transaction state write failed", transactional_id=append.transactional_id)
             error = ErrorCode.unknown_server_error
