@@ -35,8 +35,9 @@ from epochkraft.harness.cluster import LocalCluster
 PHASES = ("no_browser", "browsers", "stuck_browser")
 MAX_IN_FLIGHT = 64  # config changes outstanding at once
 # Admin clients the changes are spread over, in turn: one client's connection carries a change at a time
-# (about 13-90 ms each through a broker, measured at 1,000 partitions), so 100 a second needs several.
-ADMIN_CLIENTS = 8
+# (11 ms p50 but 63 ms on average through a broker at 10,000 partitions, its event loop busy replicating), so
+# 100 a second needs many (docs/benchmarks.md: 8 clients reached 45-56 a second, 24 reached 66-77).
+ADMIN_CLIENTS = 24
 SETTLE_TIMEOUT_S = 300  # for every broker to host its replicas before the phases
 
 
