@@ -4,17 +4,30 @@ only once what they wrote is on disk, one fsync for all the appends made while t
 from __future__ import annotations
 
 import asyncio
+import datetime
 import errno
 import os
 import threading
+from types import SimpleNamespace
 
 import pytest
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+from kio.static.primitive import i8
 
 from epochkraft.controller.group_commit import GroupCommit, GroupCommitFailed
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.metadata.snapshot import SnapshotId
+from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import encode_entity, encode_request
 from epochkraft.protocol.metadata_records import ConfigRecord
+from epochkraft.server.socket_server import KafkaServer, _Connection
+from tests.test_request_turns import StandInTransport, _with_handler, receive, turns
 
 
 class Disk:
@@ -90,6 +103,50 @@ def test_a_brokers_fetch_of_the_metadata_log_passes_the_single_controllers_gate(
     connection.server.node.write_gate = lambda: quorum
     assert _Connection._write_gate(connection, SimpleNamespace(key=1)) is None
     assert _Connection._write_gate(connection, SimpleNamespace(key=44)) is quorum
+
+
+async def test_a_brokers_pipelined_forwarded_requests_are_decided_in_turn_and_share_fsyncs():
+    """A broker forwards many clients' IncrementalAlterConfigs on its one connection, pipelined. Each is
+    decided in turn (a handler starts once the one before it has appended), but none waits for the one before
+    it to reach the disk: the five decided while the first fsync runs share the next, and the answers go out
+    in request order, each once what it wrote is on disk. (One at a time to the disk, five writes took five
+    fsyncs in a row and the controller's answers to one broker ran at one per fsync.)"""
+    log = MetadataLog()
+    disk = Disk(log)
+    commit = GroupCommit(log, disk.syncer)
+    log.listeners.append(commit.on_append)
+    server = KafkaServer(CONTROLLER, SimpleNamespace(write_gate=lambda: commit), "127.0.0.1", 0)  # type: ignore[arg-type]
+    decided: list[int] = []  # correlation ids whose handler ran, in order
+
+    async def handle(_request: object, ctx: SimpleNamespace) -> IncrementalAlterConfigsResponse:
+        decided.append(ctx.header.correlation_id)
+        _append(log)
+        return IncrementalAlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=())
+
+    server.apis[44] = _with_handler(server.apis[44], handle)
+    connection, transport = _Connection(server), StandInTransport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    change = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=i8(2),
+                resource_name="orders",
+                configs=(AlterableConfig(name="retention.ms", config_operation=i8(0), value="1000"),),
+            ),
+        ),
+        validate_only=False,
+    )
+    receive(connection, *(encode_request(44, 1, i, "broker-1", encode_entity(change)) for i in range(1, 7)))
+    await turns(20)
+    assert decided == [1, 2, 3, 4, 5, 6], "every request decided while the first fsync runs"
+    assert transport.correlation_ids() == []
+    disk.release.release()
+    await asyncio.sleep(0.05)
+    assert transport.correlation_ids() == [1]  # the first fsync covered the first write only
+    disk.release.release()
+    await asyncio.sleep(0.05)
+    assert transport.correlation_ids() == [1, 2, 3, 4, 5, 6]
+    assert disk.synced == [1, 6]
 
 
 class FailingDisk:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import json
 import os
@@ -122,6 +123,42 @@ def test_a_tick_makes_rows_only_for_the_partitions_that_changed():
     delta = differ.update(_state(), 10_000, rows.partitions)
     assert rows.made == 1 and delta is not None
     assert [(p["partition"], p["leader"]) for p in delta["partitions"]] == [(7, 2)]
+
+
+def test_a_hundred_config_writes_make_no_row_and_a_min_isr_write_only_its_topics():
+    """The bench's load (``scripts/bench --parts view``): topic config writes, a hundred a second. The view's
+    work per change is bounded: a tick after a hundred retention.ms writes makes no partition row (a config
+    that no row shows leaves every token alone), and a min.insync.replicas write makes its topic's rows only."""
+    from epochkraft.controller.configuration_control import OpType
+    from epochkraft.controller.controller import partition_row
+    from tests.controller_context import ControllerContext
+
+    ctx = ControllerContext()
+    ctx.register_brokers(1, 2, 3)
+    ctx.unfence_brokers(1, 2, 3)
+    for topic in ("view-0", "view-1"):
+        ctx.create_topic(topic, partitions=1000, rf=3)
+    made = collections.Counter[str]()
+
+    def row(topic: str, index: int, token: Any) -> dict[str, Any]:
+        made[topic] += 1
+        return partition_row(*token)
+
+    differ = ViewDiffer(row)
+    controller = ctx.controller
+    differ.update(controller.summary_state(), ctx.now, controller.view_partitions)
+    made.clear()
+    offset = controller.summary_state()["metadata_offset"]
+    for n in range(100):
+        ctx.incremental_alter_configs({(2, "view-0"): {"retention.ms": (OpType.SET, str(86_400_000 + n))}})
+    delta = differ.update(controller.summary_state(), ctx.now, controller.view_partitions)
+    assert not made and delta == {
+        "cluster": {"cluster_id": controller.cluster_id, "metadata_offset": offset + 100}
+    }
+    ctx.incremental_alter_configs({(2, "view-0"): {"min.insync.replicas": (OpType.SET, "2")}})
+    delta = differ.update(controller.summary_state(), ctx.now, controller.view_partitions)
+    assert made == {"view-0": 1000} and delta is not None
+    assert {p["min_insync_replicas"] for p in delta["partitions"]} == {2}
 
 
 def test_new_replica_positions_make_rows_only_for_the_partitions_whose_positions_moved():

@@ -125,10 +125,18 @@ class GroupCommit:
             self.on_append(0, b"")
         await waiter
 
-    async def write(self, call: Callable[[], Awaitable[T]], _refuse: Callable[[ErrorCode], T]) -> T:
+    async def write(
+        self,
+        call: Callable[[], Awaitable[T]],
+        _refuse: Callable[[ErrorCode], T],
+        decided: Callable[[], None] = lambda: None,
+    ) -> T:
         """Runs ``call`` (a request's handler) and answers once what was appended before it returned is on
-        disk (the server's write gate, as QuorumDriver.write)."""
+        disk (the server's write gate, as QuorumDriver.write). ``decided`` is called in between: the
+        request has made its records, and the next request of its connection may be decided while these
+        wait for the disk, so a broker's forwarded requests share fsyncs instead of taking one each."""
         answer = await call()
+        decided()
         await self.durable(self.log.next_offset)
         return answer
 

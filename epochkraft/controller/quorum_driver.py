@@ -371,14 +371,21 @@ class QuorumDriver:
         self._fail_commits()
 
     # ---- writes through the active controller -------------------------------------------------------------
-    async def write(self, call: Callable[[], Awaitable[T]], refuse: Callable[[ErrorCode], T]) -> T:
+    async def write(
+        self,
+        call: Callable[[], Awaitable[T]],
+        refuse: Callable[[ErrorCode], T],
+        decided: Callable[[], None] = lambda: None,
+    ) -> T:
         """Runs ``call`` (a handler that may append records) as the active controller and answers once
         what it appended is committed; ``refuse(NOT_CONTROLLER)`` when this controller is not active or
-        loses leadership first."""
+        loses leadership first. ``decided`` is called once ``call`` returned (as GroupCommit.write); the
+        next write still waits for this one's commit here."""
         async with self._write_lock:
             if not self.quorum.active:
                 return refuse(ErrorCode.not_controller)
             answer = await call()
+            decided()
             end = self.quorum.log.end_offset
             if self.quorum.committed(end):
                 return answer

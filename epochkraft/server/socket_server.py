@@ -3,7 +3,9 @@
 Each connection is an ``asyncio.BufferedProtocol`` receiving straight into a sans-IO FrameDecoder's
 buffers. Responses are written strictly in request order, as Kafka requires. A client's requests run one at
 a time per connection, as Kafka's SocketServer reads one request per connection at a time (the channel is
-muted until its response is sent; a producer's Produce requests pipeline, up to PRODUCE_PIPELINE), and at most REQUESTS_STARTED_PER_TURN of them start in one turn of the
+muted until its response is sent; a producer's Produce requests pipeline, up to PRODUCE_PIPELINE; on a
+controller, a request that has decided and waits only for its records to be durable no longer holds the next
+back, so a broker's forwarded requests share fsyncs), and at most REQUESTS_STARTED_PER_TURN of them start in one turn of the
 event loop, as Kafka's bounded request queue is served by num.io.threads: asyncio runs every ready callback
 before it polls the sockets again, so a pipelining flood would otherwise make one turn take seconds and
 hold back the broker's heartbeat answers and its replica fetches with it. The daemons' own requests (the
@@ -358,6 +360,9 @@ class _Connection(asyncio.BufferedProtocol):
         # before other clients' (nor start more work while it is throttled). Frames read meanwhile wait here.
         self.sequential = False
         self.in_flight = 0
+        # Of in_flight, requests whose handler has decided and that wait only for the controller's write gate
+        # to make their records durable: they no longer hold the connection's next request back.
+        self.awaiting_disk = 0
         self.produce_in_flight = 0  # of in_flight, client Produce requests
         self.held: deque[bytes] = deque()
         self.log = server.log
@@ -446,7 +451,7 @@ class _Connection(asyncio.BufferedProtocol):
         Produce that may join a pipeline of Produce requests."""
         if self.muted:
             return True
-        if not self.sequential or self.in_flight == 0:
+        if not self.sequential or self.in_flight == self.awaiting_disk:
             return False
         return not (
             _api_key(frame) == PRODUCE_KEY
@@ -637,13 +642,36 @@ class _Connection(asyncio.BufferedProtocol):
             self.log.info("request refused", api=spec.name, principal=str(ctx.principal), error=refused.name)
             response = error_response(request, response_class(spec.key, ctx.api_version), refused)
         elif gate is not None:
-            response = await gate.write(
-                lambda: spec.handler(request, ctx),
-                lambda code: error_response(request, response_class(spec.key, ctx.api_version), code),
-            )
+            response = await self._write(gate, spec, request, ctx)
         else:
             response = await spec.handler(request, ctx)
         return self._encode(response, ctx) if encode else response
+
+    async def _write(
+        self, gate: QuorumDriver | GroupCommit, spec: ApiSpec, request: Payload, ctx: RequestContext
+    ) -> Any:
+        """The request through the controller's write gate. Once its handler has decided (its records
+        appended) the connection's next request may start: decisions stay one at a time and in order,
+        answers stay in order and each still waits for its records to be durable; only the waits for the
+        disk overlap, so a broker forwarding many clients' requests on its one connection gets an fsync
+        for many, not one each (as Kafka's controller puts many requests' records in one append)."""
+        waiting = False
+
+        def decided() -> None:
+            nonlocal waiting
+            waiting = True
+            self.awaiting_disk += 1
+            self._release_held()
+
+        try:
+            return await gate.write(
+                lambda: spec.handler(request, ctx),
+                lambda code: error_response(request, response_class(spec.key, ctx.api_version), code),
+                decided,
+            )
+        finally:
+            if waiting:
+                self.awaiting_disk -= 1
 
     @staticmethod
     def _encode(response: Any, ctx: RequestContext) -> Response:
