@@ -20,9 +20,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import structlog
+
 from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.metadata.snapshot import SnapshotId
 from epochkraft.protocol.errors import ErrorCode
+
+log = structlog.get_logger()
 
 T = TypeVar("T")
 
@@ -136,7 +140,10 @@ class GroupCommit:
         request has made its records, and the next request of its connection may be decided while these
         wait for the disk, so a broker's forwarded requests share fsyncs instead of taking one each."""
         answer = await call()
-        decided()
+        try:
+            decided()
+        except Exception:  # the records are appended and will be durable: the answer must still be given
+            log.exception("releasing the connection's next request failed")
         await self.durable(self.log.next_offset)
         return answer
 

@@ -379,13 +379,14 @@ class QuorumDriver:
     ) -> T:
         """Runs ``call`` (a handler that may append records) as the active controller and answers once
         what it appended is committed; ``refuse(NOT_CONTROLLER)`` when this controller is not active or
-        loses leadership first. ``decided`` is called once ``call`` returned (as GroupCommit.write); the
-        next write still waits for this one's commit here."""
+        loses leadership first. ``decided`` is not called: writes are committed one at a time under the
+        lock anyway, and releasing the connection's next request early would let a request any voter
+        answers (ApiVersions' finalized features, DescribeCluster) read a decision not yet committed."""
+        del decided
         async with self._write_lock:
             if not self.quorum.active:
                 return refuse(ErrorCode.not_controller)
             answer = await call()
-            decided()
             end = self.quorum.log.end_offset
             if self.quorum.committed(end):
                 return answer
