@@ -534,10 +534,10 @@ def test_a_single_controllers_snapshots_past_its_log_end_are_deleted_at_start(tm
 
 
 async def test_a_single_controller_snapshots_only_what_is_on_disk(tmp_path):
-    """The snapshotter of a single controller asks its group commit for the snapshot's id: none while the
-    image holds records whose fsync has not finished (KafkaMetadataLog.createNewSnapshot refuses an id past
-    the high watermark), so a crash cannot leave a snapshot holding records the log lost; once it finishes,
-    the snapshot is written at the log's end."""
+    """The snapshotter of a single controller copies its image at the log's end but writes the file only
+    once the group commit's fsync covers that offset (KafkaMetadataLog.createNewSnapshot refuses an id past
+    the high watermark), so a crash cannot leave a snapshot holding records the log lost; writes that go on
+    meanwhile do not hold the snapshot back."""
     import asyncio
     import threading
 
@@ -557,13 +557,15 @@ async def test_a_single_controller_snapshots_only_what_is_on_disk(tmp_path):
         structlog.get_logger(),
         fsync=False,
         snapshot_point=commit.snapshot_point,
+        durable=commit.durable,
     )
     ctx.brokers_ready(1, 2, 3)
     ctx.create_topic("first", [[1, 2, 3]] * 10)  # past the threshold
+    copied_at = ctx.controller.log.next_offset
     await asyncio.sleep(0.2)
-    assert snapshotter.written == 0 and snapshotter._task is None and snapshot_ids(tmp_path) == []
+    assert snapshotter.written == 0 and snapshot_ids(tmp_path) == []  # its fsync has not finished
+    ctx.create_topic("second", [[1, 2, 3]])  # the writes go on
     release.set()
     await commit.durable(ctx.controller.log.next_offset)
-    await asyncio.sleep(0.2)
     await snapshotter.wait()
-    assert snapshot_ids(tmp_path) == [SnapshotId(ctx.controller.log.next_offset, 0)]
+    assert snapshot_ids(tmp_path) == [SnapshotId(copied_at, 0)]

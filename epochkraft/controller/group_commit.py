@@ -61,10 +61,12 @@ class GroupCommit:
             self._syncing = asyncio.get_running_loop().create_task(self._sync_all(), name="group-commit")
 
     def snapshot_point(self) -> SnapshotId | None:
-        """The id of a snapshot of the image taken now, None while the image holds records not yet on disk
-        (as KafkaMetadataLog.createNewSnapshot refuses one past the high watermark): a snapshot must never
-        hold what a crash could take back from the log it is loaded with."""
-        if self.failure is not None or self.synced_offset < self.log.next_offset:
+        """The id of a snapshot of the image taken now (None once an fsync failed). Its file must be written
+        only once ``durable(end_offset)`` returns (as KafkaMetadataLog.createNewSnapshot refuses one past
+        the high watermark): a snapshot must never hold what a crash could take back from the log it is
+        loaded with. The image is copied now rather than at a moment with nothing unsynced, which a
+        steady stream of writes may never leave."""
+        if self.failure is not None:
             return None
         return SnapshotId(self.log.next_offset, 0)
 

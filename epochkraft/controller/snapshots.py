@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,12 +82,15 @@ class MetadataSnapshotter:
         snapshot_point: Callable[[], SnapshotId | None] | None = None,
         on_written: Callable[[SnapshotId], None] | None = None,
         membership: Callable[[SnapshotId], tuple[tuple[int, bytes], ...]] | None = None,
+        durable: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         """``published``: the log whose appends are counted (the controller's own by default; a quorum
         controller's committed log); ``snapshot_point``: the id a snapshot of the image taken now would
         have, None while the image holds records not yet committed (the log's end, epoch 0, by
-        default: a single controller's)."""
+        default: a single controller's); ``durable``: returns once the log below an offset is on disk (a
+        single controller's group commit), awaited before a snapshot file is written."""
         self.controller = controller
+        self.durable = durable
         # told the older of the two snapshots kept once a new one is written: the log below it may go
         self.on_written = on_written
         # a dynamic quorum's voter set and kraft.version at a snapshot's offset, as its control records
@@ -141,8 +144,10 @@ class MetadataSnapshotter:
         copy_ms: float,
         membership: tuple[tuple[int, bytes], ...],
     ) -> None:
-        started = time.monotonic()
         try:
+            if self.durable is not None:
+                await self.durable(snapshot_id.end_offset)
+            started = time.monotonic()
             path, size = await asyncio.to_thread(
                 write_image_snapshot,
                 self.log_dir,

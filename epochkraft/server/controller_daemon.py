@@ -580,6 +580,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
             log,
             latest=snapshot,
             snapshot_point=group_commit.snapshot_point,
+            durable=group_commit.durable,
             on_written=trim_log_file(metadata_log, log_file, group_commit, log),
         )
     events = _event_log(args)
