@@ -267,7 +267,8 @@ def _rewind(consumer: Any, give_up: threading.Event, note: Callable[[str], None]
             return
         except KafkaException as exc:  # the group coordinator is moving, or a rebalance waits: ask again
             note(f"rewind: {exc.args[0]}")
-            consumer.consume(BATCH, 0.2)
+            consumer.consume(BATCH, 0.2)  # returns at once while records wait: a pause, not a spin
+            time.sleep(0.1)
 
 
 def _seek_to_first(consumer: Any, messages: list[Any]) -> None:
