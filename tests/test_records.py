@@ -297,3 +297,12 @@ def test_the_record_walk_bounds_timestamps_by_their_extremes():
     assert answer(bytes(log_append_time), dataclasses.replace(rules, timestamp_after_max_ms=1999)) == answer(
         bytes(log_append_time), dataclasses.replace(rules, timestamp_after_max_ms=1999), walk=False
     )
+
+
+@needs_walk
+def test_the_record_walk_reads_a_batch_of_many_records_without_the_gil_alike():
+    """Past 16,384 records the walk runs without the GIL (a worker thread's batch; not observed here): the
+    same summary, and the same bounds."""
+    data = build_batch([(None, b"v", (), 1000 + i % 3) for i in range(20_000)])
+    assert records.RECORD_WALK(data, HEADER_SIZE, len(data), 20_000) == (0, 2, 20_000)
+    assert records.RECORD_WALK(data, HEADER_SIZE, len(data) - 1, 20_000) is None
