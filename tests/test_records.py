@@ -1,8 +1,12 @@
 """RecordBatch v2 codec: round trips per codec, CRC, stamping, and interop with kafka-python's codec."""
 
+import dataclasses
+
+import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from epochkraft.protocol import records
 from epochkraft.protocol.records import (
     HEADER_SIZE,
     STAMPED_PREFIX,
@@ -20,7 +24,7 @@ from epochkraft.protocol.records import (
     validate,
     verify_crc,
 )
-from tests.support.lying_batches import LYING_BATCHES, lying_batch
+from tests.support.lying_batches import LYING_BATCHES, answer, lying_batch, needs_walk
 
 ENTRIES = [
     (b"k1", b"v1", (), 1_700_000_000_123),
@@ -234,3 +238,71 @@ def test_compressed_batches_and_batches_of_many_records_are_validated_off_the_ev
     assert not is_heavy(headers(INLINE_MAX_RECORDS))
     assert is_heavy(headers(INLINE_MAX_RECORDS + 1))
     assert is_heavy(headers(1, Compression.ZSTD))
+
+
+@needs_walk
+@pytest.mark.parametrize("codec", list(Compression))
+def test_the_record_walk_passes_what_producers_write(codec):
+    """Keys, nulls, headers, any codec (walked once inflated), kafka-python's batches: the walk passes them
+    without an object per record and sums them up (earliest and latest timestamp deltas, keyless records)."""
+    data = build_batch(ENTRIES, compression=codec)
+    header = parse_header(data)
+    inflated = records.decompress(codec, data[HEADER_SIZE:])
+    assert records.RECORD_WALK(inflated, 0, len(inflated), header.record_count) == (0, 877, 1)
+    assert records._records_pass(inflated, 0, len(inflated), header, RecordRules(compacted=False))
+    assert not records._records_pass(inflated, 0, len(inflated), header, RecordRules(compacted=True))
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    for offset, (key, value, headers, ts) in enumerate(ENTRIES):
+        builder.append(offset=offset, timestamp=ts, key=key, value=value, headers=list(headers))
+    written = bytes(builder.build())
+    assert records.RECORD_WALK(written, HEADER_SIZE, len(written), 4) == (0, 877, 1)
+
+
+@needs_walk
+@pytest.mark.parametrize("name", list(LYING_BATCHES))
+def test_lying_batches_get_the_same_answer_with_the_record_walk(name):
+    """The walk never passes a lying batch (it has no verdict, the record reader answers): the same error,
+    word for word, with the walk and without it."""
+    data = lying_batch(name)
+    assert answer(data) == answer(data, walk=False) is not None
+    header = parse_header(data)
+    lies_in_records = LYING_BATCHES[name][1] in (
+        "malformed",
+        "unconsumed",
+        "offset delta 0",
+        "offset delta 5",
+    )
+    if lies_in_records and not header.attributes & 0x07:
+        assert records.RECORD_WALK(data, HEADER_SIZE, len(data), header.record_count) is None
+
+
+@needs_walk
+def test_the_record_walk_bounds_timestamps_by_their_extremes():
+    """The walk passes a batch on its earliest and latest timestamps: records at the edges of [now -
+    message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] pass, one a millisecond outside
+    gets the record reader's answer naming it (LogValidatorTest.testInvalidCreateTimeNonCompressedV2)."""
+    now = 1_700_000_000_000
+    rules = RecordRules(now_ms=now, timestamp_before_max_ms=1000, timestamp_after_max_ms=2000)
+    edges = [(b"k", b"v", (), now), (b"k", b"v", (), now - 1000), (b"k", b"v", (), now + 2000)]
+    assert answer(build_batch(edges), rules) is None
+    for late in (now - 1001, now + 2001):
+        data = build_batch([*edges, (b"k", b"v", (), late)])
+        refused = answer(data, rules)
+        assert refused == answer(data, rules, walk=False)
+        assert refused is not None and refused[2] == ((3, refused[2][0][1]),)
+    log_append_time = bytearray(build_batch(edges))
+    log_append_time[22] |= records.TIMESTAMP_TYPE_BIT  # every record reads as the max timestamp, now + 2000
+    log_append_time[17:21] = crc32c.crc32c(bytes(log_append_time[21:])).to_bytes(4, "big")
+    assert answer(bytes(log_append_time), rules) is None
+    assert answer(bytes(log_append_time), dataclasses.replace(rules, timestamp_after_max_ms=1999)) == answer(
+        bytes(log_append_time), dataclasses.replace(rules, timestamp_after_max_ms=1999), walk=False
+    )
+
+
+@needs_walk
+def test_the_record_walk_reads_a_batch_of_many_records_without_the_gil_alike():
+    """Past 16,384 records the walk runs without the GIL (a worker thread's batch; not observed here): the
+    same summary, and the same bounds."""
+    data = build_batch([(None, b"v", (), 1000 + i % 3) for i in range(20_000)])
+    assert records.RECORD_WALK(data, HEADER_SIZE, len(data), 20_000) == (0, 2, 20_000)
+    assert records.RECORD_WALK(data, HEADER_SIZE, len(data) - 1, 20_000) is None

@@ -15,6 +15,9 @@ the next on a shared VM; these isolate what each change to the data path saves:
 6. Writing into memory the kernel freed just before against memory freed ``--idle-seconds`` before: on a VM
    that hands freed memory back to the host, the second costs several times the first, and RF 3 writes
    three times the bytes of RF 1 into the page cache.
+7. Validating produced batches of 100 B records (a librdkafka-sized batch, a CreateTime topic's timestamp
+   bounds): the C record walk against aiokafka's record reader with a check per record (``records.validate``
+   without the walk).
 
 Run: ``scripts/bench_paths`` (about a minute).
 """
@@ -104,6 +107,32 @@ def fetch_codecs(partitions: int = 6, partition_bytes: int = 170_000) -> dict[st
         "fetch_encode_kio_s_per_gb": _per_gb(kio_encode, 2000),
         "fetch_encode_pieces_s_per_gb": _per_gb(our_encode, 2000),
     }
+
+
+def produce_validation(records_per_batch: int = 5000, value_bytes: int = 100) -> dict[str, float]:
+    from epochkraft.protocol import records
+
+    now = int(time.time() * 1000)
+    batch = records.build_batch(
+        [(None, os.urandom(value_bytes), (), now + i % 7) for i in range(records_per_batch)]
+    )
+    header = records.parse_header(batch)
+    rules = records.RecordRules("bench-0", now_ms=now, timestamp_after_max_ms=3_600_000)
+
+    def validate() -> int:
+        records.validate(batch, 0, header, rules=rules)
+        return len(batch)
+
+    walk = records.RECORD_WALK
+    results = {}
+    if walk is not None:
+        results["produce_validate_walk_s_per_gb"] = _per_gb(validate, 2000)
+    records.RECORD_WALK = None
+    try:
+        results["produce_validate_reader_s_per_gb"] = _per_gb(validate, 200)
+    finally:
+        records.RECORD_WALK = walk
+    return results
 
 
 def _append(path: Path, megabytes: int, reserve: bool) -> float:
@@ -225,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--megabytes", type=int, default=1024, help="size of each page-cache measurement")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args(argv)
-    results = fetch_codecs()
+    results = fetch_codecs() | produce_validation()
     with tempfile.TemporaryDirectory(prefix="epochkraft-bench-paths-", dir=args.dir) as directory:
         results |= tail_reads(Path(directory), args.megabytes)
         results |= drop_behind(Path(directory), args.megabytes)

@@ -14,7 +14,7 @@ Java and librdkafka producers write it), lz4 frame, zstd.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
@@ -378,6 +378,22 @@ def whole_batches(buf: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
         return
 
 
+RecordWalk = Callable[[bytes | memoryview, int, int, int], tuple[int, int, int] | None]
+
+
+def _load_record_walk() -> RecordWalk | None:
+    """The C walk of ``_recordwalk.c``, or None where the package was built without a compiler."""
+    try:
+        from epochkraft.protocol._recordwalk import walk
+    except ImportError:
+        return None
+    return walk
+
+
+# (buffer, start, end, count) -> (min timestamp delta, max timestamp delta, keyless records) when every
+# record is well formed at its offset delta, else None; tests set it to None to check the slow path alone.
+RECORD_WALK = _load_record_walk()
+
 MAX_DECOMPRESSED_BATCH_BYTES = 16 * 1024 * 1024  # a produced batch may not inflate past this
 MIN_RECORD_BYTES = 7  # length, attributes, timestamp and offset deltas, key, value, header count
 
@@ -397,8 +413,10 @@ def validate(
     exactly the declared count with offset deltas 0..count-1, lengths that match their fields, UTF-8
     header keys and nothing left over. Then each record against ``rules`` (a key in a compacted topic,
     timestamps in range): RecordValidationError naming every record that breaks them. The records are
-    parsed by aiokafka's Cython record reader (each record's bounds are checked; a ``bytes`` object ends
-    in a NUL, which ends a varint running off its end)."""
+    first walked in C without an object per record (``_records_pass``); a batch that walk does not pass
+    is parsed by aiokafka's Cython record reader, record by record, which gives the error answer (each
+    record's bounds are checked; a ``bytes`` object ends in a NUL, which ends a varint running off its
+    end)."""
     if not verify_crc(buf, pos, header):
         raise CorruptRecordError("CRC-32C mismatch")
     validate_header(header)
@@ -415,6 +433,8 @@ def validate(
             raise InvalidRecordError(
                 f"record count {header.record_count} cannot fit in {len(payload)} bytes of records"
             )
+        if _records_pass(buf, pos + HEADER_SIZE, pos + header.size, header, rules):
+            return
         whole = isinstance(buf, bytes) and pos == 0 and header.size == len(buf)
         raw = buf if whole else bytes(memoryview(buf)[pos : pos + header.size])
     else:
@@ -423,6 +443,8 @@ def validate(
             raise InvalidRecordError(
                 f"record count {header.record_count} cannot fit in {len(inflated)} decompressed bytes"
             )
+        if _records_pass(inflated, 0, len(inflated), header, rules):
+            return
         head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
         head[CRC_START + 1] &= 0xF8  # the reader sees an uncompressed batch of the inflated records
         raw = bytes(head) + inflated
@@ -443,6 +465,38 @@ def validate_header(header: BatchHeader) -> None:
             f"inconsistent batch offset range [0, {header.last_offset_delta}] "
             f"and count of records {header.record_count}"
         )
+
+
+def _records_pass(
+    buf: bytes | memoryview, start: int, end: int, header: BatchHeader, rules: RecordRules
+) -> bool:
+    """True when the C walk finds buf[start:end] to be the batch's records, well formed and each at its
+    offset delta, and its summary shows every record within ``rules``: the batch passes without an object
+    per record. False is no verdict: ``_check_records`` then reads the records one by one and gives the
+    answer. The walk passes only what that reading passes (its reads are stricter), and the summary's
+    extremes bound every record: if the earliest and the latest timestamps are in range, all are."""
+    walk = RECORD_WALK
+    if walk is None or header.base_offset > LONG_MAX - header.record_count:
+        return False  # an offset past 2^63 wraps in the Cython reader: its answer, not ours
+    summary = walk(buf, start, end, header.record_count)
+    if summary is None:
+        return False
+    min_delta, max_delta, keyless = summary
+    if rules.compacted and keyless:
+        return False
+    now = rules.now_ms
+    if now is None:
+        return True
+    if header.attributes & TIMESTAMP_TYPE_BIT:  # every record reads as the batch's max timestamp
+        if header.max_timestamp == -1:
+            return False
+        earliest = latest = header.max_timestamp
+    else:
+        earliest = header.base_timestamp + min_delta
+        latest = header.base_timestamp + max_delta
+        if earliest < -LONG_MAX - 1 or latest > LONG_MAX:
+            return False
+    return now - earliest <= rules.timestamp_before_max_ms and latest - now <= rules.timestamp_after_max_ms
 
 
 def _check_records(raw: bytes, header: BatchHeader, rules: RecordRules) -> None:

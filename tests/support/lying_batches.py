@@ -1,5 +1,6 @@
 """Produce batches that lie about their records (counts, lengths, offsets, headers, compression), each with
-a correct CRC so that only the structure checks can catch them: name -> (error, message, bytes)."""
+a correct CRC so that only the structure checks can catch them: name -> (error, message, bytes); and what
+validate answers with the C record walk and without it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import struct
 
 import cramjam
 import crc32c
+import pytest
 
+from epochkraft.protocol import records
 from epochkraft.protocol.records import (
     CONTROL_BIT,
     MAX_DECOMPRESSED_BATCH_BYTES,
     Compression,
     CorruptRecordError,
     InvalidRecordError,
+    RecordRules,
+    parse_header,
+    validate,
 )
 
 
@@ -130,3 +136,21 @@ _ = CorruptRecordError  # CRC failures are CORRUPT_MESSAGE, every structure fail
 
 def lying_batch(name: str) -> bytes:
     return LYING_BATCHES[name][2]()  # type: ignore[operator]
+
+
+needs_walk = pytest.mark.skipif(records.RECORD_WALK is None, reason="built without a C compiler")
+
+
+def answer(data: bytes, rules: RecordRules = RecordRules(), *, walk: bool = True) -> object:
+    """What validate answers for ``data``: None when it passes, else the error's type, text and record
+    errors; ``walk=False`` without the C record walk (aiokafka's reader alone)."""
+    saved = records.RECORD_WALK
+    if not walk:
+        records.RECORD_WALK = None
+    try:
+        validate(data, 0, parse_header(data), rules=rules)
+    except CorruptRecordError as exc:
+        return type(exc), str(exc), getattr(exc, "record_errors", None)
+    finally:
+        records.RECORD_WALK = saved
+    return None

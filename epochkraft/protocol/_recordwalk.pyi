@@ -1,0 +1,3 @@
+"""The records of an uncompressed RecordBatch v2 payload walked in C (``_recordwalk.c``)."""
+
+def walk(buffer: bytes | memoryview, start: int, end: int, count: int, /) -> tuple[int, int, int] | None: ...
