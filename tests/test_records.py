@@ -306,3 +306,20 @@ def test_the_record_walk_reads_a_batch_of_many_records_without_the_gil_alike():
     data = build_batch([(None, b"v", (), 1000 + i % 3) for i in range(20_000)])
     assert records.RECORD_WALK(data, HEADER_SIZE, len(data), 20_000) == (0, 2, 20_000)
     assert records.RECORD_WALK(data, HEADER_SIZE, len(data) - 1, 20_000) is None
+
+
+def test_a_producer_batch_marked_log_append_time_is_refused_on_a_log_append_time_topic():
+    """LogValidator.validateTimestamp: on a LogAppendTime topic a producer's batch with the LogAppendTime
+    bit is INVALID_TIMESTAMP, "Producer should not set timestamp type to LogAppendTime", each record named;
+    the same batch without the bit passes (the broker stamps it), with or without the C walk."""
+    rules = RecordRules(log_append_time_topic=True)
+    plain = build_batch([(b"k", b"v", (), 1000), (b"k", b"v", (), 1001)])
+    marked = bytearray(plain)
+    marked[22] |= records.TIMESTAMP_TYPE_BIT
+    marked[17:21] = crc32c.crc32c(bytes(marked[21:])).to_bytes(4, "big")
+    for walk in (True, False):
+        assert answer(plain, rules, walk=walk) is None
+        refused = answer(bytes(marked), rules, walk=walk)
+        assert refused is not None and [i for i, _ in refused[2]] == [0, 1]
+        assert "Producer should not set timestamp type to LogAppendTime" in refused[2][0][1]
+    assert answer(bytes(marked), RecordRules(), walk=False) is None  # a CreateTime topic's rules with no clock

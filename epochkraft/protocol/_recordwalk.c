@@ -5,7 +5,7 @@
  * It reads the `count` records in buffer[start:end] as Kafka's DefaultRecord.readFrom does (length, one
  * attributes byte, timestamp delta, offset delta, key, value, headers, the length matching the fields) and
  * answers a summary only when every record is well formed, record i has offset delta i and nothing is left
- * over. Anything else, or anything unusual (a varint longer than the field needs, an attributes byte of
+ * over. Anything else, or anything unusual (a varint of more bytes than its type can hold, an attributes byte of
  * 0x80 or more, a header key that is not ASCII), answers None: the caller then validates the batch the
  * slow way, which gives the error answer. So this walk only ever accepts; it never decides a refusal.
  * Every read is bounds-checked against `end`.
@@ -116,7 +116,9 @@ static PyObject *walk(PyObject *Py_UNUSED(self), PyObject *args)
     int ok = 0;
     if (0 <= start && start <= end && end <= view.len && count > 0) {
         const unsigned char *base = (const unsigned char *)view.buf;
-        if (count > RELEASE_GIL_RECORDS) {
+        /* Without the GIL only over a read-only buffer: another thread could write into a writable one
+           while it is walked (the bytes whose CRC was checked must be the ones walked). */
+        if (count > RELEASE_GIL_RECORDS && view.readonly) {
             Py_BEGIN_ALLOW_THREADS
             ok = walk_records(base + start, base + end, count, &s);
             Py_END_ALLOW_THREADS

@@ -68,14 +68,16 @@ LONG_MAX = 2**63 - 1
 
 @dataclass(frozen=True, slots=True)
 class RecordRules:
-    """A partition's rules for each record (LogValidator.validateRecord): a key in a compacted topic, and
-    create-time timestamps within [now - before, now + after] (not checked when ``now_ms`` is None)."""
+    """A partition's rules for each record (LogValidator.validateRecord): a key in a compacted topic,
+    create-time timestamps within [now - before, now + after] (not checked when ``now_ms`` is None), and on
+    a LogAppendTime topic no batch a producer marked LogAppendTime (LogValidator.validateTimestamp)."""
 
     topic_partition: str = ""
     compacted: bool = False
     now_ms: int | None = None
     timestamp_before_max_ms: int = LONG_MAX
     timestamp_after_max_ms: int = LONG_MAX
+    log_append_time_topic: bool = False
 
 
 NO_RULES = RecordRules()
@@ -486,7 +488,7 @@ def _records_pass(
         return False
     now = rules.now_ms
     if now is None:
-        return True
+        return not (rules.log_append_time_topic and header.attributes & TIMESTAMP_TYPE_BIT)
     if header.attributes & TIMESTAMP_TYPE_BIT:  # every record reads as the batch's max timestamp
         if header.max_timestamp == -1:
             return False
@@ -538,13 +540,10 @@ def _check_records(raw: bytes, header: BatchHeader, rules: RecordRules) -> None:
                     )
                 elif timestamp == -1 and log_append_time:
                     invalid_timestamp = True
-                    errors.append(
-                        (
-                            index,
-                            f"Invalid timestamp type in message with offset {record.offset}. Producer "
-                            "should not set timestamp type to LogAppendTime.",
-                        )
-                    )
+                    errors.append((index, _producer_log_append_time(record.offset)))
+            elif rules.log_append_time_topic and log_append_time:
+                invalid_timestamp = True
+                errors.append((index, _producer_log_append_time(record.offset)))
             index += 1
     except InvalidRecordError:
         raise
@@ -552,6 +551,10 @@ def _check_records(raw: bytes, header: BatchHeader, rules: RecordRules) -> None:
         raise InvalidRecordError(f"record {index} of {header.record_count} is malformed: {exc}") from exc
     if errors:
         raise RecordValidationError(errors, invalid_timestamp)
+
+
+def _producer_log_append_time(offset: int) -> str:
+    return f"Invalid timestamp type in message with offset {offset}. Producer should not set timestamp type to LogAppendTime."
 
 
 def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:

@@ -250,6 +250,7 @@ class PartitionLog:
             now_ms=now_ms if c.message_timestamp_type == "CreateTime" else None,
             timestamp_before_max_ms=c.message_timestamp_before_max_ms,
             timestamp_after_max_ms=c.message_timestamp_after_max_ms,
+            log_append_time_topic=c.message_timestamp_type == LOG_APPEND_TIME,
         )
 
     def append_as_leader(
