@@ -63,7 +63,7 @@ def cluster(quota: float | None) -> BrokerStandIn:
 def call(node: BrokerStandIn, handler: Any, request: Any, key: int, version: int) -> Any:
     header = RequestHeader(key, version, 1, CLIENT, 0)
     ctx = RequestContext(BROKER, header, version, node, ("127.0.0.1", 1), None)
-    return asyncio.run(handler.handle(request, ctx))
+    return asyncio.run(handler.handle_on_broker(request, ctx))
 
 
 def create_topics(node: BrokerStandIn, version: int, *names: str, partitions: int = 30) -> dict[str, int]:

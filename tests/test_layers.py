@@ -167,3 +167,33 @@ def test_no_import_cycle_between_the_daemons_subpackages():
     """The layers, bottom up: protocol, security, raft, metadata, net (transport), metrics, the cores
     (controller, broker), server (the daemons and their handlers); a cycle would make them one."""
     assert cycles(subpackage_imports(daemon_files())) == []
+
+
+HANDLERS = PACKAGE / "server" / "handlers"
+
+
+def listener_reads(source: str) -> list[int]:
+    """The lines of ``source`` that read a request's listener (``ctx.listener``): a handler that branches on
+    it serves two listeners in one function."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr == "listener"
+    )
+
+
+def test_the_listener_check_sees_a_branch_on_the_listener():
+    source = "async def handle(request, ctx):\n    if ctx.listener == BROKER:\n        return None\n"
+    assert listener_reads(source) == [2]
+    assert listener_reads("def f(ctx):\n    return ctx.listener_name\n") == []
+
+
+def test_no_handler_branches_on_its_listener():
+    """As Kafka's KafkaApis and ControllerApis, a key served on both listeners has a handler for each
+    (``handle_on_broker``, ``handle_on_controller``); what they share takes what differs as arguments."""
+    found = {
+        path.name: lines
+        for path in sorted(HANDLERS.glob("*.py"))
+        if (lines := listener_reads(path.read_text()))
+    }
+    assert found == {}

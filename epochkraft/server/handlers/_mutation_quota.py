@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 from epochkraft.broker.client_quotas import ControllerMutationQuota
-from epochkraft.protocol.api import BROKER
 from epochkraft.server.context import RequestContext
 
 THROTTLED_MESSAGE = "The throttling quota has been exceeded."  # Errors.THROTTLING_QUOTA_EXCEEDED.message
@@ -24,9 +23,7 @@ CREATE_TOPICS_STRICT_SINCE, DELETE_TOPICS_STRICT_SINCE, CREATE_PARTITIONS_STRICT
 
 
 def mutation_quota(ctx: RequestContext, strict_since: int) -> ControllerMutationQuota | None:
-    """The request's controller mutation quota; None where none is set (or on a controller listener)."""
-    if ctx.listener != BROKER:
-        return None
+    """A broker's request's controller mutation quota; None where none is set (a controller charges none)."""
     quotas = ctx.broker.client_quotas
     if not quotas.active():
         return None

@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kio.schema.api_versions.v3.response import (
     ApiVersion,
     ApiVersionsResponse,
@@ -35,35 +37,31 @@ from epochkraft.server.handlers import served
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-def _refusal(request, ctx) -> ErrorCode | None:
-    """KIP-1242's checks of a v5 request: the error to answer, else None."""
-    if ctx.api_version < 5:
-        return None
-    named_cluster, named_node = request.cluster_id is not None, request.node_id != -1
-    if named_cluster != named_node:
+def _malformed(request, ctx: RequestContext) -> ErrorCode | None:
+    """KIP-1242 on either listener: a v5 request names the cluster and the node, both or neither."""
+    if ctx.api_version >= 5 and (request.cluster_id is not None) != (request.node_id != -1):
         return ErrorCode.invalid_request
-    if named_cluster and ctx.listener == BROKER:
-        node = ctx.broker
-        # A broker listens before it has asked the controller for the cluster id; until then only the
-        # node id is judged (Kafka's broker reads it from meta.properties before it listens).
-        other_cluster = node.cluster_id is not None and request.cluster_id != node.cluster_id
-        if request.node_id != node.node_id or other_cluster:
-            return ErrorCode.rebootstrap_required
     return None
 
 
-def _features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
+def _refusal_on_broker(request, ctx: RequestContext) -> ErrorCode | None:
+    """KIP-1242's checks of a v5 request on a broker: the error to answer, else None."""
+    error = _malformed(request, ctx)
+    if error is not None or ctx.api_version < 5 or request.cluster_id is None:
+        return error
+    node = ctx.broker
+    # A broker listens before it has asked the controller for the cluster id; until then only the
+    # node id is judged (Kafka's broker reads it from meta.properties before it listens).
+    other_cluster = node.cluster_id is not None and request.cluster_id != node.cluster_id
+    if request.node_id != node.node_id or other_cluster:
+        return ErrorCode.rebootstrap_required
+    return None
+
+
+def _features(ctx: RequestContext, image: MetadataImage, epoch: int) -> tuple[tuple, int, tuple]:
     """(supported, finalized epoch, finalized): the finalized levels of this node's metadata image, at the
     offset it has applied (Kafka's FinalizedFeatures epoch); v3 may not carry a minimum of 0 (KAFKA-17011:
     such a feature is sent with minimum 1)."""
-    if ctx.node is None:
-        return (), -1, ()  # a listener without a node (tests of the framing alone)
-    if ctx.listener == BROKER:
-        image: MetadataImage = ctx.broker.cache
-        epoch = ctx.broker.cache.next_offset - 1
-    else:
-        image = ctx.controller_node.controller.image
-        epoch = ctx.controller_node.controller.log.next_offset - 1
     lowest = 0 if ctx.api_version >= 4 else 1
     supported = tuple(
         SupportedFeatureKey(name=name, min_version=i16(max(low, lowest)), max_version=i16(high))
@@ -76,18 +74,45 @@ def _features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
     return supported, epoch, finalized
 
 
-@api(key=18, name="ApiVersions", versions=(0, 5), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    error = _refusal(request, ctx)
+def _broker_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
+    return _features(ctx, ctx.broker.cache, ctx.broker.cache.next_offset - 1)
+
+
+def _controller_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
+    controller = ctx.controller_node.controller
+    return _features(ctx, controller.image, controller.log.next_offset - 1)
+
+
+@api(key=18, name="ApiVersions", versions=(0, 5), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    return _answer(ctx, BROKER, _refusal_on_broker(request, ctx), _broker_features)
+
+
+@api(key=18, name="ApiVersions", versions=(0, 5), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    return _answer(ctx, CONTROLLER, _malformed(request, ctx), _controller_features)
+
+
+def _answer(
+    ctx: RequestContext,
+    listener: str,
+    error: ErrorCode | None,
+    features: Callable[[RequestContext], tuple[tuple, int, tuple]],
+):
+    """The listener's API table and, from v3, this node's features; neither with an error."""
     table = (
         ()
         if error is not None
         else tuple(
             ApiVersion(api_key=i16(key), min_version=i16(spec.min_version), max_version=i16(spec.max_version))
-            for key, spec in served(ctx.listener).items()
+            for key, spec in served(listener).items()
         )
     )
-    supported, epoch, finalized = ((), -1, ()) if error is not None or ctx.api_version < 3 else _features(ctx)
+    no_features: tuple[tuple, int, tuple] = ((), -1, ())
+    if error is not None or ctx.api_version < 3 or ctx.node is None:  # no node: tests of the framing alone
+        supported, epoch, finalized = no_features
+    else:
+        supported, epoch, finalized = features(ctx)
     response = ApiVersionsResponse(
         error_code=ErrorCode.none if error is None else error,
         api_keys=table,

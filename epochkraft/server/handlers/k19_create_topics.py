@@ -37,9 +37,8 @@ from epochkraft.server.handlers._mutation_quota import (
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    request = convert(request, CreateTopicsRequest)
+def _refusals(request: CreateTopicsRequest, ctx: RequestContext) -> list:
+    """The topics refused on either listener before anything is created (ControllerApis.createTopics)."""
     cluster_create = ctx.authorized_cluster(AclOperation.CREATE)
     refused = []
     for topic in request.topics:
@@ -55,22 +54,45 @@ async def handle(request, ctx: RequestContext):
             refused.append(
                 refused_topic(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             )
+    return refused
+
+
+def _without(request: CreateTopicsRequest, refused: list) -> CreateTopicsRequest:
+    if not refused:
+        return request
+    names = {r.name for r in refused}
+    return replace(request, topics=tuple(t for t in request.topics if t.name not in names))
+
+
+def _with_refused(response, refused: list):
+    """The answer to the topics created, with the refused ones (None: nothing was left to create)."""
+    if not refused:
+        return response
+    results = (response.topics if response is not None else ()) + tuple(refused)
+    return r7.CreateTopicsResponse(
+        throttle_time=response.throttle_time if response is not None else NO_THROTTLE, topics=results
+    )
+
+
+@api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    request = convert(request, CreateTopicsRequest)
+    refused = _refusals(request, ctx)
     quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
     if quota is not None and not request.validate_only:
         refused += _throttled(ctx, request, quota, {r.name for r in refused})
-    if refused:
-        names = {r.name for r in refused}
-        request = replace(request, topics=tuple(t for t in request.topics if t.name not in names))
-    if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(request) if request.topics or not refused else None
-    else:
-        response = ctx.controller_node.controller.create_topics(ctx.now_ms(), request)
-    if refused:
-        results = (response.topics if response is not None else ()) + tuple(refused)
-        response = r7.CreateTopicsResponse(
-            throttle_time=response.throttle_time if response is not None else NO_THROTTLE, topics=results
-        )
+    remaining = _without(request, refused)
+    response = await ctx.broker.forward_to_controller(remaining) if remaining.topics or not refused else None
+    response = _with_refused(response, refused)
     return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+@api(key=19, name="CreateTopics", versions=(2, 7), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    request = convert(request, CreateTopicsRequest)
+    refused = _refusals(request, ctx)
+    response = ctx.controller_node.controller.create_topics(ctx.now_ms(), _without(request, refused))
+    return downgrade_response(_with_refused(response, refused), ctx.api_version)
 
 
 def _partitions(ctx, topic) -> int:

@@ -14,12 +14,15 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from kio.schema.delete_topics.v6 import response as r6
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.types import TopicName
 
+from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -34,25 +37,37 @@ from epochkraft.server.handlers._mutation_quota import (
 )
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+TopicsById = Mapping[uuid.UUID, TopicInfo]
+# The node's topics by id, reached only for a state naming an id (a request refused outright needs no node)
+TopicsOf = Callable[[RequestContext], TopicsById]
 
-def _topic_name(ctx: RequestContext, state: DeleteTopicState) -> TopicName | None:
+
+def _broker_topics(ctx: RequestContext) -> TopicsById:
+    return ctx.broker.cache.topics
+
+
+def _controller_topics(ctx: RequestContext) -> TopicsById:
+    return ctx.controller_node.controller.replication.topics
+
+
+def _topic_name(ctx: RequestContext, topics_of: TopicsOf, state: DeleteTopicState) -> TopicName | None:
+    """The topic a state names, by name or by id in the node's topics."""
     if state.name is not None:
         return TopicName(state.name)
     if state.topic_id is None:
         return None
-    if ctx.listener == BROKER:
-        info = ctx.broker.cache.topics.get(state.topic_id)
-    else:
-        info = ctx.controller_node.controller.replication.topics.get(state.topic_id)
+    info = topics_of(ctx).get(state.topic_id)
     return TopicName(info.name) if info is not None else None
 
 
-def _refusal(ctx: RequestContext, state: DeleteTopicState) -> tuple[ErrorCode, str | None] | None:
+def _refusal(
+    ctx: RequestContext, topics_of: TopicsOf, state: DeleteTopicState
+) -> tuple[ErrorCode, str | None] | None:
     if state.name is not None and state.topic_id is not None:
         return ErrorCode.invalid_request, "You may not specify both topic name and topic id."
     if state.name is None and state.topic_id is None:
         return ErrorCode.invalid_request, "Neither topic name nor id were specified."
-    name = _topic_name(ctx, state)
+    name = _topic_name(ctx, topics_of, state)
     if name is None:
         return None  # an unknown id: the controller answers UNKNOWN_TOPIC_ID
     if name == CLUSTER_METADATA_TOPIC:
@@ -67,42 +82,69 @@ def _refusal(ctx: RequestContext, state: DeleteTopicState) -> tuple[ErrorCode, s
     return None
 
 
-@api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    if ctx.api_version >= 6:
-        upgraded = request
-    else:
-        upgraded = DeleteTopicsRequest(
-            topics=tuple(DeleteTopicState(name=name, topic_id=None) for name in request.topic_names),
-            timeout=request.timeout,
-        )
+def _v6(request, version: int) -> DeleteTopicsRequest:
+    """Before v6 topics are named only."""
+    if version >= 6:
+        return request
+    return DeleteTopicsRequest(
+        topics=tuple(DeleteTopicState(name=name, topic_id=None) for name in request.topic_names),
+        timeout=request.timeout,
+    )
+
+
+def _sorted_out(ctx: RequestContext, topics_of: TopicsOf, request: DeleteTopicsRequest) -> tuple[list, list]:
+    """(the states to delete, the refused ones' results), checked on either listener before anything is
+    deleted."""
     allowed, refused = [], []
-    for state in upgraded.topics:
-        refusal = _refusal(ctx, state)
+    for state in request.topics:
+        refusal = _refusal(ctx, topics_of, state)
         if refusal is None:
             allowed.append(state)
         else:
             refused.append(
                 r6.DeletableTopicResult(
-                    name=_topic_name(ctx, state),
+                    name=_topic_name(ctx, topics_of, state),
                     topic_id=state.topic_id,
                     error_code=refusal[0],
                     error_message=refusal[1],
                 )
             )
+    return allowed, refused
+
+
+def _with_refused(response, refused: list):
+    return replace(response, responses=response.responses + tuple(refused)) if refused else response
+
+
+NOTHING_DELETED = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
+
+
+@api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    upgraded = _v6(request, ctx.api_version)
+    allowed, refused = _sorted_out(ctx, _broker_topics, upgraded)
     quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge
     if quota is not None:
         allowed = _charge(ctx, allowed, quota, refused)
-    upgraded = replace(upgraded, topics=tuple(allowed))
     if not allowed and refused:
-        response = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=())
-    elif ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
+        response = NOTHING_DELETED
     else:
-        response = ctx.controller_node.controller.delete_topics(ctx.now_ms(), upgraded)
-    if refused:
-        response = replace(response, responses=response.responses + tuple(refused))
+        response = await ctx.broker.forward_to_controller(replace(upgraded, topics=tuple(allowed)))
+    response = _with_refused(response, refused)
     return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+@api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    upgraded = _v6(request, ctx.api_version)
+    allowed, refused = _sorted_out(ctx, _controller_topics, upgraded)
+    if not allowed and refused:
+        response = NOTHING_DELETED
+    else:
+        response = ctx.controller_node.controller.delete_topics(
+            ctx.now_ms(), replace(upgraded, topics=tuple(allowed))
+        )
+    return downgrade_response(_with_refused(response, refused), ctx.api_version)
 
 
 def _charge(ctx, states: list, quota, refused: list) -> list:
@@ -110,7 +152,7 @@ def _charge(ctx, states: list, quota, refused: list) -> list:
     (THROTTLING_QUOTA_EXCEEDED) and left out of what is forwarded."""
     kept = []
     for state in states:
-        topic = ctx.broker.cache.topic(_topic_name(ctx, state) or "")
+        topic = ctx.broker.cache.topic(_topic_name(ctx, _broker_topics, state) or "")
         if topic is None or quota.record(len(topic.partitions)):
             kept.append(state)
             continue

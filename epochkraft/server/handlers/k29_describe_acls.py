@@ -8,15 +8,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kio.schema.describe_acls.v3 import response as r3
 from kio.static.primitive import i8
 
 from epochkraft.controller.security_control import acl_filter
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._security import image_of
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
@@ -26,8 +28,27 @@ def _response(error: ErrorCode, message: str | None, resources: tuple = ()) -> r
     )
 
 
-@api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+@api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    return _describe(request, ctx, _broker_image)
+
+
+@api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    return _describe(request, ctx, _controller_image)
+
+
+def _broker_image(ctx: RequestContext) -> MetadataImage:
+    return ctx.broker.cache
+
+
+def _controller_image(ctx: RequestContext) -> MetadataImage:
+    return ctx.controller_node.controller.image
+
+
+def _describe(request, ctx: RequestContext, image_of: Callable[[RequestContext], MetadataImage]):
+    """The bindings of the node's metadata image (the broker's cache or the controller's image: both are
+    built from the metadata log), reached only once the request is found answerable."""
     if ctx.authorizer is None:
         response = _response(ErrorCode.security_disabled, "No Authorizer is configured.")
         return downgrade_response(response, ctx.api_version)

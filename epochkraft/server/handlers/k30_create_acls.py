@@ -19,18 +19,29 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=30, name="CreateAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    if ctx.authorizer is None:
-        results = tuple(
-            r3.AclCreationResult(
-                error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured."
-            )
-            for _ in request.creations
+def _security_disabled(request) -> r3.CreateAclsResponse:
+    results = tuple(
+        r3.AclCreationResult(
+            error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured."
         )
-        response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=results)
-    elif ctx.listener == BROKER:
+        for _ in request.creations
+    )
+    return r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=results)
+
+
+@api(key=30, name="CreateAcls", versions=(1, 3), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        response = _security_disabled(request)
+    else:
         response = await ctx.broker.forward_to_controller(convert(request, CreateAclsRequest))
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=30, name="CreateAcls", versions=(1, 3), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        response = _security_disabled(request)
     else:
         created = ctx.controller_node.controller.create_acls(ctx.now_ms(), request)
         response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(created))

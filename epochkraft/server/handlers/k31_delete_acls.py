@@ -17,20 +17,31 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    if ctx.authorizer is None:
-        results = tuple(
-            r3.DeleteAclsFilterResult(
-                error_code=ErrorCode.security_disabled,
-                error_message="No Authorizer is configured.",
-                matching_acls=(),
-            )
-            for _ in request.filters
+def _security_disabled(request) -> r3.DeleteAclsResponse:
+    results = tuple(
+        r3.DeleteAclsFilterResult(
+            error_code=ErrorCode.security_disabled,
+            error_message="No Authorizer is configured.",
+            matching_acls=(),
         )
-        response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=results)
-    elif ctx.listener == BROKER:
+        for _ in request.filters
+    )
+    return r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=results)
+
+
+@api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        response = _security_disabled(request)
+    else:
         response = await ctx.broker.forward_to_controller(convert(request, DeleteAclsRequest))
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    if ctx.authorizer is None:
+        response = _security_disabled(request)
     else:
         deleted = ctx.controller_node.controller.delete_acls(ctx.now_ms(), request)
         response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(deleted))

@@ -22,13 +22,17 @@ from epochkraft.server import config_preprocess
 from epochkraft.server.context import RequestContext
 
 
-@api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+@api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
-    if ctx.listener == BROKER:
-        refusals, remaining = config_preprocess.preprocess(upgraded)
-        forwarded = None if remaining is None else await ctx.broker.forward_to_controller(remaining)
-        response = config_preprocess.reassemble(upgraded, refusals, forwarded)
-    else:
-        response = ctx.controller_node.controller.alter_configs(ctx.now_ms(), upgraded)
+    refusals, remaining = config_preprocess.preprocess(upgraded)
+    forwarded = None if remaining is None else await ctx.broker.forward_to_controller(remaining)
+    response = config_preprocess.reassemble(upgraded, refusals, forwarded)
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    upgraded = convert(request, AlterConfigsRequest)
+    response = ctx.controller_node.controller.alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

@@ -32,12 +32,9 @@ from epochkraft.server.handlers._mutation_quota import (
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+@api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, CreatePartitionsRequest)
-    if ctx.listener == CONTROLLER:
-        response = ctx.controller_node.controller.create_partitions(ctx.now_ms(), upgraded)
-        return downgrade_response(response, ctx.api_version)
     quota = mutation_quota(ctx, CREATE_PARTITIONS_STRICT_SINCE)
     throttled = _throttled(ctx, upgraded, quota) if quota is not None and not upgraded.validate_only else []
     if throttled:
@@ -58,6 +55,13 @@ async def handle(request, ctx: RequestContext):
 
         await ctx.broker.wait_for_metadata(applied)
     return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+
+
+@api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    upgraded = convert(request, CreatePartitionsRequest)
+    response = ctx.controller_node.controller.create_partitions(ctx.now_ms(), upgraded)
+    return downgrade_response(response, ctx.api_version)
 
 
 def _throttled(ctx, request, quota) -> list[r3.CreatePartitionsTopicResult]:

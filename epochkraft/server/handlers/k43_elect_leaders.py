@@ -17,15 +17,23 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
 
-@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+def _v2(request, version: int) -> ElectLeadersRequest:
+    """v0 has no election type: preferred."""
     upgraded = convert(request, ElectLeadersRequest)
-    if ctx.api_version == 0:
+    if version == 0:
         upgraded = ElectLeadersRequest(
             election_type=i8(0), topic_partitions=upgraded.topic_partitions, timeout=upgraded.timeout
         )
-    if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
-    else:
-        response = ctx.controller_node.controller.elect_leaders(ctx.now_ms(), upgraded)
+    return upgraded
+
+
+@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    response = await ctx.broker.forward_to_controller(_v2(request, ctx.api_version))
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    response = ctx.controller_node.controller.elect_leaders(ctx.now_ms(), _v2(request, ctx.api_version))
     return downgrade_response(response, ctx.api_version)

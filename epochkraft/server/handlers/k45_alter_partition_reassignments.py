@@ -18,15 +18,24 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
 
-@api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
+    """v0 has no allow_replication_factor_change: allowed."""
     upgraded = convert(request, AlterPartitionReassignmentsRequest)
-    if ctx.api_version == 0:
+    if version == 0:
         upgraded = AlterPartitionReassignmentsRequest(
             timeout=upgraded.timeout, allow_replication_factor_change=True, topics=upgraded.topics
         )
-    if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
-    else:
-        response = ctx.controller_node.controller.alter_partition_reassignments(ctx.now_ms(), upgraded)
+    return upgraded
+
+
+@api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version))
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    upgraded = _v1(request, ctx.api_version)
+    response = ctx.controller_node.controller.alter_partition_reassignments(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

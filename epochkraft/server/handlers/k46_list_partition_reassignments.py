@@ -10,8 +10,11 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.server.context import RequestContext
 
 
-@api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    if ctx.listener == BROKER:
-        return await ctx.broker.forward_to_controller(request)
+@api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    return await ctx.broker.forward_to_controller(request)
+
+
+@api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
     return ctx.controller_node.controller.list_partition_reassignments(request)

@@ -35,24 +35,28 @@ def _expected(request, response) -> dict:
     return expected
 
 
-@api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+@api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
-    if ctx.listener == BROKER:
-        node = ctx.broker
-        response = await node.forward_to_controller(request)
-        if not request.validate_only:
-            expected = _expected(request, response)
+    node = ctx.broker
+    response = await node.forward_to_controller(request)
+    if not request.validate_only:
+        expected = _expected(request, response)
 
-            def applied() -> bool:
-                held = node.cache.client_quotas
-                return all(
-                    held.get(entity, {}).get(key) == value
-                    for entity, values in expected.items()
-                    for key, value in values.items()
-                )
+        def applied() -> bool:
+            held = node.cache.client_quotas
+            return all(
+                held.get(entity, {}).get(key) == value
+                for entity, values in expected.items()
+                for key, value in values.items()
+            )
 
-            await node.wait_for_metadata(applied)
-    else:
-        response = ctx.controller_node.controller.alter_client_quotas(ctx.now_ms(), request)
+        await node.wait_for_metadata(applied)
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    request = convert(request, AlterClientQuotasRequest)
+    response = ctx.controller_node.controller.alter_client_quotas(ctx.now_ms(), request)
     return downgrade_response(response, ctx.api_version)

@@ -11,17 +11,27 @@ from __future__ import annotations
 from kio.schema.describe_user_scram_credentials.v0 import response as r0
 from kio.static.primitive import i8, i32
 
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._security import image_of
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
+@api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    return _describe(request, ctx.broker.cache)
+
+
+@api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    return _describe(request, ctx.controller_node.controller.image)
+
+
+def _describe(request, image: MetadataImage) -> r0.DescribeUserScramCredentialsResponse:
+    """The credentials of the node's metadata image (the broker's cache or the controller's image)."""
     by_user: dict[str, list[r0.CredentialInfo]] = {}
-    for (user, mechanism), record in sorted(image_of(ctx).scram_credentials.items()):
+    for (user, mechanism), record in sorted(image.scram_credentials.items()):
         by_user.setdefault(user, []).append(
             r0.CredentialInfo(mechanism=i8(mechanism), iterations=i32(record.iterations))
         )

@@ -17,24 +17,27 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 
-@api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    if ctx.listener == BROKER:
-        node = ctx.broker
-        response = await node.forward_to_controller(request)
-        done = {r.user for r in response.results if r.error_code == ErrorCode.none}
-        upserted = {(u.name, u.mechanism): u.salt for u in request.upsertions if u.name in done}
-        deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in done}
+@api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    node = ctx.broker
+    response = await node.forward_to_controller(request)
+    done = {r.user for r in response.results if r.error_code == ErrorCode.none}
+    upserted = {(u.name, u.mechanism): u.salt for u in request.upsertions if u.name in done}
+    deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in done}
 
-        def applied() -> bool:
-            held = node.cache.scram_credentials
-            return all(key in held and held[key].salt == salt for key, salt in upserted.items()) and not (
-                deleted & held.keys()
-            )
+    def applied() -> bool:
+        held = node.cache.scram_credentials
+        return all(key in held and held[key].salt == salt for key, salt in upserted.items()) and not (
+            deleted & held.keys()
+        )
 
-        # answered once our own metadata holds the change, so a DescribeUserScramCredentials sent to us next
-        # sees it (as CreateTopics waits for the topics)
-        await node.wait_for_metadata(applied)
-        return response
+    # answered once our own metadata holds the change, so a DescribeUserScramCredentials sent to us next
+    # sees it (as CreateTopics waits for the topics)
+    await node.wait_for_metadata(applied)
+    return response
+
+
+@api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
     results = ctx.controller_node.controller.alter_scram_credentials(ctx.now_ms(), request)
     return r0.AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -82,17 +82,25 @@ def _single_controller(node_id: int, end_offset: int, now_ms: int) -> v2.Describ
     )
 
 
-@api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    topics = request.topics
-    if (
-        len(topics) != 1
-        or topics[0].topic_name != METADATA_TOPIC
-        or [p.partition_index for p in topics[0].partitions] != [0]
-    ):
-        return downgrade_response(_unknown_partitions(topics), ctx.api_version)
-    if ctx.listener == BROKER:
-        return await ctx.broker.control.send(request, elsewhere=_not_leader)
+def _asks_for_the_metadata_partition(topics) -> bool:
+    return (
+        len(topics) == 1
+        and topics[0].topic_name == METADATA_TOPIC
+        and [p.partition_index for p in topics[0].partitions] == [0]
+    )
+
+
+@api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    if not _asks_for_the_metadata_partition(request.topics):
+        return downgrade_response(_unknown_partitions(request.topics), ctx.api_version)
+    return await ctx.broker.control.send(request, elsewhere=_not_leader)
+
+
+@api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    if not _asks_for_the_metadata_partition(request.topics):
+        return downgrade_response(_unknown_partitions(request.topics), ctx.api_version)
     node = ctx.controller_node
     if node.quorum is None:
         response = _single_controller(node.controller.node_id, node.metadata_log.next_offset, node.now_ms())

@@ -37,11 +37,13 @@ def _v1(request, version: int) -> UpdateFeaturesRequest:
     return UpdateFeaturesRequest(timeout=request.timeout, feature_updates=updates, validate_only=False)
 
 
-@api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    upgraded = _v1(request, ctx.api_version)
-    if ctx.listener == BROKER:
-        response = await ctx.broker.forward_to_controller(upgraded)
-    else:
-        response = ctx.controller_node.controller.update_features(ctx.now_ms(), upgraded)
+@api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version))
+    return downgrade_response(response, ctx.api_version)
+
+
+@api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request, ctx.api_version))
     return downgrade_response(response, ctx.api_version)

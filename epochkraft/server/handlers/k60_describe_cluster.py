@@ -45,18 +45,33 @@ def cluster_authorized_operations(request: DescribeClusterRequest, ctx: RequestC
     return ctx.authorized_operations(ResourceType.CLUSTER)
 
 
-@api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(BROKER, CONTROLLER))
-async def handle(request, ctx: RequestContext):
-    asked = getattr(request, "endpoint_type", BROKERS)  # v0 has no field: brokers
-    if ctx.listener == BROKER:
-        return downgrade_response(_brokers(request, ctx, asked), ctx.api_version)
-    if asked == CONTROLLERS:
-        answer = ctx.controller_node.controller.describe_cluster()
-        if ctx.controller_node.quorum is not None:
-            answer = _quorum(answer, ctx.controller_node.quorum)
-        operations = cluster_authorized_operations(request, ctx)
-        answer = replace(answer, cluster_authorized_operations=i32(operations))
-        return downgrade_response(answer, ctx.api_version)
+def _asked(request) -> int:
+    return getattr(request, "endpoint_type", BROKERS)  # v0 has no field: brokers
+
+
+@api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(BROKER,))
+async def handle_on_broker(request, ctx: RequestContext):
+    return downgrade_response(_brokers(request, ctx, _asked(request)), ctx.api_version)
+
+
+@api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(CONTROLLER,))
+async def handle_on_controller(request, ctx: RequestContext):
+    asked = _asked(request)
+    answer = _controllers(request, ctx) if asked == CONTROLLERS else _refusal_on_controller(ctx, asked)
+    return downgrade_response(answer, ctx.api_version)
+
+
+def _controllers(request: DescribeClusterRequest, ctx: RequestContext) -> DescribeClusterResponse:
+    """The controllers' answer (ControllerApis.handleDescribeCluster)."""
+    answer = ctx.controller_node.controller.describe_cluster()
+    if ctx.controller_node.quorum is not None:
+        answer = _quorum(answer, ctx.controller_node.quorum)
+    operations = cluster_authorized_operations(request, ctx)
+    return replace(answer, cluster_authorized_operations=i32(operations))
+
+
+def _refusal_on_controller(ctx: RequestContext, asked: int) -> DescribeClusterResponse:
+    """Kafka's refusal of an endpoint type other than the controllers' on a controller."""
     if asked not in (BROKERS, CONTROLLERS):
         error, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {asked}"
     elif ctx.api_version < 1:
@@ -69,7 +84,7 @@ async def handle(request, ctx: RequestContext):
         message = (
             "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
         )
-    response = DescribeClusterResponse(
+    return DescribeClusterResponse(
         throttle_time=NO_THROTTLE,
         error_code=error,
         error_message=message,
@@ -79,7 +94,6 @@ async def handle(request, ctx: RequestContext):
         brokers=(),
         cluster_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
-    return downgrade_response(response, ctx.api_version)
 
 
 def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -> DescribeClusterResponse:
