@@ -322,4 +322,6 @@ def test_a_producer_batch_marked_log_append_time_is_refused_on_a_log_append_time
         refused = answer(bytes(marked), rules, walk=walk)
         assert refused is not None and [i for i, _ in refused[2]] == [0, 1]
         assert "Producer should not set timestamp type to LogAppendTime" in refused[2][0][1]
-    assert answer(bytes(marked), RecordRules(), walk=False) is None  # a CreateTime topic's rules with no clock
+    assert (
+        answer(bytes(marked), RecordRules(), walk=False) is None
+    )  # a CreateTime topic's rules with no clock
