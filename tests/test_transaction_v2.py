@@ -360,7 +360,9 @@ class StateTopic:
     def __init__(self, broken: bool = False) -> None:
         self.broken, self.written = broken, []
 
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def append(
+        self, partition: int, key: bytes, value: bytes | None, leader_epoch: int = -1
+    ) -> ErrorCode:
         if self.broken:
             raise RuntimeError("write failed")
         self.written.append((key, value))
