@@ -340,3 +340,80 @@ def test_transaction_version_2_markers_bump_the_epoch():
     log.marker(PID, 4, committed=True)
     assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none  # a retry
     assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch
+
+
+# ---- verification before a transaction's first batch (transaction version 2) -------------------------------
+EXPIRATION_MS = 5000
+
+
+def test_entry_for_verification():
+    """ProducerStateManagerTest.testEntryForVerification: an entry is reused while it lasts, and the
+    producer's first transactional batch clears it."""
+    log = Log()
+    original = log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1001) is original
+    assert log.table.verification_states[PID] is original
+    log.data(PID, 0, 0)
+    assert PID not in log.table.verification_states
+
+
+def test_sequence_and_epoch_in_verification_entry():
+    """ProducerStateManagerTest.testSequenceAndEpochInVerificationEntry: a lower sequence lowers the
+    entry's, a newer epoch replaces sequence and epoch, an older epoch is ignored."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 1, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (1, 0)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (0, 0)
+    table.maybe_create_verification_state_entry(PID, 2, 1, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)
+    assert table.verification_states == {PID: entry}
+
+
+def test_throw_out_of_order_sequence_with_verification_sequence_check():
+    """ProducerStateManagerTest.testThrowOutOfOrderSequenceWithVerificationSequenceCheck: while sequence
+    0 is being added to the transaction, a batch of a higher sequence is OUT_OF_ORDER_SEQUENCE_NUMBER,
+    also from a producer the partition does not know (which is otherwise accepted at any sequence)."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert table.check(PID, 0, 4, 1, is_transactional=True).error == ErrorCode.out_of_order_sequence_number
+    assert table.verification_states[PID] is entry
+    assert table.check(PID, 0, 0, 4, is_transactional=True).error == ErrorCode.none
+
+
+def test_a_later_batch_waits_for_the_producers_first_batch_here():
+    """The Streams exactly_once_v2 stall (transaction version 2, no fault): a producer new to this
+    partition sent sequence 0 at epoch 1, answered NOT_ENOUGH_REPLICAS (the coordinator still writing its
+    previous transaction's markers), then sequence 38, added once they were written. Appended first (a
+    producer the partition does not know is accepted at any sequence), sequence 38 left every retry of
+    sequence 0 OUT_OF_ORDER_SEQUENCE_NUMBER until the transaction timed out and the coordinator's abort
+    fenced the producer. It waits for sequence 0 instead."""
+    log = Log()
+    log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000)  # sequence 0, refused
+    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1001)  # sequence 38, added
+    assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.out_of_order_sequence_number
+    assert log.table.check(PID, 1, 0, 38, True).error == ErrorCode.none  # the retry of sequence 0
+    log.data(PID, 1, 0, count=38)
+    assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.none
+
+
+def test_a_marker_ends_the_verification():
+    """UnifiedLog.updateProducers: a marker clears the producer's verification state too (its
+    transaction ended; a batch after it starts a new verification)."""
+    log = Log()
+    log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    log.marker(PID, 1, committed=False)
+    assert log.table.verification_states == {}
+
+
+def test_verification_state_entry_expiration():
+    """ProducerStateManagerTest.testVerificationStateEntryExpiration: an entry never completed is
+    forgotten producer.id.expiration.ms after it began."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    table.remove_expired_producers(1000 + EXPIRATION_MS // 2, EXPIRATION_MS)
+    assert table.verification_states == {PID: entry}
+    table.remove_expired_producers(1000 + EXPIRATION_MS, EXPIRATION_MS)
+    assert table.verification_states == {}

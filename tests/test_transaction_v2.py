@@ -15,6 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from epochkraft.broker import transaction_coordinator, transaction_service
+from epochkraft.broker.partition import Role
+from epochkraft.broker.producer_state import ProducerStateTable
 from epochkraft.broker.transaction_coordinator import Outcome
 from epochkraft.broker.transaction_log import TransactionLogValue, parse_value, value_bytes
 from epochkraft.broker.transaction_metadata import SHORT_MAX, IllegalTransition, TransactionMetadata
@@ -473,8 +475,8 @@ class LeaderService(transaction_service.TransactionService):
         )
         self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
 
-    def _in_transaction(self, tp, producer_id, producer_epoch):
-        return self.open_at.get(tp) == (producer_id, producer_epoch)
+    def _start_verification(self, tp, producer_id, producer_epoch, base_sequence):
+        return self.open_at.get(tp) != (producer_id, producer_epoch)
 
     async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
         self.asked.append((producer_id, producer_epoch, sorted(partitions)))
@@ -485,10 +487,31 @@ class LeaderService(transaction_service.TransactionService):
         return script.pop(0) if len(script) > 1 else script[0]
 
 
-def _batch(transactional: bool) -> bytes:
+def _batch(transactional: bool, base_sequence: int = 0) -> bytes:
     return build_batch(
-        [(None, b"v", (), NOW)], producer_id=5, producer_epoch=3, base_sequence=0, transactional=transactional
+        [(None, b"v", (), NOW)],
+        producer_id=5,
+        producer_epoch=3,
+        base_sequence=base_sequence,
+        transactional=transactional,
     )
+
+
+class VerifyingLeader(LeaderService):
+    """A LeaderService whose partitions are led here, each with its producer state."""
+
+    _start_verification = transaction_service.TransactionService._start_verification
+
+    def __init__(self, answers: dict) -> None:
+        super().__init__({}, answers, max_ms=0)
+        self.replicas = {
+            ("t", 0): SimpleNamespace(
+                partition=SimpleNamespace(role=Role.LEADER), producers=ProducerStateTable()
+            )
+        }
+        self.node.replica_manager = SimpleNamespace(
+            replica=lambda topic, index: self.replicas[(topic, index)]
+        )
 
 
 def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
@@ -521,6 +544,21 @@ def test_transaction_add_partition_retry():
     once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
     assert asyncio.run(once.add_for_produce(TXN, batches)) == {("t", 2): ErrorCode.not_enough_replicas}
     assert len(once.asked) == 1
+
+
+def test_a_partition_leader_appends_no_higher_sequence_before_the_first_one_added():
+    """Kafka's ReplicaManager starts the verification with the batch's sequence
+    (maybeStartTransactionVerificationForPartition): sequence 0 refused NOT_ENOUGH_REPLICAS (the
+    coordinator busy with the previous transaction's markers), then sequence 38 added, must not be
+    appended before sequence 0 (the Streams exactly_once_v2 thread fenced with no fault)."""
+    tp = ("t", 0)
+    service = VerifyingLeader({tp: [ErrorCode.concurrent_transactions, ErrorCode.none]})
+    refused = asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=0)}))
+    assert refused == {tp: ErrorCode.not_enough_replicas}
+    assert asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=38)})) == {}
+    producers = service.replicas[tp].producers
+    assert producers.check(5, 3, 38, 1, True).error == ErrorCode.out_of_order_sequence_number
+    assert producers.check(5, 3, 0, 38, True).error == ErrorCode.none
 
 
 def test_transaction_version_feature():

@@ -250,12 +250,13 @@ class TransactionService:
         comes from a producer with no transaction open there at that epoch is added to the producer's
         transaction first (Kafka's ReplicaManager with the addPartition operation); the partitions
         refused, with the error to answer (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a busy or
-        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry)."""
+        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry). Until a partition's
+        first batch of the transaction is appended, the leader appends none of a higher sequence."""
         wanted: dict[tuple[int, int], list[TopicPartition]] = {}
         for tp, records in batches.items():
-            producer = _transactional_producer(records)
-            if producer is not None and not self._in_transaction(tp, *producer):
-                wanted.setdefault(producer, []).append(tp)
+            batch = _transactional_batch(records)
+            if batch is not None and self._start_verification(tp, *batch):
+                wanted.setdefault(batch[:2], []).append(tp)
         refused: dict[TopicPartition, ErrorCode] = {}
         for producer, partitions in wanted.items():
             added = await self._add_retrying(transactional_id, *producer, partitions)
@@ -279,14 +280,23 @@ class TransactionService:
                 return answers
             await asyncio.sleep(backoff_s)
 
-    def _in_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
-        """The producer's transaction is open on this leader at this epoch (Kafka's
-        UnifiedLog.hasOngoingTransaction); a partition not led here is left to the append to refuse."""
+    def _start_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, base_sequence: int
+    ) -> bool:
+        """Whether the partition must be added to the producer's transaction first: no transaction of its
+        is open on this leader at this epoch (Kafka's UnifiedLog.maybeStartTransactionVerification, with
+        hasOngoingTransaction); if so the producer's verification state notes the batch's sequence. A
+        partition not led here is left to the append to refuse."""
         replica = self.node.replica_manager.replica(*tp)
         if replica is None or replica.partition.role != Role.LEADER:
-            return True
+            return False
         entry = replica.producers.producers.get(producer_id)
-        return entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0
+        if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0:
+            return False
+        replica.producers.maybe_create_verification_state_entry(
+            producer_id, base_sequence, producer_epoch, self.now_ms()
+        )
+        return True
 
     async def _ask_coordinator(
         self,
@@ -427,14 +437,14 @@ class TransactionService:
                 self._spawn(self._write(append))
 
 
-def _transactional_producer(records: bytes) -> tuple[int, int] | None:
-    """(producer id, epoch) of a transactional first batch, else None."""
+def _transactional_batch(records: bytes) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of a transactional first batch, else None."""
     if len(records) < HEADER_SIZE:
         return None
     header = parse_header(records)
     if not header.attributes & TRANSACTIONAL_BIT:
         return None
-    return header.producer_id, header.producer_epoch
+    return header.producer_id, header.producer_epoch, header.base_sequence
 
 
 def _produce_error(error: ErrorCode) -> ErrorCode:

@@ -34,7 +34,8 @@
   part 1). From v12 (KIP-890 part 2, transaction version 2 producers send no AddPartitionsToTxn) a
   partition whose producer has no transaction open here at its epoch is first added to the transaction
   by its coordinator (AddPartitionsToTxn v5 from this broker); a refusal is answered for the partition
-  and nothing of it appended.
+  and nothing of it appended, and until the producer's first batch there is appended no batch of a
+  higher sequence is (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's VerificationStateEntry).
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
