@@ -9,6 +9,7 @@ from epochkraft.broker import producer_state
 from epochkraft.broker.log.partition_log import LogConfig, PartitionLog
 from epochkraft.broker.partition import Partition
 from epochkraft.broker.producer_state import (
+    SENTINEL_GUARD,
     EndTxnMarker,
     ProducerStateTable,
     end_txn_marker_batch,
@@ -399,13 +400,50 @@ def test_a_later_batch_waits_for_the_producers_first_batch_here():
     assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.none
 
 
-def test_a_marker_ends_the_verification():
-    """UnifiedLog.updateProducers: a marker clears the producer's verification state too (its
-    transaction ended; a batch after it starts a new verification)."""
+def test_empty_transaction_still_clears_verification_guard():
+    """UnifiedLogTest.testEmptyTransactionStillClearsVerificationGuard: a marker clears the producer's
+    verification state too (its transaction ended; a batch after it starts a new verification)."""
     log = Log()
     log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
     log.marker(PID, 1, committed=False)
     assert log.table.verification_states == {}
+
+
+def test_transaction_is_ongoing_and_verification_guard():
+    """UnifiedLogTest.testTransactionIsOngoingAndVerificationGuard: an idempotent batch keeps the guard,
+    the first transactional batch appended with it clears it and opens the transaction, the marker ends
+    it, and the next transaction's verification has a guard of its own: the old one no longer opens one."""
+    log = Log()
+    assert not log.table.has_ongoing_transaction(PID, 1)
+    assert log.table.missing_verification(PID, 1, True, SENTINEL_GUARD)
+    guard = log.table.maybe_create_verification_state_entry(PID, 5, 1, now_ms=1000).verification_guard
+    assert guard is not SENTINEL_GUARD
+    log.data(PID, 1, 3, count=2, transactional=False)
+    assert log.table.verification_states[PID].verification_guard is guard
+    assert log.table.check(PID, 1, 5, 2, True, guard).error == ErrorCode.none
+    log.data(PID, 1, 5, count=2)
+    assert log.table.has_ongoing_transaction(PID, 1) and log.table.verification_states == {}
+    assert log.table.check(PID, 1, 7, 1, True, SENTINEL_GUARD).error == ErrorCode.none  # in the transaction
+    log.marker(PID, 1, committed=True)
+    assert not log.table.has_ongoing_transaction(PID, 1)
+    new_guard = log.table.maybe_create_verification_state_entry(PID, 7, 1, now_ms=1001).verification_guard
+    assert new_guard is not guard
+    assert log.table.check(PID, 1, 7, 1, True, guard).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 1, 7, 1, True, new_guard).error == ErrorCode.none
+
+
+def test_a_marker_between_the_add_and_the_append_keeps_the_late_batch_out():
+    """The ABA the guard is for (UnifiedLog.analyzeAndValidateProducerState): the coordinator added the
+    partition, then its abort marker (a timed-out transaction, transaction version 2's bumped epoch) was
+    written before the batch: appended, the batch would open a transaction the coordinator does not know
+    and hold the last stable offset. It is INVALID_TXN_STATE; a request not verified (Produce before v12)
+    keeps the checks it had."""
+    log = Log()
+    guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
+    log.marker(PID, 1, committed=False)
+    assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 1, 0, 1, True).error == ErrorCode.none
+    assert log.table.check(PID, 1, 0, 1, False, guard).error == ErrorCode.none  # not transactional
 
 
 def test_verification_state_entry_expiration():

@@ -24,7 +24,11 @@ Transaction version 2 (KIP-890): before a producer's first batch of a transactio
 has the coordinator add the partition, and meanwhile keeps a ``VerificationStateEntry`` for the producer:
 the lowest sequence being added. No batch of a higher sequence is appended until one is (Kafka's
 ProducerAppendInfo.checkSequence), so a first batch answered with a retriable error while a later one is
-added and written cannot be left out of order for good.
+added and written cannot be left out of order for good. The entry's ``VerificationGuard`` goes with the
+request: a transactional batch from a producer with no transaction open here at its epoch is appended only
+with the guard of the entry still there (Kafka's UnifiedLog.analyzeAndValidateProducerState), so a marker
+written between the coordinator's answer and the append (it clears the entry) keeps the late batch out
+(INVALID_TXN_STATE) instead of opening a transaction the coordinator does not know.
 """
 
 from __future__ import annotations
@@ -76,6 +80,21 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else -1
 
 
+class VerificationGuard:
+    """A token, equal only to itself, that a leader's verification hands to the append (Kafka's
+    VerificationGuard)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SENTINEL_GUARD" if self is SENTINEL_GUARD else f"VerificationGuard({id(self):#x})"
+
+
+# A request that started no verification (its producer's transaction was open): Kafka's SENTINEL, which
+# verifies nothing.
+SENTINEL_GUARD = VerificationGuard()
+
+
 @dataclass(slots=True)
 class VerificationStateEntry:
     """A producer whose transactional batches the leader is having added to its transaction here (Kafka's
@@ -85,6 +104,7 @@ class VerificationStateEntry:
     timestamp: int
     lowest_sequence: int
     epoch: int
+    verification_guard: VerificationGuard = field(default_factory=VerificationGuard)
 
     def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
         """A lower sequence of the same epoch lowers the bar; a newer epoch starts it again (its sequences
@@ -204,8 +224,11 @@ class ProducerStateTable:
         base_sequence: int,
         record_count: int,
         is_transactional: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> SequenceCheck:
-        """Decides whether a batch from a producer may be appended (nothing changes here)."""
+        """Decides whether a batch from a producer may be appended (nothing changes here).
+        ``verification_guard``: the guard the request's verification got (SENTINEL_GUARD if it started
+        none), or None for a request not verified (Produce before v12)."""
         if producer_id == NO_PRODUCER_ID:
             return SequenceCheck(ErrorCode.none)
         entry = self.producers.get(producer_id)
@@ -215,6 +238,10 @@ class ProducerStateTable:
         for batch in entry.batches if entry is not None and epoch == entry.epoch else ():
             if batch.first_seq == base_sequence and batch.last_seq == last:
                 return SequenceCheck(ErrorCode.none, duplicate_of=batch)
+        if verification_guard is not None and self.missing_verification(
+            producer_id, epoch, is_transactional, verification_guard
+        ):
+            return SequenceCheck(ErrorCode.invalid_txn_state)  # not part of an ongoing transaction
         verifying = self.verification_states.get(producer_id)
         if verifying is not None and base_sequence > verifying.lowest_sequence:
             return _OUT_OF_ORDER  # a lower sequence is still being added to the transaction
@@ -405,6 +432,25 @@ class ProducerStateTable:
             entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
         return entry
+
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        """The producer's transaction is open here at this epoch (Kafka's UnifiedLog.hasOngoingTransaction)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0
+
+    def missing_verification(
+        self, producer_id: int, epoch: int, is_transactional: bool, verification_guard: VerificationGuard
+    ) -> bool:
+        """A transactional batch that would open a transaction here without the guard of the producer's
+        verification still under way (Kafka's batchMissingRequiredVerification)."""
+        if not is_transactional or self.has_ongoing_transaction(producer_id, epoch):
+            return False
+        entry = self.verification_states.get(producer_id)
+        return (
+            verification_guard is SENTINEL_GUARD
+            or entry is None
+            or entry.verification_guard is not verification_guard
+        )
 
     # ---- truncation and expiry ---------------------------------------------------------------------
     def reset(self) -> None:
