@@ -9,6 +9,7 @@ from epochkraft.broker import producer_state
 from epochkraft.broker.log.partition_log import LogConfig, PartitionLog
 from epochkraft.broker.partition import Partition
 from epochkraft.broker.producer_state import (
+    SENTINEL_GUARD,
     EndTxnMarker,
     ProducerStateTable,
     end_txn_marker_batch,
@@ -340,3 +341,117 @@ def test_transaction_version_2_markers_bump_the_epoch():
     log.marker(PID, 4, committed=True)
     assert log.table.check_marker(PID, 4, commit, transaction_version=2) == ErrorCode.none  # a retry
     assert log.table.check_marker(PID, 3, commit, transaction_version=2) == ErrorCode.invalid_producer_epoch
+
+
+# ---- verification before a transaction's first batch (transaction version 2) -------------------------------
+EXPIRATION_MS = 5000
+
+
+def test_entry_for_verification():
+    """ProducerStateManagerTest.testEntryForVerification: an entry is reused while it lasts, and the
+    producer's first transactional batch clears it."""
+    log = Log()
+    original = log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1001) is original
+    assert log.table.verification_states[PID] is original
+    log.data(PID, 0, 0)
+    assert PID not in log.table.verification_states
+
+
+def test_sequence_and_epoch_in_verification_entry():
+    """ProducerStateManagerTest.testSequenceAndEpochInVerificationEntry: a lower sequence lowers the
+    entry's, a newer epoch replaces sequence and epoch, an older epoch is ignored."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 1, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (1, 0)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (0, 0)
+    table.maybe_create_verification_state_entry(PID, 2, 1, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)
+    assert table.verification_states == {PID: entry}
+
+
+def test_throw_out_of_order_sequence_with_verification_sequence_check():
+    """ProducerStateManagerTest.testThrowOutOfOrderSequenceWithVerificationSequenceCheck: while sequence
+    0 is being added to the transaction, a batch of a higher sequence is OUT_OF_ORDER_SEQUENCE_NUMBER,
+    also from a producer the partition does not know (which is otherwise accepted at any sequence)."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    assert table.check(PID, 0, 4, 1, is_transactional=True).error == ErrorCode.out_of_order_sequence_number
+    assert table.verification_states[PID] is entry
+    assert table.check(PID, 0, 0, 4, is_transactional=True).error == ErrorCode.none
+
+
+def test_a_later_batch_waits_for_the_producers_first_batch_here():
+    """The Streams exactly_once_v2 stall (transaction version 2, no fault): a producer new to this
+    partition sent sequence 0 at epoch 1, answered NOT_ENOUGH_REPLICAS (the coordinator still writing its
+    previous transaction's markers), then sequence 38, added once they were written. Appended first (a
+    producer the partition does not know is accepted at any sequence), sequence 38 left every retry of
+    sequence 0 OUT_OF_ORDER_SEQUENCE_NUMBER until the transaction timed out and the coordinator's abort
+    fenced the producer. It waits for sequence 0 instead."""
+    log = Log()
+    log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000)  # sequence 0, refused
+    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1001)  # sequence 38, added
+    assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.out_of_order_sequence_number
+    assert log.table.check(PID, 1, 0, 38, True).error == ErrorCode.none  # the retry of sequence 0
+    log.data(PID, 1, 0, count=38)
+    assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.none
+
+
+def test_empty_transaction_still_clears_verification_guard():
+    """UnifiedLogTest.testEmptyTransactionStillClearsVerificationGuard: a marker clears the producer's
+    verification state too (its transaction ended; a batch after it starts a new verification)."""
+    log = Log()
+    log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    log.marker(PID, 1, committed=False)
+    assert log.table.verification_states == {}
+
+
+def test_transaction_is_ongoing_and_verification_guard():
+    """UnifiedLogTest.testTransactionIsOngoingAndVerificationGuard: an idempotent batch keeps the guard,
+    the first transactional batch appended with it clears it and opens the transaction, the marker ends
+    it, and the next transaction's verification has a guard of its own: the old one no longer opens one."""
+    log = Log()
+    assert not log.table.has_ongoing_transaction(PID, 1)
+    assert log.table.missing_verification(PID, 1, True, SENTINEL_GUARD)
+    guard = log.table.maybe_create_verification_state_entry(PID, 5, 1, now_ms=1000).verification_guard
+    assert guard is not SENTINEL_GUARD
+    log.data(PID, 1, 3, count=2, transactional=False)
+    assert log.table.verification_states[PID].verification_guard is guard
+    assert log.table.check(PID, 1, 5, 2, True, guard).error == ErrorCode.none
+    log.data(PID, 1, 5, count=2)
+    assert log.table.has_ongoing_transaction(PID, 1) and log.table.verification_states == {}
+    assert log.table.check(PID, 1, 7, 1, True, SENTINEL_GUARD).error == ErrorCode.none  # in the transaction
+    log.marker(PID, 1, committed=True)
+    assert not log.table.has_ongoing_transaction(PID, 1)
+    new_guard = log.table.maybe_create_verification_state_entry(PID, 7, 1, now_ms=1001).verification_guard
+    assert new_guard is not guard
+    assert log.table.check(PID, 1, 7, 1, True, guard).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 1, 7, 1, True, new_guard).error == ErrorCode.none
+
+
+def test_a_marker_between_the_add_and_the_append_keeps_the_late_batch_out():
+    """The ABA the guard is for (UnifiedLog.analyzeAndValidateProducerState): the coordinator added the
+    partition, then its abort marker (a timed-out transaction, transaction version 2's bumped epoch) was
+    written before the batch: appended, the batch would open a transaction the coordinator does not know
+    and hold the last stable offset. It is INVALID_TXN_STATE; a request not verified (Produce before v12)
+    keeps the checks it had."""
+    log = Log()
+    guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
+    log.marker(PID, 1, committed=False)
+    assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 1, 0, 1, True).error == ErrorCode.none
+    assert log.table.check(PID, 1, 0, 1, False, guard).error == ErrorCode.none  # not transactional
+
+
+def test_verification_state_entry_expiration():
+    """ProducerStateManagerTest.testVerificationStateEntryExpiration: an entry never completed is
+    forgotten producer.id.expiration.ms after it began."""
+    table = ProducerStateTable()
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    table.remove_expired_producers(1000 + EXPIRATION_MS // 2, EXPIRATION_MS)
+    assert table.verification_states == {PID: entry}
+    table.remove_expired_producers(1000 + EXPIRATION_MS, EXPIRATION_MS)
+    assert table.verification_states == {}

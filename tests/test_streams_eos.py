@@ -10,7 +10,7 @@ import pytest
 
 from epochkraft.peers import fetch
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
-from epochkraft.peers.streams_eos import count_problems, run
+from epochkraft.peers.streams_eos import StreamsRun, count_problems, run
 
 
 def test_count_problems_exact_output():
@@ -37,6 +37,14 @@ def test_count_problems_detects_a_gap_and_a_short_end():
         "final: b counted 1, expected 2",
         "final: c counted 0, expected 1",
     ]
+
+
+def test_summary_of_a_run_with_no_broker_killed():
+    """``--no-kill``: the summary says no broker was killed, not that broker None was."""
+    run_ = StreamsRun("exactly_once_v2", 3000, 0, 13.7, None, 0, False, "", 3000, 3000)
+    assert run_.summary().startswith(
+        "exactly_once_v2: app exit 0 in 13.7 s, no broker killed, 3000 input records, output read_committed"
+    )
 
 
 def test_kafka_libs_fetched_again_when_the_pom_changes(tmp_path, monkeypatch):

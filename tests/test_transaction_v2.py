@@ -15,6 +15,13 @@ from types import SimpleNamespace
 import pytest
 
 from epochkraft.broker import transaction_coordinator, transaction_service
+from epochkraft.broker.partition import Role
+from epochkraft.broker.producer_state import (
+    SENTINEL_GUARD,
+    EndTxnMarker,
+    ProducerStateTable,
+    VerificationGuard,
+)
 from epochkraft.broker.transaction_coordinator import Outcome
 from epochkraft.broker.transaction_log import TransactionLogValue, parse_value, value_bytes
 from epochkraft.broker.transaction_metadata import SHORT_MAX, IllegalTransition, TransactionMetadata
@@ -360,7 +367,9 @@ class StateTopic:
     def __init__(self, broken: bool = False) -> None:
         self.broken, self.written = broken, []
 
-    async def append(self, partition: int, key: bytes, value: bytes | None, _leader_epoch: int) -> ErrorCode:
+    async def append(
+        self, partition: int, key: bytes, value: bytes | None, leader_epoch: int = -1
+    ) -> ErrorCode:
         if self.broken:
             raise RuntimeError("write failed")
         self.written.append((key, value))
@@ -471,8 +480,10 @@ class LeaderService(transaction_service.TransactionService):
         )
         self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
 
-    def _in_transaction(self, tp, producer_id, producer_epoch):
-        return self.open_at.get(tp) == (producer_id, producer_epoch)
+    def _start_verification(self, tp, producer_id, producer_epoch, base_sequence):
+        if self.open_at.get(tp) == (producer_id, producer_epoch):
+            return SENTINEL_GUARD
+        return VerificationGuard()
 
     async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
         self.asked.append((producer_id, producer_epoch, sorted(partitions)))
@@ -483,10 +494,31 @@ class LeaderService(transaction_service.TransactionService):
         return script.pop(0) if len(script) > 1 else script[0]
 
 
-def _batch(transactional: bool) -> bytes:
+def _batch(transactional: bool, base_sequence: int = 0) -> bytes:
     return build_batch(
-        [(None, b"v", (), NOW)], producer_id=5, producer_epoch=3, base_sequence=0, transactional=transactional
+        [(None, b"v", (), NOW)],
+        producer_id=5,
+        producer_epoch=3,
+        base_sequence=base_sequence,
+        transactional=transactional,
     )
+
+
+class VerifyingLeader(LeaderService):
+    """A LeaderService whose partitions are led here, each with its producer state."""
+
+    _start_verification = transaction_service.TransactionService._start_verification
+
+    def __init__(self, answers: dict, max_ms: int = 0) -> None:
+        super().__init__({}, answers, max_ms=max_ms)
+        self.replicas = {
+            ("t", 0): SimpleNamespace(
+                partition=SimpleNamespace(role=Role.LEADER), producers=ProducerStateTable()
+            )
+        }
+        self.node.replica_manager = SimpleNamespace(
+            replica=lambda topic, index: self.replicas[(topic, index)]
+        )
 
 
 def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
@@ -500,7 +532,7 @@ def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
         ("t", 2): _batch(True),
         ("t", 3): _batch(False),
     }
-    refused = asyncio.run(service.add_for_produce(TXN, batches))
+    refused = asyncio.run(service.add_for_produce(TXN, batches)).refused
     assert service.asked == [(5, 3, [("t", 1), ("t", 2)])]
     assert refused == {("t", 1): ErrorCode.invalid_producer_epoch}
 
@@ -512,13 +544,52 @@ def test_transaction_add_partition_retry():
     concurrent = ErrorCode.concurrent_transactions
     service = LeaderService({}, {("t", 1): [concurrent, ErrorCode.none], ("t", 2): [concurrent]})
     batches = {("t", 0): _batch(True), ("t", 1): _batch(True), ("t", 2): _batch(True)}
-    refused = asyncio.run(service.add_for_produce(TXN, batches))
+    refused = asyncio.run(service.add_for_produce(TXN, batches)).refused
     assert refused == {("t", 2): ErrorCode.not_enough_replicas}
     assert service.asked[:2] == [(5, 3, [("t", 0), ("t", 1), ("t", 2)]), (5, 3, [("t", 1), ("t", 2)])]
     assert all(partitions == [("t", 2)] for *_, partitions in service.asked[2:])
     once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
-    assert asyncio.run(once.add_for_produce(TXN, batches)) == {("t", 2): ErrorCode.not_enough_replicas}
+    assert asyncio.run(once.add_for_produce(TXN, batches)).refused == {
+        ("t", 2): ErrorCode.not_enough_replicas
+    }
     assert len(once.asked) == 1
+
+
+def test_transaction_verification_blocks_out_of_order_sequence():
+    """ReplicaManagerTest.testTransactionVerificationBlocksOutOfOrderSequence: the leader starts the
+    verification with the batch's sequence (maybeStartTransactionVerificationForPartition): sequence 0 refused NOT_ENOUGH_REPLICAS (the
+    coordinator busy with the previous transaction's markers), then sequence 38 added, must not be
+    appended before sequence 0 (the Streams exactly_once_v2 thread fenced with no fault)."""
+    tp = ("t", 0)
+    service = VerifyingLeader({tp: [ErrorCode.concurrent_transactions, ErrorCode.none]})
+    refused = asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=0)})).refused
+    assert refused == {tp: ErrorCode.not_enough_replicas}
+    assert asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=38)})).refused == {}
+    producers = service.replicas[tp].producers
+    assert producers.check(5, 3, 38, 1, True).error == ErrorCode.out_of_order_sequence_number
+    assert producers.check(5, 3, 0, 38, True).error == ErrorCode.none
+
+
+def test_a_marker_written_while_the_leader_retries_begins_the_verification_again():
+    """The previous transaction's marker (transaction version 2: at the bumped epoch the new batch carries)
+    lands while the leader asks again through CONCURRENT_TRANSACTIONS; it ends the verification, so each
+    round begins it again, as Kafka's ReplicaManager, and the batch goes with the guard of the round the
+    coordinator added it in (the first round's guard would refuse it INVALID_TXN_STATE)."""
+    tp = ("t", 0)
+
+    class MarkerLands(VerifyingLeader):
+        async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
+            answers = await super().add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+            if len(self.asked) == 1:
+                self.replicas[tp].producers.complete_txn(5, 3, EndTxnMarker(True, 0), 1, NOW)
+            return answers
+
+    service = MarkerLands({tp: [ErrorCode.concurrent_transactions, ErrorCode.none]}, max_ms=1000)
+    producers = service.replicas[tp].producers
+    producers.record(5, 2, 0, 1, 0, 0, is_transactional=True)  # the previous transaction, at epoch 2
+    adds = asyncio.run(service.add_for_produce(TXN, {tp: _batch(True)}))  # epoch 3, sequence 0
+    assert adds.refused == {} and len(service.asked) == 2
+    assert producers.check(5, 3, 0, 1, True, adds.guards[tp]).error == ErrorCode.none
 
 
 def test_transaction_version_feature():

@@ -19,6 +19,16 @@ transaction marker, commit or abort, written by the transaction coordinator) clo
 first unstable offset is the first offset of the earliest transaction still open or completed by a
 marker not yet below the high watermark; the last stable offset is that, or the high watermark if lower,
 and a read_committed consumer reads no further.
+
+Transaction version 2 (KIP-890): before a producer's first batch of a transaction is appended, the leader
+has the coordinator add the partition, and meanwhile keeps a ``VerificationStateEntry`` for the producer:
+the lowest sequence being added. No batch of a higher sequence is appended until one is (Kafka's
+ProducerAppendInfo.checkSequence), so a first batch answered with a retriable error while a later one is
+added and written cannot be left out of order for good. The entry's ``VerificationGuard`` goes with the
+request: a transactional batch from a producer with no transaction open here at its epoch is appended only
+with the guard of the entry still there (Kafka's UnifiedLog.analyzeAndValidateProducerState), so a marker
+written between the coordinator's answer and the append (it clears the entry) keeps the late batch out
+(INVALID_TXN_STATE) instead of opening a transaction the coordinator does not know.
 """
 
 from __future__ import annotations
@@ -68,6 +78,42 @@ class ProducerEntry:
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+class VerificationGuard:
+    """A token, equal only to itself, that a leader's verification hands to the append (Kafka's
+    VerificationGuard)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SENTINEL_GUARD" if self is SENTINEL_GUARD else f"VerificationGuard({id(self):#x})"
+
+
+# A request that started no verification (its producer's transaction was open): Kafka's SENTINEL, which
+# verifies nothing.
+SENTINEL_GUARD = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer whose transactional batches the leader is having added to its transaction here (Kafka's
+    VerificationStateEntry): when it began, and the lowest sequence of the epoch being added. Kept only on
+    the leader, in memory; cleared by the producer's next transactional batch or marker."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    verification_guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        """A lower sequence of the same epoch lowers the bar; a newer epoch starts it again (its sequences
+        restart), an older one is ignored."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +214,8 @@ class ProducerStateTable:
         self.ongoing: dict[int, int] = {}
         # transactions ended by a marker the high watermark has not passed yet (Kafka's unreplicatedTxns)
         self.unreplicated: list[CompletedTxn] = []
+        # producers whose transaction the leader is having the coordinator add this partition to
+        self.verification_states: dict[int, VerificationStateEntry] = {}
 
     def check(
         self,
@@ -176,23 +224,33 @@ class ProducerStateTable:
         base_sequence: int,
         record_count: int,
         is_transactional: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> SequenceCheck:
-        """Decides whether a batch from a producer may be appended (nothing changes here)."""
+        """Decides whether a batch from a producer may be appended (nothing changes here).
+        ``verification_guard``: the guard the request's verification got (SENTINEL_GUARD if it started
+        none), or None for a request not verified (Produce before v12)."""
         if producer_id == NO_PRODUCER_ID:
             return SequenceCheck(ErrorCode.none)
         entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return SequenceCheck(ErrorCode.invalid_producer_epoch)
+        last = last_sequence(base_sequence, record_count)
+        for batch in entry.batches if entry is not None and epoch == entry.epoch else ():
+            if batch.first_seq == base_sequence and batch.last_seq == last:
+                return SequenceCheck(ErrorCode.none, duplicate_of=batch)
+        if verification_guard is not None and self.missing_verification(
+            producer_id, epoch, is_transactional, verification_guard
+        ):
+            return SequenceCheck(ErrorCode.invalid_txn_state)  # not part of an ongoing transaction
+        verifying = self.verification_states.get(producer_id)
+        if verifying is not None and base_sequence > verifying.lowest_sequence:
+            return _OUT_OF_ORDER  # a lower sequence is still being added to the transaction
         if entry is None:
             # Unknown producer (new, or its state was lost with the log): accepted, as Kafka does.
             return SequenceCheck(ErrorCode.none)
-        if epoch < entry.epoch:
-            return SequenceCheck(ErrorCode.invalid_producer_epoch)
         if epoch > entry.epoch:
             ok = base_sequence == 0
             return self._txn_state(entry, is_transactional) if ok else _OUT_OF_ORDER
-        last = last_sequence(base_sequence, record_count)
-        for batch in entry.batches:
-            if batch.first_seq == base_sequence and batch.last_seq == last:
-                return SequenceCheck(ErrorCode.none, duplicate_of=batch)
         if entry.batches and base_sequence != _next_sequence(entry.last_seq):
             return _OUT_OF_ORDER
         if not entry.batches and base_sequence != 0:
@@ -227,8 +285,13 @@ class ProducerStateTable:
         is_transactional: bool = False,
     ) -> None:
         """Remembers an appended batch (on the leader after append, and when rebuilding from the log);
-        a transactional one opens its producer's transaction unless one is open."""
-        if producer_id == NO_PRODUCER_ID or base_sequence < 0:
+        a transactional one opens its producer's transaction unless one is open, and ends the
+        verification of its first batch (Kafka's UnifiedLog.updateProducers)."""
+        if producer_id == NO_PRODUCER_ID:
+            return
+        if is_transactional:
+            self.verification_states.pop(producer_id, None)
+        if base_sequence < 0:
             return
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -313,6 +376,7 @@ class ProducerStateTable:
         """Applies an appended marker (ProducerAppendInfo.appendEndTxnMarker, then completeTxn): the
         producer's transaction, if it had one open, ends at ``offset``. A marker with no transaction
         (nothing was written to this partition, or compaction emptied it) changes no offset."""
+        self.verification_states.pop(producer_id, None)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
@@ -356,6 +420,38 @@ class ProducerStateTable:
         first = self.first_unstable_offset(high_watermark)
         return high_watermark if first is None else min(max(first, log_start_offset), high_watermark)
 
+    # ---- verification (transaction version 2) -------------------------------------------------------
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """Notes that the producer's batch of ``sequence`` is being added to its transaction (Kafka's
+        ProducerStateManager.maybeCreateVerificationStateEntry): a new entry, or the existing one with its
+        lowest sequence and epoch updated."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        """The producer's transaction is open here at this epoch (Kafka's UnifiedLog.hasOngoingTransaction)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0
+
+    def missing_verification(
+        self, producer_id: int, epoch: int, is_transactional: bool, verification_guard: VerificationGuard
+    ) -> bool:
+        """A transactional batch that would open a transaction here without the guard of the producer's
+        verification still under way (Kafka's batchMissingRequiredVerification)."""
+        if not is_transactional or self.has_ongoing_transaction(producer_id, epoch):
+            return False
+        entry = self.verification_states.get(producer_id)
+        return (
+            verification_guard is SENTINEL_GUARD
+            or entry is None
+            or entry.verification_guard is not verification_guard
+        )
+
     # ---- truncation and expiry ---------------------------------------------------------------------
     def reset(self) -> None:
         """Forgets everything (the log was truncated: the caller rebuilds the state from what is left,
@@ -375,7 +471,13 @@ class ProducerStateTable:
 
     def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
         """Kafka's ProducerStateManager.removeExpiredProducers: forgets every producer idle for
-        ``producer_id_expiration_ms``; returns how many."""
+        ``producer_id_expiration_ms``, and every verification begun that long ago (never completed);
+        returns how many producers."""
+        self.verification_states = {
+            producer_id: entry
+            for producer_id, entry in self.verification_states.items()
+            if now_ms - entry.timestamp < producer_id_expiration_ms
+        }
         expired = [
             producer_id
             for producer_id, entry in self.producers.items()

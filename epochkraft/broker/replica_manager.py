@@ -33,6 +33,7 @@ from epochkraft.broker.producer_state import (
     BatchMetadata,
     EndTxnMarker,
     ProducerStateTable,
+    VerificationGuard,
     end_txn_marker_batch,
     read_end_txn_marker,
 )
@@ -447,6 +448,7 @@ class ReplicaManager:
         from_coordinator: bool = False,
         transaction_version: int = 0,
         leader_epoch: int | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProduceResult:
         """Validates the batches (off the event loop when that is heavy), then appends them as leader.
         Leadership, the log dir and the ISR are checked before validating and again after, since they
@@ -457,7 +459,9 @@ class ReplicaManager:
         write, checked against the producer's and the coordinator's epochs instead (``transaction_version``
         2, KIP-890: the marker must bump the producer's epoch). ``leader_epoch``: appended only while this
         broker leads the partition in that epoch (a coordinator's state written under the epoch it loaded,
-        as Kafka's appendTransactionToLog checks its coordinator epoch right before appending)."""
+        as Kafka's appendTransactionToLog checks its coordinator epoch right before appending).
+        ``verification_guard``: a Produce v12+ batch's guard from its verification (a transactional batch
+        opens a transaction only with the guard of the verification still under way)."""
         refused = self._refuse_append(topic, index, acks)
         if refused is not None:
             return refused
@@ -478,7 +482,12 @@ class ReplicaManager:
             if leader_epoch is not None and self.replicas[key].partition.leader_epoch != leader_epoch:
                 return ProduceResult(ErrorCode.not_leader_or_follower)
             appended = self._refuse_append(topic, index, acks) or self._append_validated(
-                self.replicas[key], records, outcome, from_coordinator, transaction_version
+                self.replicas[key],
+                records,
+                outcome,
+                from_coordinator,
+                transaction_version,
+                verification_guard,
             )
         finally:
             turn.set_result(None)
@@ -551,6 +560,7 @@ class ReplicaManager:
         headers: list[tuple[int, BatchHeader]],
         from_coordinator: bool = False,
         transaction_version: int = 0,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[Replica, int, int, int] | ProduceResult:
         """Appends validated batches: (replica, first offset, end offset, log append time) to await acks
         for, or an error."""
@@ -558,7 +568,7 @@ class ReplicaManager:
         checked = (
             _check_markers(replica.producers, records, headers, transaction_version)
             if from_coordinator
-            else _check_sequences(replica.producers, headers)
+            else _check_sequences(replica.producers, headers, verification_guard)
         )
         if isinstance(checked, ProduceResult):
             return checked
@@ -803,7 +813,9 @@ def _coordinator_batches(records: bytes) -> list[tuple[int, BatchHeader]] | Prod
 
 
 def _check_sequences(
-    producers: ProducerStateTable, headers: list[tuple[int, BatchHeader]]
+    producers: ProducerStateTable,
+    headers: list[tuple[int, BatchHeader]],
+    verification_guard: VerificationGuard | None = None,
 ) -> ProduceResult | BatchMetadata | None:
     """Idempotent and transactional producers' batches against their state: the error to answer, the
     batch a retry duplicates, or None to append (one batch per request in practice)."""
@@ -814,6 +826,7 @@ def _check_sequences(
             header.base_sequence,
             header.record_count,
             header.is_transactional,
+            verification_guard,
         )
         if check.error != ErrorCode.none:
             return ProduceResult(check.error)

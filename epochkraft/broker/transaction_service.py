@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,6 +24,7 @@ from kio.static.primitive import i16, i32
 
 from epochkraft.broker.offsets_topic import create_internal_topic
 from epochkraft.broker.partition import Role
+from epochkraft.broker.producer_state import SENTINEL_GUARD, VerificationGuard
 from epochkraft.broker.transaction_coordinator import PREPARED, LogAppend, Outcome, TransactionCoordinator
 from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC, TopicPartition
 from epochkraft.broker.transaction_markers import TOPIC_DELETED, MarkerRequest
@@ -55,6 +57,15 @@ APPEND_TIMEOUT_MS = 10_000
 MARKER_RETRY_S = 0.1
 MARKER_REQUEST_TIMEOUT_MS = 30_000
 MARKER_FAILURE_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True)
+class ProduceAdds:
+    """What a Produce v12+ leader's adds to transactions decided: the partitions refused, with the error to
+    answer, and the guard each transactional batch is appended with."""
+
+    refused: dict[TopicPartition, ErrorCode]
+    guards: dict[TopicPartition, VerificationGuard]
 
 
 class TransactionStateTopic:
@@ -245,29 +256,41 @@ class TransactionService:
 
     async def add_for_produce(
         self, transactional_id: str, batches: dict[TopicPartition, bytes]
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> ProduceAdds:
         """Produce v12+ (KIP-890 part 2): each partition this broker leads whose transactional batch
         comes from a producer with no transaction open there at that epoch is added to the producer's
         transaction first (Kafka's ReplicaManager with the addPartition operation); the partitions
         refused, with the error to answer (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a busy or
-        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry)."""
+        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry), and the guard each
+        transactional batch is appended with. Until a partition's first batch of the transaction is
+        appended, the leader appends none of a higher sequence."""
+        firsts = {
+            tp: b for tp, records in batches.items() if (b := _transactional_batch(records)) is not None
+        }
+        guards = {tp: self._start_verification(tp, *batch) for tp, batch in firsts.items()}
         wanted: dict[tuple[int, int], list[TopicPartition]] = {}
-        for tp, records in batches.items():
-            producer = _transactional_producer(records)
-            if producer is not None and not self._in_transaction(tp, *producer):
-                wanted.setdefault(producer, []).append(tp)
+        for tp, guard in guards.items():
+            if guard is not SENTINEL_GUARD:
+                wanted.setdefault(firsts[tp][:2], []).append(tp)
         refused: dict[TopicPartition, ErrorCode] = {}
         for producer, partitions in wanted.items():
-            added = await self._add_retrying(transactional_id, *producer, partitions)
+            added = await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
             refused |= {tp: _produce_error(e) for tp, e in added.items() if e != ErrorCode.none}
-        return refused
+        return ProduceAdds(refused, guards)
 
     async def _add_retrying(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        firsts: dict[TopicPartition, tuple[int, int, int]],
+        guards: dict[TopicPartition, VerificationGuard],
     ) -> dict[TopicPartition, ErrorCode]:
         """Asks again every ``add.partitions.to.txn.retry.backoff.ms``, for up to its ``.max.ms``, while
         the coordinator answers CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
-        being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does."""
+        being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does. Each
+        round begins the verification again (a marker written meanwhile ended it) and updates ``guards``."""
         settings = self.node.settings
         backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
         deadline = time.monotonic() + settings.add_partitions_to_txn_retry_backoff_max_ms / 1000
@@ -278,15 +301,29 @@ class TransactionService:
             if not partitions or time.monotonic() + backoff_s > deadline:
                 return answers
             await asyncio.sleep(backoff_s)
+            for tp in partitions:
+                guards[tp] = self._start_verification(tp, *firsts[tp])
+                if guards[tp] is SENTINEL_GUARD:  # another batch of the producer opened it meanwhile
+                    answers[tp] = ErrorCode.none
+            partitions = [tp for tp in partitions if guards[tp] is not SENTINEL_GUARD]
 
-    def _in_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
-        """The producer's transaction is open on this leader at this epoch (Kafka's
-        UnifiedLog.hasOngoingTransaction); a partition not led here is left to the append to refuse."""
+    def _start_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, base_sequence: int
+    ) -> VerificationGuard:
+        """The guard of the producer's verification on this leader, which its verification state begins
+        or continues with the batch's sequence, or SENTINEL_GUARD when its transaction is open here at
+        this epoch and needs no adding (Kafka's UnifiedLog.maybeStartTransactionVerification). A
+        partition not led here is left to the append to refuse."""
         replica = self.node.replica_manager.replica(*tp)
         if replica is None or replica.partition.role != Role.LEADER:
-            return True
-        entry = replica.producers.producers.get(producer_id)
-        return entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0
+            return SENTINEL_GUARD
+        producers = replica.producers
+        if producers.has_ongoing_transaction(producer_id, producer_epoch):
+            return SENTINEL_GUARD
+        entry = producers.maybe_create_verification_state_entry(
+            producer_id, base_sequence, producer_epoch, self.now_ms()
+        )
+        return entry.verification_guard
 
     async def _ask_coordinator(
         self,
@@ -427,14 +464,14 @@ class TransactionService:
                 self._spawn(self._write(append))
 
 
-def _transactional_producer(records: bytes) -> tuple[int, int] | None:
-    """(producer id, epoch) of a transactional first batch, else None."""
+def _transactional_batch(records: bytes) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of a transactional first batch, else None."""
     if len(records) < HEADER_SIZE:
         return None
     header = parse_header(records)
     if not header.attributes & TRANSACTIONAL_BIT:
         return None
-    return header.producer_id, header.producer_epoch
+    return header.producer_id, header.producer_epoch, header.base_sequence
 
 
 def _produce_error(error: ErrorCode) -> ErrorCode:

@@ -97,10 +97,16 @@ class StreamsRun:
     app_log: str = ""
 
     def summary(self) -> str:
-        return (
-            f"{self.guarantee}: app exit {self.app_code} in {self.seconds:.1f} s, broker {self.killed_broker} "
+        fault = (
+            f"no broker killed, {self.records} input records"
+            if self.killed_broker is None
+            else f"broker {self.killed_broker} "
             f"{'(its transaction coordinator) ' if self.killed_coordinator else ''}SIGKILLed at {self.output_at_kill} output records and restarted, {self.records} input records "
-            f"(half of them produced while it was down){self.app_killed}, output read_committed {self.committed} "
+            f"(half of them produced while it was down)"
+        )
+        return (
+            f"{self.guarantee}: app exit {self.app_code} in {self.seconds:.1f} s, {fault}"
+            f"{self.app_killed}, output read_committed {self.committed} "
             f"read_uncommitted {self.uncommitted}, {len(self.problems)} problems"
             + "".join(f"\n  {p}" for p in self.problems[:20])
         )

@@ -34,7 +34,11 @@
   part 1). From v12 (KIP-890 part 2, transaction version 2 producers send no AddPartitionsToTxn) a
   partition whose producer has no transaction open here at its epoch is first added to the transaction
   by its coordinator (AddPartitionsToTxn v5 from this broker); a refusal is answered for the partition
-  and nothing of it appended.
+  and nothing of it appended, and until the producer's first batch there is appended no batch of a
+  higher sequence is (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's VerificationStateEntry). A transactional
+  batch whose producer has no transaction open there when it is appended (a marker ended it after the
+  check, or ended the verification after the coordinator's answer) is INVALID_TXN_STATE (Kafka's
+  VerificationGuard).
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
@@ -50,6 +54,7 @@ from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
 from epochkraft.broker.replica_manager import ProduceResult
+from epochkraft.broker.transaction_service import ProduceAdds
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT
@@ -67,6 +72,8 @@ TOPIC_IDS_FROM = 13
 ADD_PARTITION_FROM = 12  # Kafka's produceRequestVersionToTransactionSupportedOperation: addPartition
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
+
+NOT_VERIFIED = ProduceAdds({}, {})  # before v12: no partition added, no batch verified
 
 # (error, base offset, log append time, log start offset, message, record errors)
 Answer = tuple[ErrorCode, int, int, int, str | None, tuple[tuple[int, str], ...]]
@@ -89,10 +96,11 @@ def _has_transactional_records(request) -> bool:
     )
 
 
-async def _add_to_transaction(ctx, request, names, refused) -> dict[tuple[str, int], ErrorCode]:
-    """v12+: the partitions the transaction coordinator did not add to the producer's transaction."""
+async def _add_to_transaction(ctx, request, names, refused) -> ProduceAdds:
+    """v12+: the partitions the transaction coordinator did not add to the producer's transaction, and
+    the guard of each transactional batch's verification."""
     if ctx.api_version < ADD_PARTITION_FROM or request.transactional_id is None:
-        return {}
+        return NOT_VERIFIED
     batches = {
         (name, p.index): p.records or b""
         for t, name in zip(request.topic_data, names, strict=True)
@@ -140,11 +148,18 @@ async def handle(request, ctx: RequestContext):
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
-        not_added = await _add_to_transaction(ctx, request, names, refused)
+        adds = await _add_to_transaction(ctx, request, names, refused)
         appends = [
-            _refused_append(not_added[(name, p.index)])
-            if (name, p.index) in not_added
-            else manager.append(name, p.index, p.records or b"", request.acks, timeout)
+            _refused_append(adds.refused[(name, p.index)])
+            if (name, p.index) in adds.refused
+            else manager.append(
+                name,
+                p.index,
+                p.records or b"",
+                request.acks,
+                timeout,
+                verification_guard=adds.guards.get((name, p.index)),
+            )
             for t, name in zip(request.topic_data, names, strict=True)
             if name is not None and name not in refused
             for p in t.partition_data
