@@ -434,16 +434,40 @@ def test_transaction_is_ongoing_and_verification_guard():
 
 def test_a_marker_between_the_add_and_the_append_keeps_the_late_batch_out():
     """The ABA the guard is for (UnifiedLog.analyzeAndValidateProducerState): the coordinator added the
-    partition, then its abort marker (a timed-out transaction, transaction version 2's bumped epoch) was
-    written before the batch: appended, the batch would open a transaction the coordinator does not know
-    and hold the last stable offset. It is INVALID_TXN_STATE; a request not verified (Produce before v12)
-    keeps the checks it had."""
+    partition, then its abort marker (a timed-out transaction: transaction version 2 bumps the epoch) was
+    written before the batch: the verification is gone with it, and the late batch cannot open a
+    transaction the coordinator does not know (refused for its older epoch, and without the bump for its
+    guard). A request not verified (Produce before v12) keeps the checks it had."""
     log = Log()
     guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
-    log.marker(PID, 1, committed=False)
-    assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.invalid_txn_state
-    assert log.table.check(PID, 1, 0, 1, True).error == ErrorCode.none
-    assert log.table.check(PID, 1, 0, 1, False, guard).error == ErrorCode.none  # not transactional
+    log.marker(PID, 2, committed=False)
+    assert log.table.verification_states == {}
+    assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.invalid_producer_epoch
+    assert log.table.check(PID, 2, 0, 1, True, guard).error == ErrorCode.invalid_txn_state
+    assert log.table.check(PID, 2, 0, 1, True).error == ErrorCode.none
+    assert log.table.check(PID, 2, 0, 1, False, guard).error == ErrorCode.none  # not transactional
+
+
+def test_a_version_2_marker_of_the_same_epoch_keeps_the_next_transactions_verification():
+    """UnifiedLog.updateProducers (isV2NextTransactionStarted): under transaction version 2 the marker of
+    the transaction before carries the bumped epoch its successor's first batch is being verified at; the
+    verification survives it, and the batch is appended with its guard."""
+    log = Log()
+    log.data(PID, 0, 0, count=1, transactional=True)
+    guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
+    log.marker(PID, 1, committed=True)  # the previous transaction's, at the bumped epoch
+    assert PID in log.table.verification_states
+    assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.none
+
+
+def test_a_version_2_producer_new_here_starts_at_sequence_0():
+    """ProducerAppendInfo.checkSequence: with a verification under way and no state for the producer, a
+    first sequence other than 0 is OUT_OF_ORDER_SEQUENCE_NUMBER (its sequence 0 failed elsewhere and is
+    retried), so the partition does not begin the producer at sequence 38."""
+    log = Log()
+    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1000)
+    assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.out_of_order_sequence_number
+    assert log.table.check(PID, 1, 0, 38, True).error == ErrorCode.none
 
 
 def test_verification_state_entry_expiration():

@@ -243,6 +243,8 @@ class ProducerStateTable:
         ):
             return SequenceCheck(ErrorCode.invalid_txn_state)  # not part of an ongoing transaction
         verifying = self.verification_states.get(producer_id)
+        if verifying is not None and entry is None and base_sequence != 0:
+            return _OUT_OF_ORDER  # a transaction version 2 producer new here starts at sequence 0
         if verifying is not None and base_sequence > verifying.lowest_sequence:
             return _OUT_OF_ORDER  # a lower sequence is still being added to the transaction
         if entry is None:
@@ -375,8 +377,12 @@ class ProducerStateTable:
     ) -> CompletedTxn | None:
         """Applies an appended marker (ProducerAppendInfo.appendEndTxnMarker, then completeTxn): the
         producer's transaction, if it had one open, ends at ``offset``. A marker with no transaction
-        (nothing was written to this partition, or compaction emptied it) changes no offset."""
-        self.verification_states.pop(producer_id, None)
+        (nothing was written to this partition, or compaction emptied it) changes no offset. A verification
+        of the same epoch survives it: under transaction version 2 the marker of the transaction before
+        carries the epoch its successor's first batch is being verified at (UnifiedLog.updateProducers)."""
+        verifying = self.verification_states.get(producer_id)
+        if verifying is not None and verifying.epoch != epoch:
+            del self.verification_states[producer_id]
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)

@@ -267,12 +267,17 @@ class TransactionService:
         firsts = {
             tp: b for tp, records in batches.items() if (b := _transactional_batch(records)) is not None
         }
-        guards = {tp: self._start_verification(tp, *batch) for tp, batch in firsts.items()}
-        wanted: dict[tuple[int, int], list[TopicPartition]] = {}
-        for tp, guard in guards.items():
-            if guard is not SENTINEL_GUARD:
-                wanted.setdefault(firsts[tp][:2], []).append(tp)
+        guards: dict[TopicPartition, VerificationGuard] = {}
         refused: dict[TopicPartition, ErrorCode] = {}
+        wanted: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp, batch in firsts.items():
+            started = self._start_verification(tp, *batch)
+            if isinstance(started, ErrorCode):
+                refused[tp] = started
+                continue
+            guards[tp] = started
+            if started is not SENTINEL_GUARD:
+                wanted.setdefault(batch[:2], []).append(tp)
         for producer, partitions in wanted.items():
             added = await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
             refused |= {tp: _produce_error(e) for tp, e in added.items() if e != ErrorCode.none}
@@ -301,22 +306,33 @@ class TransactionService:
             if not partitions or time.monotonic() + backoff_s > deadline:
                 return answers
             await asyncio.sleep(backoff_s)
+            still = []
             for tp in partitions:
-                guards[tp] = self._start_verification(tp, *firsts[tp])
-                if guards[tp] is SENTINEL_GUARD:  # another batch of the producer opened it meanwhile
+                started = self._start_verification(tp, *firsts[tp])
+                if isinstance(started, ErrorCode):  # no longer led here
+                    answers[tp] = started
+                    continue
+                guards[tp] = started
+                if started is SENTINEL_GUARD:  # another batch of the producer opened it meanwhile
                     answers[tp] = ErrorCode.none
-            partitions = [tp for tp in partitions if guards[tp] is not SENTINEL_GUARD]
+                else:
+                    still.append(tp)
+            partitions = still
 
     def _start_verification(
         self, tp: TopicPartition, producer_id: int, producer_epoch: int, base_sequence: int
-    ) -> VerificationGuard:
+    ) -> VerificationGuard | ErrorCode:
         """The guard of the producer's verification on this leader, which its verification state begins
         or continues with the batch's sequence, or SENTINEL_GUARD when its transaction is open here at
-        this epoch and needs no adding (Kafka's UnifiedLog.maybeStartTransactionVerification). A
-        partition not led here is left to the append to refuse."""
-        replica = self.node.replica_manager.replica(*tp)
-        if replica is None or replica.partition.role != Role.LEADER:
-            return SENTINEL_GUARD
+        this epoch and needs no adding (Kafka's UnifiedLog.maybeStartTransactionVerification); the error
+        for a partition not led here (maybeStartTransactionVerificationForPartition's getPartitionOrException:
+        answered, never appended, even if the leadership arrives while the others are added)."""
+        manager = self.node.replica_manager
+        replica = manager.replica(*tp)
+        if replica is None:
+            return manager.missing_partition_error(*tp)
+        if replica.partition.role != Role.LEADER:
+            return ErrorCode.not_leader_or_follower
         producers = replica.producers
         if producers.has_ongoing_transaction(producer_id, producer_epoch):
             return SENTINEL_GUARD
