@@ -295,7 +295,8 @@ class TransactionService:
         """Asks again every ``add.partitions.to.txn.retry.backoff.ms``, for up to its ``.max.ms``, while
         the coordinator answers CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
         being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does. Each
-        round begins the verification again (a marker written meanwhile ended it) and updates ``guards``."""
+        round begins the verification again (a marker of another epoch written meanwhile ended it) and updates
+        ``guards``."""
         settings = self.node.settings
         backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
         deadline = time.monotonic() + settings.add_partitions_to_txn_retry_backoff_max_ms / 1000
