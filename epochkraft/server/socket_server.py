@@ -194,8 +194,9 @@ class KafkaServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self, serving: bool = True) -> None:
-        """Binds the listener; with ``serving`` False connections wait in the backlog until
-        ``start_serving`` (a broker binds first to register its ports, then serves once caught up)."""
+        """Binds the listener; with ``serving`` False the port is bound but not listening (a client's
+        connection is refused, as by a broker that is down) until ``start_serving``: a broker binds first to
+        register its ports, then serves once caught up."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Connection(self),
