@@ -268,19 +268,13 @@ class TransactionService:
             tp: b for tp, records in batches.items() if (b := _transactional_batch(records)) is not None
         }
         guards: dict[TopicPartition, VerificationGuard] = {}
-        refused: dict[TopicPartition, ErrorCode] = {}
+        answers: dict[TopicPartition, ErrorCode] = {}
         wanted: dict[tuple[int, int], list[TopicPartition]] = {}
-        for tp, batch in firsts.items():
-            started = self._start_verification(tp, *batch)
-            if isinstance(started, ErrorCode):
-                refused[tp] = started
-                continue
-            guards[tp] = started
-            if started is not SENTINEL_GUARD:
-                wanted.setdefault(batch[:2], []).append(tp)
+        for tp in self._begin_verifications(list(firsts), firsts, guards, answers):
+            wanted.setdefault(firsts[tp][:2], []).append(tp)
         for producer, partitions in wanted.items():
-            added = await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
-            refused |= {tp: _produce_error(e) for tp, e in added.items() if e != ErrorCode.none}
+            answers |= await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
+        refused = {tp: _produce_error(e) for tp, e in answers.items() if e != ErrorCode.none}
         return ProduceAdds(refused, guards)
 
     async def _add_retrying(
@@ -307,18 +301,30 @@ class TransactionService:
             if not partitions or time.monotonic() + backoff_s > deadline:
                 return answers
             await asyncio.sleep(backoff_s)
-            still = []
-            for tp in partitions:
-                started = self._start_verification(tp, *firsts[tp])
-                if isinstance(started, ErrorCode):  # no longer led here
-                    answers[tp] = started
-                    continue
-                guards[tp] = started
-                if started is SENTINEL_GUARD:  # another batch of the producer opened it meanwhile
-                    answers[tp] = ErrorCode.none
-                else:
-                    still.append(tp)
-            partitions = still
+            partitions = self._begin_verifications(partitions, firsts, guards, answers)
+
+    def _begin_verifications(
+        self,
+        partitions: list[TopicPartition],
+        firsts: dict[TopicPartition, tuple[int, int, int]],
+        guards: dict[TopicPartition, VerificationGuard],
+        answers: dict[TopicPartition, ErrorCode],
+    ) -> list[TopicPartition]:
+        """Begins or continues each partition's verification with its first batch, its guard into
+        ``guards``; the partitions the coordinator must add, returned. One not led here gets its error in
+        ``answers``, one whose transaction is open here (another batch of the producer opened it) NONE."""
+        to_add = []
+        for tp in partitions:
+            started = self._start_verification(tp, *firsts[tp])
+            if isinstance(started, ErrorCode):
+                answers[tp] = started
+                continue
+            guards[tp] = started
+            if started is SENTINEL_GUARD:
+                answers[tp] = ErrorCode.none
+            else:
+                to_add.append(tp)
+        return to_add
 
     def _start_verification(
         self, tp: TopicPartition, producer_id: int, producer_epoch: int, base_sequence: int
