@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from kio.schema.alter_configs.v2 import request as legacy_req
 from kio.schema.alter_configs.v2 import response as legacy_resp
@@ -65,6 +65,16 @@ def preprocess(request: AlterRequest) -> tuple[Refusals, AlterRequest | None]:
         return refusals, None
     remaining = tuple(r for i, r in enumerate(request.resources) if i not in refusals)
     return refusals, dataclasses.replace(request, resources=remaining)  # type: ignore[arg-type]
+
+
+async def through_controller(
+    request: AlterRequest, forward: Callable[[AlterRequest], Awaitable[AlterResponse]]
+) -> AlterResponse:
+    """A broker's answer to ``request``: its own refusals, the rest ``forward``ed to the controller (if
+    any is left), put back in request order."""
+    refusals, remaining = preprocess(request)
+    forwarded = None if remaining is None else await forward(remaining)
+    return reassemble(request, refusals, forwarded)
 
 
 def reassemble(request: AlterRequest, refusals: Refusals, forwarded: AlterResponse | None) -> AlterResponse:

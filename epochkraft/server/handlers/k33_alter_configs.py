@@ -25,9 +25,7 @@ from epochkraft.server.context import RequestContext
 @api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
-    refusals, remaining = config_preprocess.preprocess(upgraded)
-    forwarded = None if remaining is None else await ctx.broker.forward_to_controller(remaining)
-    response = config_preprocess.reassemble(upgraded, refusals, forwarded)
+    response = await config_preprocess.through_controller(upgraded, ctx.broker.forward_to_controller)
     return downgrade_response(response, ctx.api_version)
 
 
