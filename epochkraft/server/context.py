@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
+
+from structlog.typing import FilteringBoundLogger
 
 from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.framing import RequestHeader
@@ -33,8 +35,8 @@ class RequestContext:
     node: (
         BrokerApis | ControllerApis
     )  # the daemon serving the listener: reach it by ``broker``/``controller_node``
-    peer: tuple[Any, ...] | None
-    log: Any
+    peer: tuple[object, ...] | None  # the client's address as the transport gives it (host, port, ...)
+    log: FilteringBoundLogger
     listener_name: str = "PLAINTEXT"  # the named listener the request came in on
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
     authorizer: StandardAuthorizer | None = None  # None: every request is allowed (no authorizer.class.name)

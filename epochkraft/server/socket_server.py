@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from kio.static.primitive import i32Timedelta
 from kio.static.protocol import Payload
+from structlog.typing import FilteringBoundLogger
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.net.failure_log import FailureLog, failure_key
@@ -137,7 +138,7 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_connections: int = 1000,
         idle_timeout_ms: int = 600_000,
-        log: Any = None,
+        log: FilteringBoundLogger | None = None,
         listener_name: str = "PLAINTEXT",
         max_connections_per_ip: int = UNLIMITED,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
@@ -348,7 +349,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.server = server
         self.decoder = FrameDecoder(server.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
-        self.peer: tuple[Any, ...] | None = None
+        self.peer: tuple[object, ...] | None = None
         self.pending: deque[asyncio.Future[Response]] = deque()
         self.last_progress = time.monotonic()
         self.closed = False
