@@ -235,7 +235,7 @@ class TxnWorkload:
         return True
 
 
-def _retrying(call: Any, give_up: threading.Event, note: Callable[[str], None]) -> None:
+def _retrying(call: Callable[[], object], give_up: threading.Event, note: Callable[[str], None]) -> None:
     """``call()`` again while it fails with a retriable error (librdkafka's advice for the transactional
     calls); other errors are raised."""
     from confluent_kafka import KafkaException
