@@ -369,14 +369,15 @@ def test_should_respond_with_concurrent_transactions_while_append_pending():
 
 
 def test_verify_only_answers_partitions_in_the_ongoing_transaction():
-    """AddPartitionsToTxn v4+ verification (KIP-890 part 1): NONE for a partition added, INVALID_TXN_STATE
-    for one the transaction does not hold, PRODUCER_FENCED for another epoch."""
+    """AddPartitionsToTxn v4+ verification (KIP-890 part 1): NONE for a partition added,
+    TRANSACTION_ABORTABLE for one the transaction does not hold (Kafka's handleVerifyPartitionsInTransaction),
+    PRODUCER_FENCED for another epoch."""
     ctx = TxnContext()
     init = ctx.ongoing(partitions=[("foo", 0)])
     verified = ctx.coordinator.verify_partitions(
         TXN, init.producer_id, init.producer_epoch, [("foo", 0), ("foo", 1)]
     )
-    assert verified == {("foo", 0): ErrorCode.none, ("foo", 1): ErrorCode.invalid_txn_state}
+    assert verified == {("foo", 0): ErrorCode.none, ("foo", 1): ErrorCode.transaction_abortable}
     fenced = ctx.coordinator.verify_partitions(TXN, init.producer_id, init.producer_epoch - 1, [("foo", 0)])
     assert fenced == {("foo", 0): ErrorCode.producer_fenced}
 
@@ -393,7 +394,10 @@ def test_verify_only_does_not_wait_for_a_pending_add_partitions():
     verified = ctx.coordinator.verify_partitions(
         TXN, init.producer_id, init.producer_epoch, [("__consumer_offsets", 3), ("out", 0)]
     )
-    assert verified == {("__consumer_offsets", 3): ErrorCode.none, ("out", 0): ErrorCode.invalid_txn_state}
+    assert verified == {
+        ("__consumer_offsets", 3): ErrorCode.none,
+        ("out", 0): ErrorCode.transaction_abortable,
+    }
     assert ctx.write(pending) == ErrorCode.none
     assert ctx.write(ctx.coordinator.end_txn(NOW, TXN, init.producer_id, init.producer_epoch, True)) == 0
     prepared = ctx.coordinator.verify_partitions(TXN, init.producer_id, init.producer_epoch, [("out", 0)])

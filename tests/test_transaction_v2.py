@@ -534,36 +534,84 @@ def test_a_partition_leader_adds_only_what_no_open_transaction_covers():
     }
     refused = asyncio.run(service.add_for_produce(TXN, batches)).refused
     assert service.asked == [(5, 3, [("t", 1), ("t", 2)])]
-    assert refused == {("t", 1): ErrorCode.invalid_producer_epoch}
+    assert refused == {("t", 1): (ErrorCode.invalid_producer_epoch, None)}
 
 
 def test_transaction_add_partition_retry():
     """Kafka's server-side retry (add.partitions.to.txn.retry.backoff.ms / .max.ms): CONCURRENT_TRANSACTIONS
     while the previous transaction completes is asked again, only for those partitions; one still refused
-    at the end is answered NOT_ENOUGH_REPLICAS, which the producer retries."""
+    at the end is answered CONCURRENT_TRANSACTIONS as it is to a transaction version 2 producer, which
+    retries it (ReplicaManager: "Don't convert the Concurrent Transaction exception for TV2")."""
     concurrent = ErrorCode.concurrent_transactions
     service = LeaderService({}, {("t", 1): [concurrent, ErrorCode.none], ("t", 2): [concurrent]})
     batches = {("t", 0): _batch(True), ("t", 1): _batch(True), ("t", 2): _batch(True)}
     refused = asyncio.run(service.add_for_produce(TXN, batches)).refused
-    assert refused == {("t", 2): ErrorCode.not_enough_replicas}
+    assert refused == {("t", 2): (concurrent, None)}
     assert service.asked[:2] == [(5, 3, [("t", 0), ("t", 1), ("t", 2)]), (5, 3, [("t", 1), ("t", 2)])]
     assert all(partitions == [("t", 2)] for *_, partitions in service.asked[2:])
     once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
-    assert asyncio.run(once.add_for_produce(TXN, batches)).refused == {
-        ("t", 2): ErrorCode.not_enough_replicas
-    }
+    assert asyncio.run(once.add_for_produce(TXN, batches)).refused == {("t", 2): (concurrent, None)}
     assert len(once.asked) == 1
+
+
+class VerifyOnlyLeader(LeaderService):
+    """A leader of Produce below v12: it only asks the coordinator to verify (``verify_only``)."""
+
+    def __init__(self, open_at: dict, answers: dict, enabled: bool = True) -> None:
+        super().__init__(open_at, answers)
+        self.node.settings.transaction_partition_verification_enable = enabled
+
+    async def verify(self, transactional_id, producer_id, producer_epoch, partitions):
+        return await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+
+
+@pytest.mark.parametrize(
+    ("version", "coordinator_says", "answered"),
+    [
+        (10, ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state),
+        (11, ErrorCode.transaction_abortable, ErrorCode.transaction_abortable),
+        (9, ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch),
+        (11, ErrorCode.concurrent_transactions, ErrorCode.not_enough_replicas),
+        (10, ErrorCode.coordinator_not_available, ErrorCode.not_enough_replicas),
+        (10, ErrorCode.network_exception, ErrorCode.not_enough_replicas),
+    ],
+)
+def test_produce_below_v12_verifies_the_partition_is_in_the_transaction(version, coordinator_says, answered):
+    """KIP-890 part 1 (ReplicaManagerTest.testTransactionVerificationFlow, testTransactionVerificationErrors):
+    a leader of a Produce below v12 asks the coordinator, verify only and once (no retry on
+    CONCURRENT_TRANSACTIONS), whether a first transactional batch's partition is in the producer's
+    transaction; its answer as Kafka's AddPartitionsToTxnManager and ReplicaManager translate it for the
+    request's version (TRANSACTION_ABORTABLE is known to v11 clients only)."""
+    service = VerifyOnlyLeader({("t", 1): (5, 3)}, {("t", 0): [coordinator_says, ErrorCode.none]})
+    batches = {("t", 0): _batch(True), ("t", 1): _batch(True), ("t", 2): _batch(False)}
+    operation = transaction_service.produce_operation(version)
+    adds = asyncio.run(service.add_for_produce(TXN, batches, operation))
+    assert service.asked == [(5, 3, [("t", 0)])]
+    assert {tp: error for tp, (error, _) in adds.refused.items()} == {("t", 0): answered}
+    assert adds.guards[("t", 1)] is SENTINEL_GUARD and adds.guards[("t", 0)] is not SENTINEL_GUARD
+
+
+def test_disabled_transaction_verification():
+    """ReplicaManagerTest.testDisabledTransactionVerification: transaction.partition.verification.enable=false:
+    Produce below v12 asks nothing and appends with no
+    guard (Kafka's maybeSendPartitionsToTransactionCoordinator skips verification); v12 still adds."""
+    service = VerifyOnlyLeader({}, {("t", 0): [ErrorCode.transaction_abortable]}, enabled=False)
+    batches = {("t", 0): _batch(True)}
+    adds = asyncio.run(service.add_for_produce(TXN, batches, transaction_service.produce_operation(11)))
+    assert adds == transaction_service.ProduceAdds({}, {}) and service.asked == []
+    adds = asyncio.run(service.add_for_produce(TXN, batches, transaction_service.produce_operation(12)))
+    assert service.asked == [(5, 3, [("t", 0)])] and ("t", 0) in adds.refused
 
 
 def test_transaction_verification_blocks_out_of_order_sequence():
     """ReplicaManagerTest.testTransactionVerificationBlocksOutOfOrderSequence: the leader starts the
-    verification with the batch's sequence (maybeStartTransactionVerificationForPartition): sequence 0 refused NOT_ENOUGH_REPLICAS (the
-    coordinator busy with the previous transaction's markers), then sequence 38 added, must not be
+    verification with the batch's sequence (maybeStartTransactionVerificationForPartition): sequence 0 refused
+    CONCURRENT_TRANSACTIONS (the coordinator busy with the previous transaction's markers), then sequence 38 added, must not be
     appended before sequence 0 (the Streams exactly_once_v2 thread fenced with no fault)."""
     tp = ("t", 0)
     service = VerifyingLeader({tp: [ErrorCode.concurrent_transactions, ErrorCode.none]})
     refused = asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=0)})).refused
-    assert refused == {tp: ErrorCode.not_enough_replicas}
+    assert refused == {tp: (ErrorCode.concurrent_transactions, None)}
     assert asyncio.run(service.add_for_produce(TXN, {tp: _batch(True, base_sequence=38)})).refused == {}
     producers = service.replicas[tp].producers
     assert producers.check(5, 3, 38, 1, True).error == ErrorCode.out_of_order_sequence_number

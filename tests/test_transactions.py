@@ -9,6 +9,7 @@ batches, read_committed Fetch): it is skipped while the broker does not serve Wr
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 
 import pytest
@@ -360,6 +361,81 @@ def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster)
     )
     assert txn_offset_commit(cluster, txn_id, other, pid, epoch, "verify-in") == ErrorCode.invalid_txn_state
     consumer.close()
+
+
+def transactional_produce(cluster, version: int, txn_id: str, producer_id: int, epoch: int, topic: str):
+    """(error, message) of a Produce of ``version`` carrying one transactional batch to partition 0."""
+    import importlib
+
+    from epochkraft.protocol.records import build_batch
+
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    batch = build_batch(
+        [(None, b"late", (), 0)],
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=0,
+        transactional=True,
+    )
+
+    async def ask():
+        host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+        request = schema.ProduceRequest(
+            transactional_id=txn_id,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                schema.TopicProduceData(
+                    name=topic, partition_data=(schema.PartitionProduceData(index=0, records=batch),)
+                ),
+            ),
+        )
+        async with KafkaClient(host, int(port)) as client:
+            response = await client.send(request)
+        answer = response.responses[0].partition_responses[0]
+        return answer.error_code, answer.error_message
+
+    return asyncio.run(ask())
+
+
+def test_produce_below_v12_is_verified_with_the_transaction_coordinator(cluster):
+    """KIP-890 part 1 for Produce (ReplicaManager.appendRecordsWithTransactionVerification with
+    transaction.partition.verification.enable): a transactional batch for a partition the producer's ongoing
+    transaction does not hold (a late batch of an ended transaction would open a hanging one) is refused
+    and not written: INVALID_TXN_STATE with Kafka's message below v11, TRANSACTION_ABORTABLE at v11. The
+    librdkafka producer's own batches, to partitions it added, go through (the other tests)."""
+    txn_id = f"produce-verify-{uuid.uuid4()}"
+    consumer, metadata = group_metadata(cluster, "produce-verify-group")
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    plain.produce("verify-in", b"input")
+    plain.flush(30)
+    p = producer(cluster, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("verify-in", 0, 1)], metadata, 30)
+    state = describe_transaction(cluster, txn_id)
+    pid, epoch = state.producer_id, state.producer_epoch
+    assert ("verify-in", 0) not in {(t.topic, i) for t in state.topics for i in t.partitions}
+    before = end_offset(cluster, "verify-in")
+    assert transactional_produce(cluster, 10, txn_id, pid, epoch, "verify-in") == (
+        ErrorCode.invalid_txn_state,
+        "Partition was not added to the transaction",
+    )
+    assert (
+        transactional_produce(cluster, 11, txn_id, pid, epoch, "verify-in")[0]
+        == ErrorCode.transaction_abortable
+    )
+    assert end_offset(cluster, "verify-in") == before
+    p.abort_transaction(30)
+    consumer.close()
+
+
+def end_offset(cluster, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"end-{uuid.uuid4()}"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
 
 
 def partition_of(group: str) -> int:

@@ -250,6 +250,12 @@ class BrokerSettings(SecuritySettings):
         "Longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).",
         minimum=1,
     )
+    transaction_partition_verification_enable: bool = prop(
+        "transaction.partition.verification.enable",
+        True,
+        "A partition leader asks the transaction coordinator whether a producer's first transactional batch "
+        "there belongs to its ongoing transaction before appending it (KIP-890 part 1; Produce below v12).",
+    )
     add_partitions_to_txn_retry_backoff_ms: int = prop(
         "add.partitions.to.txn.retry.backoff.ms",
         20,
@@ -261,7 +267,7 @@ class BrokerSettings(SecuritySettings):
         "add.partitions.to.txn.retry.backoff.max.ms",
         100,
         "How long a partition leader keeps asking to add a partition before answering the producer, which "
-        "then retries (NOT_ENOUGH_REPLICAS).",
+        "then retries (CONCURRENT_TRANSACTIONS).",
         minimum=0,
     )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(

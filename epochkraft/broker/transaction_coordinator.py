@@ -272,8 +272,8 @@ class TransactionCoordinator:
     ) -> dict[TopicPartition, ErrorCode]:
         """A partition leader's check (AddPartitionsToTxn v4+, verify only, KIP-890 part 1), as Kafka's
         handleVerifyPartitionsInTransaction: NONE for the partitions in the transaction of this producer
-        epoch, INVALID_TXN_STATE for the rest (Kafka's TRANSACTION_ABORTABLE as a client before KIP-890
-        gets it), CONCURRENT_TRANSACTIONS while it is prepared. A pending write (another AddPartitionsToTxn
+        epoch, TRANSACTION_ABORTABLE for the rest (the leader answers it to a client that predates it as
+        INVALID_TXN_STATE), CONCURRENT_TRANSACTIONS while it is prepared. A pending write (another AddPartitionsToTxn
         of the same transaction) is not waited for: partitions join ``partitions`` only once written."""
         wanted = list(partitions)
         error, metadata = self._producer_metadata(transactional_id, producer_id, producer_epoch)
@@ -284,7 +284,8 @@ class TransactionCoordinator:
         if metadata.state in PREPARED:
             return dict.fromkeys(wanted, ErrorCode.concurrent_transactions)
         return {
-            tp: ErrorCode.none if tp in metadata.partitions else ErrorCode.invalid_txn_state for tp in wanted
+            tp: ErrorCode.none if tp in metadata.partitions else ErrorCode.transaction_abortable
+            for tp in wanted
         }
 
     # ---- EndTxn -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -59,12 +60,32 @@ MARKER_REQUEST_TIMEOUT_MS = 30_000
 MARKER_FAILURE_BACKOFF_S = 1.0
 
 
+class TransactionOperation(enum.Enum):
+    """What a writer's request version lets its partition leader do with the transaction coordinator
+    (Kafka's TransactionSupportedOperation)."""
+
+    DEFAULT_ERROR = "defaultError"  # verify; a partition not in the transaction is INVALID_TXN_STATE
+    GENERIC_ERROR = "genericErrorSupported"  # verify; the client knows TRANSACTION_ABORTABLE
+    ADD_PARTITION = "addPartition"  # transaction version 2: add the partition to the transaction
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self is TransactionOperation.ADD_PARTITION
+
+
+def produce_operation(version: int) -> TransactionOperation:
+    """Kafka's AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation."""
+    if version >= 12:
+        return TransactionOperation.ADD_PARTITION
+    return TransactionOperation.GENERIC_ERROR if version == 11 else TransactionOperation.DEFAULT_ERROR
+
+
 @dataclass(frozen=True)
 class ProduceAdds:
-    """What a Produce v12+ leader's adds to transactions decided: the partitions refused, with the error to
-    answer, and the guard each transactional batch is appended with."""
+    """What a Produce leader's verifications (or adds) to transactions decided: the partitions refused, with
+    the error and message to answer, and the guard each transactional batch is appended with."""
 
-    refused: dict[TopicPartition, ErrorCode]
+    refused: dict[TopicPartition, tuple[ErrorCode, str | None]]
     guards: dict[TopicPartition, VerificationGuard]
 
 
@@ -255,15 +276,23 @@ class TransactionService:
         return await self._ask_coordinator(transactional_id, producer_id, producer_epoch, partitions, False)
 
     async def add_for_produce(
-        self, transactional_id: str, batches: dict[TopicPartition, bytes]
+        self,
+        transactional_id: str,
+        batches: dict[TopicPartition, bytes],
+        operation: TransactionOperation = TransactionOperation.ADD_PARTITION,
     ) -> ProduceAdds:
-        """Produce v12+ (KIP-890 part 2): each partition this broker leads whose transactional batch
-        comes from a producer with no transaction open there at that epoch is added to the producer's
-        transaction first (Kafka's ReplicaManager with the addPartition operation); the partitions
-        refused, with the error to answer (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a busy or
-        unreachable coordinator as NOT_ENOUGH_REPLICAS, which producers retry), and the guard each
-        transactional batch is appended with. Until a partition's first batch of the transaction is
-        appended, the leader appends none of a higher sequence."""
+        """Each partition this broker leads whose transactional batch comes from a producer with no
+        transaction open there at that epoch is verified to be in the producer's transaction (Produce below
+        v12, KIP-890 part 1, while transaction.partition.verification.enable) or added to it first (v12+,
+        part 2), as Kafka's ReplicaManager.appendRecordsWithTransactionVerification; the partitions refused,
+        with the error to answer, and the guard each transactional batch is appended with. Until a
+        partition's first batch of the transaction is appended, the leader appends none of a higher
+        sequence."""
+        if (
+            not operation.supports_epoch_bump
+            and not self.node.settings.transaction_partition_verification_enable
+        ):
+            return ProduceAdds({}, {})
         firsts = {
             tp: b for tp, records in batches.items() if (b := _transactional_batch(records)) is not None
         }
@@ -273,8 +302,11 @@ class TransactionService:
         for tp in self._begin_verifications(list(firsts), firsts, guards, answers):
             wanted.setdefault(firsts[tp][:2], []).append(tp)
         for producer, partitions in wanted.items():
-            answers |= await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
-        refused = {tp: _produce_error(e) for tp, e in answers.items() if e != ErrorCode.none}
+            if operation.supports_epoch_bump:
+                answers |= await self._add_retrying(transactional_id, *producer, partitions, firsts, guards)
+            else:
+                answers |= await self.verify(transactional_id, *producer, partitions)
+        refused = {tp: produce_refusal(e, operation) for tp, e in answers.items() if e != ErrorCode.none}
         return ProduceAdds(refused, guards)
 
     async def _add_retrying(
@@ -286,19 +318,20 @@ class TransactionService:
         firsts: dict[TopicPartition, tuple[int, int, int]],
         guards: dict[TopicPartition, VerificationGuard],
     ) -> dict[TopicPartition, ErrorCode]:
-        """Asks again every ``add.partitions.to.txn.retry.backoff.ms``, for up to its ``.max.ms``, while
-        the coordinator answers CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
-        being completed (its EndTxn answered, its markers in flight), as Kafka's ReplicaManager does. Each
-        round begins the verification again (a marker of another epoch written meanwhile ended it) and updates
-        ``guards``."""
+        """Asks again every ``add.partitions.to.txn.retry.backoff.ms`` while the coordinator answers
+        CONCURRENT_TRANSACTIONS (the producer's previous transaction is still being completed: its EndTxn
+        answered, its markers in flight) and ``.max.ms`` has not passed since the first ask, as Kafka's
+        ReplicaManager.maybeRetryOnConcurrentTransactions. Each round begins the verification again (a
+        marker of another epoch written meanwhile ended it) and updates ``guards``."""
         settings = self.node.settings
         backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
-        deadline = time.monotonic() + settings.add_partitions_to_txn_retry_backoff_max_ms / 1000
+        started = time.monotonic()
         answers: dict[TopicPartition, ErrorCode] = {}
         while True:
             answers |= await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
             partitions = [tp for tp in partitions if answers[tp] == ErrorCode.concurrent_transactions]
-            if not partitions or time.monotonic() + backoff_s > deadline:
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if not partitions or elapsed_ms >= settings.add_partitions_to_txn_retry_backoff_max_ms:
                 return answers
             await asyncio.sleep(backoff_s)
             partitions = self._begin_verifications(partitions, firsts, guards, answers)
@@ -497,14 +530,32 @@ def _transactional_batch(records: bytes) -> tuple[int, int, int] | None:
     return header.producer_id, header.producer_epoch, header.base_sequence
 
 
-def _produce_error(error: ErrorCode) -> ErrorCode:
-    """A coordinator's answer as Produce gives it (Kafka's AddPartitionsToTxnManager, then
-    ReplicaManager.appendRecords' translation)."""
+UNVERIFIED_MESSAGE = "Unable to verify the partition has been added to the transaction. Underlying error: {}"
+
+
+def verification_error(error: ErrorCode, operation: TransactionOperation) -> ErrorCode:
+    """A coordinator's per-partition answer as the leader takes it (Kafka's AddPartitionsToTxnManager):
+    PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as INVALID_TXN_STATE for a client that
+    predates it."""
     if error == ErrorCode.producer_fenced:
         return ErrorCode.invalid_producer_epoch
-    if error in RETRIABLE_COORDINATOR_ERRORS:
-        return ErrorCode.not_enough_replicas
+    if error == ErrorCode.transaction_abortable and operation is TransactionOperation.DEFAULT_ERROR:
+        return ErrorCode.invalid_txn_state
     return error
+
+
+def produce_refusal(error: ErrorCode, operation: TransactionOperation) -> tuple[ErrorCode, str | None]:
+    """A coordinator's answer as Produce gives it, with Kafka's message (ReplicaManager's
+    postVerificationCallback): the coordinator busy or unreachable as NOT_ENOUGH_REPLICAS, which every
+    producer retries without a metadata refresh, except CONCURRENT_TRANSACTIONS to a transaction version 2
+    producer, which gets it as it is."""
+    error = verification_error(error, operation)
+    if error == ErrorCode.invalid_txn_state:
+        return error, "Partition was not added to the transaction"
+    busy = error == ErrorCode.concurrent_transactions and not operation.supports_epoch_bump
+    if busy or (error in RETRIABLE_COORDINATOR_ERRORS and error != ErrorCode.concurrent_transactions):
+        return ErrorCode.not_enough_replicas, UNVERIFIED_MESSAGE.format(error.name.upper())
+    return error, None
 
 
 def coordinator_request(

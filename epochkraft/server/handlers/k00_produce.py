@@ -30,12 +30,18 @@
   else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (KafkaApis.handleProduceRequest). The
   leader opens the producer's transaction at its first transactional batch (the last stable offset
   stays there until the coordinator's marker); a plain batch from a producer in a transaction is
-  INVALID_TXN_STATE. Before v12 partitions are not verified with the transaction coordinator (KIP-890
-  part 1). From v12 (KIP-890 part 2, transaction version 2 producers send no AddPartitionsToTxn) a
-  partition whose producer has no transaction open here at its epoch is first added to the transaction
-  by its coordinator (AddPartitionsToTxn v5 from this broker); a refusal is answered for the partition
-  and nothing of it appended, and until the producer's first batch there is appended no batch of a
-  higher sequence is (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's VerificationStateEntry). A transactional
+  INVALID_TXN_STATE. Before v12 (KIP-890 part 1, while transaction.partition.verification.enable) a
+  partition whose producer has no transaction open here at its epoch is first verified with the
+  transaction coordinator (AddPartitionsToTxn v5 ``verify_only`` from this broker): one the transaction
+  does not hold is INVALID_TXN_STATE ("Partition was not added to the transaction"; TRANSACTION_ABORTABLE
+  at v11), so a late batch of an ended transaction cannot open a hanging one. From v12 (KIP-890 part 2,
+  transaction version 2 producers send no AddPartitionsToTxn) the partition is added to the transaction
+  by its coordinator instead (AddPartitionsToTxn v5), asked again while it answers
+  CONCURRENT_TRANSACTIONS for up to add.partitions.to.txn.retry.backoff.max.ms. A refusal is answered for
+  the partition and nothing of it appended (a busy or unreachable coordinator as NOT_ENOUGH_REPLICAS,
+  except CONCURRENT_TRANSACTIONS from v12, answered as it is), and until the producer's first batch there
+  is appended no batch of a higher sequence is (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's
+  VerificationStateEntry). A transactional
   batch whose producer has no transaction open there when it is appended (a marker ended it after the
   check, or ended the verification after the coordinator's answer) is INVALID_TXN_STATE (Kafka's
   VerificationGuard).
@@ -54,7 +60,7 @@ from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
 from epochkraft.broker.replica_manager import ProduceResult
-from epochkraft.broker.transaction_service import ProduceAdds
+from epochkraft.broker.transaction_service import ProduceAdds, produce_operation
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT
@@ -69,11 +75,10 @@ ADMIN_CLIENT_ID = "__admin_client"
 
 ATTRIBUTES_LOW_BYTE = CRC_START + 1
 TOPIC_IDS_FROM = 13
-ADD_PARTITION_FROM = 12  # Kafka's produceRequestVersionToTransactionSupportedOperation: addPartition
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
-NOT_VERIFIED = ProduceAdds({}, {})  # before v12: no partition added, no batch verified
+NOT_VERIFIED = ProduceAdds({}, {})  # no transactional id: no partition verified
 
 # (error, base offset, log append time, log start offset, message, record errors)
 Answer = tuple[ErrorCode, int, int, int, str | None, tuple[tuple[int, str], ...]]
@@ -96,10 +101,10 @@ def _has_transactional_records(request) -> bool:
     )
 
 
-async def _add_to_transaction(ctx, request, names, refused) -> ProduceAdds:
-    """v12+: the partitions the transaction coordinator did not add to the producer's transaction, and
-    the guard of each transactional batch's verification."""
-    if ctx.api_version < ADD_PARTITION_FROM or request.transactional_id is None:
+async def _verify_transaction(ctx, request, names, refused) -> ProduceAdds:
+    """The partitions the transaction coordinator did not verify (or, from v12, add) in the producer's
+    transaction, and the guard of each transactional batch's verification."""
+    if request.transactional_id is None:
         return NOT_VERIFIED
     batches = {
         (name, p.index): p.records or b""
@@ -107,11 +112,12 @@ async def _add_to_transaction(ctx, request, names, refused) -> ProduceAdds:
         if name is not None and name not in refused
         for p in t.partition_data
     }
-    return await ctx.broker.transactions.add_for_produce(request.transactional_id, batches)
+    operation = produce_operation(ctx.api_version)
+    return await ctx.broker.transactions.add_for_produce(request.transactional_id, batches, operation)
 
 
-async def _refused_append(error: ErrorCode) -> ProduceResult:
-    return ProduceResult(error)
+async def _refused_append(error: ErrorCode, message: str | None) -> ProduceResult:
+    return ProduceResult(error, message=message)
 
 
 def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
@@ -148,9 +154,9 @@ async def handle(request, ctx: RequestContext):
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
-        adds = await _add_to_transaction(ctx, request, names, refused)
+        adds = await _verify_transaction(ctx, request, names, refused)
         appends = [
-            _refused_append(adds.refused[(name, p.index)])
+            _refused_append(*adds.refused[(name, p.index)])
             if (name, p.index) in adds.refused
             else manager.append(
                 name,

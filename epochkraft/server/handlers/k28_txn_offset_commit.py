@@ -12,7 +12,8 @@
 - First the transaction is verified with its coordinator (KIP-890 part 1, as Kafka's
   transaction.partition.verification.enable): the group's offsets partition must be in the producer's
   ongoing transaction (AddOffsetsToTxn came first) at this epoch. A fenced producer is refused with
-  INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE, and
+  INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE (TRANSACTION_ABORTABLE at
+  v4, whose clients know it: Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation), and
   COORDINATOR_NOT_AVAILABLE while the transaction coordinator cannot be reached, is busy or the transaction
   is being prepared (retried by clients).
 - v5 is transaction version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, so the group's offsets
@@ -26,7 +27,11 @@ from kio.schema.txn_offset_commit.v5 import response as v5
 
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
 from epochkraft.broker.group_service import OffsetCommitEntry
-from epochkraft.broker.transaction_service import RETRIABLE_COORDINATOR_ERRORS
+from epochkraft.broker.transaction_service import (
+    RETRIABLE_COORDINATOR_ERRORS,
+    TransactionOperation,
+    verification_error,
+)
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
@@ -34,6 +39,7 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 ADD_PARTITION_FROM = 5
+GENERIC_ERROR_FROM = 4  # TRANSACTION_ABORTABLE answered as it is
 
 
 async def _verify(ctx, request) -> ErrorCode:
@@ -48,7 +54,15 @@ async def _verify(ctx, request) -> ErrorCode:
     error = verified.get(offsets_partition, ErrorCode.unknown_server_error)
     if error in RETRIABLE_COORDINATOR_ERRORS:  # Kafka: NOT_ENOUGH_REPLICAS, then normalizeException
         return ErrorCode.coordinator_not_available
-    return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced else error
+    return verification_error(error, _operation(ctx.api_version))
+
+
+def _operation(version: int) -> TransactionOperation:
+    if version >= ADD_PARTITION_FROM:
+        return TransactionOperation.ADD_PARTITION
+    if version >= GENERIC_ERROR_FROM:
+        return TransactionOperation.GENERIC_ERROR
+    return TransactionOperation.DEFAULT_ERROR
 
 
 @api(key=28, name="TxnOffsetCommit", versions=(0, 5), listeners=(BROKER,))
