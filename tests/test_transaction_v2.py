@@ -479,6 +479,7 @@ class LeaderService(transaction_service.TransactionService):
             add_partitions_to_txn_retry_backoff_ms=1, add_partitions_to_txn_retry_backoff_max_ms=max_ms
         )
         self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
+        self._producer_turns = transaction_service.ProducerTurns()
 
     def _start_verification(self, tp, producer_id, producer_epoch, base_sequence):
         if self.open_at.get(tp) == (producer_id, producer_epoch):
@@ -552,6 +553,38 @@ def test_transaction_add_partition_retry():
     once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
     assert asyncio.run(once.add_for_produce(TXN, batches)).refused == {("t", 2): (concurrent, None)}
     assert len(once.asked) == 1
+
+
+def test_a_producers_pipelined_requests_are_verified_in_the_order_they_came():
+    """A producer's two pipelined Produce requests whose first batches both wait for the coordinator: the later
+    one (its answer quicker) must not reach the append queue first, or its higher sequence is appended before
+    the lower one (Kafka keeps them in order by reading one request per connection at a time). The later
+    request asks only once the earlier one's appends have started, and another transactional id is not held."""
+    events = []
+
+    class SlowFirstAnswer(LeaderService):
+        async def add_for_write(self, transactional_id, producer_id, producer_epoch, partitions):
+            events.append(("ask", transactional_id, len(self.asked)))
+            first = not self.asked
+            answers = await super().add_for_write(transactional_id, producer_id, producer_epoch, partitions)
+            await asyncio.sleep(0.05 if first else 0)
+            return answers
+
+    service = SlowFirstAnswer({}, {})
+
+    async def produce(txn: str, name: str) -> None:
+        await service.add_for_produce(txn, {("t", 0): _batch(True)})
+        events.append(("append", name))
+        await asyncio.sleep(0)
+
+    async def both() -> None:
+        await asyncio.gather(produce(TXN, "first"), produce(TXN, "second"), produce("other", "other"))
+
+    asyncio.run(both())
+    assert [e for e in events if e[0] == "append"].index(("append", "other")) == 0
+    mine = [e for e in events if e[1:2] != ("other",) and e != ("append", "other")]
+    assert mine == [("ask", TXN, 0), ("append", "first"), ("ask", TXN, 2), ("append", "second")]
+    assert service._producer_turns._locks == {}
 
 
 class VerifyOnlyLeader(LeaderService):

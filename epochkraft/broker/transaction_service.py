@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import enum
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -89,6 +89,44 @@ class ProduceAdds:
     guards: dict[TopicPartition, VerificationGuard]
 
 
+class ProducerTurns:
+    """One Produce request of a transactional id at a time through its verification, in arrival order, so a
+    producer's pipelined requests reach the partitions' append queues in the order they were sent, as Kafka's
+    one request at a time per connection keeps them (a later request must not be appended while an earlier
+    one waits for the coordinator). A turn ends only after the callbacks ready when it is left have run: the
+    Produce handler starts its appends, which take their places in the append queues at their first step,
+    right after its verification returns."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, transactional_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(transactional_id, asyncio.Lock())
+        self._users[transactional_id] = self._users.get(transactional_id, 0) + 1
+        try:
+            await lock.acquire()
+        except BaseException:
+            self._leave(transactional_id)
+            raise
+        try:
+            yield
+        finally:
+            asyncio.get_running_loop().call_soon(self._release, transactional_id, lock)
+
+    def _release(self, transactional_id: str, lock: asyncio.Lock) -> None:
+        lock.release()
+        self._leave(transactional_id)
+
+    def _leave(self, transactional_id: str) -> None:
+        left = self._users[transactional_id] - 1
+        if left:
+            self._users[transactional_id] = left
+        else:
+            del self._users[transactional_id], self._locks[transactional_id]
+
+
 class TransactionStateTopic:
     """``__transaction_state`` as the coordinator sees it: its partitions' leaders are the coordinators."""
 
@@ -153,6 +191,7 @@ class TransactionService:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[object]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._producer_turns = ProducerTurns()
 
     @staticmethod
     def now_ms() -> int:
@@ -296,6 +335,17 @@ class TransactionService:
         firsts = {
             tp: b for tp, records in batches.items() if (b := _transactional_batch(records)) is not None
         }
+        if not firsts:
+            return ProduceAdds({}, {})
+        async with self._producer_turns.turn(transactional_id):
+            return await self._verify_for_produce(transactional_id, firsts, operation)
+
+    async def _verify_for_produce(
+        self,
+        transactional_id: str,
+        firsts: dict[TopicPartition, tuple[int, int, int]],
+        operation: TransactionOperation,
+    ) -> ProduceAdds:
         guards: dict[TopicPartition, VerificationGuard] = {}
         answers: dict[TopicPartition, ErrorCode] = {}
         wanted: dict[tuple[int, int], list[TopicPartition]] = {}

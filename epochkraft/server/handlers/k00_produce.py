@@ -41,7 +41,9 @@
   the partition and nothing of it appended (a busy or unreachable coordinator as NOT_ENOUGH_REPLICAS,
   except CONCURRENT_TRANSACTIONS from v12, answered as it is), and until the producer's first batch there
   is appended no batch of a higher sequence is (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's
-  VerificationStateEntry). A transactional
+  VerificationStateEntry). A transactional id's requests go through their verification one at a time, in
+  the order they came, so a pipelined later request never reaches the append queue before an earlier one
+  still waiting for the coordinator (Kafka reads one request per connection at a time). A transactional
   batch whose producer has no transaction open there when it is appended (a marker ended it after the
   check, or ended the verification after the coordinator's answer) is INVALID_TXN_STATE (Kafka's
   VerificationGuard).
