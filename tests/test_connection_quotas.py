@@ -291,3 +291,25 @@ def test_inter_broker_listener_counted_when_it_is_the_only_listener():
 )
 def test_creation_rates_from_config_levels(levels, expected):
     assert creation_rates([EXTERNAL, REPLICATION], levels) == expected
+
+
+class Image:
+    """The metadata image's client quotas, as the broker's cache holds them."""
+
+    def __init__(self) -> None:
+        self.client_quotas: dict = {}
+        self.client_quotas_version = 0
+
+    def set(self, entity, values) -> None:
+        self.client_quotas[entity] = values
+        self.client_quotas_version += 1
+
+
+def test_ip_quotas_followed_from_the_image():
+    """An ip entity's connection_creation_rate replayed into the image holds the next connection."""
+    image = Image()
+    quotas = ConnectionQuotas(LISTENERS, REPLICATION, samples=2, window_ms=1000, image=image)
+    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is None
+    image.set((("ip", "10.0.0.1"),), {"connection_creation_rate": 1.0})
+    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is None
+    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is not None

@@ -25,6 +25,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from epochkraft.broker.client_quotas import QuotaImage
 from epochkraft.broker.quota_stats import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, Rate
 from epochkraft.metadata.client_quotas import CONNECTION_CREATION_RATE, IP, QuotaEntity
 
@@ -88,7 +89,11 @@ class ConnectionQuotas:
         samples: int = QUOTA_WINDOW_NUM,
         window_ms: int = QUOTA_WINDOW_SIZE_MS,
         broker_rate: int = UNLIMITED_RATE,
+        image: QuotaImage | None = None,
     ) -> None:
+        """``image``: the metadata image whose ip entities' quotas are followed (re-read when they changed)."""
+        self.image = image
+        self._image_version = -1
         self.samples = samples
         self.window_ms = window_ms
         self.max_throttle_ms = window_ms  # ConnectionQuotas.maxThrottleTimeMs: one quota window
@@ -137,6 +142,10 @@ class ConnectionQuotas:
         """A new connection on ``listener`` from ``ip`` arriving at ``now_ms``: when its requests are read,
         and whether it is closed instead (ConnectionQuotas.inc: waitForConnectionSlot, then
         recordIpConnectionMaybeThrottle)."""
+        image = self.image
+        if image is not None and image.client_quotas_version != self._image_version:
+            self._image_version = image.client_quotas_version
+            self.update_ip_quotas(image.client_quotas)
         taken_ms = max(now_ms, self._acceptor_free_ms.get(listener, 0))
         serve_ms = taken_ms + self._record_connection(listener, taken_ms)
         self._acceptor_free_ms[listener] = serve_ms

@@ -136,8 +136,8 @@ class BrokerNode:
             listeners.inter_broker,
             settings.quota_window_num,
             settings.quota_window_size_seconds * 1000,
+            image=self.cache,
         )
-        self._ip_quotas_version = -1
         self.refresh_connection_quotas()
         self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
@@ -256,8 +256,8 @@ class BrokerNode:
 
     def refresh_connection_quotas(self) -> None:
         """The connection creation rates from this broker's dynamic configs, the cluster-wide default and
-        the static settings, and the ip entities' connection_creation_rate from the image (Kafka's
-        DynamicConnectionQuota and ClientQuotaMetadataManager): every metadata batch, a few lookups."""
+        the static settings (Kafka's DynamicConnectionQuota): every metadata batch, a few lookups. The ip
+        entities' rates ConnectionQuotas reads from the image itself when they changed."""
         settings, quotas = self.settings, self.connection_quotas
         static = {MAX_CONNECTION_CREATION_RATE: str(settings.max_connection_creation_rate)}
         for listener, name, value in settings.listener_properties:
@@ -274,9 +274,6 @@ class BrokerNode:
         quotas.update_broker_rate(broker)
         for listener, rate in per_listener.items():
             quotas.update_listener_rate(listener, rate)
-        if self.cache.client_quotas_version != self._ip_quotas_version:
-            self._ip_quotas_version = self.cache.client_quotas_version
-            quotas.update_ip_quotas(self.cache.client_quotas)
 
     def _on_leadership(self, topic: str, partition: int, leader: bool) -> None:
         if topic == TRANSACTION_STATE_TOPIC:
