@@ -313,3 +313,49 @@ def test_ip_quotas_followed_from_the_image():
     image.set((("ip", "10.0.0.1"),), {"connection_creation_rate": 1.0})
     assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is None
     assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is not None
+
+
+def test_broker_follows_dynamic_creation_rates():
+    """The broker's rates from its dynamic configs (its own, then the cluster default), then its static
+    settings, re-read on every metadata change (DynamicConnectionQuota.reconfigure)."""
+    from types import SimpleNamespace
+
+    from epochkraft.broker.metadata_cache import MetadataCache
+    from epochkraft.broker.settings import BrokerSettings
+    from epochkraft.config import load_settings
+    from epochkraft.metadata.config_schema import ResourceType
+    from epochkraft.protocol.metadata_records import ConfigRecord
+    from epochkraft.server.broker_daemon import BrokerNode
+
+    settings = load_settings(
+        BrokerSettings,
+        properties={
+            "max.connection.creation.rate": "40",
+            "listener.name.external.max.connection.creation.rate": "30",
+        },
+    )
+    cache = MetadataCache(node_id=1)
+    node = SimpleNamespace(settings=settings, cache=cache, node_id=1, connection_quotas=connection_quotas())
+    BrokerNode.refresh_connection_quotas(node)
+    quotas = node.connection_quotas
+    assert quotas.broker.bound == 40
+    assert {name: quotas.per_listener[name].bound for name in LISTENERS} == {
+        EXTERNAL: 30,
+        REPLICATION: 40,
+        ADMIN: 40,
+    }
+    for name, value, broker in (
+        ("max.connection.creation.rate", "20", ""),
+        ("listener.name.admin.max.connection.creation.rate", "5", "1"),
+        ("max.connection.creation.rate", "10", "1"),
+    ):
+        cache.replay(
+            ConfigRecord(resource_type=ResourceType.BROKER, resource_name=broker, name=name, value=value)
+        )
+    BrokerNode.refresh_connection_quotas(node)
+    assert quotas.broker.bound == 10
+    assert {name: quotas.per_listener[name].bound for name in LISTENERS} == {
+        EXTERNAL: 30,
+        REPLICATION: 10,
+        ADMIN: 5,
+    }
