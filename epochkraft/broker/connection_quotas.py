@@ -135,7 +135,7 @@ class ConnectionQuotas:
 
     def ip_rate(self, ip: str) -> int:
         """ConnectionQuotas.connectionRateForIp."""
-        return self.ip_rates.get(ip, self.default_ip_rate)
+        return self.ip_rates.get(_canonical(ip), self.default_ip_rate)
 
     # ---- new connections ------------------------------------------------------------------------------
     def accept(self, listener: str, ip: str, now_ms: int) -> Admission:

@@ -13,9 +13,9 @@ cluster actions, a follower's Fetch) are neither held nor queued: a Raft or foll
 stall the requests behind it. Connections are
 limited per listener (max.connections) and per client address (max.connections.per.ip and its
 overrides); the last slots are kept for the daemons' own clients, so a flood of connections cannot keep
-a follower or a broker's registration out. On a broker the rate of new connections is limited too (KIP-612,
-broker/connection_quotas.py): a connection over it is read later, or closed after its address's throttle time. Hostile input never reaches beyond its connection: a
-malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
+a follower or a broker's registration out. On a broker the rate of new connections is limited too
+(KIP-612, broker/connection_quotas.py): a connection over it is read later, or closed after its address's
+throttle time. Hostile input never reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
 after one log line (ApiVersions at an unknown version is answered instead, per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
 as Kafka's ``getErrorResponse``) and the connection stays open; identical failures are logged once a minute.
 """
