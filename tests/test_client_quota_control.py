@@ -124,6 +124,33 @@ def test_is_valid_ip_entity_with_null():
     assert is_valid_ip_entity(None) and is_valid_ip_entity("127.0.0.1") and is_valid_ip_entity("::1")
 
 
+def test_is_valid_ip_entity_with_unresolvable_hostname():
+    """ClientQuotaControlManagerTest.testIsValidIpEntityWithUnresolvableHostname."""
+    assert not is_valid_ip_entity("example.invalid")
+
+
+def test_alter_ip_quotas_request():
+    """ClientQuotasRequestTest.testAlterIpQuotasRequest: a specific address's and the default ip entity's
+    connection_creation_rate are ClientQuotaRecords in the log, described back, and removed."""
+    ctx = ControllerContext()
+    ip, default_ip = (("ip", "1.2.3.4"),), (("ip", None),)
+    rates = {ip: {"connection_creation_rate": 100.0}, default_ip: {"connection_creation_rate": 200.0}}
+    assert errors(ctx.alter_client_quotas(rates)) == {ip: OK, default_ip: OK}
+    assert ctx.controller.image.client_quotas == rates
+    assert dict(describe(ctx.controller.image.client_quotas, [("ip", MATCH_SPECIFIED, None)], False)) == rates
+    ctx.alter_client_quotas({ip: {"connection_creation_rate": None}})
+    assert ctx.controller.image.client_quotas == {default_ip: {"connection_creation_rate": 200.0}}
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [(5.0, True), (0.0, False), (-1.0, False), (2.5, False), (2.0**31, False), (2.0**31 - 1, True)],
+)
+def test_validate_ip_connection_creation_rate(value, ok):
+    """connection_creation_rate is Kafka's INT ip quota: > 0, integral, at most Integer.MAX_VALUE."""
+    assert (validate_quota_value(IP_KEYS, "connection_creation_rate", value)[0] == OK) == ok
+
+
 @pytest.mark.parametrize(
     ("types", "keys"),
     [

@@ -470,6 +470,23 @@ def test_a_frame_over_the_request_size_limit_closes_the_connection_as_kafka(pair
     assert pair.run(_frame_over_limit(pair.ours)) == "closed"
 
 
+async def _commit_answer(side: Side, metadata: str) -> str:
+    try:
+        response = await side.exchange(8, _offset_commit(TOPIC, metadata, ERRORS_GROUP), TOPIC, ERRORS_GROUP)
+    except NetworkError:
+        return "closed"
+    return ErrorCode(response.topics[0].partitions[0].error_code).name
+
+
+def test_a_string_over_32767_bytes_closes_the_connection_as_kafka(pair: Pair) -> None:
+    """An OffsetCommit v9 whose committedMetadata is 900,000 bytes: Kafka's generated parser refuses the
+    string (``string field committedMetadata had invalid length 900000``) and closes the connection; 5,000
+    bytes, under the limit, is answered OFFSET_METADATA_TOO_LARGE by both."""
+    for metadata, expected in (("m" * 900_000, "closed"), ("m" * 5000, "offset_metadata_too_large")):
+        assert pair.run(_commit_answer(pair.kafka, metadata)) == expected
+        assert pair.run(_commit_answer(pair.ours, metadata)) == expected
+
+
 # ---- a fenced leader epoch: a request naming an epoch older than the partition's leader's ------------
 FENCED_TOPIC = "diff-fenced"
 # The APIs that carry the client's current leader epoch, and the first version that does.

@@ -186,3 +186,31 @@ def test_a_quiet_connection_gives_back_its_receive_buffers():
     assert decoder._spare is None and len(decoder._buffer) == 4 * 1024
     assert decoder.feed(frame(small) * 3) == [small] * 3
     assert [bytes(f) for f in decoder.feed(frame(big))] == [big]
+
+
+@pytest.mark.parametrize(("length", "refused"), [(32_767, False), (32_768, True), (900_000, True)])
+def test_a_string_over_32767_bytes_is_refused_as_kafkas_parsers_do(length, refused):
+    """Kafka's generated readers refuse a (compact) string longer than a short can say: an OffsetCommit v9
+    whose committedMetadata is 900,000 bytes is ``string field committedMetadata had invalid length 900000``
+    and its connection is closed, not answered OFFSET_METADATA_TOO_LARGE."""
+    from kio.schema.offset_commit.v9 import request as oc
+
+    from epochkraft.protocol.framing import decode_request_body, encode_entity
+
+    partition = oc.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="m" * length
+    )
+    request = oc.OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(oc.OffsetCommitRequestTopic(name="t", partitions=(partition,)),),
+    )
+    data = encode_request(8, 9, 1, "c", encode_entity(request))[4:]  # without the size prefix
+    header = parse_request_header(data)
+    if not refused:
+        assert decode_request_body(header, data) == request
+        return
+    with pytest.raises(ProtocolError, match=f"string field committed_metadata had invalid length {length}"):
+        decode_request_body(header, data)

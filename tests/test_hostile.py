@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import datetime
 import statistics
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -452,3 +453,57 @@ async def test_broker_stops_under_load_in_bounded_time(make_cluster):
             assert set(values) <= set(stored), topic
     finally:
         await client.close()
+
+
+async def _api_versions_answer_times(port: int, count: int) -> list[float | None]:
+    """Opens ``count`` connections at once, each sending ApiVersions v0: the seconds until each is answered
+    (None: closed unanswered)."""
+    frame = struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"flood")
+    started = time.monotonic()
+
+    async def one() -> float | None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(frame)
+            await reader.readexactly(4)
+            return time.monotonic() - started
+        except (asyncio.IncompleteReadError, OSError):
+            return None
+        finally:
+            writer.close()
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+@pytest.mark.net
+async def test_connection_creation_rate_delays_accepting_except_on_the_inter_broker_listener():
+    """As Kafka's ConnectionQuotasTest.testBrokerConnectionRateLimitWhenActualRateAboveLimit, with real
+    connections: over max.connection.creation.rate (10 a second over one second's samples) the connections
+    of a burst are all answered, later and later as Kafka's blocked acceptor takes them; the inter-broker
+    listener's, left out of the broker-wide rate, are answered at once."""
+    from epochkraft.broker.connection_quotas import ConnectionQuotas
+    from epochkraft.protocol.api import BROKER
+    from epochkraft.server.socket_server import KafkaServer
+
+    quotas = ConnectionQuotas(
+        ["CLIENT", "REPLICATION"], "REPLICATION", samples=2, window_ms=1000, broker_rate=10
+    )
+    servers = {
+        name: KafkaServer(BROKER, None, "127.0.0.1", 0, listener_name=name, connection_quotas=quotas)
+        for name in ("CLIENT", "REPLICATION")
+    }
+    for server in servers.values():
+        await server.start()
+    try:
+        client = await _api_versions_answer_times(servers["CLIENT"].port, 25)
+        replication = await _api_versions_answer_times(servers["REPLICATION"].port, 25)
+    finally:
+        for server in servers.values():
+            await server.stop()
+    answered = sorted(t for t in client if t is not None)
+    print(f"client listener: 25 answered over {answered[-1]:.2f} s; inter-broker: {max(replication):.2f} s")
+    assert len(answered) == 25, "delayed, never refused"
+    assert answered[9] < 0.5 and answered[-1] > 1.0
+    assert servers["CLIENT"].delayed_connections >= 10
+    assert None not in replication and max(t for t in replication if t is not None) < 0.5
+    assert servers["REPLICATION"].delayed_connections == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from epochkraft.config import prop
 from epochkraft.security.settings import SecuritySettings
@@ -10,6 +11,10 @@ from epochkraft.security.settings import SecuritySettings
 
 @dataclass(frozen=True, slots=True)
 class BrokerSettings(SecuritySettings):
+    PER_LISTENER_PROPERTIES: ClassVar[frozenset[str]] = SecuritySettings.PER_LISTENER_PROPERTIES | {
+        "max.connection.creation.rate"
+    }
+
     heartbeat_interval_ms: int = prop(
         "broker.heartbeat.interval.ms", 2000, "How often the broker heartbeats to the controller.", minimum=10
     )
@@ -381,6 +386,14 @@ class BrokerSettings(SecuritySettings):
         "max.connections.reserved.inter.broker",
         64,
         "Of max.connections, the last ones kept for replica fetchers and other brokers' clients.",
+        minimum=0,
+    )
+    max_connection_creation_rate: int = prop(
+        "max.connection.creation.rate",
+        2147483647,
+        "New connections accepted a second, on every listener but the inter-broker one (when there are "
+        "others); over it the acceptor waits (KIP-612). listener.name.<listener>.max.connection.creation.rate "
+        "sets a listener's own rate, this value by default.",
         minimum=0,
     )
     quota_window_num: int = prop(

@@ -5,6 +5,9 @@ elements; a hostile count (say 2^31) makes that reservation fail and aborts the 
 walks a body by the same schema, checking only lengths and counts: every string, byte string, record set
 and array must fit in the bytes that remain (each array element takes at least one byte), so an
 impossible length becomes a ProtocolError on that connection instead of a dead daemon.
+
+It also refuses a string longer than 32,767 bytes, as Kafka's generated parsers do (``string field X had
+invalid length N``): a compact string's varint length could say more, a Kafka broker closes the connection.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ FIXED = {
     "datetime_i64": 8,
 }
 _I16 = struct.Struct(">h")
+MAX_STRING_BYTES = 0x7FFF  # Kafka's generated readers: a string's length is at most a short's
 _I32 = struct.Struct(">i")
 
 
@@ -44,7 +48,8 @@ FIXED_STEP, VALUE_STEP, ENTITY_STEP, ARRAY_STEP, NULLABLE_ENTITY_STEP = range(5)
 
 @cache
 def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
-    """(step kind, argument, element argument) for the fields a version's body carries outside tags."""
+    """(step kind, argument, element argument or a value's field name) for the fields a version's body
+    carries outside tags."""
     hints = typing.get_type_hints(cls)
     flexible = bool(getattr(cls, "__flexible__", False))
     plan: list[tuple[int, Any, Any]] = []
@@ -62,7 +67,7 @@ def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
         nested = inner if dataclasses.is_dataclass(inner) else None
         kafka_type = f.metadata.get("kafka_type")
         if is_array:
-            plan.append((ARRAY_STEP, nested, kafka_type))
+            plan.append((ARRAY_STEP, nested, (kafka_type, f.name)))
         elif nested is not None:
             # A nullable struct (DescribeTopicPartitions' cursor) is prefixed by an int8: -1 null, 1 present.
             plan.append((NULLABLE_ENTITY_STEP if nullable else ENTITY_STEP, nested, None))
@@ -72,7 +77,7 @@ def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
             else:
                 plan.append((FIXED_STEP, FIXED[kafka_type], None))
         else:
-            plan.append((VALUE_STEP, kafka_type, None))
+            plan.append((VALUE_STEP, kafka_type, f.name))
     return tuple(plan)
 
 
@@ -111,11 +116,13 @@ class _Reader:
         self.pos += legacy.size
         return value
 
-    def value(self, kafka_type: str | None) -> None:
+    def value(self, kafka_type: str | None, name: str) -> None:
         if kafka_type in FIXED:
             self.need(FIXED[kafka_type])
         elif kafka_type == "string":
             size = self.length(_I16)
+            if size > MAX_STRING_BYTES:
+                raise ProtocolError(f"string field {name} had invalid length {size}")
             if size > 0:
                 self.need(size)
         elif kafka_type in ("bytes", "records"):
@@ -137,14 +144,15 @@ class _Reader:
                     )
                 if count <= 0:
                     continue
+                kafka_type, name = element
                 if arg is not None:
                     for _ in range(count):
                         self.entity(arg)
-                elif element in FIXED:
-                    self.need(count * FIXED[element])
+                elif kafka_type in FIXED:
+                    self.need(count * FIXED[kafka_type])
                 else:
                     for _ in range(count):
-                        self.value(element)
+                        self.value(kafka_type, name)
             elif kind == ENTITY_STEP:
                 self.entity(arg)
             elif kind == NULLABLE_ENTITY_STEP:
@@ -155,7 +163,7 @@ class _Reader:
                 if present:
                     self.entity(arg)
             else:
-                self.value(arg)
+                self.value(arg, element)
         if self.flexible:
             for _ in range(self.uvarint()):
                 self.uvarint()

@@ -39,6 +39,12 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from epochkraft import logs
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.config_describer import ConfigDescriber
+from epochkraft.broker.connection_quotas import (
+    MAX_CONNECTION_CREATION_RATE,
+    ConnectionQuotas,
+    creation_rates,
+    listener_rate_key,
+)
 from epochkraft.broker.consumer_group import ConsumerGroupSettings, parse_assignors
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
@@ -124,6 +130,15 @@ class BrokerNode:
         self.client_quotas = ClientQuotas(
             self.cache, settings.quota_window_num, settings.quota_window_size_seconds * 1000
         )
+        # KIP-612 connection creation rates, shared by our listeners, following our configs and the image
+        self.connection_quotas = ConnectionQuotas(
+            [endpoint.name for endpoint in listeners.bind],
+            listeners.inter_broker,
+            settings.quota_window_num,
+            settings.quota_window_size_seconds * 1000,
+            image=self.cache,
+        )
+        self.refresh_connection_quotas()
         self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
         self.logs = LogManager(self.data_dir, log_config(settings), settings.log_tail_cache_bytes)
         self.security = NodeSecurity.build(settings)
@@ -233,10 +248,32 @@ class BrokerNode:
     # ---- metadata ----------------------------------------------------------------------------------------
     async def _on_metadata(self, changes: Changes) -> None:
         await self.replica_manager.on_metadata(changes)
+        self.refresh_connection_quotas()
         if self.metrics is not None:
             self.metrics.on_metadata(self)
         if self.caught_up():
             self.initially_caught_up.set()
+
+    def refresh_connection_quotas(self) -> None:
+        """The connection creation rates from this broker's dynamic configs, the cluster-wide default and
+        the static settings (Kafka's DynamicConnectionQuota): every metadata batch, a few lookups. The ip
+        entities' rates ConnectionQuotas reads from the image itself when they changed."""
+        settings, quotas = self.settings, self.connection_quotas
+        static = {MAX_CONNECTION_CREATION_RATE: str(settings.max_connection_creation_rate)}
+        for listener, name, value in settings.listener_properties:
+            if name == MAX_CONNECTION_CREATION_RATE:
+                static[listener_rate_key(listener)] = value
+        broker, per_listener = creation_rates(
+            quotas.listeners,
+            (
+                self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id)),
+                self.cache.dynamic_config(ResourceType.BROKER, ""),
+                static,
+            ),
+        )
+        quotas.update_broker_rate(broker)
+        for listener, rate in per_listener.items():
+            quotas.update_listener_rate(listener, rate)
 
     def _on_leadership(self, topic: str, partition: int, leader: bool) -> None:
         if topic == TRANSACTION_STATE_TOPIC:
@@ -575,6 +612,7 @@ async def serve(
             max_connections_per_ip_overrides=parse_ip_overrides(settings.max_connections_per_ip_overrides),
             reserved_connections=settings.max_connections_reserved_inter_broker,
             quotas=node.client_quotas,
+            connection_quotas=node.connection_quotas,
             turns=turns,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
@@ -694,6 +732,9 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     settings = load_settings(BrokerSettings, args.config, properties=parse_overrides(args.override))
     try:
         parse_ip_overrides(settings.max_connections_per_ip_overrides)
+        for listener, name, value in settings.listener_properties:
+            if name == MAX_CONNECTION_CREATION_RATE and not value.strip().isdigit():
+                raise ValueError(f"{listener_rate_key(listener)}: {value!r} is not a whole number >= 0")
         parse_assignors(settings.group_consumer_assignors)
         MigrationPolicy.parse(settings.group_consumer_migration_policy)
         group_config.check_settings(group_config.bounds_of(settings))

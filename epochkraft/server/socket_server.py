@@ -13,8 +13,9 @@ cluster actions, a follower's Fetch) are neither held nor queued: a Raft or foll
 stall the requests behind it. Connections are
 limited per listener (max.connections) and per client address (max.connections.per.ip and its
 overrides); the last slots are kept for the daemons' own clients, so a flood of connections cannot keep
-a follower or a broker's registration out. Hostile input never reaches beyond its connection: a
-malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
+a follower or a broker's registration out. On a broker the rate of new connections is limited too
+(KIP-612, broker/connection_quotas.py): a connection over it is read later, or closed after its address's
+throttle time. Hostile input never reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
 after one log line (ApiVersions at an unknown version is answered instead, per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
 as Kafka's ``getErrorResponse``) and the connection stays open; identical failures are logged once a minute.
 """
@@ -38,6 +39,7 @@ from kio.static.protocol import Payload
 from structlog.typing import FilteringBoundLogger
 
 from epochkraft.broker.client_quotas import ClientQuotas
+from epochkraft.broker.connection_quotas import ConnectionQuotas
 from epochkraft.net.failure_log import FailureLog, failure_key
 from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import ApiSpec
@@ -146,6 +148,7 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         sasl: Callable[[], SaslServerSession] | None = None,
         quotas: ClientQuotas | None = None,
+        connection_quotas: ConnectionQuotas | None = None,
         turns: TurnGate | None = None,
     ) -> None:
         """``turns``: the gate client requests start through, shared by a daemon's listeners (one event
@@ -155,6 +158,9 @@ class KafkaServer:
         self.sasl = sasl  # a SASL listener: a new session per connection
         self.listener_name = listener_name  # the named listener (listeners property) it serves
         self.quotas = quotas  # a broker's client quotas (None: nothing is throttled)
+        self.connection_quotas = connection_quotas  # a broker's connection creation rates (KIP-612)
+        self.delayed_connections = 0  # taken late: over a creation rate, the acceptor waited
+        self.throttled_connections = 0  # closed after a delay: over their address's creation rate
         self.node = node
         self.host = host
         self.requested_port = port
@@ -394,6 +400,8 @@ class _Connection(asyncio.BufferedProtocol):
         if server.connections_per_ip.get(ip, 0) >= server.ip_limit(ip):
             server.refuse(self, f"max.connections.per.ip {server.ip_limit(ip)} reached for {ip}")
             return
+        if server.connection_quotas is not None and self._over_creation_rate(server.connection_quotas, ip):
+            return
         # In the reserved slots, only the daemons' own clients are served (checked on the first request).
         self.reserved_slot = len(server.connections) >= server.max_connections - server.reserved_connections
         self.ip = ip
@@ -401,6 +409,31 @@ class _Connection(asyncio.BufferedProtocol):
             server.unidentified[self] = None
         server.connections.add(self)
         server.connections_per_ip[ip] = server.connections_per_ip.get(ip, 0) + 1
+
+    def _over_creation_rate(self, quotas: ConnectionQuotas, ip: str) -> bool:
+        """KIP-612: a connection over the broker's or its listener's creation rate is read only from when
+        Kafka's blocked acceptor would have taken it; one over its address's rate is held for its throttle
+        time, then closed without being counted (True), as Kafka's ConnectionThrottledException."""
+        server = self.server
+        now_ms = int(time.monotonic() * 1000)
+        admission = quotas.accept(server.listener_name, ip, now_ms)
+        if admission.close_at_ms is not None:
+            server.throttled_connections += 1
+            reason = f"connection_creation_rate {quotas.ip_rate(ip)} of {ip} exceeded"
+            suppressed = server.failures.admit(("connection", 0, "creation rate", ""), time.monotonic())
+            if suppressed is not None:
+                self.log.info("connection throttled", reason=reason, throttled_since_last=suppressed)
+            self.closed = True  # nothing is read; the transport closes once the throttle time is over
+            assert self.transport is not None
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(
+                max(0, admission.close_at_ms - now_ms) / 1000, self.transport.close
+            )
+            return True
+        if delay_ms := admission.delay_ms(now_ms):
+            server.delayed_connections += 1
+            self._mute(delay_ms)
+        return False
 
     def _release(self) -> None:
         self.server.unidentified.pop(self, None)
