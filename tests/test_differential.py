@@ -417,6 +417,8 @@ def error_cases(
         ),
         "Produce-corrupt-crc": _produce(_corrupt(RECORDS), topic=topic),
         "Produce-invalid-acks": _produce(RECORDS, topic=topic, acks=2),
+        "Produce-two-batches": _produce(RECORDS + RECORDS, topic=topic),
+        "Produce-no-batch": _produce(b"", topic=topic),
         "Produce-unknown-topic": _produce(RECORDS, topic=unknown),
         "OffsetCommit-metadata-too-large": _offset_commit(topic, "m" * 5000, group),
         "DescribeAcls-unknown-pattern-type": request_for(

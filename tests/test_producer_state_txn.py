@@ -351,8 +351,13 @@ def test_entry_for_verification():
     """ProducerStateManagerTest.testEntryForVerification: an entry is reused while it lasts, and the
     producer's first transactional batch clears it."""
     log = Log()
-    original = log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
-    assert log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1001) is original
+    original = log.table.maybe_create_verification_state_entry(
+        PID, 0, 0, now_ms=1000, supports_epoch_bump=True
+    )
+    assert (
+        log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1001, supports_epoch_bump=True)
+        is original
+    )
     assert log.table.verification_states[PID] is original
     log.data(PID, 0, 0)
     assert PID not in log.table.verification_states
@@ -362,13 +367,13 @@ def test_sequence_and_epoch_in_verification_entry():
     """ProducerStateManagerTest.testSequenceAndEpochInVerificationEntry: a lower sequence lowers the
     entry's, a newer epoch replaces sequence and epoch, an older epoch is ignored."""
     table = ProducerStateTable()
-    entry = table.maybe_create_verification_state_entry(PID, 1, 0, now_ms=1000)
+    entry = table.maybe_create_verification_state_entry(PID, 1, 0, now_ms=1000, supports_epoch_bump=True)
     assert (entry.lowest_sequence, entry.epoch) == (1, 0)
-    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000, supports_epoch_bump=True)
     assert (entry.lowest_sequence, entry.epoch) == (0, 0)
-    table.maybe_create_verification_state_entry(PID, 2, 1, now_ms=1000)
+    table.maybe_create_verification_state_entry(PID, 2, 1, now_ms=1000, supports_epoch_bump=True)
     assert (entry.lowest_sequence, entry.epoch) == (2, 1)
-    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000, supports_epoch_bump=True)
     assert (entry.lowest_sequence, entry.epoch) == (2, 1)
     assert table.verification_states == {PID: entry}
 
@@ -378,7 +383,7 @@ def test_throw_out_of_order_sequence_with_verification_sequence_check():
     0 is being added to the transaction, a batch of a higher sequence is OUT_OF_ORDER_SEQUENCE_NUMBER,
     also from a producer the partition does not know (which is otherwise accepted at any sequence)."""
     table = ProducerStateTable()
-    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000, supports_epoch_bump=True)
     assert table.check(PID, 0, 4, 1, is_transactional=True).error == ErrorCode.out_of_order_sequence_number
     assert table.verification_states[PID] is entry
     assert table.check(PID, 0, 0, 4, is_transactional=True).error == ErrorCode.none
@@ -392,8 +397,12 @@ def test_a_later_batch_waits_for_the_producers_first_batch_here():
     sequence 0 OUT_OF_ORDER_SEQUENCE_NUMBER until the transaction timed out and the coordinator's abort
     fenced the producer. It waits for sequence 0 instead."""
     log = Log()
-    log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000)  # sequence 0, refused
-    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1001)  # sequence 38, added
+    log.table.maybe_create_verification_state_entry(
+        PID, 0, 1, now_ms=1000, supports_epoch_bump=True
+    )  # sequence 0, refused
+    log.table.maybe_create_verification_state_entry(
+        PID, 38, 1, now_ms=1001, supports_epoch_bump=True
+    )  # sequence 38, added
     assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.out_of_order_sequence_number
     assert log.table.check(PID, 1, 0, 38, True).error == ErrorCode.none  # the retry of sequence 0
     log.data(PID, 1, 0, count=38)
@@ -404,7 +413,7 @@ def test_empty_transaction_still_clears_verification_guard():
     """UnifiedLogTest.testEmptyTransactionStillClearsVerificationGuard: a marker clears the producer's
     verification state too (its transaction ended; a batch after it starts a new verification)."""
     log = Log()
-    log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    log.table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000, supports_epoch_bump=True)
     log.marker(PID, 1, committed=False)
     assert log.table.verification_states == {}
 
@@ -416,7 +425,9 @@ def test_transaction_is_ongoing_and_verification_guard():
     log = Log()
     assert not log.table.has_ongoing_transaction(PID, 1)
     assert log.table.missing_verification(PID, 1, True, SENTINEL_GUARD)
-    guard = log.table.maybe_create_verification_state_entry(PID, 5, 1, now_ms=1000).verification_guard
+    guard = log.table.maybe_create_verification_state_entry(
+        PID, 5, 1, now_ms=1000, supports_epoch_bump=True
+    ).verification_guard
     assert guard is not SENTINEL_GUARD
     log.data(PID, 1, 3, count=2, transactional=False)
     assert log.table.verification_states[PID].verification_guard is guard
@@ -426,7 +437,9 @@ def test_transaction_is_ongoing_and_verification_guard():
     assert log.table.check(PID, 1, 7, 1, True, SENTINEL_GUARD).error == ErrorCode.none  # in the transaction
     log.marker(PID, 1, committed=True)
     assert not log.table.has_ongoing_transaction(PID, 1)
-    new_guard = log.table.maybe_create_verification_state_entry(PID, 7, 1, now_ms=1001).verification_guard
+    new_guard = log.table.maybe_create_verification_state_entry(
+        PID, 7, 1, now_ms=1001, supports_epoch_bump=True
+    ).verification_guard
     assert new_guard is not guard
     assert log.table.check(PID, 1, 7, 1, True, guard).error == ErrorCode.invalid_txn_state
     assert log.table.check(PID, 1, 7, 1, True, new_guard).error == ErrorCode.none
@@ -439,7 +452,9 @@ def test_a_marker_between_the_add_and_the_append_keeps_the_late_batch_out():
     transaction the coordinator does not know (refused for its older epoch, and without the bump for its
     guard). A request not verified (Produce before v12) keeps the checks it had."""
     log = Log()
-    guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
+    guard = log.table.maybe_create_verification_state_entry(
+        PID, 0, 1, now_ms=1000, supports_epoch_bump=True
+    ).verification_guard
     log.marker(PID, 2, committed=False)
     assert log.table.verification_states == {}
     assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.invalid_producer_epoch
@@ -454,7 +469,9 @@ def test_a_version_2_marker_of_the_same_epoch_keeps_the_next_transactions_verifi
     verification survives it, and the batch is appended with its guard."""
     log = Log()
     log.data(PID, 0, 0, count=1, transactional=True)
-    guard = log.table.maybe_create_verification_state_entry(PID, 0, 1, now_ms=1000).verification_guard
+    guard = log.table.maybe_create_verification_state_entry(
+        PID, 0, 1, now_ms=1000, supports_epoch_bump=True
+    ).verification_guard
     log.marker(PID, 1, committed=True)  # the previous transaction's, at the bumped epoch
     assert PID in log.table.verification_states
     assert log.table.check(PID, 1, 0, 1, True, guard).error == ErrorCode.none
@@ -465,7 +482,7 @@ def test_a_version_2_producer_new_here_starts_at_sequence_0():
     first sequence other than 0 is OUT_OF_ORDER_SEQUENCE_NUMBER (its sequence 0 failed elsewhere and is
     retried), so the partition does not begin the producer at sequence 38."""
     log = Log()
-    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1000)
+    log.table.maybe_create_verification_state_entry(PID, 38, 1, now_ms=1000, supports_epoch_bump=True)
     assert log.table.check(PID, 1, 38, 2, True).error == ErrorCode.out_of_order_sequence_number
     assert log.table.check(PID, 1, 0, 38, True).error == ErrorCode.none
 
@@ -474,8 +491,33 @@ def test_verification_state_entry_expiration():
     """ProducerStateManagerTest.testVerificationStateEntryExpiration: an entry never completed is
     forgotten producer.id.expiration.ms after it began."""
     table = ProducerStateTable()
-    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000)
+    entry = table.maybe_create_verification_state_entry(PID, 0, 0, now_ms=1000, supports_epoch_bump=True)
     table.remove_expired_producers(1000 + EXPIRATION_MS // 2, EXPIRATION_MS)
     assert table.verification_states == {PID: entry}
     table.remove_expired_producers(1000 + EXPIRATION_MS, EXPIRATION_MS)
     assert table.verification_states == {}
+
+
+def test_a_version_1_marker_of_the_same_epoch_ends_the_verification():
+    """UnifiedLog.updateProducers keeps a verification through a marker only when it supports the epoch bump
+    (transaction version 2): a version 1 producer keeps its epoch across transactions, so the abort of its
+    transaction ends the verification of a late first batch, which then cannot open a transaction no
+    marker will end (INVALID_TXN_STATE with its guard)."""
+    log = Log()
+    guard = log.table.maybe_create_verification_state_entry(
+        PID, 10, 3, now_ms=1000, supports_epoch_bump=False
+    ).verification_guard
+    log.marker(PID, 3, committed=False)
+    assert log.table.verification_states == {}
+    assert log.table.check(PID, 3, 10, 5, True, guard).error == ErrorCode.invalid_txn_state
+
+
+def test_a_version_1_producer_new_here_is_accepted_at_any_sequence_while_verified():
+    """ProducerAppendInfo.checkSequence asks a producer new to the partition for sequence 0 only when its
+    verification supports the epoch bump: a version 1 producer's sequences go on across transactions, and
+    its state here may have expired or gone with the log, so its batch at sequence 42 is accepted."""
+    log = Log()
+    guard = log.table.maybe_create_verification_state_entry(
+        PID, 42, 0, now_ms=1000, supports_epoch_bump=False
+    ).verification_guard
+    assert log.table.check(PID, 0, 42, 3, True, guard).error == ErrorCode.none

@@ -481,7 +481,7 @@ class LeaderService(transaction_service.TransactionService):
         self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
         self._producer_turns = transaction_service.ProducerTurns()
 
-    def _start_verification(self, tp, producer_id, producer_epoch, base_sequence):
+    def _start_verification(self, tp, producer_id, producer_epoch, base_sequence, supports_epoch_bump):
         if self.open_at.get(tp) == (producer_id, producer_epoch):
             return SENTINEL_GUARD
         return VerificationGuard()

@@ -104,6 +104,9 @@ class VerificationStateEntry:
     timestamp: int
     lowest_sequence: int
     epoch: int
+    # Transaction version 2 (Produce v12+ adds the partition): the previous transaction's marker carries the
+    # epoch this verification is at, so it does not end it, and a producer new here starts at sequence 0.
+    supports_epoch_bump: bool
     verification_guard: VerificationGuard = field(default_factory=VerificationGuard)
 
     def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
@@ -243,7 +246,7 @@ class ProducerStateTable:
         ):
             return SequenceCheck(ErrorCode.invalid_txn_state)  # not part of an ongoing transaction
         verifying = self.verification_states.get(producer_id)
-        if verifying is not None and entry is None and base_sequence != 0:
+        if verifying is not None and verifying.supports_epoch_bump and entry is None and base_sequence != 0:
             return _OUT_OF_ORDER  # a transaction version 2 producer new here starts at sequence 0
         if verifying is not None and base_sequence > verifying.lowest_sequence:
             return _OUT_OF_ORDER  # a lower sequence is still being added to the transaction
@@ -378,10 +381,12 @@ class ProducerStateTable:
         """Applies an appended marker (ProducerAppendInfo.appendEndTxnMarker, then completeTxn): the
         producer's transaction, if it had one open, ends at ``offset``. A marker with no transaction
         (nothing was written to this partition, or compaction emptied it) changes no offset. A verification
-        of the same epoch survives it: under transaction version 2 the marker of the transaction before
-        carries the epoch its successor's first batch is being verified at (UnifiedLog.updateProducers)."""
+        of transaction version 2 at the same epoch survives it: there the marker of the transaction before
+        carries the epoch its successor's first batch is being verified at (UnifiedLog.updateProducers); a
+        version 1 producer keeps its epoch across transactions, so its marker ends any verification (a late
+        batch of the ended transaction must not open a new one)."""
         verifying = self.verification_states.get(producer_id)
-        if verifying is not None and verifying.epoch != epoch:
+        if verifying is not None and not (verifying.supports_epoch_bump and verifying.epoch == epoch):
             del self.verification_states[producer_id]
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -428,14 +433,15 @@ class ProducerStateTable:
 
     # ---- verification (transaction version 2) -------------------------------------------------------
     def maybe_create_verification_state_entry(
-        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int, *, supports_epoch_bump: bool
     ) -> VerificationStateEntry:
         """Notes that the producer's batch of ``sequence`` is being added to its transaction (Kafka's
         ProducerStateManager.maybeCreateVerificationStateEntry): a new entry, or the existing one with its
         lowest sequence and epoch updated."""
         entry = self.verification_states.get(producer_id)
         if entry is None:
-            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+            entry = VerificationStateEntry(now_ms, sequence, epoch, supports_epoch_bump)
+            self.verification_states[producer_id] = entry
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
         return entry
 

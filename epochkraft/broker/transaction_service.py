@@ -58,6 +58,7 @@ APPEND_TIMEOUT_MS = 10_000
 MARKER_RETRY_S = 0.1
 MARKER_REQUEST_TIMEOUT_MS = 30_000
 MARKER_FAILURE_BACKOFF_S = 1.0
+MARKER_SENDER, VERIFIER = "txn-marker-sender", "txn-verifier"  # the inter-broker clients' ids
 
 
 class TransactionOperation(enum.Enum):
@@ -186,7 +187,10 @@ class TransactionService:
         self.node = node
         self.coordinator = coordinator
         self.state_topic = state_topic
-        self._clients: dict[int, KafkaClient] = {}
+        # (purpose, broker id) -> its client: markers and verifications each on connections of their own, as
+        # Kafka's TransactionMarkerChannelManager and AddPartitionsToTxnManager, so a verification never
+        # waits behind a WriteTxnMarkers whose acks=all append is slow (a broker answers in order).
+        self._clients: dict[tuple[str, int], KafkaClient] = {}
         self._busy: set[int] = set()  # brokers with a WriteTxnMarkers in flight
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[object]] = set()
@@ -349,7 +353,8 @@ class TransactionService:
         guards: dict[TopicPartition, VerificationGuard] = {}
         answers: dict[TopicPartition, ErrorCode] = {}
         wanted: dict[tuple[int, int], list[TopicPartition]] = {}
-        for tp in self._begin_verifications(list(firsts), firsts, guards, answers):
+        bump = operation.supports_epoch_bump
+        for tp in self._begin_verifications(list(firsts), firsts, guards, answers, bump):
             wanted.setdefault(firsts[tp][:2], []).append(tp)
         for producer, partitions in wanted.items():
             if operation.supports_epoch_bump:
@@ -384,7 +389,7 @@ class TransactionService:
             if not partitions or elapsed_ms >= settings.add_partitions_to_txn_retry_backoff_max_ms:
                 return answers
             await asyncio.sleep(backoff_s)
-            partitions = self._begin_verifications(partitions, firsts, guards, answers)
+            partitions = self._begin_verifications(partitions, firsts, guards, answers, True)
 
     def _begin_verifications(
         self,
@@ -392,13 +397,14 @@ class TransactionService:
         firsts: dict[TopicPartition, tuple[int, int, int]],
         guards: dict[TopicPartition, VerificationGuard],
         answers: dict[TopicPartition, ErrorCode],
+        supports_epoch_bump: bool,
     ) -> list[TopicPartition]:
         """Begins or continues each partition's verification with its first batch, its guard into
         ``guards``; the partitions the coordinator must add, returned. One not led here gets its error in
         ``answers``, one whose transaction is open here (another batch of the producer opened it) NONE."""
         to_add = []
         for tp in partitions:
-            started = self._start_verification(tp, *firsts[tp])
+            started = self._start_verification(tp, *firsts[tp], supports_epoch_bump)
             if isinstance(started, ErrorCode):
                 answers[tp] = started
                 continue
@@ -410,7 +416,12 @@ class TransactionService:
         return to_add
 
     def _start_verification(
-        self, tp: TopicPartition, producer_id: int, producer_epoch: int, base_sequence: int
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        supports_epoch_bump: bool,
     ) -> VerificationGuard | ErrorCode:
         """The guard of the producer's verification on this leader, which its verification state begins
         or continues with the batch's sequence, or SENTINEL_GUARD when its transaction is open here at
@@ -427,7 +438,7 @@ class TransactionService:
         if producers.has_ongoing_transaction(producer_id, producer_epoch):
             return SENTINEL_GUARD
         entry = producers.maybe_create_verification_state_entry(
-            producer_id, base_sequence, producer_epoch, self.now_ms()
+            producer_id, base_sequence, producer_epoch, self.now_ms(), supports_epoch_bump=supports_epoch_bump
         )
         return entry.verification_guard
 
@@ -450,14 +461,19 @@ class TransactionService:
         if leader[0] == self.node.node_id:
             error = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, 2)
             return dict.fromkeys(partitions, error)
-        client = self._client(leader[0])
+        client = self._client(leader[0], VERIFIER)
+        if client is None:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         request = coordinator_request(transactional_id, producer_id, producer_epoch, partitions, verify_only)
         try:
-            assert client is not None
             response = await client.send(request)
         except Exception as exc:  # the coordinator moved or is down: the client retries
             log.info("transaction coordinator unreachable", coordinator=leader[0], error=str(exc))
-            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+            return dict.fromkeys(partitions, ErrorCode.network_exception)
+        if response.error_code == ErrorCode.cluster_authorization_failed:
+            # Fatal to a producer, and about the brokers' own principal: AddPartitionsToTxnManager makes it
+            # INVALID_TXN_STATE, which aborts the transaction.
+            return dict.fromkeys(partitions, ErrorCode.invalid_txn_state)
         if response.error_code != ErrorCode.none:
             return dict.fromkeys(partitions, response.error_code)
         return {
@@ -477,16 +493,16 @@ class TransactionService:
             return TOPIC_DELETED
         return reg.leader if reg.leader >= 0 else None
 
-    def _client(self, broker_id: int) -> KafkaClient | None:
+    def _client(self, broker_id: int, purpose: str = MARKER_SENDER) -> KafkaClient | None:
         endpoint = self.node.cache.endpoint(broker_id, self.node.settings.inter_broker_listener_name)
         if endpoint is None:
             return None
-        client = self._clients.get(broker_id)
+        client = self._clients.get((purpose, broker_id))
         if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
-            client = self._clients[broker_id] = KafkaClient(
+            client = self._clients[(purpose, broker_id)] = KafkaClient(
                 endpoint.host,
                 endpoint.port,
-                client_id=f"txn-marker-sender-{self.node.node_id}",
+                client_id=f"{purpose}-{self.node.node_id}",
                 request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS,
                 ssl_context=self.node.security.client_ssl(self.node.listeners.inter_broker_protocol),
             )

@@ -47,6 +47,8 @@
   batch whose producer has no transaction open there when it is appended (a marker ended it after the
   check, or ended the verification after the coordinator's answer) is INVALID_TXN_STATE (Kafka's
   VerificationGuard).
+- A partition's records must be exactly one record batch (ProduceRequest.validateRecords): none or more
+  than one is INVALID_RECORD and nothing of it appended.
 - acks other than -1, 0 and 1: INVALID_REQUIRED_ACKS for every partition and nothing appended (Kafka's
   ReplicaManager.appendRecords, isValidRequiredAcks).
 """
@@ -65,7 +67,7 @@ from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.transaction_service import ProduceAdds, produce_operation
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.records import CRC_START, TRANSACTIONAL_BIT
+from epochkraft.protocol.records import CRC_START, LOG_OVERHEAD, TRANSACTIONAL_BIT
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import INTERNAL_TOPICS
@@ -122,6 +124,25 @@ async def _refused_append(error: ErrorCode, message: str | None) -> ProduceResul
     return ProduceResult(error, message=message)
 
 
+def _complete_batches(records: bytes, most: int = 2) -> int:
+    """How many whole batches ``records`` holds, counting to ``most``, as Kafka's batch iterator reads them
+    (a length that does not fit in the bytes left ends the iteration)."""
+    count = pos = 0
+    while count < most and len(records) - pos >= LOG_OVERHEAD:
+        end = pos + LOG_OVERHEAD + int.from_bytes(records[pos + 8 : pos + LOG_OVERHEAD], "big", signed=True)
+        if end <= pos + LOG_OVERHEAD or end > len(records):
+            break
+        count, pos = count + 1, end
+    return count
+
+
+def _one_batch(records: bytes | None) -> bool:
+    """Kafka's ProduceRequest.validateRecords from v3: exactly one record batch per partition (else
+    INVALID_RECORD), so the leader's transaction verification, which reads the first batch, sees every
+    batch it appends."""
+    return records is None or _complete_batches(records) == 1
+
+
 def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
     return [(error, -1, -1, -1, message, ())] * len(partitions)
 
@@ -160,6 +181,8 @@ async def handle(request, ctx: RequestContext):
         appends = [
             _refused_append(*adds.refused[(name, p.index)])
             if (name, p.index) in adds.refused
+            else _refused_append(ErrorCode.invalid_record, None)
+            if not _one_batch(p.records)
             else manager.append(
                 name,
                 p.index,

@@ -7,7 +7,7 @@
   this broker does not know is UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing
   is added), as KafkaApis.
 - v4+ (brokers, KIP-890 part 1): a batch of transactions, each with ``verify_only``: verification answers
-  whether each partition is already in the ongoing transaction (NONE or INVALID_TXN_STATE), adding none;
+  whether each partition is already in the ongoing transaction (NONE or TRANSACTION_ABORTABLE), adding none;
   without it, a partition leader adds them for a transaction version 2 producer (KIP-890 part 2: the
   client sends no AddPartitionsToTxn), as above, the transaction then speaking version 2.
 """
