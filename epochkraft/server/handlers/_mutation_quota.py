@@ -1,11 +1,14 @@
 """KIP-599 for the handlers that create or delete partitions (not a handler itself: no leading 'k').
 
-A broker charges a client's controller_mutation_rate with the partitions each topic of a CreateTopics,
-CreatePartitions or DeleteTopics request would create or delete, before forwarding it to the controller.
+The active controller charges a client's controller_mutation_rate with the partitions each topic of a
+CreateTopics, CreatePartitions or DeleteTopics request would create or delete (ControllerApis with
+``quotas.controllerMutation.newQuotaFor``), from the client quotas of its own metadata image, keyed by the
+principal and client id a broker forwarded in the Envelope (or the client's own on the controller's
+listener): one bucket per client for the whole cluster, whichever broker the client sent to.
 From the versions whose clients know THROTTLING_QUOTA_EXCEEDED (``strict_since``) a topic that finds the
 client's bucket already empty is refused with it; older versions are charged but never refused (Kafka's
 permissive quota). Either way the response carries the time until the bucket is no longer in deficit, and
-the server mutes the connection that long.
+the client's connection is muted that long (by the broker that forwarded it, or the controller's listener).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ CREATE_TOPICS_STRICT_SINCE, DELETE_TOPICS_STRICT_SINCE, CREATE_PARTITIONS_STRICT
 
 
 def mutation_quota(ctx: RequestContext, strict_since: int) -> ControllerMutationQuota | None:
-    """A broker's request's controller mutation quota; None where none is set (a controller charges none)."""
-    quotas = ctx.broker.client_quotas
+    """The controller mutation quota of the client a controller serves; None where none is set."""
+    quotas = ctx.controller_node.client_quotas
     if not quotas.active():
         return None
     manager = quotas.controller_mutation
