@@ -98,6 +98,7 @@ class Cluster:
         self._next = itertools.cycle(self.brokers)
         self.last_throttle_ms = 0.0
         self.principal = ANONYMOUS
+        self.client_id = CLIENT
 
     def broker(self) -> BrokerStandIn:
         return next(self._next)
@@ -112,7 +113,7 @@ def cluster(quota: float | None) -> Cluster:
 
 
 def call(node: Cluster, handler: Any, request: Any, key: int, version: int) -> Any:
-    header = RequestHeader(key, version, 1, CLIENT, 0)
+    header = RequestHeader(key, version, 1, node.client_id, 0)
     ctx = RequestContext(
         BROKER, header, version, node.broker(), ("127.0.0.1", 1), LOG, principal=node.principal
     )
@@ -246,3 +247,27 @@ def test_strict_create_topics_request_of_the_forwarded_principal():
     assert create_topics(node, 7, "t1", "t2") == {"t1": ErrorCode.none, "t2": THROTTLED}
     node.principal = KafkaPrincipal("User", "bob")
     assert create_topics(node, 7, "t2") == {"t2": ErrorCode.none}
+
+
+def _on_controller(node: Cluster, client_id: str, request: Any) -> Any:
+    header = RequestHeader(19, 7, 1, client_id, 0)
+    controller = node.brokers[0].controller
+    ctx = RequestContext(CONTROLLER, header, 7, controller, ("127.0.0.1", 1), LOG)
+    return asyncio.run(k19_create_topics.handle_on_controller(request, ctx))
+
+
+def test_a_brokers_own_create_topics_is_not_charged():
+    """A broker's own CreateTopics (its internal topics, sent bare on its controller channel) is not held
+    back by a quota on the default client id; a client naming itself as a broker's channel still is, its
+    request forwarded in an Envelope."""
+    node = cluster(None)
+    node.ctx.alter_client_quotas({(("client-id", None),): {"controller_mutation_rate": RATE}})
+    topics = tuple(
+        ct7.CreatableTopic(name=n, num_partitions=30, replication_factor=1, assignments=(), configs=())
+        for n in ("own-1", "own-2")
+    )
+    request = ct7.CreateTopicsRequest(topics=topics, timeout=TIMEOUT, validate_only=False)
+    response = _on_controller(node, "broker-1-control", request)
+    assert [t.error_code for t in response.topics] == [ErrorCode.none, ErrorCode.none]
+    node.client_id = "broker-2-control"  # a client may call itself anything
+    assert create_topics(node, 7, "f1", "f2") == {"f1": ErrorCode.none, "f2": THROTTLED}

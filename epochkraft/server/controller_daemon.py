@@ -823,7 +823,6 @@ async def _start_listener(
         reserved_connections=CONTROLLER_RESERVED_CONNECTIONS,
         ssl_context=security.server_ssl(listener_protocol(settings), listener_name(settings)),
         idle_timeout_ms=settings.connections_max_idle_ms,
-        quotas=node.client_quotas,  # a client of bootstrap.controllers is throttled as on a broker
     )
     await server.start()
     node.controller.listener_endpoint = (listen[0], server.port)

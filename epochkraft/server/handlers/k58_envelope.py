@@ -71,4 +71,5 @@ def _client_context(ctx: RequestContext, forwarded: ForwardedRequest) -> Request
         ctx.listener_name,
         forwarded.principal,
         ctx.authorizer,
+        forwarded=True,
     )
