@@ -296,8 +296,10 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
 class QuotaImage(Protocol):
     """What the quota managers read of the metadata image."""
 
-    client_quotas: dict[QuotaEntity, dict[str, float]]
-    client_quotas_version: int
+    @property
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]: ...
+    @property
+    def client_quotas_version(self) -> int: ...
 
 
 class ClientQuotas:

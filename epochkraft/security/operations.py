@@ -18,6 +18,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         54: AclOperation.CLUSTER_ACTION,  # EndQuorumEpoch
         55: AclOperation.DESCRIBE,  # DescribeQuorum
         56: AclOperation.CLUSTER_ACTION,  # AlterPartition
+        58: AclOperation.CLUSTER_ACTION,  # Envelope (ControllerApis.handleEnvelopeRequest)
         62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
         63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
         64: AclOperation.ALTER,  # UnregisterBroker

@@ -68,3 +68,78 @@ def principal_from_peer_certificate(peercert: Mapping[str, Any] | None) -> Kafka
 def parse_super_users(value: str) -> frozenset[KafkaPrincipal]:
     """``super.users``: principals separated by semicolons (DNs hold commas)."""
     return frozenset(KafkaPrincipal.parse(item) for item in value.split(";") if item.strip())
+
+
+# Kafka's KafkaPrincipalSerde as DefaultKafkaPrincipalBuilder implements it: DefaultPrincipalData (flexible
+# version 0: compact strings Type and Name, bool tokenAuthenticated, no tagged fields) after an int16 version
+# prefix (MessageUtil.toVersionPrefixedBytes). A broker forwarding a client's request in an Envelope carries
+# the client's principal so.
+PRINCIPAL_DATA_VERSION = 0
+
+
+def _write_compact_string(out: bytearray, text: str) -> None:
+    data = text.encode()
+    length = len(data) + 1
+    while length >= 0x80:
+        out.append((length & 0x7F) | 0x80)
+        length >>= 7
+    out.append(length)
+    out += data
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 28:
+            raise ValueError("truncated or overlong varint in principal data")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _read_compact_string(data: bytes, pos: int) -> tuple[str, int]:
+    length, pos = _read_uvarint(data, pos)
+    if length == 0:
+        raise ValueError("null string in principal data")
+    end = pos + length - 1
+    if end > len(data):
+        raise ValueError("string runs past the end of the principal data")
+    return data[pos:end].decode(), end
+
+
+def serialize_principal(principal: KafkaPrincipal, token_authenticated: bool = False) -> bytes:
+    """DefaultKafkaPrincipalBuilder.serialize."""
+    out = bytearray(PRINCIPAL_DATA_VERSION.to_bytes(2, "big"))
+    _write_compact_string(out, principal.principal_type)
+    _write_compact_string(out, principal.name)
+    out.append(1 if token_authenticated else 0)
+    out.append(0)  # no tagged fields
+    return bytes(out)
+
+
+def deserialize_principal(data: bytes) -> KafkaPrincipal:
+    """DefaultKafkaPrincipalBuilder.deserialize; ValueError for anything it would not read (Kafka then
+    answers PRINCIPAL_DESERIALIZATION_FAILURE)."""
+    if len(data) < 2:
+        raise ValueError("principal data too short for its version")
+    version = int.from_bytes(data[:2], "big", signed=True)
+    if version != PRINCIPAL_DATA_VERSION:
+        raise ValueError(f"unsupported principal data version {version}")
+    try:
+        principal_type, pos = _read_compact_string(data, 2)
+        name, pos = _read_compact_string(data, pos)
+    except UnicodeDecodeError as exc:
+        raise ValueError("principal data is not UTF-8") from exc
+    if pos >= len(data) or data[pos] not in (0, 1):
+        raise ValueError("principal data lacks tokenAuthenticated")
+    tagged, pos = _read_uvarint(data, pos + 1)
+    for _ in range(tagged):  # tagged fields a later version may add: skipped
+        _tag, pos = _read_uvarint(data, pos)
+        size, pos = _read_uvarint(data, pos)
+        pos += size
+    if pos > len(data):
+        raise ValueError("tagged field runs past the end of the principal data")
+    return KafkaPrincipal(principal_type, name)

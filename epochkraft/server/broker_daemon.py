@@ -73,6 +73,8 @@ from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
+from epochkraft.server import forwarding
+from epochkraft.server.context import RequestContext
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
@@ -318,8 +320,18 @@ class BrokerNode:
         if error != ErrorCode.none:
             self.log.info("AllocateProducerIds refused", error=error.name)
 
-    async def forward_to_controller(self, request: Any) -> Any:
-        response = await self.control.send(request)
+    async def forward_to_controller(self, request: Any, client: RequestContext | None = None) -> Any:
+        """The active controller's answer to ``request``: a client's (``client`` its context) in an Envelope
+        carrying the client's header, principal and address, so the controller authorizes it and charges its
+        quota as the client's (Kafka's ForwardingManager); the broker's own bare."""
+        if client is None:
+            response = await self.control.send(request)
+        else:
+            header = client.header
+            envelope = forwarding.wrap(
+                request, header.client_id, header.correlation_id, client.principal, client.client_host
+            )
+            response = forwarding.unwrap_response(await self.control.send(envelope), request)
         if getattr(request, "validate_only", False):
             return response  # validate_only changes nothing
         if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:

@@ -41,6 +41,7 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
     authorizer: StandardAuthorizer | None = None  # None: every request is allowed (no authorizer.class.name)
     sasl: SaslServerSession | None = None  # the connection's SASL state on a SASL listener
+    forwarded: bool = False  # a client's request a broker forwarded in an Envelope
 
     @property
     def broker(self) -> BrokerApis:

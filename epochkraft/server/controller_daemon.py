@@ -36,7 +36,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import uvloop
 
 from epochkraft import logs
+from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.config import ConfigError, load_settings, parse_host_port, parse_overrides
 from epochkraft.controller.controller import Controller, partition_row
 from epochkraft.controller.group_commit import GroupCommit
@@ -64,6 +65,7 @@ from epochkraft.controller.storage import (
     read_meta_properties,
 )
 from epochkraft.metadata import group_config
+from epochkraft.metadata.client_quotas import QuotaEntity
 from epochkraft.metadata.segment import find_segment, rewrite_segment
 from epochkraft.metadata.snapshot import SnapshotId, snapshot_filename
 from epochkraft.metadata.snapshot_file import (
@@ -186,6 +188,28 @@ class MetadataLogFile:
                 self._file = None
 
 
+class ControllerImageQuotas:
+    """The client quotas of the controller's current metadata image, for its quota managers: a renounce
+    replaces the image, and its quotas' version then starts again, so each image counts as a new generation."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self._image = controller.image
+        self._generation = 0
+
+    @property
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return self.controller.image.client_quotas
+
+    @property
+    def client_quotas_version(self) -> int:
+        image = self.controller.image
+        if image is not self._image:
+            self._image = image
+            self._generation += 1
+        return self._generation << 32 | image.client_quotas_version
+
+
 class ControllerNode:
     """What handlers on the controller listener reach through ``ctx.node``."""
 
@@ -198,6 +222,9 @@ class ControllerNode:
         quorum: QuorumDriver | None = None,
     ) -> None:
         self.controller = controller
+        # KIP-599: the active controller charges every client's controller_mutation_rate, whether a
+        # broker forwarded its request or it came to this listener (ControllerApis' quotas)
+        self.client_quotas = ClientQuotas(ControllerImageQuotas(controller))
         self.security: NodeSecurity | None = security
         self.authorizer = security.authorizer if security is not None else None
         self.log = log

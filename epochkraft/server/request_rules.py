@@ -15,6 +15,7 @@ from typing import Any
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.authorizer import AclOperation, ResourceType
+from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.server.context import RequestContext
 
 READ, DESCRIBE, DELETE, ALTER = (
@@ -175,3 +176,15 @@ def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
     ):
         return ErrorCode.cluster_authorization_failed
     return None
+
+
+def listener_refusal(listener: str, key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+    """The authorization error a request gets on ``listener`` before its handler runs: the cluster
+    operation its API needs there, then the checks above (None: allowed, or no authorizer). A request a
+    broker forwarded in an Envelope is checked so too, as its client."""
+    if ctx.authorizer is None:
+        return None
+    operation = CLUSTER_OPERATIONS[listener].get(key)
+    if operation is not None and not ctx.authorized_cluster(operation):
+        return ErrorCode.cluster_authorization_failed
+    return refusal(key, request, ctx)

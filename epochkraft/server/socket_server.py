@@ -57,13 +57,12 @@ from epochkraft.protocol.framing import (
     parse_request_header,
     response_class,
 )
-from epochkraft.security.operations import CLUSTER_OPERATIONS
 from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certificate
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 from epochkraft.server.apis import BrokerApis, ControllerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers import served
-from epochkraft.server.request_rules import refusal as request_refusal
+from epochkraft.server.request_rules import listener_refusal
 
 if TYPE_CHECKING:
     from epochkraft.controller.group_commit import GroupCommit
@@ -157,7 +156,7 @@ class KafkaServer:
         self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
         self.sasl = sasl  # a SASL listener: a new session per connection
         self.listener_name = listener_name  # the named listener (listeners property) it serves
-        self.quotas = quotas  # a broker's client quotas (None: nothing is throttled)
+        self.quotas = quotas  # the daemon's client quotas (None: nothing is throttled)
         self.connection_quotas = connection_quotas  # a broker's connection creation rates (KIP-612)
         self.delayed_connections = 0  # taken late: over a creation rate, the acceptor waited
         self.throttled_connections = 0  # closed after a delay: over their address's creation rate
@@ -734,12 +733,7 @@ class _Connection(asyncio.BufferedProtocol):
     def _refusal(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,
         or there is none)."""
-        if ctx.authorizer is None:
-            return None
-        operation = CLUSTER_OPERATIONS[self.server.listener].get(spec.key)
-        if operation is not None and not ctx.authorized_cluster(operation):
-            return ErrorCode.cluster_authorization_failed
-        return request_refusal(spec.key, request, ctx)
+        return listener_refusal(self.server.listener, spec.key, request, ctx)
 
     def _failed(self, spec: ApiSpec, request: Payload, ctx: RequestContext, exc: Exception) -> Response:
         """The request's error response (Kafka's getErrorResponse); raises to close the connection where

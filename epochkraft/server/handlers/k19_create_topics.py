@@ -6,12 +6,13 @@
   unclean.leader.election.enable are validated as Kafka validates them and stored as ConfigRecords. TOPIC_ALREADY_EXISTS,
   INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_PARTITIONS, INVALID_CONFIG,
   INVALID_TOPIC_EXCEPTION as Kafka.
-- Broker listener: forwarded to the controller (clients send it to Metadata's controller id, a broker).
+- Broker listener: forwarded to the controller in an Envelope, at the client's version and as the client
+  (clients send it to Metadata's controller id, a broker).
 - On either listener, before anything is created (ControllerApis.createTopics): ``__cluster_metadata`` is
   never created (INVALID_REQUEST), and with an authorizer a topic needs CREATE on the cluster or on the
   topic (TOPIC_AUTHORIZATION_FAILED).
-- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
-  from v6 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
+- KIP-599 at the controller: a client's controller_mutation_rate is charged each topic's partitions; from
+  v6 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kio.schema.create_topics.v7.request import CreateTopicsRequest
 from epochkraft.controller.controller import refused_topic
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.protocol.versions import convert, downgrade_response, upgrade_request
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 from epochkraft.server.context import RequestContext
@@ -76,30 +77,35 @@ def _with_refused(response, refused: list):
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    request = convert(request, CreateTopicsRequest)
-    refused = _refusals(request, ctx)
-    quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
-    if quota is not None and not request.validate_only:
-        refused += _throttled(ctx, request, quota, {r.name for r in refused})
-    remaining = _without(request, refused)
-    response = await ctx.broker.forward_to_controller(remaining) if remaining.topics or not refused else None
-    response = _with_refused(response, refused)
-    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+    upgraded = convert(request, CreateTopicsRequest)
+    refused = _refusals(upgraded, ctx)
+    remaining = _without(upgraded, refused)
+    response = None
+    if remaining.topics or not refused:
+        # at the client's version: the controller's quota is strict or permissive by it
+        forwarded = await ctx.broker.forward_to_controller(upgrade_request(remaining, ctx.api_version), ctx)
+        response = convert(forwarded, r7.CreateTopicsResponse)
+    return downgrade_response(_with_refused(response, refused), ctx.api_version)
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(CONTROLLER,))
 async def handle_on_controller(request, ctx: RequestContext):
     request = convert(request, CreateTopicsRequest)
     refused = _refusals(request, ctx)
+    quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
+    if quota is not None and not request.validate_only:
+        refused += _throttled(ctx, request, quota, {r.name for r in refused})
     response = ctx.controller_node.controller.create_topics(ctx.now_ms(), _without(request, refused))
-    return downgrade_response(_with_refused(response, refused), ctx.api_version)
+    response = with_throttle(_with_refused(response, refused), quota, ctx.now_ms())
+    return downgrade_response(response, ctx.api_version)
 
 
 def _partitions(ctx, topic) -> int:
     """The partitions a topic's creation makes (the broker's num.partitions when the request says -1)."""
     if topic.assignments:
         return len(topic.assignments)
-    return topic.num_partitions if topic.num_partitions > 0 else ctx.broker.settings.num_partitions
+    default = ctx.controller_node.controller.settings.num_partitions
+    return topic.num_partitions if topic.num_partitions > 0 else default
 
 
 def _throttled(ctx, request, quota, refused: set[str]) -> list:
@@ -107,7 +113,7 @@ def _throttled(ctx, request, quota, refused: set[str]) -> list:
     (a topic that exists already is answered by the controller, uncharged)."""
     throttled = []
     for topic in request.topics:
-        if topic.name in refused or ctx.broker.cache.topic(topic.name) is not None:
+        if topic.name in refused or ctx.controller_node.controller.image.topic(topic.name) is not None:
             continue
         if not quota.record(_partitions(ctx, topic)):
             throttled.append(

@@ -1,14 +1,14 @@
 """DeleteTopics (key 20), versions 1-6, on both listeners.
 
 - By name (v1-5) or by name or topic id (v6); UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for unknown
-  topics. The broker listener forwards to the controller.
+  topics. The broker listener forwards to the controller in an Envelope, at the client's version.
 - On either listener, before anything is deleted: ``__cluster_metadata`` is never deleted
   (INVALID_REQUEST, as ControllerApis refuses to create it); with an authorizer a topic needs DELETE
   (TOPIC_AUTHORIZATION_FAILED, ControllerApis.deleteTopics), and an internal topic (``__consumer_offsets``)
   a super user.
 - v6: an entry with both a name and a topic id, or with neither, is INVALID_REQUEST and the others are
   deleted (Kafka's ControllerApis.deleteTopics).
-- KIP-599 on the broker listener: a client's controller_mutation_rate is charged each topic's partitions;
+- KIP-599 at the controller: a client's controller_mutation_rate is charged each topic's partitions;
   from v5 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
 """
 
@@ -25,7 +25,8 @@ from kio.schema.types import TopicName
 from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import downgrade_response
+from epochkraft.protocol.framing import request_class
+from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
 from epochkraft.server.context import RequestContext
@@ -123,36 +124,47 @@ NOTHING_DELETED = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=(
 async def handle_on_broker(request, ctx: RequestContext):
     upgraded = _v6(request, ctx.api_version)
     allowed, refused = _sorted_out(ctx, _broker_topics, upgraded)
-    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge
-    if quota is not None:
-        allowed = _charge(ctx, allowed, quota, refused)
     if not allowed and refused:
         response = NOTHING_DELETED
     else:
-        response = await ctx.broker.forward_to_controller(replace(upgraded, topics=tuple(allowed)))
-    response = _with_refused(response, refused)
-    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+        # at the client's version: the controller's quota is strict or permissive by it
+        forwarded = _at_version(replace(upgraded, topics=tuple(allowed)), ctx.api_version)
+        response = convert(await ctx.broker.forward_to_controller(forwarded, ctx), r6.DeleteTopicsResponse)
+    return downgrade_response(_with_refused(response, refused), ctx.api_version)
 
 
 @api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(CONTROLLER,))
 async def handle_on_controller(request, ctx: RequestContext):
     upgraded = _v6(request, ctx.api_version)
     allowed, refused = _sorted_out(ctx, _controller_topics, upgraded)
+    quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge
+    if quota is not None:
+        allowed = _charge(ctx, allowed, quota, refused)
     if not allowed and refused:
         response = NOTHING_DELETED
     else:
         response = ctx.controller_node.controller.delete_topics(
             ctx.now_ms(), replace(upgraded, topics=tuple(allowed))
         )
-    return downgrade_response(_with_refused(response, refused), ctx.api_version)
+    response = with_throttle(_with_refused(response, refused), quota, ctx.now_ms())
+    return downgrade_response(response, ctx.api_version)
+
+
+def _at_version(request: DeleteTopicsRequest, version: int) -> object:
+    """The request at the client's version (before v6 the topics are named only, and named here)."""
+    if version >= 6:
+        return request
+    names = tuple(TopicName(state.name or "") for state in request.topics)
+    return request_class(20, version)(topic_names=names, timeout=request.timeout)
 
 
 def _charge(ctx, states: list, quota, refused: list) -> list:
     """KIP-599: each topic to delete charges its partitions; those over a strict quota are refused
-    (THROTTLING_QUOTA_EXCEEDED) and left out of what is forwarded."""
+    (THROTTLING_QUOTA_EXCEEDED) and left out of what is deleted."""
     kept = []
     for state in states:
-        topic = ctx.broker.cache.topic(_topic_name(ctx, _broker_topics, state) or "")
+        image = ctx.controller_node.controller.image
+        topic = image.topic(_topic_name(ctx, _controller_topics, state) or "")
         if topic is None or quota.record(len(topic.partitions)):
             kept.append(state)
             continue

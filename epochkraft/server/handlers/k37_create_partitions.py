@@ -6,9 +6,9 @@
   the wrong number or size, unregistered or repeated brokers, or only fenced ones,
   INVALID_REPLICATION_FACTOR when too few brokers are active, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
   for a topic named twice; validate_only checks without writing (Kafka's messages throughout).
-- The broker listener forwards to the controller and answers once its own metadata has the new
+- The broker listener forwards to the controller in an Envelope, as the client sent it, and answers once its own metadata has the new
   partitions, so the client's next Metadata call sees them.
-- KIP-599 on the broker listener: a client's controller_mutation_rate is charged the partitions each topic
+- KIP-599 at the controller: a client's controller_mutation_rate is charged the partitions each topic
   gains; from v3 a topic over the quota gets THROTTLING_QUOTA_EXCEEDED (handlers/_mutation_quota.py).
 """
 
@@ -21,7 +21,7 @@ from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.protocol.versions import convert, downgrade_response, upgrade_request
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._mutation_quota import (
     CREATE_PARTITIONS_STRICT_SINCE,
@@ -34,19 +34,11 @@ from epochkraft.server.handlers._util import NO_THROTTLE
 
 @api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    upgraded = convert(request, CreatePartitionsRequest)
-    quota = mutation_quota(ctx, CREATE_PARTITIONS_STRICT_SINCE)
-    throttled = _throttled(ctx, upgraded, quota) if quota is not None and not upgraded.validate_only else []
-    if throttled:
-        names = {r.name for r in throttled}
-        upgraded = replace(upgraded, topics=tuple(t for t in upgraded.topics if t.name not in names))
-    if upgraded.topics or not throttled:
-        response = await ctx.broker.forward_to_controller(upgraded)
-    else:
-        response = r3.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=())
-    response = replace(response, results=response.results + tuple(throttled))
-    if not upgraded.validate_only:
-        counts = {t.name: t.count for t in upgraded.topics}
+    # as the client sent it: the controller's quota is strict or permissive by its version
+    forwarded = upgrade_request(request, ctx.api_version)
+    response = convert(await ctx.broker.forward_to_controller(forwarded, ctx), r3.CreatePartitionsResponse)
+    if not request.validate_only:
+        counts = {t.name: t.count for t in request.topics}
         grown = [r.name for r in response.results if r.error_code == ErrorCode.none]
         cache = ctx.broker.cache
 
@@ -54,21 +46,30 @@ async def handle_on_broker(request, ctx: RequestContext):
             return all(len(getattr(cache.topic(n), "partitions", ())) >= counts[n] for n in grown)
 
         await ctx.broker.wait_for_metadata(applied)
-    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
+    return downgrade_response(response, ctx.api_version)
 
 
 @api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(CONTROLLER,))
 async def handle_on_controller(request, ctx: RequestContext):
     upgraded = convert(request, CreatePartitionsRequest)
-    response = ctx.controller_node.controller.create_partitions(ctx.now_ms(), upgraded)
-    return downgrade_response(response, ctx.api_version)
+    quota = mutation_quota(ctx, CREATE_PARTITIONS_STRICT_SINCE)
+    throttled = _throttled(ctx, upgraded, quota) if quota is not None and not upgraded.validate_only else []
+    if throttled:
+        names = {r.name for r in throttled}
+        upgraded = replace(upgraded, topics=tuple(t for t in upgraded.topics if t.name not in names))
+    if upgraded.topics or not throttled:
+        response = ctx.controller_node.controller.create_partitions(ctx.now_ms(), upgraded)
+    else:
+        response = r3.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=())
+    response = replace(response, results=response.results + tuple(throttled))
+    return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
 
 
 def _throttled(ctx, request, quota) -> list[r3.CreatePartitionsTopicResult]:
     """KIP-599: each topic charges the partitions it gains; those over a strict quota are refused."""
     throttled = []
     for topic in request.topics:
-        current = ctx.broker.cache.topic(topic.name)
+        current = ctx.controller_node.controller.image.topic(topic.name)
         if current is None or topic.count <= len(current.partitions):
             continue  # the controller answers these, uncharged
         if not quota.record(topic.count - len(current.partitions)):

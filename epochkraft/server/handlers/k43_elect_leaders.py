@@ -29,7 +29,7 @@ def _v2(request, version: int) -> ElectLeadersRequest:
 
 @api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(_v2(request, ctx.api_version))
+    response = await ctx.broker.forward_to_controller(_v2(request, ctx.api_version), ctx)
     return downgrade_response(response, ctx.api_version)
 
 

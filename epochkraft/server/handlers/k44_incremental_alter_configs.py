@@ -25,7 +25,9 @@ from epochkraft.server.context import RequestContext
 @api(key=44, name="IncrementalAlterConfigs", versions=(0, 1), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
-    response = await config_preprocess.through_controller(upgraded, ctx.broker.forward_to_controller)
+    response = await config_preprocess.through_controller(
+        upgraded, lambda remaining: ctx.broker.forward_to_controller(remaining, ctx)
+    )
     return downgrade_response(response, ctx.api_version)
 
 

@@ -30,7 +30,7 @@ def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
 
 @api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version))
+    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version), ctx)
     return downgrade_response(response, ctx.api_version)
 
 

@@ -12,7 +12,7 @@ from epochkraft.server.context import RequestContext
 
 @api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    return await ctx.broker.forward_to_controller(request)
+    return await ctx.broker.forward_to_controller(request, ctx)
 
 
 @api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(CONTROLLER,))

@@ -39,7 +39,7 @@ def _expected(request, response) -> dict:
 async def handle_on_broker(request, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     node = ctx.broker
-    response = await node.forward_to_controller(request)
+    response = await node.forward_to_controller(request, ctx)
     if not request.validate_only:
         expected = _expected(request, response)
 
