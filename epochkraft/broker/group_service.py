@@ -261,14 +261,16 @@ class GroupService:
         self.consumer_groups.on_loaded(self.now_ms(), loaded)
         for group_id in loaded:
             group = self.consumer_groups.groups[group_id]
-            written = consumer_group_records.group_records(group)
-            self._consumer_groups_written[group_id] = json_records.get(group_id, {}) | written
+            # a group stored as JSON has none of Kafka's records yet: its next write has them all
+            written = json_records.get(group_id) or consumer_group_records.group_records(group)
+            self._consumer_groups_written[group_id] = written
         self._loaded.add(partition)
 
     @staticmethod
     def _note_json_group_record(key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]) -> None:
         """A consumer group record in the JSON form written before Kafka's: counted as written, so the
-        group's next write tombstones it (compaction would keep it, and a later load replay it)."""
+        group's next write tombstones it (compaction would keep it, and a later load replay it) before
+        writing the group's records in Kafka's format."""
         group_id = consumer_group_records.json_record_group(key)
         if group_id is None:
             return
