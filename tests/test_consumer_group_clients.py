@@ -458,3 +458,15 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     assert epoch in out
     for failure in ("Exception", "Unknown record", "Could not", "error", "isvalid: false"):
         assert failure not in out, out[-3000:]
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    formatted = run_tool(
+        log4j, "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap,
+        "--topic", "__consumer_offsets", "--from-beginning", "--timeout-ms", "3000",
+        "--formatter", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",
+    )  # fmt: skip
+    for protocol in ("classic", "consumer"):  # Kafka's formatter prints the offset commits alone
+        commit = (
+            f'"data":{{"group":"dump-{protocol}","topic":"dumped","partition":1}}}},"value":{{"version":4'
+        )
+        assert commit in formatted, formatted
