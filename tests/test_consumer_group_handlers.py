@@ -402,9 +402,12 @@ async def test_a_new_coordinator_resumes_the_group_from_its_records():
 
     successor = broker()
     successor.groups.offsets_topic.records = list(records)
-    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    loaded = [LoggedOffsetRecord(key, value) for key, value in records]
+    successor.groups.load_partition(0, loaded, CacheTopics(successor.cache))
     after = successor.groups.consumer_groups.groups["grp"]
     assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert after.subscription_metadata == before.subscription_metadata  # from the metadata, by name
+    assert after.metadata_hash == before.metadata_hash != 0
     assert set(after.members) == {"m1"} and after.members["m1"] == member
     assert after.target_assignment == before.target_assignment
     owned = tuple(

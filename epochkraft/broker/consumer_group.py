@@ -887,13 +887,16 @@ class ConsumerGroupCoordinator:
         self.groups.pop(group_id, None)
         return True
 
-    def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str], topics: TopicsImage | None = None) -> None:
         """Groups rebuilt from their records: every member's session starts now, and a member asked to
-        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded)."""
+        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded). The subscribed topics come
+        from ``topics`` (the records hold only their hash, which the next heartbeat compares)."""
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is None:
                 continue
+            if topics is not None:
+                group.subscription_metadata = self._loaded_subscription_metadata(group, topics)
             session_timeout_ms = self.group_config(group_id).consumer_session_timeout_ms
             for member in group.members.values():
                 if member.classic is not None:  # classic members have no revocation deadline
@@ -902,6 +905,16 @@ class ConsumerGroupCoordinator:
                 group.session_deadlines[member.member_id] = now_ms + session_timeout_ms
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
+
+    def _loaded_subscription_metadata(
+        self, group: ConsumerGroup, topics: TopicsImage
+    ) -> dict[str, TopicMetadata]:
+        """The topics the members subscribe to as they are now: what a downgrade names the target's topic
+        ids by, and OffsetDelete keeps, before any member heartbeats (Kafka reads its metadata image)."""
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self.regexes.subscribed_topic_names(member, topics)
+        return {name: topic for name in sorted(names) if (topic := topics.by_name(name)) is not None}
 
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if predicate(g)]:

@@ -230,9 +230,12 @@ class GroupService:
             return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
 
-    def load_partition(self, partition: int, records: Iterable[LoggedOffsetRecord]) -> None:
+    def load_partition(
+        self, partition: int, records: Iterable[LoggedOffsetRecord], topics: TopicsImage | None = None
+    ) -> None:
         """Replays an offsets partition's records when this broker becomes its leader; a transaction's
-        offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets."""
+        offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets. ``topics``:
+        the metadata the consumer groups' subscribed topics are looked up in."""
         coordinator = self.coordinator
         coordinator.drop_pending_txn_offsets(partition)
         json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
@@ -258,7 +261,7 @@ class GroupService:
                     partition, record.producer_id, group_id, {(topic, index): offset}
                 )
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
-        self.consumer_groups.on_loaded(self.now_ms(), loaded)
+        self.consumer_groups.on_loaded(self.now_ms(), loaded, topics)
         for group_id in loaded:
             group = self.consumer_groups.groups[group_id]
             # a group stored as JSON has none of Kafka's records yet: its next write has them all
