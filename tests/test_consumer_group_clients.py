@@ -405,3 +405,69 @@ def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
         finally:
             second.close()
             first.close()
+
+
+@pytest.mark.peers
+def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
+    """Kafka's DumpLogSegments --offsets-decoder (kafka-dump-log) reads our __consumer_offsets segments: a
+    classic group's and a consumer group's commits, the consumer group's member, epoch and assignment
+    records and the tombstones of the member that left, with no record it cannot decode."""
+    from epochkraft.peers.fetch import java_command
+
+    try:
+        command = java_command("org.apache.kafka.tools.DumpLogSegments", [], jvm=["-XX:TieredStopAtLevel=1"])
+    except PeerUnavailable as exc:
+        pytest.skip(f"Kafka's tools unavailable: {exc}")
+    cluster = make_cluster(brokers=1)
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "dumped", partitions=2, rf=1)
+    produce(bootstrap, "dumped", 20)
+    members = {}
+    for protocol in ("classic", "consumer"):
+        c = consumer(
+            bootstrap, f"dump-{protocol}", **{"group.protocol": protocol, "enable.auto.commit": False}
+        )
+        try:
+            c.subscribe(["dumped"])
+            poll_until([c], {}, lambda c=c: assigned(c) == {0, 1}, 30)
+            assert assigned(c) == {0, 1}, protocol
+            c.commit(
+                offsets=[TopicPartition("dumped", 0, 7), TopicPartition("dumped", 1, 8)], asynchronous=False
+            )
+            members[protocol] = c.memberid()
+        finally:
+            c.close()
+    time.sleep(1)  # the consumer group's leave is written after the close returns
+    segments = sorted(str(p) for p in (tmp_path / "cluster").glob("broker-*/**/__consumer_offsets-*/*.log"))
+    result = subprocess.run(
+        [*command, "--offsets-decoder", "--files", ",".join(segments)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for protocol in ("classic", "consumer"):
+        for partition, offset in ((0, 7), (1, 8)):
+            commit = f'"group":"dump-{protocol}","topic":"dumped","partition":{partition}'
+            assert commit in out and f'"offset":{offset},' in out, (protocol, out[-3000:])
+    member_key = '"data":{"groupId":"dump-consumer","memberId":"' + members["consumer"] + '"}}'
+    for record_type in (5, 7, 8):  # the member's subscription, target and current assignment
+        assert f'key: {{"type":"{record_type}",{member_key} payload: {{"version":"0"' in out, out[-3000:]
+    tombstones = [f'key: {{"type":"{t}",{member_key} payload: <DELETE>' for t in (8, 7, 5)]
+    assert all(t in out for t in tombstones) and sorted(tombstones, key=out.index) == tombstones
+    epoch = 'key: {"type":"3","data":{"groupId":"dump-consumer"}} payload: {"version":"0","data":{"epoch":1,'
+    assert epoch in out
+    for failure in ("Exception", "Unknown record", "Could not", "error", "isvalid: false"):
+        assert failure not in out, out[-3000:]
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    formatted = run_tool(
+        log4j, "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap,
+        "--topic", "__consumer_offsets", "--from-beginning", "--timeout-ms", "30000",
+        "--max-messages", str(out.count("| offset: ")),  # ours; its own group's records come after
+        "--formatter", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",
+    )  # fmt: skip
+    for protocol in ("classic", "consumer"):  # Kafka's formatter prints the offset commits alone
+        commit = (
+            f'"data":{{"group":"dump-{protocol}","topic":"dumped","partition":1}}}},"value":{{"version":4'
+        )
+        assert commit in formatted, formatted

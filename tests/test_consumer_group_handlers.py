@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import json
 import uuid
 from types import SimpleNamespace
 
@@ -397,13 +398,16 @@ async def test_a_new_coordinator_resumes_the_group_from_its_records():
     before = node.groups.consumer_groups.groups["grp"]
     member = before.members["m1"]
     records = node.groups.offsets_topic.records
-    assert records and all(b'"consumer-group' in key for key, _ in records)
+    assert records and all(3 <= int.from_bytes(key[:2], "big") <= 8 for key, _ in records)  # ConsumerGroup*
 
     successor = broker()
     successor.groups.offsets_topic.records = list(records)
-    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    loaded = [LoggedOffsetRecord(key, value) for key, value in records]
+    successor.groups.load_partition(0, loaded, CacheTopics(successor.cache))
     after = successor.groups.consumer_groups.groups["grp"]
     assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert after.subscription_metadata == before.subscription_metadata  # from the metadata, by name
+    assert after.metadata_hash == before.metadata_hash != 0
     assert set(after.members) == {"m1"} and after.members["m1"] == member
     assert after.target_assignment == before.target_assignment
     owned = tuple(
@@ -424,6 +428,65 @@ async def test_deleting_a_consumer_group_tombstones_its_records():
     successor = broker()
     successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
     assert "grp" not in successor.groups.consumer_groups.groups
+
+
+def json_records(group) -> list[tuple[bytes, bytes]]:
+    """The group as the two JSON record kinds written before Kafka's format."""
+
+    def dumps(value) -> bytes:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+    def assignment(a) -> dict[str, list[int]]:
+        return {str(topic): sorted(parts) for topic, parts in a.items()}
+
+    metadata = {name: [str(t.topic_id), t.num_partitions] for name, t in group.subscription_metadata.items()}
+    epochs = {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch}
+    records = [
+        (dumps(["consumer-group", group.group_id]), dumps({**epochs, "subscription_metadata": metadata}))
+    ]
+    for member_id, m in group.members.items():
+        value = {
+            "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex, "server_assignor": m.server_assignor,
+            "state": str(m.state), "member_epoch": m.member_epoch,
+            "previous_member_epoch": m.previous_member_epoch, "assigned": assignment(m.assigned),
+            "pending_revocation": assignment(m.pending_revocation),
+            "target": assignment(group.target_assignment.get(member_id, {})),
+        }  # fmt: skip
+        records.append((dumps(["consumer-group-member", group.group_id, member_id]), dumps(value)))
+    return records
+
+
+async def test_an_older_data_directorys_json_records_are_loaded_and_tombstoned_by_the_next_write():
+    """A __consumer_offsets written before Kafka's format loads; a member leaving and an offset deleted
+    tombstone the JSON keys too, or compaction would keep them and the next coordinator bring them back."""
+    node = broker()
+    await join(node, "m1")
+    await join(node, "m2")
+    group = node.groups.consumer_groups.groups["grp"]
+    offset = (
+        b'["offset","grp","old",0]',
+        b'{"offset":5,"leader_epoch":-1,"metadata":"","commit_timestamp_ms":1}',
+    )
+    legacy = [*json_records(group), offset]
+    successor = broker()
+    successor.groups.offsets_topic.records = list(legacy)
+    successor.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in legacy])
+    loaded = successor.groups.consumer_groups.groups["grp"]
+    assert loaded.members == group.members and loaded.group_epoch == group.group_epoch
+    assert successor.groups.coordinator.committed_offsets("grp")[("old", 0)].offset == 5
+    assert (await heartbeat(successor, "m2", -1)).error_code == ErrorCode.none
+    error, results = await successor.groups.delete_offsets("grp", [("old", 0)])
+    assert error == ErrorCode.none and results == {("old", 0): ErrorCode.none}
+    written = successor.groups.offsets_topic.records[len(legacy) :]
+    assert {key for key, value in written if value is None} >= {legacy[0][0], legacy[2][0], offset[0]}
+    third = broker()
+    records = successor.groups.offsets_topic.records
+    third.groups.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    assert set(third.groups.consumer_groups.groups["grp"].members) == {"m1"}
+    assert ("old", 0) not in third.groups.coordinator.committed_offsets("grp")
 
 
 async def test_authorization_of_heartbeat_and_describe():

@@ -20,6 +20,7 @@ the groups from those records (``replay``, then ``on_loaded``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -112,6 +113,18 @@ class TopicMetadata:
     num_partitions: int
 
 
+def subscription_metadata_hash(metadata: Mapping[str, TopicMetadata]) -> int:
+    """A signed 64-bit hash of the subscribed topics (name, id, partition count), 0 for none as Kafka's
+    Utils.computeGroupHash. Kafka hashes with XXH3 and includes the partitions' racks; only this
+    coordinator compares the value, so it is its own (BLAKE2b) hash of what the assignors use."""
+    if not metadata:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name, topic in sorted(metadata.items()):
+        digest.update(f"{name}\0{topic.topic_id}\0{topic.num_partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
 class TopicsImage(Protocol):
     """What the coordinator needs of the cluster's metadata."""
 
@@ -174,6 +187,8 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
+    # subscription_metadata's hash: all a group rebuilt from its records knows of it (KIP-1101)
+    metadata_hash: int = 0
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     session_deadlines: dict[str, int] = field(default_factory=dict)
     revocation_deadlines: dict[str, int] = field(default_factory=dict)
@@ -209,6 +224,13 @@ class ConsumerGroup:
             join_deadlines=dict(self.join_deadlines),
             sync_deadlines=dict(self.sync_deadlines),
         )
+
+    def update_subscription_metadata(self, metadata: dict[str, TopicMetadata]) -> bool:
+        """True if the subscribed topics changed, told by their hash as Kafka 4.1+ does (KIP-1101): a
+        group rebuilt from its records has the hash, not the topics, until a member heartbeats."""
+        self.subscription_metadata = metadata
+        old, self.metadata_hash = self.metadata_hash, subscription_metadata_hash(metadata)
+        return self.metadata_hash != old
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
@@ -504,8 +526,7 @@ class ConsumerGroupCoordinator:
         if bump or group.subscription_metadata_version != topics.version:
             metadata = self._subscription_metadata(group, updated, topics, request.topic_authorized)
             group.subscription_metadata_version = topics.version
-            if metadata != group.subscription_metadata:
-                group.subscription_metadata = metadata
+            if group.update_subscription_metadata(metadata):
                 bump = True
         if bump:
             group.group_epoch += 1
@@ -866,13 +887,16 @@ class ConsumerGroupCoordinator:
         self.groups.pop(group_id, None)
         return True
 
-    def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str], topics: TopicsImage | None = None) -> None:
         """Groups rebuilt from their records: every member's session starts now, and a member asked to
-        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded)."""
+        revoke gets its rebalance timeout again (GroupMetadataManager.onLoaded). The subscribed topics come
+        from ``topics`` (the records hold only their hash, which the next heartbeat compares)."""
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is None:
                 continue
+            if topics is not None:
+                group.subscription_metadata = self._loaded_subscription_metadata(group, topics)
             session_timeout_ms = self.group_config(group_id).consumer_session_timeout_ms
             for member in group.members.values():
                 if member.classic is not None:  # classic members have no revocation deadline
@@ -881,6 +905,16 @@ class ConsumerGroupCoordinator:
                 group.session_deadlines[member.member_id] = now_ms + session_timeout_ms
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     group.revocation_deadlines[member.member_id] = now_ms + member.rebalance_timeout_ms
+
+    def _loaded_subscription_metadata(
+        self, group: ConsumerGroup, topics: TopicsImage
+    ) -> dict[str, TopicMetadata]:
+        """The topics the members subscribe to as they are now: what a downgrade names the target's topic
+        ids by, and OffsetDelete keeps, before any member heartbeats (Kafka reads its metadata image)."""
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self.regexes.subscribed_topic_names(member, topics)
+        return {name: topic for name in sorted(names) if (topic := topics.by_name(name)) is not None}
 
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if predicate(g)]:

@@ -176,8 +176,7 @@ def _joined(
     if bump or group.subscription_metadata_version != topics.version:
         metadata = coordinator._subscription_metadata(group, updated, topics, None)
         group.subscription_metadata_version = topics.version
-        if metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
+        if group.update_subscription_metadata(metadata):
             bump = True
     if bump:
         group.group_epoch += 1

@@ -34,10 +34,12 @@ from epochkraft.broker.group_coordinator import (
     JoinResult,
     SyncResult,
     coordinator_partition,
+    json_offset_record_key,
     offset_record_key,
     offset_record_value,
     parse_offset_record,
 )
+from epochkraft.broker.group_record_serde import is_json_record
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
@@ -133,6 +135,8 @@ class GroupService:
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
         self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes whose write failed
+        # offsets loaded from JSON records (before Kafka's format): their tombstones cover those keys too
+        self._json_offsets: set[tuple[str, str, int]] = set()
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -226,11 +230,15 @@ class GroupService:
             return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
 
-    def load_partition(self, partition: int, records: Iterable[LoggedOffsetRecord]) -> None:
+    def load_partition(
+        self, partition: int, records: Iterable[LoggedOffsetRecord], topics: TopicsImage | None = None
+    ) -> None:
         """Replays an offsets partition's records when this broker becomes its leader; a transaction's
-        offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets."""
+        offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets. ``topics``:
+        the metadata the consumer groups' subscribed topics are looked up in."""
         coordinator = self.coordinator
         coordinator.drop_pending_txn_offsets(partition)
+        json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
         for record in records:
             if record.outcome is not None:
                 committed = record.outcome == TxnOutcome.COMMIT
@@ -241,8 +249,11 @@ class GroupService:
             parsed = parse_offset_record(record.key, record.value)
             if parsed is None:
                 consumer_group_records.replay(self.consumer_groups, record.key, record.value)
+                self._note_json_group_record(record.key, record.value, json_records)
                 continue
             group_id, topic, index, offset = parsed
+            if is_json_record(record.key):
+                self._json_offsets.add((group_id, topic, index))
             if record.producer_id < 0:
                 coordinator.apply_offset(group_id, topic, index, offset)
             elif offset is not None:
@@ -250,11 +261,26 @@ class GroupService:
                     partition, record.producer_id, group_id, {(topic, index): offset}
                 )
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
-        self.consumer_groups.on_loaded(self.now_ms(), loaded)
+        self.consumer_groups.on_loaded(self.now_ms(), loaded, topics)
         for group_id in loaded:
             group = self.consumer_groups.groups[group_id]
-            self._consumer_groups_written[group_id] = consumer_group_records.group_records(group)
+            # a group stored as JSON has none of Kafka's records yet: its next write has them all
+            written = json_records.get(group_id) or consumer_group_records.group_records(group)
+            self._consumer_groups_written[group_id] = written
         self._loaded.add(partition)
+
+    @staticmethod
+    def _note_json_group_record(key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]) -> None:
+        """A consumer group record in the JSON form written before Kafka's: counted as written, so the
+        group's next write tombstones it (compaction would keep it, and a later load replay it) before
+        writing the group's records in Kafka's format."""
+        group_id = consumer_group_records.json_record_group(key)
+        if group_id is None:
+            return
+        if value is None:
+            live.get(group_id, {}).pop(key, None)
+        else:
+            live.setdefault(group_id, {})[key] = value
 
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
@@ -264,6 +290,7 @@ class GroupService:
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
         for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
             del self._consumer_groups_written[group_id]
+        self._json_offsets = {o for o in self._json_offsets if self.partition_for(o[0]) != partition}
         for group_id in [g for g in self._consumer_group_changes if self.partition_for(g) == partition]:
             del self._consumer_group_changes[group_id]
         self._unwritten_consumer_groups = {
@@ -618,9 +645,14 @@ class GroupService:
     async def _tombstone(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
         if not partitions:
             return ErrorCode.none
-        records = [(offset_record_key(group_id, t, p), None) for t, p in partitions]
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_record_key(group_id, t, p), None) for t, p in partitions
+        ]
+        legacy = [(group_id, t, p) for t, p in partitions if (group_id, t, p) in self._json_offsets]
+        records += [(json_offset_record_key(*offset), None) for offset in legacy]
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error == ErrorCode.none:
+            self._json_offsets.difference_update(legacy)
             for topic, partition in partitions:
                 self.coordinator.apply_offset(group_id, topic, partition, None)
         return normalize_append_error(error)

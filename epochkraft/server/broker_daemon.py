@@ -57,6 +57,7 @@ from epochkraft.broker.offsets_topic import OffsetsTopic
 from epochkraft.broker.producer_id_manager import GeneratedProducerId, RpcProducerIdManager
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.broker.transaction_coordinator import TransactionCoordinator, TransactionSettings
 from epochkraft.broker.transaction_log import TRANSACTION_STATE_TOPIC
 from epochkraft.broker.transaction_service import TransactionService, TransactionStateTopic
@@ -283,7 +284,8 @@ class BrokerNode:
         if topic != OFFSETS_TOPIC:
             return
         if leader:
-            self.groups.load_partition(partition, self.offsets_topic.read_all(partition))
+            records = self.offsets_topic.read_all(partition)
+            self.groups.load_partition(partition, records, CacheTopics(self.cache))
         else:
             self.groups.unload_partition(partition)
 

@@ -1,0 +1,368 @@
+"""``__consumer_offsets`` records in Kafka's format, as Kafka's GroupCoordinatorRecordSerdeTest and
+GroupCoordinatorRecordHelpersTest: bytes laid out as the JSON schemas say, every record type round trips,
+older versions read, and consumer groups rebuilt from the finer-grained records in any order (and from the
+JSON records written before)."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import uuid
+
+import pytest
+
+from epochkraft.broker import consumer_group_records
+from epochkraft.broker import group_record_serde as serde
+from epochkraft.broker.consumer_group import ConsumerGroupCoordinator
+from epochkraft.broker.group_coordinator import (
+    CommittedOffset,
+    offset_record_key,
+    offset_record_value,
+    parse_offset_record,
+)
+from epochkraft.broker.group_record_serde import RecordType
+from tests.test_consumer_group import Context
+
+FOO = uuid.UUID("0b4b51a4-3c12-4e8d-9e54-6d0f8a8a0a01")
+
+
+def s16(value: str) -> bytes:
+    return struct.pack(">h", len(value)) + value.encode()
+
+
+def compact(value: str) -> bytes:
+    return bytes([len(value) + 1]) + value.encode()
+
+
+def test_serialize_key():
+    """GroupCoordinatorRecordSerdeTest.testSerializeKey: int16 record type, then the key's fields."""
+    key = offset_record_key("group", "foo", 1)
+    assert key == b"\x00\x01" + s16("group") + s16("foo") + b"\x00\x00\x00\x01"
+    member_key = serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "g", "m")
+    assert serde.key_bytes(member_key) == b"\x00\x05" + s16("g") + s16("m")
+
+
+def test_new_offset_commit_record_bytes():
+    """GroupCoordinatorRecordHelpersTest.testNewOffsetCommitRecord: version 4 (flexible: a compact string,
+    an empty tagged fields section), the leader epoch kept and no topic id tag."""
+    value = offset_record_value(CommittedOffset(100, 10, "metadata", 1234))
+    assert value == (
+        struct.pack(">hqi", 4, 100, 10) + compact("metadata") + struct.pack(">q", 1234) + b"\x00"
+    )
+
+
+def test_offset_commit_value_version():
+    """GroupCoordinatorRecordHelpersTest.testOffsetCommitValueVersion: 1 with an expire timestamp, else 4;
+    version 1 carries expireTimestamp after commitTimestamp."""
+    committed = serde.OffsetCommitValue(5, -1, "", 7, expire_timestamp=9)
+    assert serde.value_bytes(committed, 1) == struct.pack(">hq", 1, 5) + s16("") + struct.pack(">qq", 7, 9)
+    assert serde.value_bytes(committed)[:2] == b"\x00\x04"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_deserialize_every_offset_commit_value_version(version):
+    """Values Kafka wrote before 4.3: the leader epoch is -1 before version 3, the expire time only in 1."""
+    value = serde.OffsetCommitValue(42, 3 if version >= 3 else -1, "m", 1000, 2000 if version == 1 else -1)
+    data = serde.value_bytes(value, version)
+    assert serde.parse_value(RecordType.OFFSET_COMMIT, data) == value
+    assert serde.parse_value(RecordType.LEGACY_OFFSET_COMMIT, data) == value
+
+
+def test_offset_commit_topic_id_tag():
+    value = serde.OffsetCommitValue(1, 0, "", 2, topic_id=FOO)
+    data = serde.value_bytes(value)
+    assert data.endswith(b"\x01\x00\x10" + FOO.bytes)  # one tagged field: tag 0, 16 bytes
+    assert serde.parse_value(RecordType.OFFSET_COMMIT, data) == value
+
+
+def test_offset_records_parse_tombstones_and_legacy_key_type():
+    committed = CommittedOffset(10, 2, "meta", 123)
+    key = offset_record_key("g", "topic", 4)
+    assert parse_offset_record(key, offset_record_value(committed)) == ("g", "topic", 4, committed)
+    assert parse_offset_record(key, None) == ("g", "topic", 4, None)
+    legacy_key = b"\x00\x00" + key[2:]  # LegacyOffsetCommitKey, type 0
+    assert parse_offset_record(legacy_key, offset_record_value(committed)) == ("g", "topic", 4, committed)
+    consumer_group_key = serde.key_bytes(serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g"))
+    assert parse_offset_record(consumer_group_key, None) is None
+
+
+def test_json_offset_records_still_read():
+    key = json.dumps(["offset", "g", "t", 3], separators=(",", ":")).encode()
+    value = b'{"offset":7,"leader_epoch":1,"metadata":null,"commit_timestamp_ms":5}'
+    assert parse_offset_record(key, value) == ("g", "t", 3, CommittedOffset(7, 1, None, 5))
+
+
+def test_new_group_metadata_record_bytes():
+    """GroupCoordinatorRecordHelpersTest.testNewGroupMetadataRecord: version 3 as Kafka 4.3 writes it."""
+    member = serde.GroupMetadataMember("m1", "i1", "c", "h", 30_000, 10_000, b"sub", b"asg")
+    value = serde.GroupMetadataValue("consumer", 2, "range", "m1", 99, (member,))
+    data = serde.value_bytes(value)
+    expected = struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 2) + s16("range") + s16("m1")
+    expected += struct.pack(">qi", 99, 1) + s16("m1") + s16("i1") + s16("c") + s16("h")
+    expected += struct.pack(">iii", 30_000, 10_000, 3) + b"sub" + struct.pack(">i", 3) + b"asg"
+    assert data == expected
+    for version in range(5):
+        older = serde.value_bytes(value, version)
+        read = serde.parse_value(RecordType.GROUP_METADATA, older)
+        assert isinstance(read, serde.GroupMetadataValue) and read.members[0].subscription == b"sub"
+        assert read.current_state_timestamp == (99 if version >= 2 else -1)
+
+
+def test_new_consumer_group_current_assignment_record_bytes():
+    """ConsumerGroupCurrentMemberAssignmentValue version 0 (flexible): epochs, the state byte, compact
+    arrays of (uuid, compact int32 array, tagged fields); AssignmentEpochs as tag 0 when written."""
+    value = serde.ConsumerGroupCurrentMemberAssignmentValue(
+        10, 9, 1, (serde.AssignedTopicPartitions(FOO, (0, 1), (10, 10)),), ()
+    )
+    data = serde.value_bytes(value)
+    epochs = b"\x03" + struct.pack(">ii", 10, 10)
+    topic = FOO.bytes + b"\x03" + struct.pack(">ii", 0, 1) + b"\x01\x00" + bytes([len(epochs)]) + epochs
+    assert data == struct.pack(">hiib", 0, 10, 9, 1) + b"\x02" + topic + b"\x01" + b"\x00"
+    assert serde.parse_value(RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, data) == value
+
+
+def test_new_consumer_group_epoch_record_bytes():
+    """ConsumerGroupMetadataValue: the epoch, then MetadataHash as tag 0 unless 0 (KIP-1101)."""
+    assert (
+        serde.value_bytes(serde.ConsumerGroupMetadataValue(10))
+        == b"\x00\x00" + struct.pack(">i", 10) + b"\x00"
+    )
+    data = serde.value_bytes(serde.ConsumerGroupMetadataValue(10, -2))
+    assert data == b"\x00\x00" + struct.pack(">i", 10) + b"\x01\x00\x08" + struct.pack(">q", -2)
+
+
+ALL_RECORDS: list[tuple[serde.Key, serde.Value]] = [
+    (serde.OffsetCommitKey("g", "t", 0), serde.OffsetCommitValue(1, 2, "x", 3)),
+    (
+        serde.GroupMetadataKey("g"),
+        serde.GroupMetadataValue("consumer", 1, None, None, 5, ()),
+    ),
+    (
+        serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g"),
+        serde.ConsumerGroupMetadataValue(3, 77),
+    ),
+    (
+        serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, "g"),
+        serde.ConsumerGroupPartitionMetadataValue((serde.PartitionMetadataTopic(FOO, "foo", 6),)),
+    ),
+    (
+        serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "g", "m"),
+        serde.ConsumerGroupMemberMetadataValue(
+            "i",
+            None,
+            "c",
+            "/h",
+            ("foo", "bar"),
+            None,
+            5000,
+            "range",
+            serde.ClassicMemberMetadata(45_000, (("range", b"\x00\x01"),)),
+        ),
+    ),
+    (
+        serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g"),
+        serde.ConsumerGroupTargetAssignmentMetadataValue(3, 1234),
+    ),
+    (
+        serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "g", "m"),
+        serde.ConsumerGroupTargetAssignmentMemberValue(((FOO, (0, 2)),)),
+    ),
+    (
+        serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m"),
+        serde.ConsumerGroupCurrentMemberAssignmentValue(
+            3, 2, 0, (), (serde.AssignedTopicPartitions(FOO, (1,)),)
+        ),
+    ),
+    (
+        serde.ConsumerGroupRegularExpressionKey("g", "fo.*"),
+        serde.ConsumerGroupRegularExpressionValue(("foo",), 12, 34),
+    ),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), ALL_RECORDS, ids=lambda r: type(r).__name__)
+def test_deserialize_all_record_types(key, value):
+    """GroupCoordinatorRecordSerdeTest.testDeserializeAllRecordTypes: each record's round trip, its
+    tombstone, and the decoder fed the whole buffer, one with a byte more, and one a byte short."""
+    key_data, value_data = serde.key_bytes(key), serde.value_bytes(value)
+    assert serde.parse_record(key_data, value_data) == (key, value)
+    assert serde.parse_record(key_data, None) == (key, None)
+    with pytest.raises(serde.RecordError):
+        serde.parse_record(key_data, value_data + b"\x00")
+    with pytest.raises(serde.RecordError):
+        serde.parse_record(key_data, value_data[:-1])
+    with pytest.raises(serde.RecordError):
+        serde.parse_record(key_data + b"\x00", value_data)
+
+
+def test_deserialize_with_invalid_record_type_or_version():
+    """GroupCoordinatorRecordSerdeTest: an unknown record type is another coordinator's (share or streams
+    groups), not an error; an unknown value version or an empty value is."""
+    assert serde.parse_record(b"\x00\x0a" + s16("g"), b"\x00\x00") is None
+    key = serde.key_bytes(serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g"))
+    with pytest.raises(serde.RecordError, match="unknown version 1"):
+        serde.parse_record(key, b"\x00\x01" + struct.pack(">i", 3) + b"\x00")
+    with pytest.raises(serde.RecordError):
+        serde.parse_record(key, b"")
+
+
+def test_unknown_tagged_fields_are_skipped():
+    data = b"\x00\x00" + struct.pack(">i", 4) + b"\x01\x07\x02ab"  # tag 7, 2 bytes
+    assert serde.parse_value(RecordType.CONSUMER_GROUP_METADATA, data) == serde.ConsumerGroupMetadataValue(4)
+
+
+# ---- consumer groups: what the coordinator writes and replays -------------------------------------
+def written_group(ctx: Context) -> dict[bytes, bytes]:
+    return consumer_group_records.group_records(ctx.group())
+
+
+def record_types(records) -> list[RecordType]:
+    return [RecordType(int.from_bytes(key[:2], "big")) for key, _ in records]
+
+
+@pytest.fixture
+def ctx() -> Context:
+    c = Context()
+    c.topics.create("foo", 6)
+    return c
+
+
+def test_consumer_group_written_as_kafkas_records(ctx):
+    """GroupMetadataManager's heartbeat of a new member: its subscription, the group epoch, the target
+    assignment, its metadata and the member's current assignment, in that order."""
+    ctx.join("a", server_assignor="range")
+    records = list(written_group(ctx).items())
+    assert record_types(records) == [
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        RecordType.CONSUMER_GROUP_METADATA,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    ]
+    parsed = [serde.parse_record(k, v) for k, v in records]
+    metadata = parsed[0][1]
+    assert isinstance(metadata, serde.ConsumerGroupMemberMetadataValue)
+    assert metadata.subscribed_topic_names == ("foo",) and metadata.server_assignor == "range"
+    epoch = parsed[1][1]
+    assert (
+        isinstance(epoch, serde.ConsumerGroupMetadataValue) and epoch.epoch == 1 and epoch.metadata_hash != 0
+    )
+
+
+def test_member_leaving_writes_kafkas_tombstones(ctx):
+    """GroupMetadataManager.removeMember: current assignment, target assignment, then subscription."""
+    ctx.join("a")
+    ctx.join("b")
+    written = written_group(ctx)
+    ctx.heartbeat("b", -1)
+    records = consumer_group_records.records_to_write(ctx.group(), written)
+    tombstones = [(k, v) for k, v in records if v is None]
+    assert record_types(tombstones) == [
+        RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+    ]
+    assert all(serde.parse_record(k, None)[0].member_id == "b" for k, _ in tombstones)  # type: ignore[union-attr]
+
+
+def test_deleted_group_tombstones_its_metadata_last(ctx):
+    """createGroupTombstoneRecords: the members' records, the target assignment metadata, the group's."""
+    ctx.join("a")
+    written = written_group(ctx)
+    records = consumer_group_records.records_to_write(None, written)
+    assert all(v is None for _, v in records)
+    assert record_types(records)[-2:] == [
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        RecordType.CONSUMER_GROUP_METADATA,
+    ]
+
+
+def replayed(records) -> ConsumerGroupCoordinator:
+    coordinator = ConsumerGroupCoordinator()
+    for key, value in records:
+        assert consumer_group_records.replay(coordinator, key, value)
+    return coordinator
+
+
+def same_group(a, b) -> None:
+    assert (a.group_epoch, a.assignment_epoch, a.metadata_hash) == (
+        b.group_epoch,
+        b.assignment_epoch,
+        b.metadata_hash,
+    )
+    assert a.members == b.members
+    assert a.target_assignment == b.target_assignment
+    assert a.partition_epochs == b.partition_epochs
+    assert a.static_members == b.static_members
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_replay_in_any_order_within_a_write(ctx, seed):
+    """A member's current assignment may be replayed before its subscription (GroupMetadataManager.replay
+    creates the member from whichever record comes first): the group rebuilt is the same."""
+    ctx.join("a", instance_id="i1")
+    b = ctx.join("b")
+    ctx.poll("b", b.member_epoch, b.assignment)
+    records = list(written_group(ctx).items())
+    random.Random(seed).shuffle(records)
+    same_group(replayed(records).groups["grp"], ctx.group())
+
+
+def test_replayed_group_does_not_rebalance_on_its_next_heartbeat(ctx):
+    """The group epoch stays: the subscribed topics' hash came back with the group, so the first
+    heartbeat after a failover finds nothing changed."""
+    a = ctx.join("a")
+    epoch = ctx.group().group_epoch
+    ctx.coordinator.groups["grp"] = replayed(written_group(ctx).items()).groups["grp"]
+    again = ctx.poll("a", a.member_epoch, a.assignment)
+    assert ctx.group().group_epoch == epoch and again.member_epoch == a.member_epoch
+
+
+def test_member_tombstones_replayed_remove_the_member(ctx):
+    ctx.join("a")
+    ctx.join("b")
+    written = written_group(ctx)
+    ctx.heartbeat("b", -1)
+    records = list(written.items()) + consumer_group_records.records_to_write(ctx.group(), written)
+    same_group(replayed(records).groups["grp"], ctx.group())
+
+
+def test_json_records_still_replayed_and_tombstoned_by_the_next_write(ctx):
+    """A data directory written before Kafka's format loads; the group's next write tombstones the JSON
+    keys, which compaction would otherwise keep and a later load bring back."""
+    a = ctx.join("a")
+    group = ctx.group()
+    foo = ctx.topics.by_name("foo")
+    assert foo is not None
+    group_key = json.dumps(["consumer-group", "grp"], separators=(",", ":")).encode()
+    member_key = json.dumps(["consumer-group-member", "grp", "a"], separators=(",", ":")).encode()
+    assigned = {str(foo.topic_id): sorted(parts) for parts in a.assignment.values()}  # type: ignore[union-attr]
+    group_value = {
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "subscription_metadata": {"foo": [str(foo.topic_id), 6]},
+    }
+    member_value = {
+        "instance_id": None,
+        "rack_id": None,
+        "client_id": "",
+        "client_host": "",
+        "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": ["foo"],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "state": "stable",
+        "member_epoch": a.member_epoch,
+        "previous_member_epoch": 0,
+        "assigned": assigned,
+        "pending_revocation": {},
+        "target": assigned,
+    }
+    legacy = [(group_key, json.dumps(group_value).encode()), (member_key, json.dumps(member_value).encode())]
+    loaded = replayed(legacy).groups["grp"]
+    assert loaded.members["a"].assigned == group.members["a"].assigned
+    assert loaded.metadata_hash == group.metadata_hash and loaded.group_epoch == group.group_epoch
+    records = consumer_group_records.records_to_write(loaded, dict(legacy))
+    assert [(k, v) for k, v in records if v is None] == [(member_key, None), (group_key, None)]
+    assert not any(serde.is_json_record(k) for k, v in records if v is not None)
