@@ -33,8 +33,9 @@
    acks=all), the ratio transactional/idempotent of records/s; ``--targets epochkraft,kafka`` measures
    Kafka's ratio too (epochkraft/bench/txn.py).
 13. acks: single 100 B batches produced one at a time with acks=all (RF 3): a replication round trip's
-   latency, p50 / p90 / p99 (``--acks-count`` of them); ``--targets epochkraft,kafka`` measures Kafka's
-   too (epochkraft/bench/acks.py).
+   latency, p50 / p90 / p99 (``--acks-count`` of them), and the brokers' CPU per batch, alone and with
+   ``--acks-idle-partitions`` more partitions on the brokers; ``--targets epochkraft,kafka`` measures
+   Kafka's too (epochkraft/bench/acks.py).
 """
 
 from __future__ import annotations
@@ -360,16 +361,26 @@ def part_txn(work: Path, seconds: float, rounds: int, targets: list[str]) -> dic
     return results
 
 
-def part_acks(work: Path, count: int, targets: list[str]) -> dict[str, Any]:
-    """acks=all latency of single small batches, one at a time, on each target in turn."""
+def part_acks(work: Path, count: int, idle_partitions: int, targets: list[str]) -> dict[str, Any]:
+    """acks=all latency of single small batches, one at a time, on each target in turn: alone, then with
+    ``idle_partitions`` more partitions (RF 3) led across the brokers, as a transaction's cluster has its
+    ``__transaction_state`` and ``__consumer_offsets`` partitions; with the brokers' CPU per batch."""
     from epochkraft.bench.acks import acks_all_latencies, summary
     from epochkraft.peers.perf import create_topic
 
     results: dict[str, Any] = {}
     for target in targets:
-        with _produce_cluster(work, target, "acks") as (bootstrap, _pids):
+        with _produce_cluster(work, target, "acks") as (bootstrap, pids):
             asyncio.run(create_topic(bootstrap, "acks", 1, 3, 2))
-            results[target] = summary(acks_all_latencies(bootstrap, "acks", count))
+            figures = {}
+            for label, idle in (("alone", 0), (f"with_{idle_partitions}_idle_partitions", idle_partitions)):
+                if idle:
+                    asyncio.run(create_topic(bootstrap, "acks-idle", idle, 3, 2))
+                cpu = _cpu_seconds(pids)
+                latencies = acks_all_latencies(bootstrap, "acks", count)
+                cpu_ms = (_cpu_seconds(pids) - cpu) * 1000 / count
+                figures[label] = {**summary(latencies), "broker_cpu_ms_per_batch": round(cpu_ms, 2)}
+            results[target] = figures
     return results
 
 
@@ -844,6 +855,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--acks-count", type=int, default=500, help="single acks=all batches timed in the acks part"
     )
+    parser.add_argument(
+        "--acks-idle-partitions",
+        type=int,
+        default=60,
+        help="idle partitions added for the acks part's second run",
+    )
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
@@ -916,7 +933,7 @@ def main(argv: list[str]) -> int:
             elif part == "txn":
                 results[part] = part_txn(work, args.seconds, args.rounds, targets)
             elif part == "acks":
-                results[part] = part_acks(work, args.acks_count, targets)
+                results[part] = part_acks(work, args.acks_count, args.acks_idle_partitions, targets)
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 
