@@ -32,6 +32,10 @@
 12. txn: transactions of 100 records of 1 KiB against the idempotent producer at the same settings (RF 3
    acks=all), the ratio transactional/idempotent of records/s; ``--targets epochkraft,kafka`` measures
    Kafka's ratio too (epochkraft/bench/txn.py).
+13. acks: single 100 B batches produced one at a time with acks=all (RF 3): a replication round trip's
+   latency, p50 / p90 / p99 (``--acks-count`` of them), and the brokers' CPU per batch, alone and with
+   ``--acks-idle-partitions`` more partitions on the brokers; ``--targets epochkraft,kafka`` measures
+   Kafka's too (epochkraft/bench/acks.py).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ PARTS = (
     "view",
     "request_floods",
     "txn",
+    "acks",
 )
 FAST = """broker.heartbeat.interval.ms=500
 replica.fetch.wait.max.ms=100
@@ -353,6 +358,29 @@ def part_txn(work: Path, seconds: float, rounds: int, targets: list[str]) -> dic
     by = {f.target: f for f in figures}
     if "epochkraft" in by and "kafka" in by:
         results["epochkraft/kafka"] = round(by["epochkraft"].ratio / max(by["kafka"].ratio, 1e-9), 2)
+    return results
+
+
+def part_acks(work: Path, count: int, idle_partitions: int, targets: list[str]) -> dict[str, Any]:
+    """acks=all latency of single small batches, one at a time, on each target in turn: alone, then with
+    ``idle_partitions`` more partitions (RF 3) led across the brokers, as a transaction's cluster has its
+    ``__transaction_state`` and ``__consumer_offsets`` partitions; with the brokers' CPU per batch."""
+    from epochkraft.bench.acks import acks_all_latencies, summary
+    from epochkraft.peers.perf import create_topic
+
+    results: dict[str, Any] = {}
+    for target in targets:
+        with _produce_cluster(work, target, "acks") as (bootstrap, pids):
+            asyncio.run(create_topic(bootstrap, "acks", 1, 3, 2))
+            figures = {}
+            for label, idle in (("alone", 0), (f"with_{idle_partitions}_idle_partitions", idle_partitions)):
+                if idle:
+                    asyncio.run(create_topic(bootstrap, "acks-idle", idle, 3, 2))
+                cpu = _cpu_seconds(pids)
+                latencies = acks_all_latencies(bootstrap, "acks", count)
+                cpu_ms = (_cpu_seconds(pids) - cpu) * 1000 / count
+                figures[label] = {**summary(latencies), "broker_cpu_ms_per_batch": round(cpu_ms, 2)}
+            results[target] = figures
     return results
 
 
@@ -824,6 +852,15 @@ def main(argv: list[str]) -> int:
         "--view-changes", type=float, default=100.0, help="metadata changes/s in the view part"
     )
     parser.add_argument("--view-browsers", type=int, default=3, help="browsers attached in the view part")
+    parser.add_argument(
+        "--acks-count", type=int, default=500, help="single acks=all batches timed in the acks part"
+    )
+    parser.add_argument(
+        "--acks-idle-partitions",
+        type=int,
+        default=60,
+        help="idle partitions added for the acks part's second run",
+    )
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--work-dir")
     args = parser.parse_args(argv)
@@ -895,6 +932,8 @@ def main(argv: list[str]) -> int:
                 results[part] = part_request_floods(work / "request-floods", args.seconds)
             elif part == "txn":
                 results[part] = part_txn(work, args.seconds, args.rounds, targets)
+            elif part == "acks":
+                results[part] = part_acks(work, args.acks_count, args.acks_idle_partitions, targets)
             elif part == "tls":
                 from epochkraft.bench.tls import part_tls
 

@@ -1,8 +1,9 @@
 """The leader's side of a Fetch, as Kafka's ReplicaManager.fetchMessages with its DelayedFetch: every
 partition read by the rules of ``fetch_rules.plan_read`` within the response's byte budget, a follower's
 position recorded (which may grow the ISR and move the high watermark, completing acks=all produces), and
-the long poll: read again whenever a partition read gets data, until ``min_bytes`` are there, an error or
-a divergence is found, or ``max_wait_ms`` is up.
+the long poll: read again whenever a partition's wait mark moves (``fetch_rules.wait_mark``: new data for
+this reader, a change of leader epoch, role or log start), until ``min_bytes`` are there, an error or a
+divergence is found, or ``max_wait_ms`` is up.
 
 The handler decodes the request, resolves topic ids and checks rights; what it may read comes here.
 """
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from epochkraft.broker.fetch_rules import plan_read
+from epochkraft.broker.fetch_rules import WaitMark, plan_read, wait_mark
 from epochkraft.broker.slices import Slicer
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer
@@ -23,7 +24,7 @@ from epochkraft.protocol.records import iter_batches
 
 if TYPE_CHECKING:
     from epochkraft.broker.log import PartitionLog
-    from epochkraft.broker.replica_manager import ReplicaManager
+    from epochkraft.broker.replica_manager import Replica, ReplicaManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,21 +69,78 @@ async def fetch_messages(
         budget = params.max_bytes
         total = 0
         answers: list[Answer] = []
-        waits: list[asyncio.Event] = []
+        marks: list[Mark] = []
         for wanted in partitions:
             answer, used = read_partition(manager, params, wanted, budget, min_one=total == 0)
             budget = max(budget - used, 0)
             total += used
             answers.append(answer)
-            replica = manager.replica(wanted.topic, wanted.partition)
-            if replica is not None:
-                waits.append(replica.data_event)
+            marks.append(_mark(manager, params, wanted))  # before the slice's turn lets an append in
             await slicer.turn()
-        remaining = deadline - time.monotonic()
         errors = any(a.error != ErrorCode.none or a.diverging for a in answers)
-        if total >= min_bytes or errors or remaining <= 0 or not waits:
+        if total >= min_bytes or errors or deadline <= time.monotonic() or not any(marks):
             return answers
-        await _wait_any(waits, remaining)
+        await _wait_for_change(manager, params, partitions, marks, deadline)
+
+
+# A partition's replica as a read found it and its wait mark; None: no replica here.
+Mark = tuple["Replica", WaitMark] | None
+
+
+def _mark(manager: ReplicaManager, params: FetchParams, wanted: PartitionFetch) -> Mark:
+    replica = manager.replica(wanted.topic, wanted.partition)
+    if replica is None:
+        return None
+    plog = replica.log
+    committed_only = params.read_committed and not params.is_follower
+    mark = wait_mark(
+        replica.partition,
+        log_start_offset=plog.log_start_offset,
+        log_end_offset=plog.log_end_offset,
+        last_stable_offset=replica.last_stable_offset if committed_only else -1,
+        follower=params.is_follower,
+        read_committed=committed_only,
+    )
+    return replica, mark
+
+
+def _moved(
+    manager: ReplicaManager, params: FetchParams, partitions: Sequence[PartitionFetch], marks: list[Mark]
+) -> bool:
+    """Whether a read now could answer differently: a partition's replica or mark changed since it was read."""
+    for wanted, seen in zip(partitions, marks, strict=True):
+        now = _mark(manager, params, wanted)
+        if (now is None) != (seen is None):
+            return True
+        if now is not None and seen is not None and (now[0] is not seen[0] or now[1] != seen[1]):
+            return True
+    return False
+
+
+async def _wait_for_change(
+    manager: ReplicaManager,
+    params: FetchParams,
+    partitions: Sequence[PartitionFetch],
+    marks: list[Mark],
+    deadline: float,
+) -> None:
+    """Waits until a partition's mark moves or the deadline passes (Kafka's DelayedFetch: each wakeup of
+    the partitions, an append or a high watermark's move, checks the fetch, which completes only when a
+    read could answer differently; a follower's fetch is not read again for the high watermark another
+    follower moved). One future, woken by any of the partitions."""
+    loop = asyncio.get_running_loop()
+    while (remaining := deadline - time.monotonic()) > 0:
+        if _moved(manager, params, partitions, marks):
+            return
+        woken: asyncio.Future[None] = loop.create_future()
+        replicas = [mark[0] for mark in marks if mark is not None]
+        for replica in replicas:
+            replica.fetch_waiters.add(woken)
+        try:
+            await asyncio.wait((woken,), timeout=remaining)
+        finally:
+            for replica in replicas:
+                replica.fetch_waiters.discard(woken)
 
 
 def read_partition(
@@ -162,12 +220,3 @@ def _aborted_transactions(
     for _pos, header in iter_batches(chunks[0] if len(chunks) == 1 else b"".join(chunks)):
         upper = header.next_offset
     return [(t.producer_id, t.first_offset) for t in plog.collect_aborted_txns(fetch_offset, upper)]
-
-
-async def _wait_any(events: list[asyncio.Event], timeout: float) -> None:
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()

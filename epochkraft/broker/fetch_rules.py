@@ -8,6 +8,9 @@ OFFSET_OUT_OF_RANGE, a fetch offset below the log start -> OFFSET_OUT_OF_RANGE, 
 below the fetch offset -> DivergingEpoch (and no data); then a read in [log start, log end], up to the log
 end for a follower and the high watermark for a consumer.
 
+A waiting fetch (Kafka's DelayedFetch.tryComplete): ``wait_mark`` is what a partition's answer can change
+with; the leader reads a waiting fetch again only when a partition's mark moved since its last read.
+
 Follower (Kafka's AbstractFetcherThread.getOffsetTruncationState and fetchOffsetAndTruncate):
 ``truncation_offset`` for a DivergingEpoch and ``out_of_range_reset`` for OFFSET_OUT_OF_RANGE.
 """
@@ -96,6 +99,39 @@ def plan_read(
     if fetch_offset < start or fetch_offset > log_end_offset:
         return ReadPlan(ErrorCode.offset_out_of_range, hw, start)
     return ReadPlan(ErrorCode.none, hw, start, max_offset=log_end_offset if replica_id >= 0 else hw)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitMark:
+    """What a waiting fetch's answer for one partition depends on, besides the bytes already read."""
+
+    leader_epoch: int
+    role: Role
+    readable_end: int  # the offset a read stops at: log end (follower), high watermark or last stable offset
+    log_start_offset: int
+
+
+def wait_mark(
+    partition: Partition,
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    last_stable_offset: int,
+    follower: bool,
+    read_committed: bool,
+) -> WaitMark:
+    """A partition's mark, as Kafka's DelayedFetch.tryComplete reads it: a follower's read ends at the log
+    end, so a high watermark moved by another follower's fetch leaves its mark (and its answer) as it was;
+    a consumer's ends at the high watermark, or the last stable offset when it reads committed records.
+    A change of leader epoch or role (an error to answer) or of log start (an offset now out of range)
+    moves the mark too."""
+    if follower:
+        end = log_end_offset
+    elif read_committed:
+        end = min(last_stable_offset, partition.high_watermark)
+    else:
+        end = partition.high_watermark
+    return WaitMark(partition.leader_epoch, partition.role, end, log_start_offset)
 
 
 def truncation_offset(

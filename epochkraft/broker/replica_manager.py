@@ -79,7 +79,8 @@ class Replica:
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     # acks=all waiters: (required offset, sequence, future) ordered by offset
     hw_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
-    data_event: asyncio.Event = field(default_factory=asyncio.Event)
+    # long-polling fetches waiting on this replica: one future each, shared by all the partitions it reads
+    fetch_waiters: set[asyncio.Future[None]] = field(default_factory=set)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -110,9 +111,11 @@ class Replica:
 
 
 def wake(replica: Replica) -> None:
-    """Wakes every long-polling fetch waiting on this replica and arms a fresh event for the next ones."""
-    replica.data_event.set()
-    replica.data_event = asyncio.Event()
+    """Wakes every long-polling fetch waiting on this replica; each checks whether to read again."""
+    waiters, replica.fetch_waiters = replica.fetch_waiters, set()
+    for future in waiters:
+        if not future.done():
+            future.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
