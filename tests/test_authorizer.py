@@ -215,3 +215,19 @@ def test_group_configs_need_the_groups_own_acls():
     )
     assert refusal(44, alter, cluster_only) == ErrorCode.group_authorization_failed
     assert refusal(32, describe, cluster_only) == ErrorCode.group_authorization_failed
+
+
+def test_update_features_and_describe_quorum_need_their_cluster_operations_on_both_listeners():
+    """ControllerApis.handleUpdateFeatures authorizes ALTER on the cluster and handleDescribeQuorum DESCRIBE,
+    for the client's principal a broker forwards; ours refuses at the broker too (its DescribeQuorum reaches
+    the controller as the broker's own request), and the controller checks UpdateFeatures' forwarded
+    principal."""
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.server.request_rules import listener_refusal
+
+    nobody = _txn_context()
+    for listener in ("broker", "controller"):
+        assert listener_refusal(listener, 57, None, nobody) == ErrorCode.cluster_authorization_failed
+        assert listener_refusal(listener, 55, None, nobody) == ErrorCode.cluster_authorization_failed
+    admin = _txn_context(acl("kafka-cluster", AclOperation.ALTER, rtype=ResourceType.CLUSTER))
+    assert listener_refusal("controller", 57, None, admin) is None

@@ -151,3 +151,10 @@ def test_envelope_error_reaches_the_client_as_kafka_answers_it():
     ):
         response = forwarding.unwrap_response(forwarding.refused_envelope(envelope_error), request)
         assert [t.error_code for t in response.topics] == [client_error]
+
+
+def test_a_forwarded_request_no_controller_answered_times_out():
+    """ForwardingManager.onTimeout: the client gets REQUEST_TIMED_OUT (retried by the Admin client), not
+    UNKNOWN_SERVER_ERROR, when no controller answered its forwarded request."""
+    response = forwarding.timed_out(_create_topic("t"))
+    assert [t.error_code for t in response.topics] == [ErrorCode.request_timed_out]

@@ -225,6 +225,7 @@ class ReplicaManager:
             await fetcher.stop()
         for replica in self.replicas.values():
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+            wake(replica)
         self.validator.close()
         self.checkpoint_high_watermarks()
         self.logs.flush_all()
@@ -374,6 +375,7 @@ class ReplicaManager:
         if replica is not None:
             self._stop_fetching(replica)
             self._fail_waiters(replica, ErrorCode.not_leader_or_follower)
+            wake(replica)  # its long polls answer now (completeDelayedOperationsWhenNotPartitionLeader)
             self.lifecycle.on_leadership_lost(key)
         if was_leader:
             for listener in self.leadership_listeners:

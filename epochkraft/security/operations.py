@@ -18,6 +18,7 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         54: AclOperation.CLUSTER_ACTION,  # EndQuorumEpoch
         55: AclOperation.DESCRIBE,  # DescribeQuorum
         56: AclOperation.CLUSTER_ACTION,  # AlterPartition
+        57: AclOperation.ALTER,  # UpdateFeatures (ControllerApis.handleUpdateFeatures)
         58: AclOperation.CLUSTER_ACTION,  # Envelope (ControllerApis.handleEnvelopeRequest)
         62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
         63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
@@ -34,6 +35,10 @@ CLUSTER_OPERATIONS: dict[str, dict[int, AclOperation]] = {
         46: AclOperation.DESCRIBE,  # ListPartitionReassignments
         35: AclOperation.DESCRIBE,  # DescribeLogDirs
         48: AclOperation.DESCRIBE_CONFIGS,  # DescribeClientQuotas
+        # Forwarded by Kafka's brokers and checked by its controller for the client's principal; ours
+        # checks here (DescribeQuorum goes to the controller as the broker's own request).
+        55: AclOperation.DESCRIBE,  # DescribeQuorum
+        57: AclOperation.ALTER,  # UpdateFeatures
     },
 }
 # On both listeners: the ACL and SCRAM APIs (AclApis, ControllerApis.handleAlterUserScramCredentials).

@@ -333,7 +333,13 @@ class BrokerNode:
             envelope = forwarding.wrap(
                 request, header.client_id, header.correlation_id, client.principal, client.client_host
             )
-            response = forwarding.unwrap_response(await self.control.send(envelope), request)
+            try:
+                answer = await self.control.send(envelope)
+            except NetworkError:
+                # No controller answered in time: REQUEST_TIMED_OUT, which admin clients retry (Kafka's
+                # ForwardingManager.onTimeout), not UNKNOWN_SERVER_ERROR.
+                return forwarding.timed_out(request)
+            response = forwarding.unwrap_response(answer, request)
         if getattr(request, "validate_only", False):
             return response  # validate_only changes nothing
         if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:

@@ -91,6 +91,13 @@ def unwrap_response(envelope: EnvelopeResponse, request: Any) -> Any:
     return decode_entity(cls, data, header_size, allow_trailing=True)
 
 
+def timed_out(request: Any) -> Any:
+    """The client's answer when no controller answered its forwarded request in time (Kafka's
+    ForwardingManager.onTimeout: REQUEST_TIMED_OUT)."""
+    cls = response_class(int(request.__api_key__), int(request.__version__))
+    return error_response(request, cls, ErrorCode.request_timed_out)
+
+
 def unwrap_request(envelope: EnvelopeRequest) -> ForwardedRequest:
     """The client's request inside an Envelope (EnvelopeUtils.handleEnvelopeRequest); EnvelopeError with
     PRINCIPAL_DESERIALIZATION_FAILURE or INVALID_REQUEST for what Kafka refuses."""
