@@ -78,7 +78,10 @@ TOPIC_IDS_FROM = 13
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
-NOT_VERIFIED = ProduceAdds({}, {})  # no transactional id: no partition verified
+NOT_VERIFIED = ProduceAdds({}, {})
+# Tests only: a transactional request's partitions take their append turns once its verification returns,
+# so a later request of the producer may append ahead of it (the order a Flink job's producer was refused in).
+UNSAFE_UNORDERED_VERIFICATION_FOR_TESTS = False  # no transactional id: no partition verified
 
 # (error, base offset, log append time, log start offset, message, record errors)
 Answer = tuple[ErrorCode, int, int, int, str | None, tuple[tuple[int, str], ...]]
@@ -121,7 +124,7 @@ def _take_turns(manager, request, names, refused) -> dict[tuple[str, int], Appen
     coordinator is asked to add them: a later request of the producer, with nothing to add, must not append
     ahead of this one (its next sequence would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the Java
     producer once the earlier batches are answered). Kafka reads one request per connection at a time."""
-    if request.transactional_id is None:
+    if request.transactional_id is None or UNSAFE_UNORDERED_VERIFICATION_FOR_TESTS:
         return {}
     return {
         (name, p.index): manager.take_append_turn(name, p.index)
