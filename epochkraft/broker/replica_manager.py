@@ -126,16 +126,6 @@ class ProduceResult:
     log_append_time: int = NO_TIMESTAMP  # Produce's log_append_time_ms: -1 unless LogAppendTime
 
 
-@dataclass(frozen=True, slots=True)
-class AppendTurn:
-    """A produce's place in a partition's append order: the turn before it, and its own, done once its
-    batches are appended or refused."""
-
-    key: tuple[str, int]
-    previous: asyncio.Future[None] | None
-    done: asyncio.Future[None]
-
-
 class ReplicaManager:
     """Drives the sans-IO ``ReplicaSet`` with asyncio: logs, acks=all futures, long-poll wakeups, fetchers
     and the AlterPartition sender loop."""
@@ -447,21 +437,6 @@ class ReplicaManager:
         replica.hw_waiters.clear()
 
     # ---- produce -----------------------------------------------------------------------------------------
-    def take_append_turn(self, topic: str, index: int) -> AppendTurn:
-        """The partition's next append turn, taken now: a produce that first waits for something else
-        (its transaction's verification) keeps its place ahead of the produces that arrive after it, as
-        Kafka's one request at a time per connection keeps a producer's batches in the order it sent them.
-        Ended by ``append`` (given it), or by ``end_append_turn`` for a batch never appended."""
-        key = (topic, index)
-        turn = AppendTurn(key, self._append_turns.get(key), asyncio.get_running_loop().create_future())
-        self._append_turns[key] = turn.done
-        return turn
-
-    def end_append_turn(self, turn: AppendTurn) -> None:
-        turn.done.set_result(None)
-        if self._append_turns.get(turn.key) is turn.done:
-            del self._append_turns[turn.key]
-
     async def append(
         self,
         topic: str,
@@ -474,7 +449,6 @@ class ReplicaManager:
         transaction_version: int = 0,
         leader_epoch: int | None = None,
         verification_guard: VerificationGuard | None = None,
-        turn: AppendTurn | None = None,
     ) -> ProduceResult:
         """Validates the batches (off the event loop when that is heavy), then appends them as leader.
         Leadership, the log dir and the ISR are checked before validating and again after, since they
@@ -487,16 +461,14 @@ class ReplicaManager:
         broker leads the partition in that epoch (a coordinator's state written under the epoch it loaded,
         as Kafka's appendTransactionToLog checks its coordinator epoch right before appending).
         ``verification_guard``: a Produce v12+ batch's guard from its verification (a transactional batch
-        opens a transaction only with the guard of the verification still under way). ``turn``: the
-        partition's append turn taken when the request arrived (``take_append_turn``), else taken now."""
+        opens a transaction only with the guard of the verification still under way)."""
         refused = self._refuse_append(topic, index, acks)
         if refused is not None:
-            if turn is not None:
-                self.end_append_turn(turn)
             return refused
         key = (topic, index)
-        turn = turn or self.take_append_turn(topic, index)
-        previous = turn.previous
+        previous = self._append_turns.get(key)
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_turns[key] = turn
         try:
             outcome = (
                 _coordinator_batches(records)
@@ -518,7 +490,9 @@ class ReplicaManager:
                 verification_guard,
             )
         finally:
-            self.end_append_turn(turn)
+            turn.set_result(None)
+            if self._append_turns.get(key) is turn:
+                del self._append_turns[key]
         if isinstance(appended, ProduceResult):
             return appended
         replica, first_offset, end_offset, log_append_time = appended

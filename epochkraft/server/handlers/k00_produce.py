@@ -59,7 +59,7 @@ import time
 from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
 
-from epochkraft.broker.replica_manager import AppendTurn, ProduceResult
+from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.transaction_service import ProduceAdds, produce_operation
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -78,10 +78,7 @@ TOPIC_IDS_FROM = 13
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
 
 
-NOT_VERIFIED = ProduceAdds({}, {})
-# Tests only: a transactional request's partitions take their append turns once its verification returns,
-# so a later request of the producer may append ahead of it (the order a Flink job's producer was refused in).
-UNSAFE_UNORDERED_VERIFICATION_FOR_TESTS = False  # no transactional id: no partition verified
+NOT_VERIFIED = ProduceAdds({}, {})  # no transactional id: no partition verified
 
 # (error, base offset, log append time, log start offset, message, record errors)
 Answer = tuple[ErrorCode, int, int, int, str | None, tuple[tuple[int, str], ...]]
@@ -117,21 +114,6 @@ async def _verify_transaction(ctx, request, names, refused) -> ProduceAdds:
     }
     operation = produce_operation(ctx.api_version)
     return await ctx.broker.transactions.add_for_produce(request.transactional_id, batches, operation)
-
-
-def _take_turns(manager, request, names, refused) -> dict[tuple[str, int], AppendTurn]:
-    """A transactional producer's partitions' append turns, taken as its request arrives, before the
-    coordinator is asked to add them: a later request of the producer, with nothing to add, must not append
-    ahead of this one (its next sequence would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the Java
-    producer once the earlier batches are answered). Kafka reads one request per connection at a time."""
-    if request.transactional_id is None or UNSAFE_UNORDERED_VERIFICATION_FOR_TESTS:
-        return {}
-    return {
-        (name, p.index): manager.take_append_turn(name, p.index)
-        for t, name in zip(request.topic_data, names, strict=True)
-        if name is not None and name not in refused
-        for p in t.partition_data
-    }
 
 
 async def _refused_append(error: ErrorCode, message: str | None) -> ProduceResult:
@@ -172,15 +154,7 @@ async def handle(request, ctx: RequestContext):
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
-        turns = _take_turns(manager, request, names, refused)
-        try:
-            adds = await _verify_transaction(ctx, request, names, refused)
-        except BaseException:
-            for turn in turns.values():
-                manager.end_append_turn(turn)
-            raise
-        for tp in adds.refused.keys() & turns.keys():
-            manager.end_append_turn(turns.pop(tp))
+        adds = await _verify_transaction(ctx, request, names, refused)
         appends = [
             _refused_append(*adds.refused[(name, p.index)])
             if (name, p.index) in adds.refused
@@ -191,7 +165,6 @@ async def handle(request, ctx: RequestContext):
                 request.acks,
                 timeout,
                 verification_guard=adds.guards.get((name, p.index)),
-                turn=turns.get((name, p.index)),
             )
             for t, name in zip(request.topic_data, names, strict=True)
             if name is not None and name not in refused
