@@ -1,6 +1,7 @@
-"""Where the peers come from: the pinned versions (``peers/kafka/pom.xml``, ``peers/kfake/go.mod``), the
-cache they are fetched into (``~/.cache/epochkraft/peers``, or ``$EPOCHKRAFT_PEERS_CACHE``), and the
-fetching itself, by Maven and by ``go build``. Nothing of theirs is kept in the repository."""
+"""Where the peers come from: the pinned versions (``peers/kafka/pom.xml``, ``peers/flink/pom.xml``,
+``peers/kfake/go.mod``), the cache they are fetched into (``~/.cache/epochkraft/peers``, or
+``$EPOCHKRAFT_PEERS_CACHE``), and the fetching itself, by Maven and by ``go build``. Nothing of theirs is
+kept in the repository."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 PEERS_DIR = Path(__file__).resolve().parents[2] / "peers"
 KAFKA_POM = PEERS_DIR / "kafka" / "pom.xml"
 KFAKE_DIR = PEERS_DIR / "kfake"
+FLINK_POM = PEERS_DIR / "flink" / "pom.xml"
 
 
 class PeerUnavailable(RuntimeError):
@@ -38,8 +40,26 @@ def kafka_libs() -> Path:
     """The directory of Kafka's jars (server, tools, clients, streams and their dependencies), fetched once per
     pom: the marker is named by the pom's hash, so a dependency added to the pom is fetched into the same
     directory (jars are only ever added there, so trees with older poms keep finding theirs)."""
-    libs = cache_dir() / f"kafka-{kafka_version()}" / "libs"
-    pom_digest = hashlib.sha256(KAFKA_POM.read_bytes()).hexdigest()[:12]
+    return maven_libs(KAFKA_POM, f"kafka-{kafka_version()}", f"Kafka {kafka_version()}")
+
+
+def flink_version() -> str:
+    match = re.search(r"<flink\.version>([^<]+)</flink\.version>", FLINK_POM.read_text())
+    if match is None:
+        raise PeerUnavailable(f"no flink.version in {FLINK_POM}")
+    return match.group(1)
+
+
+def flink_libs() -> Path:
+    """The directory of Flink's jars (a local MiniCluster, the DataStream API, Flink's Kafka connector and
+    the kafka-clients it was built with), apart from Kafka's: the two would bring two kafka-clients."""
+    return maven_libs(FLINK_POM, f"flink-{flink_version()}", f"Flink {flink_version()}")
+
+
+def maven_libs(pom: Path, name: str, what: str) -> Path:
+    """A pom's runtime jars copied by Maven into ``<cache>/<name>/libs``, once per version of the pom."""
+    libs = cache_dir() / name / "libs"
+    pom_digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
     done = libs / f".complete-{pom_digest}"
     if done.exists():
         return libs
@@ -48,15 +68,12 @@ def kafka_libs() -> Path:
             raise PeerUnavailable(f"{tool} is not installed")
     libs.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
-        [
-            "mvn", "-q", "-B", "-f", str(KAFKA_POM), "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-        ],
+        ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={libs}"],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if result.returncode != 0:
-        raise PeerUnavailable(f"mvn could not fetch Kafka {kafka_version()}: {result.stdout[-2000:]}")
-    done.write_text(kafka_version() + "\n")
+        raise PeerUnavailable(f"mvn could not fetch {what}: {result.stdout[-2000:]}")
+    done.write_text(name + "\n")
     return libs
 
 
