@@ -251,8 +251,9 @@ class KafkaServer:
     # ---- accepting (Kafka's Acceptor) -------------------------------------------------------------------
     async def _accept_loop(self, sock: socket.socket) -> None:
         """Takes one connection at a time; over a creation rate it waits before it serves that connection and
-        takes the next, so the connections behind it wait in the kernel's listen backlog (bounded), holding
-        no slot or file handle here, and a client that gave up meanwhile is never seen."""
+        takes the next, so the connections behind it wait in the kernel's listen backlog, holding no slot,
+        file handle or memory here; when the backlog is full the kernel takes no more, so a flood delays a
+        later connection by the backlog's worth at most."""
         loop = asyncio.get_running_loop()
         while True:
             try:
