@@ -1,16 +1,17 @@
 """Connection creation rates (KIP-612) as Kafka's ConnectionQuotasTest, in virtual time: each listener's
-client connects every ``interval`` ms, or as soon as the acceptor takes its last connection when that is
-later (Kafka's test threads block in ConnectionQuotas.inc). Like Kafka's test, 2 quota samples of 1 s."""
+client connects every ``interval`` ms, or as soon as the listener's accept loop serves its last connection
+when that is later (Kafka's test threads block in ConnectionQuotas.inc). Like Kafka's test, 2 quota samples
+of 1 s."""
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import pytest
 
 from epochkraft.broker.connection_quotas import (
     UNLIMITED_RATE,
-    Admission,
     ConnectionQuotas,
     creation_rates,
 )
@@ -30,13 +31,31 @@ def connection_quotas(
     return quotas
 
 
+@dataclass(frozen=True)
+class Admission:
+    """When a connection was served (its accept loop done waiting), and when it was closed instead."""
+
+    serve_at_ms: int
+    close_at_ms: int | None = None
+
+
+def admit(quotas: ConnectionQuotas, listener: str, ip: str, now_ms: int) -> Admission:
+    """The socket server's accept loop taking one connection at ``now_ms``: counted, waited for, then
+    measured against its address's rate."""
+    serve_ms = now_ms + quotas.record_connection(listener, now_ms)
+    throttle_ms = quotas.record_ip(listener, ip, serve_ms)
+    return Admission(serve_ms, serve_ms + throttle_ms if throttle_ms else None)
+
+
 class Clients:
-    """Clients connecting concurrently, one per (listener, ip), each every ``interval_ms``."""
+    """Clients connecting concurrently, one per (listener, ip), each every ``interval_ms``; each listener's
+    accept loop takes one connection at a time (the others wait in its backlog)."""
 
     def __init__(self, quotas: ConnectionQuotas, start_ms: int = 0) -> None:
         self.quotas = quotas
         self.start_ms = start_ms
         self.admitted: dict[tuple[str, str], list[tuple[int, Admission]]] = {}
+        self.accept_loop_free_ms: dict[str, int] = {}
 
     def run(self, clients: list[tuple[str, str, int, int]], stop_at_throttle: bool = False) -> None:
         """(listener, ip, connections, interval_ms) per client, in time order across clients."""
@@ -45,7 +64,9 @@ class Clients:
         while queue:
             now_ms, i = heapq.heappop(queue)
             listener, ip, _, interval_ms = clients[i]
-            admission = self.quotas.accept(listener, ip, now_ms)
+            taken_ms = max(now_ms, self.accept_loop_free_ms.get(listener, 0))
+            admission = admit(self.quotas, listener, ip, taken_ms)
+            self.accept_loop_free_ms[listener] = admission.serve_at_ms
             self.admitted.setdefault((listener, ip), []).append((now_ms, admission))
             left[i] -= 1
             if left[i] and not (stop_at_throttle and admission.close_at_ms is not None):
@@ -170,7 +191,7 @@ def test_rejected_ip_connection_unrecorded_from_connection_rate_quotas():
     ip_external, ip_replication = DEFAULT_IP[EXTERNAL], DEFAULT_IP[REPLICATION]
     quotas.ip_rates = {ip_external: 0, ip_replication: 0}
     for listener, ip in ((EXTERNAL, ip_external), (REPLICATION, ip_replication)):
-        assert quotas.accept(listener, ip, 1000).close_at_ms is not None
+        assert admit(quotas, listener, ip, 1000).close_at_ms is not None
         assert quotas.ip_rate_observed(ip, 1000) == 0
         assert quotas.listener_rate(listener, 1000) == 0
         assert quotas.broker_rate(1000) == 0
@@ -246,8 +267,8 @@ def test_enforced_ip_connection_rate_quota_update():
 def test_ipv4_mapped_address_is_the_ipv4_address():
     quotas = connection_quotas()
     quotas.update_ip_quotas({(("ip", "127.0.0.1"),): {"connection_creation_rate": 1.0}})
-    assert quotas.accept(EXTERNAL, "::ffff:127.0.0.1", 0).close_at_ms is None
-    assert quotas.accept(EXTERNAL, "127.0.0.1", 0).close_at_ms is not None
+    assert admit(quotas, EXTERNAL, "::ffff:127.0.0.1", 0).close_at_ms is None
+    assert admit(quotas, EXTERNAL, "127.0.0.1", 0).close_at_ms is not None
 
 
 def test_inter_broker_listener_counted_when_it_is_the_only_listener():
@@ -255,8 +276,7 @@ def test_inter_broker_listener_counted_when_it_is_the_only_listener():
     broker has other listeners."""
     alone = ConnectionQuotas([REPLICATION], REPLICATION, samples=2, window_ms=1000, broker_rate=5)
     assert not alone.protected(REPLICATION)
-    admissions = [alone.accept(REPLICATION, "10.0.0.2", 0) for _ in range(10)]
-    assert admissions[-1].serve_at_ms > 0
+    assert max(alone.record_connection(REPLICATION, 0) for _ in range(10)) > 0
     assert connection_quotas(broker_rate=5).protected(REPLICATION)
 
 
@@ -309,10 +329,10 @@ def test_ip_quotas_followed_from_the_image():
     """An ip entity's connection_creation_rate replayed into the image holds the next connection."""
     image = Image()
     quotas = ConnectionQuotas(LISTENERS, REPLICATION, samples=2, window_ms=1000, image=image)
-    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is None
+    assert admit(quotas, EXTERNAL, "10.0.0.1", 0).close_at_ms is None
     image.set((("ip", "10.0.0.1"),), {"connection_creation_rate": 1.0})
-    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is None
-    assert quotas.accept(EXTERNAL, "10.0.0.1", 0).close_at_ms is not None
+    assert admit(quotas, EXTERNAL, "10.0.0.1", 0).close_at_ms is None
+    assert admit(quotas, EXTERNAL, "10.0.0.1", 0).close_at_ms is not None
 
 
 def test_broker_follows_dynamic_creation_rates():

@@ -214,3 +214,29 @@ def test_a_string_over_32767_bytes_is_refused_as_kafkas_parsers_do(length, refus
         return
     with pytest.raises(ProtocolError, match=f"string field committed_metadata had invalid length {length}"):
         decode_request_body(header, data)
+
+
+def test_a_response_string_over_32767_bytes_is_read():
+    """Kafka's limit holds for the requests a server reads, not for the responses our daemons' clients read:
+    an error message echoing a 40 kB config value, answered by our own controller in a compact string
+    (flexible versions; a legacy string cannot say more), is decoded."""
+    import datetime
+
+    from kio.schema.alter_configs.v2 import response as ac
+    from kio.static.primitive import i8, i32Timedelta
+
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.protocol.framing import decode_entity, encode_entity
+
+    response = ac.AlterConfigsResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        responses=(
+            ac.AlterConfigsResourceResponse(
+                error_code=ErrorCode.invalid_config,
+                error_message="x" * 40_000,
+                resource_type=i8(2),
+                resource_name="t",
+            ),
+        ),
+    )
+    assert decode_entity(ac.AlterConfigsResponse, encode_entity(response)) == response

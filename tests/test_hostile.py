@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from epochkraft.broker.connection_quotas import ConnectionQuotas, creation_rates
 from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
@@ -475,19 +476,38 @@ async def _api_versions_answer_times(port: int, count: int) -> list[float | None
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
+def _deployed_connection_quotas(
+    listeners: list[str], inter_broker: str, properties: dict[str, str]
+) -> ConnectionQuotas:
+    """A broker's connection creation rates from its properties, as the broker daemon sets them (a listener
+    without a rate of its own takes max.connection.creation.rate); 2 quota samples of 1 s."""
+    quotas = ConnectionQuotas(listeners, inter_broker, samples=2, window_ms=1000)
+    broker, per_listener = creation_rates(listeners, [properties])
+    quotas.update_broker_rate(broker)
+    for listener, rate in per_listener.items():
+        quotas.update_listener_rate(listener, rate)
+    return quotas
+
+
 @pytest.mark.net
 async def test_connection_creation_rate_delays_accepting_except_on_the_inter_broker_listener():
     """As Kafka's ConnectionQuotasTest.testBrokerConnectionRateLimitWhenActualRateAboveLimit, with real
     connections: over max.connection.creation.rate (10 a second over one second's samples) the connections
-    of a burst are all answered, later and later as Kafka's blocked acceptor takes them; the inter-broker
-    listener's, left out of the broker-wide rate, are answered at once."""
-    from epochkraft.broker.connection_quotas import ConnectionQuotas
+    of a burst are all answered, later and later as Kafka's blocked acceptor takes them. The inter-broker
+    listener is left out of the broker-wide rate, but a listener without a rate of its own takes the
+    broker-wide value: with its own rate set above the burst, its connections are answered at once."""
     from epochkraft.protocol.api import BROKER
     from epochkraft.server.socket_server import KafkaServer
 
-    quotas = ConnectionQuotas(
-        ["CLIENT", "REPLICATION"], "REPLICATION", samples=2, window_ms=1000, broker_rate=10
+    quotas = _deployed_connection_quotas(
+        ["CLIENT", "REPLICATION"],
+        "REPLICATION",
+        {
+            "max.connection.creation.rate": "10",
+            "listener.name.replication.max.connection.creation.rate": "1000",
+        },
     )
+    assert quotas.per_listener["CLIENT"].bound == 10
     servers = {
         name: KafkaServer(BROKER, None, "127.0.0.1", 0, listener_name=name, connection_quotas=quotas)
         for name in ("CLIENT", "REPLICATION")
@@ -507,3 +527,48 @@ async def test_connection_creation_rate_delays_accepting_except_on_the_inter_bro
     assert servers["CLIENT"].delayed_connections >= 10
     assert None not in replication and max(t for t in replication if t is not None) < 0.5
     assert servers["REPLICATION"].delayed_connections == 0
+
+
+async def _open_and_close(port: int, count: int, per_second: float) -> None:
+    """``count`` clients, ``per_second`` of them a second, each connecting and hanging up at once (one whose
+    connection is not established within 0.2 s gives up)."""
+
+    async def one() -> None:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 0.2)
+        except (TimeoutError, OSError):
+            return
+        writer.close()
+
+    tasks = []
+    for _ in range(count):
+        tasks.append(asyncio.create_task(one()))
+        await asyncio.sleep(1 / per_second)
+    await asyncio.gather(*tasks)
+
+
+@pytest.mark.net
+async def test_connections_given_up_by_their_clients_do_not_delay_a_later_connection():
+    """Clients opening and closing connections over the listener's rate (here 150 at 100 a second, against
+    10 a second): as Kafka's acceptor, the accept loop waits before it takes the next connection, and those
+    behind it wait in the kernel's listen backlog (5 here, scaled down with the burst from 1,024), so a
+    later connection waits for the few connections queued ahead of it, about a throttle time each (plus,
+    the backlog being full, one SYN retransmission), not for every connection of the burst."""
+    from epochkraft.protocol.api import BROKER
+    from epochkraft.server.socket_server import KafkaServer
+
+    backlog, rate = 5, 10
+    quotas = _deployed_connection_quotas(["CLIENT"], "CLIENT", {"max.connection.creation.rate": str(rate)})
+    server = KafkaServer(
+        BROKER, None, "127.0.0.1", 0, listener_name="CLIENT", connection_quotas=quotas, listen_backlog=backlog
+    )
+    await server.start()
+    try:
+        await _open_and_close(server.port, 150, per_second=100)
+        (waited,) = await asyncio.wait_for(_api_versions_answer_times(server.port, 1), 10)
+    finally:
+        await server.stop()
+    print(f"a later connection answered after {waited} s; {server.delayed_connections} connections delayed")
+    assert waited is not None
+    queued = backlog + 2  # the kernel holds backlog + 1, and one is waiting in the accept loop
+    assert waited < queued / rate + 1.0 + 0.5  # a throttle time each, a SYN retransmission, slack

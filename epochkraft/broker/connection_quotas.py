@@ -14,16 +14,15 @@ connection is accepted, held for the throttle time and closed (ConnectionThrottl
 taken back out of every rate it was recorded in. A throttle time is Kafka's QuotaUtils.boundedThrottleTime:
 how long until the rate is back at its bound, at most one quota window.
 
-The acceptor is modelled by the time each listener's acceptor is free again: a connection that arrives
-while the acceptor is blocked for an earlier one is taken when it is free, and measured at that time, as a
-connection waits in the listen backlog for Kafka's blocked acceptor.
+A connection is recorded when its listener's accept loop takes it (``record_connection``, then, once the
+loop has waited, ``record_ip``): the connections behind a waiting loop stay in the kernel's listen backlog,
+unmeasured, as behind Kafka's blocked acceptor.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from epochkraft.broker.client_quotas import QuotaImage
 from epochkraft.broker.quota_stats import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, Rate
@@ -35,18 +34,6 @@ UNLIMITED_RATE = (
 MAX_CONNECTION_CREATION_RATE = "max.connection.creation.rate"
 IP_RATE_EXPIRATION_MS = 3_600_000  # an address's rate idle this long is forgotten (Kafka's sensor expiry)
 EXPIRY_CHECK_INTERVAL_MS = 60_000
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """When a new connection is served (its requests read), and when it is closed instead (None: it is
-    not), both in ms of the clock given to ``accept``."""
-
-    serve_at_ms: int
-    close_at_ms: int | None = None
-
-    def delay_ms(self, now_ms: int) -> int:
-        return max(0, self.serve_at_ms - now_ms)
 
 
 class _RateQuota:
@@ -104,7 +91,6 @@ class ConnectionQuotas:
         self.default_ip_rate = UNLIMITED_RATE
         self.ip_rates: dict[str, int] = {}  # address -> its own connection_creation_rate
         self._ips: dict[str, _RateQuota] = {}
-        self._acceptor_free_ms = dict.fromkeys(self.listeners, 0)
         self._next_expiry_ms = 0
 
     # ---- configuration ---------------------------------------------------------------------------------
@@ -138,27 +124,11 @@ class ConnectionQuotas:
         return self.ip_rates.get(_canonical(ip), self.default_ip_rate)
 
     # ---- new connections ------------------------------------------------------------------------------
-    def accept(self, listener: str, ip: str, now_ms: int) -> Admission:
-        """A new connection on ``listener`` from ``ip`` arriving at ``now_ms``: when its requests are read,
-        and whether it is closed instead (ConnectionQuotas.inc: waitForConnectionSlot, then
-        recordIpConnectionMaybeThrottle)."""
-        image = self.image
-        if image is not None and image.client_quotas_version != self._image_version:
-            self._image_version = image.client_quotas_version
-            self.update_ip_quotas(image.client_quotas)
-        taken_ms = max(now_ms, self._acceptor_free_ms.get(listener, 0))
-        serve_ms = taken_ms + self._record_connection(listener, taken_ms)
-        self._acceptor_free_ms[listener] = serve_ms
-        ip_throttle_ms = self._record_ip(listener, _canonical(ip), serve_ms)
-        return Admission(serve_ms, serve_ms + ip_throttle_ms if ip_throttle_ms else None)
-
-    def protected(self, listener: str) -> bool:
-        """The inter-broker listener, when there are others: exempt from the broker-wide rate."""
-        return listener == self.inter_broker_listener and len(self.listeners) > 1
-
-    def _record_connection(self, listener: str, now_ms: int) -> int:
-        """ConnectionQuotas.recordConnectionAndGetThrottleTimeMs: the acceptor's throttle time, the larger
-        of the broker-wide one (the inter-broker listener exempt) and the listener's."""
+    def record_connection(self, listener: str, now_ms: int) -> int:
+        """A new connection taken by ``listener``'s acceptor at ``now_ms``: how long the acceptor waits before
+        it serves this connection and takes the next, 0 for not at all (ConnectionQuotas.waitForConnectionSlot
+        with recordConnectionAndGetThrottleTimeMs): the larger of the broker-wide throttle time (the
+        inter-broker listener exempt) and the listener's."""
         throttle = 0
         if not self.protected(listener):
             throttle = self.broker.record(now_ms, self.max_throttle_ms)
@@ -167,9 +137,12 @@ class ConnectionQuotas:
             throttle = max(throttle, quota.record(now_ms, self.max_throttle_ms))
         return throttle
 
-    def _record_ip(self, listener: str, ip: str, now_ms: int) -> int:
-        """ConnectionQuotas.recordIpConnectionMaybeThrottle: the address's throttle time (0: accepted); a
-        throttled connection is taken back out of every rate (updateListenerMetrics)."""
+    def record_ip(self, listener: str, ip: str, now_ms: int) -> int:
+        """The connection from ``ip``, once its acceptor waited: 0 when it is served, else its address's
+        throttle time, after which it is closed unserved; a throttled connection is taken back out of every
+        rate (ConnectionQuotas.recordIpConnectionMaybeThrottle with updateListenerMetrics)."""
+        self._follow_image()
+        ip = _canonical(ip)
         bound = self.ip_rate(ip)
         if bound == UNLIMITED_RATE:
             return 0
@@ -182,6 +155,16 @@ class ConnectionQuotas:
             if (listener_quota := self.per_listener.get(listener)) is not None:
                 listener_quota.unrecord(now_ms)
         return throttle
+
+    def _follow_image(self) -> None:
+        image = self.image
+        if image is not None and image.client_quotas_version != self._image_version:
+            self._image_version = image.client_quotas_version
+            self.update_ip_quotas(image.client_quotas)
+
+    def protected(self, listener: str) -> bool:
+        """The inter-broker listener, when there are others: exempt from the broker-wide rate."""
+        return listener == self.inter_broker_listener and len(self.listeners) > 1
 
     def _ip_quota(self, ip: str, bound: int, now_ms: int) -> _RateQuota:
         quota = self._ips.get(ip)

@@ -263,14 +263,21 @@ def decode_request_body(header: RequestHeader, data: bytes) -> Any:
     Metadata v12, for one) send fields a later schema added.
     """
     cls = request_class(header.api_key, header.api_version)
-    return decode_entity(cls, data, header.header_size, allow_trailing=True)
+    return decode_entity(cls, data, header.header_size, allow_trailing=True, request=True)
 
 
 def decode_entity(
-    cls: type, data: bytes | memoryview, offset: int = 0, *, allow_trailing: bool = False
+    cls: type,
+    data: bytes | memoryview,
+    offset: int = 0,
+    *,
+    allow_trailing: bool = False,
+    request: bool = False,
 ) -> Any:
-    """Decodes a kio entity, requests and responses alike; ProtocolError when malformed."""
-    check_lengths(cls, data, offset)  # before kio: its native reader aborts the process on absurd counts
+    """Decodes a kio entity, requests and responses alike; ProtocolError when malformed, or for a
+    ``request`` holding a string over Kafka's 32,767 bytes (responses are not held to it)."""
+    # Before kio: its native reader aborts the process on absurd counts.
+    check_lengths(cls, data, offset, request=request)
     obj: object
     try:
         obj, size = entity_reader(cls)(memoryview(data), offset)

@@ -6,8 +6,10 @@ walks a body by the same schema, checking only lengths and counts: every string,
 and array must fit in the bytes that remain (each array element takes at least one byte), so an
 impossible length becomes a ProtocolError on that connection instead of a dead daemon.
 
-It also refuses a string longer than 32,767 bytes, as Kafka's generated parsers do (``string field X had
-invalid length N``): a compact string's varint length could say more, a Kafka broker closes the connection.
+In a request it also refuses a string longer than 32,767 bytes, as Kafka's generated parsers do (``string
+field X had invalid length N``): a compact string's varint length could say more, a Kafka broker closes the
+connection. Responses are not held to it: our own daemons may answer longer strings (an error message
+echoing a long config value), and their clients must read them.
 """
 
 from __future__ import annotations
@@ -82,10 +84,11 @@ def _plan(cls: type) -> tuple[tuple[int, Any, Any], ...]:
 
 
 class _Reader:
-    def __init__(self, data: bytes | memoryview, pos: int, flexible: bool) -> None:
+    def __init__(self, data: bytes | memoryview, pos: int, flexible: bool, max_string_bytes: int) -> None:
         self.data = data
         self.pos = pos
         self.flexible = flexible
+        self.max_string_bytes = max_string_bytes
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > len(self.data):
@@ -121,7 +124,7 @@ class _Reader:
             self.need(FIXED[kafka_type])
         elif kafka_type == "string":
             size = self.length(_I16)
-            if size > MAX_STRING_BYTES:
+            if size > self.max_string_bytes:
                 raise ProtocolError(f"string field {name} had invalid length {size}")
             if size > 0:
                 self.need(size)
@@ -170,6 +173,8 @@ class _Reader:
                 self.need(self.uvarint())
 
 
-def check_lengths(cls: type, data: bytes | memoryview, offset: int = 0) -> None:
-    """ProtocolError if any declared length or count in the body cannot fit in the bytes present."""
-    _Reader(data, offset, bool(getattr(cls, "__flexible__", False))).entity(cls)
+def check_lengths(cls: type, data: bytes | memoryview, offset: int = 0, *, request: bool = False) -> None:
+    """ProtocolError if any declared length or count in the body cannot fit in the bytes present, or, in a
+    ``request``, if a string is longer than Kafka's parsers take."""
+    max_string_bytes = MAX_STRING_BYTES if request else len(data)
+    _Reader(data, offset, bool(getattr(cls, "__flexible__", False)), max_string_bytes).entity(cls)

@@ -14,8 +14,10 @@ stall the requests behind it. Connections are
 limited per listener (max.connections) and per client address (max.connections.per.ip and its
 overrides); the last slots are kept for the daemons' own clients, so a flood of connections cannot keep
 a follower or a broker's registration out. On a broker the rate of new connections is limited too
-(KIP-612, broker/connection_quotas.py): a connection over it is read later, or closed after its address's
-throttle time. Hostile input never reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
+(KIP-612, broker/connection_quotas.py): each listening socket has an accept loop of its own, as Kafka's
+Acceptor, which over the broker's or its listener's rate waits before it serves the connection it took and
+takes the next (those behind it wait in the kernel's listen backlog); a connection over its address's rate
+is closed after that address's throttle time. Hostile input never reaches beyond its connection: a malformed frame, an unknown API key or version, or an oversized size prefix closes that connection
 after one log line (ApiVersions at an unknown version is answered instead, per KIP-511). A request that decoded but whose handler raised gets its error response (UNKNOWN_SERVER_ERROR,
 as Kafka's ``getErrorResponse``) and the connection stays open; identical failures are logged once a minute.
 """
@@ -26,6 +28,7 @@ import asyncio
 import dataclasses
 import datetime
 import os
+import socket
 import ssl
 import struct
 import time
@@ -79,6 +82,8 @@ REQUESTS_STARTED_PER_TURN = 8
 PRODUCE_PIPELINE = MAX_IN_FLIGHT_PER_CONNECTION
 QUIET_RELEASE_S = 10.0  # a connection quiet this long gives back its receive buffers
 UNLIMITED = 2**31 - 1  # Kafka's default max.connections.per.ip
+LISTEN_BACKLOG = 1024  # connections the kernel holds for a listener's accept loop
+ACCEPT_RETRY_S = 1.0  # out of file handles: the accept loop waits this long, as asyncio's servers
 # Request frames larger than this for APIs whose real requests are small (a list of names) close the
 # connection, as an oversized frame does: decoding and answering e.g. a Metadata request naming a million
 # topics would hold the event loop for seconds (512 KiB: about 12,000 topic names, 0.2 s here).
@@ -149,20 +154,23 @@ class KafkaServer:
         quotas: ClientQuotas | None = None,
         connection_quotas: ConnectionQuotas | None = None,
         turns: TurnGate | None = None,
+        listen_backlog: int = LISTEN_BACKLOG,
     ) -> None:
         """``turns``: the gate client requests start through, shared by a daemon's listeners (one event
-        loop); a gate of its own by default."""
+        loop); a gate of its own by default. ``listen_backlog``: connections the kernel holds while the
+        accept loop waits (Kafka's socket.listen.backlog.size)."""
         self.listener = listener
         self.ssl_context = ssl_context  # an SSL or SASL_SSL listener
         self.sasl = sasl  # a SASL listener: a new session per connection
         self.listener_name = listener_name  # the named listener (listeners property) it serves
         self.quotas = quotas  # the daemon's client quotas (None: nothing is throttled)
         self.connection_quotas = connection_quotas  # a broker's connection creation rates (KIP-612)
-        self.delayed_connections = 0  # taken late: over a creation rate, the acceptor waited
+        self.delayed_connections = 0  # served late: over a creation rate, the accept loop waited
         self.throttled_connections = 0  # closed after a delay: over their address's creation rate
         self.node = node
         self.host = host
         self.requested_port = port
+        self.listen_backlog = listen_backlog
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
@@ -177,7 +185,10 @@ class KafkaServer:
         self.log = log or structlog.get_logger().bind(listener=listener)
         self.apis: dict[int, ApiSpec] = served(listener)
         self.connections: set[_Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._sockets: list[socket.socket] = []  # bound, listening once serving
+        self._accept_tasks: list[asyncio.Task[None]] = []
+        self._handing: dict[asyncio.Task[None], socket.socket] = {}  # to their protocol (a TLS handshake)
+        self.throttled_sockets: dict[socket.socket, asyncio.TimerHandle] = {}  # closed after their throttle
         self._idle_task: asyncio.Task[None] | None = None
         self.requests_served = 0
         self.failures = FailureLog()
@@ -196,38 +207,114 @@ class KafkaServer:
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return self._server.sockets[0].getsockname()[1]
+        assert self._sockets, "server not started"
+        return int(self._sockets[0].getsockname()[1])
 
     async def start(self, serving: bool = True) -> None:
         """Binds the listener; with ``serving`` False the port is bound but not listening (a client's
         connection is refused, as by a broker that is down) until ``start_serving``: a broker binds first to
         register its ports, then serves once caught up."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self),
-            self.host,
-            self.requested_port,
-            reuse_address=True,
-            backlog=1024,
-            ssl=self.ssl_context,
-            start_serving=serving,
-        )
+        self._sockets = await _bind(self.host, self.requested_port)
         self._idle_task = asyncio.create_task(self._close_idle_connections(), name=f"{self.listener}-idle")
+        if serving:
+            await self.start_serving()
 
     async def start_serving(self) -> None:
-        assert self._server is not None, "server not started"
-        await self._server.start_serving()
+        assert self._sockets, "server not started"
+        if self._accept_tasks:
+            return
+        for sock in self._sockets:
+            sock.listen(self.listen_backlog)
+            task = asyncio.create_task(self._accept_loop(sock), name=f"{self.listener}-accept")
+            self._accept_tasks.append(task)
 
     async def stop(self) -> None:
         if self._idle_task is not None:
             self._idle_task.cancel()
-        if self._server is not None:
-            self._server.close()
+        # A connection being handed over is closed by asyncio when cancelled, unless its task never started.
+        tasks, handing = [*self._accept_tasks, *self._handing], [*self._handing.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for sock in [*self._sockets, *handing]:
+            sock.close()
+        for sock, timer in self.throttled_sockets.items():
+            timer.cancel()
+            sock.close()
+        self._accept_tasks.clear()
+        self._handing.clear()
+        self.throttled_sockets.clear()
         for conn in list(self.connections):
             conn.close("server stopping", quiet=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+
+    # ---- accepting (Kafka's Acceptor) -------------------------------------------------------------------
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        """Takes one connection at a time; over a creation rate it waits before it serves that connection and
+        takes the next, so the connections behind it wait in the kernel's listen backlog, holding no slot,
+        file handle or memory here; when the backlog is full the kernel takes no more, so a flood delays a
+        later connection by the backlog's worth at most."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue
+            except OSError as exc:  # out of file handles, say: the connections wait in the backlog meanwhile
+                self._accept_failed(exc)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            try:
+                admitted = await self._admitted(conn, str(address[0]))
+            except BaseException:  # stopped while waiting
+                conn.close()
+                raise
+            if admitted:
+                task = asyncio.create_task(self._hand_over(conn), name=f"{self.listener}-connection")
+                self._handing[task] = conn
+                task.add_done_callback(lambda done: self._handing.pop(done, None))
+
+    async def _admitted(self, conn: socket.socket, ip: str) -> bool:
+        """Kafka's ConnectionQuotas.inc on a broker's listener: the connection counted in the creation rates
+        now; over the broker's or this listener's, the accept loop waits the throttle time before serving it
+        (waitForConnectionSlot); over its address's, it is closed once that throttle time is over (False)."""
+        quotas = self.connection_quotas
+        if quotas is None:
+            return True
+        wait_ms = quotas.record_connection(self.listener_name, _now_ms())
+        if wait_ms:
+            self.delayed_connections += 1
+            await asyncio.sleep(wait_ms / 1000)
+        throttle_ms = quotas.record_ip(self.listener_name, ip, _now_ms())
+        if not throttle_ms:
+            return True
+        self.throttled_connections += 1
+        suppressed = self.failures.admit(("connection", 0, "creation rate", ""), time.monotonic())
+        if suppressed is not None:
+            reason = f"connection_creation_rate {quotas.ip_rate(ip)} of {ip} exceeded"
+            self.log.info("connection throttled", reason=reason, throttled_since_last=suppressed)
+        # Kafka's DelayedCloseSocket: nothing is read; closed once the throttle time is over.
+        timer = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._close_throttled, conn)
+        self.throttled_sockets[conn] = timer
+        return False
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self.throttled_sockets.pop(conn, None)
+        conn.close()
+
+    async def _hand_over(self, conn: socket.socket) -> None:
+        """The connection to its protocol, as Kafka's acceptor hands it to a processor; a TLS handshake runs
+        here, so it never holds the accept loop. A failed handshake closes the socket (asyncio does)."""
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _Connection(self), conn, ssl=self.ssl_context
+            )
+        except (TimeoutError, OSError) as exc:
+            self.log.debug("connection lost before it was served", error=f"{type(exc).__name__}: {exc}")
+
+    def _accept_failed(self, exc: OSError) -> None:
+        suppressed = self.failures.admit(("accept", 0, str(exc.errno), ""), time.monotonic())
+        if suppressed is not None:
+            self.log.error("accepting a connection failed", error=str(exc), failed_since_last=suppressed)
 
     async def _close_idle_connections(self) -> None:
         """Closes connections idle past connections.max.idle.ms, and gives back the receive buffers of
@@ -245,6 +332,33 @@ class KafkaServer:
                     conn.close("idle connection (connections.max.idle.ms)")
                 elif quiet > QUIET_RELEASE_S:
                     conn.decoder.release_buffers()
+
+
+async def _bind(host: str, port: int) -> list[socket.socket]:
+    """A socket bound, not listening, on each address ``host`` names (every interface for an empty host), as
+    asyncio's create_server binds them."""
+    infos = await asyncio.get_running_loop().getaddrinfo(
+        host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio: an IPv6 socket does not take the IPv4 addresses
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 class TurnGate:
@@ -361,6 +475,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.paused = False  # not read: too many requests in flight
         self.muted = False  # not read: throttled (KIP-219), until muted_until
         self.muted_until = 0.0
+        self._unmute_timer: asyncio.TimerHandle | None = None
         self.mutes: dict[asyncio.Future[Response], int] = {}  # response -> ms to mute once it is sent
         # Once a connection sent a client request, its requests run one at a time, as Kafka's broker reads
         # one request per connection at a time: a pipelining client cannot put more than one request's work
@@ -388,6 +503,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.log = self.server.log.bind(peer=f"{self.peer[0]}:{self.peer[1]}" if self.peer else "?")
         server = self.server
         ip = str(self.peer[0]) if self.peer else "?"
+        if server.connections_per_ip.get(ip, 0) >= server.ip_limit(ip):
+            server.refuse(self, f"max.connections.per.ip {server.ip_limit(ip)} reached for {ip}")
+            return
         if len(server.connections) >= server.max_connections:
             if not server.unidentified:
                 server.refuse(self, f"max.connections {server.max_connections} reached")
@@ -396,11 +514,6 @@ class _Connection(asyncio.BufferedProtocol):
             # connection instead, so idle connections cannot keep the daemons' own clients out.
             oldest = next(iter(server.unidentified))
             server.refuse(oldest, "reserved connection slot sent no request before a newer connection came")
-        if server.connections_per_ip.get(ip, 0) >= server.ip_limit(ip):
-            server.refuse(self, f"max.connections.per.ip {server.ip_limit(ip)} reached for {ip}")
-            return
-        if server.connection_quotas is not None and self._over_creation_rate(server.connection_quotas, ip):
-            return
         # In the reserved slots, only the daemons' own clients are served (checked on the first request).
         self.reserved_slot = len(server.connections) >= server.max_connections - server.reserved_connections
         self.ip = ip
@@ -408,31 +521,6 @@ class _Connection(asyncio.BufferedProtocol):
             server.unidentified[self] = None
         server.connections.add(self)
         server.connections_per_ip[ip] = server.connections_per_ip.get(ip, 0) + 1
-
-    def _over_creation_rate(self, quotas: ConnectionQuotas, ip: str) -> bool:
-        """KIP-612: a connection over the broker's or its listener's creation rate is read only from when
-        Kafka's blocked acceptor would have taken it; one over its address's rate is held for its throttle
-        time, then closed without being counted (True), as Kafka's ConnectionThrottledException."""
-        server = self.server
-        now_ms = int(time.monotonic() * 1000)
-        admission = quotas.accept(server.listener_name, ip, now_ms)
-        if admission.close_at_ms is not None:
-            server.throttled_connections += 1
-            reason = f"connection_creation_rate {quotas.ip_rate(ip)} of {ip} exceeded"
-            suppressed = server.failures.admit(("connection", 0, "creation rate", ""), time.monotonic())
-            if suppressed is not None:
-                self.log.info("connection throttled", reason=reason, throttled_since_last=suppressed)
-            self.closed = True  # nothing is read; the transport closes once the throttle time is over
-            assert self.transport is not None
-            self.transport.pause_reading()
-            asyncio.get_running_loop().call_later(
-                max(0, admission.close_at_ms - now_ms) / 1000, self.transport.close
-            )
-            return True
-        if delay_ms := admission.delay_ms(now_ms):
-            server.delayed_connections += 1
-            self._mute(delay_ms)
-        return False
 
     def _release(self) -> None:
         self.server.unidentified.pop(self, None)
@@ -446,6 +534,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._cancel_unmute()
         self._release()
         for future in self.pending:
             future.cancel()
@@ -655,14 +744,25 @@ class _Connection(asyncio.BufferedProtocol):
             self.muted = True
             if not self.paused:
                 self.transport.pause_reading()
-        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._unmute_after(throttle_ms / 1000)
+
+    def _unmute_after(self, seconds: float) -> None:
+        """One timer per connection, cancelled when it closes (a closed connection is not kept for it)."""
+        self._cancel_unmute()
+        self._unmute_timer = asyncio.get_running_loop().call_later(seconds, self._unmute)
+
+    def _cancel_unmute(self) -> None:
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+            self._unmute_timer = None
 
     def _unmute(self) -> None:
+        self._unmute_timer = None
         if not self.muted or self.closed or self.transport is None:
             return
         left = self.muted_until - time.monotonic()
         if left > 0.001:  # a later throttle extended the mute
-            asyncio.get_running_loop().call_later(left, self._unmute)
+            self._unmute_after(left)
             return
         self.muted = False
         if not self.paused:
@@ -843,6 +943,7 @@ class _Connection(asyncio.BufferedProtocol):
         if not quiet:
             self.log.warning("closing connection", reason=reason)
         self.closed = True
+        self._cancel_unmute()
         self._release()
         if self.transport is not None:
             self.transport.close()
