@@ -271,3 +271,21 @@ def test_a_brokers_own_create_topics_is_not_charged():
     assert [t.error_code for t in response.topics] == [ErrorCode.none, ErrorCode.none]
     node.client_id = "broker-2-control"  # a client may call itself anything
     assert create_topics(node, 7, "f1", "f2") == {"f1": ErrorCode.none, "f2": THROTTLED}
+
+
+def test_an_invalid_topic_is_not_charged():
+    """ReplicationControlManager.createTopic applies the partition change quota once the topic is valid and
+    placed: a topic refused for its replication factor (99 on 3 brokers) spends nothing, so the valid topic
+    after it is created."""
+    node = cluster(RATE)
+    module = ct7
+    bad = module.CreatableTopic(
+        name="bad", num_partitions=30, replication_factor=99, assignments=(), configs=()
+    )
+    good = module.CreatableTopic(
+        name="good", num_partitions=20, replication_factor=1, assignments=(), configs=()
+    )
+    request = module.CreateTopicsRequest(topics=(bad, good), timeout=TIMEOUT, validate_only=False)
+    response = call(node, k19_create_topics, request, 19, 7)
+    answers = {t.name: t.error_code for t in response.topics}
+    assert answers == {"bad": ErrorCode.invalid_replication_factor, "good": ErrorCode.none}

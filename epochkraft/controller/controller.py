@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import singledispatchmethod
 from typing import Any
 
@@ -108,6 +108,7 @@ ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (its QuorumController's records per batch).
 MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+THROTTLED = "The throttling quota has been exceeded."  # Errors.THROTTLING_QUOTA_EXCEEDED's message
 
 
 def refused_topic(name: str, error: ErrorCode, message: str) -> create_resp.CreatableTopicResult:
@@ -675,12 +676,17 @@ class Controller(AdminOperations):
 
     # ---- topics -------------------------------------------------------------------------------------
     def create_topics(
-        self, now_ms: int, request: create_req.CreateTopicsRequest
+        self,
+        now_ms: int,
+        request: create_req.CreateTopicsRequest,
+        charge: Callable[[int], bool] | None = None,
     ) -> create_resp.CreateTopicsResponse:
         """Every topic the request creates is written in one batch, as Kafka's ReplicationControlManager
         returns one atomic ControllerResult (one append, not one per topic), and a request for more than
         MAX_PARTITIONS_PER_REQUEST partitions is refused whole (validateTotalNumberOfPartitions), which
-        bounds the records one write holds."""
+        bounds the records one write holds. ``charge``: KIP-599's controller mutation quota, charged a
+        topic's partitions once the topic is valid and placed (validate_only too, as createTopic's
+        applyPartitionChangeQuota); False refuses it THROTTLING_QUOTA_EXCEEDED."""
         if self._requested_partitions(request) > MAX_PARTITIONS_PER_REQUEST:
             refused = (
                 refused_topic(t.name, ErrorCode.policy_violation, TOO_MANY_PARTITIONS) for t in request.topics
@@ -711,6 +717,9 @@ class Controller(AdminOperations):
                 registered,
                 (self.settings.num_partitions, self.settings.default_replication_factor),
             )
+            if created.error == ErrorCode.none and charge is not None and not charge(created.num_partitions):
+                results.append(refused_topic(topic.name, ErrorCode.throttling_quota_exceeded, THROTTLED))
+                continue
             if created.error == ErrorCode.none and not request.validate_only:
                 batch += records
             configs = tuple(

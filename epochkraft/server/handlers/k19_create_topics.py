@@ -31,7 +31,6 @@ from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._mutation_quota import (
     CREATE_TOPICS_STRICT_SINCE,
-    THROTTLED_MESSAGE,
     mutation_quota,
     with_throttle,
 )
@@ -93,30 +92,7 @@ async def handle_on_controller(request, ctx: RequestContext):
     request = convert(request, CreateTopicsRequest)
     refused = _refusals(request, ctx)
     quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)
-    if quota is not None and not request.validate_only:
-        refused += _throttled(ctx, request, quota, {r.name for r in refused})
-    response = ctx.controller_node.controller.create_topics(ctx.now_ms(), _without(request, refused))
+    charge = quota.record if quota is not None else None
+    response = ctx.controller_node.controller.create_topics(ctx.now_ms(), _without(request, refused), charge)
     response = with_throttle(_with_refused(response, refused), quota, ctx.now_ms())
     return downgrade_response(response, ctx.api_version)
-
-
-def _partitions(ctx, topic) -> int:
-    """The partitions a topic's creation makes (the broker's num.partitions when the request says -1)."""
-    if topic.assignments:
-        return len(topic.assignments)
-    default = ctx.controller_node.controller.settings.num_partitions
-    return topic.num_partitions if topic.num_partitions > 0 else default
-
-
-def _throttled(ctx, request, quota, refused: set[str]) -> list:
-    """KIP-599: each topic still to create charges its partitions; those over a strict quota are refused
-    (a topic that exists already is answered by the controller, uncharged)."""
-    throttled = []
-    for topic in request.topics:
-        if topic.name in refused or ctx.controller_node.controller.image.topic(topic.name) is not None:
-            continue
-        if not quota.record(_partitions(ctx, topic)):
-            throttled.append(
-                refused_topic(topic.name, ErrorCode.throttling_quota_exceeded, THROTTLED_MESSAGE)
-            )
-    return throttled
