@@ -67,6 +67,7 @@ from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
+from epochkraft.server.loop_thread import LoopThread
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
@@ -131,22 +132,32 @@ class BrokerNode:
         if self.authorizer is not None:
             self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
-        # Registration and heartbeats on a connection of their own, as Kafka's BrokerLifecycleManager has
-        # its own channel ("heartbeat"): the controller answers a connection's requests in order, so a
-        # heartbeat must never wait behind a forwarded CreateTopics or an AlterPartition. The other
-        # channels start where the heartbeats last found the active controller.
-        self.lifecycle_channel = ControllerChannel(
+        # Heartbeats on a connection and a thread of their own, as Kafka's BrokerLifecycleManager has its
+        # own channel ("heartbeat") and event queue thread: the controller answers a connection's requests
+        # in order, so a heartbeat must never wait behind a forwarded CreateTopics or an AlterPartition,
+        # nor behind this loop applying a large metadata change (server/loop_thread.py). The heartbeat
+        # channel is used on that thread only; the other channels start where it last found the active
+        # controller.
+        self.heartbeat_thread = LoopThread(f"heartbeat-{self.node_id}")
+        self.heartbeat_channel = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-heartbeat",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
+        )
+        self.lifecycle_channel = ControllerChannel(  # registrations, on this loop
+            controller,
+            client_id=f"broker-{self.node_id}-registration",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
+            follow=self.heartbeat_channel,
         )
         self.control = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-control",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         # AlterPartition on a channel of its own too, as Kafka's ("alter-partition"): the controller runs a
         # connection's forwarded client requests (CreateTopics ...) one at a time, and an ISR change must
@@ -156,13 +167,13 @@ class BrokerNode:
             client_id=f"broker-{self.node_id}-alter-partition",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         self.metadata_client = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-metadata",
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(
@@ -395,7 +406,24 @@ class BrokerNode:
             self.log.info("registration refused; retrying", error=response.error_code.name)
             await asyncio.sleep(0.3)
 
-    async def heartbeat_loop(self, stopping: asyncio.Event) -> None:
+    async def heartbeats(self, stopping: asyncio.Event) -> None:
+        """The heartbeat loop on the heartbeat thread, until the controller lets this broker shut down;
+        cancelling this cancels the loop."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()  # the heartbeat thread's: a SIGTERM sends the next heartbeat at once
+        self.heartbeat_thread.start()
+        waker = loop.create_task(stopping.wait())
+        waker.add_done_callback(lambda _: self.heartbeat_thread.call_soon(wake.set))
+        try:
+            await self.heartbeat_thread.submit(self.heartbeat_loop(stopping, wake, loop))
+        finally:
+            waker.cancel()
+
+    async def heartbeat_loop(
+        self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
+        belongs to the daemon's loop back to it: registering again, and setting ``unfenced``."""
         fenced_since = time.monotonic()
         while self.state != State.SHUTTING_DOWN:
             if self.state == State.RUNNING:
@@ -406,7 +434,7 @@ class BrokerNode:
                     "still fenced",
                     broker_epoch=self.broker_epoch,
                     metadata_offset=self.cache.next_offset - 1,
-                    controller=self.lifecycle_channel.address,
+                    controller=self.heartbeat_channel.address,
                     metadata_from=self.metadata_client.address,
                     last_heartbeat=self._last_heartbeat,
                 )
@@ -420,7 +448,7 @@ class BrokerNode:
                 offline_log_dirs=(),
             )
             try:
-                response = await self.lifecycle_channel.send(request)
+                response = await self.heartbeat_channel.send(request)
             except NetworkError as exc:
                 self._last_heartbeat = f"failed: {exc}"
                 self.log.debug("heartbeat failed", error=str(exc))
@@ -430,7 +458,7 @@ class BrokerNode:
             if response.error_code == ErrorCode.stale_broker_epoch:
                 self.log.warning("stale broker epoch; registering again")
                 self.state = State.STARTING
-                await self.register()
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
                 continue
             if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
                 self.log.debug("heartbeat refused", error=response.error_code.name)
@@ -441,7 +469,7 @@ class BrokerNode:
                 return
             if not response.is_fenced and self.state == State.RECOVERY:
                 self.state = State.RUNNING
-                self.unfenced.set()
+                daemon_loop.call_soon_threadsafe(self.unfenced.set)
             elif response.is_fenced and self.state == State.RUNNING:
                 self.log.warning("fenced by the controller")
                 self.state = State.RECOVERY
@@ -449,7 +477,7 @@ class BrokerNode:
             interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    stopping.wait() if not wants_shutdown else asyncio.sleep(interval), interval
+                    wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval
                 )
             if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
                 self.state = State.PENDING_CONTROLLED_SHUTDOWN
@@ -595,7 +623,7 @@ async def serve(
     node.groups.start()
     node.transactions.start()
     admin = await _start_admin(args, node)
-    heartbeats = asyncio.create_task(node.heartbeat_loop(stopping))
+    heartbeats = asyncio.create_task(node.heartbeats(stopping))
     stop_wait = asyncio.create_task(stopping.wait())
     # Clients are served once the metadata log is applied past our registration, as Kafka's BrokerServer
     # enables request processing only after its initial catch-up: a restarted broker with no metadata yet
@@ -643,11 +671,19 @@ async def serve(
     await node.control.close()
     await node.alter_partition_channel.close()
     await node.lifecycle_channel.close()
+    await _stop_heartbeat_thread(node)
     await node.metadata_client.close()
     if node.events is not None:
         await node.events.aclose()
     log.info("broker stopped")
     return exit_code
+
+
+async def _stop_heartbeat_thread(node: BrokerNode) -> None:
+    if node.heartbeat_thread.loop.is_running():
+        with contextlib.suppress(Exception):
+            await node.heartbeat_thread.submit(node.heartbeat_channel.close())
+    node.heartbeat_thread.stop()
 
 
 async def _halt(log: Any, node: BrokerNode, reason: str) -> None:
