@@ -155,6 +155,18 @@ class ClusterControl:
         )
         return ErrorCode.none, next_offset, record
 
+    def track_heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
+        """Kafka's trackBrokerHeartbeat: a heartbeat's contact time, recorded as it arrives rather than
+        once its turn among the controller's writes comes (a quorum's writes are committed one at a time),
+        so a backlog of writes does not expire the sessions of brokers that heartbeat on time. Only the
+        contact time of a session of the broker's current epoch moves; False for any other heartbeat."""
+        registration = self.brokers.get(broker_id)
+        session = self.sessions.get(broker_id)
+        if registration is None or registration.epoch != broker_epoch or session is None:
+            return False
+        session.last_contact_ms = max(session.last_contact_ms, now_ms)
+        return True
+
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """Records a heartbeat (Kafka's touch); a fenced broker leaves controlled shutdown."""
         session = self.sessions.get(broker_id)
