@@ -286,3 +286,21 @@ def test_update_contact_time():
     assert not ctx.controller.track_heartbeat(arrived, heartbeat_request(3, 0))  # never registered
     assert ctx.controller.tick(ctx.now + timeout + 200) == [2]
     assert not ctx.controller.cluster.brokers[1].fenced
+
+
+def test_update_contact_time_of_a_broker_with_no_session():
+    """A new active controller clears every session (QuorumController.claim; a restarted controller
+    starts with none): the first heartbeat to arrive after it starts a session there and then, as Kafka's
+    tracker records contact for any broker id and epoch, so a heartbeat that waits behind the new
+    controller's first writes is not fenced by the expiry check that runs before its turn."""
+    ctx = ControllerContext()
+    epochs = ctx.register_brokers(1)
+    ctx.unfence_brokers(1)
+    claimed = ctx.now + 5_000
+    ctx.controller.cluster.sessions.clear()  # what ControllerQuorum._claim does
+    ctx.controller.cluster.started_ms = claimed
+    timeout = ctx.controller.cluster.session_timeout_ms
+    assert ctx.controller.track_heartbeat(claimed + timeout - 100, heartbeat_request(1, epochs[1]))
+    assert not ctx.controller.track_heartbeat(claimed, heartbeat_request(1, epochs[1] - 1))
+    assert ctx.controller.tick(claimed + timeout + 200) == []
+    assert not ctx.controller.cluster.brokers[1].fenced

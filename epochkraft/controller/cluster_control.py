@@ -158,12 +158,14 @@ class ClusterControl:
     def track_heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
         """Kafka's trackBrokerHeartbeat: a heartbeat's contact time, recorded as it arrives rather than
         once its turn among the controller's writes comes (a quorum's writes are committed one at a time),
-        so a backlog of writes does not expire the sessions of brokers that heartbeat on time. Only the
-        contact time of a session of the broker's current epoch moves; False for any other heartbeat."""
+        so a backlog of writes does not expire the sessions of brokers that heartbeat on time. A broker
+        with no session yet (a new active controller clears them all) gets one from now, as Kafka's tracker
+        records contact for any broker id and epoch. Only the broker's current epoch counts; False for any
+        other heartbeat."""
         registration = self.brokers.get(broker_id)
-        session = self.sessions.get(broker_id)
-        if registration is None or registration.epoch != broker_epoch or session is None:
+        if registration is None or registration.epoch != broker_epoch:
             return False
+        session = self.sessions.setdefault(broker_id, Session(now_ms))
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         return True
 
