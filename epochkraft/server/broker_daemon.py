@@ -67,7 +67,7 @@ from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
-from epochkraft.server.loop_thread import LoopThread
+from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
@@ -139,6 +139,8 @@ class BrokerNode:
         # channel is used on that thread only; the other channels start where it last found the active
         # controller.
         self.heartbeat_thread = LoopThread(f"heartbeat-{self.node_id}")
+        # ... yet no heartbeat while this loop is stuck, so the controller fences a broker that cannot serve
+        self.loop_watch = LoopWatch(stall_bound_s(settings.heartbeat_interval_ms))
         self.heartbeat_channel = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-heartbeat",
@@ -412,12 +414,14 @@ class BrokerNode:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()  # the heartbeat thread's: a SIGTERM sends the next heartbeat at once
         self.heartbeat_thread.start()
+        self.loop_watch.start(loop)
         waker = loop.create_task(stopping.wait())
         waker.add_done_callback(lambda _: self.heartbeat_thread.call_soon(wake.set))
         try:
             await self.heartbeat_thread.submit(self.heartbeat_loop(stopping, wake, loop))
         finally:
             waker.cancel()
+            self.loop_watch.stop()
 
     async def heartbeat_loop(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
@@ -425,7 +429,13 @@ class BrokerNode:
         """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
         belongs to the daemon's loop back to it: registering again, and setting ``unfenced``."""
         fenced_since = time.monotonic()
+        stall_reported = False
         while self.state != State.SHUTTING_DOWN:
+            if self._loop_stalled(stall_reported):
+                stall_reported = True
+                await asyncio.sleep(LoopWatch.TICK_S)
+                continue
+            stall_reported = False
             if self.state == State.RUNNING:
                 fenced_since = time.monotonic()
             elif time.monotonic() - fenced_since > FENCED_REPORT_SECONDS:
@@ -481,6 +491,20 @@ class BrokerNode:
                 )
             if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
                 self.state = State.PENDING_CONTROLLED_SHUTDOWN
+
+    def _loop_stalled(self, reported: bool) -> bool:
+        """Whether the daemon's loop has stalled past the watch's bound (no heartbeat then: the session
+        lapses and the controller fences this broker); says so once a stall, and once it is over."""
+        stalled = self.loop_watch.stalled_for()
+        if stalled is not None and not reported:
+            self.log.warning(
+                "event loop stalled; no heartbeats until it runs again",
+                stalled_s=round(stalled, 3),
+                bound_s=self.loop_watch.bound_s,
+            )
+        elif stalled is None and reported:
+            self.log.warning("event loop running again; heartbeats resume")
+        return stalled is not None
 
     # ---- observability ----------------------------------------------------------------------------------
     def observe_produce(self, seconds: float) -> None:
