@@ -87,6 +87,7 @@ SUPPORTED_FEATURES = tuple(
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
+HEARTBEAT_ERROR_BACKOFF_S = 0.5  # after a heartbeat failed other than on the network
 
 
 class State(Enum):
@@ -238,6 +239,8 @@ class BrokerNode:
         self.unfenced = asyncio.Event()
         self.initially_caught_up = asyncio.Event()  # the metadata log applied past our first registration
         self._last_heartbeat = "none yet"
+        self._fenced_since = time.monotonic()  # the heartbeat thread's, as the two below
+        self._stall_reported = False
 
     @staticmethod
     def now_ms() -> int:
@@ -427,70 +430,83 @@ class BrokerNode:
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
     ) -> None:
         """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
-        belongs to the daemon's loop back to it: registering again, and setting ``unfenced``."""
-        fenced_since = time.monotonic()
-        stall_reported = False
+        belongs to the daemon's loop back to it: registering again, and setting ``unfenced``. An error
+        other than a network one (a malformed answer, the daemon's loop closing) is logged and the next
+        heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
+        failed event: a broker that stopped heartbeating would be fenced while it runs."""
+        self._fenced_since = time.monotonic()
         while self.state != State.SHUTTING_DOWN:
-            if self._loop_stalled(stall_reported):
-                stall_reported = True
-                await asyncio.sleep(LoopWatch.TICK_S)
-                continue
-            stall_reported = False
-            if self.state == State.RUNNING:
-                fenced_since = time.monotonic()
-            elif time.monotonic() - fenced_since > FENCED_REPORT_SECONDS:
-                fenced_since = time.monotonic()  # why a broker stays fenced, without debug logging
-                self.log.info(
-                    "still fenced",
-                    broker_epoch=self.broker_epoch,
-                    metadata_offset=self.cache.next_offset - 1,
-                    controller=self.heartbeat_channel.address,
-                    metadata_from=self.metadata_client.address,
-                    last_heartbeat=self._last_heartbeat,
-                )
-            wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
-            request = BrokerHeartbeatRequest(
-                broker_id=self.node_id,
-                broker_epoch=self.broker_epoch,
-                current_metadata_offset=self.cache.next_offset - 1,
-                want_fence=not self.caught_up(),
-                want_shut_down=wants_shutdown,
-                offline_log_dirs=(),
-            )
             try:
-                response = await self.heartbeat_channel.send(request)
-            except NetworkError as exc:
-                self._last_heartbeat = f"failed: {exc}"
-                self.log.debug("heartbeat failed", error=str(exc))
-                await asyncio.sleep(0.2)
-                continue
-            self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
-            if response.error_code == ErrorCode.stale_broker_epoch:
-                self.log.warning("stale broker epoch; registering again")
-                self.state = State.STARTING
-                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
-                continue
-            if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
-                self.log.debug("heartbeat refused", error=response.error_code.name)
-                await asyncio.sleep(0.2)
-                continue
-            if wants_shutdown and response.should_shut_down:
-                self.state = State.SHUTTING_DOWN
-                return
-            if not response.is_fenced and self.state == State.RECOVERY:
-                self.state = State.RUNNING
-                daemon_loop.call_soon_threadsafe(self.unfenced.set)
-            elif response.is_fenced and self.state == State.RUNNING:
-                self.log.warning("fenced by the controller")
-                self.state = State.RECOVERY
-            fast = self.state != State.RUNNING
-            interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval
-                )
-            if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
-                self.state = State.PENDING_CONTROLLED_SHUTDOWN
+                await self._heartbeat(stopping, wake, daemon_loop)
+            except Exception:
+                self.log.exception("heartbeat failed; retrying")
+                await asyncio.sleep(HEARTBEAT_ERROR_BACKOFF_S)
+
+    async def _heartbeat(
+        self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """One heartbeat, its answer acted on, and the wait for the next."""
+        self._stall_reported = self._loop_stalled(self._stall_reported)
+        if self._stall_reported:
+            await asyncio.sleep(LoopWatch.TICK_S)
+            return
+        self._report_fenced()
+        wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
+        request = BrokerHeartbeatRequest(
+            broker_id=self.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.cache.next_offset - 1,
+            want_fence=not self.caught_up(),
+            want_shut_down=wants_shutdown,
+            offline_log_dirs=(),
+        )
+        try:
+            response = await self.heartbeat_channel.send(request)
+        except NetworkError as exc:
+            self._last_heartbeat = f"failed: {exc}"
+            self.log.debug("heartbeat failed", error=str(exc))
+            await asyncio.sleep(0.2)
+            return
+        self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
+        if response.error_code == ErrorCode.stale_broker_epoch:
+            self.log.warning("stale broker epoch; registering again")
+            self.state = State.STARTING
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
+            return
+        if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
+            self.log.debug("heartbeat refused", error=response.error_code.name)
+            await asyncio.sleep(0.2)
+            return
+        if wants_shutdown and response.should_shut_down:
+            self.state = State.SHUTTING_DOWN
+            return
+        if not response.is_fenced and self.state == State.RECOVERY:
+            self.state = State.RUNNING
+            daemon_loop.call_soon_threadsafe(self.unfenced.set)
+        elif response.is_fenced and self.state == State.RUNNING:
+            self.log.warning("fenced by the controller")
+            self.state = State.RECOVERY
+        fast = self.state != State.RUNNING
+        interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval)
+        if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
+            self.state = State.PENDING_CONTROLLED_SHUTDOWN
+
+    def _report_fenced(self) -> None:
+        """Why a broker stays fenced, every few seconds at info, without debug logging."""
+        if self.state == State.RUNNING:
+            self._fenced_since = time.monotonic()
+        elif time.monotonic() - self._fenced_since > FENCED_REPORT_SECONDS:
+            self._fenced_since = time.monotonic()
+            self.log.info(
+                "still fenced",
+                broker_epoch=self.broker_epoch,
+                metadata_offset=self.cache.next_offset - 1,
+                controller=self.heartbeat_channel.address,
+                metadata_from=self.metadata_client.address,
+                last_heartbeat=self._last_heartbeat,
+            )
 
     def _loop_stalled(self, reported: bool) -> bool:
         """Whether the daemon's loop has stalled past the watch's bound (no heartbeat then: the session
@@ -647,7 +663,8 @@ async def serve(
     node.groups.start()
     node.transactions.start()
     admin = await _start_admin(args, node)
-    heartbeats = asyncio.create_task(node.heartbeats(stopping))
+    heartbeats = asyncio.create_task(node.heartbeats(stopping), name="heartbeats")
+    heartbeats.add_done_callback(lambda task: _report_failed(log, task, background_task_failed))
     stop_wait = asyncio.create_task(stopping.wait())
     # Clients are served once the metadata log is applied past our registration, as Kafka's BrokerServer
     # enables request processing only after its initial catch-up: a restarted broker with no metadata yet
@@ -668,7 +685,7 @@ async def serve(
         )
     await stop_wait
     log.info("controlled shutdown starting")
-    with contextlib.suppress(TimeoutError):
+    with contextlib.suppress(Exception):  # a failed heartbeat task was reported: the shutdown goes on
         await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
     heartbeats.cancel()
     node.state = State.SHUTTING_DOWN
@@ -701,6 +718,14 @@ async def serve(
         await node.events.aclose()
     log.info("broker stopped")
     return exit_code
+
+
+def _report_failed(log: Any, task: asyncio.Task[None], on_fatal: Callable[[str], None]) -> None:
+    """A background task that ended with an error stops the broker (exit code 1), through its shutdown."""
+    if task.cancelled() or (error := task.exception()) is None:
+        return
+    log.critical(f"{task.get_name()} failed; stopping the broker", exc_info=error)
+    on_fatal(f"{task.get_name()} ended: {error!r}")
 
 
 async def _stop_heartbeat_thread(node: BrokerNode) -> None:

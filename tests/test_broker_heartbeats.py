@@ -1,0 +1,117 @@
+"""A broker's heartbeat loop (server/broker_daemon.py) against a scripted controller channel, on one event
+loop and no sockets: what Kafka's BrokerLifecycleManager does when a heartbeat fails or the broker shuts
+down."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import structlog
+from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
+from kio.static.primitive import i32Timedelta
+
+from epochkraft.protocol.errors import ErrorCode, ProtocolError
+from epochkraft.server import broker_daemon
+from epochkraft.server.broker_daemon import BrokerNode, State
+
+Answer = Callable[[Any], Any]
+
+
+def answer(error: ErrorCode = ErrorCode.none, *, fenced: bool = False, shut_down: bool = False) -> Answer:
+    def respond(request: Any) -> BrokerHeartbeatResponse:
+        return BrokerHeartbeatResponse(
+            throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+            error_code=error,
+            is_caught_up=True,
+            is_fenced=fenced,
+            should_shut_down=shut_down,
+        )
+
+    return respond
+
+
+def fail(error: Exception) -> Answer:
+    def respond(request: Any) -> Any:
+        raise error
+
+    return respond
+
+
+class ScriptedChannel:
+    """The heartbeat channel: each request gets the next scripted answer (the last one repeats)."""
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.requests: list[Any] = []
+        self.address = "controller:9093"
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        self.requests.append(request)
+        respond = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return respond(request)
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch) -> BrokerNode:
+    monkeypatch.setattr(broker_daemon, "HEARTBEAT_ERROR_BACKOFF_S", 0.01)
+    args = argparse.Namespace(
+        node_id=1,
+        data_dir=str(tmp_path),
+        metrics_dir=None,
+        listen="127.0.0.1:0",
+        controller="127.0.0.1:9093",
+        config=None,
+        override=["broker.heartbeat.interval.ms=20"],
+        admin_secure=False,
+    )
+    settings, listeners, controller = broker_daemon.load(args)
+    node = BrokerNode(args, settings, listeners, controller, structlog.get_logger())
+    node.broker_epoch, node.state = 10, State.RUNNING
+    node.cache.next_offset = 11
+    return node
+
+
+async def run_heartbeats(node: BrokerNode, channel: ScriptedChannel, until: Callable[[], bool]) -> None:
+    """The heartbeat loop on this event loop (standing for the heartbeat thread's) until ``until()``."""
+    node.heartbeat_channel = channel  # type: ignore[assignment]
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(node.heartbeat_loop(asyncio.Event(), asyncio.Event(), loop))
+    try:
+        async with asyncio.timeout(5):
+            while not until():
+                assert not task.done() or task.exception() is None, task.exception()
+                assert not task.done(), "the heartbeat loop ended"
+                await asyncio.sleep(0.005)
+    finally:
+        task.cancel()
+
+
+async def test_heartbeats_go_on_after_an_unexpected_error(node):
+    """An error other than a network one (a malformed answer) is logged and the next heartbeat follows,
+    as BrokerLifecycleManager's event queue goes on after a failed event; the loop used to end, and the
+    broker's session lapsed while it ran."""
+    channel = ScriptedChannel(fail(ProtocolError("malformed answer")), answer())
+    await run_heartbeats(node, channel, lambda: len(channel.requests) >= 3)
+    assert node.state == State.RUNNING
+
+
+async def test_a_failed_background_task_stops_the_broker():
+    """The heartbeats task ending with an error is reported (the broker stops through its shutdown steps,
+    exit code 1), not found only when the shutdown awaits it; a cancelled one is not."""
+
+    async def broken() -> None:
+        raise RuntimeError("event loop is closed")
+
+    reasons: list[str] = []
+    failed = asyncio.create_task(broken(), name="heartbeats")
+    cancelled = asyncio.create_task(asyncio.sleep(1), name="heartbeats")
+    cancelled.cancel()
+    await asyncio.wait([failed, cancelled])
+    for task in (failed, cancelled):
+        broker_daemon._report_failed(structlog.get_logger(), task, reasons.append)
+    assert reasons == ["heartbeats ended: RuntimeError('event loop is closed')"]
