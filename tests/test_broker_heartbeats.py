@@ -115,3 +115,34 @@ async def test_a_failed_background_task_stops_the_broker():
     for task in (failed, cancelled):
         broker_daemon._report_failed(structlog.get_logger(), task, reasons.append)
     assert reasons == ["heartbeats ended: RuntimeError('event loop is closed')"]
+
+
+async def test_an_answer_arriving_during_shutdown_changes_nothing(node, monkeypatch):
+    """Cancelling the heartbeats reaches their thread a hop later: a STALE_BROKER_EPOCH answer arriving as
+    the broker shuts down must not register it again (a new broker epoch in the clean shutdown marker, an
+    AllocateProducerIds on a closing channel), nor its state move."""
+    registrations: list[int] = []
+
+    async def register() -> None:
+        registrations.append(node.broker_epoch)
+
+    monkeypatch.setattr(node, "register", register)
+
+    def shut_down_meanwhile(request: Any) -> BrokerHeartbeatResponse:
+        node.shutting_down.set()
+        return answer(ErrorCode.stale_broker_epoch)(request)
+
+    channel = ScriptedChannel(shut_down_meanwhile)
+    node.heartbeat_channel = channel
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(5):
+        await node.heartbeat_loop(asyncio.Event(), asyncio.Event(), loop)  # ends: shutting down
+    assert registrations == [] and node.state == State.RUNNING and node.broker_epoch == 10
+
+
+async def test_no_registration_once_shutting_down(node):
+    channel = ScriptedChannel(fail(AssertionError("a registration was sent")))
+    node.lifecycle_channel = channel
+    node.shutting_down.set()
+    await node.register()
+    assert channel.requests == [] and node.broker_epoch == 10

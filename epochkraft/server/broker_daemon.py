@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -88,6 +89,7 @@ SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a bro
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
 HEARTBEAT_ERROR_BACKOFF_S = 0.5  # after a heartbeat failed other than on the network
+HEARTBEAT_STOP_TIMEOUT_S = 5.0  # for the heartbeat thread's loop to end once cancelled
 
 
 class State(Enum):
@@ -241,6 +243,11 @@ class BrokerNode:
         self._last_heartbeat = "none yet"
         self._fenced_since = time.monotonic()  # the heartbeat thread's, as the two below
         self._stall_reported = False
+        # Set (on the daemon's loop) before the heartbeats are cancelled: cancelling reaches the heartbeat
+        # thread a hop later, and an answer arriving meanwhile must change nothing (no registering again,
+        # no new broker epoch for the clean shutdown marker).
+        self.shutting_down = threading.Event()
+        self._heartbeat_loop_ended = threading.Event()
 
     @staticmethod
     def now_ms() -> int:
@@ -355,6 +362,10 @@ class BrokerNode:
                 await asyncio.sleep(0.5)
 
     async def register(self) -> None:
+        """Registers this incarnation (Kafka's BrokerRegistration); refused once the broker shuts down."""
+        if self.shutting_down.is_set():
+            self.log.info("not registering again: shutting down")
+            return
         previous = -1
         marker = self.data_dir / LAST_EPOCH_FILE
         if marker.exists():
@@ -388,6 +399,8 @@ class BrokerNode:
                 self.log.info("registration failed; retrying", error=str(exc))
                 await asyncio.sleep(0.3)
                 continue
+            if self.shutting_down.is_set():
+                return
             if response.error_code == ErrorCode.none:
                 self.broker_epoch = response.broker_epoch
                 self.producer_ids.request_block_now(self.now_ms())
@@ -425,6 +438,8 @@ class BrokerNode:
         finally:
             waker.cancel()
             self.loop_watch.stop()
+            # cancelled: the loop on the heartbeat thread ends a hop later
+            await asyncio.to_thread(self._heartbeat_loop_ended.wait, HEARTBEAT_STOP_TIMEOUT_S)
 
     async def heartbeat_loop(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
@@ -435,12 +450,15 @@ class BrokerNode:
         heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
         failed event: a broker that stopped heartbeating would be fenced while it runs."""
         self._fenced_since = time.monotonic()
-        while self.state != State.SHUTTING_DOWN:
-            try:
-                await self._heartbeat(stopping, wake, daemon_loop)
-            except Exception:
-                self.log.exception("heartbeat failed; retrying")
-                await asyncio.sleep(HEARTBEAT_ERROR_BACKOFF_S)
+        try:
+            while self.state != State.SHUTTING_DOWN and not self.shutting_down.is_set():
+                try:
+                    await self._heartbeat(stopping, wake, daemon_loop)
+                except Exception:
+                    self.log.exception("heartbeat failed; retrying")
+                    await asyncio.sleep(HEARTBEAT_ERROR_BACKOFF_S)
+        finally:
+            self._heartbeat_loop_ended.set()
 
     async def _heartbeat(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
@@ -467,6 +485,8 @@ class BrokerNode:
             self.log.debug("heartbeat failed", error=str(exc))
             await asyncio.sleep(0.2)
             return
+        if self.shutting_down.is_set():
+            return  # the daemon's loop is shutting down: the answer changes nothing now
         self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
         if response.error_code == ErrorCode.stale_broker_epoch:
             self.log.warning("stale broker epoch; registering again")
@@ -490,7 +510,11 @@ class BrokerNode:
         interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval)
-        if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
+        if (
+            stopping.is_set()
+            and self.state in (State.RUNNING, State.RECOVERY)
+            and not self.shutting_down.is_set()
+        ):
             self.state = State.PENDING_CONTROLLED_SHUTDOWN
 
     def _report_fenced(self) -> None:
@@ -687,7 +711,9 @@ async def serve(
     log.info("controlled shutdown starting")
     with contextlib.suppress(Exception):  # a failed heartbeat task was reported: the shutdown goes on
         await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
+    node.shutting_down.set()
     heartbeats.cancel()
+    await asyncio.wait([heartbeats], timeout=HEARTBEAT_STOP_TIMEOUT_S + 1)
     node.state = State.SHUTTING_DOWN
     try:
         async with asyncio.timeout(SHUTDOWN_STEPS_TIMEOUT_S):
