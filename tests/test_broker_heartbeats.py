@@ -72,7 +72,7 @@ def node(tmp_path, monkeypatch) -> BrokerNode:
     settings, listeners, controller = broker_daemon.load(args)
     node = BrokerNode(args, settings, listeners, controller, structlog.get_logger())
     node.broker_epoch, node.state = 10, State.RUNNING
-    node.cache.next_offset = 11
+    node.cache.next_offset = node.follower.published_offset = 11
     return node
 
 
@@ -146,3 +146,16 @@ async def test_no_registration_once_shutting_down(node):
     node.shutting_down.set()
     await node.register()
     assert channel.requests == [] and node.broker_epoch == 10
+
+
+async def test_heartbeats_report_the_metadata_offset_the_replicas_carried_out(node):
+    """The metadata offset a heartbeat reports (and whether it asks to stay fenced) is the one every
+    listener has carried out, as Kafka's broker reports MetadataLoader's last applied offset once every
+    publisher ran: the cache's offset moves per record, before the replica manager has seen them, and a
+    controller unfencing a broker or completing a controlled shutdown on it would act too early."""
+    node.cache.next_offset = 20  # records 11..19 in the image, not yet handed to the replica manager
+    channel = ScriptedChannel(answer())
+    await run_heartbeats(node, channel, lambda: len(channel.requests) >= 1)
+    assert channel.requests[0].current_metadata_offset == 10
+    node.follower.published_offset, node.broker_epoch = 11, 15  # registered at 15, published to 10
+    assert not node.caught_up()

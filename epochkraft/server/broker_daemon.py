@@ -235,7 +235,13 @@ class BrokerNode:
         )
         self.producer_ids = RpcProducerIdManager(self.node_id)
         self._producer_id_requests: set[asyncio.Task[None]] = set()
-        self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
+        self.follower = MetadataFollower(
+            self.metadata_client,
+            self.cache,
+            self._on_metadata,
+            self.node_id,
+            on_published=self._on_metadata_published,
+        )
         self.servers: list[KafkaServer] = []
         self.metrics: BrokerMetrics | None = None
         self.unfenced = asyncio.Event()
@@ -258,6 +264,8 @@ class BrokerNode:
         await self.replica_manager.on_metadata(changes)
         if self.metrics is not None:
             self.metrics.on_metadata(self)
+
+    def _on_metadata_published(self) -> None:
         if self.caught_up():
             self.initially_caught_up.set()
 
@@ -272,8 +280,9 @@ class BrokerNode:
             self.groups.unload_partition(partition)
 
     def caught_up(self) -> bool:
-        """The metadata log has been applied past our own registration record."""
-        return self.broker_epoch >= 0 and self.cache.next_offset > self.broker_epoch
+        """The metadata log has been applied, and its changes carried out, past our own registration
+        record."""
+        return self.broker_epoch >= 0 and self.follower.published_offset > self.broker_epoch
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: Any) -> Any:
@@ -473,7 +482,7 @@ class BrokerNode:
         request = BrokerHeartbeatRequest(
             broker_id=self.node_id,
             broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.cache.next_offset - 1,
+            current_metadata_offset=self.follower.published_offset - 1,  # what the replicas carried out
             want_fence=not self.caught_up(),
             want_shut_down=wants_shutdown,
             offline_log_dirs=(),
@@ -526,7 +535,7 @@ class BrokerNode:
             self.log.info(
                 "still fenced",
                 broker_epoch=self.broker_epoch,
-                metadata_offset=self.cache.next_offset - 1,
+                metadata_offset=self.follower.published_offset - 1,
                 controller=self.heartbeat_channel.address,
                 metadata_from=self.metadata_client.address,
                 last_heartbeat=self._last_heartbeat,
