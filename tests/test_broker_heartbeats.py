@@ -159,3 +159,19 @@ async def test_heartbeats_report_the_metadata_offset_the_replicas_carried_out(no
     assert channel.requests[0].current_metadata_offset == 10
     node.follower.published_offset, node.broker_epoch = 11, 15  # registered at 15, published to 10
     assert not node.caught_up()
+
+
+async def test_stopping_the_heartbeat_thread_takes_bounded_time(node, monkeypatch):
+    """A heartbeat channel that never finishes closing (its thread stuck) does not hang the broker's
+    shutdown: the thread is stopped once the wait is over."""
+    monkeypatch.setattr(broker_daemon, "HEARTBEAT_STOP_TIMEOUT_S", 0.1)
+
+    class StuckChannel:
+        async def close(self) -> None:
+            await asyncio.sleep(3600)
+
+    node.heartbeat_channel = StuckChannel()
+    node.heartbeat_thread.start()
+    async with asyncio.timeout(3):
+        await broker_daemon._stop_heartbeat_thread(node)
+    assert not node.heartbeat_thread.loop.is_running()

@@ -647,6 +647,16 @@ async def serve(
         )
         return 1
     log.info("logs recovered", partitions=len(loaded), seconds=round(time.monotonic() - started, 3))
+    try:
+        return await _run(args, node, stopping)
+    finally:  # on every way out, early ones too: the heartbeat thread is not left running
+        await _stop_heartbeat_thread(node)
+
+
+async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Event) -> int:
+    """The broker from its listeners' start to its clean shutdown marker; the exit code."""
+    log, settings, listeners = node.log, node.settings, node.listeners
+    loop = asyncio.get_running_loop()
     exit_code = 0
     halting: list[asyncio.Task[None]] = []
 
@@ -747,7 +757,6 @@ async def serve(
     await node.control.close()
     await node.alter_partition_channel.close()
     await node.lifecycle_channel.close()
-    await _stop_heartbeat_thread(node)
     await node.metadata_client.close()
     if node.events is not None:
         await node.events.aclose()
@@ -764,9 +773,13 @@ def _report_failed(log: Any, task: asyncio.Task[None], on_fatal: Callable[[str],
 
 
 async def _stop_heartbeat_thread(node: BrokerNode) -> None:
+    """Closes the heartbeat channel on its thread, in bounded time (a stuck thread must not hang the
+    shutdown), then stops the thread."""
     if node.heartbeat_thread.loop.is_running():
         with contextlib.suppress(Exception):
-            await node.heartbeat_thread.submit(node.heartbeat_channel.close())
+            await asyncio.wait_for(
+                node.heartbeat_thread.submit(node.heartbeat_channel.close()), HEARTBEAT_STOP_TIMEOUT_S
+            )
     node.heartbeat_thread.stop()
 
 
