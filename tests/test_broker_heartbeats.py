@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import structlog
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.static.primitive import i32Timedelta
 
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -59,12 +60,16 @@ class ScriptedChannel:
 @pytest.fixture
 def node(tmp_path, monkeypatch) -> BrokerNode:
     monkeypatch.setattr(broker_daemon, "HEARTBEAT_ERROR_BACKOFF_S", 0.01)
+    return make_node(tmp_path)
+
+
+def make_node(tmp_path, controllers: str = "127.0.0.1:9093") -> BrokerNode:
     args = argparse.Namespace(
         node_id=1,
         data_dir=str(tmp_path),
         metrics_dir=None,
         listen="127.0.0.1:0",
-        controller="127.0.0.1:9093",
+        controller=controllers,
         config=None,
         override=["broker.heartbeat.interval.ms=20"],
         admin_secure=False,
@@ -175,3 +180,28 @@ async def test_stopping_the_heartbeat_thread_takes_bounded_time(node, monkeypatc
     async with asyncio.timeout(3):
         await broker_daemon._stop_heartbeat_thread(node)
     assert not node.heartbeat_thread.loop.is_running()
+
+
+async def test_after_registering_every_channel_starts_at_the_active_controller(tmp_path, monkeypatch):
+    """The registration found the active controller (the third of three): the heartbeats, and the
+    metadata fetches, control requests and AlterPartitions that follow them, start there at once instead
+    of at the first controller, a standby answering NOT_CONTROLLER."""
+    node = make_node(tmp_path, "127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095")
+
+    def registration(error: ErrorCode) -> Callable[..., Any]:
+        async def send(request: Any, **kwargs: Any) -> BrokerRegistrationResponse:
+            return BrokerRegistrationResponse(
+                throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=error, broker_epoch=42
+            )
+
+        return send
+
+    clients = node.lifecycle_channel.clients
+    for client, error in zip(clients, [ErrorCode.not_controller] * 2 + [ErrorCode.none], strict=True):
+        monkeypatch.setattr(client, "send", registration(error))
+    await node.register()
+    assert node.broker_epoch == 42
+    assert node.heartbeat_channel.current == 2
+    monkeypatch.setattr(node.control.clients[2], "send", registration(ErrorCode.none))
+    await node.control.send(object())  # would go to a client never opened, were it not the third
+    assert node.control.current == 2

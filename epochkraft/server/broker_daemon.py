@@ -412,6 +412,9 @@ class BrokerNode:
                 return
             if response.error_code == ErrorCode.none:
                 self.broker_epoch = response.broker_epoch
+                # the channels that follow the heartbeats' (metadata, control, AlterPartition) start at
+                # the active controller at once, not only once a heartbeat has found it
+                self.heartbeat_channel.current = self.lifecycle_channel.current
                 self.producer_ids.request_block_now(self.now_ms())
                 self._maybe_allocate_producer_ids()
                 self.state = State.RECOVERY
