@@ -205,3 +205,24 @@ async def test_after_registering_every_channel_starts_at_the_active_controller(t
     monkeypatch.setattr(node.control.clients[2], "send", registration(ErrorCode.none))
     await node.control.send(object())  # would go to a client never opened, were it not the third
     assert node.control.current == 2
+
+
+async def test_no_heartbeat_while_the_daemon_loop_is_stalled(node):
+    """The heartbeat thread sends nothing while the daemon's loop has not ticked for longer than the
+    watch's bound, so the session lapses and the controller fences a broker that cannot serve; it
+    heartbeats again once the loop runs."""
+    channel = ScriptedChannel(answer())
+    node.loop_watch.last_tick -= node.loop_watch.bound_s + 1  # the loop stuck since
+    node.heartbeat_channel = channel
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(node.heartbeat_loop(asyncio.Event(), asyncio.Event(), loop))
+    try:
+        await asyncio.sleep(0.3)
+        assert channel.requests == []
+        node.loop_watch.start(loop)  # the loop runs again: it ticks
+        async with asyncio.timeout(5):
+            while not channel.requests:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        node.loop_watch.stop()
