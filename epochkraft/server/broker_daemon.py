@@ -90,6 +90,9 @@ LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
 HEARTBEAT_ERROR_BACKOFF_S = 0.5  # after a heartbeat failed other than on the network
 HEARTBEAT_STOP_TIMEOUT_S = 5.0  # for the heartbeat thread's loop to end once cancelled
+# A test switch: SIGUSR1 blocks the daemon's event loop this many seconds (a stuck loop, whose broker the
+# controller must fence though its heartbeat thread runs); 0, the default: no such signal handler.
+UNSAFE_STALL_LOOP_S_FOR_TESTS = float(os.environ.get("UNSAFE_STALL_LOOP_ON_SIGUSR1_FOR_TESTS", "0"))
 
 
 class State(Enum):
@@ -639,6 +642,8 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
+    if UNSAFE_STALL_LOOP_S_FOR_TESTS > 0:
+        loop.add_signal_handler(signal.SIGUSR1, time.sleep, UNSAFE_STALL_LOOP_S_FOR_TESTS)
     started = time.monotonic()
     try:
         node = BrokerNode(args, settings, listeners, controller, log)
