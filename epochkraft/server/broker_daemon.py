@@ -736,8 +736,9 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
         )
     await stop_wait
     log.info("controlled shutdown starting")
-    with contextlib.suppress(Exception):  # a failed heartbeat task was reported: the shutdown goes on
-        await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
+    # Not wait_for, which would cancel the heartbeats on timeout before the flag below is set; a failed
+    # heartbeats task was reported by its done callback, and the shutdown goes on.
+    await asyncio.wait([heartbeats], timeout=settings.controlled_shutdown_timeout_ms / 1000)
     node.shutting_down.set()
     heartbeats.cancel()
     await asyncio.wait([heartbeats], timeout=HEARTBEAT_STOP_TIMEOUT_S + 1)
