@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import uuid
 
+from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+
 from epochkraft.controller.cluster_control import BrokerControlState, ClusterControl, Session
 from epochkraft.controller.partition_change import PartitionChangeBuilder
 from epochkraft.metadata.image import apply_change
@@ -254,3 +256,51 @@ def test_no_leader_epoch_bump_on_isr_expansion():
     assert change is not None and change.record.leader == -2  # NO_LEADER_CHANGE
     after = apply_change(base, change.record)
     assert (after.leader, after.leader_epoch, after.partition_epoch) == (1, 100, 201)
+
+
+# ---- BrokerHeartbeatTrackerTest, QuorumController.processBrokerHeartbeat ------------------------------
+
+
+def heartbeat_request(broker_id: int, epoch: int) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(
+        broker_id=broker_id,
+        broker_epoch=epoch,
+        current_metadata_offset=0,
+        want_fence=False,
+        want_shut_down=False,
+        offline_log_dirs=(),
+    )
+
+
+def test_update_contact_time():
+    """A heartbeat's arrival moves its broker's contact time, for its current epoch only: a broker whose
+    heartbeat arrived within the session timeout, and then waited longer than that behind the quorum's
+    other writes, is not fenced by the expiry check that runs before its turn comes."""
+    ctx = ControllerContext()
+    epochs = ctx.register_brokers(1, 2)
+    ctx.unfence_brokers(1, 2)
+    timeout = ctx.controller.cluster.session_timeout_ms
+    arrived = ctx.now + timeout - 100
+    assert ctx.controller.track_heartbeat(arrived, heartbeat_request(1, epochs[1]))
+    assert not ctx.controller.track_heartbeat(arrived, heartbeat_request(2, epochs[2] - 1))  # a past epoch
+    assert not ctx.controller.track_heartbeat(arrived, heartbeat_request(3, 0))  # never registered
+    assert ctx.controller.tick(ctx.now + timeout + 200) == [2]
+    assert not ctx.controller.cluster.brokers[1].fenced
+
+
+def test_update_contact_time_of_a_broker_with_no_session():
+    """A new active controller clears every session (QuorumController.claim; a restarted controller
+    starts with none): the first heartbeat to arrive after it starts a session there and then, as Kafka's
+    tracker records contact for any broker id and epoch, so a heartbeat that waits behind the new
+    controller's first writes is not fenced by the expiry check that runs before its turn."""
+    ctx = ControllerContext()
+    epochs = ctx.register_brokers(1)
+    ctx.unfence_brokers(1)
+    claimed = ctx.now + 5_000
+    ctx.controller.cluster.sessions.clear()  # what ControllerQuorum._claim does
+    ctx.controller.cluster.started_ms = claimed
+    timeout = ctx.controller.cluster.session_timeout_ms
+    assert ctx.controller.track_heartbeat(claimed + timeout - 100, heartbeat_request(1, epochs[1]))
+    assert not ctx.controller.track_heartbeat(claimed, heartbeat_request(1, epochs[1] - 1))
+    assert ctx.controller.tick(claimed + timeout + 200) == []
+    assert not ctx.controller.cluster.brokers[1].fenced

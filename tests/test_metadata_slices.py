@@ -67,6 +67,25 @@ async def test_a_large_change_is_handed_on_in_slices_at_batch_ends(monkeypatch):
     assert turns - turns_before >= REQUESTS  # the loop ran after each slice
 
 
+async def test_the_published_offset_moves_once_the_changes_are_carried_out(monkeypatch):
+    """A heartbeat reports ``published_offset``, which moves only once the listeners have carried a
+    slice's changes out (Kafka's MetadataLoader updates its last applied offset after every publisher),
+    while the cache's offset moves per record."""
+    monkeypatch.setattr("epochkraft.broker.metadata_follower.SLICE_SECONDS", 0.0)
+    cache = MetadataCache(1)
+    seen: list[tuple[int, int]] = []
+
+    async def on_changes(changes: Changes) -> None:
+        seen.append((follower.published_offset, cache.next_offset))
+
+    published: list[int] = []
+    follower = MetadataFollower(None, cache, on_changes, node_id=1)  # type: ignore[arg-type]
+    follower.on_published = lambda: published.append(follower.published_offset)
+    await follower._apply(0, flood_log())
+    assert all(published_at < applied for published_at, applied in seen)
+    assert follower.published_offset == cache.next_offset == published[-1]
+
+
 async def test_slicer_yields_only_once_its_time_is_up():
     ran = 0
 

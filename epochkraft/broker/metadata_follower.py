@@ -43,10 +43,17 @@ class MetadataFollower:
         on_changes: Callable[[Changes], Awaitable[None]],
         node_id: int,
         max_wait_ms: int = 500,
+        on_published: Callable[[], None] | None = None,
     ) -> None:
+        """``on_published`` runs after each publish, once ``published_offset`` has moved."""
         self.client = client
         self.cache = cache
         self.on_changes = on_changes
+        self.on_published = on_published
+        # The offset after the last record whose changes every listener has carried out (Kafka's
+        # MetadataLoader moves its last applied offset only after every publisher ran): what a heartbeat
+        # reports. The cache's next_offset moves per record, ahead of the replica manager.
+        self.published_offset = cache.next_offset
         self.node_id = node_id
         self.max_wait_ms = max_wait_ms
         self.progress = asyncio.Event()  # set whenever records were applied
@@ -157,6 +164,9 @@ class MetadataFollower:
                 raise MetadataApplyFailed(
                     f"applying metadata up to {self.cache.next_offset}: {exc!r}"
                 ) from exc
+        self.published_offset = self.cache.next_offset
+        if self.on_published is not None:
+            self.on_published()
         self.progress.set()
         self.progress = asyncio.Event()
         await asyncio.sleep(0)

@@ -155,6 +155,20 @@ class ClusterControl:
         )
         return ErrorCode.none, next_offset, record
 
+    def track_heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
+        """Kafka's trackBrokerHeartbeat: a heartbeat's contact time, recorded as it arrives rather than
+        once its turn among the controller's writes comes (a quorum's writes are committed one at a time),
+        so a backlog of writes does not expire the sessions of brokers that heartbeat on time. A broker
+        with no session yet (a new active controller clears them all) gets one from now, as Kafka's tracker
+        records contact for any broker id and epoch. Only the broker's current epoch counts; False for any
+        other heartbeat."""
+        registration = self.brokers.get(broker_id)
+        if registration is None or registration.epoch != broker_epoch:
+            return False
+        session = self.sessions.setdefault(broker_id, Session(now_ms))
+        session.last_contact_ms = max(session.last_contact_ms, now_ms)
+        return True
+
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """Records a heartbeat (Kafka's touch); a fenced broker leaves controlled shutdown."""
         session = self.sessions.get(broker_id)

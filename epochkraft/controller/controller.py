@@ -478,6 +478,11 @@ class Controller(AdminOperations):
             throttle_time=NO_THROTTLE, error_code=error, broker_epoch=i64(epoch)
         )
 
+    def track_heartbeat(self, now_ms: int, request: BrokerHeartbeatRequest) -> bool:
+        """A heartbeat's arrival, before it waits for its turn to be handled (Kafka's processBrokerHeartbeat
+        records it first, outside the controller's event queue)."""
+        return self.cluster.track_heartbeat(request.broker_id, request.broker_epoch, now_ms)
+
     def heartbeat(self, now_ms: int, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """Kafka's processBrokerHeartbeat: the next broker state from the current one and the request,
         the records of the transition, then the session is touched."""

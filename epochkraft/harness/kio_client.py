@@ -98,7 +98,9 @@ class MiniClient:
     async def partition_state(self, topic: str, partition: int = 0):
         response = await self.metadata(topic)
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-        p = next(p for p in response.topics[0].partitions if p.partition_index == partition)
+        p = next((p for p in response.topics[0].partitions if p.partition_index == partition), None)
+        if p is None:  # a topic just created: Kafka's brokers may not list its partitions yet
+            raise LookupError(f"{topic}-{partition} is not in the metadata answer")
         return p, brokers
 
     async def describe_partitions(self, topic: str) -> dict[int, PartitionView]:
@@ -154,7 +156,11 @@ class MiniClient:
         )
         result = None
         for _ in range(retries):
-            p, brokers = await self.partition_state(topic, partition)
+            try:
+                p, brokers = await self.partition_state(topic, partition)
+            except LookupError:
+                await asyncio.sleep(0.25)
+                continue
             if p.leader_id < 0 or p.leader_id not in brokers:
                 await asyncio.sleep(0.25)
                 continue

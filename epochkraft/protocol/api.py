@@ -14,6 +14,8 @@ BROKER = "broker"
 CONTROLLER = "controller"
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+# Called with (request, ctx) before a request waits for the controller's write gate (see ``api``).
+Arrival = Callable[[Any, Any], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,7 @@ class ApiSpec:
     max_version: int
     listeners: frozenset[str]
     handler: Handler
+    on_arrival: Arrival | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -33,12 +36,18 @@ _REGISTRY: dict[str, dict[int, ApiSpec]] = {BROKER: {}, CONTROLLER: {}}
 
 
 def api(
-    key: int, name: str, versions: tuple[int, int], listeners: tuple[str, ...]
+    key: int,
+    name: str,
+    versions: tuple[int, int],
+    listeners: tuple[str, ...],
+    on_arrival: Arrival | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Registers ``handler(request, ctx) -> response`` for ``key`` in ``versions`` on ``listeners``."""
+    """Registers ``handler(request, ctx) -> response`` for ``key`` in ``versions`` on ``listeners``.
+    ``on_arrival(request, ctx)``, if given, runs as the request arrives, before it waits for its turn at the
+    controller's write gate (a broker heartbeat's contact time)."""
 
     def register(handler: Handler) -> Handler:
-        spec = ApiSpec(key, name, versions[0], versions[1], frozenset(listeners), handler)
+        spec = ApiSpec(key, name, versions[0], versions[1], frozenset(listeners), handler, on_arrival)
         for listener in listeners:
             if key in _REGISTRY[listener]:
                 raise RuntimeError(f"API key {key} registered twice on the {listener} listener")

@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -76,6 +77,7 @@ from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.server import forwarding
 from epochkraft.server.context import RequestContext
+from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
@@ -95,6 +97,11 @@ SUPPORTED_FEATURES = tuple(
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
 LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
+HEARTBEAT_ERROR_BACKOFF_S = 0.5  # after a heartbeat failed other than on the network
+HEARTBEAT_STOP_TIMEOUT_S = 5.0  # for the heartbeat thread's loop to end once cancelled
+# A test switch: SIGUSR1 blocks the daemon's event loop this many seconds (a stuck loop, whose broker the
+# controller must fence though its heartbeat thread runs); 0, the default: no such signal handler.
+UNSAFE_STALL_LOOP_S_FOR_TESTS = float(os.environ.get("UNSAFE_STALL_LOOP_ON_SIGUSR1_FOR_TESTS", "0"))
 
 
 class State(Enum):
@@ -149,22 +156,34 @@ class BrokerNode:
         if self.authorizer is not None:
             self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
-        # Registration and heartbeats on a connection of their own, as Kafka's BrokerLifecycleManager has
-        # its own channel ("heartbeat"): the controller answers a connection's requests in order, so a
-        # heartbeat must never wait behind a forwarded CreateTopics or an AlterPartition. The other
-        # channels start where the heartbeats last found the active controller.
-        self.lifecycle_channel = ControllerChannel(
+        # Heartbeats on a connection and a thread of their own, as Kafka's BrokerLifecycleManager has its
+        # own channel ("heartbeat") and event queue thread: the controller answers a connection's requests
+        # in order, so a heartbeat must never wait behind a forwarded CreateTopics or an AlterPartition,
+        # nor behind this loop applying a large metadata change (server/loop_thread.py). The heartbeat
+        # channel is used on that thread only; the other channels start where it last found the active
+        # controller.
+        self.heartbeat_thread = LoopThread(f"heartbeat-{self.node_id}")
+        # ... yet no heartbeat while this loop is stuck, so the controller fences a broker that cannot serve
+        self.loop_watch = LoopWatch(stall_bound_s(settings.heartbeat_interval_ms))
+        self.heartbeat_channel = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-heartbeat",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
+        )
+        self.lifecycle_channel = ControllerChannel(  # registrations, on this loop
+            controller,
+            client_id=f"broker-{self.node_id}-registration",
+            request_timeout_ms=10_000,
+            ssl_context=to_controller,
+            follow=self.heartbeat_channel,
         )
         self.control = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-control",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         # AlterPartition on a channel of its own too, as Kafka's ("alter-partition"): the controller runs a
         # connection's forwarded client requests (CreateTopics ...) one at a time, and an ISR change must
@@ -174,13 +193,13 @@ class BrokerNode:
             client_id=f"broker-{self.node_id}-alter-partition",
             request_timeout_ms=10_000,
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         self.metadata_client = ControllerChannel(
             controller,
             client_id=f"broker-{self.node_id}-metadata",
             ssl_context=to_controller,
-            follow=self.lifecycle_channel,
+            follow=self.heartbeat_channel,
         )
         self.events = _event_log(args.metrics_dir, f"broker-{self.node_id}")
         self.replica_manager = ReplicaManager(
@@ -237,12 +256,25 @@ class BrokerNode:
         )
         self.producer_ids = RpcProducerIdManager(self.node_id)
         self._producer_id_requests: set[asyncio.Task[None]] = set()
-        self.follower = MetadataFollower(self.metadata_client, self.cache, self._on_metadata, self.node_id)
+        self.follower = MetadataFollower(
+            self.metadata_client,
+            self.cache,
+            self._on_metadata,
+            self.node_id,
+            on_published=self._on_metadata_published,
+        )
         self.servers: list[KafkaServer] = []
         self.metrics: BrokerMetrics | None = None
         self.unfenced = asyncio.Event()
         self.initially_caught_up = asyncio.Event()  # the metadata log applied past our first registration
         self._last_heartbeat = "none yet"
+        self._fenced_since = time.monotonic()  # the heartbeat thread's, as the two below
+        self._stall_reported = False
+        # Set (on the daemon's loop) before the heartbeats are cancelled: cancelling reaches the heartbeat
+        # thread a hop later, and an answer arriving meanwhile must change nothing (no registering again,
+        # no new broker epoch for the clean shutdown marker).
+        self.shutting_down = threading.Event()
+        self._heartbeat_loop_ended = threading.Event()
 
     @staticmethod
     def now_ms() -> int:
@@ -254,6 +286,8 @@ class BrokerNode:
         self.refresh_connection_quotas()
         if self.metrics is not None:
             self.metrics.on_metadata(self)
+
+    def _on_metadata_published(self) -> None:
         if self.caught_up():
             self.initially_caught_up.set()
 
@@ -290,8 +324,9 @@ class BrokerNode:
             self.groups.unload_partition(partition)
 
     def caught_up(self) -> bool:
-        """The metadata log has been applied past our own registration record."""
-        return self.broker_epoch >= 0 and self.cache.next_offset > self.broker_epoch
+        """The metadata log has been applied, and its changes carried out, past our own registration
+        record."""
+        return self.broker_epoch >= 0 and self.follower.published_offset > self.broker_epoch
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: Any) -> Any:
@@ -396,6 +431,10 @@ class BrokerNode:
                 await asyncio.sleep(0.5)
 
     async def register(self) -> None:
+        """Registers this incarnation (Kafka's BrokerRegistration); refused once the broker shuts down."""
+        if self.shutting_down.is_set():
+            self.log.info("not registering again: shutting down")
+            return
         previous = -1
         marker = self.data_dir / LAST_EPOCH_FILE
         if marker.exists():
@@ -429,8 +468,13 @@ class BrokerNode:
                 self.log.info("registration failed; retrying", error=str(exc))
                 await asyncio.sleep(0.3)
                 continue
+            if self.shutting_down.is_set():
+                return
             if response.error_code == ErrorCode.none:
                 self.broker_epoch = response.broker_epoch
+                # the channels that follow the heartbeats' (metadata, control, AlterPartition) start at
+                # the active controller at once, not only once a heartbeat has found it
+                self.heartbeat_channel.current = self.lifecycle_channel.current
                 self.producer_ids.request_block_now(self.now_ms())
                 self._maybe_allocate_producer_ids()
                 self.state = State.RECOVERY
@@ -452,64 +496,127 @@ class BrokerNode:
             self.log.info("registration refused; retrying", error=response.error_code.name)
             await asyncio.sleep(0.3)
 
-    async def heartbeat_loop(self, stopping: asyncio.Event) -> None:
-        fenced_since = time.monotonic()
-        while self.state != State.SHUTTING_DOWN:
-            if self.state == State.RUNNING:
-                fenced_since = time.monotonic()
-            elif time.monotonic() - fenced_since > FENCED_REPORT_SECONDS:
-                fenced_since = time.monotonic()  # why a broker stays fenced, without debug logging
-                self.log.info(
-                    "still fenced",
-                    broker_epoch=self.broker_epoch,
-                    metadata_offset=self.cache.next_offset - 1,
-                    controller=self.lifecycle_channel.address,
-                    metadata_from=self.metadata_client.address,
-                    last_heartbeat=self._last_heartbeat,
-                )
-            wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
-            request = BrokerHeartbeatRequest(
-                broker_id=self.node_id,
+    async def heartbeats(self, stopping: asyncio.Event) -> None:
+        """The heartbeat loop on the heartbeat thread, until the controller lets this broker shut down;
+        cancelling this cancels the loop."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()  # the heartbeat thread's: a SIGTERM sends the next heartbeat at once
+        self.heartbeat_thread.start()
+        self.loop_watch.start(loop)
+        waker = loop.create_task(stopping.wait())
+        waker.add_done_callback(lambda _: self.heartbeat_thread.call_soon(wake.set))
+        try:
+            await self.heartbeat_thread.submit(self.heartbeat_loop(stopping, wake, loop))
+        finally:
+            waker.cancel()
+            self.loop_watch.stop()
+            # cancelled: the loop on the heartbeat thread ends a hop later
+            await asyncio.to_thread(self._heartbeat_loop_ended.wait, HEARTBEAT_STOP_TIMEOUT_S)
+
+    async def heartbeat_loop(
+        self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
+        belongs to the daemon's loop back to it: registering again, and setting ``unfenced``. An error
+        other than a network one (a malformed answer, the daemon's loop closing) is logged and the next
+        heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
+        failed event: a broker that stopped heartbeating would be fenced while it runs."""
+        self._fenced_since = time.monotonic()
+        try:
+            while self.state != State.SHUTTING_DOWN and not self.shutting_down.is_set():
+                try:
+                    await self._heartbeat(stopping, wake, daemon_loop)
+                except Exception:
+                    self.log.exception("heartbeat failed; retrying")
+                    await asyncio.sleep(HEARTBEAT_ERROR_BACKOFF_S)
+        finally:
+            self._heartbeat_loop_ended.set()
+
+    async def _heartbeat(
+        self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """One heartbeat, its answer acted on, and the wait for the next."""
+        self._stall_reported = self._loop_stalled(self._stall_reported)
+        if self._stall_reported:
+            await asyncio.sleep(LoopWatch.TICK_S)
+            return
+        self._report_fenced()
+        wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
+        request = BrokerHeartbeatRequest(
+            broker_id=self.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.follower.published_offset - 1,  # what the replicas carried out
+            want_fence=not self.caught_up(),
+            want_shut_down=wants_shutdown,
+            offline_log_dirs=(),
+        )
+        try:
+            response = await self.heartbeat_channel.send(request)
+        except NetworkError as exc:
+            self._last_heartbeat = f"failed: {exc}"
+            self.log.debug("heartbeat failed", error=str(exc))
+            await asyncio.sleep(0.2)
+            return
+        if self.shutting_down.is_set():
+            return  # the daemon's loop is shutting down: the answer changes nothing now
+        self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
+        if response.error_code == ErrorCode.stale_broker_epoch:
+            self.log.warning("stale broker epoch; registering again")
+            self.state = State.STARTING
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
+            return
+        if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
+            self.log.debug("heartbeat refused", error=response.error_code.name)
+            await asyncio.sleep(0.2)
+            return
+        if wants_shutdown and response.should_shut_down:
+            self.state = State.SHUTTING_DOWN
+            return
+        if not response.is_fenced and self.state == State.RECOVERY:
+            self.state = State.RUNNING
+            daemon_loop.call_soon_threadsafe(self.unfenced.set)
+        elif response.is_fenced and self.state == State.RUNNING:
+            self.log.warning("fenced by the controller")
+            self.state = State.RECOVERY
+        fast = self.state != State.RUNNING
+        interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval)
+        if (
+            stopping.is_set()
+            and self.state in (State.RUNNING, State.RECOVERY)
+            and not self.shutting_down.is_set()
+        ):
+            self.state = State.PENDING_CONTROLLED_SHUTDOWN
+
+    def _report_fenced(self) -> None:
+        """Why a broker stays fenced, every few seconds at info, without debug logging."""
+        if self.state == State.RUNNING:
+            self._fenced_since = time.monotonic()
+        elif time.monotonic() - self._fenced_since > FENCED_REPORT_SECONDS:
+            self._fenced_since = time.monotonic()
+            self.log.info(
+                "still fenced",
                 broker_epoch=self.broker_epoch,
-                current_metadata_offset=self.cache.next_offset - 1,
-                want_fence=not self.caught_up(),
-                want_shut_down=wants_shutdown,
-                offline_log_dirs=(),
+                metadata_offset=self.follower.published_offset - 1,
+                controller=self.heartbeat_channel.address,
+                metadata_from=self.metadata_client.address,
+                last_heartbeat=self._last_heartbeat,
             )
-            try:
-                response = await self.lifecycle_channel.send(request)
-            except NetworkError as exc:
-                self._last_heartbeat = f"failed: {exc}"
-                self.log.debug("heartbeat failed", error=str(exc))
-                await asyncio.sleep(0.2)
-                continue
-            self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
-            if response.error_code == ErrorCode.stale_broker_epoch:
-                self.log.warning("stale broker epoch; registering again")
-                self.state = State.STARTING
-                await self.register()
-                continue
-            if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
-                self.log.debug("heartbeat refused", error=response.error_code.name)
-                await asyncio.sleep(0.2)
-                continue
-            if wants_shutdown and response.should_shut_down:
-                self.state = State.SHUTTING_DOWN
-                return
-            if not response.is_fenced and self.state == State.RECOVERY:
-                self.state = State.RUNNING
-                self.unfenced.set()
-            elif response.is_fenced and self.state == State.RUNNING:
-                self.log.warning("fenced by the controller")
-                self.state = State.RECOVERY
-            fast = self.state != State.RUNNING
-            interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    stopping.wait() if not wants_shutdown else asyncio.sleep(interval), interval
-                )
-            if stopping.is_set() and self.state in (State.RUNNING, State.RECOVERY):
-                self.state = State.PENDING_CONTROLLED_SHUTDOWN
+
+    def _loop_stalled(self, reported: bool) -> bool:
+        """Whether the daemon's loop has stalled past the watch's bound (no heartbeat then: the session
+        lapses and the controller fences this broker); says so once a stall, and once it is over."""
+        stalled = self.loop_watch.stalled_for()
+        if stalled is not None and not reported:
+            self.log.warning(
+                "event loop stalled; no heartbeats until it runs again",
+                stalled_s=round(stalled, 3),
+                bound_s=self.loop_watch.bound_s,
+            )
+        elif stalled is None and reported:
+            self.log.warning("event loop running again; heartbeats resume")
+        return stalled is not None
 
     # ---- observability ----------------------------------------------------------------------------------
     def observe_produce(self, seconds: float) -> None:
@@ -592,6 +699,8 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
+    if UNSAFE_STALL_LOOP_S_FOR_TESTS > 0:
+        loop.add_signal_handler(signal.SIGUSR1, time.sleep, UNSAFE_STALL_LOOP_S_FOR_TESTS)
     started = time.monotonic()
     try:
         node = BrokerNode(args, settings, listeners, controller, log)
@@ -603,6 +712,16 @@ async def serve(
         )
         return 1
     log.info("logs recovered", partitions=len(loaded), seconds=round(time.monotonic() - started, 3))
+    try:
+        return await _run(args, node, stopping)
+    finally:  # on every way out, early ones too: the heartbeat thread is not left running
+        await _stop_heartbeat_thread(node)
+
+
+async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Event) -> int:
+    """The broker from its listeners' start to its clean shutdown marker; the exit code."""
+    log, settings, listeners = node.log, node.settings, node.listeners
+    loop = asyncio.get_running_loop()
     exit_code = 0
     halting: list[asyncio.Task[None]] = []
 
@@ -653,7 +772,8 @@ async def serve(
     node.groups.start()
     node.transactions.start()
     admin = await _start_admin(args, node)
-    heartbeats = asyncio.create_task(node.heartbeat_loop(stopping))
+    heartbeats = asyncio.create_task(node.heartbeats(stopping), name="heartbeats")
+    heartbeats.add_done_callback(lambda task: _report_failed(log, task, background_task_failed))
     stop_wait = asyncio.create_task(stopping.wait())
     # Clients are served once the metadata log is applied past our registration, as Kafka's BrokerServer
     # enables request processing only after its initial catch-up: a restarted broker with no metadata yet
@@ -674,9 +794,12 @@ async def serve(
         )
     await stop_wait
     log.info("controlled shutdown starting")
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(heartbeats, settings.controlled_shutdown_timeout_ms / 1000)
+    # Not wait_for, which would cancel the heartbeats on timeout before the flag below is set; a failed
+    # heartbeats task was reported by its done callback, and the shutdown goes on.
+    await asyncio.wait([heartbeats], timeout=settings.controlled_shutdown_timeout_ms / 1000)
+    node.shutting_down.set()
     heartbeats.cancel()
+    await asyncio.wait([heartbeats], timeout=HEARTBEAT_STOP_TIMEOUT_S + 1)
     node.state = State.SHUTTING_DOWN
     try:
         async with asyncio.timeout(SHUTDOWN_STEPS_TIMEOUT_S):
@@ -706,6 +829,25 @@ async def serve(
         await node.events.aclose()
     log.info("broker stopped")
     return exit_code
+
+
+def _report_failed(log: Any, task: asyncio.Task[None], on_fatal: Callable[[str], None]) -> None:
+    """A background task that ended with an error stops the broker (exit code 1), through its shutdown."""
+    if task.cancelled() or (error := task.exception()) is None:
+        return
+    log.critical(f"{task.get_name()} failed; stopping the broker", exc_info=error)
+    on_fatal(f"{task.get_name()} ended: {error!r}")
+
+
+async def _stop_heartbeat_thread(node: BrokerNode) -> None:
+    """Closes the heartbeat channel on its thread, in bounded time (a stuck thread must not hang the
+    shutdown), then stops the thread."""
+    if node.heartbeat_thread.loop.is_running():
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                node.heartbeat_thread.submit(node.heartbeat_channel.close()), HEARTBEAT_STOP_TIMEOUT_S
+            )
+    node.heartbeat_thread.stop()
 
 
 async def _halt(log: Any, node: BrokerNode, reason: str) -> None:

@@ -776,6 +776,8 @@ class _Connection(asyncio.BufferedProtocol):
             self.log.info("request refused", api=spec.name, principal=str(ctx.principal), error=refused.name)
             response = error_response(request, response_class(spec.key, ctx.api_version), refused)
         elif gate is not None:
+            if spec.on_arrival is not None:
+                spec.on_arrival(request, ctx)
             response = await self._write(gate, spec, request, ctx)
         else:
             response = await spec.handler(request, ctx)

@@ -7,24 +7,23 @@
 - -4 (v8+, earliest local) is the log start offset and -5 (v9+, latest tiered) and -6 (v11+, earliest
   pending upload) have no offset (-1), as Kafka's UnifiedLog.fetchOffsetByTimestamp without remote storage.
 - Only the leader answers (NOT_LEADER_OR_FOLLOWER), with the leader epoch checks of Fetch (v4+).
+- The response is encoded by protocol/list_offsets_response.py, not kio (its cost per partition).
 - isolation_level 1 (read_committed, v2+): the last stable offset takes the high watermark's place, for
   -1 and as the bound of timestamp lookups (Kafka's Partition.fetchOffsetForTimestamp).
 """
 
 from __future__ import annotations
 
-from kio.schema.list_offsets.v8 import response as r8
-
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import downgrade_response
+from epochkraft.protocol.list_offsets_response import Offset, encode_response
 from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._util import NO_THROTTLE
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 READ_COMMITTED = 1  # isolation_level
+NO_THROTTLE_MS = 0
 
 
 def _lookup(replica, timestamp: int, last_fetchable: int) -> tuple[int, int]:
@@ -36,47 +35,36 @@ def _lookup(replica, timestamp: int, last_fetchable: int) -> tuple[int, int]:
     return found if found is not None else (-1, -1)
 
 
-def _answer(node: BrokerApis, topic: str, p, read_committed: bool) -> r8.ListOffsetsPartitionResponse:
-    def result(error, timestamp=-1, offset=-1, epoch=-1):
-        return r8.ListOffsetsPartitionResponse(
-            partition_index=p.partition_index,
-            error_code=error,
-            timestamp=timestamp,
-            offset=offset,
-            leader_epoch=epoch,
-        )
-
+def _answer(node: BrokerApis, topic: str, p, read_committed: bool) -> Offset:
+    index = p.partition_index
     replica, error = node.replica_manager.leader_replica(
         topic,
-        p.partition_index,
+        index,
         getattr(p, "current_leader_epoch", -1),  # v4+
     )
     if replica is None:
-        return result(error)
+        return Offset(index, error)
     part = replica.partition
     if p.timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no remote storage
-        return result(ErrorCode.none, -1, -1, -1)
+        return Offset(index, ErrorCode.none)
     if p.timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return result(ErrorCode.none, -1, replica.log.log_start_offset, part.leader_epoch)
+        return Offset(index, ErrorCode.none, -1, replica.log.log_start_offset, part.leader_epoch)
     # Kafka's Partition.fetchOffsetForTimestamp: read_committed consumers see no further than the LSO
     last_fetchable = replica.last_stable_offset if read_committed else part.high_watermark
     if p.timestamp == LATEST:
-        return result(ErrorCode.none, -1, last_fetchable, part.leader_epoch)
+        return Offset(index, ErrorCode.none, -1, last_fetchable, part.leader_epoch)
     timestamp, offset = _lookup(replica, p.timestamp, last_fetchable)
-    return result(ErrorCode.none, timestamp, offset, part.leader_epoch if offset >= 0 else -1)
+    return Offset(index, ErrorCode.none, timestamp, offset, part.leader_epoch if offset >= 0 else -1)
 
 
 @api(key=2, name="ListOffsets", versions=(1, 11), listeners=(BROKER,))
 async def handle(request, ctx: RequestContext):
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED  # v2+
-    response = r8.ListOffsetsResponse(
-        throttle_time=NO_THROTTLE,
-        topics=tuple(
-            r8.ListOffsetsTopicResponse(
-                name=t.name,
-                partitions=tuple(_answer(ctx.broker, t.name, p, read_committed) for p in t.partitions),
-            )
-            for t in request.topics
-        ),
-    )
-    return downgrade_response(response, ctx.api_version)
+    topics = [
+        (t.name, [_answer(ctx.broker, t.name, p, read_committed) for p in t.partitions])
+        for t in request.topics
+    ]
+    body = encode_response(ctx.api_version, NO_THROTTLE_MS, topics)
+    # In pieces from v2, whose body opens with the throttle time a request quota may set (socket_server's
+    # _with_throttle); v1 has no throttle time.
+    return [body] if ctx.api_version >= 2 else body
