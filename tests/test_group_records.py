@@ -132,6 +132,40 @@ def test_new_consumer_group_epoch_record_bytes():
     assert data == b"\x00\x00" + struct.pack(">i", 10) + b"\x01\x00\x08" + struct.pack(">q", -2)
 
 
+# ConsumerGroupMemberMetadataValue as Kafka 4.3.1's generated class writes it (MessageUtil.toVersionPrefixedBytes):
+# ClassicMemberMetadata (tag 0) always written, a presence byte inside it
+KAFKA_CONSUMER_MEMBER = "000001010263026802027401000003e80101000100"
+KAFKA_CLASSIC_MEMBER = "000001010263026802027401000003e801010011010000afc8020672616e67650301020000"
+CLASSIC = serde.ClassicMemberMetadata(45_000, (("range", b"\x01\x02"),))
+
+
+@pytest.mark.parametrize(
+    ("kafka_hex", "classic"), [(KAFKA_CONSUMER_MEMBER, None), (KAFKA_CLASSIC_MEMBER, CLASSIC)]
+)
+def test_new_consumer_group_member_subscription_record_bytes(kafka_hex, classic):
+    """GroupCoordinatorRecordHelpersTest.testNewConsumerGroupMemberSubscriptionRecord: a consumer-protocol
+    member's tag 0 holds a null ClassicMemberMetadata (`01 00 01 00`), a classic member's a 1 then the
+    struct; read back from Kafka's bytes."""
+    value = serde.ConsumerGroupMemberMetadataValue("", "", "c", "h", ("t",), "", 1000, "", classic)
+    assert serde.value_bytes(value).hex() == kafka_hex
+    assert serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, bytes.fromhex(kafka_hex)) == value
+
+
+@pytest.mark.parametrize(
+    ("old_hex", "classic"),
+    [
+        ("000000000263026802027400000003e80000", None),
+        ("000000000263026802027400000003e8000100100000afc8020672616e67650301020000", CLASSIC),
+    ],
+)
+def test_member_metadata_written_before_the_presence_byte_still_read(old_hex, classic):
+    """No tag for a consumer-protocol member, the bare struct for a classic one: what this coordinator
+    wrote before it wrote Kafka's presence byte."""
+    value = serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, bytes.fromhex(old_hex))
+    assert isinstance(value, serde.ConsumerGroupMemberMetadataValue)
+    assert value.classic_member_metadata == classic
+
+
 ALL_RECORDS: list[tuple[serde.Key, serde.Value]] = [
     (serde.OffsetCommitKey("g", "t", 0), serde.OffsetCommitValue(1, 2, "x", 3)),
     (
