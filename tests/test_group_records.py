@@ -22,7 +22,10 @@ from epochkraft.broker.group_coordinator import (
     parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
+from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Context
+from tests.test_group_coordinator import MemoryOffsetsTopic
 
 FOO = uuid.UUID("0b4b51a4-3c12-4e8d-9e54-6d0f8a8a0a01")
 
@@ -400,3 +403,42 @@ def test_json_records_still_replayed_and_tombstoned_by_the_next_write(ctx):
     records = consumer_group_records.records_to_write(loaded, dict(legacy))
     assert [(k, v) for k, v in records if v is None] == [(member_key, None), (group_key, None)]
     assert not any(serde.is_json_record(k) for k, v in records if v is not None)
+
+
+# ---- loading: a record that cannot be read, a load that fails -------------------------------------
+def test_load_skips_a_record_that_cannot_be_read():
+    """CoordinatorLoaderImpl: a record the serde cannot read is logged and skipped; the partition's
+    other records load and its coordinator serves them."""
+
+    good = [
+        (offset_record_key("g", "t", 0), offset_record_value(CommittedOffset(5, -1, "", 1))),
+        (offset_record_key("g", "t", 1), offset_record_value(CommittedOffset(6, -1, "", 1))),
+    ]
+    member_key = serde.key_bytes(
+        serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "g", "m")
+    )
+    broken = [(member_key, b"\x00\x00\x05"), (offset_record_key("g", "t", 2), b"\x00\x09")]
+    service = GroupService(MemoryOffsetsTopic())
+    records = [good[0], *broken, good[1]]
+    service.load_partition(0, [LoggedOffsetRecord(k, v, offset=i) for i, (k, v) in enumerate(records)])
+    assert service.coordinator_error("g") == ErrorCode.none
+    assert sorted(service.fetch_offsets("g", None)) == [("t", 0), ("t", 1)]
+
+
+def test_failed_load_leaves_the_partition_not_coordinated_without_raising():
+    """A load that fails (here its records cannot be read at all) does not raise into the leadership
+    change (ReplicaManager's other transitions go on): the partition answers NOT_COORDINATOR, not
+    COORDINATOR_LOAD_IN_PROGRESS forever, and the next leadership loads it again."""
+
+    def unreadable():
+        yield LoggedOffsetRecord(
+            offset_record_key("g", "t", 0), offset_record_value(CommittedOffset(5, -1, "", 1))
+        )
+        raise OSError("the segment cannot be read")
+
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, unreadable())
+    assert service.coordinator_error("g") == ErrorCode.not_coordinator
+    assert service.fetch_offsets("g", None) == {}
+    service.load_partition(0, [])
+    assert service.coordinator_error("g") == ErrorCode.none

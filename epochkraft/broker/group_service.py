@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from epochkraft.broker.group_coordinator import (
     offset_record_value,
     parse_offset_record,
 )
-from epochkraft.broker.group_record_serde import is_json_record
+from epochkraft.broker.group_record_serde import RecordError, is_json_record
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
@@ -106,6 +107,7 @@ class LoggedOffsetRecord:
     value: bytes | None
     producer_id: int = -1  # -1: not transactional
     outcome: TxnOutcome | None = None
+    offset: int = -1  # its offset in the partition, for the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,7 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
         self._loaded: set[int] = set()
+        self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
 
     @staticmethod
@@ -226,6 +229,8 @@ class GroupService:
         partition = self.partition_for(group_id)
         if not self.offsets_topic.is_local_leader(partition):
             return ErrorCode.not_coordinator
+        if partition in self._failed:
+            return ErrorCode.not_coordinator
         if partition not in self._loaded:
             return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
@@ -235,30 +240,37 @@ class GroupService:
     ) -> None:
         """Replays an offsets partition's records when this broker becomes its leader; a transaction's
         offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets. ``topics``:
-        the metadata the consumer groups' subscribed topics are looked up in."""
+        the metadata the consumer groups' subscribed topics are looked up in. A record that cannot be read
+        is logged and skipped; a load that fails anyway leaves this partition's coordinator failed
+        (NOT_COORDINATOR) without raising into the leadership change that called it, as Kafka's
+        CoordinatorRuntime fails the one shard."""
+        self._failed.discard(partition)
+        try:
+            self._load(partition, records, topics)
+        except Exception:
+            log.exception(
+                "could not load an offsets partition: its groups are not coordinated here",
+                partition=partition,
+            )
+            self.unload_partition(partition)
+            self._failed.add(partition)
+
+    def _load(
+        self, partition: int, records: Iterable[LoggedOffsetRecord], topics: TopicsImage | None
+    ) -> None:
         coordinator = self.coordinator
         coordinator.drop_pending_txn_offsets(partition)
         json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
         for record in records:
-            if record.outcome is not None:
-                committed = record.outcome == TxnOutcome.COMMIT
-                coordinator.complete_transactional_offsets(partition, record.producer_id, -1, committed)
-                continue
-            if record.key is None:
-                continue
-            parsed = parse_offset_record(record.key, record.value)
-            if parsed is None:
-                consumer_group_records.replay(self.consumer_groups, record.key, record.value)
-                self._note_json_group_record(record.key, record.value, json_records)
-                continue
-            group_id, topic, index, offset = parsed
-            if is_json_record(record.key):
-                self._json_offsets.add((group_id, topic, index))
-            if record.producer_id < 0:
-                coordinator.apply_offset(group_id, topic, index, offset)
-            elif offset is not None:
-                coordinator.add_pending_txn_offsets(
-                    partition, record.producer_id, group_id, {(topic, index): offset}
+            try:
+                self._replay(partition, record, json_records)
+            except (RecordError, ValueError, struct.error) as exc:
+                log.error(
+                    "skipped an offsets record that cannot be read",
+                    partition=partition,
+                    offset=record.offset,
+                    key=None if record.key is None else record.key.hex(),
+                    error=str(exc),
                 )
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
         self.consumer_groups.on_loaded(self.now_ms(), loaded, topics)
@@ -269,18 +281,34 @@ class GroupService:
             self._consumer_groups_written[group_id] = written
         self._loaded.add(partition)
 
-    @staticmethod
-    def _note_json_group_record(key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]) -> None:
-        """A consumer group record in the JSON form written before Kafka's: counted as written, so the
-        group's next write tombstones it (compaction would keep it, and a later load replay it) before
-        writing the group's records in Kafka's format."""
-        group_id = consumer_group_records.json_record_group(key)
-        if group_id is None:
+    def _replay(
+        self,
+        partition: int,
+        record: LoggedOffsetRecord,
+        json_records: dict[str, dict[bytes, bytes]],
+    ) -> None:
+        coordinator = self.coordinator
+        if record.outcome is not None:
+            committed = record.outcome == TxnOutcome.COMMIT
+            coordinator.complete_transactional_offsets(partition, record.producer_id, -1, committed)
             return
-        if value is None:
-            live.get(group_id, {}).pop(key, None)
-        else:
-            live.setdefault(group_id, {})[key] = value
+        if record.key is None:
+            return
+        parsed = parse_offset_record(record.key, record.value)
+        if parsed is None:
+            consumer_group_records.replay(self.consumer_groups, record.key, record.value)
+            group_id = consumer_group_records.json_record_group(record.key)
+            _note_live(group_id, record.key, record.value, json_records)
+            return
+        group_id, topic, index, offset = parsed
+        if is_json_record(record.key):
+            self._json_offsets.add((group_id, topic, index))
+        if record.producer_id < 0:
+            coordinator.apply_offset(group_id, topic, index, offset)
+        elif offset is not None:
+            coordinator.add_pending_txn_offsets(
+                partition, record.producer_id, group_id, {(topic, index): offset}
+            )
 
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
@@ -664,3 +692,17 @@ class GroupService:
             for g in self.coordinator.groups.values()
             if self.coordinator_error(g.group_id) == ErrorCode.none
         ]
+
+
+def _note_live(
+    group_id: str | None, key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]
+) -> None:
+    """A consumer group record in the JSON form written before Kafka's: counted as written while its key
+    is live, so the group's next write tombstones it (compaction would keep it, and a later load replay
+    it) before writing the group's records in Kafka's format."""
+    if group_id is None:
+        return
+    if value is None:
+        live.get(group_id, {}).pop(key, None)
+    else:
+        live.setdefault(group_id, {})[key] = value
