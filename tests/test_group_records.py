@@ -442,3 +442,43 @@ def test_failed_load_leaves_the_partition_not_coordinated_without_raising():
     assert service.fetch_offsets("g", None) == {}
     service.load_partition(0, [])
     assert service.coordinator_error("g") == ErrorCode.none
+
+
+async def test_deleted_group_tombstones_the_kafka_records_it_only_reads():
+    """A group loaded from a log Kafka wrote carries ConsumerGroupPartitionMetadata (Kafka <= 4.0) and
+    ConsumerGroupRegularExpression records this coordinator reads and never writes: deleting the group
+    tombstones them before its metadata (createGroupTombstoneRecords), so once compaction has dropped the
+    tombstones no record is left to bring the group back."""
+    group_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g")
+    partition_metadata_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, "g")
+    target_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g")
+    regex_key = serde.ConsumerGroupRegularExpressionKey("g", "fo.*")
+    kafka_written = [
+        (serde.key_bytes(group_key), serde.value_bytes(serde.ConsumerGroupMetadataValue(3))),
+        (
+            serde.key_bytes(partition_metadata_key),
+            serde.value_bytes(
+                serde.ConsumerGroupPartitionMetadataValue((serde.PartitionMetadataTopic(FOO, "foo", 6),))
+            ),
+        ),
+        (
+            serde.key_bytes(regex_key),
+            serde.value_bytes(serde.ConsumerGroupRegularExpressionValue(("foo",), 1, 2)),
+        ),
+        (serde.key_bytes(target_key), serde.value_bytes(serde.ConsumerGroupTargetAssignmentMetadataValue(3))),
+    ]
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    service.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in kafka_written])
+    assert "g" in service.consumer_groups.groups
+    assert await service.delete_group("g") == ErrorCode.none
+    assert [k for k, v in topic.records if v is None] == [
+        serde.key_bytes(target_key),
+        serde.key_bytes(regex_key),
+        serde.key_bytes(partition_metadata_key),
+        serde.key_bytes(group_key),
+    ]
+    compacted = {k: v for k, v in [*kafka_written, *topic.records]}  # the latest value of each key
+    successor = GroupService(MemoryOffsetsTopic())
+    successor.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in compacted.items() if v is not None])
+    assert "g" not in successor.consumer_groups.groups

@@ -261,9 +261,10 @@ class GroupService:
         coordinator = self.coordinator
         coordinator.drop_pending_txn_offsets(partition)
         json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
+        read_only: dict[str, dict[bytes, bytes]] = {}  # group -> Kafka's records we only read, still live
         for record in records:
             try:
-                self._replay(partition, record, json_records)
+                self._replay(partition, record, json_records, read_only)
             except (RecordError, ValueError, struct.error) as exc:
                 log.error(
                     "skipped an offsets record that cannot be read",
@@ -278,7 +279,7 @@ class GroupService:
             group = self.consumer_groups.groups[group_id]
             # a group stored as JSON has none of Kafka's records yet: its next write has them all
             written = json_records.get(group_id) or consumer_group_records.group_records(group)
-            self._consumer_groups_written[group_id] = written
+            self._consumer_groups_written[group_id] = written | read_only.get(group_id, {})
         self._loaded.add(partition)
 
     def _replay(
@@ -286,6 +287,7 @@ class GroupService:
         partition: int,
         record: LoggedOffsetRecord,
         json_records: dict[str, dict[bytes, bytes]],
+        read_only: dict[str, dict[bytes, bytes]],
     ) -> None:
         coordinator = self.coordinator
         if record.outcome is not None:
@@ -299,6 +301,8 @@ class GroupService:
             consumer_group_records.replay(self.consumer_groups, record.key, record.value)
             group_id = consumer_group_records.json_record_group(record.key)
             _note_live(group_id, record.key, record.value, json_records)
+            group_id = consumer_group_records.read_only_record_group(record.key)
+            _note_live(group_id, record.key, record.value, read_only)
             return
         group_id, topic, index, offset = parsed
         if is_json_record(record.key):
@@ -697,9 +701,9 @@ class GroupService:
 def _note_live(
     group_id: str | None, key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]
 ) -> None:
-    """A consumer group record in the JSON form written before Kafka's: counted as written while its key
-    is live, so the group's next write tombstones it (compaction would keep it, and a later load replay
-    it) before writing the group's records in Kafka's format."""
+    """A group's record that its next write must tombstone (a JSON one written before Kafka's format, or
+    one of Kafka's this coordinator does not write): counted as written while its key is live, as
+    compaction would keep it and a later load replay it."""
     if group_id is None:
         return
     if value is None:
