@@ -22,7 +22,7 @@ from epochkraft.broker.group_coordinator import (
     parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
-from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Context
 from tests.test_group_coordinator import MemoryOffsetsTopic
@@ -285,6 +285,21 @@ def test_consumer_group_written_as_kafkas_records(ctx):
     assert (
         isinstance(epoch, serde.ConsumerGroupMetadataValue) and epoch.epoch == 1 and epoch.metadata_hash != 0
     )
+    current = parsed[4][1]
+    assert isinstance(current, serde.ConsumerGroupCurrentMemberAssignmentValue)
+    assert current.assigned_partitions, "the member owns partitions"
+    for topic in current.assigned_partitions:  # AssignmentEpochs: the member epoch once per partition
+        assert topic.assignment_epochs == (current.member_epoch,) * len(topic.partitions)
+
+
+def test_subscribed_topic_names_written_sorted(ctx):
+    """GroupCoordinatorRecordHelpers.newConsumerGroupMemberSubscriptionRecord sorts the topic names."""
+    ctx.topics.create("bar", 2)
+    ctx.join("a", ("foo", "bar"))
+    key = consumer_group_records._member_key(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "grp", "a")
+    metadata = serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, written_group(ctx)[key])
+    assert isinstance(metadata, serde.ConsumerGroupMemberMetadataValue)
+    assert metadata.subscribed_topic_names == ("bar", "foo")
 
 
 def test_member_leaving_writes_kafkas_tombstones(ctx):
@@ -482,3 +497,39 @@ async def test_deleted_group_tombstones_the_kafka_records_it_only_reads():
     successor = GroupService(MemoryOffsetsTopic())
     successor.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in compacted.items() if v is not None])
     assert "g" not in successor.consumer_groups.groups
+
+
+async def test_commit_without_metadata_is_stored_as_the_empty_string():
+    """OffsetAndMetadata.fromRequest: a null metadata is kept as "", so OffsetFetch answers the same
+    before and after the commit is loaded again by another coordinator."""
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    entry = OffsetCommitEntry("t", 0, 5, -1, None)
+    assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+        ErrorCode.none
+    ]
+    assert service.fetch_offsets("g", None)[("t", 0)].metadata == ""  # type: ignore[union-attr]
+    successor = GroupService(MemoryOffsetsTopic())
+    successor.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in topic.records])
+    assert successor.fetch_offsets("g", None)[("t", 0)].metadata == ""  # type: ignore[union-attr]
+
+
+async def test_commit_over_an_offset_loaded_from_json_tombstones_its_json_key():
+    """The JSON key of an offset written before Kafka's format is tombstoned by the next commit of that
+    partition, once: compaction would otherwise keep it for good."""
+    json_key = json.dumps(["offset", "g", "t", 0], separators=(",", ":")).encode()
+    json_value = b'{"offset":7,"leader_epoch":1,"metadata":"","commit_timestamp_ms":5}'
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    service.load_partition(0, [LoggedOffsetRecord(json_key, json_value)])
+    for offset in (8, 9):
+        entry = OffsetCommitEntry("t", 0, offset, -1, "")
+        assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+            ErrorCode.none
+        ]
+    new_key = offset_record_key("g", "t", 0)
+    assert [(k, v is None) for k, v in topic.records] == [
+        (json_key, True),
+        (new_key, False),
+        (new_key, False),
+    ]

@@ -68,10 +68,16 @@ def _topic_partitions(assignment: Assignment) -> serde.TopicPartitions:
     return tuple((topic, tuple(sorted(parts))) for topic, parts in sorted(assignment.items()))
 
 
-def _assigned(assignment: Assignment) -> tuple[serde.AssignedTopicPartitions, ...]:
-    """Without AssignmentEpochs (a null tag, not written): this coordinator keeps a partition's epoch as
-    its owner's member epoch, which the record already holds."""
-    return tuple(serde.AssignedTopicPartitions(t, p) for t, p in _topic_partitions(assignment))
+def _assigned(
+    assignment: Assignment, member_epoch: int | None = None
+) -> tuple[serde.AssignedTopicPartitions, ...]:
+    """With ``member_epoch``, AssignmentEpochs holding it once per partition: this coordinator keeps a
+    partition's epoch as its owner's member epoch, and Kafka's reader logs an error for an assigned
+    partition without one (partitions pending revocation have none)."""
+    return tuple(
+        serde.AssignedTopicPartitions(t, p, None if member_epoch is None else (member_epoch,) * len(p))
+        for t, p in _topic_partitions(assignment)
+    )
 
 
 def _member_metadata(member: ConsumerGroupMember) -> serde.ConsumerGroupMemberMetadataValue:
@@ -81,7 +87,7 @@ def _member_metadata(member: ConsumerGroupMember) -> serde.ConsumerGroupMemberMe
         member.rack_id,
         member.client_id,
         member.client_host,
-        tuple(member.subscribed_topic_names),
+        tuple(sorted(member.subscribed_topic_names)),  # as Kafka: the same subscription, the same bytes
         member.subscribed_topic_regex,
         member.rebalance_timeout_ms,
         member.server_assignor,
@@ -96,7 +102,7 @@ def _current_assignment(member: ConsumerGroupMember) -> serde.ConsumerGroupCurre
         member.member_epoch,
         member.previous_member_epoch,
         MEMBER_STATE_IDS[member.state],
-        _assigned(member.assigned),
+        _assigned(member.assigned, member.member_epoch),
         _assigned(member.pending_revocation),
     )
 

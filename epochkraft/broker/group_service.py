@@ -566,14 +566,20 @@ class GroupService:
         return errors, accepted
 
     async def _write_offsets(self, group_id: str, entries: list[OffsetCommitEntry]) -> ErrorCode:
+        """The commits, and tombstones for the JSON keys of the offsets they replace (loaded from records
+        written before Kafka's format): compaction would otherwise keep those for good."""
         now = self.now_ms()
-        committed = [(e, CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)) for e in entries]
-        records = [
+        committed = [(e, _committed(e, now)) for e in entries]
+        legacy = [(group_id, e.topic, e.partition) for e in entries]
+        legacy = [offset for offset in legacy if offset in self._json_offsets]
+        records: list[tuple[bytes, bytes | None]] = [(json_offset_record_key(*o), None) for o in legacy]
+        records += [
             (offset_record_key(group_id, e.topic, e.partition), offset_record_value(c)) for e, c in committed
         ]
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error != ErrorCode.none:
             return normalize_append_error(error)
+        self._json_offsets.difference_update(legacy)
         for e, c in committed:
             self.coordinator.apply_offset(group_id, e.topic, e.partition, c)
         return ErrorCode.none
@@ -597,10 +603,7 @@ class GroupService:
         errors, accepted = self._metadata_checked(entries)
         if accepted:
             now = self.now_ms()
-            offsets = {
-                (e.topic, e.partition): CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)
-                for e in accepted
-            }
+            offsets = {(e.topic, e.partition): _committed(e, now) for e in accepted}
             records = [
                 (offset_record_key(group_id, t, p), offset_record_value(c)) for (t, p), c in offsets.items()
             ]
@@ -710,3 +713,9 @@ def _note_live(
         live.get(group_id, {}).pop(key, None)
     else:
         live.setdefault(group_id, {})[key] = value
+
+
+def _committed(entry: OffsetCommitEntry, now_ms: int) -> CommittedOffset:
+    """No metadata is kept as the empty string, as Kafka's OffsetAndMetadata.fromRequest: OffsetFetch
+    answers the same before and after the record is loaded again."""
+    return CommittedOffset(entry.offset, entry.leader_epoch, entry.metadata or "", now_ms)
