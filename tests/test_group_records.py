@@ -22,7 +22,7 @@ from epochkraft.broker.group_coordinator import (
     parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
-from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry, TxnOutcome
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Context
 from tests.test_group_coordinator import MemoryOffsetsTopic
@@ -533,3 +533,20 @@ async def test_commit_over_an_offset_loaded_from_json_tombstones_its_json_key():
         (new_key, False),
         (new_key, False),
     ]
+
+
+def test_offset_tombstone_drops_the_pending_transactional_offset():
+    """OffsetMetadataManager.replay of a tombstone removes the partition's pending transactional offsets:
+    an offset deleted while a transaction held it stays deleted when the transaction commits."""
+    key = offset_record_key("g", "t", 0)
+    records = [
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(5, -1, "", 1)), producer_id=7),
+        LoggedOffsetRecord(
+            offset_record_key("g", "t", 1), offset_record_value(CommittedOffset(6, -1, "", 1)), producer_id=7
+        ),
+        LoggedOffsetRecord(key, None),  # OffsetDelete
+        LoggedOffsetRecord(None, None, producer_id=7, outcome=TxnOutcome.COMMIT),
+    ]
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, records)
+    assert list(service.fetch_offsets("g", None)) == [("t", 1)]

@@ -440,7 +440,11 @@ class GroupCoordinator:
     def apply_offset(
         self, group_id: str, topic: str, partition: int, committed: CommittedOffset | None
     ) -> None:
-        """Applies a durable commit (None = deletion); the only way committed offsets change."""
+        """Applies a durable commit (None = deletion); the only way committed offsets change. A deletion
+        also drops the partition's pending transactional offsets, as Kafka's OffsetMetadataManager.replay
+        of a tombstone: the transaction's marker would otherwise bring the deleted offset back."""
+        if committed is None:
+            self._drop_pending_txn_offset(group_id, (topic, partition))
         group = self.groups.get(group_id)
         if group is None:
             if committed is None:
@@ -485,6 +489,11 @@ class GroupCoordinator:
             for by_producer in self.pending_txn_offsets.values()
             for by_group in by_producer.values()
         )
+
+    def _drop_pending_txn_offset(self, group_id: str, topic_partition: tuple[str, int]) -> None:
+        for by_producer in self.pending_txn_offsets.values():
+            for by_group in by_producer.values():
+                by_group.get(group_id, {}).pop(topic_partition, None)
 
     def drop_pending_txn_offsets(self, partition: int) -> None:
         self.pending_txn_offsets.pop(partition, None)
