@@ -550,3 +550,33 @@ def test_offset_tombstone_drops_the_pending_transactional_offset():
     service = GroupService(MemoryOffsetsTopic())
     service.load_partition(0, records)
     assert list(service.fetch_offsets("g", None)) == [("t", 1)]
+
+
+def test_replay_transaction_end_marker_keeps_a_later_regular_commit():
+    """OffsetMetadataManager.replayEndTransactionMarker: a committed transaction's offset is applied only
+    if its record is later than the partition's committed one; a regular commit written after the
+    transactional one stays, on load and as the coordinator runs."""
+    key = offset_record_key("g", "t", 0)
+    records = [
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(5, -1, "", 1)), producer_id=7, offset=0),
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(6, -1, "", 1)), offset=1),
+        LoggedOffsetRecord(None, None, producer_id=7, outcome=TxnOutcome.COMMIT, offset=2),
+    ]
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, records)
+    assert service.fetch_offsets("g", None)[("t", 0)].offset == 6  # type: ignore[union-attr]
+
+
+async def test_transaction_commit_keeps_a_regular_commit_written_after_it():
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, [])
+    txn = OffsetCommitEntry("t", 0, 5, -1, "")
+    assert await service.txn_commit(
+        group_id="g", producer=(7, 0), generation_id=-1, member_id="", entries=[txn]
+    ) == [ErrorCode.none]
+    regular = OffsetCommitEntry("t", 0, 6, -1, "")
+    assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[regular]) == [
+        ErrorCode.none
+    ]
+    service.coordinator.complete_transactional_offsets(0, 7, 0, committed=True)
+    assert service.fetch_offsets("g", None)[("t", 0)].offset == 6  # type: ignore[union-attr]

@@ -68,6 +68,9 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str | None
     commit_timestamp_ms: int
+    # where its record sits in the offsets partition: its log offset when loaded, an order above every
+    # loaded one when written here (Kafka's OffsetAndMetadata.recordOffset)
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(slots=True)
@@ -478,8 +481,12 @@ class GroupCoordinator:
         if not committed:
             return
         for group_id, offsets in by_group.items():
+            stored = self.committed_offsets(group_id)
             for (topic, index), offset in offsets.items():
-                self.apply_offset(group_id, topic, index, offset)
+                # the later record wins: a regular commit written after the transaction's stays
+                existing = stored.get((topic, index))
+                if existing is None or offset.record_offset > existing.record_offset:
+                    self.apply_offset(group_id, topic, index, offset)
 
     def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of the partition for the group (OffsetFetch with

@@ -9,6 +9,7 @@ partition and can append to it with acks=all.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import struct
 import time
@@ -143,6 +144,7 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
         self._loaded: set[int] = set()
+        self._next_record_offset = 0  # above every loaded record's offset: the order of commits written here
         self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
 
@@ -263,6 +265,7 @@ class GroupService:
         json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
         read_only: dict[str, dict[bytes, bytes]] = {}  # group -> Kafka's records we only read, still live
         for record in records:
+            self._next_record_offset = max(self._next_record_offset, record.offset + 1)
             try:
                 self._replay(partition, record, json_records, read_only)
             except (RecordError, ValueError, struct.error) as exc:
@@ -305,6 +308,8 @@ class GroupService:
             _note_live(group_id, record.key, record.value, read_only)
             return
         group_id, topic, index, offset = parsed
+        if offset is not None:
+            offset = dataclasses.replace(offset, record_offset=record.offset)
         if is_json_record(record.key):
             self._json_offsets.add((group_id, topic, index))
         if record.producer_id < 0:
@@ -568,8 +573,8 @@ class GroupService:
     async def _write_offsets(self, group_id: str, entries: list[OffsetCommitEntry]) -> ErrorCode:
         """The commits, and tombstones for the JSON keys of the offsets they replace (loaded from records
         written before Kafka's format): compaction would otherwise keep those for good."""
-        now = self.now_ms()
-        committed = [(e, _committed(e, now)) for e in entries]
+        now, record_offset = self.now_ms(), self._take_record_offset()
+        committed = [(e, _committed(e, now, record_offset)) for e in entries]
         legacy = [(group_id, e.topic, e.partition) for e in entries]
         legacy = [offset for offset in legacy if offset in self._json_offsets]
         records: list[tuple[bytes, bytes | None]] = [(json_offset_record_key(*o), None) for o in legacy]
@@ -602,8 +607,8 @@ class GroupService:
             return [error] * len(entries)
         errors, accepted = self._metadata_checked(entries)
         if accepted:
-            now = self.now_ms()
-            offsets = {(e.topic, e.partition): _committed(e, now) for e in accepted}
+            now, record_offset = self.now_ms(), self._take_record_offset()
+            offsets = {(e.topic, e.partition): _committed(e, now, record_offset) for e in accepted}
             records = [
                 (offset_record_key(group_id, t, p), offset_record_value(c)) for (t, p), c in offsets.items()
             ]
@@ -612,6 +617,12 @@ class GroupService:
             if error == ErrorCode.none:
                 self.coordinator.add_pending_txn_offsets(partition, producer[0], group_id, offsets)
         return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    def _take_record_offset(self) -> int:
+        """Taken as the append is asked for: appends to a partition are made in the order they are asked
+        for, so these orders follow the log's."""
+        self._next_record_offset += 1
+        return self._next_record_offset - 1
 
     def _validate_txn_offset_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         """Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit: a consumer group (KIP-848)
@@ -715,7 +726,7 @@ def _note_live(
         live.setdefault(group_id, {})[key] = value
 
 
-def _committed(entry: OffsetCommitEntry, now_ms: int) -> CommittedOffset:
+def _committed(entry: OffsetCommitEntry, now_ms: int, record_offset: int) -> CommittedOffset:
     """No metadata is kept as the empty string, as Kafka's OffsetAndMetadata.fromRequest: OffsetFetch
     answers the same before and after the record is loaded again."""
-    return CommittedOffset(entry.offset, entry.leader_epoch, entry.metadata or "", now_ms)
+    return CommittedOffset(entry.offset, entry.leader_epoch, entry.metadata or "", now_ms, record_offset)
