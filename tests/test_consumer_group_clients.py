@@ -410,8 +410,8 @@ def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
 @pytest.mark.peers
 def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     """Kafka's DumpLogSegments --offsets-decoder (kafka-dump-log) reads our __consumer_offsets segments: a
-    classic group's and a consumer group's commits, the consumer group's member, epoch and assignment
-    records and the tombstones of the member that left, with no record it cannot decode."""
+    classic group's and a consumer group's commits, the consumer group's member (read as a consumer-protocol
+    one), epoch and assignment records and the tombstones of the member that left, with no record it cannot decode."""
     from epochkraft.peers.fetch import java_command
 
     try:
@@ -452,6 +452,10 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     member_key = '"data":{"groupId":"dump-consumer","memberId":"' + members["consumer"] + '"}}'
     for record_type in (5, 7, 8):  # the member's subscription, target and current assignment
         assert f'key: {{"type":"{record_type}",{member_key} payload: {{"version":"0"' in out, out[-3000:]
+    subscription = next(
+        line for line in out.splitlines() if f'key: {{"type":"5",{member_key} payload: {{' in line
+    )
+    assert '"classicMemberMetadata":null' in subscription, subscription  # a consumer-protocol member
     tombstones = [f'key: {{"type":"{t}",{member_key} payload: <DELETE>' for t in (8, 7, 5)]
     assert all(t in out for t in tombstones) and sorted(tombstones, key=out.index) == tombstones
     epoch = 'key: {"type":"3","data":{"groupId":"dump-consumer"}} payload: {"version":"0","data":{"epoch":1,'

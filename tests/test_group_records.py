@@ -22,7 +22,10 @@ from epochkraft.broker.group_coordinator import (
     parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry, TxnOutcome
+from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Context
+from tests.test_group_coordinator import MemoryOffsetsTopic
 
 FOO = uuid.UUID("0b4b51a4-3c12-4e8d-9e54-6d0f8a8a0a01")
 
@@ -130,6 +133,40 @@ def test_new_consumer_group_epoch_record_bytes():
     )
     data = serde.value_bytes(serde.ConsumerGroupMetadataValue(10, -2))
     assert data == b"\x00\x00" + struct.pack(">i", 10) + b"\x01\x00\x08" + struct.pack(">q", -2)
+
+
+# ConsumerGroupMemberMetadataValue as Kafka 4.3.1's generated class writes it (MessageUtil.toVersionPrefixedBytes):
+# ClassicMemberMetadata (tag 0) always written, a presence byte inside it
+KAFKA_CONSUMER_MEMBER = "000001010263026802027401000003e80101000100"
+KAFKA_CLASSIC_MEMBER = "000001010263026802027401000003e801010011010000afc8020672616e67650301020000"
+CLASSIC = serde.ClassicMemberMetadata(45_000, (("range", b"\x01\x02"),))
+
+
+@pytest.mark.parametrize(
+    ("kafka_hex", "classic"), [(KAFKA_CONSUMER_MEMBER, None), (KAFKA_CLASSIC_MEMBER, CLASSIC)]
+)
+def test_new_consumer_group_member_subscription_record_bytes(kafka_hex, classic):
+    """GroupCoordinatorRecordHelpersTest.testNewConsumerGroupMemberSubscriptionRecord: a consumer-protocol
+    member's tag 0 holds a null ClassicMemberMetadata (`01 00 01 00`), a classic member's a 1 then the
+    struct; read back from Kafka's bytes."""
+    value = serde.ConsumerGroupMemberMetadataValue("", "", "c", "h", ("t",), "", 1000, "", classic)
+    assert serde.value_bytes(value).hex() == kafka_hex
+    assert serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, bytes.fromhex(kafka_hex)) == value
+
+
+@pytest.mark.parametrize(
+    ("old_hex", "classic"),
+    [
+        ("000000000263026802027400000003e80000", None),
+        ("000000000263026802027400000003e8000100100000afc8020672616e67650301020000", CLASSIC),
+    ],
+)
+def test_member_metadata_written_before_the_presence_byte_still_read(old_hex, classic):
+    """No tag for a consumer-protocol member, the bare struct for a classic one: what this coordinator
+    wrote before it wrote Kafka's presence byte."""
+    value = serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, bytes.fromhex(old_hex))
+    assert isinstance(value, serde.ConsumerGroupMemberMetadataValue)
+    assert value.classic_member_metadata == classic
 
 
 ALL_RECORDS: list[tuple[serde.Key, serde.Value]] = [
@@ -248,6 +285,21 @@ def test_consumer_group_written_as_kafkas_records(ctx):
     assert (
         isinstance(epoch, serde.ConsumerGroupMetadataValue) and epoch.epoch == 1 and epoch.metadata_hash != 0
     )
+    current = parsed[4][1]
+    assert isinstance(current, serde.ConsumerGroupCurrentMemberAssignmentValue)
+    assert current.assigned_partitions, "the member owns partitions"
+    for topic in current.assigned_partitions:  # AssignmentEpochs: the member epoch once per partition
+        assert topic.assignment_epochs == (current.member_epoch,) * len(topic.partitions)
+
+
+def test_subscribed_topic_names_written_sorted(ctx):
+    """GroupCoordinatorRecordHelpers.newConsumerGroupMemberSubscriptionRecord sorts the topic names."""
+    ctx.topics.create("bar", 2)
+    ctx.join("a", ("foo", "bar"))
+    key = consumer_group_records._member_key(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "grp", "a")
+    metadata = serde.parse_value(RecordType.CONSUMER_GROUP_MEMBER_METADATA, written_group(ctx)[key])
+    assert isinstance(metadata, serde.ConsumerGroupMemberMetadataValue)
+    assert metadata.subscribed_topic_names == ("bar", "foo")
 
 
 def test_member_leaving_writes_kafkas_tombstones(ctx):
@@ -366,3 +418,165 @@ def test_json_records_still_replayed_and_tombstoned_by_the_next_write(ctx):
     records = consumer_group_records.records_to_write(loaded, dict(legacy))
     assert [(k, v) for k, v in records if v is None] == [(member_key, None), (group_key, None)]
     assert not any(serde.is_json_record(k) for k, v in records if v is not None)
+
+
+# ---- loading: a record that cannot be read, a load that fails -------------------------------------
+def test_load_skips_a_record_that_cannot_be_read():
+    """CoordinatorLoaderImpl: a record the serde cannot read is logged and skipped; the partition's
+    other records load and its coordinator serves them."""
+
+    good = [
+        (offset_record_key("g", "t", 0), offset_record_value(CommittedOffset(5, -1, "", 1))),
+        (offset_record_key("g", "t", 1), offset_record_value(CommittedOffset(6, -1, "", 1))),
+    ]
+    member_key = serde.key_bytes(
+        serde.ConsumerGroupMemberKey(RecordType.CONSUMER_GROUP_MEMBER_METADATA, "g", "m")
+    )
+    broken = [(member_key, b"\x00\x00\x05"), (offset_record_key("g", "t", 2), b"\x00\x09")]
+    service = GroupService(MemoryOffsetsTopic())
+    records = [good[0], *broken, good[1]]
+    service.load_partition(0, [LoggedOffsetRecord(k, v, offset=i) for i, (k, v) in enumerate(records)])
+    assert service.coordinator_error("g") == ErrorCode.none
+    assert sorted(service.fetch_offsets("g", None)) == [("t", 0), ("t", 1)]
+
+
+def test_failed_load_leaves_the_partition_not_coordinated_without_raising():
+    """A load that fails (here its records cannot be read at all) does not raise into the leadership
+    change (ReplicaManager's other transitions go on): the partition answers NOT_COORDINATOR, not
+    COORDINATOR_LOAD_IN_PROGRESS forever, and the next leadership loads it again."""
+
+    def unreadable():
+        yield LoggedOffsetRecord(
+            offset_record_key("g", "t", 0), offset_record_value(CommittedOffset(5, -1, "", 1))
+        )
+        raise OSError("the segment cannot be read")
+
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, unreadable())
+    assert service.coordinator_error("g") == ErrorCode.not_coordinator
+    assert service.fetch_offsets("g", None) == {}
+    service.load_partition(0, [])
+    assert service.coordinator_error("g") == ErrorCode.none
+
+
+async def test_deleted_group_tombstones_the_kafka_records_it_only_reads():
+    """A group loaded from a log Kafka wrote carries ConsumerGroupPartitionMetadata (Kafka <= 4.0) and
+    ConsumerGroupRegularExpression records this coordinator reads and never writes: deleting the group
+    tombstones them before its metadata (createGroupTombstoneRecords), so once compaction has dropped the
+    tombstones no record is left to bring the group back."""
+    group_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g")
+    partition_metadata_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, "g")
+    target_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g")
+    regex_key = serde.ConsumerGroupRegularExpressionKey("g", "fo.*")
+    kafka_written = [
+        (serde.key_bytes(group_key), serde.value_bytes(serde.ConsumerGroupMetadataValue(3))),
+        (
+            serde.key_bytes(partition_metadata_key),
+            serde.value_bytes(
+                serde.ConsumerGroupPartitionMetadataValue((serde.PartitionMetadataTopic(FOO, "foo", 6),))
+            ),
+        ),
+        (
+            serde.key_bytes(regex_key),
+            serde.value_bytes(serde.ConsumerGroupRegularExpressionValue(("foo",), 1, 2)),
+        ),
+        (serde.key_bytes(target_key), serde.value_bytes(serde.ConsumerGroupTargetAssignmentMetadataValue(3))),
+    ]
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    service.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in kafka_written])
+    assert "g" in service.consumer_groups.groups
+    assert await service.delete_group("g") == ErrorCode.none
+    assert [k for k, v in topic.records if v is None] == [
+        serde.key_bytes(target_key),
+        serde.key_bytes(regex_key),
+        serde.key_bytes(partition_metadata_key),
+        serde.key_bytes(group_key),
+    ]
+    compacted = {k: v for k, v in [*kafka_written, *topic.records]}  # the latest value of each key
+    successor = GroupService(MemoryOffsetsTopic())
+    successor.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in compacted.items() if v is not None])
+    assert "g" not in successor.consumer_groups.groups
+
+
+async def test_commit_without_metadata_is_stored_as_the_empty_string():
+    """OffsetAndMetadata.fromRequest: a null metadata is kept as "", so OffsetFetch answers the same
+    before and after the commit is loaded again by another coordinator."""
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    entry = OffsetCommitEntry("t", 0, 5, -1, None)
+    assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+        ErrorCode.none
+    ]
+    assert service.fetch_offsets("g", None)[("t", 0)].metadata == ""  # type: ignore[union-attr]
+    successor = GroupService(MemoryOffsetsTopic())
+    successor.load_partition(0, [LoggedOffsetRecord(k, v) for k, v in topic.records])
+    assert successor.fetch_offsets("g", None)[("t", 0)].metadata == ""  # type: ignore[union-attr]
+
+
+async def test_commit_over_an_offset_loaded_from_json_tombstones_its_json_key():
+    """The JSON key of an offset written before Kafka's format is tombstoned by the next commit of that
+    partition, once: compaction would otherwise keep it for good."""
+    json_key = json.dumps(["offset", "g", "t", 0], separators=(",", ":")).encode()
+    json_value = b'{"offset":7,"leader_epoch":1,"metadata":"","commit_timestamp_ms":5}'
+    topic = MemoryOffsetsTopic()
+    service = GroupService(topic)
+    service.load_partition(0, [LoggedOffsetRecord(json_key, json_value)])
+    for offset in (8, 9):
+        entry = OffsetCommitEntry("t", 0, offset, -1, "")
+        assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+            ErrorCode.none
+        ]
+    new_key = offset_record_key("g", "t", 0)
+    assert [(k, v is None) for k, v in topic.records] == [
+        (json_key, True),
+        (new_key, False),
+        (new_key, False),
+    ]
+
+
+def test_offset_tombstone_drops_the_pending_transactional_offset():
+    """OffsetMetadataManager.replay of a tombstone removes the partition's pending transactional offsets:
+    an offset deleted while a transaction held it stays deleted when the transaction commits."""
+    key = offset_record_key("g", "t", 0)
+    records = [
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(5, -1, "", 1)), producer_id=7),
+        LoggedOffsetRecord(
+            offset_record_key("g", "t", 1), offset_record_value(CommittedOffset(6, -1, "", 1)), producer_id=7
+        ),
+        LoggedOffsetRecord(key, None),  # OffsetDelete
+        LoggedOffsetRecord(None, None, producer_id=7, outcome=TxnOutcome.COMMIT),
+    ]
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, records)
+    assert list(service.fetch_offsets("g", None)) == [("t", 1)]
+
+
+def test_replay_transaction_end_marker_keeps_a_later_regular_commit():
+    """OffsetMetadataManager.replayEndTransactionMarker: a committed transaction's offset is applied only
+    if its record is later than the partition's committed one; a regular commit written after the
+    transactional one stays, on load and as the coordinator runs."""
+    key = offset_record_key("g", "t", 0)
+    records = [
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(5, -1, "", 1)), producer_id=7, offset=0),
+        LoggedOffsetRecord(key, offset_record_value(CommittedOffset(6, -1, "", 1)), offset=1),
+        LoggedOffsetRecord(None, None, producer_id=7, outcome=TxnOutcome.COMMIT, offset=2),
+    ]
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, records)
+    assert service.fetch_offsets("g", None)[("t", 0)].offset == 6  # type: ignore[union-attr]
+
+
+async def test_transaction_commit_keeps_a_regular_commit_written_after_it():
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, [])
+    txn = OffsetCommitEntry("t", 0, 5, -1, "")
+    assert await service.txn_commit(
+        group_id="g", producer=(7, 0), generation_id=-1, member_id="", entries=[txn]
+    ) == [ErrorCode.none]
+    regular = OffsetCommitEntry("t", 0, 6, -1, "")
+    assert await service.commit(group_id="g", generation_id=-1, member_id="", entries=[regular]) == [
+        ErrorCode.none
+    ]
+    service.coordinator.complete_transactional_offsets(0, 7, 0, committed=True)
+    assert service.fetch_offsets("g", None)[("t", 0)].offset == 6  # type: ignore[union-attr]

@@ -7,7 +7,9 @@ subscription), ConsumerGroupTargetAssignmentMember (its target) and ConsumerGrou
 topics' hash; ConsumerGroupPartitionMetadata is no longer written since KIP-1101, only read) and
 ConsumerGroupTargetAssignmentMetadata (the assignment epoch). A member leaving tombstones its current
 assignment, target and metadata, in that order (removeMember); a group deleted tombstones its members', then
-its target assignment metadata and its metadata (createGroupTombstoneRecords). The topic is compacted, so
+its target assignment metadata, the ConsumerGroupRegularExpression and ConsumerGroupPartitionMetadata records
+replayed from a log Kafka wrote (read, never written here) and its metadata (createGroupTombstoneRecords); a
+live group's next write tombstones those two as well. The topic is compacted, so
 only each key's latest value is kept.
 
 ``records_to_write`` compares a group with what was last written for it and returns only the changed
@@ -42,12 +44,15 @@ MEMBER_STATE_IDS = {
 }
 MEMBER_STATES = {value: state for state, value in MEMBER_STATE_IDS.items()}
 # the order tombstones are written in: a member's current assignment, target, metadata; then the group's
+# (its regular expressions and partition metadata only when replayed from Kafka's log)
 TOMBSTONE_ORDER = {
     RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: 0,
     RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: 1,
     RecordType.CONSUMER_GROUP_MEMBER_METADATA: 2,
     RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: 3,
-    RecordType.CONSUMER_GROUP_METADATA: 4,
+    RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION: 4,
+    RecordType.CONSUMER_GROUP_PARTITION_METADATA: 5,
+    RecordType.CONSUMER_GROUP_METADATA: 6,
 }
 
 
@@ -63,10 +68,16 @@ def _topic_partitions(assignment: Assignment) -> serde.TopicPartitions:
     return tuple((topic, tuple(sorted(parts))) for topic, parts in sorted(assignment.items()))
 
 
-def _assigned(assignment: Assignment) -> tuple[serde.AssignedTopicPartitions, ...]:
-    """Without AssignmentEpochs (a null tag, not written): this coordinator keeps a partition's epoch as
-    its owner's member epoch, which the record already holds."""
-    return tuple(serde.AssignedTopicPartitions(t, p) for t, p in _topic_partitions(assignment))
+def _assigned(
+    assignment: Assignment, member_epoch: int | None = None
+) -> tuple[serde.AssignedTopicPartitions, ...]:
+    """With ``member_epoch``, AssignmentEpochs holding it once per partition: this coordinator keeps a
+    partition's epoch as its owner's member epoch, and Kafka's reader logs an error for an assigned
+    partition without one (partitions pending revocation have none)."""
+    return tuple(
+        serde.AssignedTopicPartitions(t, p, None if member_epoch is None else (member_epoch,) * len(p))
+        for t, p in _topic_partitions(assignment)
+    )
 
 
 def _member_metadata(member: ConsumerGroupMember) -> serde.ConsumerGroupMemberMetadataValue:
@@ -76,7 +87,7 @@ def _member_metadata(member: ConsumerGroupMember) -> serde.ConsumerGroupMemberMe
         member.rack_id,
         member.client_id,
         member.client_host,
-        tuple(member.subscribed_topic_names),
+        tuple(sorted(member.subscribed_topic_names)),  # as Kafka: the same subscription, the same bytes
         member.subscribed_topic_regex,
         member.rebalance_timeout_ms,
         member.server_assignor,
@@ -91,7 +102,7 @@ def _current_assignment(member: ConsumerGroupMember) -> serde.ConsumerGroupCurre
         member.member_epoch,
         member.previous_member_epoch,
         MEMBER_STATE_IDS[member.state],
-        _assigned(member.assigned),
+        _assigned(member.assigned, member.member_epoch),
         _assigned(member.pending_revocation),
     )
 
@@ -139,6 +150,21 @@ def records_to_write(group: ConsumerGroup | None, written: dict[bytes, bytes]) -
     changed: list[Record] = [(k, None) for k in gone]
     changed += [(k, v) for k, v in current.items() if written.get(k) != v]
     return changed
+
+
+def read_only_record_group(key: bytes) -> str | None:
+    """The group of a record Kafka writes and this coordinator only reads (ConsumerGroupPartitionMetadata,
+    ConsumerGroupRegularExpression); None otherwise. A replayed one is counted as written, so the group's
+    next write tombstones it, before the group's metadata as Kafka does: compaction would otherwise keep it
+    after the group's tombstones are gone, and a later load bring the deleted group back."""
+    if serde.is_json_record(key):
+        return None
+    match serde.parse_key(key):
+        case serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, group_id):
+            return group_id
+        case serde.ConsumerGroupRegularExpressionKey(group_id, _):
+            return group_id
+    return None
 
 
 def json_record_group(key: bytes) -> str | None:

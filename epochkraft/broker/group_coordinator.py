@@ -68,6 +68,9 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str | None
     commit_timestamp_ms: int
+    # where its record sits in the offsets partition: its log offset when loaded, an order above every
+    # loaded one when written here (Kafka's OffsetAndMetadata.recordOffset)
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(slots=True)
@@ -440,7 +443,11 @@ class GroupCoordinator:
     def apply_offset(
         self, group_id: str, topic: str, partition: int, committed: CommittedOffset | None
     ) -> None:
-        """Applies a durable commit (None = deletion); the only way committed offsets change."""
+        """Applies a durable commit (None = deletion); the only way committed offsets change. A deletion
+        also drops the partition's pending transactional offsets, as Kafka's OffsetMetadataManager.replay
+        of a tombstone: the transaction's marker would otherwise bring the deleted offset back."""
+        if committed is None:
+            self._drop_pending_txn_offset(group_id, (topic, partition))
         group = self.groups.get(group_id)
         if group is None:
             if committed is None:
@@ -474,8 +481,12 @@ class GroupCoordinator:
         if not committed:
             return
         for group_id, offsets in by_group.items():
+            stored = self.committed_offsets(group_id)
             for (topic, index), offset in offsets.items():
-                self.apply_offset(group_id, topic, index, offset)
+                # the later record wins: a regular commit written after the transaction's stays
+                existing = stored.get((topic, index))
+                if existing is None or offset.record_offset > existing.record_offset:
+                    self.apply_offset(group_id, topic, index, offset)
 
     def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of the partition for the group (OffsetFetch with
@@ -485,6 +496,11 @@ class GroupCoordinator:
             for by_producer in self.pending_txn_offsets.values()
             for by_group in by_producer.values()
         )
+
+    def _drop_pending_txn_offset(self, group_id: str, topic_partition: tuple[str, int]) -> None:
+        for by_producer in self.pending_txn_offsets.values():
+            for by_group in by_producer.values():
+                by_group.get(group_id, {}).pop(topic_partition, None)
 
     def drop_pending_txn_offsets(self, partition: int) -> None:
         self.pending_txn_offsets.pop(partition, None)

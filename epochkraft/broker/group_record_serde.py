@@ -373,11 +373,17 @@ def _write_member_metadata(w: Writer, value: ConsumerGroupMemberMetadataValue) -
     w.string(value.subscribed_topic_regex)
     w.pack("i", value.rebalance_timeout_ms)
     w.string(value.server_assignor)
-    classic = value.classic_member_metadata
-    if classic is None:
-        w.tagged([])
-        return
+    w.tagged([(0, _classic_bytes(value.classic_member_metadata))])
+
+
+def _classic_bytes(classic: ClassicMemberMetadata | None) -> bytes:
+    """Tag 0, nullable and always written by Kafka: a presence byte (0 null, a consumer-protocol member;
+    1 the struct follows)."""
     inner = Writer(flexible=True)
+    if classic is None:
+        inner.pack("b", 0)
+        return bytes(inner.out)
+    inner.pack("b", 1)
     inner.pack("i", classic.session_timeout_ms)
 
     def protocol(p: tuple[str, bytes]) -> None:
@@ -387,7 +393,7 @@ def _write_member_metadata(w: Writer, value: ConsumerGroupMemberMetadataValue) -
 
     inner.array(list(classic.supported_protocols), protocol)
     inner.tagged([])
-    w.tagged([(0, bytes(inner.out))])
+    return bytes(inner.out)
 
 
 def _write_target_topic(w: Writer, topic: tuple[uuid.UUID, tuple[int, ...]]) -> None:
@@ -512,9 +518,16 @@ def _read_member_metadata(r: Reader, _version: int) -> ConsumerGroupMemberMetada
 
 
 def _read_classic(r: Reader) -> ClassicMemberMetadata | None:
-    """The tagged ClassicMemberMetadata struct (nullable: a -1 byte stands for null)."""
-    if r.data[:1] == b"\xff":
+    """The tagged ClassicMemberMetadata: a presence byte, then the struct. What this coordinator wrote
+    before it wrote Kafka's presence byte reads too: the struct alone (its session timeout's first
+    byte is 0), and no tag at all for a consumer-protocol member."""
+    present = r.data[:1]
+    if present == b"\x00" and len(r.data) == 1:
         return None
+    if present == b"\x01":
+        r.pos = 1
+    elif present != b"\x00":
+        raise RecordError(f"ClassicMemberMetadata starting {r.data[:1].hex()}")
     session_timeout_ms = r.unpack("i")
 
     def protocol() -> tuple[str, bytes]:
@@ -524,6 +537,7 @@ def _read_classic(r: Reader) -> ClassicMemberMetadata | None:
 
     protocols = tuple(r.array(protocol))
     r.tagged()
+    r.end()
     return ClassicMemberMetadata(session_timeout_ms, protocols)
 
 

@@ -9,7 +9,9 @@ partition and can append to it with acks=all.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from epochkraft.broker.group_coordinator import (
     offset_record_value,
     parse_offset_record,
 )
-from epochkraft.broker.group_record_serde import is_json_record
+from epochkraft.broker.group_record_serde import RecordError, is_json_record
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
@@ -106,6 +108,7 @@ class LoggedOffsetRecord:
     value: bytes | None
     producer_id: int = -1  # -1: not transactional
     outcome: TxnOutcome | None = None
+    offset: int = -1  # its offset in the partition, for the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,8 @@ class GroupService:
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
         self._loaded: set[int] = set()
+        self._next_record_offset = 0  # above every loaded record's offset: the order of commits written here
+        self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
 
     @staticmethod
@@ -226,6 +231,8 @@ class GroupService:
         partition = self.partition_for(group_id)
         if not self.offsets_topic.is_local_leader(partition):
             return ErrorCode.not_coordinator
+        if partition in self._failed:
+            return ErrorCode.not_coordinator
         if partition not in self._loaded:
             return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
@@ -235,30 +242,39 @@ class GroupService:
     ) -> None:
         """Replays an offsets partition's records when this broker becomes its leader; a transaction's
         offsets wait for its marker, as Kafka's GroupMetadataManager.doLoadGroupsAndOffsets. ``topics``:
-        the metadata the consumer groups' subscribed topics are looked up in."""
+        the metadata the consumer groups' subscribed topics are looked up in. A record that cannot be read
+        is logged and skipped; a load that fails anyway leaves this partition's coordinator failed
+        (NOT_COORDINATOR) without raising into the leadership change that called it, as Kafka's
+        CoordinatorRuntime fails the one shard."""
+        self._failed.discard(partition)
+        try:
+            self._load(partition, records, topics)
+        except Exception:
+            log.exception(
+                "could not load an offsets partition: its groups are not coordinated here",
+                partition=partition,
+            )
+            self.unload_partition(partition)
+            self._failed.add(partition)
+
+    def _load(
+        self, partition: int, records: Iterable[LoggedOffsetRecord], topics: TopicsImage | None
+    ) -> None:
         coordinator = self.coordinator
         coordinator.drop_pending_txn_offsets(partition)
         json_records: dict[str, dict[bytes, bytes]] = {}  # group -> the JSON records still live
+        read_only: dict[str, dict[bytes, bytes]] = {}  # group -> Kafka's records we only read, still live
         for record in records:
-            if record.outcome is not None:
-                committed = record.outcome == TxnOutcome.COMMIT
-                coordinator.complete_transactional_offsets(partition, record.producer_id, -1, committed)
-                continue
-            if record.key is None:
-                continue
-            parsed = parse_offset_record(record.key, record.value)
-            if parsed is None:
-                consumer_group_records.replay(self.consumer_groups, record.key, record.value)
-                self._note_json_group_record(record.key, record.value, json_records)
-                continue
-            group_id, topic, index, offset = parsed
-            if is_json_record(record.key):
-                self._json_offsets.add((group_id, topic, index))
-            if record.producer_id < 0:
-                coordinator.apply_offset(group_id, topic, index, offset)
-            elif offset is not None:
-                coordinator.add_pending_txn_offsets(
-                    partition, record.producer_id, group_id, {(topic, index): offset}
+            self._next_record_offset = max(self._next_record_offset, record.offset + 1)
+            try:
+                self._replay(partition, record, json_records, read_only)
+            except (RecordError, ValueError, struct.error) as exc:
+                log.error(
+                    "skipped an offsets record that cannot be read",
+                    partition=partition,
+                    offset=record.offset,
+                    key=None if record.key is None else record.key.hex(),
+                    error=str(exc),
                 )
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
         self.consumer_groups.on_loaded(self.now_ms(), loaded, topics)
@@ -266,21 +282,42 @@ class GroupService:
             group = self.consumer_groups.groups[group_id]
             # a group stored as JSON has none of Kafka's records yet: its next write has them all
             written = json_records.get(group_id) or consumer_group_records.group_records(group)
-            self._consumer_groups_written[group_id] = written
+            self._consumer_groups_written[group_id] = written | read_only.get(group_id, {})
         self._loaded.add(partition)
 
-    @staticmethod
-    def _note_json_group_record(key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]) -> None:
-        """A consumer group record in the JSON form written before Kafka's: counted as written, so the
-        group's next write tombstones it (compaction would keep it, and a later load replay it) before
-        writing the group's records in Kafka's format."""
-        group_id = consumer_group_records.json_record_group(key)
-        if group_id is None:
+    def _replay(
+        self,
+        partition: int,
+        record: LoggedOffsetRecord,
+        json_records: dict[str, dict[bytes, bytes]],
+        read_only: dict[str, dict[bytes, bytes]],
+    ) -> None:
+        coordinator = self.coordinator
+        if record.outcome is not None:
+            committed = record.outcome == TxnOutcome.COMMIT
+            coordinator.complete_transactional_offsets(partition, record.producer_id, -1, committed)
             return
-        if value is None:
-            live.get(group_id, {}).pop(key, None)
-        else:
-            live.setdefault(group_id, {})[key] = value
+        if record.key is None:
+            return
+        parsed = parse_offset_record(record.key, record.value)
+        if parsed is None:
+            consumer_group_records.replay(self.consumer_groups, record.key, record.value)
+            group_id = consumer_group_records.json_record_group(record.key)
+            _note_live(group_id, record.key, record.value, json_records)
+            group_id = consumer_group_records.read_only_record_group(record.key)
+            _note_live(group_id, record.key, record.value, read_only)
+            return
+        group_id, topic, index, offset = parsed
+        if offset is not None:
+            offset = dataclasses.replace(offset, record_offset=record.offset)
+        if is_json_record(record.key):
+            self._json_offsets.add((group_id, topic, index))
+        if record.producer_id < 0:
+            coordinator.apply_offset(group_id, topic, index, offset)
+        elif offset is not None:
+            coordinator.add_pending_txn_offsets(
+                partition, record.producer_id, group_id, {(topic, index): offset}
+            )
 
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
@@ -534,14 +571,20 @@ class GroupService:
         return errors, accepted
 
     async def _write_offsets(self, group_id: str, entries: list[OffsetCommitEntry]) -> ErrorCode:
-        now = self.now_ms()
-        committed = [(e, CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)) for e in entries]
-        records = [
+        """The commits, and tombstones for the JSON keys of the offsets they replace (loaded from records
+        written before Kafka's format): compaction would otherwise keep those for good."""
+        now, record_offset = self.now_ms(), self._take_record_offset()
+        committed = [(e, _committed(e, now, record_offset)) for e in entries]
+        legacy = [(group_id, e.topic, e.partition) for e in entries]
+        legacy = [offset for offset in legacy if offset in self._json_offsets]
+        records: list[tuple[bytes, bytes | None]] = [(json_offset_record_key(*o), None) for o in legacy]
+        records += [
             (offset_record_key(group_id, e.topic, e.partition), offset_record_value(c)) for e, c in committed
         ]
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error != ErrorCode.none:
             return normalize_append_error(error)
+        self._json_offsets.difference_update(legacy)
         for e, c in committed:
             self.coordinator.apply_offset(group_id, e.topic, e.partition, c)
         return ErrorCode.none
@@ -564,11 +607,8 @@ class GroupService:
             return [error] * len(entries)
         errors, accepted = self._metadata_checked(entries)
         if accepted:
-            now = self.now_ms()
-            offsets = {
-                (e.topic, e.partition): CommittedOffset(e.offset, e.leader_epoch, e.metadata, now)
-                for e in accepted
-            }
+            now, record_offset = self.now_ms(), self._take_record_offset()
+            offsets = {(e.topic, e.partition): _committed(e, now, record_offset) for e in accepted}
             records = [
                 (offset_record_key(group_id, t, p), offset_record_value(c)) for (t, p), c in offsets.items()
             ]
@@ -577,6 +617,12 @@ class GroupService:
             if error == ErrorCode.none:
                 self.coordinator.add_pending_txn_offsets(partition, producer[0], group_id, offsets)
         return [error if entry_error == ErrorCode.none else entry_error for entry_error in errors]
+
+    def _take_record_offset(self) -> int:
+        """Taken as the append is asked for: appends to a partition are made in the order they are asked
+        for, so these orders follow the log's."""
+        self._next_record_offset += 1
+        return self._next_record_offset - 1
 
     def _validate_txn_offset_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         """Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit: a consumer group (KIP-848)
@@ -664,3 +710,23 @@ class GroupService:
             for g in self.coordinator.groups.values()
             if self.coordinator_error(g.group_id) == ErrorCode.none
         ]
+
+
+def _note_live(
+    group_id: str | None, key: bytes, value: bytes | None, live: dict[str, dict[bytes, bytes]]
+) -> None:
+    """A group's record that its next write must tombstone (a JSON one written before Kafka's format, or
+    one of Kafka's this coordinator does not write): counted as written while its key is live, as
+    compaction would keep it and a later load replay it."""
+    if group_id is None:
+        return
+    if value is None:
+        live.get(group_id, {}).pop(key, None)
+    else:
+        live.setdefault(group_id, {})[key] = value
+
+
+def _committed(entry: OffsetCommitEntry, now_ms: int, record_offset: int) -> CommittedOffset:
+    """No metadata is kept as the empty string, as Kafka's OffsetAndMetadata.fromRequest: OffsetFetch
+    answers the same before and after the record is loaded again."""
+    return CommittedOffset(entry.offset, entry.leader_epoch, entry.metadata or "", now_ms, record_offset)

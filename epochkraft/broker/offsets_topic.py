@@ -128,10 +128,11 @@ async def create_internal_topic(
 
 def logged_record(batch: RecordBatch, record: Record) -> LoggedOffsetRecord:
     """A record as the group coordinator replays it: a control record is its transaction's outcome."""
+    offset = batch.offset_of(record)
     if batch.is_control:
         committed = record.key is not None and len(record.key) >= 4 and record.key[2:4] == COMMIT_MARKER
         return LoggedOffsetRecord(
-            None, None, batch.producer_id, TxnOutcome.COMMIT if committed else TxnOutcome.ABORT
+            None, None, batch.producer_id, TxnOutcome.COMMIT if committed else TxnOutcome.ABORT, offset
         )
     producer_id = batch.producer_id if batch.is_transactional else -1
-    return LoggedOffsetRecord(record.key, record.value, producer_id, None)
+    return LoggedOffsetRecord(record.key, record.value, producer_id, None, offset)

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +50,7 @@ from epochkraft.broker.consumer_group import ConsumerGroupSettings, parse_assign
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from epochkraft.broker.group_migration import MigrationPolicy
-from epochkraft.broker.group_service import GroupService
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
 from epochkraft.broker.log import LogManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.metadata_follower import MetadataFollower
@@ -318,10 +318,14 @@ class BrokerNode:
         if topic != OFFSETS_TOPIC:
             return
         if leader:
-            records = self.offsets_topic.read_all(partition)
-            self.groups.load_partition(partition, records, CacheTopics(self.cache))
+            self.groups.load_partition(partition, self._offsets_records(partition), CacheTopics(self.cache))
         else:
             self.groups.unload_partition(partition)
+
+    def _offsets_records(self, partition: int) -> Iterator[LoggedOffsetRecord]:
+        """Read as the load iterates them, so a log that cannot be read fails that partition's coordinator
+        alone, not the leadership change."""
+        yield from self.offsets_topic.read_all(partition)
 
     def caught_up(self) -> bool:
         """The metadata log has been applied, and its changes carried out, past our own registration
