@@ -226,3 +226,25 @@ async def test_no_heartbeat_while_the_daemon_loop_is_stalled(node):
     finally:
         task.cancel()
         node.loop_watch.stop()
+
+
+async def test_a_registration_refused_for_good_ends_the_heartbeats(node):
+    """A stale epoch makes the broker register again; a controller that answers INCONSISTENT_CLUSTER_ID (its
+    quorum formatted anew under a running broker) refuses it for good: the heartbeat loop ends with the
+    refusal, so the failed heartbeats task stops the broker through its shutdown steps (a SystemExit raised
+    in a task would leave the event loop at once, without them)."""
+    refused = BrokerRegistrationResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=ErrorCode.inconsistent_cluster_id,
+        broker_epoch=-1,
+    )
+
+    async def refuse(request: Any, **kwargs: Any) -> BrokerRegistrationResponse:
+        return refused
+
+    node.lifecycle_channel.send = refuse  # type: ignore[method-assign]
+    node.heartbeat_channel = ScriptedChannel(answer(ErrorCode.stale_broker_epoch))  # type: ignore[assignment]
+    loop = asyncio.get_running_loop()
+    with pytest.raises(broker_daemon.RegistrationRefused):
+        async with asyncio.timeout(5):
+            await node.heartbeat_loop(asyncio.Event(), asyncio.Event(), loop)

@@ -99,9 +99,25 @@ LOG_DIR_FAILURE_GRACE_S = 0.2  # for error answers to leave before a halt
 FENCED_REPORT_SECONDS = 5.0  # how often a fenced broker says at info why it still is
 HEARTBEAT_ERROR_BACKOFF_S = 0.5  # after a heartbeat failed other than on the network
 HEARTBEAT_STOP_TIMEOUT_S = 5.0  # for the heartbeat thread's loop to end once cancelled
+
+
+def _seconds(text: str) -> float:
+    """A test switch's seconds; anything not a positive number is 0 (off): a bad value must not stop a broker."""
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if value > 0 else 0.0
+
+
+class RegistrationRefused(Exception):
+    """The controller refused this broker for good (INCONSISTENT_CLUSTER_ID): the broker stops, with its
+    shutdown steps when it was already serving."""
+
+
 # A test switch: SIGUSR1 blocks the daemon's event loop this many seconds (a stuck loop, whose broker the
 # controller must fence though its heartbeat thread runs); 0, the default: no such signal handler.
-UNSAFE_STALL_LOOP_S_FOR_TESTS = float(os.environ.get("UNSAFE_STALL_LOOP_ON_SIGUSR1_FOR_TESTS", "0"))
+UNSAFE_STALL_LOOP_S_FOR_TESTS = _seconds(os.environ.get("UNSAFE_STALL_LOOP_ON_SIGUSR1_FOR_TESTS", ""))
 
 
 class State(Enum):
@@ -494,7 +510,7 @@ class BrokerNode:
                     )
                 return
             if response.error_code == ErrorCode.inconsistent_cluster_id:
-                raise SystemExit(
+                raise RegistrationRefused(
                     f"data dir {self.data_dir} belongs to cluster {self.cluster_id}, not the controller's"
                 )
             self.log.info("registration refused; retrying", error=response.error_code.name)
@@ -530,6 +546,8 @@ class BrokerNode:
             while self.state != State.SHUTTING_DOWN and not self.shutting_down.is_set():
                 try:
                     await self._heartbeat(stopping, wake, daemon_loop)
+                except RegistrationRefused:
+                    raise  # ends the heartbeats task, which stops the broker through its shutdown steps
                 except Exception:
                     self.log.exception("heartbeat failed; retrying")
                     await asyncio.sleep(HEARTBEAT_ERROR_BACKOFF_S)
@@ -769,7 +787,11 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
     meta = node.logs.read_meta()
     if meta.get("cluster.id") and meta["cluster.id"] != node.cluster_id:
         node.cluster_id = meta["cluster.id"]  # the controller will answer INCONSISTENT_CLUSTER_ID
-    await node.register()
+    try:
+        await node.register()
+    except RegistrationRefused as exc:
+        log.critical("registration refused", reason=str(exc))
+        return 1
     node.logs.write_meta(node.node_id, node.cluster_id)
     node.follower.start(on_fatal=background_task_failed)
     node.replica_manager.start()

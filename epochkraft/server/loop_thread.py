@@ -81,6 +81,6 @@ class LoopWatch:
 def stall_bound_s(heartbeat_interval_ms: int) -> float:
     """How long the daemon's loop may go without a tick before heartbeats stop: a few heartbeat intervals,
     and never under 2 s, so a loop busy but progressing is not fenced (a CreateTopics flood held it for up
-    to 0.7 s at a time) while one stalled for a whole session (Kafka's 9 s by default; 3 heartbeat
-    intervals is 6 s at Kafka's 2 s interval) is."""
+    to 0.7 s at a time). A loop that stays stuck is fenced one session after its last heartbeat, so this
+    bound plus broker.session.timeout.ms after it stopped (6 s + 9 s at Kafka's defaults)."""
     return max(3 * heartbeat_interval_ms / 1000, 2.0)
