@@ -18,7 +18,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.peers.fetch import PeerUnavailable, cache_dir, flink_libs
-from epochkraft.peers.streams_eos import QUIET_LOG4J2, app_coordinator
+from epochkraft.peers.streams_eos import QUIET_LOG4J2, app_coordinator, eos_cluster
 
 JAVA_JOB = Path(__file__).resolve().parents[2] / "scripts" / "clients" / "java" / "FlinkEosCheck.java"
 COORDINATOR = 0  # kill_broker: the broker coordinating the sink's transactions (else broker 2)
@@ -279,24 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failures = 0
     for _ in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="flink-eos-") as tmp:
-            work = Path(tmp)
-            config = work / "broker.properties"
-            config.write_text("broker.heartbeat.interval.ms=200\nreplica.lag.time.max.ms=1500\n"
-                              "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=3\n")  # fmt: skip
-            controller = work / "controller.properties"
-            controller.write_text("broker.session.timeout.ms=2000\n")
-            cluster = LocalCluster(
-                data_dir=work / "cluster", brokers=3, broker_config=config, controller_config=controller
-            )
-            cluster.start()
-            try:
-                result = run(
-                    cluster, work, records=args.records,
-                    kill_broker=None if args.no_kill else args.kill, kill_job=args.kill_job,
-                )  # fmt: skip
-            finally:
-                cluster.kill_all()
+        with eos_cluster("flink-eos-") as (cluster, work):
+            result = run(
+                cluster, work, records=args.records,
+                kill_broker=None if args.no_kill else args.kill, kill_job=args.kill_job,
+            )  # fmt: skip
         print(result.summary(), flush=True)
         if result.job_code != 0 or result.problems:
             print(result.job_log)

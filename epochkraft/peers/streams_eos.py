@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import struct
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,6 +256,27 @@ def run(
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def eos_cluster(prefix: str) -> Iterator[tuple[LocalCluster, Path]]:
+    """A started three-broker cluster with fast sessions in a temporary directory (and that directory, for
+    the application's files), killed after: the exactly-once checks' cluster."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        config = work / "broker.properties"
+        config.write_text("broker.heartbeat.interval.ms=200\nreplica.lag.time.max.ms=1500\n"
+                          "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=3\n")  # fmt: skip
+        controller = work / "controller.properties"
+        controller.write_text("broker.session.timeout.ms=2000\n")
+        cluster = LocalCluster(
+            data_dir=work / "cluster", brokers=3, broker_config=config, controller_config=controller
+        )
+        cluster.start()
+        try:
+            yield cluster, work
+        finally:
+            cluster.kill_all()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -275,24 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failures = 0
     for _ in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="streams-eos-") as tmp:
-            work = Path(tmp)
-            config = work / "broker.properties"
-            config.write_text("broker.heartbeat.interval.ms=200\nreplica.lag.time.max.ms=1500\n"
-                              "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=3\n")  # fmt: skip
-            controller = work / "controller.properties"
-            controller.write_text("broker.session.timeout.ms=2000\n")
-            cluster = LocalCluster(
-                data_dir=work / "cluster", brokers=3, broker_config=config, controller_config=controller
-            )
-            cluster.start()
-            try:
-                result = run(
-                    cluster, work, guarantee=args.guarantee, records=args.records,
-                    kill_broker=None if args.no_kill else args.kill, kill_app=args.kill_app,
-                )  # fmt: skip
-            finally:
-                cluster.kill_all()
+        with eos_cluster("streams-eos-") as (cluster, work):
+            result = run(
+                cluster, work, guarantee=args.guarantee, records=args.records,
+                kill_broker=None if args.no_kill else args.kill, kill_app=args.kill_app,
+            )  # fmt: skip
         print(result.summary(), flush=True)
         if result.app_code != 0:
             print(result.app_log)
