@@ -474,3 +474,28 @@ def test_unreadable_checkpoints_never_stop_a_broker_from_loading_its_logs(tmp_pa
     assert reopened.log_end_offset == 15 and offsets_in(reopened) == list(range(15))
     assert reopened.epochs.entries == expected_epochs == [(0, 0), (2, 6), (5, 12)]
     assert reopened.epochs.end_offset_for(2) == (2, 12)
+
+
+def test_checkpoints_written_at_once_from_two_threads_do_not_meet(tmp_path):
+    """The periodic checkpoint round writes on a worker thread while a shutdown writes the last one on the
+    event loop: both use the same temporary file, so without one writer at a time (Kafka's CheckpointFile
+    lock) one of them finds it renamed away (FileNotFoundError stopped a broker's shutdown)."""
+    import threading
+
+    manager = LogManager(tmp_path)
+    errors: list[BaseException] = []
+
+    def write(value: int) -> None:
+        try:
+            for _ in range(200):
+                manager.checkpoint_high_watermarks({("t", 0): value})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(v,)) for v in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert read_offsets(tmp_path / "replication-offset-checkpoint")[("t", 0)] in (1, 2, 3)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,6 +49,10 @@ class LogManager:
         self._recovery_points = _read_checkpoint(self.data_dir / RECOVERY_CHECKPOINT)
         self._log_starts = _read_checkpoint(self.data_dir / LOG_START_CHECKPOINT)
         self._pending_removal: list[tuple[int, list[Path]]] = []  # (due at ms, files renamed .deleted)
+        # One writer of a checkpoint file at a time (Kafka's CheckpointFile.write holds a lock): the periodic
+        # round writes on a worker thread, which a shutdown's last checkpoint on the loop must not meet in
+        # the same temporary file.
+        self._checkpoint_lock = threading.Lock()
 
     # ---- meta.properties ------------------------------------------------------------------------------
     def read_meta(self) -> dict[str, str]:
@@ -118,19 +123,22 @@ class LogManager:
     # ---- checkpoints ---------------------------------------------------------------------------------
     def checkpoint_high_watermarks(self, high_watermarks: dict[tuple[str, int], int]) -> None:
         self.high_watermarks = dict(high_watermarks)
-        write_offsets(self.data_dir / HW_CHECKPOINT, self.high_watermarks)
+        with self._checkpoint_lock:
+            write_offsets(self.data_dir / HW_CHECKPOINT, self.high_watermarks)
 
     def checkpoint_recovery_points(self, points: dict[tuple[str, int], int] | None = None) -> None:
         if points is None:
             points = {key: plog.recovery_point for key, plog in self.logs.items()}
-        write_offsets(self.data_dir / RECOVERY_CHECKPOINT, points)
+        with self._checkpoint_lock:
+            write_offsets(self.data_dir / RECOVERY_CHECKPOINT, points)
 
     def checkpoint_log_start_offsets(self, starts: dict[tuple[str, int], int] | None = None) -> None:
         """Kafka's checkpointLogStartOffsets: only logs whose start is above their first segment's base
         need an entry (``starts`` taken on the event loop when called from a worker thread)."""
         if starts is None:
             starts = self.log_start_offsets()
-        write_offsets(self.data_dir / LOG_START_CHECKPOINT, starts)
+        with self._checkpoint_lock:
+            write_offsets(self.data_dir / LOG_START_CHECKPOINT, starts)
 
     def log_start_offsets(self) -> dict[tuple[str, int], int]:
         return {
