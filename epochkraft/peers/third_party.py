@@ -105,6 +105,21 @@ KFAKE_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
         0,
         ANY,
+        "Produce-two-batches",
+        r"responses\[.*\]\.partition_responses\[.*\]\.error_code",
+        "Two record batches for one partition: CORRUPT_MESSAGE; Kafka INVALID_RECORD (exactly one batch a "
+        "partition from v3, ProduceRequest.validateRecords).",
+    ),
+    KnownDifference(
+        0,
+        ANY,
+        "Produce-no-batch",
+        r"responses\[.*\]\.partition_responses\[.*\]\.error_code",
+        "No record batch for a partition: CORRUPT_MESSAGE; Kafka INVALID_RECORD.",
+    ),
+    KnownDifference(
+        0,
+        ANY,
         None,
         r"responses\[.*\]\.partition_responses\[.*\]\.base_offset",
         "A refused partition (unknown topic or partition, bad CRC, too large, acks=2): base offset 0; "
