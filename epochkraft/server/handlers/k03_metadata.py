@@ -2,9 +2,8 @@
 
 - Brokers: every unfenced registered broker with an endpoint on the listener the request came in on, and
   that endpoint (named listeners: clients inside and outside a network each get addresses they reach; a
-  broker without that listener is left out, as Kafka's getAliveBrokerNodes(listenerName)). Controller id:
-  one of those brokers at random, a new one in each answer, as Kafka's KRaft brokers answer
-  (getRandomAliveBrokerId): each forwards what admin clients send there, and the clients spread over them.
+  broker without that listener is left out, as Kafka's getAliveBrokerNodes(listenerName)). Controller id: a broker that accepts CreateTopics (the lowest
+  live broker id; brokers forward to the controller), so admin clients work unchanged.
 - Topics (null: all; v0: an empty list means all) with topic ids (v10+), partitions with leader, leader
   epoch (v7+), replicas, ISR and offline replicas (fenced or unregistered). LEADER_NOT_AVAILABLE for a
   leaderless partition; UNKNOWN_TOPIC_OR_PARTITION for an unknown topic unless auto.create.topics.enable
@@ -39,7 +38,6 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperatio
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._controller_id import random_broker_id
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
@@ -202,7 +200,7 @@ async def handle(request, ctx: RequestContext):
         for ep in reg.endpoints
         if ep.name == ctx.listener_name
     )
-    controller_id = random_broker_id([b.node_id for b in brokers])
+    controller_id = brokers[0].node_id if brokers else -1
     if version >= AUTHORIZED_OPERATIONS_FROM and request.include_topic_authorized_operations:
         topics = _with_authorized_operations(ctx, topics)
     response = r12.MetadataResponse(

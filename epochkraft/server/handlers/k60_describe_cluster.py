@@ -1,8 +1,8 @@
 """DescribeCluster (key 60), versions 0-1, broker and controller listeners.
 
 - On a broker listener it describes the brokers (endpoint type 1): every unfenced broker with an endpoint on
-  the listener the request came in on, and as controller id one of them at random, as Metadata names one
-  (Kafka's KafkaApis.handleDescribeCluster: brokers forward admin requests to the controllers).
+  the listener the request came in on, and as controller id a live broker, as Metadata names one (Kafka's
+  KafkaApis.handleDescribeCluster: brokers forward admin requests to the controllers).
 
 - On the controller listener it describes the controller (endpoint type 2 in v1, as Kafka's controllers
   answer); brokers are found through Metadata on a broker listener. A controller of a Raft quorum lists
@@ -30,7 +30,6 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers._controller_id import random_broker_id
 from epochkraft.server.handlers._util import NO_THROTTLE
 
 BROKERS, CONTROLLERS = 1, 2
@@ -134,7 +133,7 @@ def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -
         error_message=None,
         endpoint_type=i8(BROKERS),
         cluster_id=ctx.broker.cluster_id or "",
-        controller_id=random_broker_id([b.broker_id for b in brokers]),
+        controller_id=brokers[0].broker_id if brokers else BrokerId(-1),
         brokers=brokers,
         cluster_authorized_operations=i32(cluster_authorized_operations(request, ctx)),
     )
