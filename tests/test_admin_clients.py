@@ -246,8 +246,8 @@ def test_min_insync_replicas_changed_live_is_seen_by_an_acks_all_producer(cluste
     try:
 
         def isr_of_two() -> bool:
-            # and the follower fenced: until then Metadata may name it the controller (a random live broker,
-            # as Kafka's), and librdkafka sends the topic configs below to the controller it last heard of
+            # and the follower fenced: until then Metadata may name it the controller (Kafka's brokers name
+            # one at random), and librdkafka sends the topic configs below to the controller it last heard of
             metadata = admin.list_topics("live-min-isr", timeout=10)
             p = metadata.topics["live-min-isr"].partitions[0]
             return len(p.isrs) == 2 and follower not in metadata.brokers
