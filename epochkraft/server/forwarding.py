@@ -55,12 +55,17 @@ class ForwardedRequest:
     client_host: str
 
 
+LOOPBACK = ipaddress.IPv4Address("127.0.0.1").packed
+
+
 def client_address(host: str) -> bytes:
     """The client's address as Kafka's InetAddress.getAddress (4 or 16 bytes)."""
     try:
         return ipaddress.ip_address(host).packed
     except ValueError:
-        return bytes(4)  # no IP address known (a test's stand-in transport): 0.0.0.0
+        # No peer address (a test's stand-in transport, never a TCP connection): the loopback, which every
+        # listener here binds.
+        return LOOPBACK
 
 
 def wrap(
