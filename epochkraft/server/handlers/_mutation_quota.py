@@ -18,10 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from epochkraft.broker.client_quotas import ControllerMutationQuota
+from epochkraft.controller.controller import THROTTLED
 from epochkraft.security.authorizer import AclOperation
 from epochkraft.server.context import RequestContext
 
-THROTTLED_MESSAGE = "The throttling quota has been exceeded."  # Errors.THROTTLING_QUOTA_EXCEEDED.message
+THROTTLED_MESSAGE = THROTTLED  # Errors.THROTTLING_QUOTA_EXCEEDED.message, as the controller answers it
 BROKER_CLIENT_PREFIX = "broker-"  # a broker's controller channels' client ids (broker-<id>-control)
 # The first versions whose quota is strict (Kafka's KafkaApis / ControllerApis strictSinceVersion)
 CREATE_TOPICS_STRICT_SINCE, DELETE_TOPICS_STRICT_SINCE, CREATE_PARTITIONS_STRICT_SINCE = 6, 5, 3
