@@ -336,13 +336,10 @@ def txn_offset_commit(cluster, txn_id: str, group: str, producer_id: int, epoch:
     return asyncio.run(ask())
 
 
-def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster):
-    """KIP-890 part 1 (Kafka's transaction.partition.verification.enable): a TxnOffsetCommit needs the
-    group's offsets partition in the producer's ongoing transaction at its current epoch. An older epoch
-    (a zombie) is INVALID_PRODUCER_EPOCH; a group whose offsets partition the transaction does not hold is
-    INVALID_TXN_STATE; nothing is written for either."""
-    txn_id = f"verify-{uuid.uuid4()}"
-    consumer, metadata = group_metadata(cluster, "verify-group")
+def offsets_only_transaction(cluster, txn_id: str, group: str):
+    """A librdkafka producer's open transaction holding only ``group``'s offsets partition (an offset of
+    verify-in sent to it): the group's consumer, the producer and the coordinator's description of it."""
+    consumer, metadata = group_metadata(cluster, group)
     plain = Producer({"bootstrap.servers": cluster.bootstrap})
     plain.produce("verify-in", b"input")
     plain.flush(30)
@@ -350,7 +347,16 @@ def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster)
     p.init_transactions(60)
     p.begin_transaction()
     p.send_offsets_to_transaction([TopicPartition("verify-in", 0, 1)], metadata, 30)
-    state = describe_transaction(cluster, txn_id)
+    return consumer, p, describe_transaction(cluster, txn_id)
+
+
+def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster):
+    """KIP-890 part 1 (Kafka's transaction.partition.verification.enable): a TxnOffsetCommit needs the
+    group's offsets partition in the producer's ongoing transaction at its current epoch. An older epoch
+    (a zombie) is INVALID_PRODUCER_EPOCH; a group whose offsets partition the transaction does not hold is
+    INVALID_TXN_STATE; nothing is written for either."""
+    txn_id = f"verify-{uuid.uuid4()}"
+    consumer, _producer, state = offsets_only_transaction(cluster, txn_id, "verify-group")
     pid, epoch = state.producer_id, state.producer_epoch
     assert txn_offset_commit(cluster, txn_id, "verify-group", pid, epoch, "verify-in") == ErrorCode.none
     zombie = txn_offset_commit(cluster, txn_id, "verify-group", pid, epoch - 1, "verify-in")
@@ -405,15 +411,7 @@ def test_produce_below_v12_is_verified_with_the_transaction_coordinator(cluster)
     and not written: INVALID_TXN_STATE with Kafka's message below v11, TRANSACTION_ABORTABLE at v11. The
     librdkafka producer's own batches, to partitions it added, go through (the other tests)."""
     txn_id = f"produce-verify-{uuid.uuid4()}"
-    consumer, metadata = group_metadata(cluster, "produce-verify-group")
-    plain = Producer({"bootstrap.servers": cluster.bootstrap})
-    plain.produce("verify-in", b"input")
-    plain.flush(30)
-    p = producer(cluster, txn_id)
-    p.init_transactions(60)
-    p.begin_transaction()
-    p.send_offsets_to_transaction([TopicPartition("verify-in", 0, 1)], metadata, 30)
-    state = describe_transaction(cluster, txn_id)
+    consumer, p, state = offsets_only_transaction(cluster, txn_id, "produce-verify-group")
     pid, epoch = state.producer_id, state.producer_epoch
     assert ("verify-in", 0) not in {(t.topic, i) for t in state.topics for i in t.partitions}
     before = end_offset(cluster, "verify-in")
