@@ -22,12 +22,15 @@ import uuid
 from typing import Any
 
 import structlog
+from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 
+from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
 from epochkraft.broker.log import LogManager
 from epochkraft.broker.log.partition_log import LogConfig
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.replica_manager import ReplicaManager, log_config
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -39,6 +42,10 @@ from epochkraft.protocol.metadata_records import (
 )
 
 ASSIGNMENTS = [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+
+
+async def _no_controller(request: AlterPartitionRequest) -> AlterPartitionResponse:
+    raise NetworkError("no controller: the bench applies metadata only")
 
 
 class _Epochs:
@@ -68,7 +75,7 @@ class _Broker:
             return in_memory.setdefault((topic, partition), _Log(config or self.logs.config))
 
         self.logs.get_or_create = get_or_create  # type: ignore[method-assign]
-        self.manager = ReplicaManager(1, BrokerSettings(), self.logs, self.cache, lambda: 10, lambda r: None)
+        self.manager = ReplicaManager(1, BrokerSettings(), self.logs, self.cache, lambda: 10, _no_controller)
         self.offset = 0
 
     async def apply(self, *records: object) -> float:

@@ -17,15 +17,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.alter_partition.v2 import request as v2
 from kio.schema.alter_partition.v3 import request as v3
+from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i64
 
 from epochkraft.broker.partition import AlterPartitionItem
 from epochkraft.protocol.errors import ErrorCode
+
+# v3 (KIP-903's NewIsrWithEpochs), or v2 in the unsafe pre-KIP-903 mode
+AlterPartitionRequest = v2.AlterPartitionRequest | v3.AlterPartitionRequest
 
 # Per-partition answers the partition acts on (commit, revert, or wait for metadata); any other is resent.
 HANDLED_ERRORS = frozenset(
@@ -83,7 +86,7 @@ class AlterPartitionManager:
         self.queue[key] = item
         return True
 
-    def poll(self, now_ms: int) -> Any | None:
+    def poll(self, now_ms: int) -> AlterPartitionRequest | None:
         """The next request to send, or None (one in flight, nothing queued, or backing off)."""
         if self.in_flight is not None or not self.queue or now_ms < self.not_before_ms:
             return None
@@ -92,7 +95,7 @@ class AlterPartitionManager:
         self.sent += 1
         return self._build(self.in_flight)
 
-    def _build(self, items: list[AlterPartitionItem]) -> Any:
+    def _build(self, items: list[AlterPartitionItem]) -> AlterPartitionRequest:
         by_topic: dict[uuid.UUID, list[AlterPartitionItem]] = {}
         for item in items:
             by_topic.setdefault(item.topic_id, []).append(item)
@@ -151,14 +154,16 @@ class AlterPartitionManager:
         """The request may not have arrived: resend the same changes after a backoff."""
         self._requeue(now_ms)
 
-    def on_response(self, now_ms: int, response: Any) -> list[PartitionResult]:
+    def on_response(self, now_ms: int, response: AlterPartitionResponse) -> list[PartitionResult]:
         items = self.in_flight or []
         if response.error_code != ErrorCode.none:
             # STALE_BROKER_EPOCH: our registration is changing; others (NOT_CONTROLLER...): the controller
             # is moving. Either way nothing was decided: resend after a backoff.
             self._requeue(now_ms)
             return []
-        by_key = {(i.topic_id, i.partition): i for i in items}
+        by_key: dict[tuple[uuid.UUID | None, int], AlterPartitionItem] = {
+            (i.topic_id, i.partition): i for i in items
+        }
         results = []
         for topic in response.topics:
             for p in topic.partitions:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from structlog.typing import FilteringBoundLogger
+
 if TYPE_CHECKING:
     from epochkraft.broker.metadata_cache import MetadataCache
     from epochkraft.broker.replica_manager import ReplicaManager
@@ -29,7 +31,7 @@ class BrokerServices(Protocol):
     @property
     def security(self) -> NodeSecurity: ...
     @property
-    def log(self) -> Any: ...  # structlog's bound logger
+    def log(self) -> FilteringBoundLogger: ...
 
     def now_ms(self) -> int: ...
 

@@ -14,7 +14,7 @@ import dataclasses
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,10 @@ from epochkraft.protocol.records import (
 )
 
 if TYPE_CHECKING:
+    from kio.schema.alter_partition.v3.response import AlterPartitionResponse
+
+    from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
+    from epochkraft.broker.fetcher import ReplicaFetcher
     from epochkraft.metrics.events import EventLog
 
 log = structlog.get_logger()
@@ -140,7 +144,7 @@ class ReplicaManager:
         logs: LogManager,
         cache: MetadataCache,
         broker_epoch: Callable[[], int],
-        send_alter_partition: Callable[[Any], Any],
+        send_alter_partition: Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]],
         events: EventLog | None = None,
     ) -> None:
         self.node_id = node_id
@@ -166,8 +170,8 @@ class ReplicaManager:
         self.alter_manager = self.replica_set.alter
         self._alter_wakeup = asyncio.Event()
         self._seq = itertools.count()
-        self.fetchers: dict[int, Any] = {}  # source broker id -> ReplicaFetcher
-        self.fetcher_factory: Callable[[int], Any] | None = None
+        self.fetchers: dict[int, ReplicaFetcher] = {}  # by source broker id
+        self.fetcher_factory: Callable[[int], ReplicaFetcher] | None = None
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.stopped = False

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 
-from epochkraft.broker.alter_partition_manager import AlterPartitionManager
+from epochkraft.broker.alter_partition_manager import AlterPartitionManager, AlterPartitionRequest
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
 from epochkraft.metadata.config_schema import MIN_INSYNC
@@ -273,7 +273,7 @@ class ReplicaSet:
         p.on_alter_partition_result(item, ErrorCode.operation_not_attempted)
         self.stats["failed_isr_updates"] += 1
 
-    def poll_alter_partition(self, now_ms: int) -> object | None:
+    def poll_alter_partition(self, now_ms: int) -> AlterPartitionRequest | None:
         """The next AlterPartition request to send, or None."""
         return self.alter.poll(now_ms)
 

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
+from structlog.typing import FilteringBoundLogger
 
 from epochkraft.config import ConfigError, parse_host_port
 from epochkraft.controller.quorum import ControllerQuorum
@@ -87,7 +88,7 @@ class QuorumDriver:
         store: FileQuorumStateStore | None,
         voters: dict[int, tuple[str, int]],
         cluster_id: str,
-        log: Any,
+        log: FilteringBoundLogger,
         ssl_context: ssl.SSLContext | None = None,
         request_timeout_ms: int = 5000,
         *,

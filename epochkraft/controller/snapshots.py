@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from structlog.typing import FilteringBoundLogger
+
 from epochkraft.controller.controller import METADATA_VERSION, Controller
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import SnapshotId, copy_image, encode_snapshot, image_records
@@ -74,7 +76,7 @@ class MetadataSnapshotter:
         controller: Controller,
         log_dir: Path,
         max_bytes_between: int,
-        log: Any,
+        log: FilteringBoundLogger,
         latest: SnapshotId | None = None,
         fsync: bool = True,
         *,

@@ -36,6 +36,7 @@ from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsReque
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from structlog.typing import FilteringBoundLogger
 
 from epochkraft import logs
 from epochkraft.broker.client_quotas import ClientQuotas
@@ -81,6 +82,9 @@ from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
+    from kio.schema.alter_partition.v3.response import AlterPartitionResponse
+
+    from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
     from epochkraft.metrics.admin_http import AdminServer
     from epochkraft.metrics.events import EventLog
     from epochkraft.server.broker_metrics import BrokerMetrics
@@ -137,7 +141,7 @@ class BrokerNode:
         settings: BrokerSettings,
         listeners: Listeners,
         controller: list[tuple[str, int]],
-        log: Any,
+        log: FilteringBoundLogger,
     ) -> None:
         self.node_id: int = args.node_id
         self.settings = settings
@@ -349,7 +353,7 @@ class BrokerNode:
         return self.broker_epoch >= 0 and self.follower.published_offset > self.broker_epoch
 
     # ---- controller calls --------------------------------------------------------------------------------
-    async def _send_alter_partition(self, request: Any) -> Any:
+    async def _send_alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
         return await self.alter_partition_channel.send(request)
 
     def generate_producer_id(self) -> GeneratedProducerId:
@@ -857,7 +861,9 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
     return exit_code
 
 
-def _report_failed(log: Any, task: asyncio.Task[None], on_fatal: Callable[[str], None]) -> None:
+def _report_failed(
+    log: FilteringBoundLogger, task: asyncio.Task[None], on_fatal: Callable[[str], None]
+) -> None:
     """A background task that ended with an error stops the broker (exit code 1), through its shutdown."""
     if task.cancelled() or (error := task.exception()) is None:
         return
@@ -876,7 +882,7 @@ async def _stop_heartbeat_thread(node: BrokerNode) -> None:
     node.heartbeat_thread.stop()
 
 
-async def _halt(log: Any, node: BrokerNode, reason: str) -> None:
+async def _halt(log: FilteringBoundLogger, node: BrokerNode, reason: str) -> None:
     """Kafka's ReplicaManager.handleLogDirFailure with no online log dir left: the broker halts without
     touching the disk again, and the controller moves its leaderships when its session expires. The
     error answers already written get a moment to leave first."""

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvloop
+from structlog.typing import FilteringBoundLogger
 
 from epochkraft import logs
 from epochkraft.broker.client_quotas import ClientQuotas
@@ -216,7 +217,7 @@ class ControllerNode:
     def __init__(
         self,
         controller: Controller,
-        log: Any,
+        log: FilteringBoundLogger,
         events: EventLog | None = None,
         security: NodeSecurity | None = None,
         quorum: QuorumDriver | None = None,
@@ -466,7 +467,7 @@ def format_dir(
 
 
 def open_quorum(
-    args: argparse.Namespace, settings: ControllerSettings, log: Any, ssl_context: Any
+    args: argparse.Namespace, settings: ControllerSettings, log: FilteringBoundLogger, ssl_context: Any
 ) -> tuple[QuorumDriver, MetadataSnapshotter]:
     """A controller of a Raft quorum: its data dir formatted if new (meta.properties with its directory id,
     and a dynamic quorum's bootstrap checkpoint), its log and quorum-state from there, the newest snapshot
@@ -665,7 +666,7 @@ async def serve(args: argparse.Namespace, settings: ControllerSettings, listen: 
 
 
 def trim_log_file(
-    metadata_log: MetadataLog, log_file: MetadataLogFile, commit: GroupCommit, log: Any
+    metadata_log: MetadataLog, log_file: MetadataLogFile, commit: GroupCommit, log: FilteringBoundLogger
 ) -> Callable[[SnapshotId], None]:
     """A single controller's log, in memory and on disk, trimmed below a snapshot. A rewrite of the file that
     fails (EIO, ENOSPC) is fatal, as a failed fsync: what the file holds is no longer known."""
@@ -683,7 +684,7 @@ def trim_log_file(
     return trim
 
 
-def _stop_on_failure(log: Any, stop: asyncio.Event) -> Callable[[BaseException], None]:
+def _stop_on_failure(log: FilteringBoundLogger, stop: asyncio.Event) -> Callable[[BaseException], None]:
     """A single controller's metadata log that can no longer be made durable stops the daemon, non-zero, as
     Kafka's fatal fault handler halts it: its answers would claim records a crash may take back."""
 
@@ -695,7 +696,7 @@ def _stop_on_failure(log: Any, stop: asyncio.Event) -> Callable[[BaseException],
 
 
 async def serve_quorum(
-    args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int], log: Any
+    args: argparse.Namespace, settings: ControllerSettings, listen: tuple[str, int], log: FilteringBoundLogger
 ) -> int:
     """A controller of a Raft quorum: standby, or the active controller while it leads."""
     security = NodeSecurity.build(settings)
@@ -777,7 +778,10 @@ def _tick(controller: Controller, node: ControllerNode) -> Callable[[], Awaitabl
 
 
 async def _on_activation(
-    driver: QuorumDriver, controller: Controller, scram: list[UserScramCredentialRecord], log: Any
+    driver: QuorumDriver,
+    controller: Controller,
+    scram: list[UserScramCredentialRecord],
+    log: FilteringBoundLogger,
 ) -> None:
     """A newly active controller: a new cluster's feature level, then --add-scram credentials."""
     quorum = driver.quorum
@@ -811,7 +815,7 @@ async def _start_listener(
     listen: tuple[str, int],
     settings: ControllerSettings,
     security: NodeSecurity,
-    log: Any,
+    log: FilteringBoundLogger,
 ) -> KafkaServer:
     """The controller listener, its bound port recorded as the endpoint DescribeCluster names."""
     server = KafkaServer(
@@ -833,7 +837,7 @@ def load_newest_snapshot(
     controller: Controller,
     log_dir: Path,
     data: bytes,
-    log: Any,
+    log: FilteringBoundLogger,
     log_start: int = 0,
     delete_past_end: bool = False,
 ) -> SnapshotId | None:
