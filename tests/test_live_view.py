@@ -445,7 +445,8 @@ def _with_positions(events: list[tuple[str, Any]]) -> bool:
 async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp_path: Path, capsys):
     """``cluster up --secure``: the admin ports serve HTTPS; the admin's password (HTTP Basic, checked against
     its SCRAM credential) or the admin's certificate opens them, nothing else does (401, plain HTTP refused),
-    and the controller reads the brokers' secured /v1/positions with its own certificate."""
+    and the controller reads the brokers' secured /v1/positions with its own certificate; ``cluster status
+    --bootstrap`` reads the brokers' SASL_SSL listener with the admin's SCRAM credential."""
     from epochkraft.harness import cluster_cli
     from epochkraft.harness.cluster import LocalCluster
     from tests.conftest import write_fast_configs
@@ -523,6 +524,19 @@ async def test_the_view_of_a_secure_cluster_serves_the_admin_over_https_only(tmp
         assert f"admin {controller}: 401" in capsys.readouterr().out
         assert cluster_cli.main(["status", "--admin", controller]) == 1  # plain HTTP: refused
         assert "no answer" in capsys.readouterr().out
+        # the brokers' SASL_SSL listener: TLS trusting the CA, SCRAM-SHA-512 as the admin; a wrong password or
+        # no TLS gets no Metadata
+        bootstrap = ["status", "--bootstrap", cluster.client_bootstrap, "--cacert", str(security.truststore)]
+        assert await asyncio.to_thread(cluster_cli.main, bootstrap + password) == 0
+        out = capsys.readouterr().out
+        assert "(Metadata from localhost:" in out and "partitions: 3 in 1 topics" in out, out
+        wrong_password = [*bootstrap, "--user", "admin", "--password-file", str(wrong)]
+        assert await asyncio.to_thread(cluster_cli.main, wrong_password) == 1
+        assert (
+            await asyncio.to_thread(cluster_cli.main, ["status", "--bootstrap", cluster.client_bootstrap])
+            == 1
+        )
+        assert "no broker answered Metadata" in capsys.readouterr().out
         # the user's way in: the password in the address (Chromium keeps it for the page's own requests), the
         # local CA not installed in this browser's profile
         logged_in = view.replace("https://", f"https://admin:{security.admin_password}@")

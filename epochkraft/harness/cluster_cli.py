@@ -265,16 +265,21 @@ def main(argv: list[str]) -> int:
                 help="HOST:PORT,... of daemons' admin ports: their /v1/state (the controller's lists all)",
             )
             secured = cmd.add_argument_group(
-                "a secure cluster's admin ports (any of these flags: HTTPS)",
+                "a secure cluster (any of these flags: HTTPS to --admin, TLS to --bootstrap; with --user, SASL SCRAM-SHA-512 too)",
                 "as `cluster up --secure` writes them: DATA_DIR/security/ca.pem, admin.pem, admin.password",
             )
             secured.add_argument(
-                "--cacert", metavar="FILE", help="the CA the admin ports' certificates are from"
+                "--cacert",
+                metavar="FILE",
+                help="the CA the listeners' and admin ports' certificates are from",
             )
             secured.add_argument(
                 "--cert", metavar="FILE", help="a client certificate and its key, in one PEM file"
             )
-            secured.add_argument("--user", help="HTTP Basic: a super user with a SCRAM credential")
+            secured.add_argument(
+                "--user",
+                help="a user with a SCRAM credential: HTTP Basic to --admin (a super user), SCRAM to --bootstrap",
+            )
             secured.add_argument("--password-file", metavar="FILE", help="the --user's password")
         if name != "status":
             cmd.add_argument(

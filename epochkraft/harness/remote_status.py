@@ -3,7 +3,8 @@ cluster this shell did not start (containers, another machine), from a broker's 
 the daemons' admin ports (/v1/state: the controller's view of every broker and partition, and its place in
 the Raft quorum if it is in one; a broker's own lifecycle state). The admin ports of a secure cluster
 (``--admin-secure``) are read over HTTPS trusting ``--cacert``, with a client certificate (``--cert``) or
-HTTP Basic (``--user`` and ``--password-file``), as ``AdminCredentials`` says."""
+HTTP Basic (``--user`` and ``--password-file``), as ``AdminCredentials`` says; its brokers' SASL_SSL
+listener over TLS trusting ``--cacert``, with SCRAM-SHA-512 as ``--user``."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import scramp
 from kio.schema.metadata.v12 import request as md
+from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
+from kio.schema.sasl_handshake.v1 import request as sasl_handshake
 
 from epochkraft.config import parse_host_port
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
+from epochkraft.protocol.errors import ErrorCode
 
 
 @dataclass
@@ -33,19 +38,46 @@ class RemoteStatus:
         self.lines.append(line)
 
 
-async def _metadata(addresses: list[tuple[str, int]]) -> tuple[tuple[str, int], Any] | None:
+async def _metadata(
+    addresses: list[tuple[str, int]], credentials: AdminCredentials | None
+) -> tuple[tuple[str, int], Any] | None:
     request = md.MetadataRequest(
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
+    context = credentials.context() if credentials is not None else None
     for address in addresses:
-        client = KafkaClient(*address, request_timeout_ms=5_000)
+        client = KafkaClient(*address, request_timeout_ms=5_000, ssl_context=context)
         try:
+            if credentials is not None and credentials.user is not None:
+                await asyncio.wait_for(_scram(client, credentials.user, credentials.password), 8)
             return address, await asyncio.wait_for(client.send(request), 8)
-        except (NetworkError, OSError, TimeoutError):
+        except (NetworkError, OSError, TimeoutError, scramp.ScramException):
             continue
         finally:
             await client.close()
     return None
+
+
+async def _scram(client: KafkaClient, user: str, password: str) -> None:
+    """SASL SCRAM-SHA-512, what ``cluster up --secure`` gives clients on its SASL_SSL listener: the
+    handshake, then the client's first and final messages in SaslAuthenticate (Kafka's SaslClientAuthenticator)."""
+    handshake = await client.send(sasl_handshake.SaslHandshakeRequest(mechanism=SCRAM_MECHANISM))
+    if handshake.error_code != ErrorCode.none:
+        raise NetworkError(f"SaslHandshake refused: {handshake.error_code.name}")
+    scram = scramp.ScramClient([SCRAM_MECHANISM], user, password)
+    for message, answer in (
+        (scram.get_client_first, scram.set_server_first),
+        (scram.get_client_final, scram.set_server_final),
+    ):
+        response = await client.send(sasl_authenticate.SaslAuthenticateRequest(auth_bytes=message().encode()))
+        if response.error_code != ErrorCode.none:
+            raise NetworkError(
+                f"SaslAuthenticate refused: {response.error_message or response.error_code.name}"
+            )
+        answer(response.auth_bytes.decode())
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
 class PartitionView(NamedTuple):
@@ -69,9 +101,9 @@ def _partition_lines(partitions: list[PartitionView], status: RemoteStatus) -> N
         )
 
 
-def from_bootstrap(bootstrap: str, status: RemoteStatus) -> None:
+def from_bootstrap(bootstrap: str, status: RemoteStatus, credentials: AdminCredentials | None = None) -> None:
     addresses = [parse_host_port(a.strip()) for a in bootstrap.split(",") if a.strip()]
-    answer = asyncio.run(_metadata(addresses))
+    answer = asyncio.run(_metadata(addresses, credentials))
     if answer is None:
         status.add(f"bootstrap {bootstrap}: no broker answered Metadata")
         return
@@ -180,7 +212,7 @@ def remote_status(
 ) -> RemoteStatus:
     status = RemoteStatus()
     if bootstrap:
-        from_bootstrap(bootstrap, status)
+        from_bootstrap(bootstrap, status, credentials)
     if admin:
         if status.lines:
             status.add()
