@@ -16,6 +16,7 @@ from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.metadata.registrations import Endpoint
 from epochkraft.protocol.fetch_response import Answer, encode_response
+from epochkraft.protocol.framing import decode_request_body, parse_request_header
 
 
 class FailingCache(MetadataCache):
@@ -174,21 +175,93 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
 
 
 async def test_a_new_connection_starts_a_full_session():
-    """A new connection to the leader cannot continue the session the last one held: the next request is
-    a full one asking for a new session (Kafka's FetchSessionHandler.handleError)."""
+    """A new connection to the leader (its endpoint changed) cannot continue the session the last one held:
+    the next request is a full one asking for a new session (Kafka's FetchSessionHandler.handleError)."""
     topic_id = uuid.uuid4()
     manager = Manager(FailingCache(failures=0))
     fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=False)
     a = _Replica(_Partition("foo", 0, topic_id))
     try:
+        manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 1)
+        first = fetcher._connect()  # no socket until a send
         fetcher._request([a])
         fetcher._apply(_answer(7, topic_id, {0: 1}), 0, {(topic_id, 0): a})
         assert not fetcher.session.next_metadata.is_full
-        manager.cache.endpoint = lambda *args, **kwargs: Endpoint(
-            "PLAINTEXT", "127.0.0.1", 1
-        )  # no socket until a send
-        assert fetcher._connect() is not None
+        assert fetcher._connect() is first, "the same connection: the session goes on"
+        assert not fetcher.session.next_metadata.is_full
+        manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 2)
+        assert fetcher._connect() not in (None, first)
         request = fetcher._request([a])
         assert (request.session_id, request.session_epoch) == (7, 0) and _sent(request) == {0: 10}
     finally:
         await fetcher.stop()
+
+
+class _SessionLeader:
+    """A stand-in leader on loopback that keeps a fetch session: it opens session 9 on a full request, then
+    answers incremental ones with nothing new, and drops the connection at its third request. It records
+    each request as (connection, session id, epoch, partitions sent, partitions forgotten)."""
+
+    def __init__(self, topic_id: uuid.UUID) -> None:
+        self.topic_id = topic_id
+        self.requests: list[tuple[int, int, int, dict[int, int], list[int]]] = []
+        self.connections = 0
+        self.done = asyncio.Event()
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        connection = self.connections
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                header = parse_request_header(frame)
+                request = decode_request_body(header, frame)
+                sent = _sent(request)
+                self.requests.append(
+                    (connection, request.session_id, request.session_epoch, sent, _forgotten(request))
+                )
+                if len(self.requests) == 3:
+                    return  # the connection drops with the request unanswered
+                if len(self.requests) >= 4:
+                    self.done.set()
+                await asyncio.sleep(0.05)  # the long poll
+                body = _answer(9, self.topic_id, {i: 7 for i in sent})
+                answer = struct.pack(">i", header.correlation_id) + b"\x00" + body
+                writer.write(struct.pack(">i", len(answer)) + answer)
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            return
+        finally:
+            writer.close()
+
+
+@pytest.mark.net
+@pytest.mark.timeout(30)
+async def test_fetcher_keeps_a_leaders_session_and_starts_a_full_one_after_a_lost_connection():
+    """The fetch loop against a leader keeping a session, over a real socket: the first request is full, the
+    next ones incremental and empty while nothing changes, and after the connection drops the fetcher
+    asks for a new session with a full request (Kafka's FetchSessionHandler.handleError)."""
+    topic_id = uuid.uuid4()
+    leader = _SessionLeader(topic_id)
+    server = await asyncio.start_server(leader.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    manager = Manager(FailingCache(failures=0))
+    manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", port)
+    fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=False)
+    a, b = _Replica(_Partition("foo", 0, topic_id)), _Replica(_Partition("foo", 1, topic_id))
+    try:
+        fetcher.add(a)
+        fetcher.add(b)
+        await asyncio.wait_for(leader.done.wait(), 20)
+    finally:
+        await fetcher.stop()
+        server.close()
+        await server.wait_closed()
+    assert leader.requests[:4] == [
+        (1, 0, 0, {0: 10, 1: 10}, []),
+        (1, 9, 1, {}, []),
+        (1, 9, 2, {}, []),
+        (2, 9, 0, {0: 10, 1: 10}, []),
+    ]
+    assert (a.partition.high_watermark, b.partition.high_watermark) == (7, 7)

@@ -124,7 +124,8 @@ class ReplicaFetcher:
         if endpoint is None:
             return None
         if self._client is None or (self._client.host, self._client.port) != (endpoint.host, endpoint.port):
-            self.session.handle_error("new connection")  # the leader may hold a session we cannot continue
+            if self._client is not None:  # another leader endpoint: the session there cannot go on
+                self.session.handle_error("new connection")
             self._client = KafkaClient(
                 endpoint.host,
                 endpoint.port,
