@@ -145,30 +145,30 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
     for r in (a, b):
         fetcher.add(r)
     try:
-        first = fetcher._request([a, b])
+        first = fetcher._request(fetcher._build([a, b]))
         assert (first.session_id, first.session_epoch) == (0, 0) and _sent(first) == {0: 10, 1: 10}
         assert not fetcher._apply(_answer(7, topic_id, {0: 4, 1: 5}), 0, by_key)
         assert (a.partition.high_watermark, b.partition.high_watermark) == (4, 5)
 
         a.log.log_end_offset = 12  # a fetched on; b idle
-        second = fetcher._request([a, b])
+        second = fetcher._request(fetcher._build([a, b]))
         assert (second.session_id, second.session_epoch) == (7, 1)
         assert _sent(second) == {0: 12} and _forgotten(second) == []
         assert not fetcher._apply(_answer(7, topic_id, {1: 9}), 0, by_key), "absent partitions: unchanged"
         assert (a.partition.high_watermark, b.partition.high_watermark) == (4, 9)
 
-        third = fetcher._request([a])  # b throttled out or removed
+        third = fetcher._request(fetcher._build([a]))  # b throttled out or removed
         assert (third.session_id, third.session_epoch) == (7, 2)
         assert _sent(third) == {} and _forgotten(third) == [1]
         assert fetcher._apply(_answer(7, topic_id, {1: 20}), 0, by_key), "b is no longer in the session"
         assert b.partition.high_watermark == 9
         assert (fetcher.session.session_id, fetcher.session.next_metadata.epoch) == (7, 0)
 
-        fourth = fetcher._request([a, b])  # a new session, full
+        fourth = fetcher._request(fetcher._build([a, b]))  # a new session, full
         assert (fourth.session_id, fourth.session_epoch) == (7, 0) and _sent(fourth) == {0: 12, 1: 10}
         assert not fetcher._apply(_answer(0, topic_id, {0: 6, 1: 9}), 0, by_key)
         fetcher.session.handle_error("new connection")
-        fifth = fetcher._request([a, b])
+        fifth = fetcher._request(fetcher._build([a, b]))
         assert (fifth.session_id, fifth.session_epoch) == (0, 0) and _sent(fifth) == {0: 12, 1: 10}
     finally:
         await fetcher.stop()
@@ -184,14 +184,14 @@ async def test_a_new_connection_starts_a_full_session():
     try:
         manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 1)
         first = fetcher._connect()  # no socket until a send
-        fetcher._request([a])
+        fetcher._request(fetcher._build([a]))
         fetcher._apply(_answer(7, topic_id, {0: 1}), 0, {(topic_id, 0): a})
         assert not fetcher.session.next_metadata.is_full
         assert fetcher._connect() is first, "the same connection: the session goes on"
         assert not fetcher.session.next_metadata.is_full
         manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 2)
         assert fetcher._connect() not in (None, first)
-        request = fetcher._request([a])
+        request = fetcher._request(fetcher._build([a]))
         assert (request.session_id, request.session_epoch) == (7, 0) and _sent(request) == {0: 10}
     finally:
         await fetcher.stop()
@@ -199,7 +199,7 @@ async def test_a_new_connection_starts_a_full_session():
 
 class _SessionLeader:
     """A stand-in leader on loopback that keeps a fetch session: it opens session 9 on a full request, then
-    answers incremental ones with nothing new, and drops the connection at its third request. It records
+    answers incremental ones with what they name, and drops the connection at its third request. It records
     each request as (connection, session id, epoch, partitions sent, partitions forgotten)."""
 
     def __init__(self, topic_id: uuid.UUID) -> None:
@@ -241,7 +241,8 @@ class _SessionLeader:
 async def test_fetcher_keeps_a_leaders_session_and_starts_a_full_one_after_a_lost_connection():
     """The fetch loop against a leader keeping a session, over a real socket: the first request is full, the
     next ones incremental and empty while nothing changes, and after the connection drops the fetcher
-    asks for a new session with a full request (Kafka's FetchSessionHandler.handleError)."""
+    asks for a new session with a full request (Kafka's FetchSessionHandler.handleError); partitions
+    removed are forgotten in one more request, and with none left no request is sent."""
     topic_id = uuid.uuid4()
     leader = _SessionLeader(topic_id)
     server = await asyncio.start_server(leader.serve, "127.0.0.1", 0)
@@ -254,14 +255,18 @@ async def test_fetcher_keeps_a_leaders_session_and_starts_a_full_one_after_a_los
         fetcher.add(a)
         fetcher.add(b)
         await asyncio.wait_for(leader.done.wait(), 20)
+        fetcher.remove(a.key)  # while the fourth request is in flight
+        fetcher.remove(b.key)
+        await asyncio.sleep(0.5)
     finally:
         await fetcher.stop()
         server.close()
         await server.wait_closed()
-    assert leader.requests[:4] == [
+    assert leader.requests == [
         (1, 0, 0, {0: 10, 1: 10}, []),
         (1, 9, 1, {}, []),
         (1, 9, 2, {}, []),
         (2, 9, 0, {0: 10, 1: 10}, []),
+        (2, 9, 1, {}, [0, 1]),  # the removed partitions forgotten, then no request while none is wanted
     ]
     assert (a.partition.high_watermark, b.partition.high_watermark) == (7, 7)

@@ -137,7 +137,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while not self.stopped:
-            if not self.partitions:
+            if not self.partitions and not self.session.session_partitions:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
@@ -146,14 +146,17 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
                 continue
             replicas = self._fetchable(asyncio.get_running_loop().time())
-            if not replicas:  # every one throttled: wait for the measured rate to fall below the bound
+            data = self._build(replicas)
+            # Nothing to fetch and nothing left to forget (RemoteLeaderEndPoint.buildFetch sends no request):
+            # every replica is throttled (wait for the measured rate to fall below the bound) or removed.
+            if not data.session_partitions and not data.forgotten:
                 await asyncio.sleep(BACKOFF_S)
                 continue
             # Every replica of the session, not only those sent: the leader answers any that has news.
             by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
             try:
                 backoff = await client.send(
-                    self._request(replicas), on_frame=functools.partial(self._apply, by_key=by_key)
+                    self._request(data), on_frame=functools.partial(self._apply, by_key=by_key)
                 )
             except (NetworkError, ProtocolError) as exc:
                 log.debug("follower fetch failed", source=self.source_id, error=str(exc))
@@ -208,7 +211,8 @@ class ReplicaFetcher:
 
     def _build(self, replicas: list[Replica]) -> FetchRequestData:
         """This round's request from the fetch session: every replica wanted, the session says which to
-        send and which to forget."""
+        send and which to forget. What is built must be sent, or the send's failure handed to the session
+        (``handle_error``): the session has moved on to it."""
         builder = self.session.new_builder()
         max_bytes = self.manager.settings.replica_fetch_max_bytes
         for r in replicas:
@@ -225,10 +229,10 @@ class ReplicaFetcher:
             )
         return builder.build()
 
-    def _request(self, replicas: list[Replica]) -> f14.FetchRequest | f16.FetchRequest:
+    def _request(self, data: FetchRequestData) -> f14.FetchRequest | f16.FetchRequest:
+        """The Fetch for a built session request: v16 with ReplicaState, or the unsafe v14."""
         settings = self.manager.settings
         module = f14 if self.unsafe else f16
-        data = self._build(replicas)
         by_topic: dict[uuid.UUID, list[tuple[int, PartitionData]]] = {}
         for (_topic, index), p in data.to_send.items():
             by_topic.setdefault(p.topic_id, []).append((index, p))
