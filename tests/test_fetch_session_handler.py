@@ -135,14 +135,10 @@ def test_incremental_sends_a_partition_whose_fetch_data_changed(field, value):
     foo0, foo1 = req("foo", 0, 0, 100, 200), req("foo", 1, 10, 110, 210)
     build(handler, foo0, foo1)
     handler.handle_response(ErrorCode.none, 123, resp(("foo", 0), ("foo", 1)))
-    altered = foo1[1].__class__(**{**_fields(foo1[1]), field: value})
+    altered = foo1[1]._replace(**{field: value})
     data = build(handler, foo0, (foo1[0], altered))
     assert_ordered({("foo", 1): altered}, data.to_send)
     assert data.forgotten == []
-
-
-def _fields(data: PartitionData) -> dict:
-    return {name: getattr(data, name) for name in PartitionData.__slots__}
 
 
 def test_double_build():

@@ -215,16 +215,17 @@ class ReplicaFetcher:
         (``handle_error``): the session has moved on to it."""
         builder = self.session.new_builder()
         max_bytes = self.manager.settings.replica_fetch_max_bytes
-        for r in replicas:
+        for r in replicas:  # thousands a round: positional, in PartitionData's order
+            p, plog = r.partition, r.log
             builder.add(
-                r.key,
+                (p.topic, p.index),
                 PartitionData(
-                    topic_id=r.partition.topic_id,
-                    fetch_offset=r.log.log_end_offset,
-                    log_start_offset=r.log.log_start_offset,
-                    max_bytes=max_bytes,
-                    current_leader_epoch=r.partition.leader_epoch,
-                    last_fetched_epoch=r.log.epochs.latest_epoch,
+                    p.topic_id,
+                    plog.log_end_offset,
+                    plog.log_start_offset,
+                    max_bytes,
+                    p.leader_epoch,
+                    plog.epochs.latest_epoch,
                 ),
             )
         return builder.build()
@@ -241,21 +242,21 @@ class ReplicaFetcher:
                 topic_id=topic_id,
                 partitions=tuple(
                     module.FetchPartition(
-                        partition=i32(index),
-                        current_leader_epoch=i32(p.current_leader_epoch),
-                        fetch_offset=i64(p.fetch_offset),
-                        last_fetched_epoch=i32(p.last_fetched_epoch),
-                        log_start_offset=i64(p.log_start_offset),
-                        partition_max_bytes=i32(p.max_bytes),
+                        partition=index,
+                        current_leader_epoch=p.current_leader_epoch,
+                        fetch_offset=p.fetch_offset,
+                        last_fetched_epoch=p.last_fetched_epoch,
+                        log_start_offset=p.log_start_offset,
+                        partition_max_bytes=p.max_bytes,
                     )
                     for index, p in group
                 ),
             )
             for topic_id, group in by_topic.items()
         )
-        forgotten_by_topic: dict[uuid.UUID, list[i32]] = {}
+        forgotten_by_topic: dict[uuid.UUID, list[int]] = {}
         for f in data.forgotten:
-            forgotten_by_topic.setdefault(f.topic_id, []).append(i32(f.partition))
+            forgotten_by_topic.setdefault(f.topic_id, []).append(f.partition)
         forgotten = tuple(
             module.ForgottenTopic(topic_id=topic_id, partitions=tuple(indexes))
             for topic_id, indexes in forgotten_by_topic.items()
