@@ -16,7 +16,12 @@ from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.metadata.registrations import Endpoint
 from epochkraft.protocol.fetch_response import Answer, encode_response
-from epochkraft.protocol.framing import decode_request_body, parse_request_header
+from epochkraft.protocol.framing import (
+    decode_entity,
+    decode_request_body,
+    encode_entity,
+    parse_request_header,
+)
 
 
 class FailingCache(MetadataCache):
@@ -124,6 +129,11 @@ def _answer(session_id: int, topic_id: uuid.UUID, high_watermarks: dict[int, int
     return bytes(body)
 
 
+def _on_the_wire(request):
+    """The request as the leader decodes it (kio encodes and decodes each version's session fields)."""
+    return decode_entity(type(request), encode_entity(request))
+
+
 def _sent(request) -> dict[int, int]:
     return {p.partition: p.fetch_offset for t in request.topics for p in t.partitions}
 
@@ -145,30 +155,30 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
     for r in (a, b):
         fetcher.add(r)
     try:
-        first = fetcher._request(fetcher._build([a, b]))
+        first = _on_the_wire(fetcher._request(fetcher._build([a, b])))
         assert (first.session_id, first.session_epoch) == (0, 0) and _sent(first) == {0: 10, 1: 10}
         assert not fetcher._apply(_answer(7, topic_id, {0: 4, 1: 5}), 0, by_key)
         assert (a.partition.high_watermark, b.partition.high_watermark) == (4, 5)
 
         a.log.log_end_offset = 12  # a fetched on; b idle
-        second = fetcher._request(fetcher._build([a, b]))
+        second = _on_the_wire(fetcher._request(fetcher._build([a, b])))
         assert (second.session_id, second.session_epoch) == (7, 1)
         assert _sent(second) == {0: 12} and _forgotten(second) == []
         assert not fetcher._apply(_answer(7, topic_id, {1: 9}), 0, by_key), "absent partitions: unchanged"
         assert (a.partition.high_watermark, b.partition.high_watermark) == (4, 9)
 
-        third = fetcher._request(fetcher._build([a]))  # b throttled out or removed
+        third = _on_the_wire(fetcher._request(fetcher._build([a])))  # b throttled out or removed
         assert (third.session_id, third.session_epoch) == (7, 2)
         assert _sent(third) == {} and _forgotten(third) == [1]
         assert fetcher._apply(_answer(7, topic_id, {1: 20}), 0, by_key), "b is no longer in the session"
         assert b.partition.high_watermark == 9
         assert (fetcher.session.session_id, fetcher.session.next_metadata.epoch) == (7, 0)
 
-        fourth = fetcher._request(fetcher._build([a, b]))  # a new session, full
+        fourth = _on_the_wire(fetcher._request(fetcher._build([a, b])))  # a new session, full
         assert (fourth.session_id, fourth.session_epoch) == (7, 0) and _sent(fourth) == {0: 12, 1: 10}
         assert not fetcher._apply(_answer(0, topic_id, {0: 6, 1: 9}), 0, by_key)
         fetcher.session.handle_error("new connection")
-        fifth = fetcher._request(fetcher._build([a, b]))
+        fifth = _on_the_wire(fetcher._request(fetcher._build([a, b])))
         assert (fifth.session_id, fifth.session_epoch) == (0, 0) and _sent(fifth) == {0: 12, 1: 10}
     finally:
         await fetcher.stop()
