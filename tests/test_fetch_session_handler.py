@@ -307,3 +307,14 @@ def test_handle_error_starts_a_new_session():
 def test_next_epoch_wraps_past_initial(prev, expected):
     """FetchMetadata.nextEpoch: FINAL stays FINAL; after the largest int32 the epoch is 1, never 0."""
     assert next_epoch(prev) == expected
+
+
+def test_an_invalid_answer_is_described_in_a_line_at_thousands_of_partitions():
+    """The problem logged for an invalid answer names a few partitions, not all of them."""
+    handler = FetchSessionHandler(1)
+    build(handler, *(req("foo", i, 0, 0, 1) for i in range(5000)))
+    problem = handler.verify_full_fetch_response_partitions([("foo", i) for i in range(2, 5000)], [FOO])
+    assert problem == (
+        "omittedPartitions=(('foo', 0), ('foo', 1)), response=(('foo', 2), ('foo', 3), ('foo', 4), ('foo', 5),"
+        " ('foo', 6), ('foo', 7), ('foo', 8), ('foo', 9), ('foo', 10), ('foo', 11), ... 4988 more)"
+    )

@@ -219,10 +219,16 @@ def _problem(
 ) -> str | None:
     if not (omitted or extra or extra_ids):
         return None
-    parts = [f"omittedPartitions={omitted}"] if omitted else []
-    parts += [f"extraPartitions={extra}"] if extra else []
-    parts += [f"extraIds={[str(i) for i in extra_ids]}"] if extra_ids else []
-    return ", ".join([*parts, f"response={answered}"])
+    parts = [f"omittedPartitions={_some(omitted)}"] if omitted else []
+    parts += [f"extraPartitions={_some(extra)}"] if extra else []
+    parts += [f"extraIds={_some([str(i) for i in extra_ids])}"] if extra_ids else []
+    return ", ".join([*parts, f"response={_some(answered)}"])
+
+
+def _some(items: Sequence[object], shown: int = 10) -> str:
+    """The first few items: a log line about thousands of partitions stays a line."""
+    listed = ", ".join(map(str, items[:shown]))
+    return f"({listed}{f', ... {len(items) - shown} more' if len(items) > shown else ''})"
 
 
 class Builder:
