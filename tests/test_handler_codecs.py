@@ -204,22 +204,25 @@ fetched = st.tuples(
     topics=st.lists(st.tuples(st.uuids(), st.lists(fetched, max_size=4)), max_size=3),
     error=st.sampled_from([ErrorCode.none, ErrorCode.unknown_server_error]),
     cut=st.integers(0, 10_000),
+    session_id=int32,
 )
-def test_follower_decode_reads_what_kio_encodes_and_refuses_truncated_frames(version, topics, error, cut):
+def test_follower_decode_reads_what_kio_encodes_and_refuses_truncated_frames(
+    version, topics, error, cut, session_id
+):
     from kio.schema.fetch.v16 import response as r16
 
     response = r16.FetchResponse(
         throttle_time=datetime.timedelta(0),
         error_code=error,
-        session_id=0,
+        session_id=session_id,
         responses=tuple(
             r16.FetchableTopicResponse(topic_id=tid, partitions=tuple(_kio_v16_partition(*p) for p in ps))
             for tid, ps in topics
         ),
     )
     body = encode_entity(downgrade_response(response, version))
-    top_error, partitions = fetch.decode_partitions(b"head" + body, 4)
-    assert top_error == error
+    top_error, top_session_id, _throttle, partitions = fetch.decode_partitions(b"head" + body, 4)
+    assert (top_error, top_session_id) == (error, session_id)
     expected = [
         (tid, index, err, hw, records, tuple(diverging) if diverging else None)
         for tid, ps in topics

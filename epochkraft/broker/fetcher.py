@@ -5,6 +5,12 @@ the current leader epoch and the epoch of the last fetched batch, so the leader 
 diverging epoch; the follower then truncates and fetches again. The unsafe pre-KIP-903 mode sends
 Fetch v14 with only the replica id, as brokers did before.
 
+Requests go through a fetch session with the leader (KIP-227, ``fetch_session_handler``, as Kafka's
+RemoteLeaderEndPoint.buildFetch): once the leader answers with a session id, each Fetch names only the
+partitions added or changed since the last one and forgets those no longer fetched, and the leader
+answers only the partitions with something new; a partition absent from an answer is unchanged. A lost
+or new connection starts a full session again.
+
 The leader's answer is applied with the follower rules of ``fetch_rules``: a DivergingEpoch truncates to
 ``truncation_offset``; OFFSET_OUT_OF_RANGE restarts at the leader's log start when our log ends before it,
 else at the leader's high watermark. A fetcher that fails for any reason logs it and starts again after a
@@ -29,6 +35,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from epochkraft.broker.fetch_rules import truncation_offset
+from epochkraft.broker.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionData
 from epochkraft.broker.replication_quota import (
     FOLLOWER_REPLICAS,
     ReplicationQuota,
@@ -69,6 +76,7 @@ class ReplicaFetcher:
         self.stopped = False
         self.restarts = 0
         self.quota = ReplicationQuota()
+        self.session = FetchSessionHandler(source_id)
         self._task = asyncio.create_task(self._supervise(), name=f"fetcher-{source_id}")
 
     def add(self, replica: Replica) -> None:
@@ -103,6 +111,7 @@ class ReplicaFetcher:
                 self.restarts += 1
                 log.exception("replica fetcher failed; restarting", source=self.source_id)
                 client, self._client = self._client, None
+                self.session.handle_error("fetcher restarted")
                 if client is not None:
                     with contextlib.suppress(Exception):
                         await client.close()
@@ -115,6 +124,8 @@ class ReplicaFetcher:
         if endpoint is None:
             return None
         if self._client is None or (self._client.host, self._client.port) != (endpoint.host, endpoint.port):
+            if self._client is not None:  # another leader endpoint: the session there cannot go on
+                self.session.handle_error("new connection")
             self._client = KafkaClient(
                 endpoint.host,
                 endpoint.port,
@@ -126,7 +137,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while not self.stopped:
-            if not self.partitions:
+            if not self.partitions and not self.session.session_partitions:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
@@ -135,20 +146,26 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
                 continue
             replicas = self._fetchable(asyncio.get_running_loop().time())
-            if not replicas:  # every one throttled: wait for the measured rate to fall below the bound
+            data = self._build(replicas)
+            # Nothing to fetch and nothing left to forget (RemoteLeaderEndPoint.buildFetch sends no request):
+            # every replica is throttled (wait for the measured rate to fall below the bound) or removed.
+            if not data.session_partitions and not data.forgotten:
                 await asyncio.sleep(BACKOFF_S)
                 continue
+            # Every replica of the session, not only those sent: the leader answers any that has news.
             by_key = {(r.partition.topic_id, r.partition.index): r for r in replicas}
             try:
                 backoff = await client.send(
-                    self._request(replicas), on_frame=functools.partial(self._apply, by_key=by_key)
+                    self._request(data), on_frame=functools.partial(self._apply, by_key=by_key)
                 )
             except (NetworkError, ProtocolError) as exc:
                 log.debug("follower fetch failed", source=self.source_id, error=str(exc))
+                self.session.handle_error(str(exc))
                 await asyncio.sleep(BACKOFF_S)
                 continue
             except OSError as exc:  # this broker's own disk: the answer is appended as it arrives
                 log.warning("follower append failed", source=self.source_id, error=str(exc))
+                self.session.handle_error(str(exc))
                 self.manager.log_dir_failed("error appending replicated records", exc)
                 await asyncio.sleep(BACKOFF_S)
                 continue
@@ -175,41 +192,76 @@ class ReplicaFetcher:
         self, frame: bytes | memoryview, pos: int, by_key: dict[tuple[uuid.UUID, int], Replica]
     ) -> bool:
         """Applies the leader's answer as it arrives (the records are views into the receive buffer, so
-        they go to the log without a copy); True when the fetcher should back off."""
-        error, partitions = decode_partitions(frame, pos)
-        if error != ErrorCode.none:
+        they go to the log without a copy); True when the fetcher should back off. The session handler
+        sees the answer first: one it refuses (a top-level error, partitions the session does not
+        hold, a full answer missing some) is not applied, and the next request is a full one."""
+        answer = decode_partitions(frame, pos)
+        answered = ((p.topic_id, p.index) for p in answer.partitions)
+        if not self.session.handle_response(
+            answer.error, answer.session_id, answered, answer.throttle_time_ms
+        ):
             return True
         backoff = False
-        for data in partitions:
+        for data in answer.partitions:
             replica = by_key.get((data.topic_id, data.index))
             if replica is None or self.partitions.get(replica.key) is not replica:
                 continue  # moved away while the fetch was in flight
             backoff |= not self._handle(replica, data)
         return backoff
 
-    def _request(self, replicas: list[Replica]) -> f14.FetchRequest | f16.FetchRequest:
+    def _build(self, replicas: list[Replica]) -> FetchRequestData:
+        """This round's request from the fetch session: every replica wanted, the session says which to
+        send and which to forget. What is built must be sent, or the send's failure handed to the session
+        (``handle_error``): the session has moved on to it."""
+        builder = self.session.new_builder()
+        max_bytes = self.manager.settings.replica_fetch_max_bytes
+        for r in replicas:  # thousands a round: positional, in PartitionData's order
+            p, plog = r.partition, r.log
+            builder.add(
+                (p.topic, p.index),
+                PartitionData(
+                    p.topic_id,
+                    plog.log_end_offset,
+                    plog.log_start_offset,
+                    max_bytes,
+                    p.leader_epoch,
+                    plog.epochs.latest_epoch,
+                ),
+            )
+        return builder.build()
+
+    def _request(self, data: FetchRequestData) -> f14.FetchRequest | f16.FetchRequest:
+        """The Fetch for a built session request: v16 with ReplicaState, or the unsafe v14."""
         settings = self.manager.settings
         module = f14 if self.unsafe else f16
-        by_topic: dict[uuid.UUID, list[Replica]] = {}
-        for r in replicas:
-            by_topic.setdefault(r.partition.topic_id, []).append(r)
+        by_topic: dict[uuid.UUID, list[tuple[int, PartitionData]]] = {}
+        for (_topic, index), p in data.to_send.items():
+            by_topic.setdefault(p.topic_id, []).append((index, p))
         topics = tuple(
             module.FetchTopic(
                 topic_id=topic_id,
                 partitions=tuple(
                     module.FetchPartition(
-                        partition=r.partition.index,
-                        current_leader_epoch=r.partition.leader_epoch,
-                        fetch_offset=r.log.log_end_offset,
-                        last_fetched_epoch=r.log.epochs.latest_epoch,
-                        log_start_offset=r.log.log_start_offset,
-                        partition_max_bytes=settings.replica_fetch_max_bytes,
+                        partition=index,
+                        current_leader_epoch=p.current_leader_epoch,
+                        fetch_offset=p.fetch_offset,
+                        last_fetched_epoch=p.last_fetched_epoch,
+                        log_start_offset=p.log_start_offset,
+                        partition_max_bytes=p.max_bytes,
                     )
-                    for r in group
+                    for index, p in group
                 ),
             )
             for topic_id, group in by_topic.items()
         )
+        forgotten_by_topic: dict[uuid.UUID, list[int]] = {}
+        for f in data.forgotten:
+            forgotten_by_topic.setdefault(f.topic_id, []).append(f.partition)
+        forgotten = tuple(
+            module.ForgottenTopic(topic_id=topic_id, partitions=tuple(indexes))
+            for topic_id, indexes in forgotten_by_topic.items()
+        )
+        session_id, session_epoch = i32(data.metadata.session_id), i32(data.metadata.epoch)
         max_wait = i32Timedelta.parse(datetime.timedelta(milliseconds=settings.replica_fetch_wait_max_ms))
         max_bytes = i32(settings.replica_fetch_response_max_bytes)
         node = BrokerId(self.manager.node_id)
@@ -221,10 +273,10 @@ class ReplicaFetcher:
                 min_bytes=i32(1),
                 max_bytes=max_bytes,
                 isolation_level=i8(0),
-                session_id=i32(0),
-                session_epoch=i32(-1),
+                session_id=session_id,
+                session_epoch=session_epoch,
                 topics=topics,
-                forgotten_topics_data=(),
+                forgotten_topics_data=forgotten,
                 rack_id="",
             )
         return f16.FetchRequest(
@@ -234,10 +286,10 @@ class ReplicaFetcher:
             min_bytes=i32(1),
             max_bytes=max_bytes,
             isolation_level=i8(0),
-            session_id=i32(0),
-            session_epoch=i32(-1),
+            session_id=session_id,
+            session_epoch=session_epoch,
             topics=topics,
-            forgotten_topics_data=(),
+            forgotten_topics_data=forgotten,
             rack_id="",
         )
 

@@ -3,8 +3,9 @@
 - ``encode_response`` (the broker answering, v4-v18) returns pieces: encoded fields and each partition's
   record buffers as the log read them, which the server writes to the socket without joining. kio's
   single-buffer encoding took about an eighth of a broker's time under RF 3 produce load.
-- ``decode_partitions`` (a follower reading its leader's answer, v13-v16) yields each partition with its
-  records as a view into the received frame, so they reach the follower's log without a copy.
+- ``decode_partitions`` (a follower reading its leader's answer, v13-v16) yields the top level (error,
+  fetch session id) and each partition with its records as a view into the received frame, so they reach
+  the follower's log without a copy.
 Tests compare both with kio at every version.
 """
 
@@ -160,9 +161,19 @@ class FetchedPartition(NamedTuple):
     log_start_offset: int = -1
 
 
-def decode_partitions(frame: bytes | memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
-    """The top-level error code and every partition of a v13-v16 response body starting at ``pos``;
-    ProtocolError on anything malformed."""
+class FetchedResponse(NamedTuple):
+    """A leader's answer to a follower: the top level and the partitions it names (with a fetch session,
+    only those that changed)."""
+
+    error: int
+    session_id: int
+    throttle_time_ms: int
+    partitions: list[FetchedPartition]
+
+
+def decode_partitions(frame: bytes | memoryview, pos: int) -> FetchedResponse:
+    """The top-level error code and session id and every partition of a v13-v16 response body starting at
+    ``pos``; ProtocolError on anything malformed."""
     view = memoryview(frame)
     try:
         return _decode(view, pos)
@@ -170,8 +181,8 @@ def decode_partitions(frame: bytes | memoryview, pos: int) -> tuple[int, list[Fe
         raise ProtocolError(f"malformed Fetch response: {exc}") from exc
 
 
-def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
-    _throttle, error, _session = _TOP.unpack_from(view, pos)
+def _decode(view: memoryview, pos: int) -> FetchedResponse:
+    throttle_ms, error, session_id = _TOP.unpack_from(view, pos)
     pos += _TOP.size
     partitions: list[FetchedPartition] = []
     topics, pos = _count(view, pos)
@@ -204,7 +215,7 @@ def _decode(view: memoryview, pos: int) -> tuple[int, list[FetchedPartition]]:
             partitions.append(FetchedPartition(topic_id, index, p_error, hw, records, diverging, log_start))
         pos = skip_tagged_fields(view, pos)
     skip_tagged_fields(view, pos)
-    return error, partitions
+    return FetchedResponse(error, session_id, throttle_ms, partitions)
 
 
 def _count(view: memoryview, pos: int) -> tuple[int, int]:
