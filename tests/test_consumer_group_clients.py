@@ -492,8 +492,10 @@ def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
 @pytest.mark.peers
 def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     """Kafka's DumpLogSegments --offsets-decoder (kafka-dump-log) reads our __consumer_offsets segments: a
-    classic group's and a consumer group's commits, the consumer group's member (read as a consumer-protocol
-    one), epoch and assignment records and the tombstones of the member that left, with no record it cannot decode."""
+    classic group's and a consumer group's commits, the classic group's GroupMetadata records (its member
+    with subscription and assignment, then its empty generation once the member left), the consumer group's
+    member (read as a consumer-protocol one), epoch and assignment records and the tombstones of the member
+    that left, with no record it cannot decode."""
     from epochkraft.peers.fetch import java_command
 
     try:
@@ -542,6 +544,16 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     assert all(t in out for t in tombstones) and sorted(tombstones, key=out.index) == tombstones
     epoch = 'key: {"type":"3","data":{"groupId":"dump-consumer"}} payload: {"version":"0","data":{"epoch":1,'
     assert epoch in out
+    classic_key = 'key: {"type":"2","data":{"group":"dump-classic"}} payload: {"version":"3","data":'
+    stable = next(
+        line
+        for line in out.splitlines()
+        if classic_key + '{"protocolType":"consumer","generation":1,' in line
+    )
+    assert f'"members":[{{"memberId":"{members["classic"]}",' in stable, stable  # the synced member
+    assert '"assignment":{"assignedPartitions":[{"topic":"dumped","partitions":[0,1]}]' in stable, stable
+    empty = '{"protocolType":"consumer","generation":2,"protocol":null,"leader":null,'
+    assert classic_key + empty in out and out.index(classic_key + empty) > out.index(stable)  # it left
     for failure in ("Exception", "Unknown record", "Could not", "error", "isvalid: false"):
         assert failure not in out, out[-3000:]
     log4j = tmp_path / "log4j2.properties"
