@@ -9,7 +9,9 @@ import asyncio
 
 import pytest
 
+from epochkraft.broker import classic_group_records
 from epochkraft.broker import group_record_serde as serde
+from epochkraft.broker.classic_group_records import group_from_record, group_metadata_key
 from epochkraft.broker.consumer_group import HeartbeatRequest
 from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.consumer_protocol import serialize_assignment
@@ -19,8 +21,6 @@ from epochkraft.broker.group_coordinator import (
     GroupState,
     JoinResult,
     SyncResult,
-    group_metadata_key,
-    parse_group_metadata_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
@@ -94,7 +94,7 @@ class Classic:
         return [
             parsed
             for key, value in self.topic.records
-            if (parsed := parse_group_metadata_record(key, value)) is not None
+            if (parsed := classic_group_records.parse(key, value)) is not None
         ]
 
     def successor(self) -> GroupService:
@@ -117,7 +117,7 @@ def loaded(max_size: int = 2**31 - 1, rebalance_timeout: int = 9000) -> GroupCoo
     coordinator = GroupCoordinator(GroupSettings(max_size=max_size))
     members = tuple(member_value(i, rebalance_timeout) for i in range(2))
     value = serde.GroupMetadataValue("consumer", 1, "range", "member-0", 1234, members)
-    coordinator.replay_group_metadata("group-id", value)
+    coordinator.replay_group_metadata("group-id", group_from_record("group-id", value))
     return coordinator
 
 
@@ -153,7 +153,8 @@ def test_replay_group_metadata_tombstone_keeps_the_offsets():
     coordinator.replay_group_metadata("group-id", None)
     group = coordinator.groups["group-id"]
     assert (group.state, group.members, list(group.offsets)) == (GroupState.EMPTY, {}, [("t", 0)])
-    coordinator.replay_group_metadata("group-id", serde.GroupMetadataValue("", 0, None, None, -1, ()))
+    empty = serde.GroupMetadataValue("", 0, None, None, -1, ())
+    coordinator.replay_group_metadata("group-id", group_from_record("group-id", empty))
     assert coordinator.groups["group-id"].state == GroupState.EMPTY
     coordinator.groups["group-id"].offsets.clear()
     coordinator.replay_group_metadata("group-id", None)

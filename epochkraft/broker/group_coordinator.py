@@ -10,9 +10,10 @@ Committed offsets change only through ``apply_offset(...)``: the edge first make
 replicated ``__consumer_offsets`` topic) and then applies it, and a new coordinator rebuilds the same state
 by applying the stored records in order.
 
-A group's membership is stored as Kafka's GroupMetadata record (GroupMetadataManager): the leader's SyncGroup
-returns a ``StoreGroup`` for the edge to write, and the group is Stable only once ``complete_store`` is told
-the write succeeded; ``replay_group_metadata`` and ``on_loaded`` rebuild the group on a new coordinator.
+A group's membership is stored as Kafka's GroupMetadata record (``classic_group_records``): the leader's
+SyncGroup returns a ``StoreGroup`` for the edge to write, and the group is Stable only once
+``complete_store`` is told the write succeeded; ``replay_group_metadata`` and ``on_loaded`` rebuild the group
+on a new coordinator.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import dataclasses
 import json
 import struct
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -120,13 +121,13 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class StoreGroup:
-    """The leader's assignment of a generation, to write as the group's GroupMetadata record before the
-    group is Stable (completeClassicGroupSync's append); ``complete_store`` applies it once written."""
+    """The leader's assignment of a generation, every member's, to write with the group as its
+    GroupMetadata record before the group is Stable (completeClassicGroupSync's append);
+    ``complete_store`` applies it once written."""
 
     group_id: str
     generation_id: int
     assignments: dict[str, bytes]
-    value: serde.GroupMetadataValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +283,7 @@ class GroupCoordinator:
         if member_id != group.leader_id:
             return [], None
         assigned = {mid: assignments.get(mid, b"") for mid in group.members}
-        value = group_metadata_value(group, assigned)
-        return [], StoreGroup(group_id, generation_id, assigned, value)
+        return [], StoreGroup(group_id, generation_id, assigned)
 
     def complete_store(self, now_ms: int, store: StoreGroup, error: ErrorCode) -> list[Completion]:
         """The leader's assignment was written (``error`` NONE) or not (the error as clients know it), as
@@ -459,33 +459,18 @@ class GroupCoordinator:
         return group if group is not None and group.members else None
 
     # ---- loading: the GroupMetadata records of an offsets partition ------------------------------------
-    def replay_group_metadata(self, group_id: str, value: serde.GroupMetadataValue | None) -> None:
-        """GroupMetadataManager.replay(GroupMetadataKey, GroupMetadataValue): the group as the record has it,
-        Stable with its members or Empty without (a rebalance in progress is not stored), each member with
-        the chosen protocol's metadata and its assignment; a tombstone removes it. Its committed offsets,
-        kept apart in Kafka, stay either way."""
+    def replay_group_metadata(self, group_id: str, loaded: Group | None) -> None:
+        """GroupMetadataManager.replay(GroupMetadataKey, GroupMetadataValue): the group as its record has it
+        (``classic_group_records.group_from_record``), or removed by a tombstone (None). Its committed
+        offsets, kept apart in Kafka, stay either way."""
         existing = self.groups.get(group_id)
         offsets = existing.offsets if existing is not None else {}
-        if value is None:
-            if offsets:
-                self.groups[group_id] = Group(group_id, offsets=offsets)
-            else:
-                self.groups.pop(group_id, None)
-            return
-        members = {m.member_id: _loaded_member(m, value.protocol or "") for m in value.members}
-        timestamp = None if value.current_state_timestamp == -1 else value.current_state_timestamp
-        self.groups[group_id] = Group(
-            group_id,
-            state=GroupState.STABLE if members else GroupState.EMPTY,
-            generation_id=value.generation,
-            protocol_type=value.protocol_type or None,
-            protocol_name=value.protocol,
-            leader_id=value.leader,
-            members=members,
-            empty_since_ms=None if members else timestamp,
-            offsets=offsets,
-            state_timestamp_ms=timestamp,
-        )
+        if loaded is not None:
+            self.groups[group_id] = dataclasses.replace(loaded, offsets=offsets)
+        elif offsets:
+            self.groups[group_id] = Group(group_id, offsets=offsets)
+        else:
+            self.groups.pop(group_id, None)
 
     def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
         """GroupMetadataManager.onLoaded: each loaded member's session runs from now, so one that never
@@ -802,69 +787,6 @@ class GroupCoordinator:
     @staticmethod
     def _sync_result(group: Group, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
-
-
-# ---- the stored form of a group's membership in __consumer_offsets -------------------------------------
-def group_metadata_key(group_id: str) -> bytes:
-    """Kafka's GroupMetadataKey (record type 2)."""
-    return serde.key_bytes(serde.GroupMetadataKey(group_id))
-
-
-def group_metadata_value(group: Group, assignments: Mapping[str, bytes]) -> serde.GroupMetadataValue:
-    """GroupCoordinatorRecordHelpers.newGroupMetadataRecord: the generation, protocol, leader, when the
-    group entered its state, and each member with the chosen protocol's metadata and ``assignments``'."""
-    protocol = group.protocol_name
-    members = tuple(
-        serde.GroupMetadataMember(
-            m.member_id,
-            m.group_instance_id,
-            m.client_id,
-            m.client_host,
-            m.rebalance_timeout_ms,
-            m.session_timeout_ms,
-            m.metadata_for(protocol or ""),
-            assignments.get(m.member_id, b""),
-        )
-        for m in group.members.values()
-    )
-    timestamp = -1 if group.state_timestamp_ms is None else group.state_timestamp_ms
-    return serde.GroupMetadataValue(
-        group.protocol_type or "", group.generation_id, protocol, group.leader_id, timestamp, members
-    )
-
-
-def parse_group_metadata_record(
-    key: bytes, value: bytes | None
-) -> tuple[str, serde.GroupMetadataValue | None] | None:
-    """(group, value or None for a tombstone); None for keys of other record kinds."""
-    if serde.is_json_record(key):
-        return None
-    record_key = serde.parse_key(key)
-    if not isinstance(record_key, serde.GroupMetadataKey):
-        return None
-    if value is None:
-        return record_key.group, None
-    record_value = serde.parse_value(serde.RecordType.GROUP_METADATA, value)
-    assert isinstance(record_value, serde.GroupMetadataValue)
-    return record_key.group, record_value
-
-
-def _loaded_member(member: serde.GroupMetadataMember, protocol: str) -> Member:
-    """A member as ClassicGroup.fromRecord makes it: the chosen protocol alone, a rebalance timeout of -1
-    (a record before version 1) taken as its session timeout; its session is armed by ``on_loaded``."""
-    rebalance_timeout = member.session_timeout if member.rebalance_timeout == -1 else member.rebalance_timeout
-    return Member(
-        member.member_id,
-        member.group_instance_id,
-        member.client_id,
-        member.client_host,
-        member.session_timeout,
-        rebalance_timeout,
-        ((protocol, member.subscription),),
-        last_heartbeat_ms=0,
-        assignment=member.assignment,
-        synced_assignment=member.assignment,
-    )
 
 
 # ---- the stored form of a commit in __consumer_offsets --------------------------------------------------

@@ -21,7 +21,8 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from epochkraft.broker import consumer_group_classic, consumer_group_records
+from epochkraft.broker import classic_group_records, consumer_group_classic, consumer_group_records
+from epochkraft.broker.classic_group_records import group_metadata_key
 from epochkraft.broker.consumer_group import (
     ConsumerGroupCoordinator,
     ConsumerGroupSettings,
@@ -39,12 +40,9 @@ from epochkraft.broker.group_coordinator import (
     StoreGroup,
     SyncResult,
     coordinator_partition,
-    group_metadata_key,
-    group_metadata_value,
     json_offset_record_key,
     offset_record_key,
     offset_record_value,
-    parse_group_metadata_record,
     parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
@@ -362,11 +360,14 @@ class GroupService:
 
     def _replay_group_metadata(self, key: bytes, value: bytes | None) -> bool:
         """A classic group's GroupMetadata record replayed; False for a record of another kind."""
-        parsed = parse_group_metadata_record(key, value)
+        parsed = classic_group_records.parse(key, value)
         if parsed is None:
             return False
         group_id, record_value = parsed
-        self.coordinator.replay_group_metadata(group_id, record_value)
+        loaded = (
+            None if record_value is None else classic_group_records.group_from_record(group_id, record_value)
+        )
+        self.coordinator.replay_group_metadata(group_id, loaded)
         if record_value is None:
             self._classic_written.pop(group_id, None)
         else:
@@ -498,7 +499,9 @@ class GroupService:
         self._complete(done)
         try:
             if store is not None:  # finished even if this request is dropped: the followers wait on it
-                write = asyncio.create_task(self._store_group(store))
+                group = self.coordinator.groups[group_id]
+                value = classic_group_records.group_metadata_value(group, store.assignments)
+                write = asyncio.create_task(self._store_group(store, value))
                 self._stores.add(write)
                 write.add_done_callback(self._stores.discard)
                 await asyncio.shield(write)
@@ -508,20 +511,20 @@ class GroupService:
         assert isinstance(result, SyncResult)
         return result
 
-    async def _store_group(self, store: StoreGroup) -> None:
+    async def _store_group(self, store: StoreGroup, value: GroupMetadataValue) -> None:
         """completeClassicGroupSync: the leader's assignment written as the group's GroupMetadata record
         (acks=all) before the group is Stable and the syncs are answered; a failed write answers them the
         error as clients know it and the group rebalances."""
         key = group_metadata_key(store.group_id)
         try:
             error = await self.offsets_topic.append(
-                self.partition_for(store.group_id), [(key, value_bytes(store.value))]
+                self.partition_for(store.group_id), [(key, value_bytes(value))]
             )
         except Exception as exc:  # the waiting syncs are answered all the same
             log.warning("could not write a group's assignment", group=store.group_id, error=str(exc))
             error = ErrorCode.unknown_server_error
         if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
-            self._classic_written[store.group_id] = store.value
+            self._classic_written[store.group_id] = value
         self._complete(self.coordinator.complete_store(self.now_ms(), store, normalize_append_error(error)))
 
     async def store_empty_groups(self, group_ids: Iterable[str]) -> None:
@@ -549,7 +552,7 @@ class GroupService:
             return None
         if group_id in self.consumer_groups.groups or self.coordinator_error(group_id) != ErrorCode.none:
             return None
-        return group_metadata_value(group, {})
+        return classic_group_records.group_metadata_value(group, {})
 
     async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
         """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
@@ -634,9 +637,7 @@ class GroupService:
         classic = self.coordinator.classic_group_of(group_id)
         if classic is None or not tombstoning or group_id in self._classic_written:
             return None
-        return group_metadata_value(
-            classic, {m.member_id: m.synced_assignment for m in classic.members.values()}
-        )
+        return classic_group_records.synced_value(classic)
 
     def heartbeat(
         self, *, group_id: str, generation_id: int, member_id: str, instance_id: str | None = None
