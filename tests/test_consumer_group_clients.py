@@ -6,6 +6,7 @@ the consumer protocol one consumer at a time, and back."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import subprocess
 import threading
@@ -203,15 +204,18 @@ def classic_generation(bootstrap: str, group: str, member_id: str) -> int | None
     return asyncio.run(ask())
 
 
-def described_elsewhere(admin: AdminClient, group: str, killed: int, timeout_s: float = 30):
-    """The group as a coordinator other than ``killed`` describes it, asked until one does."""
+def described_elsewhere(bootstrap: str, group: str, killed: int, timeout_s: float = 45):
+    """The group as a coordinator other than ``killed`` describes it, asked until one does; each time by a
+    new admin client, which learns the live brokers (one made before the kill may wait on the killed
+    broker until its request times out)."""
     deadline = time.monotonic() + timeout_s
     while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         try:
-            described = admin.describe_consumer_groups([group])[group].result(5)
+            described = admin.describe_consumer_groups([group])[group].result(10)
             if described.coordinator.id != killed:
                 return described
-        except KafkaException:
+        except (KafkaException, concurrent.futures.TimeoutError):
             if time.monotonic() > deadline:
                 raise
         assert time.monotonic() < deadline, f"{group} still coordinated by {killed}"
@@ -257,7 +261,7 @@ def test_consumer_group_survives_its_coordinator(make_cluster):
         generation = classic_generation(bootstrap, classic_group, classic_members[0])
         rebalances = len(assignments)
         cluster.nodes[coordinator].signal("KILL")
-        classic_after = described_elsewhere(admin, classic_group, coordinator)
+        classic_after = described_elsewhere(bootstrap, classic_group, coordinator)
         assert classic_after.state == classic_before.state == ConsumerGroupState.STABLE
         assert sorted(m.member_id for m in classic_after.members) == classic_members
         assert [classic_generation(bootstrap, classic_group, m) for m in classic_members] == [generation] * 2
@@ -267,8 +271,7 @@ def test_consumer_group_survives_its_coordinator(make_cluster):
             seen: dict[str, set[bytes]] = {}
             poll_until(group, seen, lambda seen=seen: set().union(set(), *seen.values()) >= everything, 60)
             assert set().union(set(), *seen.values()) >= everything
-        after = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
-        assert after.coordinator.id != coordinator
+        after = described_elsewhere(bootstrap, "g848-failover", coordinator)
         assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
         assert described_epochs(bootstrap, "g848-failover") == epochs  # resumed, not rejoined
         assert len(assignments) == rebalances  # the classic consumers were not assigned again
