@@ -36,16 +36,20 @@ FOO_0, FOO_1 = (serialize_assignment({"foo": frozenset({p})}, 1) for p in (0, 1)
 
 
 class GatedOffsetsTopic(MemoryOffsetsTopic):
-    """Appends wait for ``gate`` (when set) and answer ``error`` (a failed one appends nothing)."""
+    """Appends wait for ``gate`` (when set), then raise ``raises`` or answer ``error`` (a failed one appends
+    nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.gate: asyncio.Event | None = None
         self.error = ErrorCode.none
+        self.raises: Exception | None = None
 
     async def append(self, partition, entries, producer=None) -> ErrorCode:
         if self.gate is not None:
             await self.gate.wait()
+        if self.raises is not None:
+            raise self.raises
         if self.error != ErrorCode.none:
             return self.error
         return await super().append(partition, entries, producer)
@@ -255,6 +259,26 @@ async def test_heartbeat_expiration_should_remove_member():
     assert c.group_records()[-1] == ("g", serde.GroupMetadataValue("consumer", 2, None, None, later, ()))
     await c.service.store_empty_groups(["g"])  # written once
     assert len(c.group_records()) == 2
+
+
+@pytest.mark.parametrize("failure", ["error", "exception"])
+async def test_empty_group_write_failure_is_tried_again(failure):
+    """A failed write of the Empty record is logged (Kafka only warns), does not stop the ticks that write
+    it, and is written at a later tick once the topic takes it."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    if failure == "error":
+        c.topic.error = ErrorCode.not_enough_replicas
+    else:
+        c.topic.raises = OSError("the log is gone")
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    await c.service.store_empty_groups(["g"])
+    assert len(c.group_records()) == 1
+    c.topic.error, c.topic.raises = ErrorCode.none, None
+    await c.service.store_empty_groups(["g"])
+    _, value = c.group_records()[-1]
+    assert value is not None and (value.generation, value.members) == (2, ())
 
 
 async def test_last_member_leaving_writes_the_empty_group():

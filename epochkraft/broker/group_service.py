@@ -535,11 +535,18 @@ class GroupService:
             if value is None:
                 continue
             key = group_metadata_key(group_id)
-            error = await self.offsets_topic.append(self.partition_for(group_id), [(key, value_bytes(value))])
+            try:
+                error = await self.offsets_topic.append(
+                    self.partition_for(group_id), [(key, value_bytes(value))]
+                )
+            except Exception as exc:  # the ticks go on
+                error, reason = ErrorCode.unknown_server_error, str(exc)
+            else:
+                reason = error.name
             if error == ErrorCode.none:
                 self._classic_written[group_id] = value
             else:
-                log.warning("could not write an empty group's metadata", group=group_id, error=error.name)
+                log.warning("could not write an empty group's metadata", group=group_id, error=reason)
 
     def _empty_record_due(self, group_id: str) -> GroupMetadataValue | None:
         """The Empty record of a classic group that had members and whose generation without them is not
