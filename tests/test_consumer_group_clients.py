@@ -6,6 +6,7 @@ the consumer protocol one consumer at a time, and back."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import subprocess
 import threading
@@ -13,10 +14,21 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.types import GroupId
+from kio.static.primitive import i32
 
+from epochkraft.broker.group_coordinator import coordinator_partition
 from epochkraft.harness.kio_client import MiniClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.peers.fetch import PeerUnavailable, kafka_classpath
@@ -164,34 +176,107 @@ def described_epochs(bootstrap: str, group: str) -> tuple[int, dict[str, int]]:
     return asyncio.run(ask())
 
 
+def classic_generation(bootstrap: str, group: str, member_id: str) -> int | None:
+    """The generation a classic group's member is at, as its coordinator knows it: the one its Heartbeat is
+    answered NONE at (another is ILLEGAL_GENERATION and changes nothing); None if no broker knows it."""
+
+    async def ask() -> int | None:
+        client = MiniClient(bootstrap)
+        try:
+            for address in client.addresses:
+                for generation in range(1, 30):
+                    request = HeartbeatRequest(
+                        group_id=GroupId(group), generation_id=i32(generation), member_id=member_id,
+                        group_instance_id=None,
+                    )  # fmt: skip
+                    try:
+                        error = (await client._client(address).send(request)).error_code
+                    except (NetworkError, OSError):
+                        break
+                    if error == ErrorCode.none:
+                        return generation
+                    if error != ErrorCode.illegal_generation:
+                        break
+            return None
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def described_elsewhere(bootstrap: str, group: str, killed: int, timeout_s: float = 45):
+    """The group as a coordinator other than ``killed`` describes it, asked until one does; each time by a
+    new admin client, which learns the live brokers (one made before the kill may wait on the killed
+    broker until its request times out)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            described = admin.describe_consumer_groups([group])[group].result(10)
+            if described.coordinator.id != killed:
+                return described
+        except (KafkaException, concurrent.futures.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+        assert time.monotonic() < deadline, f"{group} still coordinated by {killed}"
+        time.sleep(0.2)
+
+
+def group_beside(group: str, partitions: int = 3) -> str:
+    """A group id coordinated from the same __consumer_offsets partition as ``group``."""
+    wanted = coordinator_partition(group, partitions)
+    return next(
+        g for i in range(100) if coordinator_partition(g := f"classic-failover-{i}", partitions) == wanted
+    )
+
+
 def test_consumer_group_survives_its_coordinator(make_cluster):
-    """The coordinator's broker is killed: the new coordinator replays the group from __consumer_offsets,
-    the members keep their member ids (no rejoin with epoch 0 bumping the group epoch twice), every
-    record produced afterwards is consumed."""
+    """The coordinator's broker is killed: the new coordinator replays the groups from __consumer_offsets.
+    The consumer group's members keep their member ids (no rejoin with epoch 0 bumping the group epoch
+    twice); the classic group beside it (GroupMetadata record) is described Stable with the same members
+    and answers their heartbeats at the same generation before anyone rejoined, and no member is assigned
+    again; every record produced afterwards is consumed by both groups."""
     cluster = make_cluster(brokers=3)
     bootstrap = cluster.bootstrap
     create_topic(bootstrap, "kip848-failover", partitions=6)
     a, b = consumer(bootstrap, "g848-failover"), consumer(bootstrap, "g848-failover")
+    classic_group = group_beside("g848-failover")
+    classic = {"group.protocol": "classic", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    x, y = consumer(bootstrap, classic_group, **classic), consumer(bootstrap, classic_group, **classic)
+    assignments: list[int] = []  # the classic consumers' rebalances, each assigning
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         a.subscribe(["kip848-failover"])
         b.subscribe(["kip848-failover"])
+        for c in (x, y):
+            c.subscribe(["kip848-failover"], on_assign=lambda _c, parts: assignments.append(len(parts)))
         poll_until([a, b], {}, lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3, 60)
+        poll_until([x, y], {}, lambda: len(assigned(x)) == 3 and len(assigned(y)) == 3, 60)
         before = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
         coordinator = before.coordinator.id
         epochs = described_epochs(bootstrap, "g848-failover")
+        classic_before = admin.describe_consumer_groups([classic_group])[classic_group].result(15)
+        assert classic_before.coordinator.id == coordinator
+        classic_members = sorted(m.member_id for m in classic_before.members)
+        generation = classic_generation(bootstrap, classic_group, classic_members[0])
+        rebalances = len(assignments)
         cluster.nodes[coordinator].signal("KILL")
+        classic_after = described_elsewhere(bootstrap, classic_group, coordinator)
+        assert classic_after.state == classic_before.state == ConsumerGroupState.STABLE
+        assert sorted(m.member_id for m in classic_after.members) == classic_members
+        assert [classic_generation(bootstrap, classic_group, m) for m in classic_members] == [generation] * 2
         produced = produce(bootstrap, "kip848-failover", 300)
-        seen: dict[str, set[bytes]] = {}
         everything = {v for _, _, v in produced}
-        poll_until([a, b], seen, lambda: set().union(set(), *seen.values()) >= everything, 60)
-        assert set().union(set(), *seen.values()) >= everything
-        after = admin.describe_consumer_groups(["g848-failover"])["g848-failover"].result(15)
-        assert after.coordinator.id != coordinator
+        for group in ([a, b], [x, y]):
+            seen: dict[str, set[bytes]] = {}
+            poll_until(group, seen, lambda seen=seen: set().union(set(), *seen.values()) >= everything, 60)
+            assert set().union(set(), *seen.values()) >= everything
+        after = described_elsewhere(bootstrap, "g848-failover", coordinator)
         assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
         assert described_epochs(bootstrap, "g848-failover") == epochs  # resumed, not rejoined
+        assert len(assignments) == rebalances  # the classic consumers were not assigned again
     finally:
-        for c in (a, b):
+        for c in (a, b, x, y):
             with contextlib.suppress(KafkaException, RuntimeError):
                 c.close()
 
@@ -410,8 +495,10 @@ def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
 @pytest.mark.peers
 def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     """Kafka's DumpLogSegments --offsets-decoder (kafka-dump-log) reads our __consumer_offsets segments: a
-    classic group's and a consumer group's commits, the consumer group's member (read as a consumer-protocol
-    one), epoch and assignment records and the tombstones of the member that left, with no record it cannot decode."""
+    classic group's and a consumer group's commits, the classic group's GroupMetadata records (its member
+    with subscription and assignment, then its empty generation once the member left), the consumer group's
+    member (read as a consumer-protocol one), epoch and assignment records and the tombstones of the member
+    that left, with no record it cannot decode."""
     from epochkraft.peers.fetch import java_command
 
     try:
@@ -460,6 +547,16 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     assert all(t in out for t in tombstones) and sorted(tombstones, key=out.index) == tombstones
     epoch = 'key: {"type":"3","data":{"groupId":"dump-consumer"}} payload: {"version":"0","data":{"epoch":1,'
     assert epoch in out
+    classic_key = 'key: {"type":"2","data":{"group":"dump-classic"}} payload: {"version":"3","data":'
+    stable = next(
+        line
+        for line in out.splitlines()
+        if classic_key + '{"protocolType":"consumer","generation":1,' in line
+    )
+    assert f'"members":[{{"memberId":"{members["classic"]}",' in stable, stable  # the synced member
+    assert '"assignment":{"assignedPartitions":[{"topic":"dumped","partitions":[0,1]}]' in stable, stable
+    empty = '{"protocolType":"consumer","generation":2,"protocol":null,"leader":null,'
+    assert classic_key + empty in out and out.index(classic_key + empty) > out.index(stable)  # it left
     for failure in ("Exception", "Unknown record", "Could not", "error", "isvalid: false"):
         assert failure not in out, out[-3000:]
     log4j = tmp_path / "log4j2.properties"

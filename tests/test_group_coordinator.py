@@ -8,6 +8,7 @@ from epochkraft.broker.group_coordinator import (
     GroupSettings,
     GroupState,
     JoinResult,
+    StoreGroup,
     SyncResult,
     coordinator_partition,
     java_string_hash,
@@ -29,6 +30,8 @@ class Ctx:
         self.now = 1000
         self.results: dict[object, JoinResult | SyncResult] = {}
         self._tokens = 0
+        self.stores: list[StoreGroup] = []  # leaders' assignments not yet written
+        self.store_error: ErrorCode | None = ErrorCode.none
 
     def _token(self) -> int:
         self._tokens += 1
@@ -73,18 +76,26 @@ class Ctx:
         return result.member_id, self.join(member_id=result.member_id, **kw)
 
     def sync(self, member_id: str, generation: int, assignments=None, group="g") -> int:
+        """A SyncGroup; the leader's assignment is written at once (``store_error`` NONE) or its write fails
+        with that error, or with None it waits in ``stores`` for ``complete_store``."""
         token = self._token()
-        self._collect(
-            self.c.sync_group(
-                self.now,
-                token,
-                group_id=group,
-                generation_id=generation,
-                member_id=member_id,
-                assignments=assignments or {},
-            )
+        done, store = self.c.sync_group(
+            self.now,
+            token,
+            group_id=group,
+            generation_id=generation,
+            member_id=member_id,
+            assignments=assignments or {},
         )
+        self._collect(done)
+        if store is not None:
+            self.stores.append(store)
+            if self.store_error is not None:
+                self.write_store(self.store_error)
         return token
+
+    def write_store(self, error: ErrorCode = ErrorCode.none) -> None:
+        self._collect(self.c.complete_store(self.now, self.stores.pop(0), error))
 
     def tick(self, advance_ms: int) -> None:
         self.now += advance_ms

@@ -685,9 +685,10 @@ def test_last_static_consumer_protocol_member_replaced_by_classic_protocol_membe
     classic = mig.classic.groups["grp"]
     assert (classic.state, classic.generation_id) == (GroupState.STABLE, epoch)
     assert set(classic.members) == {"c1", "c2", joined.member_id}
-    done = mig.classic.sync_group(
+    done, store = mig.classic.sync_group(
         mig.now, "sync", group_id="grp", generation_id=epoch, member_id=joined.member_id, assignments={}
     )
+    assert store is None  # Stable: the member's assignment is answered at once
     assert set(parse_assignment(done[0].result.assignment)["foo"]) == target  # type: ignore[union-attr]
 
 

@@ -9,6 +9,11 @@ tokens to futures and calls ``tick(now_ms)`` on a timer so rebalance and session
 Committed offsets change only through ``apply_offset(...)``: the edge first makes a commit durable (in the
 replicated ``__consumer_offsets`` topic) and then applies it, and a new coordinator rebuilds the same state
 by applying the stored records in order.
+
+A group's membership is stored as Kafka's GroupMetadata record (``classic_group_records``): the leader's
+SyncGroup returns a ``StoreGroup`` for the edge to write, and the group is Stable only once
+``complete_store`` is told the write succeeded; ``replay_group_metadata`` and ``on_loaded`` rebuild the group
+on a new coordinator.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import dataclasses
 import json
 import struct
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -111,6 +116,18 @@ class Group:
     )
     join_not_before_ms: int = 0
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    state_timestamp_ms: int | None = None  # when it entered its state (Kafka's currentStateTimestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreGroup:
+    """The leader's assignment of a generation, every member's, to write with the group as its
+    GroupMetadata record before the group is Stable (completeClassicGroupSync's append);
+    ``complete_store`` applies it once written."""
+
+    group_id: str
+    generation_id: int
+    assignments: dict[str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,29 +260,56 @@ class GroupCoordinator:
         generation_id: int,
         member_id: str,
         assignments: dict[str, bytes],
-    ) -> list[Completion]:
+    ) -> tuple[list[Completion], StoreGroup | None]:
+        """The completions, and from the leader in CompletingRebalance the assignment to write first
+        (every member's, an empty one for a member the leader left out): its sync, and the followers', are
+        answered by ``complete_store``."""
+
+        def answer(result: SyncResult) -> tuple[list[Completion], StoreGroup | None]:
+            return [Completion(token, result)], None
+
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
-            return [Completion(token, SyncResult(ErrorCode.unknown_member_id))]
+            return answer(SyncResult(ErrorCode.unknown_member_id))
         if generation_id != group.generation_id:
-            return [Completion(token, SyncResult(ErrorCode.illegal_generation))]
+            return answer(SyncResult(ErrorCode.illegal_generation))
         member = group.members[member_id]
         member.last_heartbeat_ms = now_ms
         if group.state == GroupState.PREPARING_REBALANCE:
-            return [Completion(token, SyncResult(ErrorCode.rebalance_in_progress))]
+            return answer(SyncResult(ErrorCode.rebalance_in_progress))
         if group.state == GroupState.STABLE:
-            return [Completion(token, self._sync_result(group, member))]
+            return answer(self._sync_result(group, member))
         member.sync_token = token
         if member_id != group.leader_id:
+            return [], None
+        assigned = {mid: assignments.get(mid, b"") for mid in group.members}
+        return [], StoreGroup(group_id, generation_id, assigned)
+
+    def complete_store(self, now_ms: int, store: StoreGroup, error: ErrorCode) -> list[Completion]:
+        """The leader's assignment was written (``error`` NONE) or not (the error as clients know it), as
+        completeClassicGroupSync's appendFuture: nothing if the group has moved on meanwhile; else, written,
+        the group is Stable and the waiting syncs get their assignments; not written, they get the error
+        and the group rebalances (resetAndPropagateAssignmentWithError, maybePrepareRebalanceOrCompleteJoin)."""
+        group = self.groups.get(store.group_id)
+        if (
+            group is None
+            or group.state != GroupState.COMPLETING_REBALANCE
+            or group.generation_id != store.generation_id
+        ):
             return []
-        for mid, m in group.members.items():
-            m.assignment = m.synced_assignment = assignments.get(mid, b"")
-        group.state = GroupState.STABLE
         done = []
         for m in group.members.values():
+            if error == ErrorCode.none:
+                m.assignment = m.synced_assignment = store.assignments.get(m.member_id, b"")
+            else:
+                m.assignment = b""
             if m.sync_token is not None:
-                done.append(Completion(m.sync_token, self._sync_result(group, m)))
+                result = self._sync_result(group, m) if error == ErrorCode.none else SyncResult(error)
+                done.append(Completion(m.sync_token, result))
                 m.sync_token = None
+        if error != ErrorCode.none:
+            return done + self._prepare_rebalance(now_ms, group)
+        self._transition(group, GroupState.STABLE, now_ms)
         return done
 
     def heartbeat(self, now_ms: int, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
@@ -386,7 +430,7 @@ class GroupCoordinator:
             member.assignment = assignment_for(member.member_id, member.metadata_for(protocol))
             member.synced_assignment = member.assignment
             member.last_heartbeat_ms = now_ms
-        group.state = GroupState.STABLE
+        self._transition(group, GroupState.STABLE, now_ms)
         if not rebalance:
             return
         done = self._prepare_rebalance(now_ms, group)
@@ -413,6 +457,54 @@ class GroupCoordinator:
     def classic_group_of(self, group_id: str) -> Group | None:
         group = self.groups.get(group_id)
         return group if group is not None and group.members else None
+
+    # ---- loading: the GroupMetadata records of an offsets partition ------------------------------------
+    def replay_group_metadata(self, group_id: str, loaded: Group | None) -> None:
+        """GroupMetadataManager.replay(GroupMetadataKey, GroupMetadataValue): the group as its record has it
+        (``classic_group_records.group_from_record``), or removed by a tombstone (None). Its committed
+        offsets, kept apart in Kafka, stay either way."""
+        existing = self.groups.get(group_id)
+        offsets = existing.offsets if existing is not None else {}
+        if loaded is not None:
+            self.groups[group_id] = dataclasses.replace(loaded, offsets=offsets)
+        elif offsets:
+            self.groups[group_id] = Group(group_id, offsets=offsets)
+        else:
+            self.groups.pop(group_id, None)
+
+    def on_loaded(self, now_ms: int, group_ids: Iterable[str]) -> None:
+        """GroupMetadataManager.onLoaded: each loaded member's session runs from now, so one that never
+        comes back to this coordinator is removed; a group over group.max.size (lowered since it was
+        written) rebalances, its members' rejoins admitted up to the maximum."""
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            for member in group.members.values():
+                member.last_heartbeat_ms = now_ms
+            if len(group.members) > self.settings.max_size:
+                done = self._prepare_rebalance(now_ms, group)
+                assert not done, "no member of a loaded group waits for an answer"
+
+    def empty_groups_without_offsets(self) -> list[str]:
+        """The groups cleanupGroupMetadata deletes (maybeDeleteGroup): Empty, with no committed or pending
+        offsets and no member id handed out."""
+        pending = {
+            group_id
+            for by_producer in self.pending_txn_offsets.values()
+            for by_group in by_producer.values()
+            for group_id, offsets in by_group.items()
+            if offsets
+        }
+        return [
+            g.group_id
+            for g in self.groups.values()
+            if g.state == GroupState.EMPTY
+            and not g.members
+            and not g.offsets
+            and not g.pending_members
+            and g.group_id not in pending
+        ]
 
     # ---- offsets ------------------------------------------------------------------------------------
     def validate_offset_commit(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
@@ -626,7 +718,7 @@ class GroupCoordinator:
                 if group.state == GroupState.EMPTY
                 else now_ms
             )
-            group.state = GroupState.PREPARING_REBALANCE
+            self._transition(group, GroupState.PREPARING_REBALANCE, now_ms)
         return done + self._maybe_complete_join(now_ms, group)
 
     def _maybe_complete_join(self, now_ms: int, group: Group) -> list[Completion]:
@@ -640,14 +732,14 @@ class GroupCoordinator:
             self._remove_member(group, member_id)
         group.generation_id += 1
         if not group.members:
-            group.state = GroupState.EMPTY
+            self._transition(group, GroupState.EMPTY, now_ms)
             group.protocol_name = None
             group.leader_id = None
             return []
         group.protocol_name = self._select_protocol(group)
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
-        group.state = GroupState.COMPLETING_REBALANCE
+        self._transition(group, GroupState.COMPLETING_REBALANCE, now_ms)
         done = []
         for member in group.members.values():
             member.assignment = b""
@@ -656,6 +748,11 @@ class GroupCoordinator:
                 done.append(Completion(member.join_token, self._join_result(group, member.member_id)))
                 member.join_token = None
         return done
+
+    @staticmethod
+    def _transition(group: Group, state: GroupState, now_ms: int) -> None:
+        """ClassicGroup.transitionTo: the state and when it was entered."""
+        group.state, group.state_timestamp_ms = state, now_ms
 
     @staticmethod
     def _select_protocol(group: Group) -> str:

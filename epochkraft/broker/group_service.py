@@ -1,8 +1,9 @@
 """Asyncio edge of the group coordinator: futures for waiting joins and syncs, a tick timer, durable commits.
 
 The sans-IO GroupCoordinator decides; this class turns its completions into awaited results, runs its
-deadlines on a timer, and writes offset commits to the replicated ``__consumer_offsets`` topic before
-applying them. The broker supplies an ``OffsetsTopic`` port that knows which broker leads each offsets
+deadlines on a timer, and writes offset commits and classic groups' GroupMetadata records (the leader's
+assignment before the group is Stable, a group left Empty, a group's tombstone) to the replicated
+``__consumer_offsets`` topic before applying them. The broker supplies an ``OffsetsTopic`` port that knows which broker leads each offsets
 partition and can append to it with acks=all.
 """
 
@@ -20,7 +21,8 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from epochkraft.broker import consumer_group_classic, consumer_group_records
+from epochkraft.broker import classic_group_records, consumer_group_classic, consumer_group_records
+from epochkraft.broker.classic_group_records import group_metadata_key
 from epochkraft.broker.consumer_group import (
     ConsumerGroupCoordinator,
     ConsumerGroupSettings,
@@ -33,7 +35,9 @@ from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
     GroupCoordinator,
+    GroupState,
     JoinResult,
+    StoreGroup,
     SyncResult,
     coordinator_partition,
     json_offset_record_key,
@@ -41,7 +45,7 @@ from epochkraft.broker.group_coordinator import (
     offset_record_value,
     parse_offset_record,
 )
-from epochkraft.broker.group_record_serde import RecordError, is_json_record
+from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
@@ -94,6 +98,15 @@ class OffsetsTopic(Protocol):
         epoch) makes it a transactional batch of that producer."""
 
 
+class Tombstone(Enum):
+    """A record's deletion, where None already means no record."""
+
+    TOMBSTONE = "tombstone"
+
+
+TOMBSTONE = Tombstone.TOMBSTONE
+
+
 class TxnOutcome(Enum):
     COMMIT = "commit"
     ABORT = "abort"
@@ -140,6 +153,7 @@ class GroupService:
         self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes whose write failed
         # offsets loaded from JSON records (before Kafka's format): their tombstones cover those keys too
         self._json_offsets: set[tuple[str, str, int]] = set()
+        self._classic_written: dict[str, GroupMetadataValue] = {}  # group -> its GroupMetadata record live
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -147,6 +161,7 @@ class GroupService:
         self._next_record_offset = 0  # above every loaded record's offset: the order of commits written here
         self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
+        self._stores: set[asyncio.Task[None]] = set()  # leaders' assignments being written
 
     @staticmethod
     def now_ms() -> int:
@@ -169,6 +184,7 @@ class GroupService:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
+            await self.store_empty_groups(list(self.coordinator.groups))
             await self.persist_ticked_consumer_groups(now)
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
@@ -200,10 +216,29 @@ class GroupService:
         for group_id, partitions in self.coordinator.decide_expired_offsets(now_ms).items():
             if self.coordinator_error(group_id) != ErrorCode.none or self.consumer_groups.is_live(group_id):
                 continue
-            if await self._tombstone(group_id, partitions) == ErrorCode.none:
+            all_expired = set(partitions) == set(self.coordinator.committed_offsets(group_id))
+            deleted = all_expired and self._deletable_classic_group(group_id)
+            if await self._tombstone(group_id, partitions, deleted) == ErrorCode.none:
                 log.info("expired committed offsets", group=group_id, partitions=len(partitions))
                 if not self.coordinator.committed_offsets(group_id):
                     self.coordinator.remove_group(group_id)
+        for group_id in self.coordinator.empty_groups_without_offsets():
+            if self.coordinator_error(group_id) != ErrorCode.none or not self._deletable_classic_group(
+                group_id
+            ):
+                continue
+            if await self._tombstone(group_id, [], group_tombstone=True) == ErrorCode.none:
+                self.coordinator.remove_group(group_id)
+
+    def _deletable_classic_group(self, group_id: str) -> bool:
+        """An Empty classic group, which cleanupGroupMetadata deletes with a GroupMetadata tombstone once
+        its offsets are gone (maybeDeleteGroup); an empty consumer group of that id stays."""
+        group = self.coordinator.groups.get(group_id)
+        return (
+            group is not None
+            and group.state == GroupState.EMPTY
+            and group_id not in self.consumer_groups.groups
+        )
 
     def _complete(self, completions: Iterable[Completion]) -> None:
         for completion in completions:
@@ -276,6 +311,8 @@ class GroupService:
                     key=None if record.key is None else record.key.hex(),
                     error=str(exc),
                 )
+        classic = [g for g in self.coordinator.groups if self.partition_for(g) == partition]
+        self.coordinator.on_loaded(self.now_ms(), classic)
         loaded = [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
         self.consumer_groups.on_loaded(self.now_ms(), loaded, topics)
         for group_id in loaded:
@@ -300,6 +337,8 @@ class GroupService:
         if record.key is None:
             return
         parsed = parse_offset_record(record.key, record.value)
+        if parsed is None and self._replay_group_metadata(record.key, record.value):
+            return
         if parsed is None:
             consumer_group_records.replay(self.consumer_groups, record.key, record.value)
             group_id = consumer_group_records.json_record_group(record.key)
@@ -319,6 +358,22 @@ class GroupService:
                 partition, record.producer_id, group_id, {(topic, index): offset}
             )
 
+    def _replay_group_metadata(self, key: bytes, value: bytes | None) -> bool:
+        """A classic group's GroupMetadata record replayed; False for a record of another kind."""
+        parsed = classic_group_records.parse(key, value)
+        if parsed is None:
+            return False
+        group_id, record_value = parsed
+        loaded = (
+            None if record_value is None else classic_group_records.group_from_record(group_id, record_value)
+        )
+        self.coordinator.replay_group_metadata(group_id, loaded)
+        if record_value is None:
+            self._classic_written.pop(group_id, None)
+        else:
+            self._classic_written[group_id] = record_value
+        return True
+
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups move to the new coordinator."""
         self._loaded.discard(partition)
@@ -327,6 +382,8 @@ class GroupService:
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
         for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
             del self._consumer_groups_written[group_id]
+        for group_id in [g for g in self._classic_written if self.partition_for(g) == partition]:
+            del self._classic_written[group_id]
         self._json_offsets = {o for o in self._json_offsets if self.partition_for(o[0]) != partition}
         for group_id in [g for g in self._consumer_group_changes if self.partition_for(g) == partition]:
             del self._consumer_group_changes[group_id]
@@ -336,10 +393,19 @@ class GroupService:
 
     # ---- membership -----------------------------------------------------------------------------------
     async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
+        token, future = self._waiter()
+        self._complete(call(token))
+        return await self._result(token, future)
+
+    def _waiter(self) -> tuple[int, asyncio.Future[JoinResult | SyncResult]]:
         token = next(self._tokens)
         future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = future
-        self._complete(call(token))
+        return token, future
+
+    async def _result(
+        self, token: int, future: asyncio.Future[JoinResult | SyncResult]
+    ) -> JoinResult | SyncResult:
         try:
             return await future
         finally:
@@ -421,18 +487,79 @@ class GroupService:
                 protocol_name=protocol_name,
                 topics=topics,
             )
-        result = await self._wait(
-            lambda token: self.coordinator.sync_group(
-                self.now_ms(),
-                token,
-                group_id=group_id,
-                generation_id=generation_id,
-                member_id=member_id,
-                assignments=assignments,
-            )
+        token, future = self._waiter()
+        done, store = self.coordinator.sync_group(
+            self.now_ms(),
+            token,
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            assignments=assignments,
         )
+        self._complete(done)
+        try:
+            if store is not None:  # finished even if this request is dropped: the followers wait on it
+                group = self.coordinator.groups[group_id]
+                value = classic_group_records.group_metadata_value(group, store.assignments)
+                write = asyncio.create_task(self._store_group(store, value))
+                self._stores.add(write)
+                write.add_done_callback(self._stores.discard)
+                await asyncio.shield(write)
+            result = await future
+        finally:
+            self._waiters.pop(token, None)
         assert isinstance(result, SyncResult)
         return result
+
+    async def _store_group(self, store: StoreGroup, value: GroupMetadataValue) -> None:
+        """completeClassicGroupSync: the leader's assignment written as the group's GroupMetadata record
+        (acks=all) before the group is Stable and the syncs are answered; a failed write answers them the
+        error as clients know it and the group rebalances."""
+        key = group_metadata_key(store.group_id)
+        try:
+            error = await self.offsets_topic.append(
+                self.partition_for(store.group_id), [(key, value_bytes(value))]
+            )
+        except Exception as exc:  # the waiting syncs are answered all the same
+            log.warning("could not write a group's assignment", group=store.group_id, error=str(exc))
+            error = ErrorCode.unknown_server_error
+        if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
+            self._classic_written[store.group_id] = value
+        self._complete(self.coordinator.complete_store(self.now_ms(), store, normalize_append_error(error)))
+
+    async def store_empty_groups(self, group_ids: Iterable[str]) -> None:
+        """completeClassicGroupJoin's record when a rebalance left a group Empty: its new generation
+        without members. A failure is logged (Kafka only warns) and the write tried again at the next ticks."""
+        for group_id in group_ids:
+            value = self._empty_record_due(group_id)
+            if value is None:
+                continue
+            key = group_metadata_key(group_id)
+            try:
+                error = await self.offsets_topic.append(
+                    self.partition_for(group_id), [(key, value_bytes(value))]
+                )
+            except Exception as exc:  # the ticks go on
+                error, reason = ErrorCode.unknown_server_error, str(exc)
+            else:
+                reason = error.name
+            if error == ErrorCode.none:
+                self._classic_written[group_id] = value
+            else:
+                log.warning("could not write an empty group's metadata", group=group_id, error=reason)
+
+    def _empty_record_due(self, group_id: str) -> GroupMetadataValue | None:
+        """The Empty record of a classic group that had members and whose generation without them is not
+        written yet; None otherwise (a consumer group of that id holds it, or it is coordinated elsewhere)."""
+        group = self.coordinator.groups.get(group_id)
+        if group is None or group.state != GroupState.EMPTY or group.protocol_type is None:
+            return None
+        written = self._classic_written.get(group_id)
+        if written is not None and written.generation == group.generation_id and not written.members:
+            return None
+        if group_id in self.consumer_groups.groups or self.coordinator_error(group_id) != ErrorCode.none:
+            return None
+        return classic_group_records.group_metadata_value(group, {})
 
     async def consumer_heartbeat(self, request: HeartbeatRequest, topics: TopicsImage) -> HeartbeatResult:
         """A ConsumerGroupHeartbeat, answered once the group's changes are written (acks=all)."""
@@ -484,6 +611,11 @@ class GroupService:
             return ErrorCode.none
         written = self._consumer_groups_written.setdefault(group_id, {})
         records = consumer_group_records.records_to_write(group, written)
+        classic = self._conversion_record(group_id, bool(records))
+        if isinstance(classic, Tombstone):
+            records = [(group_metadata_key(group_id), None), *records]
+        elif classic is not None:
+            records = [*records, (group_metadata_key(group_id), value_bytes(classic))]
         if not records:
             return ErrorCode.none
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
@@ -495,7 +627,24 @@ class GroupService:
                     written[key] = value
             if group is None:
                 del self._consumer_groups_written[group_id]
+            if isinstance(classic, GroupMetadataValue):
+                self._classic_written[group_id] = classic
+            elif isinstance(classic, Tombstone):
+                self._classic_written.pop(group_id, None)
         return error
+
+    def _conversion_record(self, group_id: str, tombstoning: bool) -> GroupMetadataValue | Tombstone | None:
+        """The GroupMetadata record written with a consumer group's records, as Kafka's conversions: its
+        tombstone, first, when a consumer group took the id of a classic group (convertToConsumerGroup, or
+        an empty classic group replaced); the classic group's record, after the consumer group's
+        tombstones (``tombstoning``), when the consumer group became it (convertToClassicGroup's
+        createClassicGroupRecords, each member with its assignment); None otherwise."""
+        if group_id in self.consumer_groups.groups:
+            return TOMBSTONE if group_id in self._classic_written else None
+        classic = self.coordinator.classic_group_of(group_id)
+        if classic is None or not tombstoning or group_id in self._classic_written:
+            return None
+        return classic_group_records.synced_value(classic)
 
     def heartbeat(
         self, *, group_id: str, generation_id: int, member_id: str, instance_id: str | None = None
@@ -528,6 +677,7 @@ class GroupService:
             self.now_ms(), group_id=group_id, member_ids=[m for m, _ in members]
         )
         self._complete(done)
+        await self.store_empty_groups([group_id])
         return top, errors
 
     # ---- offsets ---------------------------------------------------------------------------------------
@@ -664,7 +814,7 @@ class GroupService:
         if error == ErrorCode.group_id_not_found and consumer_group_existed:
             error = ErrorCode.none
         if error == ErrorCode.none:
-            error = await self._tombstone(group_id, offsets)
+            error = await self._tombstone(group_id, offsets, group_tombstone=not consumer_group_existed)
         if error == ErrorCode.none:
             self.coordinator.remove_group(group_id)
         return error
@@ -688,19 +838,27 @@ class GroupService:
                 return written, {}
         return error, results
 
-    async def _tombstone(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
-        if not partitions:
-            return ErrorCode.none
+    async def _tombstone(
+        self, group_id: str, partitions: list[tuple[str, int]], group_tombstone: bool = False
+    ) -> ErrorCode:
+        """The offsets' tombstones, then with ``group_tombstone`` the classic group's GroupMetadata one
+        (ClassicGroup.createGroupTombstoneRecords, which Kafka writes for every classic group deleted)."""
         records: list[tuple[bytes, bytes | None]] = [
             (offset_record_key(group_id, t, p), None) for t, p in partitions
         ]
         legacy = [(group_id, t, p) for t, p in partitions if (group_id, t, p) in self._json_offsets]
         records += [(json_offset_record_key(*offset), None) for offset in legacy]
+        if group_tombstone:
+            records.append((group_metadata_key(group_id), None))
+        if not records:
+            return ErrorCode.none
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error == ErrorCode.none:
             self._json_offsets.difference_update(legacy)
             for topic, partition in partitions:
                 self.coordinator.apply_offset(group_id, topic, partition, None)
+            if group_tombstone:
+                self._classic_written.pop(group_id, None)
         return normalize_append_error(error)
 
     def list_groups(self) -> list[tuple[str, str, str]]:

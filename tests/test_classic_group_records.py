@@ -1,0 +1,400 @@
+"""A classic group's membership in ``__consumer_offsets``, as Kafka's GroupMetadataManagerTest: the leader's
+SyncGroup writes the GroupMetadata record before anyone is answered (its failure answered as Kafka's), a
+group left Empty and a deleted or converted group are written, and a new coordinator replays the record into
+the same group, Stable with its members, whose sessions run from the load."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from epochkraft.broker import classic_group_records
+from epochkraft.broker import group_record_serde as serde
+from epochkraft.broker.classic_group_records import group_from_record, group_metadata_key
+from epochkraft.broker.consumer_group import HeartbeatRequest
+from epochkraft.broker.consumer_group_classic import ClassicJoin
+from epochkraft.broker.consumer_protocol import serialize_assignment
+from epochkraft.broker.group_coordinator import (
+    GroupCoordinator,
+    GroupSettings,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from epochkraft.broker.group_record_serde import RecordType
+from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
+from epochkraft.protocol.errors import ErrorCode
+from tests.test_consumer_group import Topics
+from tests.test_group_coordinator import MemoryOffsetsTopic
+from tests.test_group_migration import subscription
+
+SUBSCRIPTION = subscription()
+PROTOCOLS = (("range", SUBSCRIPTION), ("cooperative-sticky", SUBSCRIPTION))
+GROUP_KEY = group_metadata_key("g")
+FOO_0, FOO_1 = (serialize_assignment({"foo": frozenset({p})}, 1) for p in (0, 1))
+
+
+class GatedOffsetsTopic(MemoryOffsetsTopic):
+    """Appends wait for ``gate`` (when set), then raise ``raises`` or answer ``error`` (a failed one appends
+    nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+        self.error = ErrorCode.none
+        self.raises: Exception | None = None
+
+    async def append(self, partition, entries, producer=None) -> ErrorCode:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.raises is not None:
+            raise self.raises
+        if self.error != ErrorCode.none:
+            return self.error
+        return await super().append(partition, entries, producer)
+
+
+class Classic:
+    """A group service over an in-memory __consumer_offsets, with a classic consumer's verbs on group g."""
+
+    def __init__(self, max_size: int = 2**31 - 1) -> None:
+        self.topic = GatedOffsetsTopic()
+        settings = GroupSettings(initial_rebalance_delay_ms=0, max_size=max_size)
+        self.service = GroupService(self.topic, GroupCoordinator(settings))
+        self.service.load_partition(0, [])  # this broker coordinates the group
+        self.topics = Topics()
+        self.topics.create("foo", 2)
+
+    async def join(self, member_id: str = "", client_id: str = "client") -> JoinResult:
+        request = ClassicJoin(
+            "g", member_id, None, "consumer", PROTOCOLS, 10_000, 20_000, client_id, "/127.0.0.1",
+            require_known_member_id=False,
+        )  # fmt: skip
+        return await self.service.join(request, self.topics)
+
+    async def sync(self, member_id: str, generation: int, assignments=None) -> SyncResult:
+        return await self.service.sync(
+            self.topics, group_id="g", generation_id=generation, member_id=member_id,
+            assignments=assignments or {},
+        )  # fmt: skip
+
+    async def stable_group_of_two(self) -> tuple[str, str]:
+        """a, then b joining: generation 2, a the leader; both synced (a owns foo-0, b foo-1)."""
+        a = await self.join(client_id="a")
+        assert (await self.sync(a.member_id, 1, {a.member_id: b"a-1"})).error == ErrorCode.none
+        b_join = asyncio.create_task(self.join(client_id="b"))
+        await asyncio.sleep(0)  # b waits in its join for a to rejoin
+        await self.join(a.member_id, client_id="a")
+        b = await b_join
+        assert b.generation_id == 2 and b.leader == a.member_id
+        synced = await asyncio.gather(
+            self.sync(b.member_id, 2), self.sync(a.member_id, 2, {a.member_id: FOO_0, b.member_id: FOO_1})
+        )
+        assert [s.error for s in synced] == [ErrorCode.none, ErrorCode.none]
+        return a.member_id, b.member_id
+
+    def group_records(self) -> list[tuple[str, serde.GroupMetadataValue | None]]:
+        return [
+            parsed
+            for key, value in self.topic.records
+            if (parsed := classic_group_records.parse(key, value)) is not None
+        ]
+
+    def successor(self) -> GroupService:
+        """A new coordinator loading the records written so far."""
+        successor = GroupService(MemoryOffsetsTopic())
+        successor.load_partition(
+            0, [LoggedOffsetRecord(k, v, offset=i) for i, (k, v) in enumerate(self.topic.records)]
+        )
+        return successor
+
+
+def member_value(i: int, rebalance_timeout: int) -> serde.GroupMetadataMember:
+    return serde.GroupMetadataMember(
+        f"member-{i}", f"group-instance-id-{i}", f"client-{i}", f"host-{i}", rebalance_timeout, 4000,
+        SUBSCRIPTION, b"\x02",
+    )  # fmt: skip
+
+
+def loaded(max_size: int = 2**31 - 1, rebalance_timeout: int = 9000) -> GroupCoordinator:
+    coordinator = GroupCoordinator(GroupSettings(max_size=max_size))
+    members = tuple(member_value(i, rebalance_timeout) for i in range(2))
+    value = serde.GroupMetadataValue("consumer", 1, "range", "member-0", 1234, members)
+    coordinator.replay_group_metadata("group-id", group_from_record("group-id", value))
+    return coordinator
+
+
+# ---- replay and load (sans-IO) ----------------------------------------------------------------------
+@pytest.mark.parametrize("use_default_rebalance_timeout", [True, False])
+def test_replay_group_metadata_records(use_default_rebalance_timeout):
+    """GroupMetadataManagerTest.testReplayGroupMetadataRecords: the group is Stable at the record's
+    generation, protocol, leader and state timestamp; each member has the chosen protocol alone, its
+    subscription and assignment, and a rebalance timeout of -1 (a version 0 record) taken as its session's."""
+    coordinator = loaded(rebalance_timeout=-1 if use_default_rebalance_timeout else 9000)
+    group = coordinator.groups["group-id"]
+    assert (group.state, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id) == (
+        GroupState.STABLE, 1, "consumer", "range", "member-0",
+    )  # fmt: skip
+    assert group.state_timestamp_ms == 1234
+    for i, member in enumerate(group.members.values()):
+        assert (member.member_id, member.group_instance_id, member.client_id, member.client_host) == (
+            f"member-{i}", f"group-instance-id-{i}", f"client-{i}", f"host-{i}",
+        )  # fmt: skip
+        assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (
+            4000,
+            4000 if use_default_rebalance_timeout else 9000,
+        )
+        assert member.protocols == (("range", SUBSCRIPTION),)
+        assert member.assignment == member.synced_assignment == b"\x02"
+
+
+def test_replay_group_metadata_tombstone_keeps_the_offsets():
+    """A GroupMetadata tombstone removes the group (GroupMetadataManager.replay: removeGroup); its offsets,
+    kept apart in Kafka's OffsetMetadataManager, stay for a group that still has some."""
+    coordinator = loaded()
+    coordinator.groups["group-id"].offsets[("t", 0)] = object()  # type: ignore[assignment]
+    coordinator.replay_group_metadata("group-id", None)
+    group = coordinator.groups["group-id"]
+    assert (group.state, group.members, list(group.offsets)) == (GroupState.EMPTY, {}, [("t", 0)])
+    empty = serde.GroupMetadataValue("", 0, None, None, -1, ())
+    coordinator.replay_group_metadata("group-id", group_from_record("group-id", empty))
+    assert coordinator.groups["group-id"].state == GroupState.EMPTY
+    coordinator.groups["group-id"].offsets.clear()
+    coordinator.replay_group_metadata("group-id", None)
+    assert "group-id" not in coordinator.groups
+
+
+def test_on_loaded_exceed_group_max_size_triggers_rebalance():
+    """GroupMetadataManagerTest.testOnLoadedExceedGroupMaxSizeTriggersRebalance: a group loaded with more
+    members than group.max.size (lowered since) prepares a rebalance, its members kept until then."""
+    coordinator = loaded(max_size=1)
+    coordinator.on_loaded(5000, ["group-id"])
+    group = coordinator.groups["group-id"]
+    assert (group.state, len(group.members)) == (GroupState.PREPARING_REBALANCE, 2)
+
+
+def test_on_loaded_schedules_classic_group_member_heartbeats():
+    """GroupMetadataManagerTest.testOnLoadedSchedulesClassicGroupMemberHeartbeats: each loaded member's
+    session (4000 ms) runs from the load, so members that never come back are removed."""
+    coordinator = loaded()
+    coordinator.on_loaded(5000, ["group-id"])
+    coordinator.tick(9000)
+    assert len(coordinator.groups["group-id"].members) == 2
+    coordinator.tick(9001)
+    group = coordinator.groups["group-id"]
+    assert (group.state, group.members, group.generation_id) == (GroupState.EMPTY, {}, 2)
+
+
+# ---- writing (through the group service) -------------------------------------------------------------
+async def test_sync_group_leader_after_follower():
+    """GroupMetadataManagerTest.testSyncGroupLeaderAfterFollower: the follower's sync waits; the leader's
+    writes one GroupMetadata record (generation, protocol, leader, every member with its subscription and
+    assignment) and only once it is written is the group Stable and each sync answered."""
+    c = Classic()
+    a = await c.join(client_id="a")
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    b_join = asyncio.create_task(c.join(client_id="b"))
+    await asyncio.sleep(0)
+    await c.join(a.member_id, client_id="a")
+    b = await b_join
+    c.topic.records.clear()
+    follower = asyncio.create_task(c.sync(b.member_id, 2))
+    await asyncio.sleep(0)
+    c.topic.gate = asyncio.Event()
+    leader = asyncio.create_task(c.sync(a.member_id, 2, {a.member_id: b"a-2", b.member_id: b"b-2"}))
+    await asyncio.sleep(0.01)
+    group = c.service.coordinator.groups["g"]
+    assert not follower.done() and not leader.done() and c.topic.records == []
+    assert group.state == GroupState.COMPLETING_REBALANCE
+    c.topic.gate.set()
+    assert (await follower).assignment == b"b-2" and (await leader).assignment == b"a-2"
+    assert group.state == GroupState.STABLE
+    ((group_id, value),) = c.group_records()
+    assert group_id == "g" and value is not None
+    assert (value.protocol_type, value.generation, value.protocol, value.leader) == (
+        "consumer", 2, "range", a.member_id,
+    )  # fmt: skip
+    assert [(m.member_id, m.client_id, m.session_timeout, m.rebalance_timeout) for m in value.members] == [
+        (a.member_id, "a", 10_000, 20_000),
+        (b.member_id, "b", 10_000, 20_000),
+    ]
+    assert [(m.subscription, m.assignment) for m in value.members] == [
+        (SUBSCRIPTION, b"a-2"),
+        (SUBSCRIPTION, b"b-2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("append_error", "answered"),
+    [
+        (ErrorCode.not_leader_or_follower, ErrorCode.not_coordinator),
+        (ErrorCode.not_enough_replicas, ErrorCode.coordinator_not_available),
+        (ErrorCode.message_too_large, ErrorCode.unknown_server_error),
+    ],
+)
+async def test_sync_group_as_leader_append_failure_transforms_error(append_error, answered):
+    """GroupMetadataManagerTest.testSyncGroupAsLeaderAppendFailureTransformsError: the leader's record is
+    not written; the syncs are answered the error as clients know it (appendGroupMetadataErrorToResponseError)
+    and the group rebalances, holding no assignment."""
+    c = Classic()
+    a = await c.join()
+    c.topic.error = append_error
+    assert (await c.sync(a.member_id, 1, {a.member_id: b"a-1"})).error == answered
+    group = c.service.coordinator.groups["g"]
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert group.members[a.member_id].assignment == b""
+    assert c.group_records() == []
+
+
+async def test_heartbeat_expiration_should_remove_member():
+    """GroupMetadataManagerTest.testHeartbeatExpirationShouldRemoveMember (and testNewMemberTimeoutCompletion):
+    the last member's session expires, and the group's next generation is written without members."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    later = c.service.now_ms() + 60_000
+    c.service.coordinator.tick(later)
+    await c.service.store_empty_groups(["g"])
+    assert c.group_records()[-1] == ("g", serde.GroupMetadataValue("consumer", 2, None, None, later, ()))
+    await c.service.store_empty_groups(["g"])  # written once
+    assert len(c.group_records()) == 2
+
+
+@pytest.mark.parametrize("failure", ["error", "exception"])
+async def test_empty_group_write_failure_is_tried_again(failure):
+    """A failed write of the Empty record is logged (Kafka only warns), does not stop the ticks that write
+    it, and is written at a later tick once the topic takes it."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    if failure == "error":
+        c.topic.error = ErrorCode.not_enough_replicas
+    else:
+        c.topic.raises = OSError("the log is gone")
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    await c.service.store_empty_groups(["g"])
+    assert len(c.group_records()) == 1
+    c.topic.error, c.topic.raises = ErrorCode.none, None
+    await c.service.store_empty_groups(["g"])
+    _, value = c.group_records()[-1]
+    assert value is not None and (value.generation, value.members) == (2, ())
+
+
+async def test_last_member_leaving_writes_the_empty_group():
+    """LeaveGroup of the last member completes the rebalance with nobody: the Empty generation is written,
+    and a new coordinator loads the group Empty at it, the time it became empty kept for its offsets'
+    expiry."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    assert await c.service.leave(group_id="g", members=[(a.member_id, None)]) == (
+        ErrorCode.none,
+        [ErrorCode.none],
+    )
+    _, value = c.group_records()[-1]
+    assert value is not None and (value.generation, value.members) == (2, ())
+    group = c.successor().coordinator.groups["g"]
+    assert (group.state, group.generation_id, group.members) == (GroupState.EMPTY, 2, {})
+    assert group.empty_since_ms == value.current_state_timestamp
+
+
+async def test_classic_group_resumed_by_a_new_coordinator():
+    """The coordinator fails over: the new one loads the group Stable at the same generation with the same
+    members, protocol, leader and assignments, so the members go on heartbeating and committing with their
+    generation, without rejoining."""
+    c = Classic()
+    a, b = await c.stable_group_of_two()
+    before = c.service.coordinator.groups["g"]
+    successor = c.successor()
+    after = successor.coordinator.groups["g"]
+    assert (after.state, after.generation_id, after.protocol_name, after.leader_id) == (
+        GroupState.STABLE, 2, "range", a,
+    )  # fmt: skip
+    assert [(m.member_id, m.client_id, m.assignment) for m in after.members.values()] == [
+        (m.member_id, m.client_id, m.assignment) for m in before.members.values()
+    ]
+    for member_id in (a, b):
+        assert successor.heartbeat(group_id="g", generation_id=2, member_id=member_id) == ErrorCode.none
+    entry = OffsetCommitEntry("foo", 0, 5, -1, "")
+    assert await successor.commit(group_id="g", generation_id=2, member_id=b, entries=[entry]) == [
+        ErrorCode.none
+    ]
+
+
+async def test_classic_group_delete():
+    """GroupMetadataManagerTest.testClassicGroupDelete: DeleteGroups of an Empty classic group writes its
+    offsets' tombstones, then its GroupMetadata tombstone; a new coordinator has no group."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.commit(
+        group_id="g", generation_id=1, member_id=a.member_id, entries=[OffsetCommitEntry("foo", 0, 5, -1, "")]
+    )
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    assert await c.service.delete_group("g") == ErrorCode.none
+    assert c.topic.records[-1] == (GROUP_KEY, None)
+    assert c.topic.records[-2][1] is None  # the offset's tombstone before it
+    assert "g" not in c.successor().coordinator.groups
+
+
+async def test_classic_group_maybe_delete():
+    """GroupMetadataManagerTest.testClassicGroupMaybeDelete (through cleanupGroupMetadata): an Empty group
+    without offsets is deleted with a GroupMetadata tombstone; one preparing a rebalance is not."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    c.service.coordinator.groups["g"].state = GroupState.PREPARING_REBALANCE
+    await c.service.expire_offsets(c.service.now_ms())
+    assert "g" in c.service.coordinator.groups
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    await c.service.expire_offsets(c.service.now_ms())
+    assert c.topic.records[-1] == (GROUP_KEY, None)
+    assert "g" not in c.service.coordinator.groups and "g" not in c.successor().coordinator.groups
+
+
+async def test_consumer_group_heartbeat_with_stable_classic_group():
+    """GroupMetadataManagerTest.testConsumerGroupHeartbeatWithStableClassicGroup: a consumer protocol
+    member converts the classic group; its GroupMetadata tombstone comes first in the write, so a new
+    coordinator loads the consumer group alone, the classic members in it."""
+    c = Classic()
+    a, b = await c.stable_group_of_two()
+    c.topic.records.clear()
+    request = HeartbeatRequest(
+        "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
+    )
+    assert (await c.service.consumer_heartbeat(request, c.topics)).error == ErrorCode.none
+    assert c.topic.records[0] == (GROUP_KEY, None)
+    assert len(c.group_records()) == 1
+    c.topic.records[:0] = c.topic.records  # the classic group's earlier records come before
+    successor = c.successor()
+    assert successor.coordinator.classic_group_of("g") is None
+    assert set(successor.consumer_groups.groups["g"].members) == {a, b, "m"}
+
+
+async def test_last_consumer_protocol_member_leaving_consumer_group():
+    """GroupMetadataManagerTest.testLastConsumerProtocolMemberLeavingConsumerGroup: the consumer group's
+    tombstones, then the classic group it became (createClassicGroupRecords: each member with its
+    assignment), so a new coordinator loads the classic group."""
+    c = Classic()
+    a, b = await c.stable_group_of_two()
+    join = HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={})
+    joined = await c.service.consumer_heartbeat(join, c.topics)
+    assert joined.error == ErrorCode.none
+    leave = HeartbeatRequest("g", "m", -1)
+    assert (await c.service.consumer_heartbeat(leave, c.topics)).error == ErrorCode.none
+    assert c.topic.records[-1][0] == GROUP_KEY
+    tombstones = [k for k, v in c.topic.records[:-1] if v is None]
+    assert tombstones and all(k[:2] != GROUP_KEY[:2] for k in tombstones[1:])
+    _, value = c.group_records()[-1]
+    assert value is not None and {m.member_id for m in value.members} == {a, b}
+    successor = c.successor()
+    assert "g" not in successor.consumer_groups.groups
+    classic = successor.coordinator.classic_group_of("g")
+    assert classic is not None and set(classic.members) == {a, b}
+
+
+def test_group_metadata_record_type():
+    """The key of a classic group's record is Kafka's GroupMetadataKey (type 2)."""
+    assert serde.parse_key(GROUP_KEY) == serde.GroupMetadataKey("g")
+    assert int.from_bytes(GROUP_KEY[:2], "big") == RecordType.GROUP_METADATA
