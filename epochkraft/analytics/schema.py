@@ -49,6 +49,8 @@ FIELDS = [
     ("PartitionCount", "double", (int, float)),
     ("BrokerEpoch", "double", (int, float)),
     ("MetadataOffset", "double", (int, float)),
+    ("NumIncrementalFetchSessions", "double", (int, float)),
+    ("NumIncrementalFetchPartitionsCached", "double", (int, float)),
     ("IsrShrinksPerSec", "double", (int, float)),
     ("IsrExpandsPerSec", "double", (int, float)),
     ("FailedIsrUpdatesPerSec", "double", (int, float)),

@@ -723,9 +723,9 @@ class _Connection(asyncio.BufferedProtocol):
             throttle = max(throttle, fetch_throttle)
             if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
                 # A fetch throttled by either quota is answered empty and its bytes taken back
-                # (KafkaApis.handleFetchRequest).
+                # (KafkaApis.handleFetchRequest); its fetch session goes on.
                 quotas.fetch.unrecord(user, client_id, size, now_ms)
-                response = fetch_response.encode_response(ctx.api_version, [])
+                response = fetch_response.throttled(ctx.api_version, response)
         throttle = max(throttle, _throttle_of(response))
         if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
             response = _with_throttle(response, throttle)
