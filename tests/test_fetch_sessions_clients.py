@@ -133,6 +133,7 @@ async def client_produce(cluster: LocalCluster, topic: str, partition: int):
         await client.close()
 
 
+@pytest.mark.peers  # Kafka's jars
 def test_java_consumer_reads_partitions_over_incremental_sessions(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
