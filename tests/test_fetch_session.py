@@ -448,3 +448,17 @@ def test_no_session_without_cache_slots():
     fm = manager(slots=0)
     context = new_context(fm, INVALID_SESSION_ID, INITIAL_EPOCH, {(FOO, 0): data(0)})
     assert context.response([((FOO, 0), answer(0, 1, 0))], 0).session_id == INVALID_SESSION_ID
+
+
+def test_a_response_not_sent_is_sent_again():
+    """A throttled Fetch's answer is built and then replaced by an empty one: the session sends every
+    partition again next time, so a high watermark the lost answer carried still reaches the client."""
+    fm = manager()
+    tp0, tp1 = (FOO, 0), (FOO, 1)
+    session_id = full_session(fm, {tp0: answer(0, 10, 0), tp1: answer(1, 10, 0)})
+    lost = new_context(fm, session_id, 1).response([(tp0, answer(0, 11, 0)), (tp1, answer(1, 10, 0))], 0)
+    assert sent(lost) == [tp0]
+    fm.resend_all(session_id)
+    again = new_context(fm, session_id, 2).response([(tp0, answer(0, 11, 0)), (tp1, answer(1, 10, 0))], 0)
+    assert sent(again) == [tp0, tp1]
+    fm.resend_all(session_id + 1)  # a session gone meanwhile: nothing to do

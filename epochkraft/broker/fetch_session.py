@@ -355,6 +355,15 @@ class FetchManager:
             return FullFetchContext(self.cache, fetch_data, version >= FIRST_TOPIC_ID_VERSION, is_follower)
         return self._incremental(version, session_id, epoch, fetch_data, to_forget, now_ms)
 
+    def resend_all(self, session_id: int) -> None:
+        """A response of the session was built but not sent (a throttled Fetch is answered empty): the
+        session took what it carried as told, so every partition goes out again in the next response and
+        nothing is lost. Kafka builds no response for a throttled Fetch; this one was built before the
+        quota's verdict."""
+        session = self.cache.get(session_id)
+        for cached in session.partitions.values() if session is not None else ():
+            cached.high_watermark = -1
+
     def _incremental(
         self,
         version: int,

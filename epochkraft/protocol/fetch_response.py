@@ -151,12 +151,18 @@ def encode_response(
     return pieces
 
 
+def session_of(version: int, pieces: Sequence[bytes | memoryview]) -> tuple[int, int]:
+    """The top-level error code and session id of an encoded response (none and 0 before v7)."""
+    if version < 7 or not pieces:
+        return ErrorCode.none, 0
+    _throttle, error, session_id = _TOP.unpack_from(pieces[0], 0)
+    return error, session_id
+
+
 def throttled(version: int, pieces: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
     """The empty answer a throttled Fetch gets instead of ``pieces``, keeping their fetch session's error
     and id (IncrementalFetchContext.getThrottledResponse), so the client's session goes on."""
-    if version < 7 or not pieces:
-        return encode_response(version, [])
-    _throttle, error, session_id = _TOP.unpack_from(pieces[0], 0)
+    error, session_id = session_of(version, pieces)
     return encode_response(version, [], error_code=error, session_id=session_id)
 
 

@@ -43,6 +43,7 @@ from epochkraft.broker.fetch_session import (
     PartitionKey,
     TopicKey,
 )
+from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
@@ -183,6 +184,16 @@ def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey
         else:
             topics.append((topic, [answer]))
     return topics
+
+
+def throttled_response(ctx: RequestContext, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its session's id
+    and error (FetchContext.getThrottledResponse); the session sends every partition again next time, since
+    the answer it built is not sent."""
+    _error, session_id = fetch_response.session_of(ctx.api_version, pieces)
+    if session_id != INVALID_SESSION_ID:
+        ctx.broker.replica_manager.fetch_manager.resend_all(session_id)
+    return fetch_response.throttled(ctx.api_version, pieces)
 
 
 def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
