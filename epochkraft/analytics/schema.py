@@ -54,6 +54,7 @@ FIELDS = [
     ("IsrShrinksPerSec", "double", (int, float)),
     ("IsrExpandsPerSec", "double", (int, float)),
     ("FailedIsrUpdatesPerSec", "double", (int, float)),
+    ("IncrementalFetchSessionEvictionsPerSec", "double", (int, float)),
     ("OfflinePartitionsCount", "double", (int, float)),
     ("FencedBrokerCount", "double", (int, float)),
     ("ActiveBrokerCount", "double", (int, float)),

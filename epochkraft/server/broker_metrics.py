@@ -70,6 +70,9 @@ class BrokerMetrics:
             "IsrShrinksPerSec": float(stats["isr_shrinks"]),
             "IsrExpandsPerSec": float(stats["isr_expands"]),
             "FailedIsrUpdatesPerSec": float(stats["failed_isr_updates"]),
+            "IncrementalFetchSessionEvictionsPerSec": float(
+                self.node.replica_manager.fetch_manager.cache.evictions
+            ),
         }
 
     def partition_gauges(self) -> list[tuple[str, dict[str, str], float]]:
