@@ -79,7 +79,9 @@ def test_alter_partition_response_of_a_thousand_partitions():
 
 
 # ---- Fetch: our pieces, joined, are kio's bytes at every served version --------------------------------
-def _kio_fetch_response(version, topics, read_committed=False, nodes=()):
+def _kio_fetch_response(
+    version, topics, read_committed=False, nodes=(), error_code=ErrorCode.none, session_id=0
+):
     """The reference: the same answers as kio entities (built at v16 and converted, or by name < v13)."""
     cls = response_class(1, version)
     module = importlib.import_module(cls.__module__)
@@ -117,8 +119,8 @@ def _kio_fetch_response(version, topics, read_committed=False, nodes=()):
     return build(
         cls,
         throttle_time=datetime.timedelta(0),
-        error_code=ErrorCode.none,
-        session_id=0,
+        error_code=error_code,
+        session_id=session_id,
         responses=responses,
         node_endpoints=tuple(module.NodeEndpoint(node_id=n, host=h, port=p, rack=r) for n, h, p, r in nodes)
         if nodes
@@ -153,20 +155,68 @@ endpoints = st.lists(
     ),
     read_committed=st.booleans(),
     nodes=endpoints,
+    session=st.tuples(st.sampled_from(list(ErrorCode)), int32),  # KIP-227's top-level error and session id
 )
-def test_fetch_response_pieces_join_to_kio_bytes(version, topics, read_committed, nodes):
+def test_fetch_response_pieces_join_to_kio_bytes(version, topics, read_committed, nodes, session):
     by_version = [(tid if version >= 13 else name, ps) for tid, name, ps in topics]
     if version < 12:  # no DivergingEpoch or CurrentLeader before v12
         by_version = [
             (t, [a._replace(diverging=None, current_leader=None) for a in ps]) for t, ps in by_version
         ]
     nodes = nodes if version >= 16 else []  # NodeEndpoints (KIP-951) from v16
-    pieces = fetch.encode_response(version, by_version, read_committed, nodes)
+    error_code, session_id = session if version >= 7 else (ErrorCode.none, 0)  # no session fields before v7
+    pieces = fetch.encode_response(version, by_version, read_committed, nodes, error_code, session_id)
     ours = b"".join(pieces)
-    assert ours == encode_entity(_kio_fetch_response(version, by_version, read_committed, nodes))
+    expected = _kio_fetch_response(version, by_version, read_committed, nodes, error_code, session_id)
+    assert ours == encode_entity(expected)
     # Record buffers are handed on as they are, not copied into the encoding.
     records = [c for _, ps in by_version for a in ps if a.records for c in a.records if c]
     assert all(any(piece is c for piece in pieces) for c in records)
+
+
+@pytest.mark.parametrize("version", [7, 12, 13, 16, 18])
+@pytest.mark.parametrize(
+    ("with_partitions", "error_code", "session_id"),
+    [
+        (True, ErrorCode.none, 123456789),  # a session's full or incremental answer
+        (False, ErrorCode.none, 2**31 - 1),  # an incremental answer with nothing new
+        (False, ErrorCode.invalid_fetch_session_epoch, 0),
+        (False, ErrorCode.fetch_session_id_not_found, 0),
+        (False, ErrorCode.fetch_session_topic_id_error, 0),
+    ],
+)
+def test_fetch_response_with_a_session_id_and_a_top_level_error(
+    version, with_partitions, error_code, session_id
+):
+    topic = uuid.UUID(int=7) if version >= 13 else "t"
+    answers = [fetch.Answer(0, ErrorCode.none, 5, 0, [b"records"]), fetch.Answer(1, ErrorCode.none, 9, 2)]
+    topics = [(topic, answers)] if with_partitions else []
+    ours = b"".join(fetch.encode_response(version, topics, error_code=error_code, session_id=session_id))
+    assert ours == encode_entity(
+        _kio_fetch_response(version, topics, error_code=error_code, session_id=session_id)
+    )
+    if 13 <= version <= 16:  # what a follower reads back
+        assert fetch.decode_partitions(ours, 0)[0] == error_code
+
+
+@pytest.mark.parametrize("version", [4, 7, 13, 18])
+def test_a_throttled_fetch_keeps_its_session(version):
+    """IncrementalFetchContext.getThrottledResponse: the empty answer of a throttled Fetch keeps the session's
+    id and top-level error (none before v7, which has no session fields)."""
+    topic = uuid.UUID(int=7) if version >= 13 else "t"
+    answered = fetch.encode_response(
+        version, [(topic, [fetch.Answer(0, ErrorCode.none, 5, 0, [b"records"])])], session_id=4242
+    )
+    throttled = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, answered)))
+    assert throttled.responses == ()
+    if version >= 7:
+        assert (throttled.error_code, throttled.session_id) == (ErrorCode.none, 4242)
+    refused = fetch.encode_response(
+        version, [], error_code=ErrorCode.invalid_fetch_session_epoch, session_id=9
+    )
+    if version >= 7:
+        again = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, refused)))
+        assert (again.error_code, again.session_id) == (ErrorCode.invalid_fetch_session_epoch, 9)
 
 
 def _kio_v16_partition(draw_records, index, error, hw, diverging, aborted):

@@ -22,6 +22,7 @@ import structlog
 
 from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch, fetch_messages
 from epochkraft.broker.fetch_rules import check_leader_epoch
+from epochkraft.broker.fetch_session import FetchManager, FetchSessionCache
 from epochkraft.broker.log import LogConfig, LogManager, PartitionLog
 from epochkraft.broker.log.partition_log import NO_TIMESTAMP, TOPIC_CONFIGS
 from epochkraft.broker.log_dir_failure import LogDirFailureChannel
@@ -171,6 +172,13 @@ class ReplicaManager:
         self._alter_wakeup = asyncio.Event()
         self._seq = itertools.count()
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by source broker id
+        # the leader's incremental fetch sessions (KIP-227), for followers and consumers alike
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(
+                settings.max_incremental_fetch_session_cache_slots,
+                settings.min_incremental_fetch_session_eviction_ms,
+            )
+        )
         self.fetcher_factory: Callable[[int], ReplicaFetcher] | None = None
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
         self.tasks: list[asyncio.Task[None]] = []

@@ -370,6 +370,19 @@ class BrokerSettings(SecuritySettings):
     fetch_max_bytes: int = prop(
         "fetch.max.bytes", 57671680, "Most record bytes one Fetch response returns.", minimum=1024
     )
+    max_incremental_fetch_session_cache_slots: int = prop(
+        "max.incremental.fetch.session.cache.slots",
+        1000,
+        "Incremental fetch sessions (KIP-227) the broker keeps; 0 keeps none (every Fetch is answered in full).",
+        minimum=0,
+    )
+    min_incremental_fetch_session_eviction_ms: int = prop(
+        "min.incremental.fetch.session.eviction.ms",
+        120000,
+        "How long an incremental fetch session is unused before a new one may take its slot, and how old a "
+        "session is before any new one may (a constant in Kafka).",
+        minimum=0,
+    )
     socket_request_max_bytes: int = prop(
         "socket.request.max.bytes", 104857600, "Largest request frame accepted.", minimum=1024
     )

@@ -79,6 +79,8 @@ def encode_response(
     topics: list[tuple[Any, list[Answer]]],
     read_committed: bool = False,
     node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
+    error_code: int = ErrorCode.none,
+    session_id: int = 0,
 ) -> list[bytes | memoryview]:
     """The response body as pieces: encoded fields, and each partition's record buffers as the log read
     them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
@@ -86,7 +88,8 @@ def encode_response(
     transactions are null unless the fetch is read_committed (then those of the range read), as
     Kafka's KafkaApis.handleFetchRequest sets them from the log read's ``abortedTransactions`` option;
     a partition refused before any read (unknown topic, id or partition) has the schema's default, an
-    empty array (FetchResponse.partitionResponse)."""
+    empty array (FetchResponse.partitionResponse). ``error_code`` and ``session_id`` (v7+) say what
+    became of the request's fetch session (KIP-227)."""
     flexible = version >= 12
     pieces: list[bytes | memoryview] = []
     out = bytearray()
@@ -97,7 +100,7 @@ def encode_response(
         else:
             out.extend(_I32.pack(n))
 
-    out += _TOP.pack(0, 0, 0) if version >= 7 else _I32.pack(0)
+    out += _TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0)
     length(len(topics))
     for topic, answers in topics:
         if version >= 13:  # the zero id (decoded as None) is echoed back, with UNKNOWN_TOPIC_ID
@@ -147,6 +150,21 @@ def encode_response(
         _tagged(out, [(0, _node_endpoints(node_endpoints))] if version >= 16 and node_endpoints else [])
     pieces.append(bytes(out))
     return pieces
+
+
+def session_of(version: int, pieces: Sequence[bytes | memoryview]) -> tuple[int, int]:
+    """The top-level error code and session id of an encoded response (none and 0 before v7)."""
+    if version < 7 or not pieces:
+        return ErrorCode.none, 0
+    _throttle, error, session_id = _TOP.unpack_from(pieces[0], 0)
+    return error, session_id
+
+
+def throttled(version: int, pieces: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The empty answer a throttled Fetch gets instead of ``pieces``, keeping their fetch session's error
+    and id (IncrementalFetchContext.getThrottledResponse), so the client's session goes on."""
+    error, session_id = session_of(version, pieces)
+    return encode_response(version, [], error_code=error, session_id=session_id)
 
 
 class FetchedPartition(NamedTuple):

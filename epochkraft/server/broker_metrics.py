@@ -49,6 +49,7 @@ class BrokerMetrics:
 
     def gauges(self) -> dict[str, float]:
         leaders = self._leaders()
+        sessions = self.node.replica_manager.fetch_manager.cache
         return {
             "UnderReplicatedPartitions": float(sum(len(p["isr"]) < len(p["replicas"]) for p in leaders)),
             "UnderMinIsrPartitionCount": float(
@@ -58,6 +59,9 @@ class BrokerMetrics:
             "PartitionCount": float(len(self.node.replica_manager.replicas)),
             "BrokerEpoch": float(self.node.broker_epoch),
             "MetadataOffset": float(self.node.cache.next_offset),
+            # KIP-227's sessions on this broker (FetchSessionCache's gauges)
+            "NumIncrementalFetchSessions": float(len(sessions)),
+            "NumIncrementalFetchPartitionsCached": float(sessions.total_partitions),
         }
 
     def counters(self) -> dict[str, float]:
@@ -66,6 +70,9 @@ class BrokerMetrics:
             "IsrShrinksPerSec": float(stats["isr_shrinks"]),
             "IsrExpandsPerSec": float(stats["isr_expands"]),
             "FailedIsrUpdatesPerSec": float(stats["failed_isr_updates"]),
+            "IncrementalFetchSessionEvictionsPerSec": float(
+                self.node.replica_manager.fetch_manager.cache.evictions
+            ),
         }
 
     def partition_gauges(self) -> list[tuple[str, dict[str, str], float]]:

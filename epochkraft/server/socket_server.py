@@ -44,7 +44,6 @@ from structlog.typing import FilteringBoundLogger
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.connection_quotas import ConnectionQuotas
 from epochkraft.net.failure_log import FailureLog, failure_key
-from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import ApiSpec
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -64,7 +63,7 @@ from epochkraft.security.principal import ANONYMOUS, principal_from_peer_certifi
 from epochkraft.security.sasl import PRE_AUTHENTICATION_APIS, SaslServerSession
 from epochkraft.server.apis import BrokerApis, ControllerApis
 from epochkraft.server.context import RequestContext
-from epochkraft.server.handlers import served
+from epochkraft.server.handlers import k01_fetch, served
 from epochkraft.server.request_rules import listener_refusal
 
 if TYPE_CHECKING:
@@ -723,9 +722,9 @@ class _Connection(asyncio.BufferedProtocol):
             throttle = max(throttle, fetch_throttle)
             if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
                 # A fetch throttled by either quota is answered empty and its bytes taken back
-                # (KafkaApis.handleFetchRequest).
+                # (KafkaApis.handleFetchRequest); its fetch session goes on.
                 quotas.fetch.unrecord(user, client_id, size, now_ms)
-                response = fetch_response.encode_response(ctx.api_version, [])
+                response = k01_fetch.throttled_response(ctx, response)
         throttle = max(throttle, _throttle_of(response))
         if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
             response = _with_throttle(response, throttle)

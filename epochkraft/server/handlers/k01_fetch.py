@@ -13,9 +13,12 @@
   expand the ISR and advance the high watermark.
 - With an authorizer, a follower's Fetch needs CLUSTER_ACTION on the cluster and a consumer's READ on each
   topic; every partition refused gets TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleFetchRequest).
-- v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. Fetch sessions are not kept:
-  every response is a full one (session id 0), which clients accept. v17 and v18 add request fields a
+- v13+ address topics by id (UNKNOWN_TOPIC_ID), older versions by name. v17 and v18 add request fields a
   leader here does not use (a replica's directory id, KIP-853; a follower's high watermark, KIP-1166).
+- v7+ keep incremental fetch sessions (KIP-227, ``broker.fetch_session``): epoch 0 opens one, an
+  incremental fetch reads every partition of its session at the cached position and answers only the
+  partitions that changed; a session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+  FETCH_SESSION_TOPIC_ID_ERROR) is answered at the top level with no partitions. v4-v6 are sessionless.
 - v16+ (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current
   leader and its epoch, and the response carries that leader's endpoint on the request's listener.
 - Every partition answered carries its last stable offset (the high watermark, or the first offset of the
@@ -30,9 +33,17 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+import uuid
 
 from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch
+from epochkraft.broker.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    PartitionData,
+    PartitionKey,
+    TopicKey,
+)
+from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
@@ -48,15 +59,47 @@ def _follower_identity(request, version):
     return request.replica_id, -1
 
 
-def _wanted(name: str, p) -> PartitionFetch:
+def _fetch_data(request, version: int) -> dict[PartitionKey, PartitionData]:
+    """The partitions asked for, keyed by topic id (v13+) or name, in order (FetchRequest.fetchData)."""
+    return {
+        (topic.topic_id if version >= 13 else topic.topic, p.partition): PartitionData(
+            fetch_offset=p.fetch_offset,
+            max_bytes=p.partition_max_bytes,
+            current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
+            last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+            log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    }
+
+
+def _to_forget(request, version: int) -> list[PartitionKey]:
+    """The partitions an incremental fetch drops from its session (v7+)."""
+    return [
+        (topic.topic_id if version >= 13 else topic.topic, index)
+        for topic in getattr(request, "forgotten_topics_data", ())
+        for index in topic.partitions
+    ]
+
+
+def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | None:
+    """The topic's name; None for a topic id this broker does not know."""
+    if not isinstance(topic, uuid.UUID):  # a name (v4-v12), or the zero id
+        return topic if version < 13 else None
+    info = ctx.broker.cache.topics.get(topic)
+    return info.name if info else None
+
+
+def _wanted(name: str, index: int, data: PartitionData) -> PartitionFetch:
     return PartitionFetch(
         topic=name,
-        partition=p.partition,
-        fetch_offset=p.fetch_offset,
-        max_bytes=p.partition_max_bytes,
-        current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
-        last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
-        log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
+        partition=index,
+        fetch_offset=data.fetch_offset,
+        max_bytes=data.max_bytes,
+        current_leader_epoch=data.current_leader_epoch,
+        last_fetched_epoch=data.last_fetched_epoch,
+        log_start_offset=data.log_start_offset,
     )
 
 
@@ -66,18 +109,24 @@ async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replica_id, replica_epoch = _follower_identity(request, version)
     is_follower = replica_id >= 0
-    names: list[tuple[Any, str | None]] = []
-    for topic in request.topics:
-        if version >= 13:
-            info = node.cache.topics.get(topic.topic_id)
-            names.append((topic, info.name if info else None))
-        else:
-            names.append((topic, topic.topic))
+    context = node.replica_manager.fetch_manager.new_context(
+        version,
+        getattr(request, "session_id", INVALID_SESSION_ID),  # v7+
+        getattr(request, "session_epoch", FINAL_EPOCH),
+        is_follower,
+        _fetch_data(request, version),
+        _to_forget(request, version),
+        ctx.now_ms(),
+    )
+    # What the context reads: the partitions asked for, or every partition of an incremental session.
+    partitions = context.partitions()
+    topics = dict.fromkeys(topic for (topic, _), _data in partitions)
+    names = {topic: _topic_name(ctx, topic, version) for topic in topics}
     # The follower must have ClusterAction on the cluster to fetch partition data; consumers READ per topic.
     follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     readable = {
         name
-        for _, name in names
+        for name in names.values()
         if name is not None
         and (
             ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
@@ -86,16 +135,16 @@ async def handle(request, ctx: RequestContext):
         )
     }
     # Unknown and refused partitions are answered here; the others are read by the replica manager.
-    refused: dict[tuple[int, int], Answer] = {}
+    refused: dict[PartitionKey, Answer] = {}
     wanted: list[PartitionFetch] = []
-    for t, (topic, name) in enumerate(names):
-        for p in topic.partitions:
-            if name is None:
-                refused[t, p.partition] = Answer(p.partition, ErrorCode.unknown_topic_id)
-            elif name not in readable:
-                refused[t, p.partition] = Answer(p.partition, ErrorCode.topic_authorization_failed)
-            else:
-                wanted.append(_wanted(name, p))
+    for key, data in partitions:
+        name = names[key[0]]
+        if name is None:
+            refused[key] = Answer(key[1], ErrorCode.unknown_topic_id)
+        elif name not in readable:
+            refused[key] = Answer(key[1], ErrorCode.topic_authorization_failed)
+        else:
+            wanted.append(_wanted(name, key[1], data))
     # fetch.max.bytes caps the response whatever the request asks, and a consumer's by what its
     # consumer_byte_rate allows in a quota window (KafkaApis.handleFetchRequest).
     params = FetchParams(
@@ -109,19 +158,42 @@ async def handle(request, ctx: RequestContext):
     started = time.monotonic()
     read = iter(await node.replica_manager.fetch_messages(params, wanted))
     node.observe_fetch(is_follower, time.monotonic() - started)
-    answers = [
-        (topic, name, [refused.get((t, p.partition)) or next(read) for p in topic.partitions])
-        for t, (topic, name) in enumerate(names)
-    ]
+    answers = [(key, refused.get(key) or next(read)) for key, _data in partitions]
     endpoints: dict[int, tuple[int, str, int, str | None]] = {}
     if version >= LEADER_HINTS_FROM:
-        answers = [(t, name, _leader_hints(ctx, name, ps, endpoints)) for t, name, ps in answers]
+        answers = [(key, _leader_hint(ctx, names[key[0]], a, endpoints)) for key, a in answers]
+    # The context picks what goes out: all of it, or an incremental session's changed partitions.
+    response = context.response(answers, ctx.now_ms())
     return encode_response(
         version,
-        [(t.topic_id if version >= 13 else name, ps) for t, name, ps in answers],
+        _by_topic(response.answers),
         read_committed=params.read_committed,
         node_endpoints=[endpoints[i] for i in sorted(endpoints)],
+        error_code=response.error,
+        session_id=response.session_id,
     )
+
+
+def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey, list[Answer]]]:
+    """Answers grouped by topic in their order, a new group whenever the topic changes (FetchResponse
+    .toMessage): an incremental session's order can come back to a topic."""
+    topics: list[tuple[TopicKey, list[Answer]]] = []
+    for (topic, _), answer in answers:
+        if topics and topics[-1][0] == topic:
+            topics[-1][1].append(answer)
+        else:
+            topics.append((topic, [answer]))
+    return topics
+
+
+def throttled_response(ctx: RequestContext, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its session's id
+    and error (FetchContext.getThrottledResponse); the session sends every partition again next time, since
+    the answer it built is not sent."""
+    _error, session_id = fetch_response.session_of(ctx.api_version, pieces)
+    if session_id != INVALID_SESSION_ID:
+        ctx.broker.replica_manager.fetch_manager.resend_all(session_id)
+    return fetch_response.throttled(ctx.api_version, pieces)
 
 
 def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
@@ -143,21 +215,23 @@ READ_COMMITTED = 1  # isolation_level
 HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 
-def _leader_hints(
-    ctx: RequestContext, name: str | None, answers: list[Answer], endpoints: dict
-) -> list[Answer]:
+def _leader_hint(
+    ctx: RequestContext,
+    name: str | None,
+    answer: Answer,
+    endpoints: dict[int, tuple[int, str, int, str | None]],
+) -> Answer:
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader
     and its epoch, and the response carries the leader's endpoint on this listener (KafkaApis
     .handleFetchRequest, getCurrentLeader)."""
+    if name is None or answer.error not in HINTED_ERRORS:
+        return answer
     cache = ctx.broker.cache
-    hinted = []
-    for a in answers:
-        reg = cache.partition(name, a.index) if name is not None and a.error in HINTED_ERRORS else None
-        if reg is not None and reg.leader >= 0:
-            a = a._replace(current_leader=(reg.leader, reg.leader_epoch))
-            endpoint = cache.endpoint(reg.leader, ctx.listener_name)
-            registration = cache.brokers.get(reg.leader)
-            if endpoint is not None and registration is not None:
-                endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
-        hinted.append(a)
-    return hinted
+    reg = cache.partition(name, answer.index)
+    if reg is None or reg.leader < 0:
+        return answer
+    endpoint = cache.endpoint(reg.leader, ctx.listener_name)
+    registration = cache.brokers.get(reg.leader)
+    if endpoint is not None and registration is not None:
+        endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
+    return answer._replace(current_leader=(reg.leader, reg.leader_epoch))
