@@ -299,6 +299,15 @@ def test_static_members_join_group_with_max_size():
     assert sorted(ctx.c.groups["g"].static_members) == ["instance-id-0", "instance-id-1"]
 
 
+def test_static_member_successor_refused_by_a_full_stable_group():
+    """acceptJoiningMember looks at the member id: a static member's successor comes without one, so a
+    Stable group at group.max.size refuses it (and keeps the member it would have replaced)."""
+    ctx = Ctx(delay_ms=DELAY_MS, max_size=2)
+    leader, follower = static_members_join_and_rebalance(ctx)
+    assert joined(ctx, ctx.join(instance_id=FOLLOWER)).error == ErrorCode.group_max_size_reached
+    assert ctx.c.groups["g"].static_members == {LEADER: leader, FOLLOWER: follower}
+
+
 def test_static_members_rebuilt_from_the_group_metadata_record():
     """ClassicGroup.fromRecord: a new coordinator maps the loaded static members by instance id, so the
     restarted member takes its old id's place without a rebalance."""
