@@ -299,6 +299,17 @@ def test_static_members_join_group_with_max_size():
     assert sorted(ctx.c.groups["g"].static_members) == ["instance-id-0", "instance-id-1"]
 
 
+def test_join_group_existing_pending_member_with_group_instance_id_throws_exception():
+    """testJoinGroupExistingPendingMemberWithGroupInstanceIdThrowsException: a pending (dynamic) member id
+    coming back with an instance id is Kafka's IllegalStateException, UNKNOWN_SERVER_ERROR to the client;
+    nothing joins."""
+    ctx = Ctx()
+    pending = joined(ctx, ctx.join()).member_id
+    result = joined(ctx, ctx.join(member_id=pending, instance_id="group-instance-id"))
+    assert result.error == ErrorCode.unknown_server_error
+    assert not ctx.c.groups["g"].members and not ctx.c.groups["g"].static_members
+
+
 def test_static_member_successor_refused_by_a_full_stable_group():
     """acceptJoiningMember looks at the member id: a static member's successor comes without one, so a
     Stable group at group.max.size refuses it (and keeps the member it would have replaced)."""

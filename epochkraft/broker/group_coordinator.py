@@ -257,6 +257,9 @@ class GroupCoordinator:
                 return [Completion(token, JoinResult(ErrorCode.member_id_required, member_id=new_id))], None
             member_id = new_id
         elif member_id in group.pending_members:
+            if group_instance_id is not None:
+                # only dynamic members are handed pending ids: Kafka's IllegalStateException, as clients see it
+                return fail(ErrorCode.unknown_server_error)
             del group.pending_members[member_id]
         else:
             error = self._validate_member(group, member_id, group_instance_id)
