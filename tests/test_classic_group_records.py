@@ -66,10 +66,12 @@ class Classic:
         self.topics = Topics()
         self.topics.create("foo", 2)
 
-    async def join(self, member_id: str = "", client_id: str = "client") -> JoinResult:
+    async def join(
+        self, member_id: str = "", client_id: str = "client", instance_id: str | None = None
+    ) -> JoinResult:
         request = ClassicJoin(
-            "g", member_id, None, "consumer", PROTOCOLS, 10_000, 20_000, client_id, "/127.0.0.1",
-            require_known_member_id=False,
+            "g", member_id, instance_id, "consumer", PROTOCOLS, 10_000, 20_000, client_id, "/127.0.0.1",
+            require_known_member_id=False, skip_assignment_supported=True,
         )  # fmt: skip
         return await self.service.join(request, self.topics)
 
@@ -398,3 +400,41 @@ def test_group_metadata_record_type():
     """The key of a classic group's record is Kafka's GroupMetadataKey (type 2)."""
     assert serde.parse_key(GROUP_KEY) == serde.GroupMetadataKey("g")
     assert int.from_bytes(GROUP_KEY[:2], "big") == RecordType.GROUP_METADATA
+
+
+async def test_static_member_replacement_writes_the_group_before_answering():
+    """updateStaticMemberThenRebalanceOrCompleteJoin's append: a static member restarted with a new member id
+    into the Stable group is answered once the group's record names it in the old id's place, with the old
+    id's assignment; a new coordinator loads it as that instance's member."""
+    classic = Classic()
+    first = await classic.join(instance_id="instance-a")
+    assert (await classic.sync(first.member_id, 1, {first.member_id: FOO_0})).error == ErrorCode.none
+    classic.topic.gate = asyncio.Event()
+    rejoin = asyncio.create_task(classic.join(instance_id="instance-a"))
+    await asyncio.sleep(0)
+    assert not rejoin.done(), "answered only once the group is written"
+    classic.topic.gate.set()
+    result = await rejoin
+    assert (result.error, result.generation_id, result.skip_assignment) == (ErrorCode.none, 1, True)
+    _, value = classic.group_records()[-1]
+    assert value is not None and value.generation == 1 and value.leader == result.member_id
+    assert [(m.member_id, m.group_instance_id, m.assignment) for m in value.members] == [
+        (result.member_id, "instance-a", FOO_0)
+    ]
+    loaded_group = classic.successor().coordinator.groups["g"]
+    assert loaded_group.static_members == {"instance-a": result.member_id}
+
+
+async def test_static_member_replacement_whose_write_fails_puts_the_old_member_back():
+    """testReplaceStaticMemberInStableStateErrors through the service: NOT_ENOUGH_REPLICAS is answered
+    COORDINATOR_NOT_AVAILABLE (appendGroupMetadataErrorToResponseError) and the old member id stays."""
+    classic = Classic()
+    first = await classic.join(instance_id="instance-a")
+    await classic.sync(first.member_id, 1, {first.member_id: FOO_0})
+    written = len(classic.topic.records)
+    classic.topic.error = ErrorCode.not_enough_replicas
+    result = await classic.join(instance_id="instance-a")
+    assert (result.error, result.member_id) == (ErrorCode.coordinator_not_available, "")
+    group = classic.service.coordinator.groups["g"]
+    assert group.static_members == {"instance-a": first.member_id} and group.state == GroupState.STABLE
+    assert len(classic.topic.records) == written

@@ -1,7 +1,8 @@
 """KIP-848 consumer groups with real clients: librdkafka (confluent-kafka, ``group.protocol=consumer``)
 consumers share a topic through ConsumerGroupHeartbeat, one leaves and the other takes over, and every
 record is consumed; the group is described and listed as a consumer group; a classic group is migrated to
-the consumer protocol one consumer at a time, and back."""
+the consumer protocol one consumer at a time, and back; static members of a classic group restart without a
+rebalance."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
@@ -443,6 +445,80 @@ def test_static_classic_consumer_restarted_with_the_consumer_protocol(make_clust
         assert [m.member_id for m in described.members] == [restarted.memberid()]
     finally:
         for c in (classic, restarted):
+            with contextlib.suppress(KafkaException, RuntimeError):
+                if c is not None:
+                    c.close()
+
+
+def leave_by_instance_id(bootstrap: str, group: str, instance_id: str) -> tuple[ErrorCode, list[ErrorCode]]:
+    """A LeaveGroup v5 naming only the instance id (as AdminClient.removeMembersFromConsumerGroup sends it)
+    to the cluster's one broker: (top-level error, the member's error)."""
+
+    async def ask() -> tuple[ErrorCode, list[ErrorCode]]:
+        client = MiniClient(bootstrap)
+        try:
+            member = MemberIdentity(member_id="", group_instance_id=instance_id, reason="removed")
+            left = await client.any_send(LeaveGroupRequest(group_id=GroupId(group), members=(member,)))
+            return left.error_code, [m.error_code for m in left.members]
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def describe_classic(admin: AdminClient, group: str) -> tuple[str, dict[str | None, str]]:
+    """(state, member id per instance id) of a classic group."""
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    return str(described.state), {m.group_instance_id: m.member_id for m in described.members}
+
+
+def test_static_classic_consumer_restarts_without_a_rebalance(make_cluster):
+    """KIP-345 in a classic group with librdkafka: of two static consumers (group.instance.id) in a Stable
+    group, one is closed (librdkafka sends no LeaveGroup for a static member) and restarted with the same
+    instance id within its session: it takes its old member id's place, the generation stays, both go on
+    consuming. Then a LeaveGroup by instance id alone (an admin's removal) takes the other one's closed
+    instance out at once, well before its session would expire, and the restarted consumer gets every
+    partition."""
+    topic, group = "static-classic", "g-static-classic"
+    cluster = make_cluster(brokers=1)
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, topic, partitions=4, rf=1)
+    classic = {"group.protocol": "classic", "session.timeout.ms": 30_000}
+    a = consumer(bootstrap, group, **classic, **{"group.instance.id": "s1"})
+    b = consumer(bootstrap, group, **classic, **{"group.instance.id": "s2"})
+    restarted: Consumer | None = None
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        poll_until([a, b], {}, lambda: len(assigned(a)) == 2 and len(assigned(b)) == 2, 60)
+        state, members = describe_classic(admin, group)
+        assert state.endswith("STABLE") and members == {"s1": a.memberid(), "s2": b.memberid()}
+        generation = classic_generation(bootstrap, group, b.memberid())
+        old_id, held = a.memberid(), assigned(a)
+
+        a.close()
+        restarted = consumer(bootstrap, group, **classic, **{"group.instance.id": "s1"})
+        restarted.subscribe([topic])
+        poll_until([restarted, b], {}, lambda: assigned(restarted) == held, 20)
+        assert assigned(restarted) == held and len(assigned(b)) == 2
+        state, members = describe_classic(admin, group)
+        assert state.endswith("STABLE") and members == {"s1": restarted.memberid(), "s2": b.memberid()}
+        assert restarted.memberid() != old_id
+        assert classic_generation(bootstrap, group, b.memberid()) == generation
+        batch = {v for _, _, v in produce(bootstrap, topic, 200)}
+        seen: dict[str, set[bytes]] = {}
+        poll_until([restarted, b], seen, lambda: set().union(set(), *seen.values()) >= batch, 30)
+        assert set().union(set(), *seen.values()) >= batch and len(seen) == 2, "both consume"
+
+        b.close()
+        assert leave_by_instance_id(bootstrap, group, "s2") == (ErrorCode.none, [ErrorCode.none])
+        poll_until([restarted], {}, lambda: len(assigned(restarted)) == 4, 20)  # the session is 30 s
+        assert len(assigned(restarted)) == 4
+        assert describe_classic(admin, group)[1] == {"s1": restarted.memberid()}
+        assert leave_by_instance_id(bootstrap, group, "s2") == (ErrorCode.none, [ErrorCode.unknown_member_id])
+    finally:
+        for c in (a, b, restarted):
             with contextlib.suppress(KafkaException, RuntimeError):
                 if c is not None:
                     c.close()

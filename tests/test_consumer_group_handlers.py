@@ -246,12 +246,15 @@ async def test_offset_fetch_with_member_epochs():
     assert await fetch(node, "m9", 1) == (ErrorCode.unknown_member_id, [])
 
 
-async def classic_join(node, member_id: str = "", owned: tuple[int, ...] = (), version: int = 9):
+async def classic_join(
+    node, member_id: str = "", owned: tuple[int, ...] = (), version: int = 9, instance_id: str | None = None
+):
     request = JoinGroupRequest(
         group_id="grp",
         session_timeout=timeout(10_000),
         rebalance_timeout=timeout(10_000),
         member_id=member_id,
+        group_instance_id=instance_id,
         protocol_type="consumer",
         protocols=(
             JoinGroupRequestProtocol(
@@ -702,6 +705,35 @@ async def test_classic_join_rechecks_the_consumer_group_after_writing_its_tombst
     assert (joined.error_code, joined.leader) == (ErrorCode.none, "")
     assert set(node.groups.consumer_groups.groups["grp"].members) == {"m2", joined.member_id}
     assert node.groups.coordinator.classic_group_of("grp") is None
+
+
+@pytest.mark.parametrize("version", [5, 9])
+async def test_static_leader_replaced_through_join_group(version):
+    """testReplaceStaticMemberInStableStateSucceeds through the handler: the restarted static leader of a
+    Stable group is answered from v9 as the leader with the members and SkipAssignment, before v9 with the
+    old leader id (it syncs as a follower and gets the assignment kept)."""
+    node = broker()
+    node.groups.coordinator.settings = GroupSettings(initial_rebalance_delay_ms=0)
+    old = (await classic_join(node, instance_id="i1")).member_id
+    sync = SyncGroupRequest(
+        group_id="grp", generation_id=1, member_id=old, protocol_type="consumer", protocol_name="range",
+        assignments=(SyncGroupRequestAssignment(member_id=old, assignment=b"kept"),),
+    )  # fmt: skip
+    assert (await k14_sync_group.handle(sync, ctx(node, 5))).error_code == ErrorCode.none
+    rejoined = await classic_join(node, instance_id="i1", version=version)
+    assert (rejoined.error_code, rejoined.generation_id) == (ErrorCode.none, 1)
+    assert rejoined.member_id != old
+    if version >= 9:
+        assert (rejoined.leader, rejoined.skip_assignment) == (rejoined.member_id, True)
+        assert [m.group_instance_id for m in rejoined.members] == ["i1"]
+    else:
+        assert (rejoined.leader, rejoined.members) == (old, ())
+    sync = SyncGroupRequest(
+        group_id="grp", generation_id=1, member_id=rejoined.member_id, group_instance_id="i1",
+        protocol_type="consumer", protocol_name="range", assignments=(),
+    )  # fmt: skip
+    synced = await k14_sync_group.handle(sync, ctx(node, 5))
+    assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"kept")
 
 
 @pytest.mark.parametrize("session_ms", [5_999, 1_800_001])

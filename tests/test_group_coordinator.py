@@ -9,6 +9,7 @@ from epochkraft.broker.group_coordinator import (
     GroupState,
     JoinResult,
     StoreGroup,
+    StoreStaticMember,
     SyncResult,
     coordinator_partition,
     java_string_hash,
@@ -31,6 +32,7 @@ class Ctx:
         self.results: dict[object, JoinResult | SyncResult] = {}
         self._tokens = 0
         self.stores: list[StoreGroup] = []  # leaders' assignments not yet written
+        self.static_stores: list[StoreStaticMember] = []  # static members' replacements not yet written
         self.store_error: ErrorCode | None = ErrorCode.none
 
     def _token(self) -> int:
@@ -49,24 +51,35 @@ class Ctx:
         group="g",
         rebalance=None,
         require_known_member_id=True,
+        instance_id=None,
+        skip_assignment_supported=True,
     ) -> int:
+        """A JoinGroup; a static member's replacement in a Stable group is written at once as ``sync``
+        writes the leader's assignment (``store_error``), or waits in ``static_stores``."""
         token = self._token()
-        self._collect(
-            self.c.join_group(
-                self.now,
-                token,
-                group_id=group,
-                member_id=member_id,
-                group_instance_id=None,
-                protocol_type="consumer",
-                protocols=protocols,
-                session_timeout_ms=session,
-                rebalance_timeout_ms=rebalance or session,
-                client_id="c",
-                require_known_member_id=require_known_member_id,
-            )
+        done, store = self.c.join_group(
+            self.now,
+            token,
+            group_id=group,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            protocol_type="consumer",
+            protocols=protocols,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance or session,
+            client_id="c",
+            require_known_member_id=require_known_member_id,
+            skip_assignment_supported=skip_assignment_supported,
         )
+        self._collect(done)
+        if store is not None:
+            self.static_stores.append(store)
+            if self.store_error is not None:
+                self.write_static_store(self.store_error)
         return token
+
+    def write_static_store(self, error: ErrorCode = ErrorCode.none) -> None:
+        self._collect(self.c.complete_static_store(self.now, self.static_stores.pop(0), error))
 
     def join_with_id(self, **kw) -> tuple[str, int]:
         """First join gets MEMBER_ID_REQUIRED; the second join carries the id (KIP-394)."""
@@ -75,7 +88,7 @@ class Ctx:
         assert result.error == ErrorCode.member_id_required
         return result.member_id, self.join(member_id=result.member_id, **kw)
 
-    def sync(self, member_id: str, generation: int, assignments=None, group="g") -> int:
+    def sync(self, member_id: str, generation: int, assignments=None, group="g", instance_id=None) -> int:
         """A SyncGroup; the leader's assignment is written at once (``store_error`` NONE) or its write fails
         with that error, or with None it waits in ``stores`` for ``complete_store``."""
         token = self._token()
@@ -86,6 +99,7 @@ class Ctx:
             generation_id=generation,
             member_id=member_id,
             assignments=assignments or {},
+            group_instance_id=instance_id,
         )
         self._collect(done)
         if store is not None:
@@ -156,7 +170,7 @@ def test_member_leaving_rebalances_the_rest():
     ctx.join(member_id=a)
     ctx.sync(b, 2)
     ctx.sync(a, 2, {a: b"x", b: b"y"})
-    top, errors, _ = ctx.c.leave_group(ctx.now, group_id="g", member_ids=[b])
+    top, errors, _ = ctx.c.leave_group(ctx.now, group_id="g", members=[(b, None)])
     assert (top, errors) == (ErrorCode.none, [ErrorCode.none])
     assert ctx.c.groups["g"].state == GroupState.PREPARING_REBALANCE
     ta = ctx.join(member_id=a)
@@ -367,7 +381,7 @@ def test_offsets_of_a_group_expire_only_once_it_has_been_empty_for_the_retention
     ctx.tick(50_000)
     assert "g" not in ctx.c.decide_expired_offsets(ctx.now), "a group with members keeps its offsets"
     assert ctx.c.decide_expired_offsets(ctx.now) == {"solo": [("t", 1)]}
-    ctx.c.leave_group(ctx.now, group_id="g", member_ids=[a])
+    ctx.c.leave_group(ctx.now, group_id="g", members=[(a, None)])
     ctx.tick(100)
     left_at = ctx.now
     ctx.c.apply_offset("g", "t", 2, CommittedOffset(9, 0, None, left_at + 5_000))

@@ -261,7 +261,7 @@ def test_consumer_group_heartbeat_with_completing_rebalance_classic_group(mig):
             mig.now, member_id, group_id="grp", member_id=member_id, group_instance_id=None,
             protocol_type="consumer", protocols=protocols(), session_timeout_ms=SESSION_MS,
             rebalance_timeout_ms=REBALANCE_MS,
-        )  # fmt: skip
+        )[0]  # fmt: skip
     assert len(done) == 2 and mig.classic.groups["grp"].state == GroupState.COMPLETING_REBALANCE
     result = mig.join("m")
     assert result.assignment == {}
@@ -626,7 +626,7 @@ def test_last_consumer_protocol_member_leaving_consumer_group(mig):
             mig.now, member_id, group_id="grp", member_id=member_id, group_instance_id=None,
             protocol_type="consumer", protocols=protocols(), session_timeout_ms=SESSION_MS,
             rebalance_timeout_ms=REBALANCE_MS,
-        )  # fmt: skip
+        )[0]  # fmt: skip
     assert {c.token: c.result.generation_id for c in done} == {"c1": generation + 1, "c2": generation + 1}
 
 

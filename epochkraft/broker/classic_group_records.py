@@ -66,7 +66,8 @@ def parse(key: bytes, value: bytes | None) -> tuple[str, serde.GroupMetadataValu
 
 def group_from_record(group_id: str, value: serde.GroupMetadataValue) -> Group:
     """ClassicGroup.fromRecord: an empty protocol type is none; an Empty group's state time is when it
-    became empty, so its offsets expire as if it had stayed on this coordinator."""
+    became empty, so its offsets expire as if it had stayed on this coordinator; the static members are
+    mapped by their instance ids again."""
     members = {m.member_id: _loaded_member(m, value.protocol or "") for m in value.members}
     timestamp = None if value.current_state_timestamp == -1 else value.current_state_timestamp
     return Group(
@@ -77,6 +78,9 @@ def group_from_record(group_id: str, value: serde.GroupMetadataValue) -> Group:
         protocol_name=value.protocol,
         leader_id=value.leader,
         members=members,
+        static_members={
+            m.group_instance_id: m.member_id for m in members.values() if m.group_instance_id is not None
+        },
         empty_since_ms=None if members else timestamp,
         state_timestamp_ms=timestamp,
     )

@@ -55,6 +55,7 @@ class ClassicJoin:
     client_id: str = ""
     client_host: str = ""
     require_known_member_id: bool = True
+    skip_assignment_supported: bool = False  # JoinGroup v9+
 
 
 def join(

@@ -51,6 +51,8 @@ class JoinResult:
     member_id: str = ""
     # (member id, group instance id, protocol metadata); only the leader receives the member list
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    # a replaced static leader keeps the group's assignment (JoinGroup v9+, KIP-814)
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,8 @@ class Group:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
+    # group instance id -> member id of the static members (ClassicGroup.staticMembers)
+    static_members: dict[str, str] = field(default_factory=dict)
     # member ids handed out with MEMBER_ID_REQUIRED, with the deadline to come back by
     pending_members: dict[str, int] = field(default_factory=dict)
     rebalance_deadline_ms: int = 0
@@ -127,6 +131,23 @@ class StoreGroup:
 
     group_id: str
     generation_id: int
+    assignments: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStaticMember:
+    """A static member replaced in a Stable group whose protocol stays (updateStaticMemberThenRebalanceOr
+    CompleteJoin): the group, the new member id in the old one's place with its assignment, to write as its
+    GroupMetadata record before the join is answered; ``complete_static_store`` answers it, or puts the old
+    member back if the write failed."""
+
+    group_id: str
+    group_instance_id: str
+    new_member_id: str
+    old_member: Member  # as it was, put back on a failed write
+    leader_before: str | None  # what a join before v9 is answered as the leader
+    token: Token
+    skip_assignment_supported: bool
     assignments: dict[str, bytes]
 
 
@@ -182,9 +203,13 @@ class GroupCoordinator:
         client_id: str = "",
         client_host: str = "",
         require_known_member_id: bool = True,
-    ) -> list[Completion]:
-        def fail(error: ErrorCode) -> list[Completion]:
-            return [Completion(token, JoinResult(error, member_id=member_id))]
+        skip_assignment_supported: bool = False,
+    ) -> tuple[list[Completion], StoreStaticMember | None]:
+        """The completions, and for a static member replaced in a Stable group without a rebalance the
+        group to write first (``complete_static_store`` answers the join once written)."""
+
+        def fail(error: ErrorCode) -> tuple[list[Completion], StoreStaticMember | None]:
+            return [Completion(token, JoinResult(error, member_id=member_id))], None
 
         if not group_id:
             return fail(ErrorCode.invalid_group_id)
@@ -204,27 +229,46 @@ class GroupCoordinator:
         if not self._accepts_joining_member(group, member_id):
             self._remove_member(group, member_id)
             group.pending_members.pop(member_id, None)
-            return [Completion(token, JoinResult(ErrorCode.group_max_size_reached))]
+            return [Completion(token, JoinResult(ErrorCode.group_max_size_reached))], None
         if not protocols or (
             group.members
             and (group.protocol_type != protocol_type or not self._has_common_protocol(group, protocols))
         ):
             return fail(ErrorCode.inconsistent_group_protocol)
 
-        if not member_id:
+        if not member_id and group_instance_id is not None:
+            # a static member joins at once, with an id of its instance (classicGroupJoinNewStaticMember)
+            member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            if group_instance_id in group.static_members:
+                return self._replace_static_member(
+                    now_ms,
+                    token,
+                    group,
+                    group_instance_id,
+                    member_id,
+                    protocols,
+                    (session_timeout_ms, rebalance_timeout_ms),
+                    skip_assignment_supported,
+                )
+        elif not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
                 group.pending_members[new_id] = now_ms + session_timeout_ms
-                return [Completion(token, JoinResult(ErrorCode.member_id_required, member_id=new_id))]
+                return [Completion(token, JoinResult(ErrorCode.member_id_required, member_id=new_id))], None
             member_id = new_id
         elif member_id in group.pending_members:
+            if group_instance_id is not None:
+                # only dynamic members are handed pending ids: Kafka's IllegalStateException, as clients see it
+                return fail(ErrorCode.unknown_server_error)
             del group.pending_members[member_id]
-        elif member_id not in group.members:
-            return fail(ErrorCode.unknown_member_id)
+        else:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error != ErrorCode.none:
+                return fail(error)
 
         member = group.members.get(member_id)
         if member is None:
-            member = group.members[member_id] = Member(
+            member = Member(
                 member_id,
                 group_instance_id,
                 client_id,
@@ -234,9 +278,10 @@ class GroupCoordinator:
                 protocols,
                 now_ms,
             )
+            self._add_member(group, member)
             group.protocol_type = protocol_type
             member.join_token = token
-            return self._prepare_rebalance(now_ms, group)
+            return self._prepare_rebalance(now_ms, group), None
 
         member.last_heartbeat_ms = now_ms
         member.session_timeout_ms = session_timeout_ms
@@ -245,11 +290,110 @@ class GroupCoordinator:
         member.protocols = protocols
         if group.state == GroupState.STABLE and not changed and member_id != group.leader_id:
             # A follower rejoining with the same metadata gets the current generation back (Kafka does the same).
-            return [Completion(token, self._join_result(group, member_id))]
+            return [Completion(token, self._join_result(group, member_id))], None
         member.join_token = token
         if group.state == GroupState.PREPARING_REBALANCE:
-            return self._maybe_complete_join(now_ms, group)
-        return self._prepare_rebalance(now_ms, group)
+            return self._maybe_complete_join(now_ms, group), None
+        return self._prepare_rebalance(now_ms, group), None
+
+    def _replace_static_member(
+        self,
+        now_ms: int,
+        token: Token,
+        group: Group,
+        group_instance_id: str,
+        new_member_id: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        timeouts: tuple[int, int],
+        skip_assignment_supported: bool,
+    ) -> tuple[list[Completion], StoreStaticMember | None]:
+        """updateStaticMemberThenRebalanceOrCompleteJoin: the new member id takes the old one's place
+        (replaceStaticMember: its waiting join and sync fenced, its assignment and leadership kept). A Stable
+        group whose protocol stays writes the group and does not rebalance; a Stable group whose protocol
+        would change, or one completing a rebalance (the leader may have been sent the old id), rebalances;
+        one preparing a rebalance goes on with the new member joined."""
+        leader_before = group.leader_id
+        old_member = group.members[group.static_members[group_instance_id]]
+        done = self._swap_static_member(group, group_instance_id, new_member_id)
+        member = group.members[new_member_id]
+        member.protocols = protocols
+        member.session_timeout_ms, member.rebalance_timeout_ms = timeouts
+        member.last_heartbeat_ms = now_ms
+        member.join_token = token
+        if group.state == GroupState.STABLE and self._select_protocol(group) == group.protocol_name:
+            assignments = {m.member_id: m.assignment for m in group.members.values()}
+            store = StoreStaticMember(
+                group.group_id,
+                group_instance_id,
+                new_member_id,
+                old_member,
+                leader_before,
+                token,
+                skip_assignment_supported,
+                assignments,
+            )
+            return done, store
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return done + self._maybe_complete_join(now_ms, group), None
+        return done + self._prepare_rebalance(now_ms, group), None
+
+    def _swap_static_member(
+        self, group: Group, group_instance_id: str, new_member_id: str
+    ) -> list[Completion]:
+        """ClassicGroup.replaceStaticMember: the member of the instance under a new id, everything else
+        kept; a join or sync the old id still waits on is answered FENCED_INSTANCE_ID."""
+        old_id = group.static_members[group_instance_id]
+        old = group.members.pop(old_id)
+        done = []
+        if old.join_token is not None:
+            done.append(
+                Completion(old.join_token, JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+            )
+        if old.sync_token is not None:
+            done.append(Completion(old.sync_token, SyncResult(ErrorCode.fenced_instance_id)))
+        group.members[new_member_id] = dataclasses.replace(
+            old, member_id=new_member_id, join_token=None, sync_token=None
+        )
+        group.static_members[group_instance_id] = new_member_id
+        if group.leader_id == old_id:
+            group.leader_id = new_member_id
+        return done
+
+    def complete_static_store(
+        self, now_ms: int, store: StoreStaticMember, error: ErrorCode
+    ) -> list[Completion]:
+        """The group with the replaced static member was written (``error`` NONE) or not: written, the join
+        is answered the current generation (with the members and SkipAssignment for a leader from v9); not
+        written, the old member is put back and the join answered the error with no member id. Nothing if
+        the new member is gone meanwhile or its join already answered by a rebalance."""
+        group = self.groups.get(store.group_id)
+        member = None if group is None else group.members.get(store.new_member_id)
+        if group is None or member is None or member.join_token != store.token:
+            return []
+        member.join_token = None
+        if error != ErrorCode.none:
+            done = self._swap_static_member(group, store.group_instance_id, store.old_member.member_id)
+            restored = group.members[store.old_member.member_id]
+            restored.protocols = store.old_member.protocols
+            restored.session_timeout_ms = store.old_member.session_timeout_ms
+            restored.rebalance_timeout_ms = store.old_member.rebalance_timeout_ms
+            restored.last_heartbeat_ms = now_ms
+            failed = JoinResult(
+                error,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader=store.leader_before or "",
+            )
+            return [*done, Completion(store.token, failed)]
+        if store.skip_assignment_supported:
+            result = self._join_result(group, member.member_id)
+            result = dataclasses.replace(result, skip_assignment=group.leader_id == member.member_id)
+        else:
+            result = dataclasses.replace(
+                self._join_result(group, member.member_id), leader=store.leader_before or "", members=()
+            )
+        return [Completion(store.token, result)]
 
     def sync_group(
         self,
@@ -260,6 +404,7 @@ class GroupCoordinator:
         generation_id: int,
         member_id: str,
         assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> tuple[list[Completion], StoreGroup | None]:
         """The completions, and from the leader in CompletingRebalance the assignment to write first
         (every member's, an empty one for a member the leader left out): its sync, and the followers', are
@@ -269,8 +414,11 @@ class GroupCoordinator:
             return [Completion(token, result)], None
 
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None:
             return answer(SyncResult(ErrorCode.unknown_member_id))
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.none:
+            return answer(SyncResult(error))
         if generation_id != group.generation_id:
             return answer(SyncResult(ErrorCode.illegal_generation))
         member = group.members[member_id]
@@ -312,10 +460,21 @@ class GroupCoordinator:
         self._transition(group, GroupState.STABLE, now_ms)
         return done
 
-    def heartbeat(self, now_ms: int, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def heartbeat(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
+        if group is None:
             return ErrorCode.unknown_member_id
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.none:
+            return error
         group.members[member_id].last_heartbeat_ms = now_ms
         if generation_id != group.generation_id:
             return ErrorCode.illegal_generation
@@ -324,33 +483,37 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def leave_group(
-        self, now_ms: int, *, group_id: str, member_ids: list[str]
+        self, now_ms: int, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode], list[Completion]]:
-        """Returns (top-level error, per-member errors, completions of waiting requests)."""
+        """LeaveGroup of (member id, group instance id) pairs, as classicGroupLeaveToClassicGroup: an empty
+        member id with an instance id removes that static member (an admin's removal, KIP-345), a pending
+        member id is forgotten, any other is validated (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and removed.
+        Returns (top-level error, per-member errors, completions of waiting requests)."""
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(member_ids), []
-        errors: list[ErrorCode] = []
-        removed = False
-        for member_id in member_ids:
-            if member_id in group.members:
-                self._remove_member(group, member_id)
-                removed = True
-                errors.append(ErrorCode.none)
-            elif member_id in group.pending_members:
-                del group.pending_members[member_id]
-                errors.append(ErrorCode.none)
-            else:
-                errors.append(ErrorCode.unknown_member_id)
+            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members), []
+        before = len(group.members)
+        errors = [self._leave_one(group, member_id, instance_id) for member_id, instance_id in members]
         done: list[Completion] = []
-        if removed:
+        if len(group.members) < before:
             done = self._prepare_rebalance(now_ms, group)
-        top = (
-            ErrorCode.unknown_member_id
-            if len(member_ids) == 1 and errors[0] != ErrorCode.none
-            else ErrorCode.none
-        )
+        top = errors[0] if len(members) == 1 else ErrorCode.none
         return top, errors, done
+
+    def _leave_one(self, group: Group, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        if not member_id:
+            if group_instance_id not in group.static_members:
+                return ErrorCode.unknown_member_id
+            member_id = group.static_members[group_instance_id]
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+            return ErrorCode.none
+        else:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error != ErrorCode.none:
+                return error
+        self._remove_member(group, member_id)
+        return ErrorCode.none
 
     def tick(self, now_ms: int) -> list[Completion]:
         """Expires sessions, pending member ids and rebalance deadlines."""
@@ -401,6 +564,7 @@ class GroupCoordinator:
             if m.sync_token is not None:
                 done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
         group.members.clear()
+        group.static_members.clear()
         group.pending_members.clear()
         group.state, group.leader_id, group.protocol_name = GroupState.EMPTY, None, None
         return done
@@ -422,7 +586,9 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.generation_id, group.protocol_type = generation_id, "consumer"
-        group.members = {m.member_id: m for m in members}
+        group.members, group.static_members = {}, {}
+        for member in members:
+            self._add_member(group, member)
         group.pending_members.clear()
         group.leader_id = members[0].member_id
         protocol = group.protocol_name = self._select_protocol(group)
@@ -446,7 +612,12 @@ class GroupCoordinator:
             member_id: dataclasses.replace(m, join_token=None, sync_token=None)
             for member_id, m in group.members.items()
         }
-        return dataclasses.replace(group, members=members, pending_members=dict(group.pending_members))
+        return dataclasses.replace(
+            group,
+            members=members,
+            static_members=dict(group.static_members),
+            pending_members=dict(group.pending_members),
+        )
 
     def restore_membership(self, snapshot: Group) -> None:
         """Puts back what ``membership_snapshot`` took, keeping the offsets committed since."""
@@ -507,18 +678,24 @@ class GroupCoordinator:
         ]
 
     # ---- offsets ------------------------------------------------------------------------------------
-    def validate_offset_commit(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
-        """NONE when the commit may be written; the edge then persists it and calls apply_offset."""
+    def validate_offset_commit(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        """NONE when the commit may be written; the edge then persists it and calls apply_offset
+        (ClassicGroup.validateOffsetCommit: a static member's instance id must map to its member id)."""
         group = self.groups.get(group_id)
         if group is None or not group.members:
             # A standalone consumer (no group membership) commits with generation -1.
             if generation_id < 0 and not member_id:
                 return ErrorCode.none
-            return ErrorCode.unknown_member_id if group is None or member_id else ErrorCode.illegal_generation
-        if generation_id < 0 and not member_id:
+            if group is None or member_id or group_instance_id is not None:
+                return ErrorCode.unknown_member_id
+            return ErrorCode.illegal_generation
+        if generation_id < 0 and not member_id and group_instance_id is None:
             return ErrorCode.none
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.none:
+            return error
         if generation_id != group.generation_id:
             return ErrorCode.illegal_generation
         if group.state == GroupState.COMPLETING_REBALANCE:
@@ -698,8 +875,28 @@ class GroupCoordinator:
             return (member is not None and member.join_token is not None) or awaiting < self.settings.max_size
         return member is not None or len(group.members) < self.settings.max_size
 
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """ClassicGroup.validateMember: an instance id must map to the member id (FENCED_INSTANCE_ID if it
+        maps to another, UNKNOWN_MEMBER_ID if to none), and the member id must be in the group."""
+        if group_instance_id is not None:
+            existing = group.static_members.get(group_instance_id)
+            if existing is None:
+                return ErrorCode.unknown_member_id
+            if existing != member_id:
+                return ErrorCode.fenced_instance_id
+        return ErrorCode.none if member_id in group.members else ErrorCode.unknown_member_id
+
+    @staticmethod
+    def _add_member(group: Group, member: Member) -> None:
+        group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
+
     def _remove_member(self, group: Group, member_id: str) -> None:
-        group.members.pop(member_id, None)
+        removed = group.members.pop(member_id, None)
+        if removed is not None and removed.group_instance_id is not None:
+            group.static_members.pop(removed.group_instance_id, None)
         if group.leader_id == member_id:
             group.leader_id = next(iter(group.members), None)
 

@@ -14,10 +14,10 @@ import dataclasses
 import itertools
 import struct
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -38,6 +38,7 @@ from epochkraft.broker.group_coordinator import (
     GroupState,
     JoinResult,
     StoreGroup,
+    StoreStaticMember,
     SyncResult,
     coordinator_partition,
     json_offset_record_key,
@@ -392,24 +393,11 @@ class GroupService:
         }
 
     # ---- membership -----------------------------------------------------------------------------------
-    async def _wait(self, call) -> JoinResult | SyncResult:  # type: ignore[no-untyped-def]
-        token, future = self._waiter()
-        self._complete(call(token))
-        return await self._result(token, future)
-
     def _waiter(self) -> tuple[int, asyncio.Future[JoinResult | SyncResult]]:
         token = next(self._tokens)
         future: asyncio.Future[JoinResult | SyncResult] = asyncio.get_running_loop().create_future()
         self._waiters[token] = future
         return token, future
-
-    async def _result(
-        self, token: int, future: asyncio.Future[JoinResult | SyncResult]
-    ) -> JoinResult | SyncResult:
-        try:
-            return await future
-        finally:
-            self._waiters.pop(token, None)
 
     async def join(self, request: ClassicJoin, topics: TopicsImage) -> JoinResult:
         """A classic JoinGroup: into the consumer group of that id if it has members (Kafka's
@@ -430,24 +418,58 @@ class GroupService:
                 lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), request, topics),
             )
             return joined if joined is not None else JoinResult(error, member_id=request.member_id)
-        result = await self._wait(
-            lambda token: self.coordinator.join_group(
-                self.now_ms(),
-                token,
-                group_id=group_id,
-                member_id=request.member_id,
-                group_instance_id=request.instance_id,
-                protocol_type=request.protocol_type,
-                protocols=request.protocols,
-                session_timeout_ms=request.session_timeout_ms,
-                rebalance_timeout_ms=request.rebalance_timeout_ms,
-                client_id=request.client_id,
-                client_host=request.client_host,
-                require_known_member_id=request.require_known_member_id,
-            )
+        token, future = self._waiter()
+        done, store = self.coordinator.join_group(
+            self.now_ms(),
+            token,
+            group_id=group_id,
+            member_id=request.member_id,
+            group_instance_id=request.instance_id,
+            protocol_type=request.protocol_type,
+            protocols=request.protocols,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            require_known_member_id=request.require_known_member_id,
+            skip_assignment_supported=request.skip_assignment_supported,
         )
+        self._complete(done)
+        try:
+            if store is not None:
+                group = self.coordinator.groups[group_id]
+                value = classic_group_records.group_metadata_value(group, store.assignments)
+                await self._shielded(self._store_static_member(store, value))
+            result = await future
+        finally:
+            self._waiters.pop(token, None)
         assert isinstance(result, JoinResult)
         return result
+
+    async def _shielded(self, write: Coroutine[Any, Any, None]) -> None:
+        """A group's write finished even if the request is dropped: others wait on what it decides."""
+        task = asyncio.create_task(write)
+        self._stores.add(task)
+        task.add_done_callback(self._stores.discard)
+        await asyncio.shield(task)
+
+    async def _store_static_member(self, store: StoreStaticMember, value: GroupMetadataValue) -> None:
+        """updateStaticMemberThenRebalanceOrCompleteJoin's append: the group with the replaced static member
+        written before its join is answered; a failed write puts the old member back."""
+        error = await self._append_group_record(store.group_id, value)
+        if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
+            self._classic_written[store.group_id] = value
+        done = self.coordinator.complete_static_store(self.now_ms(), store, normalize_append_error(error))
+        self._complete(done)
+
+    async def _append_group_record(self, group_id: str, value: GroupMetadataValue) -> ErrorCode:
+        """The group's GroupMetadata record appended (acks=all); an exception is UNKNOWN_SERVER_ERROR."""
+        key = group_metadata_key(group_id)
+        try:
+            return await self.offsets_topic.append(self.partition_for(group_id), [(key, value_bytes(value))])
+        except Exception as exc:  # whoever waits is answered all the same
+            log.warning("could not write a group's metadata", group=group_id, error=str(exc))
+            return ErrorCode.unknown_server_error
 
     def _invalid_join(self, request: ClassicJoin) -> ErrorCode:
         """INVALID_GROUP_ID or INVALID_SESSION_TIMEOUT (group.min/max.session.timeout.ms), whatever group
@@ -495,16 +517,14 @@ class GroupService:
             generation_id=generation_id,
             member_id=member_id,
             assignments=assignments,
+            group_instance_id=instance_id,
         )
         self._complete(done)
         try:
             if store is not None:  # finished even if this request is dropped: the followers wait on it
                 group = self.coordinator.groups[group_id]
                 value = classic_group_records.group_metadata_value(group, store.assignments)
-                write = asyncio.create_task(self._store_group(store, value))
-                self._stores.add(write)
-                write.add_done_callback(self._stores.discard)
-                await asyncio.shield(write)
+                await self._shielded(self._store_group(store, value))
             result = await future
         finally:
             self._waiters.pop(token, None)
@@ -515,14 +535,7 @@ class GroupService:
         """completeClassicGroupSync: the leader's assignment written as the group's GroupMetadata record
         (acks=all) before the group is Stable and the syncs are answered; a failed write answers them the
         error as clients know it and the group rebalances."""
-        key = group_metadata_key(store.group_id)
-        try:
-            error = await self.offsets_topic.append(
-                self.partition_for(store.group_id), [(key, value_bytes(value))]
-            )
-        except Exception as exc:  # the waiting syncs are answered all the same
-            log.warning("could not write a group's assignment", group=store.group_id, error=str(exc))
-            error = ErrorCode.unknown_server_error
+        error = await self._append_group_record(store.group_id, value)
         if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
             self._classic_written[store.group_id] = value
         self._complete(self.coordinator.complete_store(self.now_ms(), store, normalize_append_error(error)))
@@ -659,23 +672,26 @@ class GroupService:
                 generation_id=generation_id,
             )
         return self.coordinator.heartbeat(
-            self.now_ms(), group_id=group_id, generation_id=generation_id, member_id=member_id
+            self.now_ms(),
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=instance_id,
         )
 
     async def leave(
         self, *, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup of (member id, instance id) pairs: members of a consumer group, of either protocol,
-        are fenced (its changes written first); else the classic group's members (by member id)."""
+        are fenced (its changes written first); else the classic group's members (by member id, or a static
+        member by its instance id)."""
         if self.consumer_groups.is_live(group_id):
             left, error = await self._change_consumer_group(
                 group_id,
                 lambda: consumer_group_classic.leave(self.consumer_groups, self.now_ms(), group_id, members),
             )
             return left if left is not None else (error, [error] * len(members))
-        top, errors, done = self.coordinator.leave_group(
-            self.now_ms(), group_id=group_id, member_ids=[m for m, _ in members]
-        )
+        top, errors, done = self.coordinator.leave_group(self.now_ms(), group_id=group_id, members=members)
         self._complete(done)
         await self.store_empty_groups([group_id])
         return top, errors
@@ -689,6 +705,7 @@ class GroupService:
         member_id: str,
         entries: list[OffsetCommitEntry],
         api_version: int = 9,
+        group_instance_id: str | None = None,
     ) -> list[ErrorCode]:
         """Validates, writes to __consumer_offsets with acks=all, then applies. One error per entry, in
         order: the group's error for every entry if it refuses the commit; else OFFSET_METADATA_TOO_LARGE
@@ -697,7 +714,10 @@ class GroupService:
         error = self.consumer_groups.validate_offset_commit(group_id, member_id, generation_id, api_version)
         if error is None:
             error = self.coordinator.validate_offset_commit(
-                group_id=group_id, generation_id=generation_id, member_id=member_id
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
             )
         if error != ErrorCode.none:
             return [error] * len(entries)
@@ -747,12 +767,13 @@ class GroupService:
         generation_id: int,
         member_id: str,
         entries: list[OffsetCommitEntry],
+        group_instance_id: str | None = None,
     ) -> list[ErrorCode]:
         """TxnOffsetCommit: written as a transactional batch of the producer, then pending until the
         transaction's marker (``GroupCoordinator.complete_transactional_offsets``). One error per entry."""
         error = self.coordinator_error(group_id)
         if error == ErrorCode.none:
-            error = self._validate_txn_offset_commit(group_id, member_id, generation_id)
+            error = self._validate_txn_offset_commit(group_id, member_id, generation_id, group_instance_id)
         if error != ErrorCode.none:
             return [error] * len(entries)
         errors, accepted = self._metadata_checked(entries)
@@ -774,7 +795,9 @@ class GroupService:
         self._next_record_offset += 1
         return self._next_record_offset - 1
 
-    def _validate_txn_offset_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def _validate_txn_offset_commit(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> ErrorCode:
         """Kafka's OffsetMetadataManager.validateTransactionalOffsetCommit: a consumer group (KIP-848)
         checks the member and its epoch (a stale epoch is ILLEGAL_GENERATION here), a classic group its
         generation."""
@@ -784,7 +807,10 @@ class GroupService:
         if error is not None:
             return ErrorCode.illegal_generation if error == ErrorCode.stale_member_epoch else error
         return self.coordinator.validate_offset_commit(
-            group_id=group_id, generation_id=generation_id, member_id=member_id
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
         )
 
     def unstable(self, group_id: str, topic: str, partition: int) -> bool:

@@ -66,6 +66,7 @@ async def handle(request, ctx: RequestContext):
             member_id=request.member_id,
             entries=entries,
             api_version=version,
+            group_instance_id=getattr(request, "group_instance_id", None),
         )
         errors = {(e.topic, e.partition): r for e, r in zip(entries, results, strict=True)}
     schema = v10 if by_id else v9

@@ -7,8 +7,13 @@
 - Waits until every member has rejoined (or the rebalance timeout), then answers with the generation;
   the leader also gets every member's protocol metadata.
 - NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate the group.
-- v0 has no rebalance timeout (the session timeout is used); v5+ carries group.instance.id; v8+ a
-  reason (KIP-800, not kept); v9 answers SkipAssignment false (no member skips the assignment here).
+- A static member (v5+ group.instance.id) joins without MEMBER_ID_REQUIRED; one that comes back under a
+  new member id to a Stable group with the same protocols takes the old id's place without a rebalance
+  (KIP-345), once the group is written; a join or sync still waiting under the old id is answered
+  FENCED_INSTANCE_ID.
+- v0 has no rebalance timeout (the session timeout is used); v8+ a reason (KIP-800, not kept); v9 answers
+  SkipAssignment true to a replaced static leader, which keeps the group's assignment (before v9 it is
+  answered the old leader id, so it syncs as a follower).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ async def handle(request, ctx: RequestContext):
     result_error: ErrorCode
     protocol_name: str | None
     members: tuple[tuple[str, str | None, bytes], ...]
+    skip_assignment = False
     if error != ErrorCode.none:
         result_error, member_id, generation, protocol_type, protocol_name, leader, members = (
             error,
@@ -56,6 +62,7 @@ async def handle(request, ctx: RequestContext):
             client_id=ctx.header.client_id or "",
             client_host=str(ctx.peer[0]) if ctx.peer else "",
             require_known_member_id=ctx.api_version >= 4,
+            skip_assignment_supported=ctx.api_version >= 9,
         )
         result = await groups.join(join, CacheTopics(ctx.broker.cache))
         result_error, member_id, generation = result.error, result.member_id, result.generation_id
@@ -65,6 +72,7 @@ async def handle(request, ctx: RequestContext):
             result.leader,
             result.members,
         )
+        skip_assignment = result.skip_assignment
     response = JoinGroupResponse(
         throttle_time=NO_THROTTLE,
         error_code=result_error,
@@ -73,7 +81,7 @@ async def handle(request, ctx: RequestContext):
         # Versions before 7 cannot carry a null protocol name.
         protocol_name=protocol_name if protocol_name is not None or ctx.api_version >= 7 else "",
         leader=leader,
-        skip_assignment=False,
+        skip_assignment=skip_assignment,
         member_id=member_id,
         members=tuple(
             JoinGroupResponseMember(member_id=mid, group_instance_id=instance, metadata=meta)

@@ -4,6 +4,9 @@
   reason per member (KIP-800, not kept).
 - Leaving members trigger a rebalance of the rest; classic members of a KIP-848 consumer group leave it
   (by member id, or by instance id), and the group epoch is bumped.
+- A classic group's member named with an instance id must be that instance's (FENCED_INSTANCE_ID, else
+  UNKNOWN_MEMBER_ID); an empty member id with an instance id removes that static member (an admin's
+  removal, KIP-345).
 """
 
 from __future__ import annotations

@@ -97,6 +97,7 @@ async def handle(request, ctx: RequestContext):
             generation_id=getattr(request, "generation_id", -1),
             member_id=getattr(request, "member_id", ""),
             entries=entries,
+            group_instance_id=getattr(request, "group_instance_id", None),
         )
         errors = {(e.topic, e.partition): r for e, r in zip(entries, results, strict=True)}
     response = v5.TxnOffsetCommitResponse(
