@@ -16,6 +16,7 @@ from epochkraft.broker.consumer_group import HeartbeatRequest
 from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.consumer_protocol import serialize_assignment
 from epochkraft.broker.group_coordinator import (
+    CommittedOffset,
     GroupCoordinator,
     GroupSettings,
     GroupState,
@@ -604,3 +605,15 @@ async def test_cleanup_expired_offsets_with_pending_transactional_offsets():
     assert c.service.coordinator.committed_offsets("g") == {}
     assert "g" in c.service.coordinator.groups and c.topic.records[-1][0] != GROUP_KEY
 
+
+def test_loaded_empty_group_without_state_timestamp_expires_offsets_from_their_commits():
+    """A GroupMetadata record of version 0 or 1 (old Kafka) has no state timestamp: the loaded Empty group's
+    offsets expire from their commits (OffsetExpirationCondition without currentStateTimestamp), not from
+    the load, which would restart their retention at every failover."""
+    value = serde.GroupMetadataValue("consumer", 3, None, None, -1, ())
+    group = group_from_record("g", value)
+    coordinator = GroupCoordinator(GroupSettings(offsets_retention_ms=1000))
+    coordinator.replay_group_metadata("g", group)
+    coordinator.apply_offset("g", "foo", 0, CommittedOffset(5, -1, "", commit_timestamp_ms=10_000))
+    coordinator.tick(50_000)  # loaded long after the commit
+    assert coordinator.decide_expired_offsets(50_000) == {"g": [("foo", 0)]}
