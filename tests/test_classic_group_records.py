@@ -617,3 +617,26 @@ def test_loaded_empty_group_without_state_timestamp_expires_offsets_from_their_c
     coordinator.apply_offset("g", "foo", 0, CommittedOffset(5, -1, "", commit_timestamp_ms=10_000))
     coordinator.tick(50_000)  # loaded long after the commit
     assert coordinator.decide_expired_offsets(50_000) == {"g": [("foo", 0)]}
+
+
+async def test_delete_consumer_group_with_a_classic_group_record_left():
+    """DeleteGroups of an empty consumer group writes the GroupMetadata tombstone too when a classic
+    group's record of that id may be live (here one a consumer group took the id over, its tombstone
+    missing from the log): a new coordinator then loads neither group."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    join = HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={})
+    assert (await c.service.consumer_heartbeat(join, c.topics)).error == ErrorCode.none
+    assert (await c.service.consumer_heartbeat(HeartbeatRequest("g", "m", -1), c.topics)).error == (
+        ErrorCode.none
+    )
+    c.topic.records = [record for record in c.topic.records if record != (GROUP_KEY, None)]
+    loaded = c.successor()
+    assert "g" in loaded.consumer_groups.groups and "g" in loaded.coordinator.groups
+    loaded.offsets_topic = c.topic
+    assert await loaded.delete_group("g") == ErrorCode.none
+    assert c.topic.records[-1] == (GROUP_KEY, None)
+    gone = c.successor()
+    assert "g" not in gone.coordinator.groups and "g" not in gone.consumer_groups.groups

@@ -529,6 +529,7 @@ class GroupService:
             self._classic_written[group_id] = value
             return
         self._classic_written.pop(group_id, None)
+        self._empty_retry_at.pop(group_id, None)
         if self._classic_asked.get(group_id) == order:
             self._classic_maybe.discard(group_id)
 
