@@ -13,11 +13,9 @@ from epochkraft.broker.group_coordinator import (
     SyncResult,
     coordinator_partition,
     java_string_hash,
-    offset_record_key,
-    offset_record_value,
-    parse_offset_record,
 )
 from epochkraft.broker.group_service import GroupService, OffsetCommitEntry
+from epochkraft.broker.offset_records import offset_record_key, offset_record_value, parse_offset_record
 from epochkraft.protocol.errors import ErrorCode
 
 PROTOCOLS = (("range", b"meta-range"), ("roundrobin", b"meta-rr"))

@@ -41,12 +41,14 @@ from epochkraft.broker.group_coordinator import (
     StoreStaticMember,
     SyncResult,
     coordinator_partition,
+)
+from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
+from epochkraft.broker.offset_records import (
     json_offset_record_key,
     offset_record_key,
     offset_record_value,
     parse_offset_record,
 )
-from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
