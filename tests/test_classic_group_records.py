@@ -16,6 +16,7 @@ from epochkraft.broker.consumer_group import HeartbeatRequest
 from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.consumer_protocol import serialize_assignment
 from epochkraft.broker.group_coordinator import (
+    CommittedOffset,
     GroupCoordinator,
     GroupSettings,
     GroupState,
@@ -23,7 +24,12 @@ from epochkraft.broker.group_coordinator import (
     SyncResult,
 )
 from epochkraft.broker.group_record_serde import RecordType
-from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
+from epochkraft.broker.group_service import (
+    EMPTY_WRITE_RETRY_MS,
+    GroupService,
+    LoggedOffsetRecord,
+    OffsetCommitEntry,
+)
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Topics
 from tests.test_group_coordinator import MemoryOffsetsTopic
@@ -44,8 +50,10 @@ class GatedOffsetsTopic(MemoryOffsetsTopic):
         self.gate: asyncio.Event | None = None
         self.error = ErrorCode.none
         self.raises: Exception | None = None
+        self.asked: list[list[tuple[bytes, bytes | None]]] = []  # every append asked for, in order
 
     async def append(self, partition, entries, producer=None) -> ErrorCode:
+        self.asked.append(entries)
         if self.gate is not None:
             await self.gate.wait()
         if self.raises is not None:
@@ -257,16 +265,20 @@ async def test_heartbeat_expiration_should_remove_member():
     await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
     later = c.service.now_ms() + 60_000
     c.service.coordinator.tick(later)
-    await c.service.store_empty_groups(["g"])
+    await asyncio.gather(*c.service.store_empty_groups(["g"], later))
     assert c.group_records()[-1] == ("g", serde.GroupMetadataValue("consumer", 2, None, None, later, ()))
-    await c.service.store_empty_groups(["g"])  # written once
+    assert c.service.store_empty_groups(["g"], later) == []  # written once
     assert len(c.group_records()) == 2
 
 
-@pytest.mark.parametrize("failure", ["error", "exception"])
-async def test_empty_group_write_failure_is_tried_again(failure):
-    """A failed write of the Empty record is logged (Kafka only warns), does not stop the ticks that write
-    it, and is written at a later tick once the topic takes it."""
+@pytest.mark.parametrize(
+    ("failure", "answered"),
+    [("error", ErrorCode.coordinator_not_available), ("exception", ErrorCode.unknown_server_error)],
+)
+async def test_empty_group_write_failure_is_tried_again(failure, answered):
+    """The last member's LeaveGroup is answered by the Empty record's write, as Kafka's: its failure as
+    clients know it, the member removed all the same. The failed write is logged (Kafka only warns) and
+    tried again by the ticks, not before EMPTY_WRITE_RETRY_MS, once the topic takes it."""
     c = Classic()
     a = await c.join()
     await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
@@ -274,11 +286,15 @@ async def test_empty_group_write_failure_is_tried_again(failure):
         c.topic.error = ErrorCode.not_enough_replicas
     else:
         c.topic.raises = OSError("the log is gone")
-    await c.service.leave(group_id="g", members=[(a.member_id, None)])
-    await c.service.store_empty_groups(["g"])
+    left = await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    assert left == (answered, [answered])
+    assert c.service.coordinator.groups["g"].members == {}
+    now = c.service.now_ms()
+    assert c.service.store_empty_groups(["g"], now) == []  # backing off
     assert len(c.group_records()) == 1
     c.topic.error, c.topic.raises = ErrorCode.none, None
-    await c.service.store_empty_groups(["g"])
+    assert c.service.store_empty_groups(["g"], now + EMPTY_WRITE_RETRY_MS)
+    await asyncio.gather(*c.service.store_empty_groups(["g"], now + EMPTY_WRITE_RETRY_MS))
     _, value = c.group_records()[-1]
     assert value is not None and (value.generation, value.members) == (2, ())
 
@@ -438,3 +454,192 @@ async def test_static_member_replacement_whose_write_fails_puts_the_old_member_b
     group = classic.service.coordinator.groups["g"]
     assert group.static_members == {"instance-a": first.member_id} and group.state == GroupState.STABLE
     assert len(classic.topic.records) == written
+
+
+async def test_empty_group_write_does_not_hold_the_ticks():
+    """Kafka's timers never wait on appends: an Empty record's slow acks=all write (a follower gone but
+    still in the ISR) goes on in the background while the ticks expire sessions and complete joins, and
+    is asked for once however many ticks pass."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    c.service.coordinator.tick(c.service.now_ms() + 60_000)  # a's session expired: the group is Empty
+    ticks = 0
+    tick = c.service.coordinator.tick
+
+    def counted(now_ms):
+        nonlocal ticks
+        ticks += 1
+        return tick(now_ms)
+
+    c.service.coordinator.tick = counted  # type: ignore[method-assign]
+    c.topic.gate = asyncio.Event()
+    written = len(c.topic.asked)
+    c.service.start()
+    try:
+        for _ in range(40):  # a tick every TICK_INTERVAL_S (0.1 s): three within 2 s even on a busy machine
+            await asyncio.sleep(0.05)
+            if ticks >= 3:
+                break
+        assert ticks >= 3, "the ticks go on while the write waits"
+        assert len(c.topic.asked) == written + 1, "one write of the group at a time"
+    finally:
+        c.topic.gate.set()
+        await c.service.stop()
+
+
+async def test_leader_sync_answered_by_a_rebalance_while_its_assignment_is_written():
+    """The leader's SyncGroup waits for its own answer, not for the write: a member joining meanwhile
+    answers it REBALANCE_IN_PROGRESS at once (the write may take APPEND_TIMEOUT_MS)."""
+    c = Classic()
+    a = await c.join(client_id="a")
+    c.topic.gate = asyncio.Event()
+    leader_sync = asyncio.create_task(c.sync(a.member_id, 1, {a.member_id: b"a-1"}))
+    await asyncio.sleep(0)
+    b_join = asyncio.create_task(c.join(client_id="b"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert leader_sync.done() and leader_sync.result().error == ErrorCode.rebalance_in_progress
+    c.topic.gate.set()
+    await c.join(a.member_id, client_id="a")
+    assert (await b_join).generation_id == 2
+
+
+async def test_join_group_while_the_group_is_deleted():
+    """Kafka deletes a group at once: while DeleteGroups' tombstones are written the group is Dead, so a
+    JoinGroup is answered COORDINATOR_NOT_AVAILABLE and no Empty record is written after the tombstone
+    (which would bring the group back on a new coordinator); the deletion failing puts it back Empty."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    c.topic.gate, c.topic.error = asyncio.Event(), ErrorCode.not_enough_replicas
+    delete = asyncio.create_task(c.service.delete_group("g"))
+    await asyncio.sleep(0)
+    assert (await c.join()).error == ErrorCode.coordinator_not_available
+    c.service._classic_written.pop("g")  # as if the Empty record's write had failed: it would be due
+    assert c.service.store_empty_groups(["g"], c.service.now_ms()) == []
+    c.topic.gate.set()
+    assert await delete == ErrorCode.coordinator_not_available
+    assert c.service.coordinator.groups["g"].state == GroupState.EMPTY
+
+
+async def test_classic_group_records_follow_the_order_the_appends_were_asked_for():
+    """Appends complete in any order: the leader's Stable record asked for before the Empty record of its
+    leaving is not taken as the group's live record when it completes last, so the Empty one is not
+    written again."""
+    c = Classic()
+    a = await c.join()
+    stable_gate = c.topic.gate = asyncio.Event()
+    leader_sync = asyncio.create_task(c.sync(a.member_id, 1, {a.member_id: b"a-1"}))
+    while not c.topic.asked:
+        await asyncio.sleep(0)
+    c.topic.gate = None  # the Empty record's append completes first
+    left = await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    assert left == (ErrorCode.none, [ErrorCode.none])
+    assert (await leader_sync).error == ErrorCode.unknown_member_id
+    stable_gate.set()
+    while c.service._stores:
+        await asyncio.sleep(0)
+    assert [value for _, value in c.group_records()][-1].generation == 1, (
+        "the Stable record's append completed last"
+    )
+    assert c.service.store_empty_groups(["g"], c.service.now_ms()) == []
+
+
+async def test_consumer_group_heartbeat_while_the_leader_assignment_is_written():
+    """convertToConsumerGroup always writes the classic group's tombstone: an upgrade while the leader's
+    SyncGroup record is still being written (or timed out, maybe appended) tombstones it first, so a new
+    coordinator does not load both groups."""
+    c = Classic()
+    a = await c.join()
+    c.topic.gate = asyncio.Event()
+    leader_sync = asyncio.create_task(c.sync(a.member_id, 1, {a.member_id: b"a-1"}))
+    while not c.topic.asked:
+        await asyncio.sleep(0)
+    request = HeartbeatRequest(
+        "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
+    )
+    heartbeat = asyncio.create_task(c.service.consumer_heartbeat(request, c.topics))
+    while len(c.topic.asked) < 2:
+        await asyncio.sleep(0)
+    c.topic.gate.set()
+    assert (await heartbeat).error == ErrorCode.none
+    assert (await leader_sync).error == ErrorCode.rebalance_in_progress
+    assert c.topic.asked[1][0] == (GROUP_KEY, None)
+    assert c.successor().coordinator.classic_group_of("g") is None
+
+
+async def test_downgrade_after_an_upgrade_that_timed_out_writes_the_classic_group():
+    """convertToClassicGroup always writes createClassicGroupRecords: after an upgrade whose write timed
+    out (its records maybe in the log, the consumer group kept), the consumer member leaving converts the
+    group back and the classic group's record is written, so a new coordinator loads it."""
+    c = Classic()
+    a, b = await c.stable_group_of_two()
+    join = HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={})
+    c.topic.error = ErrorCode.request_timed_out
+    assert (await c.service.consumer_heartbeat(join, c.topics)).error == ErrorCode.coordinator_not_available
+    c.topic.error = ErrorCode.none
+    written = len(c.topic.records)
+    leave = HeartbeatRequest("g", "m", -1)
+    assert (await c.service.consumer_heartbeat(leave, c.topics)).error == ErrorCode.none
+    assert c.topic.records[-1][0] == GROUP_KEY and len(c.topic.records) > written
+    _, value = c.group_records()[-1]
+    assert value is not None and {m.member_id for m in value.members} == {a, b}
+    assert value.generation > 2, "the consumer group's epoch, not the classic generation written before"
+
+
+async def test_cleanup_expired_offsets_with_pending_transactional_offsets():
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsetsWithPendingTransactionalOffsets: the expired
+    offsets go, but a group an open transaction commits to is not deleted (cleanupExpiredOffsets returns
+    allOffsetsExpired && !openTransactionsByGroup.containsKey(groupId))."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    entry = OffsetCommitEntry("foo", 0, 5, -1, "")
+    await c.service.commit(group_id="g", generation_id=1, member_id=a.member_id, entries=[entry])
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    await c.service.txn_commit(
+        group_id="g", producer=(7, 0), generation_id=-1, member_id="", entries=[OffsetCommitEntry("foo", 1, 9, -1, "")]
+    )  # fmt: skip
+    now = c.service.now_ms()
+    c.service.coordinator.tick(now)  # empty since now
+    await c.service.expire_offsets(now + c.service.coordinator.settings.offsets_retention_ms + 1)
+    assert c.service.coordinator.committed_offsets("g") == {}
+    assert "g" in c.service.coordinator.groups and c.topic.records[-1][0] != GROUP_KEY
+
+
+def test_loaded_empty_group_without_state_timestamp_expires_offsets_from_their_commits():
+    """A GroupMetadata record of version 0 or 1 (old Kafka) has no state timestamp: the loaded Empty group's
+    offsets expire from their commits (OffsetExpirationCondition without currentStateTimestamp), not from
+    the load, which would restart their retention at every failover."""
+    value = serde.GroupMetadataValue("consumer", 3, None, None, -1, ())
+    group = group_from_record("g", value)
+    coordinator = GroupCoordinator(GroupSettings(offsets_retention_ms=1000))
+    coordinator.replay_group_metadata("g", group)
+    coordinator.apply_offset("g", "foo", 0, CommittedOffset(5, -1, "", commit_timestamp_ms=10_000))
+    coordinator.tick(50_000)  # loaded long after the commit
+    assert coordinator.decide_expired_offsets(50_000) == {"g": [("foo", 0)]}
+
+
+async def test_delete_consumer_group_with_a_classic_group_record_left():
+    """DeleteGroups of an empty consumer group writes the GroupMetadata tombstone too when a classic
+    group's record of that id may be live (here one a consumer group took the id over, its tombstone
+    missing from the log): a new coordinator then loads neither group."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    join = HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={})
+    assert (await c.service.consumer_heartbeat(join, c.topics)).error == ErrorCode.none
+    assert (await c.service.consumer_heartbeat(HeartbeatRequest("g", "m", -1), c.topics)).error == (
+        ErrorCode.none
+    )
+    c.topic.records = [record for record in c.topic.records if record != (GROUP_KEY, None)]
+    loaded = c.successor()
+    assert "g" in loaded.consumer_groups.groups and "g" in loaded.coordinator.groups
+    loaded.offsets_topic = c.topic
+    assert await loaded.delete_group("g") == ErrorCode.none
+    assert c.topic.records[-1] == (GROUP_KEY, None)
+    gone = c.successor()
+    assert "g" not in gone.coordinator.groups and "g" not in gone.consumer_groups.groups

@@ -13,11 +13,9 @@ from epochkraft.broker.group_coordinator import (
     SyncResult,
     coordinator_partition,
     java_string_hash,
-    offset_record_key,
-    offset_record_value,
-    parse_offset_record,
 )
 from epochkraft.broker.group_service import GroupService, OffsetCommitEntry
+from epochkraft.broker.offset_records import offset_record_key, offset_record_value, parse_offset_record
 from epochkraft.protocol.errors import ErrorCode
 
 PROTOCOLS = (("range", b"meta-range"), ("roundrobin", b"meta-rr"))
@@ -551,3 +549,41 @@ def test_last_joining_members_are_kicked_out_when_rejoining_group_with_max_size(
     assert errors(ctx, rejoins[:MAX]) == [ErrorCode.none] * MAX
     assert (len(group.members), group.state) == (MAX, GroupState.COMPLETING_REBALANCE)
     assert set(group.members) == set(ids[:MAX])
+
+
+def test_leader_leaving_while_its_assignment_is_written():
+    """removeMemberAndUpdateClassicGroup completes the removed member's waiting requests: the leader
+    leaving while its assignment is written is answered UNKNOWN_MEMBER_ID (else its SyncGroup hangs),
+    and the follower's sync REBALANCE_IN_PROGRESS as the group rebalances."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"a-1"})
+    b, b_join = ctx.join_with_id()
+    ctx.join(member_id=a)
+    assert ctx.results[b_join].generation_id == 2
+    ctx.store_error = None  # the leader's assignment waits
+    leader_sync, follower_sync = ctx.sync(a, 2, {a: b"a", b: b"b"}), ctx.sync(b, 2)
+    _, _, done = ctx.c.leave_group(ctx.now, group_id="g", members=[(a, None)])
+    ctx._collect(done)
+    assert ctx.results[leader_sync].error == ErrorCode.unknown_member_id
+    assert ctx.results[follower_sync].error == ErrorCode.rebalance_in_progress
+
+
+def test_new_member_join_dead_group():
+    """GroupMetadataManagerTest.testNewMemberJoinDeadGroup / testExistingMemberJoinDeadGroup: a group being
+    deleted (Dead until its tombstones are written) answers JoinGroup COORDINATOR_NOT_AVAILABLE, and
+    takes no commit or heartbeat; put back as it was when the deletion's write fails."""
+    ctx = Ctx()
+    committed(ctx, "g", ("t", 0))
+    assert ctx.c.mark_dead("g") == GroupState.EMPTY
+    assert ctx.results[ctx.join()].error == ErrorCode.coordinator_not_available
+    assert ctx.results[ctx.join(member_id="m")].error == ErrorCode.coordinator_not_available
+    assert ctx.c.validate_offset_commit(group_id="g", generation_id=-1, member_id="") == (
+        ErrorCode.coordinator_not_available
+    )
+    assert ctx.c.heartbeat(ctx.now, group_id="g", generation_id=0, member_id="m") == (
+        ErrorCode.coordinator_not_available
+    )
+    assert ctx.c.decide_delete_group("g") == (ErrorCode.group_id_not_found, [])
+    ctx.c.revive("g", GroupState.EMPTY)
+    assert ctx.results[ctx.join()].error == ErrorCode.member_id_required

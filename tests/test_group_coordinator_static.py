@@ -338,3 +338,20 @@ def test_static_members_rebuilt_from_the_group_metadata_record():
     assert successor.c.groups["g"].state == GroupState.STABLE
     new_id = successor.c.groups["g"].static_members[FOLLOWER]
     assert synced(successor, successor.sync(new_id, 1)).assignment == b"a-follower"
+
+
+def test_replace_static_member_whose_write_fails_after_a_rebalance_answered_its_join():
+    """updateStaticMemberThenRebalanceOrCompleteJoin reverts on a failed write in every case: a rebalance
+    that answered the replacement's join meanwhile does not keep the new member id in the instance's
+    place; its waiting sync is fenced."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx)
+    ctx.store_error = None  # the replacement's write waits
+    rejoin = ctx.join(instance_id=LEADER)
+    new_id = ctx.c.groups["g"].static_members[LEADER]
+    ctx.join(member_id=follower, instance_id=FOLLOWER, protocols=(("range", b"other"),))  # a rebalance
+    assert joined(ctx, rejoin).generation_id == 2, "the rebalance answered the replacement's join"
+    waiting_sync = ctx.sync(new_id, 2, {new_id: b"a", follower: b"b"}, instance_id=LEADER)
+    ctx.write_static_store(ErrorCode.coordinator_not_available)
+    assert ctx.c.groups["g"].static_members[LEADER] == leader
+    assert synced(ctx, waiting_sync).error == ErrorCode.fenced_instance_id

@@ -17,12 +17,10 @@ from epochkraft.broker import group_record_serde as serde
 from epochkraft.broker.consumer_group import ConsumerGroupCoordinator
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
-    offset_record_key,
-    offset_record_value,
-    parse_offset_record,
 )
 from epochkraft.broker.group_record_serde import RecordType
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry, TxnOutcome
+from epochkraft.broker.offset_records import offset_record_key, offset_record_value, parse_offset_record
 from epochkraft.protocol.errors import ErrorCode
 from tests.test_consumer_group import Context
 from tests.test_group_coordinator import MemoryOffsetsTopic

@@ -66,8 +66,9 @@ def parse(key: bytes, value: bytes | None) -> tuple[str, serde.GroupMetadataValu
 
 def group_from_record(group_id: str, value: serde.GroupMetadataValue) -> Group:
     """ClassicGroup.fromRecord: an empty protocol type is none; an Empty group's state time is when it
-    became empty, so its offsets expire as if it had stayed on this coordinator; the static members are
-    mapped by their instance ids again."""
+        became empty, so its offsets expire as if it had stayed on this coordinator (without one, each from its
+    commit); the static members are
+        mapped by their instance ids again."""
     members = {m.member_id: _loaded_member(m, value.protocol or "") for m in value.members}
     timestamp = None if value.current_state_timestamp == -1 else value.current_state_timestamp
     return Group(
@@ -81,7 +82,9 @@ def group_from_record(group_id: str, value: serde.GroupMetadataValue) -> Group:
         static_members={
             m.group_instance_id: m.member_id for m in members.values() if m.group_instance_id is not None
         },
-        empty_since_ms=None if members else timestamp,
+        # unknown in records of versions 0 and 1: each offset then expires from its commit, as Kafka's
+        # OffsetExpirationCondition without a state timestamp, not from this load
+        empty_since_ms=None if members else (timestamp or 0),
         state_timestamp_ms=timestamp,
     )
 

@@ -352,6 +352,8 @@ class ConsumerGroupCoordinator:
         self.classic = classic if classic is not None else GroupCoordinator()
         self.group_configs = group_configs
         self.groups: dict[str, ConsumerGroup] = {}
+        # consumer groups converted to classic groups whose GroupMetadata record is not written yet
+        self.converted_to_classic: set[str] = set()
         self.regexes = RegexResolver()
 
     def group_config(self, group_id: str) -> GroupConfig:
@@ -798,6 +800,7 @@ class ConsumerGroupCoordinator:
         names = {topic.topic_id: name for name, topic in group.subscription_metadata.items()}
         members = classic_members_from_consumer(group.members.values(), leaving, now_ms)
         del self.groups[group.group_id]
+        self.converted_to_classic.add(group.group_id)  # its GroupMetadata record is due, whatever came before
         self.classic.adopt_members(
             now_ms,
             group.group_id,

@@ -19,14 +19,12 @@ on a new coordinator.
 from __future__ import annotations
 
 import dataclasses
-import json
 import struct
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from epochkraft.broker import group_record_serde as serde
 from epochkraft.protocol.errors import ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -226,10 +224,13 @@ class GroupCoordinator:
             if member_id:
                 return fail(ErrorCode.unknown_member_id)
             group = self.groups[group_id] = Group(group_id)
+        if group.state == GroupState.DEAD:
+            # being deleted: the member finds the coordinator again and joins the group made afresh
+            return fail(ErrorCode.coordinator_not_available)
         if not self._accepts_joining_member(group, member_id):
-            self._remove_member(group, member_id)
+            removed = self._remove_member(group, member_id)
             group.pending_members.pop(member_id, None)
-            return [Completion(token, JoinResult(ErrorCode.group_max_size_reached))], None
+            return [*removed, Completion(token, JoinResult(ErrorCode.group_max_size_reached))], None
         if not protocols or (
             group.members
             and (group.protocol_type != protocol_type or not self._has_common_protocol(group, protocols))
@@ -364,13 +365,18 @@ class GroupCoordinator:
     ) -> list[Completion]:
         """The group with the replaced static member was written (``error`` NONE) or not: written, the join
         is answered the current generation (with the members and SkipAssignment for a leader from v9); not
-        written, the old member is put back and the join answered the error with no member id. Nothing if
-        the new member is gone meanwhile or its join already answered by a rebalance."""
+        written, the old member is put back (even if a rebalance answered the join meanwhile, as Kafka
+        reverts in every case) and the join answered the error with no member id. Nothing if the new member
+        is gone meanwhile."""
         group = self.groups.get(store.group_id)
         member = None if group is None else group.members.get(store.new_member_id)
-        if group is None or member is None or member.join_token != store.token:
+        if group is None or member is None:
             return []
-        member.join_token = None
+        waiting = member.join_token == store.token
+        if waiting:
+            member.join_token = None
+        elif error == ErrorCode.none:
+            return []
         if error != ErrorCode.none:
             done = self._swap_static_member(group, store.group_instance_id, store.old_member.member_id)
             restored = group.members[store.old_member.member_id]
@@ -385,7 +391,7 @@ class GroupCoordinator:
                 protocol_name=group.protocol_name,
                 leader=store.leader_before or "",
             )
-            return [*done, Completion(store.token, failed)]
+            return [*done, Completion(store.token, failed)] if waiting else done
         if store.skip_assignment_supported:
             result = self._join_result(group, member.member_id)
             result = dataclasses.replace(result, skip_assignment=group.leader_id == member.member_id)
@@ -416,6 +422,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return answer(SyncResult(ErrorCode.unknown_member_id))
+        if group.state == GroupState.DEAD:
+            return answer(SyncResult(ErrorCode.coordinator_not_available))
         error = self._validate_member(group, member_id, group_instance_id)
         if error != ErrorCode.none:
             return answer(SyncResult(error))
@@ -472,6 +480,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
+        if group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
         error = self._validate_member(group, member_id, group_instance_id)
         if error != ErrorCode.none:
             return error
@@ -493,14 +503,16 @@ class GroupCoordinator:
         if group is None:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members), []
         before = len(group.members)
-        errors = [self._leave_one(group, member_id, instance_id) for member_id, instance_id in members]
         done: list[Completion] = []
+        errors = [self._leave_one(group, member_id, instance_id, done) for member_id, instance_id in members]
         if len(group.members) < before:
-            done = self._prepare_rebalance(now_ms, group)
+            done += self._prepare_rebalance(now_ms, group)
         top = errors[0] if len(members) == 1 else ErrorCode.none
         return top, errors, done
 
-    def _leave_one(self, group: Group, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    def _leave_one(
+        self, group: Group, member_id: str, group_instance_id: str | None, done: list[Completion]
+    ) -> ErrorCode:
         if not member_id:
             if group_instance_id not in group.static_members:
                 return ErrorCode.unknown_member_id
@@ -512,7 +524,7 @@ class GroupCoordinator:
             error = self._validate_member(group, member_id, group_instance_id)
             if error != ErrorCode.none:
                 return error
-        self._remove_member(group, member_id)
+        done += self._remove_member(group, member_id)
         return ErrorCode.none
 
     def tick(self, now_ms: int) -> list[Completion]:
@@ -538,7 +550,7 @@ class GroupCoordinator:
                 and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
             ]
             for member_id in expired:
-                self._remove_member(group, member_id)
+                done += self._remove_member(group, member_id)
             if group.state == GroupState.PREPARING_REBALANCE:
                 done += self._maybe_complete_join(now_ms, group)
             elif expired:
@@ -682,8 +694,11 @@ class GroupCoordinator:
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
     ) -> ErrorCode:
         """NONE when the commit may be written; the edge then persists it and calls apply_offset
-        (ClassicGroup.validateOffsetCommit: a static member's instance id must map to its member id)."""
+        (ClassicGroup.validateOffsetCommit: a static member's instance id must map to its member id; a group
+        being deleted takes no commit, which its deletion would leave in the log)."""
         group = self.groups.get(group_id)
+        if group is not None and group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
         if group is None or not group.members:
             # A standalone consumer (no group membership) commits with generation -1.
             if generation_id < 0 and not member_id:
@@ -766,6 +781,14 @@ class GroupCoordinator:
             for by_group in by_producer.values()
         )
 
+    def has_open_transactions(self, group_id: str) -> bool:
+        """Whether an open transaction holds offsets of the group (Kafka's openTransactionsByGroup)."""
+        return any(
+            by_group.get(group_id)
+            for by_producer in self.pending_txn_offsets.values()
+            for by_group in by_producer.values()
+        )
+
     def _drop_pending_txn_offset(self, group_id: str, topic_partition: tuple[str, int]) -> None:
         for by_producer in self.pending_txn_offsets.values():
             for by_group in by_producer.values():
@@ -818,6 +841,22 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and not group.members:
             del self.groups[group_id]
+
+    def mark_dead(self, group_id: str) -> GroupState | None:
+        """A group without members Dead while its tombstones are written, as Kafka deletes it at once:
+        nothing joins it, commits to it or writes its Empty record meanwhile. Its state before, for
+        ``revive`` if the write fails; None if there is no such group."""
+        group = self.groups.get(group_id)
+        if group is None or group.members or group.state == GroupState.DEAD:
+            return None
+        before, group.state = group.state, GroupState.DEAD
+        return before
+
+    def revive(self, group_id: str, state: GroupState | None) -> None:
+        """The deletion's write failed: the group as ``mark_dead`` found it."""
+        group = self.groups.get(group_id)
+        if group is not None and state is not None and group.state == GroupState.DEAD:
+            group.state = state
 
     def decide_delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
@@ -893,12 +932,23 @@ class GroupCoordinator:
         if member.group_instance_id is not None:
             group.static_members[member.group_instance_id] = member.member_id
 
-    def _remove_member(self, group: Group, member_id: str) -> None:
+    def _remove_member(self, group: Group, member_id: str) -> list[Completion]:
+        """removeMemberAndUpdateClassicGroup: a join or sync the member still waits on is answered
+        UNKNOWN_MEMBER_ID (a leader leaving while its assignment is written would otherwise hang)."""
         removed = group.members.pop(member_id, None)
-        if removed is not None and removed.group_instance_id is not None:
+        if removed is None:
+            return []
+        if removed.group_instance_id is not None:
             group.static_members.pop(removed.group_instance_id, None)
         if group.leader_id == member_id:
             group.leader_id = next(iter(group.members), None)
+        done = []
+        if removed.join_token is not None:
+            unknown = JoinResult(ErrorCode.unknown_member_id, member_id=member_id)
+            done.append(Completion(removed.join_token, unknown))
+        if removed.sync_token is not None:
+            done.append(Completion(removed.sync_token, SyncResult(ErrorCode.unknown_member_id)))
+        return done
 
     def _prepare_rebalance(self, now_ms: int, group: Group) -> list[Completion]:
         done: list[Completion] = []
@@ -925,19 +975,19 @@ class GroupCoordinator:
         ):
             return []
         # Members that did not rejoin in time are dropped, as Kafka does at the rebalance deadline.
+        done: list[Completion] = []
         for member_id in [m.member_id for m in group.members.values() if m.join_token is None]:
-            self._remove_member(group, member_id)
+            done += self._remove_member(group, member_id)
         group.generation_id += 1
         if not group.members:
             self._transition(group, GroupState.EMPTY, now_ms)
             group.protocol_name = None
             group.leader_id = None
-            return []
+            return done
         group.protocol_name = self._select_protocol(group)
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         self._transition(group, GroupState.COMPLETING_REBALANCE, now_ms)
-        done = []
         for member in group.members.values():
             member.assignment = b""
             member.last_heartbeat_ms = now_ms
@@ -984,71 +1034,6 @@ class GroupCoordinator:
     @staticmethod
     def _sync_result(group: Group, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment)
-
-
-# ---- the stored form of a commit in __consumer_offsets --------------------------------------------------
-def offset_record_key(group_id: str, topic: str, partition: int) -> bytes:
-    """Kafka's OffsetCommitKey (record type 1)."""
-    return serde.key_bytes(serde.OffsetCommitKey(group_id, topic, partition))
-
-
-def offset_record_value(committed: CommittedOffset | None) -> bytes | None:
-    """Kafka's OffsetCommitValue at version 4, as GroupCoordinatorRecordHelpers.newOffsetCommitRecord
-    writes it (no metadata is written as the empty string, as Kafka stores it)."""
-    if committed is None:
-        return None
-    value = serde.OffsetCommitValue(
-        committed.offset, committed.leader_epoch, committed.metadata or "", committed.commit_timestamp_ms
-    )
-    return serde.value_bytes(value)
-
-
-def parse_offset_record(
-    key: bytes, value: bytes | None
-) -> tuple[str, str, int, CommittedOffset | None] | None:
-    """(group, topic, partition, committed or None for a tombstone); None for keys of other record kinds.
-    Reads Kafka's OffsetCommit records of every version and the JSON ones written before them."""
-    if serde.is_json_record(key):
-        return _parse_json_offset_record(key, value)
-    record_key = serde.parse_key(key)
-    if not isinstance(record_key, serde.OffsetCommitKey):
-        return None
-    committed = None
-    record_value = None if value is None else serde.parse_value(serde.RecordType.OFFSET_COMMIT, value)
-    if isinstance(record_value, serde.OffsetCommitValue):
-        committed = CommittedOffset(
-            record_value.offset,
-            record_value.leader_epoch,
-            record_value.metadata,
-            record_value.commit_timestamp,
-        )
-    return record_key.group, record_key.topic, record_key.partition, committed
-
-
-def json_offset_record_key(group_id: str, topic: str, partition: int) -> bytes:
-    """The key commits had before Kafka's format: what a tombstone must also cover for an offset loaded
-    from such a record, or compaction would keep it and a later load bring it back."""
-    return json.dumps(["offset", group_id, topic, partition], separators=(",", ":")).encode()
-
-
-def _parse_json_offset_record(
-    key: bytes, value: bytes | None
-) -> tuple[str, str, int, CommittedOffset | None] | None:
-    try:
-        kind, group_id, topic, partition = json.loads(key)
-    except (ValueError, TypeError):
-        return None
-    if kind != "offset":
-        return None
-    if value is None:
-        return group_id, topic, partition, None
-    data = json.loads(value)
-    return (
-        group_id,
-        topic,
-        partition,
-        CommittedOffset(data["offset"], data["leader_epoch"], data["metadata"], data["commit_timestamp_ms"]),
-    )
 
 
 def subscribed_topics(subscription: bytes) -> set[str]:

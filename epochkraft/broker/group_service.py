@@ -41,17 +41,20 @@ from epochkraft.broker.group_coordinator import (
     StoreStaticMember,
     SyncResult,
     coordinator_partition,
+)
+from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
+from epochkraft.broker.offset_records import (
     json_offset_record_key,
     offset_record_key,
     offset_record_value,
     parse_offset_record,
 )
-from epochkraft.broker.group_record_serde import GroupMetadataValue, RecordError, is_json_record, value_bytes
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
 T = TypeVar("T")
 TICK_INTERVAL_S = 0.1
+EMPTY_WRITE_RETRY_MS = 1_000  # between the tries of an Empty group's record whose write failed
 
 # Append errors after which the records may still be in the log (appended, not yet replicated): the
 # coordinator keeps the changes they carry
@@ -154,7 +157,14 @@ class GroupService:
         self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes whose write failed
         # offsets loaded from JSON records (before Kafka's format): their tombstones cover those keys too
         self._json_offsets: set[tuple[str, str, int]] = set()
-        self._classic_written: dict[str, GroupMetadataValue] = {}  # group -> its GroupMetadata record live
+        # group -> its GroupMetadata record live: the last appended in the order the appends were asked for
+        self._classic_written: dict[str, GroupMetadataValue] = {}
+        self._classic_asked: dict[str, int] = {}  # group -> the order of its latest GroupMetadata append
+        self._classic_applied: dict[str, int] = {}  # group -> the order of its latest one known appended
+        self._classic_maybe: set[str] = set()  # groups a GroupMetadata record may be live for (to tombstone)
+        self._classic_order = itertools.count()
+        self._empty_writes: dict[str, asyncio.Task[ErrorCode]] = {}  # at most one per group
+        self._empty_retry_at: dict[str, int] = {}  # group -> when its failed Empty record is tried again
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._waiters: dict[int, asyncio.Future[JoinResult | SyncResult]] = {}
         self._tokens = itertools.count()
@@ -174,6 +184,8 @@ class GroupService:
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        for task in list(self._empty_writes.values()):
+            task.cancel()
         for future in self._waiters.values():
             if not future.done():
                 future.set_result(JoinResult(ErrorCode.coordinator_not_available))
@@ -185,7 +197,7 @@ class GroupService:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
             self._complete(self.coordinator.tick(now))
-            await self.store_empty_groups(list(self.coordinator.groups))
+            self.store_empty_groups(list(self.coordinator.groups), now)  # not awaited: timers never wait
             await self.persist_ticked_consumer_groups(now)
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
@@ -218,18 +230,31 @@ class GroupService:
             if self.coordinator_error(group_id) != ErrorCode.none or self.consumer_groups.is_live(group_id):
                 continue
             all_expired = set(partitions) == set(self.coordinator.committed_offsets(group_id))
-            deleted = all_expired and self._deletable_classic_group(group_id)
-            if await self._tombstone(group_id, partitions, deleted) == ErrorCode.none:
+            # cleanupExpiredOffsets: a group an open transaction commits to stays
+            open_txns = self.coordinator.has_open_transactions(group_id)
+            deleted = all_expired and not open_txns and self._deletable_classic_group(group_id)
+            if await self._delete(group_id, partitions, deleted) == ErrorCode.none:
                 log.info("expired committed offsets", group=group_id, partitions=len(partitions))
-                if not self.coordinator.committed_offsets(group_id):
+                if not self.coordinator.committed_offsets(group_id) and not open_txns:
                     self.coordinator.remove_group(group_id)
         for group_id in self.coordinator.empty_groups_without_offsets():
             if self.coordinator_error(group_id) != ErrorCode.none or not self._deletable_classic_group(
                 group_id
             ):
                 continue
-            if await self._tombstone(group_id, [], group_tombstone=True) == ErrorCode.none:
+            if await self._delete(group_id, [], group_tombstone=True) == ErrorCode.none:
                 self.coordinator.remove_group(group_id)
+
+    async def _delete(
+        self, group_id: str, partitions: list[tuple[str, int]], group_tombstone: bool
+    ) -> ErrorCode:
+        """``_tombstone``; with the group's tombstone the group is Dead while it is written (nothing joins,
+        commits or writes it Empty again), and as it was if the write failed."""
+        before = self.coordinator.mark_dead(group_id) if group_tombstone else None
+        error = await self._tombstone(group_id, partitions, group_tombstone)
+        if error != ErrorCode.none:
+            self.coordinator.revive(group_id, before)
+        return error
 
     def _deletable_classic_group(self, group_id: str) -> bool:
         """An Empty classic group, which cleanupGroupMetadata deletes with a GroupMetadata tombstone once
@@ -371,8 +396,10 @@ class GroupService:
         self.coordinator.replay_group_metadata(group_id, loaded)
         if record_value is None:
             self._classic_written.pop(group_id, None)
+            self._classic_maybe.discard(group_id)
         else:
             self._classic_written[group_id] = record_value
+            self._classic_maybe.add(group_id)
         return True
 
     def unload_partition(self, partition: int) -> None:
@@ -383,8 +410,18 @@ class GroupService:
         self.consumer_groups.unload_groups(lambda g: self.partition_for(g) == partition)
         for group_id in [g for g in self._consumer_groups_written if self.partition_for(g) == partition]:
             del self._consumer_groups_written[group_id]
-        for group_id in [g for g in self._classic_written if self.partition_for(g) == partition]:
-            del self._classic_written[group_id]
+        for classic in (
+            self._classic_written,
+            self._classic_asked,
+            self._classic_applied,
+            self._empty_retry_at,
+        ):
+            for group_id in [g for g in classic if self.partition_for(g) == partition]:
+                del classic[group_id]
+        self._classic_maybe = {g for g in self._classic_maybe if self.partition_for(g) != partition}
+        self.consumer_groups.converted_to_classic -= {
+            g for g in self.consumer_groups.converted_to_classic if self.partition_for(g) == partition
+        }
         self._json_offsets = {o for o in self._json_offsets if self.partition_for(o[0]) != partition}
         for group_id in [g for g in self._consumer_group_changes if self.partition_for(g) == partition]:
             del self._consumer_group_changes[group_id]
@@ -436,40 +473,67 @@ class GroupService:
         )
         self._complete(done)
         try:
-            if store is not None:
+            if store is not None:  # answers the join, unless a rebalance or an unload does first
                 group = self.coordinator.groups[group_id]
                 value = classic_group_records.group_metadata_value(group, store.assignments)
-                await self._shielded(self._store_static_member(store, value))
+                self._background(self._store_static_member(store, value))
             result = await future
         finally:
             self._waiters.pop(token, None)
         assert isinstance(result, JoinResult)
         return result
 
-    async def _shielded(self, write: Coroutine[Any, Any, None]) -> None:
-        """A group's write finished even if the request is dropped: others wait on what it decides."""
+    def _background(self, write: Coroutine[Any, Any, None]) -> None:
+        """A group's write, finished even if the request is dropped (others wait on what it decides) and
+        not waited on: the request waits for its own answer, which a rebalance or an unload may give
+        first."""
         task = asyncio.create_task(write)
         self._stores.add(task)
         task.add_done_callback(self._stores.discard)
-        await asyncio.shield(task)
 
     async def _store_static_member(self, store: StoreStaticMember, value: GroupMetadataValue) -> None:
         """updateStaticMemberThenRebalanceOrCompleteJoin's append: the group with the replaced static member
         written before its join is answered; a failed write puts the old member back."""
         error = await self._append_group_record(store.group_id, value)
-        if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
-            self._classic_written[store.group_id] = value
         done = self.coordinator.complete_static_store(self.now_ms(), store, normalize_append_error(error))
         self._complete(done)
 
     async def _append_group_record(self, group_id: str, value: GroupMetadataValue) -> ErrorCode:
         """The group's GroupMetadata record appended (acks=all); an exception is UNKNOWN_SERVER_ERROR."""
         key = group_metadata_key(group_id)
+        order = self._ask_classic_append(group_id, value)
         try:
-            return await self.offsets_topic.append(self.partition_for(group_id), [(key, value_bytes(value))])
+            error = await self.offsets_topic.append(self.partition_for(group_id), [(key, value_bytes(value))])
         except Exception as exc:  # whoever waits is answered all the same
             log.warning("could not write a group's metadata", group=group_id, error=str(exc))
             return ErrorCode.unknown_server_error
+        if error == ErrorCode.none:
+            self._classic_appended(group_id, order, value)
+        return error
+
+    def _ask_classic_append(self, group_id: str, value: GroupMetadataValue | None) -> int:
+        """Called just before a GroupMetadata record (``value``, None for a tombstone) is appended, nothing
+        awaited between: appends to a partition are made in the order they are asked for, so this order is
+        the log's. From then on a record may be live, whatever the append's outcome."""
+        order = self._classic_asked[group_id] = next(self._classic_order)
+        if value is not None:
+            self._classic_maybe.add(group_id)
+        return order
+
+    def _classic_appended(self, group_id: str, order: int, value: GroupMetadataValue | None) -> None:
+        """A GroupMetadata append asked for at ``order`` succeeded: the group's live record unless one
+        asked for later already is (appends complete in any order)."""
+        superseded = order < self._classic_applied.get(group_id, -1)
+        if superseded or self.coordinator_error(group_id) != ErrorCode.none:
+            return
+        self._classic_applied[group_id] = order
+        if value is not None:
+            self._classic_written[group_id] = value
+            return
+        self._classic_written.pop(group_id, None)
+        self._empty_retry_at.pop(group_id, None)
+        if self._classic_asked.get(group_id) == order:
+            self._classic_maybe.discard(group_id)
 
     def _invalid_join(self, request: ClassicJoin) -> ErrorCode:
         """INVALID_GROUP_ID or INVALID_SESSION_TIMEOUT (group.min/max.session.timeout.ms), whatever group
@@ -521,10 +585,10 @@ class GroupService:
         )
         self._complete(done)
         try:
-            if store is not None:  # finished even if this request is dropped: the followers wait on it
+            if store is not None:  # answers the syncs, unless a rebalance or an unload does first
                 group = self.coordinator.groups[group_id]
                 value = classic_group_records.group_metadata_value(group, store.assignments)
-                await self._shielded(self._store_group(store, value))
+                self._background(self._store_group(store, value))
             result = await future
         finally:
             self._waiters.pop(token, None)
@@ -536,30 +600,41 @@ class GroupService:
         (acks=all) before the group is Stable and the syncs are answered; a failed write answers them the
         error as clients know it and the group rebalances."""
         error = await self._append_group_record(store.group_id, value)
-        if error == ErrorCode.none and self.coordinator_error(store.group_id) == ErrorCode.none:
-            self._classic_written[store.group_id] = value
         self._complete(self.coordinator.complete_store(self.now_ms(), store, normalize_append_error(error)))
 
-    async def store_empty_groups(self, group_ids: Iterable[str]) -> None:
+    def store_empty_groups(self, group_ids: Iterable[str], now_ms: int) -> list[asyncio.Task[ErrorCode]]:
         """completeClassicGroupJoin's record when a rebalance left a group Empty: its new generation
-        without members. A failure is logged (Kafka only warns) and the write tried again at the next ticks."""
+        without members, written in the background (a slow acks=all append holds no timer), at most one
+        write per group. A failure is logged (Kafka only warns) and tried again EMPTY_WRITE_RETRY_MS later.
+        The writes started or under way."""
+        writes = []
         for group_id in group_ids:
-            value = self._empty_record_due(group_id)
-            if value is None:
-                continue
-            key = group_metadata_key(group_id)
-            try:
-                error = await self.offsets_topic.append(
-                    self.partition_for(group_id), [(key, value_bytes(value))]
-                )
-            except Exception as exc:  # the ticks go on
-                error, reason = ErrorCode.unknown_server_error, str(exc)
-            else:
-                reason = error.name
-            if error == ErrorCode.none:
-                self._classic_written[group_id] = value
-            else:
-                log.warning("could not write an empty group's metadata", group=group_id, error=reason)
+            if now_ms >= self._empty_retry_at.get(group_id, 0) and (write := self._empty_write(group_id)):
+                writes.append(write)
+        return writes
+
+    def _empty_write(self, group_id: str) -> asyncio.Task[ErrorCode] | None:
+        """The group's Empty record write under way, or one started if the record is due."""
+        running = self._empty_writes.get(group_id)
+        if running is not None or self._empty_record_due(group_id) is None:
+            return running
+        task = asyncio.create_task(self._write_empty_group(group_id), name=f"empty-group-{group_id}")
+        self._empty_writes[group_id] = task
+        task.add_done_callback(lambda _: self._empty_writes.pop(group_id, None))
+        return task
+
+    async def _write_empty_group(self, group_id: str) -> ErrorCode:
+        """The Empty record due when the write starts (a deletion may have come since it was asked for),
+        again while a newer one is due; the last append's error."""
+        error = ErrorCode.none
+        while (value := self._empty_record_due(group_id)) is not None:
+            error = await self._append_group_record(group_id, value)
+            if error != ErrorCode.none:
+                self._empty_retry_at[group_id] = self.now_ms() + EMPTY_WRITE_RETRY_MS
+                log.warning("could not write an empty group's metadata", group=group_id, error=error.name)
+                break
+            self._empty_retry_at.pop(group_id, None)
+        return error
 
     def _empty_record_due(self, group_id: str) -> GroupMetadataValue | None:
         """The Empty record of a classic group that had members and whose generation without them is not
@@ -612,6 +687,7 @@ class GroupService:
                     self.coordinator.restore_membership(classic_snapshot)
             else:
                 self.consumer_groups.groups[group_id] = snapshot
+                self.consumer_groups.converted_to_classic.discard(group_id)
                 if self.coordinator.classic_group_of(group_id) is not None:  # a downgrade undone
                     self._complete(self.coordinator.release_members(group_id))
         return None, normalize_append_error(error)
@@ -624,13 +700,15 @@ class GroupService:
             return ErrorCode.none
         written = self._consumer_groups_written.setdefault(group_id, {})
         records = consumer_group_records.records_to_write(group, written)
-        classic = self._conversion_record(group_id, bool(records))
+        classic = self._conversion_record(group_id)
         if isinstance(classic, Tombstone):
             records = [(group_metadata_key(group_id), None), *records]
         elif classic is not None:
             records = [*records, (group_metadata_key(group_id), value_bytes(classic))]
         if not records:
             return ErrorCode.none
+        classic_value = classic if isinstance(classic, GroupMetadataValue) else None
+        order = None if classic is None else self._ask_classic_append(group_id, classic_value)
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error == ErrorCode.none:
             for key, value in records:
@@ -640,22 +718,23 @@ class GroupService:
                     written[key] = value
             if group is None:
                 del self._consumer_groups_written[group_id]
-            if isinstance(classic, GroupMetadataValue):
-                self._classic_written[group_id] = classic
-            elif isinstance(classic, Tombstone):
-                self._classic_written.pop(group_id, None)
+            if order is not None:
+                self._classic_appended(group_id, order, classic_value)
+            if classic_value is not None:
+                self.consumer_groups.converted_to_classic.discard(group_id)
         return error
 
-    def _conversion_record(self, group_id: str, tombstoning: bool) -> GroupMetadataValue | Tombstone | None:
+    def _conversion_record(self, group_id: str) -> GroupMetadataValue | Tombstone | None:
         """The GroupMetadata record written with a consumer group's records, as Kafka's conversions: its
-        tombstone, first, when a consumer group took the id of a classic group (convertToConsumerGroup, or
-        an empty classic group replaced); the classic group's record, after the consumer group's
-        tombstones (``tombstoning``), when the consumer group became it (convertToClassicGroup's
-        createClassicGroupRecords, each member with its assignment); None otherwise."""
+        tombstone, first, when a consumer group took the id of a classic group whose record may be live
+        (convertToConsumerGroup, or an empty classic group replaced: whether or not an append of it
+        finished); the classic group's record, after the consumer group's tombstones, until written once
+        the consumer group became it (convertToClassicGroup's createClassicGroupRecords, each member with
+        its assignment); None otherwise."""
         if group_id in self.consumer_groups.groups:
-            return TOMBSTONE if group_id in self._classic_written else None
+            return TOMBSTONE if group_id in self._classic_maybe else None
         classic = self.coordinator.classic_group_of(group_id)
-        if classic is None or not tombstoning or group_id in self._classic_written:
+        if classic is None or group_id not in self.consumer_groups.converted_to_classic:
             return None
         return classic_group_records.synced_value(classic)
 
@@ -693,7 +772,12 @@ class GroupService:
             return left if left is not None else (error, [error] * len(members))
         top, errors, done = self.coordinator.leave_group(self.now_ms(), group_id=group_id, members=members)
         self._complete(done)
-        await self.store_empty_groups([group_id])
+        write = self._empty_write(group_id)
+        # answered by the write that leaves the group Empty, as Kafka's; the members stay removed if it fails
+        error = ErrorCode.none if write is None else await asyncio.shield(write)
+        if error != ErrorCode.none:
+            error = normalize_append_error(error)
+            return error, [error] * len(members)
         return top, errors
 
     # ---- offsets ---------------------------------------------------------------------------------------
@@ -840,7 +924,9 @@ class GroupService:
         if error == ErrorCode.group_id_not_found and consumer_group_existed:
             error = ErrorCode.none
         if error == ErrorCode.none:
-            error = await self._tombstone(group_id, offsets, group_tombstone=not consumer_group_existed)
+            # a classic group's tombstone, and one for a GroupMetadata record a consumer group left live
+            group_tombstone = not consumer_group_existed or group_id in self._classic_maybe
+            error = await self._delete(group_id, offsets, group_tombstone)
         if error == ErrorCode.none:
             self.coordinator.remove_group(group_id)
         return error
@@ -878,13 +964,14 @@ class GroupService:
             records.append((group_metadata_key(group_id), None))
         if not records:
             return ErrorCode.none
+        order = self._ask_classic_append(group_id, None) if group_tombstone else None
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error == ErrorCode.none:
             self._json_offsets.difference_update(legacy)
             for topic, partition in partitions:
                 self.coordinator.apply_offset(group_id, topic, partition, None)
-            if group_tombstone:
-                self._classic_written.pop(group_id, None)
+            if order is not None:
+                self._classic_appended(group_id, order, None)
         return normalize_append_error(error)
 
     def list_groups(self) -> list[tuple[str, str, str]]:
