@@ -186,14 +186,17 @@ def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey
     return topics
 
 
-def throttled_response(ctx: RequestContext, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
-    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its session's id
-    and error (FetchContext.getThrottledResponse); the session sends every partition again next time, since
-    the answer it built is not sent."""
+def throttled_response(
+    ctx: RequestContext, request, pieces: list[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its top-level
+    error and session id 0 for a full fetch, whose new session is dropped, else its session's id
+    (FetchContext.getThrottledResponse); the session forgets the answer it built, which is not sent."""
     _error, session_id = fetch_response.session_of(ctx.api_version, pieces)
     if session_id != INVALID_SESSION_ID:
-        ctx.broker.replica_manager.fetch_manager.resend_all(session_id)
-    return fetch_response.throttled(ctx.api_version, pieces)
+        epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+        session_id = ctx.broker.replica_manager.fetch_manager.discard_response(session_id, epoch)
+    return fetch_response.throttled(ctx.api_version, pieces, session_id)
 
 
 def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
