@@ -479,6 +479,30 @@ def test_a_throttled_incremental_fetch_leaves_its_session_as_it_was():
     assert fm.discard_response(session_id + 1, 3) == session_id + 1  # a session gone meanwhile
 
 
+def test_an_error_answer_caches_no_high_watermark():
+    """Kafka's error answers carry high watermark -1, which a full fetch's session caches: the partition's
+    high watermark goes out once the error is gone, even if the log's is the same as the error's answer
+    named (a follower answered OFFSET_OUT_OF_RANGE truncates and fetches again)."""
+    fm = manager()
+    tp = (FOO, 0)
+    out_of_range = answer(0, 100, 0, error=ErrorCode.offset_out_of_range)
+    session_id = full_session(fm, {tp: out_of_range})
+    assert sent(new_context(fm, session_id, 1).response([(tp, answer(0, 100, 0))], 0)) == [tp]
+
+
+def test_a_diverging_answer_forgets_the_high_watermark():
+    """A follower ahead of the leader (log end 120, high watermark 95; the leader's log end and high
+    watermark 100) is answered a diverging epoch, truncates to 100 and does not take the answer's high
+    watermark in: the next answer of the idle partition carries it again."""
+    fm = manager()
+    tp = (FOO, 0)
+    session_id = full_session(fm, {tp: answer(0, 100, 0)})
+    diverging = answer(0, 100, 0, diverging=(4, 100))
+    assert sent(new_context(fm, session_id, 1, {tp: data(120, 5, 5)}).response([(tp, diverging)], 0)) == [tp]
+    after = new_context(fm, session_id, 2, {tp: data(100, 5, 4)})
+    assert sent(after.response([(tp, answer(0, 100, 0))], 0)) == [tp]
+
+
 class _ReplicaManager:
     def __init__(self, fm: FetchManager) -> None:
         self.fetch_manager = fm

@@ -67,8 +67,8 @@ class CachedPartition:
 
     def maybe_update_response_data(self, answer: Answer, update: bool) -> bool:
         """Whether ``answer`` must go out, remembering what it tells the client when ``update``
-        (CachedPartition.maybeUpdateResponseData): an error forgets the high watermark, so the partition
-        goes out again once the error is gone."""
+        (CachedPartition.maybeUpdateResponseData): an error or a diverging epoch forgets the high watermark,
+        so the partition goes out again once it is gone."""
         must_respond = any(len(chunk) for chunk in answer.records)
         if self.high_watermark != answer.high_watermark:
             must_respond = True
@@ -78,12 +78,14 @@ class CachedPartition:
             must_respond = True
             if update:
                 self.local_log_start_offset = answer.log_start_offset
-        if answer.error != ErrorCode.none:
+        if answer.error != ErrorCode.none or answer.diverging is not None:
             must_respond = True
             if update:
+                # A follower truncates on a divergence and does not take its high watermark in, as it
+                # drops an error's: the next high watermark goes out whatever it is.
                 self.high_watermark = -1
         # A preferred read replica would go out too; this leader never names one.
-        return must_respond or answer.diverging is not None
+        return must_respond
 
 
 @dataclass(slots=True, eq=False)
@@ -306,8 +308,13 @@ class FullFetchContext:
 
     def response(self, answers: list[tuple[PartitionKey, Answer]], now_ms: int) -> SessionResponse:
         def cached() -> dict[PartitionKey, CachedPartition]:
+            # Kafka's error answers carry high watermark -1; ours may carry the log's
             return {
-                key: CachedPartition(self.fetch_data[key], a.high_watermark, a.log_start_offset)
+                key: CachedPartition(
+                    self.fetch_data[key],
+                    a.high_watermark if a.error == ErrorCode.none else -1,
+                    a.log_start_offset,
+                )
                 for key, a in answers
             }
 
