@@ -503,6 +503,21 @@ def test_a_diverging_answer_forgets_the_high_watermark():
     assert sent(after.response([(tp, answer(0, 100, 0))], 0)) == [tp]
 
 
+def test_a_new_leader_epoch_sends_the_high_watermark_again():
+    """A follower may drop an answer of a partition that moved away and came back under a new leader epoch
+    while the fetch was in flight: a request with a new current leader epoch makes the session send the
+    partition's high watermark and log start offset again."""
+    fm = manager()
+    tp = (FOO, 0)
+    session_id = full_session(fm, {tp: answer(0, 10, 0)})
+    dropped = new_context(fm, session_id, 1).response([(tp, answer(0, 11, 0))], 0)
+    assert sent(dropped) == [tp]
+    same_epoch = new_context(fm, session_id, 2, {tp: data(0)})
+    assert sent(same_epoch.response([(tp, answer(0, 11, 0))], 0)) == []
+    new_epoch = new_context(fm, session_id, 3, {tp: data(0, leader_epoch=6)})
+    assert sent(new_epoch.response([(tp, answer(0, 11, 0))], 0)) == [tp]
+
+
 class _ReplicaManager:
     def __init__(self, fm: FetchManager) -> None:
         self.fetch_manager = fm

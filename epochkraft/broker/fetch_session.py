@@ -113,6 +113,10 @@ class FetchSession:
                 self.partitions[key] = CachedPartition(data)
                 added.append(key)
             else:
+                if cached.data.current_leader_epoch != data.current_leader_epoch:
+                    # A client that heard of a new leader epoch may have dropped an answer of the old one
+                    # (a follower's partition that moved away and back while the fetch was in flight).
+                    cached.high_watermark = cached.local_log_start_offset = -1
                 cached.data = data  # updateRequestParams
                 updated.append(key)
         for key in to_forget:
