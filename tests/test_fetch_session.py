@@ -574,6 +574,48 @@ def _fetch_request(replica_id: int, session_id: int = INVALID_SESSION_ID, epoch:
     )
 
 
+@pytest.mark.parametrize(
+    ("replica_id", "cluster_action", "privileged"),
+    [(-1, True, False), (2, True, True), (2, False, False)],
+    ids=["consumer", "authorized follower", "unauthorized follower"],
+)
+async def test_only_an_authorized_follower_gets_a_privileged_session(replica_id, cluster_action, privileged):
+    """A request naming a replica id is a follower's only with CLUSTER_ACTION: without it its session is a
+    consumer's, which cannot take a follower's slot in a full cache."""
+    from epochkraft.security.authorizer import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+        StandardAuthorizer,
+    )
+    from epochkraft.security.principal import parse_super_users
+    from epochkraft.server.handlers import k01_fetch
+
+    def allow(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+        return AclBinding(
+            resource_type,
+            name,
+            PatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    authorizer.add(uuid.uuid4(), allow(ResourceType.TOPIC, "t", AclOperation.READ))
+    if cluster_action:
+        authorizer.add(
+            uuid.uuid4(), allow(ResourceType.CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION)
+        )
+    fm = manager()
+    await k01_fetch.handle(_fetch_request(replica_id), _broker_context(fm, 12, authorizer))
+    [session] = fm.cache.sessions.values()
+    assert session.privileged == privileged
+
+
 async def test_a_throttled_full_fetch_is_answered_without_a_session():
     """KafkaApis.handleFetchRequest: the empty answer of a throttled full fetch carries session id 0 and the
     broker keeps no session for it; a throttled incremental fetch's answer keeps its session's id."""

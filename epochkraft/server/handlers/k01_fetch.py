@@ -109,11 +109,14 @@ async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replica_id, replica_epoch = _follower_identity(request, version)
     is_follower = replica_id >= 0
+    # The follower must have ClusterAction on the cluster to fetch partition data (and to have its fetch
+    # session kept over consumers'); consumers READ per topic.
+    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     context = node.replica_manager.fetch_manager.new_context(
         version,
         getattr(request, "session_id", INVALID_SESSION_ID),  # v7+
         getattr(request, "session_epoch", FINAL_EPOCH),
-        is_follower,
+        is_follower and follower_allowed,  # a privileged session
         _fetch_data(request, version),
         _to_forget(request, version),
         ctx.now_ms(),
@@ -122,8 +125,6 @@ async def handle(request, ctx: RequestContext):
     partitions = context.partitions()
     topics = dict.fromkeys(topic for (topic, _), _data in partitions)
     names = {topic: _topic_name(ctx, topic, version) for topic in topics}
-    # The follower must have ClusterAction on the cluster to fetch partition data; consumers READ per topic.
-    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     readable = {
         name
         for name in names.values()
