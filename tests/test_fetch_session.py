@@ -450,15 +450,188 @@ def test_no_session_without_cache_slots():
     assert context.response([((FOO, 0), answer(0, 1, 0))], 0).session_id == INVALID_SESSION_ID
 
 
-def test_a_response_not_sent_is_sent_again():
-    """A throttled Fetch's answer is built and then replaced by an empty one: the session sends every
-    partition again next time, so a high watermark the lost answer carried still reaches the client."""
+def test_a_throttled_full_fetch_keeps_no_session():
+    """KafkaApis.handleFetchRequest: a throttled full fetch is answered with session id 0 and leaves no
+    session (FullFetchContext.getThrottledResponse); here the session its answer made is removed."""
     fm = manager()
-    tp0, tp1 = (FOO, 0), (FOO, 1)
-    session_id = full_session(fm, {tp0: answer(0, 10, 0), tp1: answer(1, 10, 0)})
-    lost = new_context(fm, session_id, 1).response([(tp0, answer(0, 11, 0)), (tp1, answer(1, 10, 0))], 0)
-    assert sent(lost) == [tp0]
-    fm.resend_all(session_id)
-    again = new_context(fm, session_id, 2).response([(tp0, answer(0, 11, 0)), (tp1, answer(1, 10, 0))], 0)
-    assert sent(again) == [tp0, tp1]
-    fm.resend_all(session_id + 1)  # a session gone meanwhile: nothing to do
+    session_id = full_session(fm, {(FOO, 0): answer(0, 10, 0)})
+    assert fm.discard_response(session_id, INITIAL_EPOCH) == INVALID_SESSION_ID
+    assert len(fm.cache) == 0 and fm.cache.total_partitions == 0
+
+
+def test_a_throttled_incremental_fetch_leaves_its_session_as_it_was():
+    """KafkaApis.handleFetchRequest updates an incremental session only for a response it sends
+    (getResponseSize does not): the discarded answer's high watermark, log start offset and order are put
+    back, so the next answer carries what it carried, and nothing more."""
+    fm = manager()
+    tp0, tp1, tp2 = (FOO, 0), (FOO, 1), (FOO, 2)
+    session_id = full_session(fm, {tp0: answer(0, 10, 0), tp1: answer(1, 10, 0), tp2: answer(2, 10, 0)})
+    lost = new_context(fm, session_id, 1)
+    answers = [(tp0, answer(0, 10, 0, records=b"batch")), (tp1, answer(1, 11, 1)), (tp2, answer(2, 10, 0))]
+    assert sent(lost.response(answers, 0)) == [tp0, tp1]
+    assert fm.discard_response(session_id, 1) == session_id
+    again = new_context(fm, session_id, 2)
+    assert [key for key, _ in again.partitions()] == [tp0, tp1, tp2], "tp0 did not move to the end"
+    idle = [(tp0, answer(0, 10, 0)), (tp1, answer(1, 11, 1)), (tp2, answer(2, 10, 0))]
+    assert sent(again.response(idle, 0)) == [tp1]
+    assert fm.discard_response(session_id, 1) == session_id, "another epoch's answer: nothing taken back"
+    assert sent(new_context(fm, session_id, 3).response(idle, 0)) == []
+    assert fm.discard_response(session_id + 1, 3) == session_id + 1  # a session gone meanwhile
+
+
+def test_an_error_answer_caches_no_high_watermark():
+    """Kafka's error answers carry high watermark -1, which a full fetch's session caches: the partition's
+    high watermark goes out once the error is gone, even if the log's is the same as the error's answer
+    named (a follower answered OFFSET_OUT_OF_RANGE truncates and fetches again)."""
+    fm = manager()
+    tp = (FOO, 0)
+    out_of_range = answer(0, 100, 0, error=ErrorCode.offset_out_of_range)
+    session_id = full_session(fm, {tp: out_of_range})
+    assert sent(new_context(fm, session_id, 1).response([(tp, answer(0, 100, 0))], 0)) == [tp]
+
+
+def test_a_diverging_answer_forgets_the_high_watermark():
+    """A follower ahead of the leader (log end 120, high watermark 95; the leader's log end and high
+    watermark 100) is answered a diverging epoch, truncates to 100 and does not take the answer's high
+    watermark in: the next answer of the idle partition carries it again."""
+    fm = manager()
+    tp = (FOO, 0)
+    session_id = full_session(fm, {tp: answer(0, 100, 0)})
+    diverging = answer(0, 100, 0, diverging=(4, 100))
+    assert sent(new_context(fm, session_id, 1, {tp: data(120, 5, 5)}).response([(tp, diverging)], 0)) == [tp]
+    after = new_context(fm, session_id, 2, {tp: data(100, 5, 4)})
+    assert sent(after.response([(tp, answer(0, 100, 0))], 0)) == [tp]
+
+
+def test_a_new_leader_epoch_sends_the_high_watermark_again():
+    """A follower may drop an answer of a partition that moved away and came back under a new leader epoch
+    while the fetch was in flight: a request with a new current leader epoch makes the session send the
+    partition's high watermark and log start offset again."""
+    fm = manager()
+    tp = (FOO, 0)
+    session_id = full_session(fm, {tp: answer(0, 10, 0)})
+    dropped = new_context(fm, session_id, 1).response([(tp, answer(0, 11, 0))], 0)
+    assert sent(dropped) == [tp]
+    same_epoch = new_context(fm, session_id, 2, {tp: data(0)})
+    assert sent(same_epoch.response([(tp, answer(0, 11, 0))], 0)) == []
+    new_epoch = new_context(fm, session_id, 3, {tp: data(0, leader_epoch=6)})
+    assert sent(new_epoch.response([(tp, answer(0, 11, 0))], 0)) == [tp]
+
+
+class _ReplicaManager:
+    def __init__(self, fm: FetchManager) -> None:
+        self.fetch_manager = fm
+
+    async def fetch_messages(self, params, wanted):
+        return [Answer(w.partition, ErrorCode.none, 10, 0) for w in wanted]
+
+
+def _broker_context(fm: FetchManager, version: int, authorizer=None):
+    """A Fetch handler's context on a broker whose replica manager answers every partition (HW 10)."""
+    from types import SimpleNamespace
+
+    from epochkraft.broker.metadata_cache import MetadataCache
+    from epochkraft.protocol.framing import RequestHeader
+    from epochkraft.server.context import BROKER, RequestContext
+
+    node = SimpleNamespace(
+        replica_manager=_ReplicaManager(fm),
+        cache=MetadataCache(1),
+        settings=SimpleNamespace(fetch_max_bytes=55 * 2**20),
+        observe_fetch=lambda is_follower, seconds: None,
+        client_quotas=SimpleNamespace(active=lambda: False),
+    )
+    header = RequestHeader(1, version, 1, "client", 0)
+    return RequestContext(BROKER, header, version, node, ("127.0.0.1", 1), None, authorizer=authorizer)
+
+
+def _fetch_request(replica_id: int, session_id: int = INVALID_SESSION_ID, epoch: int = INITIAL_EPOCH):
+    """A Fetch v12 (topics by name) of partition t-0 from a replica id (-1: a consumer)."""
+    import datetime
+
+    from kio.schema.fetch.v12 import request as f12
+    from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+    partition = f12.FetchPartition(
+        partition=i32(0),
+        current_leader_epoch=i32(-1),
+        fetch_offset=i64(0),
+        last_fetched_epoch=i32(-1),
+        log_start_offset=i64(-1),
+        partition_max_bytes=i32(1000),
+    )
+    return f12.FetchRequest(
+        replica_id=f12.BrokerId(replica_id),
+        max_wait=i32Timedelta.parse(datetime.timedelta(0)),
+        min_bytes=i32(0),
+        max_bytes=i32(10_000),
+        isolation_level=i8(0),
+        session_id=i32(session_id),
+        session_epoch=i32(epoch),
+        topics=(f12.FetchTopic(topic="t", partitions=(partition,)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+@pytest.mark.parametrize(
+    ("replica_id", "cluster_action", "privileged"),
+    [(-1, True, False), (2, True, True), (2, False, False)],
+    ids=["consumer", "authorized follower", "unauthorized follower"],
+)
+async def test_only_an_authorized_follower_gets_a_privileged_session(replica_id, cluster_action, privileged):
+    """A request naming a replica id is a follower's only with CLUSTER_ACTION: without it its session is a
+    consumer's, which cannot take a follower's slot in a full cache."""
+    from epochkraft.security.authorizer import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+        StandardAuthorizer,
+    )
+    from epochkraft.security.principal import parse_super_users
+    from epochkraft.server.handlers import k01_fetch
+
+    def allow(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+        return AclBinding(
+            resource_type,
+            name,
+            PatternType.LITERAL,
+            "User:ANONYMOUS",
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+
+    authorizer = StandardAuthorizer(parse_super_users(""), False)
+    authorizer.add(uuid.uuid4(), allow(ResourceType.TOPIC, "t", AclOperation.READ))
+    if cluster_action:
+        authorizer.add(
+            uuid.uuid4(), allow(ResourceType.CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION)
+        )
+    fm = manager()
+    await k01_fetch.handle(_fetch_request(replica_id), _broker_context(fm, 12, authorizer))
+    [session] = fm.cache.sessions.values()
+    assert session.privileged == privileged
+
+
+async def test_a_throttled_full_fetch_is_answered_without_a_session():
+    """KafkaApis.handleFetchRequest: the empty answer of a throttled full fetch carries session id 0 and the
+    broker keeps no session for it; a throttled incremental fetch's answer keeps its session's id."""
+    from epochkraft.protocol import fetch_response
+    from epochkraft.server.handlers import k01_fetch
+
+    fm = manager()
+    ctx = _broker_context(fm, 12)
+    full = _fetch_request(-1)
+    built = await k01_fetch.handle(full, ctx)
+    assert fetch_response.session_of(12, built)[1] != INVALID_SESSION_ID and len(fm.cache) == 1
+    throttled = k01_fetch.throttled_response(ctx, full, built)
+    assert fetch_response.session_of(12, throttled) == (ErrorCode.none, INVALID_SESSION_ID)
+    assert len(fm.cache) == 0
+    session_id = fetch_response.session_of(12, await k01_fetch.handle(full, ctx))[1]
+    incremental = _fetch_request(-1, session_id, 1)
+    throttled = k01_fetch.throttled_response(ctx, incremental, await k01_fetch.handle(incremental, ctx))
+    assert fetch_response.session_of(12, throttled) == (ErrorCode.none, session_id)
+    assert fm.cache.get(session_id) is not None

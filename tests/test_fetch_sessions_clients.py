@@ -1,7 +1,8 @@
 """Incremental fetch sessions (KIP-227) on a running broker: a raw Fetch session step by step (full, then
 incremental fetches answering only the partition with new data, session errors, closing), with the
 broker's session gauges; and Kafka's own Java consumer reading partitions while records arrive, its
-FetchSessionHandler logging the sessions it used and no session errors."""
+FetchSessionHandler logging the sessions it used and no session errors; and a throttled full fetch, which
+opens no session."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kio.schema.alter_client_quotas.v1 import request as acq
 from kio.schema.fetch.v16 import request as f16
+from kio.static.primitive import f64
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.kio_client import MiniClient
@@ -123,6 +126,39 @@ async def test_incremental_fetch_answers_only_the_partition_with_new_data(cluste
         assert await asyncio.to_thread(session_gauges, cluster) == (sessions, cached)
         gone = await broker.send(fetch(topic_id, session_id, 4, {}))
         assert (gone.error_code, gone.session_id) == (ErrorCode.fetch_session_id_not_found, 0)
+
+
+async def test_a_throttled_full_fetch_opens_no_session(cluster: LocalCluster) -> None:
+    """KafkaApis.handleFetchRequest: a full fetch throttled by the client's request quota is answered empty
+    with a throttle time and session id 0, and the broker keeps no session for it (so throttled consumers
+    cannot fill the session cache)."""
+    client = MiniClient(cluster.bootstrap)
+    try:
+        assert await client.create_topic("throttled-sessions", 1, 1) == ErrorCode.none
+        assert (await client.produce("throttled-sessions", 0, [b"first"]))[0] == ErrorCode.none
+        metadata = await client.metadata("throttled-sessions")
+        topic_id = metadata.topics[0].topic_id
+        host, port = next((b.host, b.port) for b in metadata.brokers)
+    finally:
+        await client.close()
+    quota = acq.AlterClientQuotasRequest(
+        entries=(
+            acq.EntryData(
+                entity=(acq.EntityData(entity_type="client-id", entity_name="throttled-consumer"),),
+                ops=(acq.OpData(key="request_percentage", value=f64(1e-6), remove=False),),
+            ),
+        ),
+        validate_only=False,
+    )
+    async with KafkaClient(host, port) as admin:
+        assert [e.error_code for e in (await admin.send(quota)).entries] == [ErrorCode.none]
+    await asyncio.sleep(1.0)  # the quota reaches the broker's metadata
+    sessions, cached = await asyncio.to_thread(session_gauges, cluster)
+    async with KafkaClient(host, port, client_id="throttled-consumer") as consumer:
+        throttled = await consumer.send(fetch(topic_id, 0, 0, {0: 0}))
+    assert throttled.throttle_time > datetime.timedelta(0)
+    assert (throttled.error_code, throttled.session_id, answered(throttled)) == (ErrorCode.none, 0, {})
+    assert await asyncio.to_thread(session_gauges, cluster) == (sessions, cached)
 
 
 async def client_produce(cluster: LocalCluster, topic: str, partition: int):

@@ -15,6 +15,7 @@ from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.metadata.registrations import Endpoint
+from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
 from epochkraft.protocol.framing import (
     decode_entity,
@@ -170,7 +171,7 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
         third = _on_the_wire(fetcher._request(fetcher._build([a])))  # b throttled out or removed
         assert (third.session_id, third.session_epoch) == (7, 2)
         assert _sent(third) == {} and _forgotten(third) == [1]
-        assert fetcher._apply(_answer(7, topic_id, {1: 20}), 0, by_key), "b is no longer in the session"
+        assert not fetcher._apply(_answer(7, topic_id, {1: 20}), 0, by_key), "refused, fetched again at once"
         assert b.partition.high_watermark == 9
         assert (fetcher.session.session_id, fetcher.session.next_metadata.epoch) == (7, 0)
 
@@ -180,6 +181,33 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
         fetcher.session.handle_error("new connection")
         fifth = _on_the_wire(fetcher._request(fetcher._build([a, b])))
         assert (fifth.session_id, fifth.session_epoch) == (0, 0) and _sent(fifth) == {0: 12, 1: 10}
+    finally:
+        await fetcher.stop()
+
+
+@pytest.mark.parametrize(
+    ("error", "backs_off"),
+    [
+        (ErrorCode.fetch_session_id_not_found, False),
+        (ErrorCode.invalid_fetch_session_epoch, False),
+        (ErrorCode.fetch_session_topic_id_error, True),
+        (ErrorCode.unknown_server_error, True),
+    ],
+)
+async def test_a_session_refusal_is_fetched_again_at_once(error, backs_off):
+    """RemoteLeaderEndPoint.fetch: a session the leader refuses (or an answer the session refuses) gives
+    no partitions, and the next request, a full one, goes out without a back-off; FETCH_SESSION_TOPIC_ID_ERROR
+    is raised and backs off, as other errors do."""
+    topic_id = uuid.uuid4()
+    fetcher = ReplicaFetcher(2, Manager(FailingCache(failures=0)), lambda: 101, unsafe_pre_kip903=False)
+    a = _Replica(_Partition("foo", 0, topic_id))
+    fetcher.add(a)
+    try:
+        fetcher._request(fetcher._build([a]))
+        assert not fetcher._apply(_answer(7, topic_id, {0: 4}), 0, {(topic_id, 0): a})
+        fetcher._request(fetcher._build([a]))
+        assert fetcher._apply(_answer(0, topic_id, {}, error=error), 0, {(topic_id, 0): a}) == backs_off
+        assert fetcher.session.next_metadata.is_full and a.partition.high_watermark == 4
     finally:
         await fetcher.stop()
 

@@ -201,21 +201,23 @@ def test_fetch_response_with_a_session_id_and_a_top_level_error(
 
 @pytest.mark.parametrize("version", [4, 7, 13, 18])
 def test_a_throttled_fetch_keeps_its_session(version):
-    """IncrementalFetchContext.getThrottledResponse: the empty answer of a throttled Fetch keeps the session's
-    id and top-level error (none before v7, which has no session fields)."""
+    """IncrementalFetchContext.getThrottledResponse: the empty answer of a throttled Fetch carries the session
+    id given and keeps the top-level error (none before v7, which has no session fields)."""
     topic = uuid.UUID(int=7) if version >= 13 else "t"
     answered = fetch.encode_response(
         version, [(topic, [fetch.Answer(0, ErrorCode.none, 5, 0, [b"records"])])], session_id=4242
     )
-    throttled = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, answered)))
+    throttled = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, answered, 4242)))
     assert throttled.responses == ()
     if version >= 7:
         assert (throttled.error_code, throttled.session_id) == (ErrorCode.none, 4242)
+        dropped = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, answered, 0)))
+        assert (dropped.error_code, dropped.session_id) == (ErrorCode.none, 0)
     refused = fetch.encode_response(
         version, [], error_code=ErrorCode.invalid_fetch_session_epoch, session_id=9
     )
     if version >= 7:
-        again = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, refused)))
+        again = decode_entity(response_class(1, version), b"".join(fetch.throttled(version, refused, 9)))
         assert (again.error_code, again.session_id) == (ErrorCode.invalid_fetch_session_epoch, 9)
 
 

@@ -67,8 +67,8 @@ class CachedPartition:
 
     def maybe_update_response_data(self, answer: Answer, update: bool) -> bool:
         """Whether ``answer`` must go out, remembering what it tells the client when ``update``
-        (CachedPartition.maybeUpdateResponseData): an error forgets the high watermark, so the partition
-        goes out again once the error is gone."""
+        (CachedPartition.maybeUpdateResponseData): an error or a diverging epoch forgets the high watermark,
+        so the partition goes out again once it is gone."""
         must_respond = any(len(chunk) for chunk in answer.records)
         if self.high_watermark != answer.high_watermark:
             must_respond = True
@@ -78,12 +78,14 @@ class CachedPartition:
             must_respond = True
             if update:
                 self.local_log_start_offset = answer.log_start_offset
-        if answer.error != ErrorCode.none:
+        if answer.error != ErrorCode.none or answer.diverging is not None:
             must_respond = True
             if update:
+                # A follower truncates on a divergence and does not take its high watermark in, as it
+                # drops an error's: the next high watermark goes out whatever it is.
                 self.high_watermark = -1
         # A preferred read replica would go out too; this leader never names one.
-        return must_respond or answer.diverging is not None
+        return must_respond
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +100,7 @@ class FetchSession:
     last_used_ms: int
     epoch: int
     cached_size: int = -1  # the size the cache last counted; -1: not in the cache
+    last_changes: ResponseChanges | None = None  # what the last incremental response changed
 
     def update(
         self, fetch_data: dict[PartitionKey, PartitionData], to_forget: Sequence[PartitionKey]
@@ -110,12 +113,35 @@ class FetchSession:
                 self.partitions[key] = CachedPartition(data)
                 added.append(key)
             else:
+                if cached.data.current_leader_epoch != data.current_leader_epoch:
+                    # A client that heard of a new leader epoch may have dropped an answer of the old one
+                    # (a follower's partition that moved away and back while the fetch was in flight).
+                    cached.high_watermark = cached.local_log_start_offset = -1
                 cached.data = data  # updateRequestParams
                 updated.append(key)
         for key in to_forget:
             if self.partitions.pop(key, None) is not None:
                 removed.append(key)
         return added, updated, removed
+
+    def take_back(self, changes: ResponseChanges) -> None:
+        """Puts back what a response not sent changed: its partitions' high watermarks, log start
+        offsets and order."""
+        for cached, high_watermark, log_start_offset in changes.cached:
+            cached.high_watermark, cached.local_log_start_offset = high_watermark, log_start_offset
+        if changes.order is not None:
+            moved = self.partitions
+            self.partitions = {key: moved[key] for key in changes.order if key in moved}
+            self.partitions.update(moved)  # none, unless a request came in meanwhile
+
+
+@dataclass(slots=True)
+class ResponseChanges:
+    """What an incremental response changed in its session, for a response built but not sent."""
+
+    epoch: int  # the session's epoch once the request was taken in
+    cached: list[tuple[CachedPartition, int, int]]  # each changed partition's high watermark and log start
+    order: list[PartitionKey] | None = None  # the session's order before a partition moved to the end
 
 
 class EvictableKey(NamedTuple):
@@ -286,8 +312,13 @@ class FullFetchContext:
 
     def response(self, answers: list[tuple[PartitionKey, Answer]], now_ms: int) -> SessionResponse:
         def cached() -> dict[PartitionKey, CachedPartition]:
+            # Kafka's error answers carry high watermark -1; ours may carry the log's
             return {
-                key: CachedPartition(self.fetch_data[key], a.high_watermark, a.log_start_offset)
+                key: CachedPartition(
+                    self.fetch_data[key],
+                    a.high_watermark if a.error == ErrorCode.none else -1,
+                    a.log_start_offset,
+                )
                 for key, a in answers
             }
 
@@ -312,20 +343,27 @@ class IncrementalFetchContext:
         if session.epoch != next_epoch(self.request_epoch):
             # another request of the session came in meanwhile (a duplicate)
             return SessionResponse(ErrorCode.invalid_fetch_session_epoch, session.id, [])
+        changes = session.last_changes = ResponseChanges(session.epoch, [])
         return SessionResponse(
-            ErrorCode.none, session.id, [pair for pair in answers if self._selected(*pair)]
+            ErrorCode.none, session.id, [pair for pair in answers if self._selected(*pair, changes)]
         )
 
-    def _selected(self, key: PartitionKey, answer: Answer) -> bool:
-        """Whether the partition goes out, remembering what it tells the client; one with records moves to
-        the end of the session (IncrementalFetchContext.PartitionIterator)."""
-        cached = self.session.partitions.get(key)
+    def _selected(self, key: PartitionKey, answer: Answer, changes: ResponseChanges) -> bool:
+        """Whether the partition goes out, remembering what it tells the client (and in ``changes`` what
+        it knew before); one with records moves to the end of the session
+        (IncrementalFetchContext.PartitionIterator)."""
+        session = self.session
+        cached = session.partitions.get(key)
         if cached is None:  # forgotten by a request that overtook this one
             return True
+        before = (cached, cached.high_watermark, cached.local_log_start_offset)
         if not cached.maybe_update_response_data(answer, update=True):
             return False
+        changes.cached.append(before)
         if any(len(chunk) for chunk in answer.records):
-            self.session.partitions[key] = self.session.partitions.pop(key)
+            if changes.order is None:
+                changes.order = list(session.partitions)
+            session.partitions[key] = session.partitions.pop(key)
         return True
 
 
@@ -355,14 +393,23 @@ class FetchManager:
             return FullFetchContext(self.cache, fetch_data, version >= FIRST_TOPIC_ID_VERSION, is_follower)
         return self._incremental(version, session_id, epoch, fetch_data, to_forget, now_ms)
 
-    def resend_all(self, session_id: int) -> None:
-        """A response of the session was built but not sent (a throttled Fetch is answered empty): the
-        session took what it carried as told, so every partition goes out again in the next response and
-        nothing is lost. Kafka builds no response for a throttled Fetch; this one was built before the
-        quota's verdict."""
+    def discard_response(self, session_id: int, request_epoch: int) -> int:
+        """A response built but not sent, since a quota throttles the Fetch and answers it empty: the
+        session id of that empty answer. Kafka decides the throttle before it builds the response and
+        then leaves the session as it was (KafkaApis.handleFetchRequest, getThrottledResponse): so a
+        full fetch's new session is removed (answered 0, the client starts over with a full fetch), and
+        an incremental one's session takes back what the response changed."""
+        if session_id == INVALID_SESSION_ID:
+            return INVALID_SESSION_ID
+        if request_epoch == INITIAL_EPOCH:
+            self.cache.remove_id(session_id)
+            return INVALID_SESSION_ID
         session = self.cache.get(session_id)
-        for cached in session.partitions.values() if session is not None else ():
-            cached.high_watermark = -1
+        changes = session.last_changes if session is not None else None
+        if session is not None and changes is not None and changes.epoch == next_epoch(request_epoch):
+            session.take_back(changes)
+            session.last_changes = None
+        return session_id
 
     def _incremental(
         self,

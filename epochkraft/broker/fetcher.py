@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 TOPIC = int(ResourceType.TOPIC)
 BACKOFF_S = 0.1
+# Refused answers after which the next request (a full one) goes out without a back-off: Kafka's
+# RemoteLeaderEndPoint.fetch answers them with no partitions, where FETCH_SESSION_TOPIC_ID_ERROR raises.
+RETRIED_AT_ONCE = frozenset(
+    (ErrorCode.none, ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
+)
 
 
 class ReplicaFetcher:
@@ -194,13 +199,14 @@ class ReplicaFetcher:
         """Applies the leader's answer as it arrives (the records are views into the receive buffer, so
         they go to the log without a copy); True when the fetcher should back off. The session handler
         sees the answer first: one it refuses (a top-level error, partitions the session does not
-        hold, a full answer missing some) is not applied, and the next request is a full one."""
+        hold, a full answer missing some) is not applied, and the next request is a full one, sent at
+        once unless the error was other than the session's (RemoteLeaderEndPoint.fetch)."""
         answer = decode_partitions(frame, pos)
         answered = ((p.topic_id, p.index) for p in answer.partitions)
         if not self.session.handle_response(
             answer.error, answer.session_id, answered, answer.throttle_time_ms
         ):
-            return True
+            return answer.error not in RETRIED_AT_ONCE
         backoff = False
         for data in answer.partitions:
             replica = by_key.get((data.topic_id, data.index))

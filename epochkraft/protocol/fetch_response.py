@@ -160,10 +160,12 @@ def session_of(version: int, pieces: Sequence[bytes | memoryview]) -> tuple[int,
     return error, session_id
 
 
-def throttled(version: int, pieces: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
-    """The empty answer a throttled Fetch gets instead of ``pieces``, keeping their fetch session's error
-    and id (IncrementalFetchContext.getThrottledResponse), so the client's session goes on."""
-    error, session_id = session_of(version, pieces)
+def throttled(
+    version: int, pieces: Sequence[bytes | memoryview], session_id: int
+) -> list[bytes | memoryview]:
+    """The empty answer a throttled Fetch gets instead of ``pieces``: their top-level error, and the
+    session id the fetch session keeps (FetchContext.getThrottledResponse)."""
+    error, _built_with = session_of(version, pieces)
     return encode_response(version, [], error_code=error, session_id=session_id)
 
 

@@ -722,9 +722,9 @@ class _Connection(asyncio.BufferedProtocol):
             throttle = max(throttle, fetch_throttle)
             if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
                 # A fetch throttled by either quota is answered empty and its bytes taken back
-                # (KafkaApis.handleFetchRequest); its fetch session goes on.
+                # (KafkaApis.handleFetchRequest); its fetch session forgets the answer.
                 quotas.fetch.unrecord(user, client_id, size, now_ms)
-                response = k01_fetch.throttled_response(ctx, response)
+                response = k01_fetch.throttled_response(ctx, request, response)
         throttle = max(throttle, _throttle_of(response))
         if throttle > 0 and not UNSAFE_NO_QUOTA_ENFORCEMENT_FOR_TESTS:
             response = _with_throttle(response, throttle)

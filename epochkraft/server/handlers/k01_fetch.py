@@ -109,11 +109,14 @@ async def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replica_id, replica_epoch = _follower_identity(request, version)
     is_follower = replica_id >= 0
+    # The follower must have ClusterAction on the cluster to fetch partition data (and to have its fetch
+    # session kept over consumers'); consumers READ per topic.
+    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     context = node.replica_manager.fetch_manager.new_context(
         version,
         getattr(request, "session_id", INVALID_SESSION_ID),  # v7+
         getattr(request, "session_epoch", FINAL_EPOCH),
-        is_follower,
+        is_follower and follower_allowed,  # a privileged session
         _fetch_data(request, version),
         _to_forget(request, version),
         ctx.now_ms(),
@@ -122,8 +125,6 @@ async def handle(request, ctx: RequestContext):
     partitions = context.partitions()
     topics = dict.fromkeys(topic for (topic, _), _data in partitions)
     names = {topic: _topic_name(ctx, topic, version) for topic in topics}
-    # The follower must have ClusterAction on the cluster to fetch partition data; consumers READ per topic.
-    follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
     readable = {
         name
         for name in names.values()
@@ -186,14 +187,17 @@ def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey
     return topics
 
 
-def throttled_response(ctx: RequestContext, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
-    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its session's id
-    and error (FetchContext.getThrottledResponse); the session sends every partition again next time, since
-    the answer it built is not sent."""
+def throttled_response(
+    ctx: RequestContext, request, pieces: list[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its top-level
+    error and session id 0 for a full fetch, whose new session is dropped, else its session's id
+    (FetchContext.getThrottledResponse); the session forgets the answer it built, which is not sent."""
     _error, session_id = fetch_response.session_of(ctx.api_version, pieces)
     if session_id != INVALID_SESSION_ID:
-        ctx.broker.replica_manager.fetch_manager.resend_all(session_id)
-    return fetch_response.throttled(ctx.api_version, pieces)
+        epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+        session_id = ctx.broker.replica_manager.fetch_manager.discard_response(session_id, epoch)
+    return fetch_response.throttled(ctx.api_version, pieces, session_id)
 
 
 def _quota_cap(ctx: RequestContext, is_follower: bool) -> int:
