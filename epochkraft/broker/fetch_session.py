@@ -34,6 +34,7 @@ FINAL_EPOCH = -1  # a sessionless fetch (closing the session named)
 FIRST_SESSION_VERSION = 7  # Fetch v4-v6 have no session fields
 FIRST_TOPIC_ID_VERSION = 13
 MAX_SESSION_ID = 2**31 - 1
+MAX_EPOCH = 2**31 - 1  # an epoch wraps to 1 past Integer.MAX_VALUE
 
 TopicKey = uuid.UUID | str | None  # the topic id (v13+; None for the zero id) or the name (older versions)
 PartitionKey = tuple[TopicKey, int]
@@ -43,7 +44,7 @@ def next_epoch(epoch: int) -> int:
     """The session epoch after ``epoch`` (FetchMetadata.nextEpoch): it wraps to 1, never back to 0."""
     if epoch < 0:
         return FINAL_EPOCH
-    return 1 if epoch == MAX_SESSION_ID else epoch + 1
+    return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,14 +22,11 @@ from typing import NamedTuple, TypeVar
 
 import structlog
 
+from epochkraft.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
 
-INVALID_SESSION_ID = 0  # no session
-INITIAL_EPOCH = 0  # a full request that creates (or recreates) a session
-FINAL_EPOCH = -1  # a full request that closes any session and creates none
-_MAX_EPOCH = 2**31 - 1
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]  # (topic name, partition index): a replica's key
@@ -51,13 +48,6 @@ class PartitionData(NamedTuple):
     max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int
-
-
-def next_epoch(prev: int) -> int:
-    """FetchMetadata.nextEpoch: FINAL stays FINAL; the epoch wraps to 1, never back to INITIAL."""
-    if prev < 0:
-        return FINAL_EPOCH
-    return 1 if prev == _MAX_EPOCH else prev + 1
 
 
 @dataclass(frozen=True, slots=True)
