@@ -24,11 +24,13 @@ def synced(ctx: Ctx, token: int) -> SyncResult:
     return result
 
 
-def static_members_join_and_rebalance(ctx: Ctx) -> tuple[str, str]:
+def static_members_join_and_rebalance(
+    ctx: Ctx, session: int = 10_000, rebalance: int | None = None
+) -> tuple[str, str]:
     """GroupMetadataManagerTestContext.staticMembersJoinAndRebalance: a leader and a follower, both static,
     joined and synced: the group Stable at generation 1. Returns (leader id, follower id)."""
-    leader_join = ctx.join(instance_id=LEADER)
-    follower_join = ctx.join(instance_id=FOLLOWER)
+    leader_join = ctx.join(instance_id=LEADER, session=session, rebalance=rebalance)
+    follower_join = ctx.join(instance_id=FOLLOWER, session=session, rebalance=rebalance)
     ctx.tick(DELAY_MS)
     leader, follower = joined(ctx, leader_join), joined(ctx, follower_join)
     assert leader.leader == leader.member_id and follower.generation_id == 1
@@ -338,3 +340,68 @@ def test_static_members_rebuilt_from_the_group_metadata_record():
     assert successor.c.groups["g"].state == GroupState.STABLE
     new_id = successor.c.groups["g"].static_members[FOLLOWER]
     assert synced(successor, successor.sync(new_id, 1)).assignment == b"a-follower"
+
+
+REBALANCE_MS, SESSION_MS = 10_000, 15_000  # sessions outlast the rebalance: no one is expired by it
+
+
+def test_static_member_follower_fail_to_rejoin_before_rebalance_timeout():
+    """testStaticMemberFollowerFailToRejoinBeforeRebalanceTimeout: a static follower that does not rejoin
+    stays in the next generation (completeClassicGroupJoin removes only dynamic members); the leader is
+    given all three members."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    new_join = ctx.join(instance_id="new-member-instance-id", session=SESSION_MS, rebalance=REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.PREPARING_REBALANCE
+    leader_join = ctx.join(leader, instance_id=LEADER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    leader_result, new_result = joined(ctx, leader_join), joined(ctx, new_join)
+    assert (leader_result.error, leader_result.generation_id, leader_result.leader) == (
+        ErrorCode.none,
+        2,
+        leader,
+    )
+    assert {instance for _, instance, _ in leader_result.members} == {
+        LEADER,
+        FOLLOWER,
+        "new-member-instance-id",
+    }
+    assert (new_result.generation_id, new_result.leader, new_result.members) == (2, leader, ())
+    assert group.state == GroupState.COMPLETING_REBALANCE and follower in group.members
+
+
+def test_static_member_leader_fail_to_rejoin_before_rebalance_timeout():
+    """testStaticMemberLeaderFailToRejoinBeforeRebalanceTimeout: a static leader that does not rejoin stays,
+    but a member that rejoined leads the next generation (maybeElectNewJoinedLeader)."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    new_join = ctx.join(instance_id="new-member-instance-id", session=SESSION_MS, rebalance=REBALANCE_MS)
+    follower_join = ctx.join(follower, instance_id=FOLLOWER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    follower_result, new_result = joined(ctx, follower_join), joined(ctx, new_join)
+    assert (follower_result.generation_id, follower_result.leader) == (2, follower)
+    assert {instance for _, instance, _ in follower_result.members} == {
+        LEADER,
+        FOLLOWER,
+        "new-member-instance-id",
+    }
+    assert (new_result.leader, new_result.members) == (follower, ())
+    group = ctx.c.groups["g"]
+    assert group.leader_id == follower and leader in group.members
+
+
+def test_static_members_that_do_not_rejoin_extend_the_join_until_their_sessions_expire():
+    """completeClassicGroupJoin when no member rejoined but static members remain: the join phase waits
+    another rebalance timeout; once their sessions expire the group is Empty."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    ctx.join(require_known_member_id=False, session=SESSION_MS, rebalance=REBALANCE_MS)
+    dynamic = next(m for m in group.members if m not in group.static_members.values())
+    ctx.c.leave_group(ctx.now, group_id="g", members=[(dynamic, None)])  # a rebalance no one answers
+    ctx.tick(REBALANCE_MS)
+    assert group.state == GroupState.PREPARING_REBALANCE and group.generation_id == 1
+    assert len(group.members) == 2
+    ctx.tick(SESSION_MS - REBALANCE_MS + 1)
+    assert group.state == GroupState.EMPTY and not group.members and group.generation_id == 2

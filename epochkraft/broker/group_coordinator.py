@@ -908,8 +908,7 @@ class GroupCoordinator:
                     done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
                     m.sync_token = None
         if group.state != GroupState.PREPARING_REBALANCE:
-            timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-            group.rebalance_deadline_ms = now_ms + timeout
+            group.rebalance_deadline_ms = now_ms + self._rebalance_timeout(group)
             group.join_not_before_ms = (
                 now_ms + self.settings.initial_rebalance_delay_ms
                 if group.state == GroupState.EMPTY
@@ -924,9 +923,16 @@ class GroupCoordinator:
             not everyone_joined or now_ms < group.join_not_before_ms
         ):
             return []
-        # Members that did not rejoin in time are dropped, as Kafka does at the rebalance deadline.
-        for member_id in [m.member_id for m in group.members.values() if m.join_token is None]:
-            self._remove_member(group, member_id)
+        # completeClassicGroupJoin: dynamic members that did not rejoin in time are dropped; static ones stay
+        # in the generation until their session expires, so a restarted instance keeps its place.
+        not_rejoined = [m for m in group.members.values() if m.join_token is None]
+        for member in not_rejoined:
+            if member.group_instance_id is None:
+                self._remove_member(group, member.member_id)
+        if group.members and not self._elect_joined_leader(group):
+            # nobody rejoined: wait another rebalance timeout, until sessions remove the silent members
+            group.rebalance_deadline_ms = now_ms + self._rebalance_timeout(group)
+            return []
         group.generation_id += 1
         if not group.members:
             self._transition(group, GroupState.EMPTY, now_ms)
@@ -934,8 +940,6 @@ class GroupCoordinator:
             group.leader_id = None
             return []
         group.protocol_name = self._select_protocol(group)
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         self._transition(group, GroupState.COMPLETING_REBALANCE, now_ms)
         done = []
         for member in group.members.values():
@@ -945,6 +949,24 @@ class GroupCoordinator:
                 done.append(Completion(member.join_token, self._join_result(group, member.member_id)))
                 member.join_token = None
         return done
+
+    @staticmethod
+    def _elect_joined_leader(group: Group) -> bool:
+        """ClassicGroup.maybeElectNewJoinedLeader: a leader that did not rejoin hands over to the first
+        member that did; False if none did."""
+        leader = group.members.get(group.leader_id or "")
+        if leader is not None and leader.join_token is not None:
+            return True
+        joined = next((m.member_id for m in group.members.values() if m.join_token is not None), None)
+        if joined is None:
+            return False
+        group.leader_id = joined
+        return True
+
+    @staticmethod
+    def _rebalance_timeout(group: Group) -> int:
+        """ClassicGroup.rebalanceTimeoutMs: the longest of the members'."""
+        return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
 
     @staticmethod
     def _transition(group: Group, state: GroupState, now_ms: int) -> None:
