@@ -405,3 +405,19 @@ def test_static_members_that_do_not_rejoin_extend_the_join_until_their_sessions_
     assert len(group.members) == 2
     ctx.tick(SESSION_MS - REBALANCE_MS + 1)
     assert group.state == GroupState.EMPTY and not group.members and group.generation_id == 2
+
+
+@pytest.mark.parametrize("error", [ErrorCode.none, ErrorCode.coordinator_not_available])
+def test_replaced_static_member_removed_while_the_group_is_written_is_answered_unknown_member_id(error):
+    """A LeaveGroup by instance id while the restarted member's group is written removes the new member:
+    its join is answered UNKNOWN_MEMBER_ID (removeMemberAndUpdateClassicGroup completes a waiting join),
+    whatever the write's outcome, and the old member is not put back."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    static_members_join_and_rebalance(ctx)
+    ctx.store_error = None
+    token = ctx.join(instance_id=LEADER)
+    ctx.c.leave_group(ctx.now, group_id="g", members=[("", LEADER)])
+    ctx.write_static_store(error)
+    result = joined(ctx, token)
+    assert (result.error, result.member_id) == (ErrorCode.unknown_member_id, "")
+    assert LEADER not in ctx.c.groups["g"].static_members

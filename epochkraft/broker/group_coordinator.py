@@ -364,10 +364,14 @@ class GroupCoordinator:
     ) -> list[Completion]:
         """The group with the replaced static member was written (``error`` NONE) or not: written, the join
         is answered the current generation (with the members and SkipAssignment for a leader from v9); not
-        written, the old member is put back and the join answered the error with no member id. Nothing if
-        the new member is gone meanwhile or its join already answered by a rebalance."""
+        written, the old member is put back and the join answered the error with no member id. A new member
+        removed meanwhile (its instance left) is answered UNKNOWN_MEMBER_ID, as Kafka's removal completes its
+        join; nothing if it was replaced in turn (fenced then) or its join already answered by a rebalance."""
         group = self.groups.get(store.group_id)
         member = None if group is None else group.members.get(store.new_member_id)
+        if group is not None and member is None and store.group_instance_id not in group.static_members:
+            gone = JoinResult(ErrorCode.unknown_member_id)
+            return [Completion(store.token, gone)]
         if group is None or member is None or member.join_token != store.token:
             return []
         member.join_token = None
