@@ -421,3 +421,17 @@ def test_replaced_static_member_removed_while_the_group_is_written_is_answered_u
     result = joined(ctx, token)
     assert (result.error, result.member_id) == (ErrorCode.unknown_member_id, "")
     assert LEADER not in ctx.c.groups["g"].static_members
+
+
+def test_replaced_static_member_session_runs_from_its_answer():
+    """updateStaticMemberThenRebalanceOrCompleteJoin: the restarted member's session is rescheduled when its
+    join is answered, not only when it asked (a slow write would otherwise eat into it)."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    _, follower = static_members_join_and_rebalance(ctx)
+    ctx.store_error = None
+    ctx.join(instance_id=LEADER)
+    ctx.now += 8000  # the write is slow
+    ctx.write_static_store(ErrorCode.none)
+    ctx.c.heartbeat(ctx.now, group_id="g", generation_id=1, member_id=follower)
+    ctx.tick(5000)
+    assert LEADER in ctx.c.groups["g"].static_members, "its session ran from its answer"

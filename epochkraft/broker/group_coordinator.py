@@ -390,6 +390,7 @@ class GroupCoordinator:
                 leader=store.leader_before or "",
             )
             return [*done, Completion(store.token, failed)]
+        member.last_heartbeat_ms = now_ms  # its session runs from its answer (rescheduled heartbeat)
         if store.skip_assignment_supported:
             result = self._join_result(group, member.member_id)
             result = dataclasses.replace(result, skip_assignment=group.leader_id == member.member_id)
