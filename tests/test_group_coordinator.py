@@ -551,3 +551,17 @@ def test_last_joining_members_are_kicked_out_when_rejoining_group_with_max_size(
     assert errors(ctx, rejoins[:MAX]) == [ErrorCode.none] * MAX
     assert (len(group.members), group.state) == (MAX, GroupState.COMPLETING_REBALANCE)
     assert set(group.members) == set(ids[:MAX])
+
+
+def test_heartbeat_illegal_generation():
+    """testHeartbeatIllegalGeneration: a heartbeat of another generation is ILLEGAL_GENERATION and does not
+    renew the member's session (validateClassicGroupHeartbeat fails before the heartbeat is rescheduled)."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000)
+    ctx.sync(a, 1, {a: b"x"})
+    ctx.now += 5000
+    assert (
+        ctx.c.heartbeat(ctx.now, group_id="g", generation_id=2, member_id=a) == ErrorCode.illegal_generation
+    )
+    ctx.tick(1001)
+    assert a not in ctx.c.groups["g"].members

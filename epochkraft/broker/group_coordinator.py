@@ -480,9 +480,9 @@ class GroupCoordinator:
         error = self._validate_member(group, member_id, group_instance_id)
         if error != ErrorCode.none:
             return error
-        group.members[member_id].last_heartbeat_ms = now_ms
         if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+            return ErrorCode.illegal_generation  # validateClassicGroupHeartbeat: the session is not renewed
+        group.members[member_id].last_heartbeat_ms = now_ms
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
