@@ -565,3 +565,24 @@ def test_heartbeat_illegal_generation():
     )
     ctx.tick(1001)
     assert a not in ctx.c.groups["g"].members
+
+
+@pytest.mark.parametrize("rejoining", ["leader", "follower"])
+def test_rejoin_with_the_same_metadata_while_completing_rebalance_gets_the_current_generation(rejoining):
+    """classicGroupJoinExistingMember in CompletingRebalance: a member whose JoinGroup answer was lost
+    rejoins with the same metadata and is answered the current generation (the leader with the members);
+    the group does not rebalance. Changed metadata still rebalances."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id()
+    ctx.join(member_id=a)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
+    member = a if rejoining == "leader" else b
+    result = ctx.results[ctx.join(member_id=member)]
+    assert (result.error, result.generation_id, result.leader) == (ErrorCode.none, 2, a)
+    assert len(result.members) == (2 if member == a else 0)
+    assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
+    ctx.join(member_id=member, protocols=(("range", b"changed"),))
+    assert group.state == GroupState.PREPARING_REBALANCE

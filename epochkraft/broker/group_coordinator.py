@@ -288,8 +288,13 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         changed = member.protocols != protocols
         member.protocols = protocols
-        if group.state == GroupState.STABLE and not changed and member_id != group.leader_id:
-            # A follower rejoining with the same metadata gets the current generation back (Kafka does the same).
+        if not changed and (
+            group.state == GroupState.COMPLETING_REBALANCE
+            or (group.state == GroupState.STABLE and member_id != group.leader_id)
+        ):
+            # classicGroupJoinExistingMember: the same metadata (a lost JoinGroup answer, say) gets the current
+            # generation back, the leader its members while the group completes; only a Stable leader's
+            # rejoin rebalances (it may know of changes its metadata does not show)
             return [Completion(token, self._join_result(group, member_id))], None
         member.join_token = token
         if group.state == GroupState.PREPARING_REBALANCE:
