@@ -586,3 +586,77 @@ def test_rejoin_with_the_same_metadata_while_completing_rebalance_gets_the_curre
     assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
     ctx.join(member_id=member, protocols=(("range", b"changed"),))
     assert group.state == GroupState.PREPARING_REBALANCE
+
+
+def group_in_state(state: str) -> tuple[Ctx, str]:
+    """Group "g" with no record ("none"), without members ("empty"), or member "m" at generation 1 of a
+    Stable group ("stable") or of one completing its rebalance ("completing"). Returns (ctx, member id)."""
+    ctx = Ctx()
+    if state == "none":
+        return ctx, ""
+    a, _ = ctx.join_with_id()
+    if state == "completing":
+        ctx.c.groups["g"].state = GroupState.COMPLETING_REBALANCE
+    else:
+        ctx.sync(a, 1, {a: b"x"})
+    if state == "empty":
+        ctx.c.leave_group(ctx.now, group_id="g", members=[(a, None)])
+        assert ctx.c.groups["g"].state == GroupState.EMPTY
+    return ctx, a
+
+
+# (group, generation, member id given, instance id, version, transactional, expected)
+OFFSET_COMMIT_RULES = [
+    # testSimpleGroupOffsetCommit / testSimpleGroupOffsetCommitWithInstanceId: a simple group is made
+    ("none", -1, False, None, 9, False, ErrorCode.none),
+    ("none", -1, True, "instance", 9, False, ErrorCode.none),
+    ("none", -1, True, None, 0, True, ErrorCode.none),
+    # testOffsetCommitWithUnknownGroup: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before
+    ("none", 1, True, None, 9, False, ErrorCode.group_id_not_found),
+    ("none", 1, True, None, 8, False, ErrorCode.illegal_generation),
+    ("none", 1, True, None, 0, True, ErrorCode.illegal_generation),
+    # an admin's reset of an Empty group's offsets
+    ("empty", -1, False, None, 9, False, ErrorCode.none),
+    ("empty", 1, False, None, 9, False, ErrorCode.unknown_member_id),
+    # testGenericGroupOffsetCommitWithoutMemberIdAndGeneration: a live group's offsets are its members'
+    ("stable", -1, False, None, 9, False, ErrorCode.unknown_member_id),
+    ("stable", -1, False, None, 0, True, ErrorCode.none),
+    ("stable", 1, True, None, 9, False, ErrorCode.none),
+    ("stable", 2, True, None, 9, False, ErrorCode.illegal_generation),
+    # testGenericGroupOffsetCommitWhileInCompletingRebalanceState; a transaction's commit goes on
+    ("completing", 1, True, None, 9, False, ErrorCode.rebalance_in_progress),
+    ("completing", 1, True, None, 0, True, ErrorCode.none),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "generation", "with_member", "instance_id", "version", "transactional", "expected"),
+    OFFSET_COMMIT_RULES,
+)
+def test_classic_group_offset_commit_validation(
+    state, generation, with_member, instance_id, version, transactional, expected
+):
+    """OffsetMetadataManager.validateOffsetCommit / validateTransactionalOffsetCommit, then
+    ClassicGroup.validateOffsetCommit, after OffsetMetadataManagerTest's classic and simple group cases."""
+    ctx, member = group_in_state(state)
+    error = ctx.c.validate_offset_commit(
+        group_id="g",
+        generation_id=generation,
+        member_id=(member or "member") if with_member else "",
+        group_instance_id=instance_id,
+        transactional=transactional,
+        api_version=version,
+    )
+    assert error == expected
+
+
+async def test_offset_commits_carry_their_version_and_kind_to_the_validation():
+    """The service hands OffsetCommit's version and TxnOffsetCommit's kind to the validation: a commit with a
+    generation to no group is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before it and in a transaction."""
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, [])
+    entry = OffsetCommitEntry("t", 0, 5, -1, "")
+    commit = {"group_id": "gone", "generation_id": 3, "member_id": "m", "entries": [entry]}
+    assert await service.commit(**commit, api_version=9) == [ErrorCode.group_id_not_found]
+    assert await service.commit(**commit, api_version=8) == [ErrorCode.illegal_generation]
+    assert await service.txn_commit(**commit, producer=(7, 0)) == [ErrorCode.illegal_generation]

@@ -689,26 +689,55 @@ class GroupCoordinator:
 
     # ---- offsets ------------------------------------------------------------------------------------
     def validate_offset_commit(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        transactional: bool = False,
+        api_version: int = 9,
     ) -> ErrorCode:
-        """NONE when the commit may be written; the edge then persists it and calls apply_offset
-        (ClassicGroup.validateOffsetCommit: a static member's instance id must map to its member id)."""
+        """NONE when the commit may be written; the edge then persists it and calls apply_offset. As
+        OffsetMetadataManager.validateOffsetCommit / validateTransactionalOffsetCommit: a commit with a
+        negative generation to no group makes a simple group; one with a generation to no group is
+        GROUP_ID_NOT_FOUND from OffsetCommit v9, ILLEGAL_GENERATION before and for TxnOffsetCommit."""
         group = self.groups.get(group_id)
-        if group is None or not group.members:
-            # A standalone consumer (no group membership) commits with generation -1.
-            if generation_id < 0 and not member_id:
+        if group is None:
+            if generation_id < 0:
                 return ErrorCode.none
-            if group is None or member_id or group_instance_id is not None:
-                return ErrorCode.unknown_member_id
-            return ErrorCode.illegal_generation
-        if generation_id < 0 and not member_id and group_instance_id is None:
+            if transactional or api_version < 9:
+                return ErrorCode.illegal_generation
+            return ErrorCode.group_id_not_found
+        return self._validate_classic_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional
+        )
+
+    def _validate_classic_offset_commit(
+        self,
+        group: Group,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        transactional: bool,
+    ) -> ErrorCode:
+        """ClassicGroup.validateOffsetCommit: without a generation only an Empty group's offsets may be
+        written (an admin cannot overwrite a live group's, except inside a transaction); with one, the
+        member (and its instance id) must be the group's at its generation; a plain commit while the group
+        completes its rebalance is REBALANCE_IN_PROGRESS."""
+        if group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.state == GroupState.EMPTY:
             return ErrorCode.none
-        error = self._validate_member(group, member_id, group_instance_id)
-        if error != ErrorCode.none:
-            return error
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        if group.state == GroupState.COMPLETING_REBALANCE:
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error != ErrorCode.none:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+        elif not transactional:
+            return ErrorCode.unknown_member_id
+        if not transactional and group.state == GroupState.COMPLETING_REBALANCE:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
