@@ -215,13 +215,13 @@ def test_session_timeout_during_rebalance():
 
 def test_a_member_awaiting_sync_is_not_expired_while_the_leader_assigns():
     """ClassicGroupMember.hasSatisfiedHeartbeat: a follower parked in SyncGroup while the leader computes the
-    assignment longer than the follower's session is not expired (its SyncGroup would go unanswered); it
-    gets its assignment when the leader syncs."""
+    assignment longer than the follower's session (within the rebalance timeout) is not expired (its
+    SyncGroup would go unanswered); it gets its assignment when the leader syncs."""
     ctx = Ctx()
-    a, _ = ctx.join_with_id(session=6000)
+    a, _ = ctx.join_with_id(session=6000, rebalance=60_000)
     ctx.sync(a, 1, {a: b"x"})
-    b, tb = ctx.join_with_id(session=6000)
-    ctx.join(member_id=a, session=6000)
+    b, tb = ctx.join_with_id(session=6000, rebalance=60_000)
+    ctx.join(member_id=a, session=6000, rebalance=60_000)
     assert ctx.results[tb].generation_id == 2
     sb = ctx.sync(b, 2)
     ctx.tick(3000)
@@ -660,3 +660,37 @@ async def test_offset_commits_carry_their_version_and_kind_to_the_validation():
     assert await service.commit(**commit, api_version=9) == [ErrorCode.group_id_not_found]
     assert await service.commit(**commit, api_version=8) == [ErrorCode.illegal_generation]
     assert await service.txn_commit(**commit, producer=(7, 0)) == [ErrorCode.illegal_generation]
+
+
+def test_rebalance_times_out_when_sync_request_is_not_received_from_followers():
+    """testRebalanceTimesOutWhenSyncRequestIsNotReceivedFromFollowers (expirePendingSync): a follower that
+    never sends SyncGroup is removed a rebalance timeout after the join completed, though its session
+    would still run; the group rebalances without it."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ta = ctx.join(member_id=a, session=30_000, rebalance=5000)
+    assert ctx.results[ta].generation_id == 2
+    ctx.store_error = None
+    ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    ctx.tick(4999)
+    assert b in ctx.c.groups["g"].members
+    ctx.tick(1)
+    group = ctx.c.groups["g"]
+    assert set(group.members) == {a} and group.state == GroupState.PREPARING_REBALANCE
+
+
+def test_rebalance_does_not_time_out_when_all_sync_are_received():
+    """testRebalanceDoesNotTimeOutWhenAllSyncAreReceived: every member synced, so nobody is removed at the
+    rebalance timeout."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.join(member_id=a, session=30_000, rebalance=5000)
+    ctx.sync(b, 2)
+    ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    ctx.tick(5000)
+    group = ctx.c.groups["g"]
+    assert set(group.members) == {a, b} and group.state == GroupState.STABLE

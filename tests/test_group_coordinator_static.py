@@ -435,3 +435,19 @@ def test_replaced_static_member_session_runs_from_its_answer():
     ctx.c.heartbeat(ctx.now, group_id="g", generation_id=1, member_id=follower)
     ctx.tick(5000)
     assert LEADER in ctx.c.groups["g"].static_members, "its session ran from its answer"
+
+
+def test_static_member_that_did_not_rejoin_is_removed_when_it_does_not_sync():
+    """A static follower kept in the generation though it did not rejoin (completeClassicGroupJoin) is
+    removed at the rebalance timeout if it does not sync either (expirePendingSync), before its session."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    changed = (("range", b"changed"),)
+    ctx.join(leader, instance_id=LEADER, protocols=changed, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.COMPLETING_REBALANCE and follower in group.members
+    ctx.sync(leader, 2, {leader: b"a"}, instance_id=LEADER)
+    ctx.tick(REBALANCE_MS)
+    assert follower not in group.members and group.static_members == {LEADER: leader}
+    assert group.state == GroupState.PREPARING_REBALANCE

@@ -114,6 +114,9 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)
     # member ids handed out with MEMBER_ID_REQUIRED, with the deadline to come back by
     pending_members: dict[str, int] = field(default_factory=dict)
+    # members of the generation whose SyncGroup has not come, removed at the deadline (pendingSyncMembers)
+    pending_sync: set[str] = field(default_factory=set)
+    pending_sync_deadline_ms: int = 0
     rebalance_deadline_ms: int = 0
     empty_since_ms: int | None = (
         None  # when tick() first saw it without members (Kafka's currentStateTimestamp)
@@ -362,6 +365,9 @@ class GroupCoordinator:
         group.static_members[group_instance_id] = new_member_id
         if group.leader_id == old_id:
             group.leader_id = new_member_id
+        if old_id in group.pending_sync:
+            group.pending_sync.remove(old_id)
+            group.pending_sync.add(new_member_id)
         return done
 
     def complete_static_store(
@@ -435,6 +441,7 @@ class GroupCoordinator:
         member.last_heartbeat_ms = now_ms
         if group.state == GroupState.PREPARING_REBALANCE:
             return answer(SyncResult(ErrorCode.rebalance_in_progress))
+        group.pending_sync.discard(member_id)
         if group.state == GroupState.STABLE:
             return answer(self._sync_result(group, member))
         member.sync_token = token
@@ -551,9 +558,20 @@ class GroupCoordinator:
                 self._remove_member(group, member_id)
             if group.state == GroupState.PREPARING_REBALANCE:
                 done += self._maybe_complete_join(now_ms, group)
-            elif expired:
+            elif expired or self._expire_pending_sync(now_ms, group):
                 done += self._prepare_rebalance(now_ms, group)
         return done
+
+    def _expire_pending_sync(self, now_ms: int, group: Group) -> bool:
+        """expirePendingSync: members of the generation that have not sent SyncGroup a rebalance timeout
+        after the join completed are removed (a static member that did not rejoin, say); True if any was."""
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return False
+        if not group.pending_sync or now_ms < group.pending_sync_deadline_ms:
+            return False
+        for member_id in list(group.pending_sync):
+            self._remove_member(group, member_id)
+        return True
 
     # ---- online migration (KIP-848's group.consumer.migration.policy) ----------------------------------
     def release_members(self, group_id: str) -> list[Completion]:
@@ -596,7 +614,7 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.generation_id, group.protocol_type = generation_id, "consumer"
-        group.members, group.static_members = {}, {}
+        group.members, group.static_members, group.pending_sync = {}, {}, set()
         for member in members:
             self._add_member(group, member)
         group.pending_members.clear()
@@ -627,6 +645,7 @@ class GroupCoordinator:
             members=members,
             static_members=dict(group.static_members),
             pending_members=dict(group.pending_members),
+            pending_sync=set(group.pending_sync),
         )
 
     def restore_membership(self, snapshot: Group) -> None:
@@ -934,6 +953,7 @@ class GroupCoordinator:
 
     def _remove_member(self, group: Group, member_id: str) -> None:
         removed = group.members.pop(member_id, None)
+        group.pending_sync.discard(member_id)
         if removed is not None and removed.group_instance_id is not None:
             group.static_members.pop(removed.group_instance_id, None)
         if group.leader_id == member_id:
@@ -948,6 +968,7 @@ class GroupCoordinator:
                     m.sync_token = None
         if group.state != GroupState.PREPARING_REBALANCE:
             group.rebalance_deadline_ms = now_ms + self._rebalance_timeout(group)
+            group.pending_sync.clear()
             group.join_not_before_ms = (
                 now_ms + self.settings.initial_rebalance_delay_ms
                 if group.state == GroupState.EMPTY
@@ -980,6 +1001,8 @@ class GroupCoordinator:
             return []
         group.protocol_name = self._select_protocol(group)
         self._transition(group, GroupState.COMPLETING_REBALANCE, now_ms)
+        group.pending_sync = set(group.members)
+        group.pending_sync_deadline_ms = now_ms + self._rebalance_timeout(group)
         done = []
         for member in group.members.values():
             member.assignment = b""
