@@ -505,6 +505,44 @@ def test_delete_groups_and_offsets(cluster, admin):
     assert committed_offsets(admin, "trimmed") == {("grouped-admin", 1): 1}
 
 
+def alter_offset_error(admin: AdminClient, group: str, topic: str) -> int:
+    """The error of an AlterConsumerGroupOffsets of the topic's partition 0 to offset 0 (an OffsetCommit
+    with generation -1 and no member id)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])]
+    try:
+        result = admin.alter_consumer_group_offsets(request)[group].result(10)
+    except KafkaException as e:
+        return e.args[0].code()
+    errors = [tp.error.code() for tp in result.topic_partitions if tp.error is not None]
+    return errors[0] if errors else KafkaError.NO_ERROR
+
+
+def test_alter_offsets_of_a_classic_group_with_members_is_refused(cluster, admin):
+    """ClassicGroup.validateOffsetCommit: an admin's commit without a member may not overwrite the offsets
+    of a group with members (UNKNOWN_MEMBER_ID); once the group is Empty it may."""
+    from confluent_kafka import Consumer
+
+    create(admin, "live-offsets", partitions=1, rf=3)
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "live-offsets", "enable.auto.commit": False}
+    )
+    try:
+        consumer.subscribe(["live-offsets"])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment(), "the consumer joined the group"
+        assert alter_offset_error(admin, "live-offsets", "live-offsets") == KafkaError.UNKNOWN_MEMBER_ID
+    finally:
+        consumer.close()
+    eventually(
+        lambda: alter_offset_error(admin, "live-offsets", "live-offsets") == KafkaError.NO_ERROR,
+        what="the Empty group's offsets altered",
+    )
+
+
 def test_describe_log_dirs_topic_partitions_and_producers(cluster, admin):
     from kafka import TopicPartition as KTopicPartition
 

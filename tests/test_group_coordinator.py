@@ -213,13 +213,13 @@ def test_session_timeout_during_rebalance():
 
 def test_a_member_awaiting_sync_is_not_expired_while_the_leader_assigns():
     """ClassicGroupMember.hasSatisfiedHeartbeat: a follower parked in SyncGroup while the leader computes the
-    assignment longer than the follower's session is not expired (its SyncGroup would go unanswered); it
-    gets its assignment when the leader syncs."""
+    assignment longer than the follower's session (within the rebalance timeout) is not expired (its
+    SyncGroup would go unanswered); it gets its assignment when the leader syncs."""
     ctx = Ctx()
-    a, _ = ctx.join_with_id(session=6000)
+    a, _ = ctx.join_with_id(session=6000, rebalance=60_000)
     ctx.sync(a, 1, {a: b"x"})
-    b, tb = ctx.join_with_id(session=6000)
-    ctx.join(member_id=a, session=6000)
+    b, tb = ctx.join_with_id(session=6000, rebalance=60_000)
+    ctx.join(member_id=a, session=6000, rebalance=60_000)
     assert ctx.results[tb].generation_id == 2
     sb = ctx.sync(b, 2)
     ctx.tick(3000)
@@ -587,3 +587,146 @@ def test_new_member_join_dead_group():
     assert ctx.c.decide_delete_group("g") == (ErrorCode.group_id_not_found, [])
     ctx.c.revive("g", GroupState.EMPTY)
     assert ctx.results[ctx.join()].error == ErrorCode.member_id_required
+
+
+def test_heartbeat_illegal_generation():
+    """testHeartbeatIllegalGeneration: a heartbeat of another generation is ILLEGAL_GENERATION and does not
+    renew the member's session (validateClassicGroupHeartbeat fails before the heartbeat is rescheduled)."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=6000)
+    ctx.sync(a, 1, {a: b"x"})
+    ctx.now += 5000
+    assert (
+        ctx.c.heartbeat(ctx.now, group_id="g", generation_id=2, member_id=a) == ErrorCode.illegal_generation
+    )
+    ctx.tick(1001)
+    assert a not in ctx.c.groups["g"].members
+
+
+@pytest.mark.parametrize("rejoining", ["leader", "follower"])
+def test_rejoin_with_the_same_metadata_while_completing_rebalance_gets_the_current_generation(rejoining):
+    """classicGroupJoinExistingMember in CompletingRebalance: a member whose JoinGroup answer was lost
+    rejoins with the same metadata and is answered the current generation (the leader with the members);
+    the group does not rebalance. Changed metadata still rebalances."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id()
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id()
+    ctx.join(member_id=a)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
+    member = a if rejoining == "leader" else b
+    result = ctx.results[ctx.join(member_id=member)]
+    assert (result.error, result.generation_id, result.leader) == (ErrorCode.none, 2, a)
+    assert len(result.members) == (2 if member == a else 0)
+    assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
+    ctx.join(member_id=member, protocols=(("range", b"changed"),))
+    assert group.state == GroupState.PREPARING_REBALANCE
+
+
+def group_in_state(state: str) -> tuple[Ctx, str]:
+    """Group "g" with no record ("none"), without members ("empty"), or member "m" at generation 1 of a
+    Stable group ("stable") or of one completing its rebalance ("completing"). Returns (ctx, member id)."""
+    ctx = Ctx()
+    if state == "none":
+        return ctx, ""
+    a, _ = ctx.join_with_id()
+    if state == "completing":
+        ctx.c.groups["g"].state = GroupState.COMPLETING_REBALANCE
+    else:
+        ctx.sync(a, 1, {a: b"x"})
+    if state == "empty":
+        ctx.c.leave_group(ctx.now, group_id="g", members=[(a, None)])
+        assert ctx.c.groups["g"].state == GroupState.EMPTY
+    return ctx, a
+
+
+# (group, generation, member id given, instance id, version, transactional, expected)
+OFFSET_COMMIT_RULES = [
+    # testSimpleGroupOffsetCommit / testSimpleGroupOffsetCommitWithInstanceId: a simple group is made
+    ("none", -1, False, None, 9, False, ErrorCode.none),
+    ("none", -1, True, "instance", 9, False, ErrorCode.none),
+    ("none", -1, True, None, 0, True, ErrorCode.none),
+    # testOffsetCommitWithUnknownGroup: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before
+    ("none", 1, True, None, 9, False, ErrorCode.group_id_not_found),
+    ("none", 1, True, None, 8, False, ErrorCode.illegal_generation),
+    ("none", 1, True, None, 0, True, ErrorCode.illegal_generation),
+    # an admin's reset of an Empty group's offsets
+    ("empty", -1, False, None, 9, False, ErrorCode.none),
+    ("empty", 1, False, None, 9, False, ErrorCode.unknown_member_id),
+    # testGenericGroupOffsetCommitWithoutMemberIdAndGeneration: a live group's offsets are its members'
+    ("stable", -1, False, None, 9, False, ErrorCode.unknown_member_id),
+    ("stable", -1, False, None, 0, True, ErrorCode.none),
+    ("stable", 1, True, None, 9, False, ErrorCode.none),
+    ("stable", 2, True, None, 9, False, ErrorCode.illegal_generation),
+    # testGenericGroupOffsetCommitWhileInCompletingRebalanceState; a transaction's commit goes on
+    ("completing", 1, True, None, 9, False, ErrorCode.rebalance_in_progress),
+    ("completing", 1, True, None, 0, True, ErrorCode.none),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "generation", "with_member", "instance_id", "version", "transactional", "expected"),
+    OFFSET_COMMIT_RULES,
+)
+def test_classic_group_offset_commit_validation(
+    state, generation, with_member, instance_id, version, transactional, expected
+):
+    """OffsetMetadataManager.validateOffsetCommit / validateTransactionalOffsetCommit, then
+    ClassicGroup.validateOffsetCommit, after OffsetMetadataManagerTest's classic and simple group cases."""
+    ctx, member = group_in_state(state)
+    error = ctx.c.validate_offset_commit(
+        group_id="g",
+        generation_id=generation,
+        member_id=(member or "member") if with_member else "",
+        group_instance_id=instance_id,
+        transactional=transactional,
+        api_version=version,
+    )
+    assert error == expected
+
+
+async def test_offset_commits_carry_their_version_and_kind_to_the_validation():
+    """The service hands OffsetCommit's version and TxnOffsetCommit's kind to the validation: a commit with a
+    generation to no group is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before it and in a transaction."""
+    service = GroupService(MemoryOffsetsTopic())
+    service.load_partition(0, [])
+    entry = OffsetCommitEntry("t", 0, 5, -1, "")
+    commit = {"group_id": "gone", "generation_id": 3, "member_id": "m", "entries": [entry]}
+    assert await service.commit(**commit, api_version=9) == [ErrorCode.group_id_not_found]
+    assert await service.commit(**commit, api_version=8) == [ErrorCode.illegal_generation]
+    assert await service.txn_commit(**commit, producer=(7, 0)) == [ErrorCode.illegal_generation]
+
+
+def test_rebalance_times_out_when_sync_request_is_not_received_from_followers():
+    """testRebalanceTimesOutWhenSyncRequestIsNotReceivedFromFollowers (expirePendingSync): a follower that
+    never sends SyncGroup is removed a rebalance timeout after the join completed, though its session
+    would still run; the group rebalances without it."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ta = ctx.join(member_id=a, session=30_000, rebalance=5000)
+    assert ctx.results[ta].generation_id == 2
+    ctx.store_error = None
+    ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    ctx.tick(4999)
+    assert b in ctx.c.groups["g"].members
+    ctx.tick(1)
+    group = ctx.c.groups["g"]
+    assert set(group.members) == {a} and group.state == GroupState.PREPARING_REBALANCE
+
+
+def test_rebalance_does_not_time_out_when_all_sync_are_received():
+    """testRebalanceDoesNotTimeOutWhenAllSyncAreReceived: every member synced, so nobody is removed at the
+    rebalance timeout."""
+    ctx = Ctx()
+    a, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.sync(a, 1, {a: b"x"})
+    b, _ = ctx.join_with_id(session=30_000, rebalance=5000)
+    ctx.join(member_id=a, session=30_000, rebalance=5000)
+    ctx.sync(b, 2)
+    ctx.sync(a, 2, {a: b"p0", b: b"p1"})
+    ctx.tick(5000)
+    group = ctx.c.groups["g"]
+    assert set(group.members) == {a, b} and group.state == GroupState.STABLE

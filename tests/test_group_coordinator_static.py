@@ -24,11 +24,13 @@ def synced(ctx: Ctx, token: int) -> SyncResult:
     return result
 
 
-def static_members_join_and_rebalance(ctx: Ctx) -> tuple[str, str]:
+def static_members_join_and_rebalance(
+    ctx: Ctx, session: int = 10_000, rebalance: int | None = None
+) -> tuple[str, str]:
     """GroupMetadataManagerTestContext.staticMembersJoinAndRebalance: a leader and a follower, both static,
     joined and synced: the group Stable at generation 1. Returns (leader id, follower id)."""
-    leader_join = ctx.join(instance_id=LEADER)
-    follower_join = ctx.join(instance_id=FOLLOWER)
+    leader_join = ctx.join(instance_id=LEADER, session=session, rebalance=rebalance)
+    follower_join = ctx.join(instance_id=FOLLOWER, session=session, rebalance=rebalance)
     ctx.tick(DELAY_MS)
     leader, follower = joined(ctx, leader_join), joined(ctx, follower_join)
     assert leader.leader == leader.member_id and follower.generation_id == 1
@@ -355,3 +357,115 @@ def test_replace_static_member_whose_write_fails_after_a_rebalance_answered_its_
     ctx.write_static_store(ErrorCode.coordinator_not_available)
     assert ctx.c.groups["g"].static_members[LEADER] == leader
     assert synced(ctx, waiting_sync).error == ErrorCode.fenced_instance_id
+
+
+REBALANCE_MS, SESSION_MS = 10_000, 15_000  # sessions outlast the rebalance: no one is expired by it
+
+
+def test_static_member_follower_fail_to_rejoin_before_rebalance_timeout():
+    """testStaticMemberFollowerFailToRejoinBeforeRebalanceTimeout: a static follower that does not rejoin
+    stays in the next generation (completeClassicGroupJoin removes only dynamic members); the leader is
+    given all three members."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    new_join = ctx.join(instance_id="new-member-instance-id", session=SESSION_MS, rebalance=REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.PREPARING_REBALANCE
+    leader_join = ctx.join(leader, instance_id=LEADER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    leader_result, new_result = joined(ctx, leader_join), joined(ctx, new_join)
+    assert (leader_result.error, leader_result.generation_id, leader_result.leader) == (
+        ErrorCode.none,
+        2,
+        leader,
+    )
+    assert {instance for _, instance, _ in leader_result.members} == {
+        LEADER,
+        FOLLOWER,
+        "new-member-instance-id",
+    }
+    assert (new_result.generation_id, new_result.leader, new_result.members) == (2, leader, ())
+    assert group.state == GroupState.COMPLETING_REBALANCE and follower in group.members
+
+
+def test_static_member_leader_fail_to_rejoin_before_rebalance_timeout():
+    """testStaticMemberLeaderFailToRejoinBeforeRebalanceTimeout: a static leader that does not rejoin stays,
+    but a member that rejoined leads the next generation (maybeElectNewJoinedLeader)."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    new_join = ctx.join(instance_id="new-member-instance-id", session=SESSION_MS, rebalance=REBALANCE_MS)
+    follower_join = ctx.join(follower, instance_id=FOLLOWER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    follower_result, new_result = joined(ctx, follower_join), joined(ctx, new_join)
+    assert (follower_result.generation_id, follower_result.leader) == (2, follower)
+    assert {instance for _, instance, _ in follower_result.members} == {
+        LEADER,
+        FOLLOWER,
+        "new-member-instance-id",
+    }
+    assert (new_result.leader, new_result.members) == (follower, ())
+    group = ctx.c.groups["g"]
+    assert group.leader_id == follower and leader in group.members
+
+
+def test_static_members_that_do_not_rejoin_extend_the_join_until_their_sessions_expire():
+    """completeClassicGroupJoin when no member rejoined but static members remain: the join phase waits
+    another rebalance timeout; once their sessions expire the group is Empty."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    ctx.join(require_known_member_id=False, session=SESSION_MS, rebalance=REBALANCE_MS)
+    dynamic = next(m for m in group.members if m not in group.static_members.values())
+    ctx.c.leave_group(ctx.now, group_id="g", members=[(dynamic, None)])  # a rebalance no one answers
+    ctx.tick(REBALANCE_MS)
+    assert group.state == GroupState.PREPARING_REBALANCE and group.generation_id == 1
+    assert len(group.members) == 2
+    ctx.tick(SESSION_MS - REBALANCE_MS + 1)
+    assert group.state == GroupState.EMPTY and not group.members and group.generation_id == 2
+
+
+@pytest.mark.parametrize("error", [ErrorCode.none, ErrorCode.coordinator_not_available])
+def test_replaced_static_member_removed_while_the_group_is_written_is_answered_unknown_member_id(error):
+    """A LeaveGroup by instance id while the restarted member's group is written removes the new member:
+    its join is answered UNKNOWN_MEMBER_ID (removeMemberAndUpdateClassicGroup completes a waiting join),
+    whatever the write's outcome, and the old member is not put back."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    static_members_join_and_rebalance(ctx)
+    ctx.store_error = None
+    token = ctx.join(instance_id=LEADER)
+    _, _, done = ctx.c.leave_group(ctx.now, group_id="g", members=[("", LEADER)])
+    ctx._collect(done)  # the removal answers the waiting join
+    ctx.write_static_store(error)
+    result = joined(ctx, token)
+    assert (result.error, result.member_id) == (ErrorCode.unknown_member_id, "")
+    assert LEADER not in ctx.c.groups["g"].static_members
+
+
+def test_replaced_static_member_session_runs_from_its_answer():
+    """updateStaticMemberThenRebalanceOrCompleteJoin: the restarted member's session is rescheduled when its
+    join is answered, not only when it asked (a slow write would otherwise eat into it)."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    _, follower = static_members_join_and_rebalance(ctx)
+    ctx.store_error = None
+    ctx.join(instance_id=LEADER)
+    ctx.now += 8000  # the write is slow
+    ctx.write_static_store(ErrorCode.none)
+    ctx.c.heartbeat(ctx.now, group_id="g", generation_id=1, member_id=follower)
+    ctx.tick(5000)
+    assert LEADER in ctx.c.groups["g"].static_members, "its session ran from its answer"
+
+
+def test_static_member_that_did_not_rejoin_is_removed_when_it_does_not_sync():
+    """A static follower kept in the generation though it did not rejoin (completeClassicGroupJoin) is
+    removed at the rebalance timeout if it does not sync either (expirePendingSync), before its session."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    changed = (("range", b"changed"),)
+    ctx.join(leader, instance_id=LEADER, protocols=changed, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)
+    group = ctx.c.groups["g"]
+    assert group.state == GroupState.COMPLETING_REBALANCE and follower in group.members
+    ctx.sync(leader, 2, {leader: b"a"}, instance_id=LEADER)
+    ctx.tick(REBALANCE_MS)
+    assert follower not in group.members and group.static_members == {LEADER: leader}
+    assert group.state == GroupState.PREPARING_REBALANCE

@@ -112,6 +112,9 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)
     # member ids handed out with MEMBER_ID_REQUIRED, with the deadline to come back by
     pending_members: dict[str, int] = field(default_factory=dict)
+    # members of the generation whose SyncGroup has not come, removed at the deadline (pendingSyncMembers)
+    pending_sync: set[str] = field(default_factory=set)
+    pending_sync_deadline_ms: int = 0
     rebalance_deadline_ms: int = 0
     empty_since_ms: int | None = (
         None  # when tick() first saw it without members (Kafka's currentStateTimestamp)
@@ -289,8 +292,13 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         changed = member.protocols != protocols
         member.protocols = protocols
-        if group.state == GroupState.STABLE and not changed and member_id != group.leader_id:
-            # A follower rejoining with the same metadata gets the current generation back (Kafka does the same).
+        if not changed and (
+            group.state == GroupState.COMPLETING_REBALANCE
+            or (group.state == GroupState.STABLE and member_id != group.leader_id)
+        ):
+            # classicGroupJoinExistingMember: the same metadata (a lost JoinGroup answer, say) gets the current
+            # generation back, the leader its members while the group completes; only a Stable leader's
+            # rejoin rebalances (it may know of changes its metadata does not show)
             return [Completion(token, self._join_result(group, member_id))], None
         member.join_token = token
         if group.state == GroupState.PREPARING_REBALANCE:
@@ -358,6 +366,9 @@ class GroupCoordinator:
         group.static_members[group_instance_id] = new_member_id
         if group.leader_id == old_id:
             group.leader_id = new_member_id
+        if old_id in group.pending_sync:
+            group.pending_sync.remove(old_id)
+            group.pending_sync.add(new_member_id)
         return done
 
     def complete_static_store(
@@ -392,6 +403,7 @@ class GroupCoordinator:
                 leader=store.leader_before or "",
             )
             return [*done, Completion(store.token, failed)] if waiting else done
+        member.last_heartbeat_ms = now_ms  # its session runs from its answer (rescheduled heartbeat)
         if store.skip_assignment_supported:
             result = self._join_result(group, member.member_id)
             result = dataclasses.replace(result, skip_assignment=group.leader_id == member.member_id)
@@ -433,6 +445,7 @@ class GroupCoordinator:
         member.last_heartbeat_ms = now_ms
         if group.state == GroupState.PREPARING_REBALANCE:
             return answer(SyncResult(ErrorCode.rebalance_in_progress))
+        group.pending_sync.discard(member_id)
         if group.state == GroupState.STABLE:
             return answer(self._sync_result(group, member))
         member.sync_token = token
@@ -485,9 +498,9 @@ class GroupCoordinator:
         error = self._validate_member(group, member_id, group_instance_id)
         if error != ErrorCode.none:
             return error
-        group.members[member_id].last_heartbeat_ms = now_ms
         if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+            return ErrorCode.illegal_generation  # validateClassicGroupHeartbeat: the session is not renewed
+        group.members[member_id].last_heartbeat_ms = now_ms
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
@@ -553,9 +566,20 @@ class GroupCoordinator:
                 done += self._remove_member(group, member_id)
             if group.state == GroupState.PREPARING_REBALANCE:
                 done += self._maybe_complete_join(now_ms, group)
-            elif expired:
+            elif expired or self._expire_pending_sync(now_ms, group):
                 done += self._prepare_rebalance(now_ms, group)
         return done
+
+    def _expire_pending_sync(self, now_ms: int, group: Group) -> bool:
+        """expirePendingSync: members of the generation that have not sent SyncGroup a rebalance timeout
+        after the join completed are removed (a static member that did not rejoin, say); True if any was."""
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return False
+        if not group.pending_sync or now_ms < group.pending_sync_deadline_ms:
+            return False
+        for member_id in list(group.pending_sync):
+            self._remove_member(group, member_id)
+        return True
 
     # ---- online migration (KIP-848's group.consumer.migration.policy) ----------------------------------
     def release_members(self, group_id: str) -> list[Completion]:
@@ -598,7 +622,7 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.generation_id, group.protocol_type = generation_id, "consumer"
-        group.members, group.static_members = {}, {}
+        group.members, group.static_members, group.pending_sync = {}, {}, set()
         for member in members:
             self._add_member(group, member)
         group.pending_members.clear()
@@ -629,6 +653,7 @@ class GroupCoordinator:
             members=members,
             static_members=dict(group.static_members),
             pending_members=dict(group.pending_members),
+            pending_sync=set(group.pending_sync),
         )
 
     def restore_membership(self, snapshot: Group) -> None:
@@ -691,29 +716,55 @@ class GroupCoordinator:
 
     # ---- offsets ------------------------------------------------------------------------------------
     def validate_offset_commit(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        transactional: bool = False,
+        api_version: int = 9,
     ) -> ErrorCode:
-        """NONE when the commit may be written; the edge then persists it and calls apply_offset
-        (ClassicGroup.validateOffsetCommit: a static member's instance id must map to its member id; a group
-        being deleted takes no commit, which its deletion would leave in the log)."""
+        """NONE when the commit may be written; the edge then persists it and calls apply_offset. As
+        OffsetMetadataManager.validateOffsetCommit / validateTransactionalOffsetCommit: a commit with a
+        negative generation to no group makes a simple group; one with a generation to no group is
+        GROUP_ID_NOT_FOUND from OffsetCommit v9, ILLEGAL_GENERATION before and for TxnOffsetCommit."""
         group = self.groups.get(group_id)
-        if group is not None and group.state == GroupState.DEAD:
-            return ErrorCode.coordinator_not_available
-        if group is None or not group.members:
-            # A standalone consumer (no group membership) commits with generation -1.
-            if generation_id < 0 and not member_id:
+        if group is None:
+            if generation_id < 0:
                 return ErrorCode.none
-            if group is None or member_id or group_instance_id is not None:
-                return ErrorCode.unknown_member_id
-            return ErrorCode.illegal_generation
-        if generation_id < 0 and not member_id and group_instance_id is None:
+            if transactional or api_version < 9:
+                return ErrorCode.illegal_generation
+            return ErrorCode.group_id_not_found
+        return self._validate_classic_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional
+        )
+
+    def _validate_classic_offset_commit(
+        self,
+        group: Group,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        transactional: bool,
+    ) -> ErrorCode:
+        """ClassicGroup.validateOffsetCommit: without a generation only an Empty group's offsets may be
+        written (an admin cannot overwrite a live group's, except inside a transaction); with one, the
+        member (and its instance id) must be the group's at its generation; a plain commit while the group
+        completes its rebalance is REBALANCE_IN_PROGRESS."""
+        if group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.state == GroupState.EMPTY:
             return ErrorCode.none
-        error = self._validate_member(group, member_id, group_instance_id)
-        if error != ErrorCode.none:
-            return error
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        if group.state == GroupState.COMPLETING_REBALANCE:
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error != ErrorCode.none:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+        elif not transactional:
+            return ErrorCode.unknown_member_id
+        if not transactional and group.state == GroupState.COMPLETING_REBALANCE:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
@@ -936,6 +987,7 @@ class GroupCoordinator:
         """removeMemberAndUpdateClassicGroup: a join or sync the member still waits on is answered
         UNKNOWN_MEMBER_ID (a leader leaving while its assignment is written would otherwise hang)."""
         removed = group.members.pop(member_id, None)
+        group.pending_sync.discard(member_id)
         if removed is None:
             return []
         if removed.group_instance_id is not None:
@@ -944,8 +996,8 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members), None)
         done = []
         if removed.join_token is not None:
-            unknown = JoinResult(ErrorCode.unknown_member_id, member_id=member_id)
-            done.append(Completion(removed.join_token, unknown))
+            # UNKNOWN_MEMBER_ID with no member id, so a live client joins again (Kafka's completeJoinFuture)
+            done.append(Completion(removed.join_token, JoinResult(ErrorCode.unknown_member_id)))
         if removed.sync_token is not None:
             done.append(Completion(removed.sync_token, SyncResult(ErrorCode.unknown_member_id)))
         return done
@@ -958,8 +1010,8 @@ class GroupCoordinator:
                     done.append(Completion(m.sync_token, SyncResult(ErrorCode.rebalance_in_progress)))
                     m.sync_token = None
         if group.state != GroupState.PREPARING_REBALANCE:
-            timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-            group.rebalance_deadline_ms = now_ms + timeout
+            group.rebalance_deadline_ms = now_ms + self._rebalance_timeout(group)
+            group.pending_sync.clear()
             group.join_not_before_ms = (
                 now_ms + self.settings.initial_rebalance_delay_ms
                 if group.state == GroupState.EMPTY
@@ -974,10 +1026,18 @@ class GroupCoordinator:
             not everyone_joined or now_ms < group.join_not_before_ms
         ):
             return []
-        # Members that did not rejoin in time are dropped, as Kafka does at the rebalance deadline.
+        # completeClassicGroupJoin: dynamic members that did not rejoin in time are dropped (their waiting
+        # requests answered); static ones stay in the generation until their session expires, so a restarted
+        # instance keeps its place.
         done: list[Completion] = []
-        for member_id in [m.member_id for m in group.members.values() if m.join_token is None]:
-            done += self._remove_member(group, member_id)
+        not_rejoined = [m for m in group.members.values() if m.join_token is None]
+        for member in not_rejoined:
+            if member.group_instance_id is None:
+                done += self._remove_member(group, member.member_id)
+        if group.members and not self._elect_joined_leader(group):
+            # nobody rejoined: wait another rebalance timeout, until sessions remove the silent members
+            group.rebalance_deadline_ms = now_ms + self._rebalance_timeout(group)
+            return done
         group.generation_id += 1
         if not group.members:
             self._transition(group, GroupState.EMPTY, now_ms)
@@ -985,9 +1045,9 @@ class GroupCoordinator:
             group.leader_id = None
             return done
         group.protocol_name = self._select_protocol(group)
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         self._transition(group, GroupState.COMPLETING_REBALANCE, now_ms)
+        group.pending_sync = set(group.members)
+        group.pending_sync_deadline_ms = now_ms + self._rebalance_timeout(group)
         for member in group.members.values():
             member.assignment = b""
             member.last_heartbeat_ms = now_ms
@@ -995,6 +1055,24 @@ class GroupCoordinator:
                 done.append(Completion(member.join_token, self._join_result(group, member.member_id)))
                 member.join_token = None
         return done
+
+    @staticmethod
+    def _elect_joined_leader(group: Group) -> bool:
+        """ClassicGroup.maybeElectNewJoinedLeader: a leader that did not rejoin hands over to the first
+        member that did; False if none did."""
+        leader = group.members.get(group.leader_id or "")
+        if leader is not None and leader.join_token is not None:
+            return True
+        joined = next((m.member_id for m in group.members.values() if m.join_token is not None), None)
+        if joined is None:
+            return False
+        group.leader_id = joined
+        return True
+
+    @staticmethod
+    def _rebalance_timeout(group: Group) -> int:
+        """ClassicGroup.rebalanceTimeoutMs: the longest of the members'."""
+        return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
 
     @staticmethod
     def _transition(group: Group, state: GroupState, now_ms: int) -> None:

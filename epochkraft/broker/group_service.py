@@ -802,6 +802,7 @@ class GroupService:
                 generation_id=generation_id,
                 member_id=member_id,
                 group_instance_id=group_instance_id,
+                api_version=api_version,
             )
         if error != ErrorCode.none:
             return [error] * len(entries)
@@ -895,6 +896,7 @@ class GroupService:
             generation_id=generation_id,
             member_id=member_id,
             group_instance_id=group_instance_id,
+            transactional=True,
         )
 
     def unstable(self, group_id: str, topic: str, partition: int) -> bool:
