@@ -38,8 +38,8 @@ class Ctx:
         return self._tokens
 
     def _collect(self, completions) -> None:
-        for c in completions:
-            self.results[c.token] = c.result
+        for c in completions:  # the first answer counts, as GroupService._complete's
+            self.results.setdefault(c.token, c.result)
 
     def join(
         self,

@@ -469,3 +469,28 @@ def test_static_member_that_did_not_rejoin_is_removed_when_it_does_not_sync():
     ctx.tick(REBALANCE_MS)
     assert follower not in group.members and group.static_members == {LEADER: leader}
     assert group.state == GroupState.PREPARING_REBALANCE
+
+
+@pytest.mark.parametrize("error", [ErrorCode.none, ErrorCode.not_enough_replicas])
+def test_replaced_static_member_removed_by_the_sync_deadline_is_answered(error):
+    """A restarted follower that takes the place of one still owing its SyncGroup is removed at the
+    pending-sync deadline while its group is written: the removal answers its join UNKNOWN_MEMBER_ID
+    (expirePendingSync, removeMemberAndUpdateClassicGroup), and so does the write's completion (its error
+    if it failed), never leaving the join unanswered."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    leader, follower = static_members_join_and_rebalance(ctx, SESSION_MS, REBALANCE_MS)
+    ctx.join(leader, instance_id=LEADER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    ctx.tick(REBALANCE_MS)  # the follower did not rejoin: kept, owing its sync
+    group = ctx.c.groups["g"]
+    ctx.sync(leader, 2, {leader: b"a", follower: b"b"}, instance_id=LEADER)
+    assert group.state == GroupState.STABLE and group.pending_sync == {follower}
+    ctx.store_error = None  # the restarted follower's write waits
+    token = ctx.join(instance_id=FOLLOWER, session=SESSION_MS, rebalance=REBALANCE_MS)
+    store = ctx.static_stores[0]
+    ctx.tick(REBALANCE_MS)
+    assert FOLLOWER not in group.static_members
+    result = joined(ctx, token)
+    assert (result.error, result.member_id) == (ErrorCode.unknown_member_id, "")
+    late = ctx.c.complete_static_store(ctx.now, store, error)
+    expected = ErrorCode.unknown_member_id if error == ErrorCode.none else error
+    assert [(c.token, c.result.error) for c in late] == [(token, expected)]

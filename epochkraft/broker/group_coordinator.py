@@ -377,12 +377,13 @@ class GroupCoordinator:
         """The group with the replaced static member was written (``error`` NONE) or not: written, the join
         is answered the current generation (with the members and SkipAssignment for a leader from v9); not
         written, the old member is put back (even if a rebalance answered the join meanwhile, as Kafka
-        reverts in every case) and the join answered the error with no member id. Nothing if the new member
-        is gone meanwhile."""
+        reverts in every case) and the join answered the error with no member id. The new member gone
+        meanwhile, the join is answered the error, or UNKNOWN_MEMBER_ID (ignored if its removal did)."""
         group = self.groups.get(store.group_id)
         member = None if group is None else group.members.get(store.new_member_id)
         if group is None or member is None:
-            return []
+            gone = ErrorCode.unknown_member_id if error == ErrorCode.none else error
+            return [Completion(store.token, JoinResult(gone))]
         waiting = member.join_token == store.token
         if waiting:
             member.join_token = None
@@ -566,20 +567,24 @@ class GroupCoordinator:
                 done += self._remove_member(group, member_id)
             if group.state == GroupState.PREPARING_REBALANCE:
                 done += self._maybe_complete_join(now_ms, group)
-            elif expired or self._expire_pending_sync(now_ms, group):
-                done += self._prepare_rebalance(now_ms, group)
+                continue
+            unsynced = None if expired else self._expire_pending_sync(now_ms, group)
+            if expired or unsynced is not None:
+                done += (unsynced or []) + self._prepare_rebalance(now_ms, group)
         return done
 
-    def _expire_pending_sync(self, now_ms: int, group: Group) -> bool:
+    def _expire_pending_sync(self, now_ms: int, group: Group) -> list[Completion] | None:
         """expirePendingSync: members of the generation that have not sent SyncGroup a rebalance timeout
-        after the join completed are removed (a static member that did not rejoin, say); True if any was."""
+        after the join completed are removed (a static member that did not rejoin, say); the answers to
+        the requests they still wait on (a replaced static member's join), or None if none was removed."""
         if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            return False
+            return None
         if not group.pending_sync or now_ms < group.pending_sync_deadline_ms:
-            return False
+            return None
+        done: list[Completion] = []
         for member_id in list(group.pending_sync):
-            self._remove_member(group, member_id)
-        return True
+            done += self._remove_member(group, member_id)
+        return done
 
     # ---- online migration (KIP-848's group.consumer.migration.policy) ----------------------------------
     def release_members(self, group_id: str) -> list[Completion]:
