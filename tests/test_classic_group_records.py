@@ -643,3 +643,66 @@ async def test_delete_consumer_group_with_a_classic_group_record_left():
     assert c.topic.records[-1] == (GROUP_KEY, None)
     gone = c.successor()
     assert "g" not in gone.coordinator.groups and "g" not in gone.consumer_groups.groups
+
+
+async def empty_group_with_an_offset_commit_in_flight(c: Classic) -> asyncio.Task[list[ErrorCode]]:
+    """Group g Empty (its member left, no offset) and an admin's commit to foo-1 validated, its append held
+    by ``c.topic.gate`` with every append after it."""
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    c.topic.gate = asyncio.Event()
+    commit = asyncio.create_task(
+        c.service.commit(
+            group_id="g", generation_id=-1, member_id="", entries=[OffsetCommitEntry("foo", 1, 7, -1, "")]
+        )
+    )
+    await asyncio.sleep(0)
+    return commit
+
+
+def assert_kept_as_a_new_coordinator_would(c: Classic) -> None:
+    """The group as its log replays: Empty with the offset committed while it was deleted."""
+    group = c.service.coordinator.groups["g"]
+    assert group.state == GroupState.EMPTY and set(group.offsets) == {("foo", 1)}
+    assert set(c.successor().coordinator.committed_offsets("g")) == {("foo", 1)}
+
+
+async def test_offset_committed_while_the_group_expires_is_kept():
+    """cleanupGroupMetadata deleting an Empty group while a commit to it is written: the commit lands
+    before the GroupMetadata tombstone, so the group is left as a load replays it (Empty, with the offset)
+    rather than Dead for good or forgotten with its offset."""
+    c = Classic()
+    commit = await empty_group_with_an_offset_commit_in_flight(c)
+    expire = asyncio.create_task(c.service.expire_offsets(c.service.now_ms()))
+    await asyncio.sleep(0)
+    assert c.service.coordinator.groups["g"].state == GroupState.DEAD
+    c.topic.gate.set()
+    await commit, await expire
+    assert c.topic.records[-1] == (GROUP_KEY, None)
+    assert_kept_as_a_new_coordinator_would(c)
+
+
+async def test_offset_committed_while_the_group_is_deleted_is_kept():
+    """DeleteGroups while a commit to a partition it does not tombstone is written: the offset stays, in
+    memory as on a new coordinator."""
+    c = Classic()
+    commit = await empty_group_with_an_offset_commit_in_flight(c)
+    delete = asyncio.create_task(c.service.delete_group("g"))
+    await asyncio.sleep(0)
+    c.topic.gate.set()
+    await commit
+    assert await delete == ErrorCode.none
+    assert_kept_as_a_new_coordinator_would(c)
+
+
+async def test_deletion_whose_append_raises_puts_the_group_back():
+    """An append that raises (or is cancelled) leaves the group as it was, not Dead."""
+    c = Classic()
+    a = await c.join()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    await c.service.leave(group_id="g", members=[(a.member_id, None)])
+    c.topic.raises = RuntimeError("the log is gone")
+    with pytest.raises(RuntimeError):
+        await c.service.expire_offsets(c.service.now_ms())
+    assert c.service.coordinator.groups["g"].state == GroupState.EMPTY

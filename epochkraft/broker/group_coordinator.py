@@ -898,6 +898,13 @@ class GroupCoordinator:
         if group is not None and not group.members:
             del self.groups[group_id]
 
+    def forget_deleted_group(self, group_id: str) -> None:
+        """The group's tombstone is durable: the group as a load would replay it (an offset committed while
+        it was written kept, in a fresh Empty group; the group dropped if none is left)."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            self.replay_group_metadata(group_id, None)
+
     def mark_dead(self, group_id: str) -> GroupState | None:
         """A group without members Dead while its tombstones are written, as Kafka deletes it at once:
         nothing joins it, commits to it or writes its Empty record meanwhile. Its state before, for

@@ -196,12 +196,18 @@ class GroupService:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
             now = self.now_ms()
-            self._complete(self.coordinator.tick(now))
-            self.store_empty_groups(list(self.coordinator.groups), now)  # not awaited: timers never wait
+            try:  # the ticks go on whatever one step raises
+                self._complete(self.coordinator.tick(now))
+                self.store_empty_groups(list(self.coordinator.groups), now)  # not awaited: timers never wait
+            except Exception as exc:
+                log.warning("could not expire the classic groups' deadlines", error=str(exc))
             await self.persist_ticked_consumer_groups(now)
             if now - last_expiry >= self.offsets_retention_check_interval_ms:
                 last_expiry = now
-                await self.expire_offsets(now)
+                try:
+                    await self.expire_offsets(now)
+                except Exception as exc:  # the next check tries again
+                    log.warning("could not expire committed offsets", error=str(exc))
 
     async def persist_ticked_consumer_groups(self, now_ms: int) -> None:
         """Fences the consumer group members whose deadlines passed and writes their groups' changes. A
@@ -242,18 +248,23 @@ class GroupService:
                 group_id
             ):
                 continue
-            if await self._delete(group_id, [], group_tombstone=True) == ErrorCode.none:
-                self.coordinator.remove_group(group_id)
+            await self._delete(group_id, [], group_tombstone=True)
 
     async def _delete(
         self, group_id: str, partitions: list[tuple[str, int]], group_tombstone: bool
     ) -> ErrorCode:
         """``_tombstone``; with the group's tombstone the group is Dead while it is written (nothing joins,
-        commits or writes it Empty again), and as it was if the write failed."""
+        commits or writes it Empty again), as it was if the write failed, and as a load would replay it if
+        the write succeeded (gone, or Empty with an offset whose commit landed before the tombstone)."""
         before = self.coordinator.mark_dead(group_id) if group_tombstone else None
-        error = await self._tombstone(group_id, partitions, group_tombstone)
-        if error != ErrorCode.none:
-            self.coordinator.revive(group_id, before)
+        error = ErrorCode.unknown_server_error
+        try:
+            error = await self._tombstone(group_id, partitions, group_tombstone)
+        finally:  # a failed or abandoned write leaves the group as it was
+            if error != ErrorCode.none:
+                self.coordinator.revive(group_id, before)
+        if group_tombstone and error == ErrorCode.none:
+            self.coordinator.forget_deleted_group(group_id)
         return error
 
     def _deletable_classic_group(self, group_id: str) -> bool:
@@ -912,7 +923,8 @@ class GroupService:
         return {tp: stored.get(tp) for tp in partitions}
 
     async def delete_group(self, group_id: str) -> ErrorCode:
-        """Tombstones the group's offsets with acks=all, then forgets the group."""
+        """Tombstones the group's offsets with acks=all, then forgets the group (but an offset committed
+        meanwhile, which a new coordinator would load)."""
         error = self.coordinator_error(group_id)
         if error != ErrorCode.none:
             return error
@@ -930,7 +942,7 @@ class GroupService:
             group_tombstone = not consumer_group_existed or group_id in self._classic_maybe
             error = await self._delete(group_id, offsets, group_tombstone)
         if error == ErrorCode.none:
-            self.coordinator.remove_group(group_id)
+            self.coordinator.forget_deleted_group(group_id)
         return error
 
     async def delete_offsets(
