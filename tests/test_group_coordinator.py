@@ -589,6 +589,21 @@ def test_new_member_join_dead_group():
     assert ctx.results[ctx.join()].error == ErrorCode.member_id_required
 
 
+def test_failed_deletion_keeps_the_retention_clock():
+    """A group Dead while a deletion is written, put back when it fails, is Empty since when it was, not
+    since the failure: its offsets expire when they would have (Kafka's group never left Empty)."""
+    ctx = Ctx()
+    committed(ctx, "g", ("t", 0))
+    ctx.tick(1)
+    since = ctx.c.groups["g"].empty_since_ms
+    assert since is not None
+    before = ctx.c.mark_dead("g")
+    ctx.tick(5000)  # the deletion's write is slow, then fails
+    ctx.c.revive("g", before)
+    ctx.tick(1)
+    assert ctx.c.groups["g"].empty_since_ms == since
+
+
 def test_heartbeat_illegal_generation():
     """testHeartbeatIllegalGeneration: a heartbeat of another generation is ILLEGAL_GENERATION and does not
     renew the member's session (validateClassicGroupHeartbeat fails before the heartbeat is rescheduled)."""

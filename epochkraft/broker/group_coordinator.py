@@ -545,7 +545,9 @@ class GroupCoordinator:
         """Expires sessions, pending member ids and rebalance deadlines."""
         done: list[Completion] = []
         for group in list(self.groups.values()):
-            if group.members or group.state != GroupState.EMPTY:
+            if group.state == GroupState.DEAD:
+                pass  # being deleted: a failed deletion keeps its offsets' retention clock
+            elif group.members or group.state != GroupState.EMPTY:
                 group.empty_since_ms = None
             elif group.empty_since_ms is None:
                 group.empty_since_ms = now_ms
