@@ -494,3 +494,29 @@ def test_replaced_static_member_removed_by_the_sync_deadline_is_answered(error):
     late = ctx.c.complete_static_store(ctx.now, store, error)
     expected = ErrorCode.unknown_member_id if error == ErrorCode.none else error
     assert [(c.token, c.result.error) for c in late] == [(token, expected)]
+
+
+def test_replace_static_member_whose_write_fails_after_a_rebalance_keeps_its_protocols():
+    """A failed write after a rebalance took the replacement's join puts the old id back with the protocols
+    the rebalance chose from (the old ones may have none in common with the others: INCONSISTENT_GROUP_PROTOCOL
+    for everyone); the replacement's newer join is answered UNKNOWN_MEMBER_ID, not the fatal
+    FENCED_INSTANCE_ID (Kafka drops that join's future)."""
+    ctx = Ctx(delay_ms=DELAY_MS)
+    both = (("range", b"r"), ("roundrobin", b"q"))
+    x_join = ctx.join(instance_id=LEADER, protocols=(("range", b"r"),))
+    b_join = ctx.join(instance_id=FOLLOWER, protocols=both)
+    ctx.tick(DELAY_MS)
+    x, b = joined(ctx, x_join).member_id, joined(ctx, b_join).member_id
+    ctx.sync(x, 1, {x: b"a", b: b"b"})
+    ctx.store_error = None  # the restarted leader's write waits
+    restarted = ctx.join(instance_id=LEADER, protocols=both)
+    group = ctx.c.groups["g"]
+    new_x = group.static_members[LEADER]
+    ctx.join(member_id=b, instance_id=FOLLOWER, protocols=(("roundrobin", b"q"),))  # a rebalance
+    assert joined(ctx, restarted).protocol_name == "roundrobin"
+    changed = (("roundrobin", b"q2"), ("range", b"r"))
+    rejoin = ctx.join(member_id=new_x, instance_id=LEADER, protocols=changed)  # waits for a new generation
+    assert group.state == GroupState.PREPARING_REBALANCE and rejoin not in ctx.results
+    ctx.write_static_store(ErrorCode.not_enough_replicas)
+    assert group.static_members[LEADER] == x and group.members[x].protocols == changed, "as it rejoined"
+    assert (joined(ctx, rejoin).error, joined(ctx, rejoin).member_id) == (ErrorCode.unknown_member_id, "")

@@ -376,8 +376,10 @@ class GroupCoordinator:
     ) -> list[Completion]:
         """The group with the replaced static member was written (``error`` NONE) or not: written, the join
         is answered the current generation (with the members and SkipAssignment for a leader from v9); not
-        written, the old member is put back (even if a rebalance answered the join meanwhile, as Kafka
-        reverts in every case) and the join answered the error with no member id. The new member gone
+        written, the old member is put back and the join answered the error with no member id. If a
+        rebalance answered the join meanwhile, the old id is put back all the same (Kafka reverts in every
+        case) but with the protocols and timeouts the rebalance took, and a later join it waits in is
+        answered UNKNOWN_MEMBER_ID, so it joins again (FENCED_INSTANCE_ID is fatal). The new member gone
         meanwhile, the join is answered the error, or UNKNOWN_MEMBER_ID (ignored if its removal did)."""
         group = self.groups.get(store.group_id)
         member = None if group is None else group.members.get(store.new_member_id)
@@ -390,11 +392,16 @@ class GroupCoordinator:
         elif error == ErrorCode.none:
             return []
         if error != ErrorCode.none:
-            done = self._swap_static_member(group, store.group_instance_id, store.old_member.member_id)
+            done = []
+            if member.join_token is not None:  # a later join of the instance joins again (not fatally fenced)
+                done.append(Completion(member.join_token, JoinResult(ErrorCode.unknown_member_id)))
+                member.join_token = None
+            done += self._swap_static_member(group, store.group_instance_id, store.old_member.member_id)
             restored = group.members[store.old_member.member_id]
-            restored.protocols = store.old_member.protocols
-            restored.session_timeout_ms = store.old_member.session_timeout_ms
-            restored.rebalance_timeout_ms = store.old_member.rebalance_timeout_ms
+            if waiting:  # after a rebalance, the protocols it was given a generation with stay
+                restored.protocols = store.old_member.protocols
+                restored.session_timeout_ms = store.old_member.session_timeout_ms
+                restored.rebalance_timeout_ms = store.old_member.rebalance_timeout_ms
             restored.last_heartbeat_ms = now_ms
             failed = JoinResult(
                 error,
