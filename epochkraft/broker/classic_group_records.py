@@ -66,9 +66,8 @@ def parse(key: bytes, value: bytes | None) -> tuple[str, serde.GroupMetadataValu
 
 def group_from_record(group_id: str, value: serde.GroupMetadataValue) -> Group:
     """ClassicGroup.fromRecord: an empty protocol type is none; an Empty group's state time is when it
-        became empty, so its offsets expire as if it had stayed on this coordinator (without one, each from its
-    commit); the static members are
-        mapped by their instance ids again."""
+    became empty, so its offsets expire as if it had stayed on this coordinator (without one, each from its
+    commit); the static members are mapped by their instance ids again."""
     members = {m.member_id: _loaded_member(m, value.protocol or "") for m in value.members}
     timestamp = None if value.current_state_timestamp == -1 else value.current_state_timestamp
     return Group(
