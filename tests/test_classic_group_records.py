@@ -706,3 +706,31 @@ async def test_deletion_whose_append_raises_puts_the_group_back():
     with pytest.raises(RuntimeError):
         await c.service.expire_offsets(c.service.now_ms())
     assert c.service.coordinator.groups["g"].state == GroupState.EMPTY
+
+
+async def test_ticks_survive_a_step_that_raises():
+    """A tick step that raises (the deadlines, an expiry's append) is logged and the ticks go on, as
+    persist_ticked_consumer_groups' writes: the sessions and retention of every group depend on them."""
+    c = Classic()
+    c.service.offsets_retention_check_interval_ms = 0
+    expiries = 0
+
+    async def failing_expiry(now_ms):
+        nonlocal expiries
+        expiries += 1
+        raise RuntimeError("the log is gone")
+
+    def failing_tick(now_ms):
+        raise RuntimeError("a broken group")
+
+    c.service.expire_offsets = failing_expiry  # type: ignore[method-assign]
+    c.service.coordinator.tick = failing_tick  # type: ignore[method-assign]
+    c.service.start()
+    try:
+        for _ in range(40):  # a tick every TICK_INTERVAL_S (0.1 s): three within 2 s even on a busy machine
+            await asyncio.sleep(0.05)
+            if expiries >= 3:
+                break
+        assert expiries >= 3, "the ticks go on"
+    finally:
+        await c.service.stop()
