@@ -174,6 +174,7 @@ def part_idle(work: Path, connections: int = 1000) -> dict[str, Any]:
     cluster = _cluster(work / "idle", "max.connections=5000\n")
     try:
         node = cluster.node(1)
+        assert node.pid is not None, "the broker started"
         host, port = split(cluster.bootstrap)[0]
         return asyncio.run(_idle_connections(host, port, node.pid, connections))
     finally:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 PEERS_DIR = Path(__file__).resolve().parents[2] / "peers"
@@ -81,7 +82,9 @@ def kafka_classpath() -> str:
     return str(kafka_libs() / "*")
 
 
-def java_command(main_class: str, args: list[str], *, heap_mb: int = 256, jvm: list[str] = ()) -> list[str]:
+def java_command(
+    main_class: str, args: list[str], *, heap_mb: int = 256, jvm: Sequence[str] = ()
+) -> list[str]:
     """A JVM running one of Kafka's main classes (the shell scripts are not in the Maven artifacts)."""
     return [
         "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 128)}m", "-XX:+UseG1GC",

@@ -80,7 +80,8 @@ def side_taken(
     def lacks(k: Difference, path: str) -> bool:
         return k.ours is False and k.theirs is True and k.path != path
 
-    found, judged = [], set()
+    found: list[ThirdParty] = []
+    judged: set[str] = set()
     for d in ours:
         near = [k for k in kfakes if _related(k.path, d.path)]
         exact = [k for k in near if k.path == d.path]
