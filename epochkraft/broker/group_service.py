@@ -53,6 +53,7 @@ from epochkraft.protocol.errors import ErrorCode
 
 log = structlog.get_logger()
 T = TypeVar("T")
+Store = TypeVar("Store", StoreGroup, StoreStaticMember)  # a group record a join or sync waits on
 TICK_INTERVAL_S = 0.1
 EMPTY_WRITE_RETRY_MS = 1_000  # between the tries of an Empty group's record whose write failed
 
@@ -483,16 +484,27 @@ class GroupService:
             skip_assignment_supported=request.skip_assignment_supported,
         )
         self._complete(done)
-        try:
-            if store is not None:  # answers the join, unless a rebalance or an unload does first
-                group = self.coordinator.groups[group_id]
-                value = classic_group_records.group_metadata_value(group, store.assignments)
-                self._background(self._store_static_member(store, value))
-            result = await future
-        finally:
-            self._waiters.pop(token, None)
+        result = await self._answer(token, future, store, self._store_static_member)
         assert isinstance(result, JoinResult)
         return result
+
+    async def _answer(
+        self,
+        token: int,
+        future: asyncio.Future[JoinResult | SyncResult],
+        store: Store | None,
+        write: Callable[[Store, GroupMetadataValue], Coroutine[Any, Any, None]],
+    ) -> JoinResult | SyncResult:
+        """A join's or sync's answer: given by the write of the group's record ``store`` asks for, started
+        here, unless a rebalance or an unload answers first."""
+        try:
+            if store is not None:
+                group = self.coordinator.groups[store.group_id]
+                value = classic_group_records.group_metadata_value(group, store.assignments)
+                self._background(write(store, value))
+            return await future
+        finally:
+            self._waiters.pop(token, None)
 
     def _background(self, write: Coroutine[Any, Any, None]) -> None:
         """A group's write, finished even if the request is dropped (others wait on what it decides) and
@@ -595,14 +607,7 @@ class GroupService:
             group_instance_id=instance_id,
         )
         self._complete(done)
-        try:
-            if store is not None:  # answers the syncs, unless a rebalance or an unload does first
-                group = self.coordinator.groups[group_id]
-                value = classic_group_records.group_metadata_value(group, store.assignments)
-                self._background(self._store_group(store, value))
-            result = await future
-        finally:
-            self._waiters.pop(token, None)
+        result = await self._answer(token, future, store, self._store_group)
         assert isinstance(result, SyncResult)
         return result
 
@@ -941,7 +946,7 @@ class GroupService:
             # a classic group's tombstone, and one for a GroupMetadata record a consumer group left live
             group_tombstone = not consumer_group_existed or group_id in self._classic_maybe
             error = await self._delete(group_id, offsets, group_tombstone)
-        if error == ErrorCode.none:
+        if error == ErrorCode.none and not group_tombstone:  # with it, _delete has forgotten the group
             self.coordinator.forget_deleted_group(group_id)
         return error
 
