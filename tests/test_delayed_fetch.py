@@ -15,6 +15,7 @@ import pytest
 
 from epochkraft.broker import fetch_messages as fm
 from epochkraft.broker.fetch_rules import wait_mark
+from epochkraft.broker.fetch_session import PartitionData
 from epochkraft.broker.partition import RECOVERED, Partition
 from epochkraft.broker.replica_manager import wake
 
@@ -108,7 +109,7 @@ async def test_waiting_follower_fetch_wakes_for_an_append_not_for_the_high_water
     replica = StandInReplica(leader())
     manager: Any = Manager({("foo", 0): replica})
     params = follower_fetch(5000)
-    wanted = [fm.PartitionFetch("foo", 0, fetch_offset=10, max_bytes=1 << 20)]
+    wanted = [fm.PartitionFetch("foo", 0, PartitionData(fetch_offset=10, max_bytes=1 << 20))]
     marks = [fm._mark(manager, params, w) for w in wanted]
     waiting = asyncio.create_task(fm._wait_for_change(manager, params, wanted, marks, time.monotonic() + 5))
     await asyncio.sleep(0.01)
@@ -126,7 +127,7 @@ async def test_waiting_fetch_returns_at_its_deadline():
     replica = StandInReplica(leader())
     manager: Any = Manager({("foo", 0): replica})
     params = follower_fetch(50)
-    wanted = [fm.PartitionFetch("foo", 0, fetch_offset=10, max_bytes=1 << 20)]
+    wanted = [fm.PartitionFetch("foo", 0, PartitionData(fetch_offset=10, max_bytes=1 << 20))]
     marks = [fm._mark(manager, params, w) for w in wanted]
     started = time.monotonic()
     await fm._wait_for_change(manager, params, wanted, marks, started + 0.05)

@@ -23,6 +23,7 @@ from epochkraft.protocol.fetch_response import Answer
 from epochkraft.protocol.records import iter_batches
 
 if TYPE_CHECKING:
+    from epochkraft.broker.fetch_session import PartitionData
     from epochkraft.broker.log import PartitionLog
     from epochkraft.broker.replica_manager import Replica, ReplicaManager
 
@@ -45,15 +46,11 @@ class FetchParams:
 
 @dataclass(frozen=True, slots=True)
 class PartitionFetch:
-    """One partition asked for (Kafka's FetchRequest.PartitionData)."""
+    """One partition asked for: its name and what the request (or its fetch session) asks of it."""
 
     topic: str
     partition: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1  # v9+ (KIP-320)
-    last_fetched_epoch: int = -1  # v12+
-    log_start_offset: int = -1  # a follower's (v5+)
+    data: PartitionData
 
 
 async def fetch_messages(
@@ -161,9 +158,9 @@ def read_partition(
         plog.epochs,
         log_start_offset=plog.log_start_offset,
         log_end_offset=end,
-        fetch_offset=wanted.fetch_offset,
-        last_fetched_epoch=wanted.last_fetched_epoch,
-        current_leader_epoch=wanted.current_leader_epoch,
+        fetch_offset=wanted.data.fetch_offset,
+        last_fetched_epoch=wanted.data.last_fetched_epoch,
+        current_leader_epoch=wanted.data.current_leader_epoch,
         replica_id=params.replica_id,
         replica_epoch=params.replica_epoch,
         brokers=manager.cache,
@@ -174,12 +171,12 @@ def read_partition(
         return Answer(
             index, ErrorCode.none, plan.high_watermark, plan.log_start_offset, [], plan.diverging
         ), 0
-    max_bytes = min(wanted.max_bytes, budget)
+    max_bytes = min(wanted.data.max_bytes, budget)
     lso = replica.last_stable_offset
     committed_only = params.read_committed and not params.is_follower
     max_offset = min(plan.max_offset, lso) if committed_only else plan.max_offset
     chunks: Sequence[bytes | memoryview] = (
-        plog.read_chunks(wanted.fetch_offset, max_bytes, max_offset=max_offset)
+        plog.read_chunks(wanted.data.fetch_offset, max_bytes, max_offset=max_offset)
         if max_bytes > 0 or min_one
         else []
     )
@@ -191,13 +188,15 @@ def read_partition(
             replica,
             params.replica_id,
             params.replica_epoch,
-            wanted.fetch_offset,
+            wanted.data.fetch_offset,
             end,
-            wanted.log_start_offset,
+            wanted.data.log_start_offset,
         )
         hw = replica.partition.high_watermark
         lso = replica.last_stable_offset
-    aborted = _aborted_transactions(plog, wanted.fetch_offset, chunks) if committed_only and chunks else ()
+    aborted = (
+        _aborted_transactions(plog, wanted.data.fetch_offset, chunks) if committed_only and chunks else ()
+    )
     answer = Answer(
         index,
         ErrorCode.none,

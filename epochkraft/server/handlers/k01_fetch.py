@@ -91,18 +91,6 @@ def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | Non
     return info.name if info else None
 
 
-def _wanted(name: str, index: int, data: PartitionData) -> PartitionFetch:
-    return PartitionFetch(
-        topic=name,
-        partition=index,
-        fetch_offset=data.fetch_offset,
-        max_bytes=data.max_bytes,
-        current_leader_epoch=data.current_leader_epoch,
-        last_fetched_epoch=data.last_fetched_epoch,
-        log_start_offset=data.log_start_offset,
-    )
-
-
 @api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
 async def handle(request, ctx: RequestContext):
     node = ctx.broker
@@ -145,7 +133,7 @@ async def handle(request, ctx: RequestContext):
         elif name not in readable:
             refused[key] = Answer(key[1], ErrorCode.topic_authorization_failed)
         else:
-            wanted.append(_wanted(name, key[1], data))
+            wanted.append(PartitionFetch(name, key[1], data))
     # fetch.max.bytes caps the response whatever the request asks, and a consumer's by what its
     # consumer_byte_rate allows in a quota window (KafkaApis.handleFetchRequest).
     params = FetchParams(
