@@ -219,7 +219,7 @@ class ReplicaFetcher:
         """This round's request from the fetch session: every replica wanted, the session says which to
         send and which to forget. What is built must be sent, or the send's failure handed to the session
         (``handle_error``): the session has moved on to it."""
-        builder = self.session.new_builder()
+        builder = self.session.new_builder(copy_session_partitions=False)  # read below, before the next build
         max_bytes = self.manager.settings.replica_fetch_max_bytes
         for r in replicas:  # thousands a round: positional, in PartitionData's order
             p, plog = r.partition, r.log
