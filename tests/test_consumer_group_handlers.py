@@ -775,3 +775,49 @@ async def test_tombstones_of_a_downgrade_by_the_clock_are_written_again_until_th
     replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
     replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
     assert "grp" not in replayed.consumer_groups.groups
+
+
+class StalledOffsetsTopic(MemoryOffsetsTopic):
+    """Appends wait until released, as a write waits for the offsets partition's replicas (acks=all)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = asyncio.Event()
+        self.stalled = 0
+
+    async def append(
+        self, partition: int, entries: list[tuple[bytes, bytes | None]], producer=None
+    ) -> ErrorCode:
+        self.stalled += 1
+        await self.released.wait()
+        self.stalled -= 1
+        return await super().append(partition, entries)
+
+
+async def test_a_stalled_write_of_a_fenced_member_holds_back_no_later_deadline():
+    """The ticks fence members whose sessions ended and their groups are written beside the ticks: while one
+    write waits, the next deadline still expires, no second write starts, and the group changed meanwhile
+    is written once the first write is done, so a new coordinator replays neither member."""
+    node = broker()
+    await join(node, "m1")
+    await join(node, "m2")
+    offsets = StalledOffsetsTopic()
+    offsets.records = list(node.groups.offsets_topic.records)
+    node.groups.offsets_topic = offsets
+    group = node.groups.consumer_groups.groups["grp"]
+    now = node.groups.now_ms()
+    group.session_deadlines["m1"], group.session_deadlines["m2"] = now + 1, now + 2
+    node.groups.tick(now + 1)
+    await asyncio.sleep(0)
+    assert set(group.members) == {"m2"} and offsets.stalled == 1
+    node.groups.tick(now + 2)
+    await asyncio.sleep(0)
+    assert not group.members and offsets.stalled == 1, "fenced while the first write waits; no second write"
+    offsets.released.set()
+    while offsets.stalled or not node.groups._consumer_group_writer.done():
+        await asyncio.sleep(0)
+    node.groups.tick(now + 3)  # the group changed during the write: written again
+    await node.groups._consumer_group_writer
+    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    assert not replayed.consumer_groups.groups["grp"].members

@@ -138,6 +138,10 @@ class OffsetCommitEntry:
     metadata: str | None
 
 
+def _idle(task: asyncio.Task[None] | None) -> bool:
+    return task is None or task.done()
+
+
 class GroupService:
     def __init__(
         self,
@@ -155,7 +159,7 @@ class GroupService:
         )
         self._consumer_groups_written: dict[str, dict[bytes, bytes]] = {}  # group -> key -> value stored
         self._consumer_group_changes: dict[str, int] = {}  # group -> heartbeats and ticks that changed it
-        self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes whose write failed
+        self._unwritten_consumer_groups: set[str] = set()  # the ticks' changes not yet written
         # offsets loaded from JSON records (before Kafka's format): their tombstones cover those keys too
         self._json_offsets: set[tuple[str, str, int]] = set()
         # group -> its GroupMetadata record live: the last appended in the order the appends were asked for
@@ -174,6 +178,9 @@ class GroupService:
         self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
         self._stores: set[asyncio.Task[None]] = set()  # leaders' assignments being written
+        self._consumer_group_writer: asyncio.Task[None] | None = None  # the ticks' writes, one at a time
+        self._offset_expiry: asyncio.Task[None] | None = None
+        self._last_offset_expiry_ms = self.now_ms()
 
     @staticmethod
     def now_ms() -> int:
@@ -183,8 +190,9 @@ class GroupService:
         self._ticker = asyncio.create_task(self._tick_loop(), name="group-coordinator-ticks")
 
     async def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
+        for background in (self._ticker, self._consumer_group_writer, self._offset_expiry):
+            if background is not None:
+                background.cancel()
         for task in list(self._empty_writes.values()):
             task.cancel()
         for future in self._waiters.values():
@@ -193,42 +201,67 @@ class GroupService:
         self._waiters.clear()
 
     async def _tick_loop(self) -> None:
-        last_expiry = self.now_ms()
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
-            now = self.now_ms()
-            try:  # the ticks go on whatever one step raises
-                self._complete(self.coordinator.tick(now))
-                self.store_empty_groups(list(self.coordinator.groups), now)  # not awaited: timers never wait
-            except Exception as exc:
-                log.warning("could not expire the classic groups' deadlines", error=str(exc))
-            await self.persist_ticked_consumer_groups(now)
-            if now - last_expiry >= self.offsets_retention_check_interval_ms:
-                last_expiry = now
-                try:
-                    await self.expire_offsets(now)
-                except Exception as exc:  # the next check tries again
-                    log.warning("could not expire committed offsets", error=str(exc))
+            self.tick(self.now_ms())
+
+    def tick(self, now_ms: int) -> None:
+        """Expires the groups' deadlines. The writes this leads to (fenced members' groups, expired
+        offsets) run beside the ticks, one of each kind at a time: a write waits for the offsets
+        partition's replicas (acks=all), and a slow one must not hold back the next deadlines."""
+        try:  # the ticks go on whatever one step raises
+            self._complete(self.coordinator.tick(now_ms))
+            self.store_empty_groups(list(self.coordinator.groups), now_ms)
+            self.fence_expired_consumer_group_members(now_ms)
+        except Exception as exc:
+            log.warning("could not expire the groups' deadlines", error=str(exc))
+        if self._unwritten_consumer_groups and _idle(self._consumer_group_writer):
+            self._consumer_group_writer = asyncio.create_task(
+                self.write_unwritten_consumer_groups(), name="consumer-group-writes"
+            )
+        due = now_ms - self._last_offset_expiry_ms >= self.offsets_retention_check_interval_ms
+        if due and _idle(self._offset_expiry):
+            self._last_offset_expiry_ms = now_ms
+            self._offset_expiry = asyncio.create_task(
+                self._expire_offsets_logged(now_ms), name="offset-expiry"
+            )
 
     async def persist_ticked_consumer_groups(self, now_ms: int) -> None:
-        """Fences the consumer group members whose deadlines passed and writes their groups' changes. A
-        write that fails is tried again at the next ticks: a group the fencing downgraded has no heartbeat
-        of its own to carry its tombstones, which a new coordinator would otherwise replay."""
+        """One tick's consumer group work, awaited: fences the members whose deadlines passed and writes
+        their groups' changes."""
+        self.fence_expired_consumer_group_members(now_ms)
+        await self.write_unwritten_consumer_groups()
+
+    def fence_expired_consumer_group_members(self, now_ms: int) -> None:
+        """Fences the consumer group members whose deadlines passed; their groups are to be written."""
         ticked = {group_id for group_id, _ in self.consumer_groups.tick(now_ms)}
         for group_id in sorted(ticked):
             self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
-        for group_id in sorted(ticked | self._unwritten_consumer_groups):
+        self._unwritten_consumer_groups |= ticked
+
+    async def write_unwritten_consumer_groups(self) -> None:
+        """Writes the changes of the groups the ticks changed. A write that fails is tried again at the next
+        ticks: a group the fencing downgraded has no heartbeat of its own to carry its tombstones, which a
+        new coordinator would otherwise replay. A group changed again while its write is under way stays
+        to be written."""
+        pending = sorted(self._unwritten_consumer_groups)
+        self._unwritten_consumer_groups.difference_update(pending)
+        for group_id in pending:
             try:
                 error = await self.persist_consumer_group(group_id)
             except Exception as exc:  # the ticks go on
                 error, reason = ErrorCode.unknown_server_error, str(exc)
             else:
                 reason = error.name
-            if error == ErrorCode.none:
-                self._unwritten_consumer_groups.discard(group_id)
-            else:
+            if error != ErrorCode.none:
                 self._unwritten_consumer_groups.add(group_id)
                 log.warning("could not write a consumer group's changes", group=group_id, error=reason)
+
+    async def _expire_offsets_logged(self, now_ms: int) -> None:
+        try:
+            await self.expire_offsets(now_ms)
+        except Exception as exc:  # the next check tries again
+            log.warning("could not expire committed offsets", error=str(exc))
 
     async def expire_offsets(self, now_ms: int) -> None:
         """Kafka's cleanupGroupMetadata: tombstones the expired offsets of empty groups (acks=all, so the
