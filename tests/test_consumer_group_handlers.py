@@ -117,11 +117,22 @@ async def test_heartbeat_joins_and_describe_shows_the_group():
     )
     (member,) = group.members
     assert member.member_id == "m1" and member.client_id == "cli" and member.member_type == 1
+    assert member.client_host == "/127.0.0.1"  # as Kafka keeps it: context.clientAddress.toString()
     assert member.assignment.topic_partitions[0].topic_name == "foo"
     assert (missing.error_code, missing.error_message) == (
         ErrorCode.group_id_not_found,
         "Group nope not found.",
     )
+
+
+@pytest.mark.parametrize(
+    ("peer", "kept"),
+    [(("127.0.0.1", 1), "/127.0.0.1"), (("::1", 1, 0, 0), "/0:0:0:0:0:0:0:1"), (None, "")],
+)
+def test_members_keep_the_client_host_as_kafka_writes_it(peer, kept):
+    """GroupMetadataManager keeps a member's host as InetAddress.toString(): a slash, then the address."""
+    context = RequestContext("broker", SimpleNamespace(client_id="cli"), 1, broker(), peer, None)  # type: ignore[arg-type]
+    assert context.group_client_host == kept
 
 
 async def test_v0_heartbeat_gets_a_member_id_from_the_coordinator():

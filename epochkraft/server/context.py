@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from dataclasses import dataclass
 from typing import cast
@@ -65,6 +66,21 @@ class RequestContext:
     @property
     def client_host(self) -> str:
         return str(self.peer[0]) if self.peer else ""
+
+    @property
+    def group_client_host(self) -> str:
+        """The client's address as Kafka's group coordinator keeps it for a member (InetAddress.toString:
+        ``/127.0.0.1``), shown by DescribeGroups and ConsumerGroupDescribe and written to __consumer_offsets."""
+        host = self.client_host
+        if not host:
+            return ""
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:  # not an address (a forwarded client's host as its broker wrote it)
+            return host if host.startswith("/") else "/" + host
+        if address.version == 6:  # Java writes each group in full, without leading zeros
+            host = ":".join(format(int(group, 16), "x") for group in address.exploded.split(":"))
+        return "/" + host
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Kafka's AuthHelper.authorize: always true without an authorizer."""

@@ -60,7 +60,7 @@ async def handle(request, ctx: RequestContext):
             session_timeout_ms=ms(request.session_timeout),
             rebalance_timeout_ms=ms(getattr(request, "rebalance_timeout", 0)),
             client_id=ctx.header.client_id or "",
-            client_host=str(ctx.peer[0]) if ctx.peer else "",
+            client_host=ctx.group_client_host,
             require_known_member_id=ctx.api_version >= 4,
             skip_assignment_supported=ctx.api_version >= 9,
         )

@@ -90,7 +90,7 @@ async def handle(request, ctx: RequestContext):
         server_assignor=request.server_assignor,
         owned=_owned(request),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.client_host,
+        client_host=ctx.group_client_host,
         api_version=ctx.api_version,
         topic_authorized=None
         if ctx.authorizer is None
