@@ -212,9 +212,12 @@ class GroupService:
         try:  # the ticks go on whatever one step raises
             self._complete(self.coordinator.tick(now_ms))
             self.store_empty_groups(list(self.coordinator.groups), now_ms)
+        except Exception as exc:
+            log.warning("could not expire the classic groups' deadlines", error=str(exc))
+        try:
             self.fence_expired_consumer_group_members(now_ms)
         except Exception as exc:
-            log.warning("could not expire the groups' deadlines", error=str(exc))
+            log.warning("could not expire the consumer groups' deadlines", error=str(exc))
         if self._unwritten_consumer_groups and _idle(self._consumer_group_writer):
             self._consumer_group_writer = asyncio.create_task(
                 self.write_unwritten_consumer_groups(), name="consumer-group-writes"
