@@ -631,10 +631,14 @@ def test_rejoin_with_the_same_metadata_while_completing_rebalance_gets_the_curre
     group = ctx.c.groups["g"]
     assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
     member = a if rejoining == "leader" else b
-    result = ctx.results[ctx.join(member_id=member)]
+    session_renewed_at = group.members[member].last_heartbeat_ms
+    ctx.now += 500
+    result = ctx.results[ctx.join(member_id=member, session=20_000)]
     assert (result.error, result.generation_id, result.leader) == (ErrorCode.none, 2, a)
     assert len(result.members) == (2 if member == a else 0)
     assert group.state == GroupState.COMPLETING_REBALANCE and group.generation_id == 2
+    unchanged = group.members[member]  # the answer only: no session renewed, no timeout taken
+    assert (unchanged.last_heartbeat_ms, unchanged.session_timeout_ms) == (session_renewed_at, 10_000)
     ctx.join(member_id=member, protocols=(("range", b"changed"),))
     assert group.state == GroupState.PREPARING_REBALANCE
 

@@ -287,19 +287,19 @@ class GroupCoordinator:
             member.join_token = token
             return self._prepare_rebalance(now_ms, group), None
 
-        member.last_heartbeat_ms = now_ms
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        changed = member.protocols != protocols
-        member.protocols = protocols
-        if not changed and (
+        if member.protocols == protocols and (
             group.state == GroupState.COMPLETING_REBALANCE
             or (group.state == GroupState.STABLE and member_id != group.leader_id)
         ):
             # classicGroupJoinExistingMember: the same metadata (a lost JoinGroup answer, say) gets the current
-            # generation back, the leader its members while the group completes; only a Stable leader's
-            # rejoin rebalances (it may know of changes its metadata does not show)
+            # generation back, the leader its members while the group completes, and changes nothing (its
+            # session and timeouts stay); only a Stable leader's rejoin rebalances (it may know of changes
+            # its metadata does not show)
             return [Completion(token, self._join_result(group, member_id))], None
+        member.last_heartbeat_ms = now_ms  # updateMemberThenRebalanceOrCompleteJoin
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.protocols = protocols
         member.join_token = token
         if group.state == GroupState.PREPARING_REBALANCE:
             return self._maybe_complete_join(now_ms, group), None
