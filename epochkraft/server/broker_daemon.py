@@ -35,7 +35,11 @@ import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.update_features.v1.request import UpdateFeaturesRequest
+from kio.schema.update_features.v1.response import UpdateFeaturesResponse
+from kio.static.protocol import Payload, RequestPayload
 from structlog.typing import FilteringBoundLogger
 
 from epochkraft import logs
@@ -74,10 +78,12 @@ from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import convert
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.server import forwarding
 from epochkraft.server.context import RequestContext
+from epochkraft.server.forwarding import R
 from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
@@ -381,12 +387,15 @@ class BrokerNode:
         if error != ErrorCode.none:
             self.log.info("AllocateProducerIds refused", error=error.name)
 
-    async def forward_to_controller(self, request: Any, client: RequestContext | None = None) -> Any:
-        """The active controller's answer to ``request``: a client's (``client`` its context) in an Envelope
-        carrying the client's header, principal and address, so the controller authorizes it and charges its
-        quota as the client's (Kafka's ForwardingManager); the broker's own bare."""
+    async def forward_to_controller(
+        self, request: RequestPayload, response_type: type[R], client: RequestContext | None = None
+    ) -> R:
+        """The active controller's answer to ``request``, a ``response_type`` (TypeError if it is not): a
+        client's (``client`` its context) in an Envelope carrying the client's header, principal and
+        address, so the controller authorizes it and charges its quota as the client's (Kafka's
+        ForwardingManager); the broker's own bare."""
         if client is None:
-            response = await self.control.send(request)
+            response = forwarding.answer_as(await self.control.send(request), response_type)
         else:
             header = client.header
             envelope = forwarding.wrap(
@@ -397,23 +406,31 @@ class BrokerNode:
             except NetworkError:
                 # No controller answered in time: REQUEST_TIMED_OUT, which admin clients retry (Kafka's
                 # ForwardingManager.onTimeout), not UNKNOWN_SERVER_ERROR.
-                return forwarding.timed_out(request)
-            response = forwarding.unwrap_response(answer, request)
+                return forwarding.timed_out(request, response_type)
+            response = forwarding.unwrap_response(answer, request, response_type)
+        await self._until_applied(request, response)
+        return response
+
+    async def _until_applied(self, request: RequestPayload, response: Payload) -> None:
+        """Returns once our own metadata holds what ``response`` says the controller wrote, for the APIs a
+        client reads back from us next (validate_only changes nothing)."""
         if getattr(request, "validate_only", False):
-            return response  # validate_only changes nothing
-        if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:
+            return
+        if response.__api_key__ == UPDATE_FEATURES_KEY:
+            updated: UpdateFeaturesResponse = convert(response, UpdateFeaturesResponse)
+            if updated.error_code != ErrorCode.none:
+                return
             # Answer once our own metadata has the levels, so a describeFeatures next sees them.
-            wanted = {u.feature: u.max_version_level for u in request.feature_updates}
+            updates: UpdateFeaturesRequest = convert(request, UpdateFeaturesRequest)
+            wanted = {u.feature: u.max_version_level for u in updates.feature_updates}
             await self.wait_for_metadata(
                 lambda: all(self.cache.features.get(f, 0) == level for f, level in wanted.items())
             )
-            return response
-        if response.__api_key__ != CREATE_TOPICS_KEY:
-            return response
-        created = [t.name for t in response.topics if t.error_code == ErrorCode.none]
-        # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
-        await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
-        return response
+        elif response.__api_key__ == CREATE_TOPICS_KEY:
+            topics: CreateTopicsResponse = convert(response, CreateTopicsResponse)
+            created = [t.name for t in topics.topics if t.error_code == ErrorCode.none]
+            # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
+            await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
 
     async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = 5.0) -> None:
         """Returns once ``applied()`` holds for our metadata cache (or the wait ends), so a client's next
@@ -440,7 +457,7 @@ class BrokerNode:
             topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False
         )
         with contextlib.suppress(NetworkError):
-            await self.forward_to_controller(request)
+            await self.forward_to_controller(request, CreateTopicsResponse)
 
     # ---- registration and heartbeats ---------------------------------------------------------------------
     async def discover_cluster_id(self) -> str:
