@@ -37,8 +37,10 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.types import BrokerId, TopicName
 from kio.schema.update_features.v1.request import UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdateFeaturesResponse
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
 from kio.static.protocol import Payload, RequestPayload
 from structlog.typing import FilteringBoundLogger
 
@@ -101,7 +103,7 @@ UPDATE_FEATURES_KEY = 57
 # shutdown file); the next registration presents it as PreviousBrokerEpoch, and reads it once.
 LAST_EPOCH_FILE = "last-broker-epoch"
 SUPPORTED_FEATURES = tuple(
-    Feature(name=name, min_supported_version=low, max_supported_version=high)
+    Feature(name=name, min_supported_version=i16(low), max_supported_version=i16(high))
     for name, (low, high) in FEATURE_RANGES.items()
 )
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
@@ -375,7 +377,9 @@ class BrokerNode:
             task.add_done_callback(self._producer_id_requests.discard)
 
     async def _allocate_producer_ids(self) -> None:
-        request = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch)
+        request = AllocateProducerIdsRequest(
+            broker_id=BrokerId(self.node_id), broker_epoch=i64(self.broker_epoch)
+        )
         error, start, length = ErrorCode.unknown_server_error, -1, 0
         try:
             response = await self.control.send(request)
@@ -445,16 +449,16 @@ class BrokerNode:
 
         alive = len(self.cache.alive_brokers())
         topic = ct.CreatableTopic(
-            name=name,
-            num_partitions=self.settings.num_partitions,
-            replication_factor=max(1, min(self.settings.default_replication_factor, alive)),
+            name=TopicName(name),
+            num_partitions=i32(self.settings.num_partitions),
+            replication_factor=i16(max(1, min(self.settings.default_replication_factor, alive))),
             assignments=(),
             configs=(),
         )
         import datetime
 
         request = ct.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False
+            topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)), validate_only=False
         )
         with contextlib.suppress(NetworkError):
             await self.forward_to_controller(request, CreateTopicsResponse)
@@ -464,7 +468,7 @@ class BrokerNode:
         while True:
             try:
                 response = await self.control.send(
-                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
                 )
                 return response.cluster_id
             except NetworkError as exc:
@@ -485,15 +489,15 @@ class BrokerNode:
         directory = uuid.UUID(self.logs.read_meta().get("directory.id", str(uuid.uuid4())))
         while True:
             request = BrokerRegistrationRequest(
-                broker_id=self.node_id,
+                broker_id=BrokerId(self.node_id),
                 cluster_id=self.cluster_id or "",
                 incarnation_id=self.incarnation_id,
                 listeners=tuple(
                     Listener(
                         name=e.name,
                         host=e.host,
-                        port=e.port,
-                        security_protocol=self.listeners.security_protocol_id(e.name),
+                        port=u16(e.port),
+                        security_protocol=i16(self.listeners.security_protocol_id(e.name)),
                     )
                     for e in self.endpoints
                 ),
@@ -501,7 +505,7 @@ class BrokerNode:
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(directory,),
-                previous_broker_epoch=previous,
+                previous_broker_epoch=i64(previous),
             )
             try:
                 response = await self.lifecycle_channel.send(request)
@@ -586,9 +590,9 @@ class BrokerNode:
         self._report_fenced()
         wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
         request = BrokerHeartbeatRequest(
-            broker_id=self.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.follower.published_offset - 1,  # what the replicas carried out
+            broker_id=BrokerId(self.node_id),
+            broker_epoch=i64(self.broker_epoch),
+            current_metadata_offset=i64(self.follower.published_offset - 1),  # what the replicas carried out
             want_fence=not self.caught_up(),
             want_shut_down=wants_shutdown,
             offline_log_dirs=(),
