@@ -6,9 +6,10 @@ import logging
 import sys
 
 import structlog
+from structlog.typing import FilteringBoundLogger
 
 
-def configure(node: str, level: str = "INFO", json: bool = False) -> structlog.stdlib.BoundLogger:
+def configure(node: str, level: str = "INFO", json: bool = False) -> FilteringBoundLogger:
     """Configures structlog for a daemon process and returns a logger bound to ``node``."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):

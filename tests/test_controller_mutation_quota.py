@@ -20,6 +20,7 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as DeleteTop
 from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.envelope.v0.response import EnvelopeResponse
+from kio.static.protocol import RequestPayload
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.settings import BrokerSettings
@@ -30,6 +31,7 @@ from epochkraft.security.principal import ANONYMOUS, KafkaPrincipal
 from epochkraft.server import forwarding
 from epochkraft.server.context import RequestContext
 from epochkraft.server.controller_daemon import ControllerImageQuotas
+from epochkraft.server.forwarding import R
 from epochkraft.server.handlers import (
     k19_create_topics,
     k20_delete_topics,
@@ -64,7 +66,9 @@ class BrokerStandIn:
         self.settings = BrokerSettings()
         self.controller = controller
 
-    async def forward_to_controller(self, request: Any, client: RequestContext | None = None) -> Any:
+    async def forward_to_controller(
+        self, request: RequestPayload, response_type: type[R], client: RequestContext | None = None
+    ) -> R:
         assert client is not None, "a client's request is forwarded in an Envelope"
         header = client.header
         envelope = forwarding.wrap(
@@ -81,7 +85,8 @@ class BrokerStandIn:
             principal=KafkaPrincipal("User", f"broker-{self.node_id}"),
         )
         answer = await k58_envelope.handle_on_controller(on_the_wire, sender)
-        return forwarding.unwrap_response(decode_entity(EnvelopeResponse, encode_entity(answer)), request)
+        on_the_way_back = decode_entity(EnvelopeResponse, encode_entity(answer))
+        return forwarding.unwrap_response(on_the_way_back, request, response_type)
 
     async def wait_for_metadata(self, applied: Any) -> None:
         assert applied()

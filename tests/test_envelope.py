@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
 
 import pytest
 import structlog
+from kio.schema.alter_partition_reassignments.v1.response import AlterPartitionReassignmentsResponse
+from kio.schema.create_topics.v5.response import CreateTopicsResponse as CreateTopicsResponseV5
 from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.envelope.v0.response import EnvelopeResponse
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
 
-from epochkraft.protocol.api import CONTROLLER
+from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import RequestHeader, decode_entity, parse_response_header
 from epochkraft.security.authorizer import StandardAuthorizer
@@ -24,8 +28,10 @@ from epochkraft.security.principal import (
     serialize_principal,
 )
 from epochkraft.server import forwarding
+from epochkraft.server.broker_daemon import BrokerNode
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers import k58_envelope
+from epochkraft.server.handlers._util import NO_THROTTLE
 from epochkraft.server.request_rules import listener_refusal
 from tests.test_controller_mutation_quota import ControllerStandIn, cluster
 
@@ -84,11 +90,11 @@ def _handle(envelope: EnvelopeRequest, sender: RequestContext) -> EnvelopeRespon
     return asyncio.run(k58_envelope.handle_on_controller(envelope, sender))
 
 
-def _inner(answer: EnvelopeResponse, request: Any) -> Any:
+def _inner(answer: EnvelopeResponse, request: ct7.CreateTopicsRequest) -> CreateTopicsResponse:
     assert answer.error_code == ErrorCode.none and answer.response_data is not None
     correlation_id, _ = parse_response_header(19, 7, answer.response_data)
     assert correlation_id == 42  # the client's, so the broker answers it as its own
-    return forwarding.unwrap_response(answer, request)
+    return forwarding.unwrap_response(answer, request, CreateTopicsResponse)
 
 
 def test_envelope_request_from_a_non_broker_is_refused():
@@ -149,12 +155,59 @@ def test_envelope_error_reaches_the_client_as_kafka_answers_it():
         (ErrorCode.cluster_authorization_failed, ErrorCode.unknown_server_error),
         (ErrorCode.not_controller, ErrorCode.not_controller),
     ):
-        response = forwarding.unwrap_response(forwarding.refused_envelope(envelope_error), request)
+        refused = forwarding.refused_envelope(envelope_error)
+        response = forwarding.unwrap_response(refused, request, CreateTopicsResponse)
         assert [t.error_code for t in response.topics] == [client_error]
 
 
 def test_a_forwarded_request_no_controller_answered_times_out():
     """ForwardingManager.onTimeout: the client gets REQUEST_TIMED_OUT (retried by the Admin client), not
     UNKNOWN_SERVER_ERROR, when no controller answered its forwarded request."""
-    response = forwarding.timed_out(_create_topic("t"))
+    response = forwarding.timed_out(_create_topic("t"), CreateTopicsResponse)
     assert [t.error_code for t in response.topics] == [ErrorCode.request_timed_out]
+
+
+class _ControlChannel:
+    """The broker's channel to the controller, answering every request with ``answer``."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    async def send(self, request: object) -> object:
+        return self.answer
+
+
+class _ForwardingBroker:
+    """The broker daemon's own forwarding (BrokerNode.forward_to_controller) over a stand-in channel."""
+
+    forward_to_controller = BrokerNode.forward_to_controller
+    _until_applied = BrokerNode._until_applied
+
+    def __init__(self, answer: object) -> None:
+        self.control = _ControlChannel(answer)
+
+
+def test_a_forwarded_answer_of_another_class_is_refused():
+    """A caller names the response class of the request it forwards; an answer of another class (another
+    API or version) is a bug and raises TypeError, which the handler's error path answers
+    UNKNOWN_SERVER_ERROR, rather than reaching the client in the wrong shape: the broker's own request
+    answered bare, a client's in an Envelope."""
+    request = ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=5), topics=None)
+    answer = ListPartitionReassignmentsResponse(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, topics=()
+    )
+    client = RequestContext(BROKER, RequestHeader(46, 0, 42, "client", 0), 0, None, ("10.1.2.3", 1), LOG)
+    wrong = "ListPartitionReassignmentsResponse v0, not the AlterPartitionReassignmentsResponse v1"
+    for answered, ctx in ((answer, None), (forwarding.envelope_response(client.header, answer), client)):
+        broker = _ForwardingBroker(answered)
+        taken = asyncio.run(broker.forward_to_controller(request, ListPartitionReassignmentsResponse, ctx))
+        assert taken == answer
+        with pytest.raises(TypeError, match=wrong):
+            asyncio.run(broker.forward_to_controller(request, AlterPartitionReassignmentsResponse, ctx))
+    # the same API at another version than the request's
+    created = _create_topic("t")
+    envelope = _handle(forwarding.wrap(created, "client", 42, ALICE, "127.0.0.1"), _sender(BROKER_PRINCIPAL))
+    with pytest.raises(TypeError, match="CreateTopicsResponse v7, not the CreateTopicsResponse v5"):
+        forwarding.unwrap_response(envelope, created, CreateTopicsResponseV5)
+    with pytest.raises(TypeError):
+        forwarding.timed_out(created, CreateTopicsResponseV5)

@@ -5,8 +5,9 @@ broker daemon (``epochkraft.server.broker_daemon.BrokerNode``) offers it; mypy c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kio.static.protocol import Payload, RequestPayload
 from structlog.typing import FilteringBoundLogger
 
 if TYPE_CHECKING:
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from epochkraft.broker.settings import BrokerSettings
     from epochkraft.net.listeners import Listeners
     from epochkraft.security.node import NodeSecurity
+
+
+# The response class a caller names for the controller's answer
+R = TypeVar("R", bound=Payload)
 
 
 class BrokerServices(Protocol):
@@ -35,5 +40,5 @@ class BrokerServices(Protocol):
 
     def now_ms(self) -> int: ...
 
-    # a kio request of whichever API is forwarded, and its response
-    async def forward_to_controller(self, request: Any) -> Any: ...
+    # the broker's own request, answered with a response_type
+    async def forward_to_controller(self, request: RequestPayload, response_type: type[R]) -> R: ...

@@ -8,6 +8,7 @@ import datetime
 from typing import TYPE_CHECKING
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
@@ -121,7 +122,7 @@ async def create_internal_topic(
         topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), validate_only=False
     )
     try:
-        await node.forward_to_controller(request)
+        await node.forward_to_controller(request, CreateTopicsResponse)
     except Exception as exc:  # the next FindCoordinator retries
         node.log.warning(f"could not create {name}", error=str(exc))
 

@@ -13,6 +13,8 @@ import typing
 from functools import cache
 from typing import Any
 
+from kio.static.protocol import Payload
+
 from epochkraft.protocol.framing import request_class, response_class
 
 
@@ -90,7 +92,9 @@ def upgrade_request(request: Any, version: int) -> Any:
     return convert(request, request_class(request.__api_key__, version))
 
 
-def response_for(api_key: int, version: int) -> type:
+def response_for(api_key: int, version: int) -> type[Payload]:
+    """The response class of an API's version, for a caller that names it (a request forwarded at the
+    client's version)."""
     return response_class(api_key, version)
 
 

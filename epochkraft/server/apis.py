@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from kio.static.protocol import Payload, RequestPayload
 
 if TYPE_CHECKING:
     from epochkraft.broker.client_quotas import ClientQuotas
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from epochkraft.server.broker_daemon import BrokerNode
     from epochkraft.server.context import RequestContext
     from epochkraft.server.controller_daemon import ControllerNode
+
+
+# The response class a caller names for the controller's answer
+R = TypeVar("R", bound=Payload)
 
 
 class BrokerApis(Protocol):
@@ -60,9 +66,10 @@ class BrokerApis(Protocol):
     def now_ms(self) -> int: ...
     def generate_producer_id(self) -> GeneratedProducerId: ...
 
-    # kio's request and response objects, of whichever API and version is forwarded; a client's request
-    # with its context goes in an Envelope
-    async def forward_to_controller(self, request: Any, client: RequestContext | None = ...) -> Any: ...
+    # a client's request with its context goes in an Envelope; the answer is a response_type
+    async def forward_to_controller(
+        self, request: RequestPayload, response_type: type[R], client: RequestContext | None = ...
+    ) -> R: ...
     async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = ...) -> None: ...
     async def auto_create_topic(self, name: str) -> None: ...
     def observe_produce(self, seconds: float) -> None: ...

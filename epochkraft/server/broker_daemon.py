@@ -35,7 +35,13 @@ import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.update_features.v1.request import UpdateFeaturesRequest
+from kio.schema.update_features.v1.response import UpdateFeaturesResponse
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
+from kio.static.protocol import Payload, RequestPayload
 from structlog.typing import FilteringBoundLogger
 
 from epochkraft import logs
@@ -74,10 +80,12 @@ from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
 from epochkraft.protocol.api import BROKER
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.versions import convert
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, controller_protocol
 from epochkraft.server import forwarding
 from epochkraft.server.context import RequestContext
+from epochkraft.server.forwarding import R
 from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
@@ -95,7 +103,7 @@ UPDATE_FEATURES_KEY = 57
 # shutdown file); the next registration presents it as PreviousBrokerEpoch, and reads it once.
 LAST_EPOCH_FILE = "last-broker-epoch"
 SUPPORTED_FEATURES = tuple(
-    Feature(name=name, min_supported_version=low, max_supported_version=high)
+    Feature(name=name, min_supported_version=i16(low), max_supported_version=i16(high))
     for name, (low, high) in FEATURE_RANGES.items()
 )
 SHUTDOWN_STEPS_TIMEOUT_S = 30.0  # stopping listeners, fetchers and tasks; a broker stops in bounded time
@@ -369,7 +377,9 @@ class BrokerNode:
             task.add_done_callback(self._producer_id_requests.discard)
 
     async def _allocate_producer_ids(self) -> None:
-        request = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch)
+        request = AllocateProducerIdsRequest(
+            broker_id=BrokerId(self.node_id), broker_epoch=i64(self.broker_epoch)
+        )
         error, start, length = ErrorCode.unknown_server_error, -1, 0
         try:
             response = await self.control.send(request)
@@ -381,12 +391,15 @@ class BrokerNode:
         if error != ErrorCode.none:
             self.log.info("AllocateProducerIds refused", error=error.name)
 
-    async def forward_to_controller(self, request: Any, client: RequestContext | None = None) -> Any:
-        """The active controller's answer to ``request``: a client's (``client`` its context) in an Envelope
-        carrying the client's header, principal and address, so the controller authorizes it and charges its
-        quota as the client's (Kafka's ForwardingManager); the broker's own bare."""
+    async def forward_to_controller(
+        self, request: RequestPayload, response_type: type[R], client: RequestContext | None = None
+    ) -> R:
+        """The active controller's answer to ``request``, a ``response_type`` (TypeError if it is not): a
+        client's (``client`` its context) in an Envelope carrying the client's header, principal and
+        address, so the controller authorizes it and charges its quota as the client's (Kafka's
+        ForwardingManager); the broker's own bare."""
         if client is None:
-            response = await self.control.send(request)
+            response = forwarding.answer_as(await self.control.send(request), response_type)
         else:
             header = client.header
             envelope = forwarding.wrap(
@@ -397,23 +410,31 @@ class BrokerNode:
             except NetworkError:
                 # No controller answered in time: REQUEST_TIMED_OUT, which admin clients retry (Kafka's
                 # ForwardingManager.onTimeout), not UNKNOWN_SERVER_ERROR.
-                return forwarding.timed_out(request)
-            response = forwarding.unwrap_response(answer, request)
+                return forwarding.timed_out(request, response_type)
+            response = forwarding.unwrap_response(answer, request, response_type)
+        await self._until_applied(request, response)
+        return response
+
+    async def _until_applied(self, request: RequestPayload, response: Payload) -> None:
+        """Returns once our own metadata holds what ``response`` says the controller wrote, for the APIs a
+        client reads back from us next (validate_only changes nothing)."""
         if getattr(request, "validate_only", False):
-            return response  # validate_only changes nothing
-        if response.__api_key__ == UPDATE_FEATURES_KEY and response.error_code == ErrorCode.none:
+            return
+        if response.__api_key__ == UPDATE_FEATURES_KEY:
+            updated: UpdateFeaturesResponse = convert(response, UpdateFeaturesResponse)
+            if updated.error_code != ErrorCode.none:
+                return
             # Answer once our own metadata has the levels, so a describeFeatures next sees them.
-            wanted = {u.feature: u.max_version_level for u in request.feature_updates}
+            updates: UpdateFeaturesRequest = convert(request, UpdateFeaturesRequest)
+            wanted = {u.feature: u.max_version_level for u in updates.feature_updates}
             await self.wait_for_metadata(
                 lambda: all(self.cache.features.get(f, 0) == level for f, level in wanted.items())
             )
-            return response
-        if response.__api_key__ != CREATE_TOPICS_KEY:
-            return response
-        created = [t.name for t in response.topics if t.error_code == ErrorCode.none]
-        # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
-        await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
-        return response
+        elif response.__api_key__ == CREATE_TOPICS_KEY:
+            topics: CreateTopicsResponse = convert(response, CreateTopicsResponse)
+            created = [t.name for t in topics.topics if t.error_code == ErrorCode.none]
+            # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
+            await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
 
     async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = 5.0) -> None:
         """Returns once ``applied()`` holds for our metadata cache (or the wait ends), so a client's next
@@ -428,26 +449,26 @@ class BrokerNode:
 
         alive = len(self.cache.alive_brokers())
         topic = ct.CreatableTopic(
-            name=name,
-            num_partitions=self.settings.num_partitions,
-            replication_factor=max(1, min(self.settings.default_replication_factor, alive)),
+            name=TopicName(name),
+            num_partitions=i32(self.settings.num_partitions),
+            replication_factor=i16(max(1, min(self.settings.default_replication_factor, alive))),
             assignments=(),
             configs=(),
         )
         import datetime
 
         request = ct.CreateTopicsRequest(
-            topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False
+            topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)), validate_only=False
         )
         with contextlib.suppress(NetworkError):
-            await self.forward_to_controller(request)
+            await self.forward_to_controller(request, CreateTopicsResponse)
 
     # ---- registration and heartbeats ---------------------------------------------------------------------
     async def discover_cluster_id(self) -> str:
         while True:
             try:
                 response = await self.control.send(
-                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
                 )
                 return response.cluster_id
             except NetworkError as exc:
@@ -468,15 +489,15 @@ class BrokerNode:
         directory = uuid.UUID(self.logs.read_meta().get("directory.id", str(uuid.uuid4())))
         while True:
             request = BrokerRegistrationRequest(
-                broker_id=self.node_id,
+                broker_id=BrokerId(self.node_id),
                 cluster_id=self.cluster_id or "",
                 incarnation_id=self.incarnation_id,
                 listeners=tuple(
                     Listener(
                         name=e.name,
                         host=e.host,
-                        port=e.port,
-                        security_protocol=self.listeners.security_protocol_id(e.name),
+                        port=u16(e.port),
+                        security_protocol=i16(self.listeners.security_protocol_id(e.name)),
                     )
                     for e in self.endpoints
                 ),
@@ -484,7 +505,7 @@ class BrokerNode:
                 rack=None,
                 is_migrating_zk_broker=False,
                 log_dirs=(directory,),
-                previous_broker_epoch=previous,
+                previous_broker_epoch=i64(previous),
             )
             try:
                 response = await self.lifecycle_channel.send(request)
@@ -569,9 +590,9 @@ class BrokerNode:
         self._report_fenced()
         wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
         request = BrokerHeartbeatRequest(
-            broker_id=self.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.follower.published_offset - 1,  # what the replicas carried out
+            broker_id=BrokerId(self.node_id),
+            broker_epoch=i64(self.broker_epoch),
+            current_metadata_offset=i64(self.follower.published_offset - 1),  # what the replicas carried out
             want_fence=not self.caught_up(),
             want_shut_down=wants_shutdown,
             offline_log_dirs=(),

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.envelope.v0.response import EnvelopeResponse
+from kio.static.protocol import Payload, RequestPayload
 
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -36,6 +37,9 @@ ENVELOPE_KEY = 58
 # UpdateFeatures.
 FORWARDABLE_APIS = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 57})
 
+# The response class a caller of the controller names for its request's answer
+R = TypeVar("R", bound=Payload)
+
 
 class EnvelopeError(Exception):
     """An Envelope the controller refuses as a whole (its EnvelopeResponse's error code)."""
@@ -50,7 +54,7 @@ class ForwardedRequest:
     """What the controller unwraps: the client's header and request, who sent it and from where."""
 
     header: RequestHeader
-    request: Any
+    request: RequestPayload
     principal: KafkaPrincipal
     client_host: str
 
@@ -69,7 +73,11 @@ def client_address(host: str) -> bytes:
 
 
 def wrap(
-    request: Any, client_id: str | None, correlation_id: int, principal: KafkaPrincipal, client_host: str
+    request: RequestPayload,
+    client_id: str | None,
+    correlation_id: int,
+    principal: KafkaPrincipal,
+    client_host: str,
 ) -> EnvelopeRequest:
     """The Envelope carrying ``request`` at its own version with the client's header (ForwardingManager.
     buildEnvelopeRequest)."""
@@ -82,25 +90,42 @@ def wrap(
     )
 
 
-def unwrap_response(envelope: EnvelopeResponse, request: Any) -> Any:
-    """The client's response inside an EnvelopeResponse, at the forwarded request's version. An envelope
-    refused as a whole answers the client NOT_CONTROLLER (retriable: no controller was active) or, as
-    Kafka's ForwardingManager does for any other envelope error, UNKNOWN_SERVER_ERROR."""
+def answer_as(answer: object, response_type: type[R]) -> R:
+    """The controller's ``answer`` as the ``response_type`` its caller named. An answer of another class
+    (another API or version) is a bug, here or in the caller: TypeError, which the handler's error path
+    answers UNKNOWN_SERVER_ERROR, rather than an answer of the wrong shape on the client's connection."""
+    if not isinstance(answer, response_type):
+        raise TypeError(
+            f"the controller's answer is a {_named(type(answer))}, not the {_named(response_type)} asked for"
+        )
+    return answer
+
+
+def _named(cls: type) -> str:
+    version = getattr(cls, "__version__", None)
+    return cls.__name__ if version is None else f"{cls.__name__} v{version}"
+
+
+def unwrap_response(envelope: EnvelopeResponse, request: RequestPayload, response_type: type[R]) -> R:
+    """The client's response inside an EnvelopeResponse, at the forwarded request's version, which is to
+    be ``response_type``. An envelope refused as a whole answers the client NOT_CONTROLLER (retriable: no
+    controller was active) or, as Kafka's ForwardingManager does for any other envelope error,
+    UNKNOWN_SERVER_ERROR."""
     key, version = int(request.__api_key__), int(request.__version__)
     cls = response_class(key, version)
     if envelope.error_code != ErrorCode.none or envelope.response_data is None:
         error = ErrorCode.not_controller if envelope.error_code == ErrorCode.not_controller else None
-        return error_response(request, cls, error or ErrorCode.unknown_server_error)
+        return answer_as(error_response(request, cls, error or ErrorCode.unknown_server_error), response_type)
     data = envelope.response_data
     _correlation_id, header_size = parse_response_header(key, version, data)
-    return decode_entity(cls, data, header_size, allow_trailing=True)
+    return answer_as(decode_entity(cls, data, header_size, allow_trailing=True), response_type)
 
 
-def timed_out(request: Any) -> Any:
-    """The client's answer when no controller answered its forwarded request in time (Kafka's
-    ForwardingManager.onTimeout: REQUEST_TIMED_OUT)."""
+def timed_out(request: RequestPayload, response_type: type[R]) -> R:
+    """The client's answer, a ``response_type``, when no controller answered its forwarded request in time
+    (Kafka's ForwardingManager.onTimeout: REQUEST_TIMED_OUT)."""
     cls = response_class(int(request.__api_key__), int(request.__version__))
-    return error_response(request, cls, ErrorCode.request_timed_out)
+    return answer_as(error_response(request, cls, ErrorCode.request_timed_out), response_type)
 
 
 def unwrap_request(envelope: EnvelopeRequest) -> ForwardedRequest:
@@ -129,7 +154,7 @@ def unwrap_request(envelope: EnvelopeRequest) -> ForwardedRequest:
     return ForwardedRequest(header, request, principal, client_host)
 
 
-def envelope_response(header: RequestHeader, response: Any) -> EnvelopeResponse:
+def envelope_response(header: RequestHeader, response: Payload) -> EnvelopeResponse:
     """The client's response, with its response header, in an EnvelopeResponse
     (RequestContext.buildResponseEnvelopePayload)."""
     frame = encode_response_entity(header.correlation_id, header.api_key, header.api_version, response)

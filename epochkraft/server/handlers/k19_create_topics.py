@@ -25,7 +25,7 @@ from kio.schema.create_topics.v7.request import CreateTopicsRequest
 from epochkraft.controller.controller import refused_topic
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import convert, downgrade_response, upgrade_request
+from epochkraft.protocol.versions import convert, downgrade_response, response_for, upgrade_request
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
 from epochkraft.server.context import RequestContext
@@ -82,7 +82,8 @@ async def handle_on_broker(request, ctx: RequestContext):
     response = None
     if remaining.topics or not refused:
         # at the client's version: the controller's quota is strict or permissive by it
-        forwarded = await ctx.broker.forward_to_controller(upgrade_request(remaining, ctx.api_version), ctx)
+        at_version = upgrade_request(remaining, ctx.api_version)
+        forwarded = await ctx.broker.forward_to_controller(at_version, response_for(19, ctx.api_version), ctx)
         response = convert(forwarded, r7.CreateTopicsResponse)
     return downgrade_response(_with_refused(response, refused), ctx.api_version)
 

@@ -21,12 +21,13 @@ from dataclasses import replace
 from kio.schema.delete_topics.v6 import response as r6
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.types import TopicName
+from kio.static.protocol import RequestPayload
 
 from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import request_class
-from epochkraft.protocol.versions import convert, downgrade_response
+from epochkraft.protocol.versions import convert, downgrade_response, response_for
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS
 from epochkraft.server.context import RequestContext
@@ -129,7 +130,8 @@ async def handle_on_broker(request, ctx: RequestContext):
     else:
         # at the client's version: the controller's quota is strict or permissive by it
         forwarded = _at_version(replace(upgraded, topics=tuple(allowed)), ctx.api_version)
-        response = convert(await ctx.broker.forward_to_controller(forwarded, ctx), r6.DeleteTopicsResponse)
+        answer = await ctx.broker.forward_to_controller(forwarded, response_for(20, ctx.api_version), ctx)
+        response = convert(answer, r6.DeleteTopicsResponse)
     return downgrade_response(_with_refused(response, refused), ctx.api_version)
 
 
@@ -150,7 +152,7 @@ async def handle_on_controller(request, ctx: RequestContext):
     return downgrade_response(response, ctx.api_version)
 
 
-def _at_version(request: DeleteTopicsRequest, version: int) -> object:
+def _at_version(request: DeleteTopicsRequest, version: int) -> RequestPayload:
     """The request at the client's version (before v6 the topics are named only, and named here)."""
     if version >= 6:
         return request

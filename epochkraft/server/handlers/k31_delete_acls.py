@@ -34,7 +34,9 @@ async def handle_on_broker(request, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _security_disabled(request)
     else:
-        response = await ctx.broker.forward_to_controller(convert(request, DeleteAclsRequest), ctx)
+        response = await ctx.broker.forward_to_controller(
+            convert(request, DeleteAclsRequest), r3.DeleteAclsResponse, ctx
+        )
     return downgrade_response(response, ctx.api_version)
 
 

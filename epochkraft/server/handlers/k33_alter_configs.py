@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+from kio.schema.alter_configs.v2.response import AlterConfigsResponse
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
@@ -26,7 +27,7 @@ from epochkraft.server.context import RequestContext
 async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
     response = await config_preprocess.through_controller(
-        upgraded, lambda remaining: ctx.broker.forward_to_controller(remaining, ctx)
+        upgraded, lambda remaining: ctx.broker.forward_to_controller(remaining, AlterConfigsResponse, ctx)
     )
     return downgrade_response(response, ctx.api_version)
 

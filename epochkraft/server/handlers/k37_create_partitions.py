@@ -21,7 +21,7 @@ from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import convert, downgrade_response, upgrade_request
+from epochkraft.protocol.versions import convert, downgrade_response, response_for, upgrade_request
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._mutation_quota import (
     CREATE_PARTITIONS_STRICT_SINCE,
@@ -36,7 +36,8 @@ from epochkraft.server.handlers._util import NO_THROTTLE
 async def handle_on_broker(request, ctx: RequestContext):
     # as the client sent it: the controller's quota is strict or permissive by its version
     forwarded = upgrade_request(request, ctx.api_version)
-    response = convert(await ctx.broker.forward_to_controller(forwarded, ctx), r3.CreatePartitionsResponse)
+    answer = await ctx.broker.forward_to_controller(forwarded, response_for(37, ctx.api_version), ctx)
+    response = convert(answer, r3.CreatePartitionsResponse)
     if not request.validate_only:
         counts = {t.name: t.count for t in request.topics}
         grown = [r.name for r in response.results if r.error_code == ErrorCode.none]

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.elect_leaders.v2.response import ElectLeadersResponse
 from kio.static.primitive import i8
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -29,7 +30,9 @@ def _v2(request, version: int) -> ElectLeadersRequest:
 
 @api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(_v2(request, ctx.api_version), ctx)
+    response = await ctx.broker.forward_to_controller(
+        _v2(request, ctx.api_version), ElectLeadersResponse, ctx
+    )
     return downgrade_response(response, ctx.api_version)
 
 

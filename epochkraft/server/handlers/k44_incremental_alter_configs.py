@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
@@ -26,7 +27,8 @@ from epochkraft.server.context import RequestContext
 async def handle_on_broker(request, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
     response = await config_preprocess.through_controller(
-        upgraded, lambda remaining: ctx.broker.forward_to_controller(remaining, ctx)
+        upgraded,
+        lambda remaining: ctx.broker.forward_to_controller(remaining, IncrementalAlterConfigsResponse, ctx),
     )
     return downgrade_response(response, ctx.api_version)
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
+from kio.schema.alter_partition_reassignments.v1.response import AlterPartitionReassignmentsResponse
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
@@ -30,7 +31,9 @@ def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
 
 @api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version), ctx)
+    response = await ctx.broker.forward_to_controller(
+        _v1(request, ctx.api_version), AlterPartitionReassignmentsResponse, ctx
+    )
     return downgrade_response(response, ctx.api_version)
 
 

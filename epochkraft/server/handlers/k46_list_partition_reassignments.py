@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+from kio.schema.list_partition_reassignments.v0.response import ListPartitionReassignmentsResponse
+
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.server.context import RequestContext
 
 
 @api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    return await ctx.broker.forward_to_controller(request, ctx)
+    return await ctx.broker.forward_to_controller(request, ListPartitionReassignmentsResponse, ctx)
 
 
 @api(key=46, name="ListPartitionReassignments", versions=(0, 0), listeners=(CONTROLLER,))

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 
 from epochkraft.metadata.client_quotas import quota_entity
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -39,7 +40,7 @@ def _expected(request, response) -> dict:
 async def handle_on_broker(request, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     node = ctx.broker
-    response = await node.forward_to_controller(request, ctx)
+    response = await node.forward_to_controller(request, AlterClientQuotasResponse, ctx)
     if not request.validate_only:
         expected = _expected(request, response)
 

@@ -20,7 +20,7 @@ from epochkraft.server.handlers._util import NO_THROTTLE
 @api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
     node = ctx.broker
-    response = await node.forward_to_controller(request, ctx)
+    response = await node.forward_to_controller(request, r0.AlterUserScramCredentialsResponse, ctx)
     done = {r.user for r in response.results if r.error_code == ErrorCode.none}
     upserted = {(u.name, u.mechanism): u.salt for u in request.upsertions if u.name in done}
     deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in done}

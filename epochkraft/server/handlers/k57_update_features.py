@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from kio.schema.update_features.v1.request import FeatureUpdateKey, UpdateFeaturesRequest
+from kio.schema.update_features.v1.response import UpdateFeaturesResponse
 from kio.static.primitive import i8
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -39,7 +40,9 @@ def _v1(request, version: int) -> UpdateFeaturesRequest:
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER,))
 async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(_v1(request, ctx.api_version), ctx)
+    response = await ctx.broker.forward_to_controller(
+        _v1(request, ctx.api_version), UpdateFeaturesResponse, ctx
+    )
     return downgrade_response(response, ctx.api_version)
 
 
