@@ -281,8 +281,13 @@ class LocalCluster:
         return LocalProcess(f"broker-{node_id}", args, self.data_dir / "logs" / f"broker-{node_id}.log", data)
 
     def start(self, timeout: float = 60.0) -> None:
-        self.start_controller(timeout)
-        self.start_brokers(timeout)
+        """Every process, or none: a cluster that fails to start stops what it had started."""
+        try:
+            self.start_controller(timeout)
+            self.start_brokers(timeout)
+        except BaseException:
+            self.kill_all()
+            raise
 
     def start_controller(self, timeout: float = 60.0) -> None:
         """The controller, or every voter of the quorum (launched together: none elects alone)."""
