@@ -57,7 +57,8 @@ class FlinkRun:
     committed: int  # output records read read_committed
     uncommitted: int  # output records read read_uncommitted (aborted ones too)
     problems: list[str] = field(default_factory=list)
-    job_log: str = ""
+    job_log: str = ""  # the job's last 60 lines
+    job_output: str = ""  # all of them (kept by --keep-logs)
 
     def summary(self) -> str:
         fault = (
@@ -261,6 +262,7 @@ def run(
         killed_coordinator=killed is not None and killed == coordinator, output_at_kill=output_at_kill,
         job_killed=job_killed, committed=len(committed), uncommitted=len(uncommitted),
         problems=exactly_once_problems(committed, records), job_log="\n".join(job.lines[-60:]),
+        job_output="\n".join(job.lines),
     )  # fmt: skip
 
 
@@ -275,14 +277,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kill-job", action="store_true", help="the job's JVM is SIGKILLed after a checkpoint and restored"
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, help="each run's broker and controller logs and job output go to DIR/run-N"
+    )
     args = parser.parse_args(argv)
     failures = 0
-    for _ in range(args.runs):
-        with eos_cluster("flink-eos-") as (cluster, work):
+    for n in range(args.runs):
+        kept = args.keep_logs / f"run-{n}" if args.keep_logs else None
+        with eos_cluster("flink-eos-", kept) as (cluster, work):
             result = run(
                 cluster, work, records=args.records,
                 kill_broker=None if args.no_kill else args.kill, kill_job=args.kill_job,
             )  # fmt: skip
+        if kept is not None:
+            (kept / "job.log").write_text(result.job_output + "\n")
         print(result.summary(), flush=True)
         if result.job_code != 0 or result.problems:
             print(result.job_log)
