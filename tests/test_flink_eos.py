@@ -45,6 +45,21 @@ def test_summary_of_a_run_with_the_job_killed():
     )
 
 
+def test_summary_counts_the_answers_the_producers_retried():
+    """The Java Sender's warning for each retried Produce answer: OUT_OF_ORDER_SEQUENCE_NUMBER behind a first
+    batch answered CONCURRENT_TRANSACTIONS is Kafka's too (``--kafka`` runs the job against its brokers)."""
+    warning = "WARN Sender: [Producer clientId=p] Got error produce response with correlation id {} on "
+    output = "\n".join(
+        warning.format(i)
+        + f"topic-partition flink-out-0, retrying (2147483646 attempts left). Error: {error}"
+        for i, error in enumerate(["CONCURRENT_TRANSACTIONS", "OUT_OF_ORDER_SEQUENCE_NUMBER"] + ["X"] * 2)
+    )
+    run_ = FlinkRun(2000, 0, 12.0, None, False, 0, "", 2000, 2000, job_output=output + "\nDONE 2000")
+    assert run_.summary().endswith(
+        "the producers retried 1 OUT_OF_ORDER_SEQUENCE_NUMBER and 1 CONCURRENT_TRANSACTIONS answers"
+    )
+
+
 @pytest.fixture(scope="module")
 def flink_job() -> None:
     """Flink's jars fetched and the job compiled, before the runs (a first fetch runs Maven)."""

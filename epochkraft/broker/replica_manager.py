@@ -588,6 +588,8 @@ class ReplicaManager:
             else _check_sequences(replica.producers, headers, verification_guard)
         )
         if isinstance(checked, ProduceResult):
+            if checked.error == ErrorCode.out_of_order_sequence_number:
+                _log_out_of_order(replica, headers)
             return checked
         if checked is not None:
             # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
@@ -850,6 +852,32 @@ def _check_sequences(
         if check.duplicate_of is not None:
             return check.duplicate_of
     return None
+
+
+def _log_out_of_order(replica: Replica, headers: list[tuple[int, BatchHeader]]) -> None:
+    """What the leader had when it answered OUT_OF_ORDER_SEQUENCE_NUMBER (the producer's epoch, its last
+    sequences here, its open transaction, the lowest sequence of a verification under way), so a run's
+    logs tell which rule refused the batch: with no fault, only a first batch of a transaction whose
+    verification failed (Kafka's VerificationStateEntry) leaves later sequences refused."""
+    header = headers[0][1]
+    producers = replica.producers
+    entry = producers.producers.get(header.producer_id)
+    verifying = producers.verification_states.get(header.producer_id)
+    log.info(
+        "produce refused OUT_OF_ORDER_SEQUENCE_NUMBER",
+        partition=f"{replica.key[0]}-{replica.key[1]}",
+        producer_id=header.producer_id,
+        epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records=header.record_count,
+        transactional=header.is_transactional,
+        known_epoch=None if entry is None else entry.epoch,
+        batches=None if entry is None else [(b.first_seq, b.last_seq) for b in entry.batches],
+        txn_first_offset=None if entry is None else entry.current_txn_first_offset,
+        verifying=None
+        if verifying is None
+        else (verifying.epoch, verifying.lowest_sequence, verifying.supports_epoch_bump),
+    )
 
 
 def _check_markers(

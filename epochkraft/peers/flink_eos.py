@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochkraft.harness.cluster import LocalCluster
-from epochkraft.peers.fetch import PeerUnavailable, cache_dir, flink_libs
+from epochkraft.peers.fetch import PeerUnavailable, cache_dir, flink_libs, kafka_version
+from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.streams_eos import QUIET_LOG4J2, app_coordinator, eos_cluster
 
 JAVA_JOB = Path(__file__).resolve().parents[2] / "scripts" / "clients" / "java" / "FlinkEosCheck.java"
@@ -57,7 +61,8 @@ class FlinkRun:
     committed: int  # output records read read_committed
     uncommitted: int  # output records read read_uncommitted (aborted ones too)
     problems: list[str] = field(default_factory=list)
-    job_log: str = ""
+    job_log: str = ""  # the job's last 60 lines
+    job_output: str = ""  # all of them (kept by --keep-logs)
 
     def summary(self) -> str:
         fault = (
@@ -70,9 +75,15 @@ class FlinkRun:
         return (
             f"Flink EXACTLY_ONCE: job exit {self.job_code} in {self.seconds:.1f} s, {fault}{self.job_killed}, "
             f"{self.records} input records, output read_committed {self.committed} "
-            f"read_uncommitted {self.uncommitted}, {len(self.problems)} problems"
+            f"read_uncommitted {self.uncommitted}, {len(self.problems)} problems; the producers retried "
+            f"{self.producer_errors('OUT_OF_ORDER_SEQUENCE_NUMBER')} OUT_OF_ORDER_SEQUENCE_NUMBER and "
+            f"{self.producer_errors('CONCURRENT_TRANSACTIONS')} CONCURRENT_TRANSACTIONS answers"
             + "".join(f"\n  {p}" for p in self.problems[:20])
         )
+
+    def producer_errors(self, error: str) -> int:
+        """How many Produce answers of ``error`` the job's producers logged (the Java Sender's warning)."""
+        return self.job_output.count(f"Error: {error}")
 
 
 def compiled_job() -> Path:
@@ -191,7 +202,7 @@ def kill_and_restore(
 
 
 def run(
-    cluster: LocalCluster,
+    cluster: LocalCluster | KafkaPeer,
     work: Path,
     *,
     records: int = 2000,
@@ -202,7 +213,7 @@ def run(
     down_s: float = 3.0,
     deadline_s: int = 120,
 ) -> FlinkRun:
-    """The job against ``cluster`` (a started LocalCluster). Half the input is produced before it starts, the
+    """The job against ``cluster`` (a started LocalCluster, or Kafka's brokers with no broker killed). Half the input is produced before it starts, the
     rest once it has committed a tenth of its output; then one broker (by default the one coordinating the
     sink's transactions; never the controller) is SIGKILLed and restarted ``down_s`` later, and with
     ``kill_job`` the job's JVM is SIGKILLed after its next completed checkpoint and started again from it.
@@ -211,6 +222,8 @@ def run(
     difference)."""
     from epochkraft.peers.perf import create_topic
 
+    if kill_broker is not None and not isinstance(cluster, LocalCluster):
+        raise ValueError("only an epochkraft cluster's broker is killed")
     bootstrap = cluster.bootstrap
     source, sink, prefix = "flink-in", "flink-out", "flink-eos"
     for topic in (source, sink):
@@ -237,9 +250,11 @@ def run(
     try:
         some_output = job.wait_for_output(half // 5, time.monotonic() + deadline_s)
         if kill_broker == COORDINATOR and some_output:
+            assert isinstance(cluster, LocalCluster)
             coordinator = app_coordinator(cluster, prefix)
             kill_broker = coordinator or 2
         if kill_broker is not None and some_output:
+            assert isinstance(cluster, LocalCluster)
             cluster.node(kill_broker).kill()
             killed_at = time.monotonic()
             killed, output_at_kill = kill_broker, job.output_seen
@@ -247,6 +262,7 @@ def run(
         if kill_job and some_output:
             job, job_killed = kill_and_restore(job, checkpoints, launch)
         if killed is not None:
+            assert isinstance(cluster, LocalCluster)
             time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
             cluster.node(killed).launch()
             cluster.node(killed).wait_ready(60)
@@ -261,7 +277,27 @@ def run(
         killed_coordinator=killed is not None and killed == coordinator, output_at_kill=output_at_kill,
         job_killed=job_killed, committed=len(committed), uncommitted=len(uncommitted),
         problems=exactly_once_problems(committed, records), job_log="\n".join(job.lines[-60:]),
+        job_output="\n".join(job.lines),
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def kafka_cluster(keep_logs: Path | None = None) -> Iterator[tuple[KafkaPeer, Path]]:
+    """Kafka's own brokers (three and a controller, the peer's version) in a temporary directory, for the
+    same job with no fault: what Kafka answers its producers; stopped after, their logs copied to
+    ``keep_logs``."""
+    with tempfile.TemporaryDirectory(prefix="flink-eos-kafka-") as tmp:
+        work = Path(tmp)
+        peer = KafkaPeer(run_dir=work / "kafka", brokers=3, heap_mb=384)
+        peer.start()
+        try:
+            yield peer, work
+        finally:
+            peer.stop()
+            if keep_logs is not None:
+                keep_logs.mkdir(parents=True, exist_ok=True)
+                for node in peer.all_nodes:
+                    shutil.copy(work / "kafka" / node.name / "server.log", keep_logs / f"{node.name}.log")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,14 +311,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kill-job", action="store_true", help="the job's JVM is SIGKILLed after a checkpoint and restored"
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, help="each run's broker and controller logs and job output go to DIR/run-N"
+    )
+    parser.add_argument(
+        "--kafka", action="store_true", help=f"Kafka {kafka_version()}'s brokers instead (no broker killed)"
+    )
     args = parser.parse_args(argv)
     failures = 0
-    for _ in range(args.runs):
-        with eos_cluster("flink-eos-") as (cluster, work):
+    for n in range(args.runs):
+        kept = args.keep_logs / f"run-{n}" if args.keep_logs else None
+        brokers = kafka_cluster(kept) if args.kafka else eos_cluster("flink-eos-", kept)
+        with brokers as (cluster, work):
             result = run(
                 cluster, work, records=args.records,
-                kill_broker=None if args.no_kill else args.kill, kill_job=args.kill_job,
+                kill_broker=None if args.no_kill or args.kafka else args.kill, kill_job=args.kill_job,
             )  # fmt: skip
+        if kept is not None:
+            (kept / "job.log").write_text(result.job_output + "\n")
         print(result.summary(), flush=True)
         if result.job_code != 0 or result.problems:
             print(result.job_log)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -257,9 +258,10 @@ def run(
 
 
 @contextlib.contextmanager
-def eos_cluster(prefix: str) -> Iterator[tuple[LocalCluster, Path]]:
+def eos_cluster(prefix: str, keep_logs: Path | None = None) -> Iterator[tuple[LocalCluster, Path]]:
     """A started three-broker cluster with fast sessions in a temporary directory (and that directory, for
-    the application's files), killed after: the exactly-once checks' cluster."""
+    the application's files), killed after: the exactly-once checks' cluster. ``keep_logs``: where the
+    nodes' logs are copied once it is killed."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         config = work / "broker.properties"
@@ -275,6 +277,8 @@ def eos_cluster(prefix: str) -> Iterator[tuple[LocalCluster, Path]]:
             yield cluster, work
         finally:
             cluster.kill_all()
+            if keep_logs is not None:
+                shutil.copytree(work / "cluster" / "logs", keep_logs, dirs_exist_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
