@@ -687,3 +687,23 @@ def test_transaction_version_feature():
     assert decide(0, UpgradeType.UPGRADE) == ErrorCode.invalid_update_version
     assert decide(0, UpgradeType.SAFE_DOWNGRADE) == ErrorCode.none
     assert decide(3, UpgradeType.UPGRADE) == ErrorCode.invalid_update_version
+
+
+def test_an_out_of_order_refusal_is_logged_once_per_producer_epoch_and_partition():
+    """The leader says what it had behind an OUT_OF_ORDER_SEQUENCE_NUMBER, once per partition and producer
+    epoch: a client resending the refused batch cannot fill the broker's log."""
+    from structlog.testing import capture_logs
+
+    from epochkraft.broker.producer_state import ProducerStateTable
+    from epochkraft.broker.replica_manager import ReplicaManager
+    from epochkraft.protocol.records import parse_header
+
+    manager = ReplicaManager.__new__(ReplicaManager)
+    manager._out_of_order_logged = set()
+    replica = SimpleNamespace(key=("t", 0), producers=ProducerStateTable())
+    with capture_logs() as logged:
+        for sequence in (38, 38, 39):
+            manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=sequence)))  # type: ignore[arg-type]
+        replica.key = ("t", 1)
+        manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=38)))  # type: ignore[arg-type]
+    assert [(e["partition"], e["base_sequence"]) for e in logged] == [("t-0", 38), ("t-1", 38)]

@@ -153,6 +153,9 @@ class ReplicaManager:
         self.logs = logs
         self.cache = cache
         self.broker_epoch = broker_epoch
+        # (partition, producer id, epoch) whose OUT_OF_ORDER_SEQUENCE_NUMBER was logged: once each, so a
+        # client resending a refused batch cannot fill the log
+        self._out_of_order_logged: set[tuple[tuple[str, int], int, int]] = set()
         self.send_alter_partition = send_alter_partition
         self.events = events
         self.log_dir_failures = LogDirFailureChannel(logs.data_dir)
@@ -570,6 +573,15 @@ class ReplicaManager:
             )
         return None
 
+    def _log_out_of_order_once(self, replica: Replica, header: BatchHeader) -> None:
+        key = (replica.key, header.producer_id, header.producer_epoch)
+        if key in self._out_of_order_logged:
+            return
+        if len(self._out_of_order_logged) >= 1024:
+            self._out_of_order_logged.clear()
+        self._out_of_order_logged.add(key)
+        _log_out_of_order(replica, header)
+
     def _append_validated(
         self,
         replica: Replica,
@@ -589,7 +601,7 @@ class ReplicaManager:
         )
         if isinstance(checked, ProduceResult):
             if checked.error == ErrorCode.out_of_order_sequence_number:
-                _log_out_of_order(replica, headers)
+                self._log_out_of_order_once(replica, headers[0][1])
             return checked
         if checked is not None:
             # UnifiedLog.append: a retried batch is answered with the first append's offsets and its
@@ -854,12 +866,11 @@ def _check_sequences(
     return None
 
 
-def _log_out_of_order(replica: Replica, headers: list[tuple[int, BatchHeader]]) -> None:
+def _log_out_of_order(replica: Replica, header: BatchHeader) -> None:
     """What the leader had when it answered OUT_OF_ORDER_SEQUENCE_NUMBER (the producer's epoch, its last
     sequences here, its open transaction, the lowest sequence of a verification under way), so a run's
     logs tell which rule refused the batch: with no fault, only a first batch of a transaction whose
     verification failed (Kafka's VerificationStateEntry) leaves later sequences refused."""
-    header = headers[0][1]
     producers = replica.producers
     entry = producers.producers.get(header.producer_id)
     verifying = producers.verification_states.get(header.producer_id)
