@@ -703,7 +703,7 @@ def test_an_out_of_order_refusal_is_logged_once_per_producer_epoch_and_partition
     replica = SimpleNamespace(key=("t", 0), producers=ProducerStateTable())
     with capture_logs() as logged:
         for sequence in (38, 38, 39):
-            manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=sequence)))  # type: ignore[arg-type]
+            manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=sequence)))
         replica.key = ("t", 1)
-        manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=38)))  # type: ignore[arg-type]
+        manager._log_out_of_order_once(replica, parse_header(_batch(True, base_sequence=38)))
     assert [(e["partition"], e["base_sequence"]) for e in logged] == [("t-0", 38), ("t-1", 38)]
