@@ -734,3 +734,91 @@ async def test_ticks_survive_a_step_that_raises():
         assert expiries >= 3, "the ticks go on"
     finally:
         await c.service.stop()
+
+
+class HeldAppends(MemoryOffsetsTopic):
+    """Appends land in the log at once; the one after ``hold`` is set is acknowledged when it is released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold: asyncio.Event | None = None
+
+    async def append(self, partition, entries, producer=None) -> ErrorCode:
+        self.records.extend(entries)
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            await hold.wait()
+        return ErrorCode.none
+
+
+def _simple_groups_with_expired_offsets() -> tuple[GroupService, HeldAppends, int]:
+    topic = HeldAppends()
+    service = GroupService(topic, GroupCoordinator())
+    service.load_partition(0, [])
+    committed_at = 1_000_000
+    service.now_ms = lambda: committed_at  # type: ignore[method-assign]
+    for group_id in ("a", "b"):
+        entries = [OffsetCommitEntry("foo", 0, 5, -1, None)]
+        assert asyncio.run(
+            service.commit(group_id=group_id, generation_id=-1, member_id="", entries=entries)
+        ) == [ErrorCode.none]
+    return service, topic, committed_at + service.coordinator.settings.offsets_retention_ms + 1
+
+
+@pytest.mark.parametrize("while_written", ["the commit lands", "the commit is written"])
+def test_a_commit_made_while_expiry_writes_another_groups_tombstones_is_kept(while_written):
+    """OffsetMetadataManager.cleanupExpiredOffsets decides and writes each group's tombstones in one step:
+    group b committed afresh while group a's tombstones are written, or while b's commit is still being
+    written when b's turn comes, keeps its offset, in memory and in what a new coordinator replays."""
+    service, topic, later = _simple_groups_with_expired_offsets()
+    service.now_ms = lambda: later  # type: ignore[method-assign]
+
+    async def run() -> None:
+        held = topic.hold = asyncio.Event()
+        expiry = asyncio.create_task(service.expire_offsets(later))  # a's tombstones held
+        await asyncio.sleep(0)
+        entries = [OffsetCommitEntry("foo", 0, 9, -1, None)]
+        if while_written == "the commit is written":
+            commit_held = topic.hold = asyncio.Event()
+            commit = asyncio.create_task(
+                service.commit(group_id="b", generation_id=-1, member_id="", entries=entries)
+            )
+            await asyncio.sleep(0)
+            held.set()
+            await expiry
+            commit_held.set()
+            assert await commit == [ErrorCode.none]
+        else:
+            assert await service.commit(group_id="b", generation_id=-1, member_id="", entries=entries) == [
+                ErrorCode.none
+            ]
+            held.set()
+            await expiry
+
+    asyncio.run(run())
+    assert service.coordinator.committed_offsets("b")[("foo", 0)].offset == 9
+    assert "a" not in service.coordinator.groups
+    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in topic.records])
+    assert replayed.coordinator.committed_offsets("b")[("foo", 0)].offset == 9
+
+
+def test_a_tombstone_acknowledged_after_a_later_commit_keeps_that_commit():
+    """A group's offset tombstoned, then committed again behind the tombstone: the log replays the commit,
+    so memory keeps it whichever acknowledgement comes first."""
+    service, topic, later = _simple_groups_with_expired_offsets()
+    service.now_ms = lambda: later  # type: ignore[method-assign]
+
+    async def run() -> None:
+        held = topic.hold = asyncio.Event()
+        deleting = asyncio.create_task(service._tombstone("a", [("foo", 0)]))
+        await asyncio.sleep(0)
+        entries = [OffsetCommitEntry("foo", 0, 9, -1, None)]
+        assert await service.commit(group_id="a", generation_id=-1, member_id="", entries=entries) == [
+            ErrorCode.none
+        ]
+        held.set()
+        assert await deleting == ErrorCode.none
+
+    asyncio.run(run())
+    assert service.coordinator.committed_offsets("a")[("foo", 0)].offset == 9

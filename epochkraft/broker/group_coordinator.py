@@ -867,29 +867,30 @@ class GroupCoordinator:
         return dict(group.offsets) if group else {}
 
     def decide_expired_offsets(self, now_ms: int) -> dict[str, list[tuple[str, int]]]:
-        """Offsets to tombstone, per group (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): only a
+        """Offsets to tombstone, per group (``expired_offsets``)."""
+        expired = {group_id: self.expired_offsets(group_id, now_ms) for group_id in self.groups}
+        return {group_id: partitions for group_id, partitions in expired.items() if partitions}
+
+    def expired_offsets(self, group_id: str, now_ms: int) -> list[tuple[str, int]]:
+        """A group's offsets to tombstone (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): only a
         group without members loses offsets, each once offsets.retention.minutes have passed since the
         later of its commit and the moment the group became empty (since the commit alone for a group
         of simple consumers, which never had members)."""
-        expired: dict[str, list[tuple[str, int]]] = {}
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            return []
+        if group.protocol_type is None:  # simple consumers' commits: from each commit
+            since = 0
+        elif group.empty_since_ms is None:
+            return []
+        else:
+            since = group.empty_since_ms
         retention = self.settings.offsets_retention_ms
-        for group in self.groups.values():
-            if group.members:
-                continue
-            if group.protocol_type is None:  # simple consumers' commits: from each commit
-                since = 0
-            elif group.empty_since_ms is None:
-                continue
-            else:
-                since = group.empty_since_ms
-            gone = [
-                tp
-                for tp, committed in group.offsets.items()
-                if max(committed.commit_timestamp_ms, since) + retention <= now_ms
-            ]
-            if gone:
-                expired[group.group_id] = sorted(gone)
-        return expired
+        return sorted(
+            tp
+            for tp, committed in group.offsets.items()
+            if max(committed.commit_timestamp_ms, since) + retention <= now_ms
+        )
 
     # ---- deletion (DeleteGroups, OffsetDelete) -------------------------------------------------------
     def decide_delete_group(self, group_id: str) -> tuple[ErrorCode, list[tuple[str, int]]]:

@@ -10,6 +10,7 @@ partition and can append to it with acks=all.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import struct
@@ -178,6 +179,7 @@ class GroupService:
         self._failed: set[int] = set()  # offsets partitions whose load failed: NOT_COORDINATOR until reloaded
         self._ticker: asyncio.Task[None] | None = None
         self._stores: set[asyncio.Task[None]] = set()  # leaders' assignments being written
+        self._commits_in_flight: collections.Counter[tuple[str, str, int]] = collections.Counter()
         self._consumer_group_writer: asyncio.Task[None] | None = None  # the ticks' writes, one at a time
         self._offset_expiry: asyncio.Task[None] | None = None
         self._last_offset_expiry_ms = self.now_ms()
@@ -269,7 +271,17 @@ class GroupService:
     async def expire_offsets(self, now_ms: int) -> None:
         """Kafka's cleanupGroupMetadata: tombstones the expired offsets of empty groups (acks=all, so the
         compacted __consumer_offsets drops them too) and forgets groups left with nothing."""
-        for group_id, partitions in self.coordinator.decide_expired_offsets(now_ms).items():
+        for group_id in list(self.coordinator.decide_expired_offsets(now_ms)):
+            # decided again for each group as its tombstones are asked for, as Kafka decides and writes a
+            # group's in one step: a commit landed while an earlier group's were written is not expired, and
+            # one still being written is not either
+            partitions = [
+                tp
+                for tp in self.coordinator.expired_offsets(group_id, now_ms)
+                if (group_id, *tp) not in self._commits_in_flight
+            ]
+            if not partitions:
+                continue
             if self.coordinator_error(group_id) != ErrorCode.none or self.consumer_groups.is_live(group_id):
                 continue
             all_expired = set(partitions) == set(self.coordinator.committed_offsets(group_id))
@@ -888,7 +900,13 @@ class GroupService:
         records += [
             (offset_record_key(group_id, e.topic, e.partition), offset_record_value(c)) for e, c in committed
         ]
-        error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        writing = [(group_id, e.topic, e.partition) for e in entries]
+        self._commits_in_flight.update(writing)
+        try:
+            error = await self.offsets_topic.append(self.partition_for(group_id), records)
+        finally:
+            self._commits_in_flight.subtract(writing)
+            self._commits_in_flight = +self._commits_in_flight  # drops the counts back at zero
         if error != ErrorCode.none:
             return normalize_append_error(error)
         self._json_offsets.difference_update(legacy)
@@ -1020,11 +1038,15 @@ class GroupService:
         if not records:
             return ErrorCode.none
         order = self._ask_classic_append(group_id, None) if group_tombstone else None
+        tombstones_at = self._take_record_offset()
         error = await self.offsets_topic.append(self.partition_for(group_id), records)
         if error == ErrorCode.none:
             self._json_offsets.difference_update(legacy)
+            now_committed = self.coordinator.committed_offsets(group_id)
             for topic, partition in partitions:
-                self.coordinator.apply_offset(group_id, topic, partition, None)
+                committed = now_committed.get((topic, partition))
+                if committed is None or committed.record_offset < tombstones_at:  # not one written after
+                    self.coordinator.apply_offset(group_id, topic, partition, None)
             if order is not None:
                 self._classic_appended(group_id, order, None)
         return normalize_append_error(error)
