@@ -832,3 +832,48 @@ async def test_a_stalled_write_of_a_fenced_member_holds_back_no_later_deadline()
     replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
     replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
     assert not replayed.consumer_groups.groups["grp"].members
+
+
+class FirstAckHeld(MemoryOffsetsTopic):
+    """Appends land in the log at once (in the order asked for); the first one's acknowledgement is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = asyncio.Event()
+        self.calls = 0
+
+    async def append(
+        self, partition: int, entries: list[tuple[bytes, bytes | None]], producer=None
+    ) -> ErrorCode:
+        self.calls += 1
+        self.records.extend(entries)
+        if self.calls == 1:
+            await self.released.wait()
+        return ErrorCode.none
+
+
+async def test_a_fenced_member_rejoining_while_its_fencing_is_written_is_replayed_with_its_subscription():
+    """A group's writes run in turn: the fencing's tombstones, then the rejoin's records compared with what
+    the fencing wrote (a member record the same as before the fencing is written again), so a new
+    coordinator replays the member as it is in memory."""
+    node = broker()
+    await join(node, "m1")
+    await join(node, "m2")
+    offsets = FirstAckHeld()
+    offsets.records = list(node.groups.offsets_topic.records)
+    node.groups.offsets_topic = offsets
+    group = node.groups.consumer_groups.groups["grp"]
+    now = node.groups.now_ms()
+    group.session_deadlines["m1"] = now + 1
+    node.groups.tick(now + 1)  # m1 fenced; the tombstones' write waits for its acknowledgement
+    await asyncio.sleep(0)
+    assert "m1" not in group.members and offsets.calls == 1
+    rejoin = asyncio.create_task(join(node, "m1"))  # epoch 0, the same member id
+    await asyncio.sleep(0)
+    offsets.released.set()
+    assert (await rejoin).error_code == ErrorCode.none
+    await node.groups._consumer_group_writer
+    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    live = replayed.consumer_groups.groups["grp"]
+    assert live.members["m1"].subscribed_topic_names == group.members["m1"].subscribed_topic_names == ("foo",)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import itertools
 import struct
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, TypeVar
@@ -139,6 +140,26 @@ class OffsetCommitEntry:
     metadata: str | None
 
 
+class KeyedLocks:
+    """A lock per key, kept only while it is held or waited for."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: collections.Counter[str] = collections.Counter()
+
+    @contextlib.asynccontextmanager
+    async def held(self, key: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._locks[key]
+
+
 def _idle(task: asyncio.Task[None] | None) -> bool:
     return task is None or task.done()
 
@@ -180,6 +201,7 @@ class GroupService:
         self._ticker: asyncio.Task[None] | None = None
         self._stores: set[asyncio.Task[None]] = set()  # leaders' assignments being written
         self._commits_in_flight: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self._consumer_group_writes = KeyedLocks()
         self._consumer_group_writer: asyncio.Task[None] | None = None  # the ticks' writes, one at a time
         self._offset_expiry: asyncio.Task[None] | None = None
         self._last_offset_expiry_ms = self.now_ms()
@@ -758,7 +780,13 @@ class GroupService:
 
     async def persist_consumer_group(self, group_id: str) -> ErrorCode:
         """Writes what changed in a consumer group since its last write (tombstones for what is gone);
-        the append's error as it is."""
+        the append's error as it is. A group's writes run in turn, as Kafka's runtime runs them, each
+        comparing with what the one before wrote: two at once would both compare with the same records,
+        and the later could leave out a key the earlier changed and the group then changed back."""
+        async with self._consumer_group_writes.held(group_id):
+            return await self._persist_consumer_group(group_id)
+
+    async def _persist_consumer_group(self, group_id: str) -> ErrorCode:
         group = self.consumer_groups.groups.get(group_id)
         if group is None and group_id not in self._consumer_groups_written:
             return ErrorCode.none
