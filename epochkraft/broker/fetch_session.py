@@ -56,9 +56,9 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionData:
-    """What a request asks of one partition (Kafka's FetchRequest.PartitionData)."""
+class PartitionData(NamedTuple):
+    """What a request asks of one partition (Kafka's FetchRequest.PartitionData; a tuple: a sessionless
+    Fetch makes one for each of its partitions)."""
 
     fetch_offset: int
     max_bytes: int
