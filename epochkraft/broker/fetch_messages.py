@@ -89,8 +89,8 @@ Mark = tuple["Replica", WaitMark] | None
 
 _NONE = ErrorCode.none  # not ErrorCode.none per partition: an enum member's lookup is slow on Python 3.11
 
-# Test-only: a caught-up partition read from its log as any other, to show the tests comparing the two
-# answers can tell them apart. Never set outside tests.
+# Test-only: a caught-up partition is read from its log as any other, so that a test can compare what the
+# skipped read answers with what the log's read answers. Never set outside tests.
 CAUGHT_UP_READS_THE_LOG_FOR_TESTS = False
 
 
