@@ -40,9 +40,8 @@ TopicKey = uuid.UUID | str | None  # the topic id (v13+; None for the zero id) o
 PartitionKey = tuple[TopicKey, int]
 
 
-_NONE = (
-    ErrorCode.none
-)  # read once: an enum member's lookup is slow on Python 3.11, and this runs per partition
+# Read once: an enum member's lookup is slow on Python 3.11, and the checks below run per partition.
+_NONE = ErrorCode.none
 
 
 def _has_records(answer: Answer) -> bool:
