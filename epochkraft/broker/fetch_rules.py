@@ -17,8 +17,7 @@ Follower (Kafka's AbstractFetcherThread.getOffsetTruncationState and fetchOffset
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from epochkraft.broker.log.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from epochkraft.broker.partition import NO_EPOCH, BrokerView, Partition, Role
@@ -28,6 +27,11 @@ from epochkraft.protocol.errors import ErrorCode
 # epoch (DivergingEpoch(-1, -1)) and the old follower that ignored it and fetched again, forever, so the
 # simulator's liveness check can be shown to catch it. Never set outside tests.
 LEGACY_UNDEFINED_DIVERGENCE_FOR_TESTS = False
+
+# An enum's member read from its class costs a descriptor call on Python 3.11 (some hundred ns): the checks
+# below run for every partition of every Fetch, so they compare with these.
+_NONE = ErrorCode.none
+_LEADER = Role.LEADER
 
 
 class EpochEnds(Protocol):
@@ -39,9 +43,9 @@ class EpochEnds(Protocol):
     def first_epoch(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ReadPlan:
-    """A leader's answer before any bytes are read: an error, a divergence, or a read below ``max_offset``."""
+class ReadPlan(NamedTuple):
+    """A leader's answer before any bytes are read: an error, a divergence, or a read below ``max_offset``
+    (a tuple: one is made for every partition of every Fetch)."""
 
     error: ErrorCode
     high_watermark: int = -1
@@ -51,7 +55,7 @@ class ReadPlan:
 
     @property
     def reads(self) -> bool:
-        return self.error == ErrorCode.none and self.diverging is None
+        return self.error == _NONE and self.diverging is None
 
 
 def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:
@@ -62,9 +66,9 @@ def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> Error
         return ErrorCode.fenced_leader_epoch
     if current_leader_epoch > partition.leader_epoch:
         return ErrorCode.unknown_leader_epoch
-    if partition.role != Role.LEADER:
+    if partition.role is not _LEADER:
         return ErrorCode.not_leader_or_follower
-    return ErrorCode.none
+    return _NONE
 
 
 def plan_read(
@@ -85,25 +89,25 @@ def plan_read(
         error = partition.check_follower_fetch(replica_id, replica_epoch, current_leader_epoch, brokers)
     else:
         error = check_leader_epoch(partition, current_leader_epoch)
-    if error != ErrorCode.none:
+    if error != _NONE:
         return ReadPlan(error)
     hw, start = partition.high_watermark, log_start_offset
     if last_fetched_epoch >= 0:
         if LEGACY_UNDEFINED_DIVERGENCE_FOR_TESTS and last_fetched_epoch < epochs.first_epoch:
-            return ReadPlan(ErrorCode.none, hw, start, (UNDEFINED_EPOCH, UNDEFINED_OFFSET))
+            return ReadPlan(_NONE, hw, start, (UNDEFINED_EPOCH, UNDEFINED_OFFSET))
         epoch, end = epochs.end_offset_for(last_fetched_epoch)
         if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET or fetch_offset < start:
             return ReadPlan(ErrorCode.offset_out_of_range, hw, start)
         if epoch < last_fetched_epoch or end < fetch_offset:
-            return ReadPlan(ErrorCode.none, hw, start, (epoch, end))
+            return ReadPlan(_NONE, hw, start, (epoch, end))
     if fetch_offset < start or fetch_offset > log_end_offset:
         return ReadPlan(ErrorCode.offset_out_of_range, hw, start)
-    return ReadPlan(ErrorCode.none, hw, start, max_offset=log_end_offset if replica_id >= 0 else hw)
+    return ReadPlan(_NONE, hw, start, max_offset=log_end_offset if replica_id >= 0 else hw)
 
 
-@dataclass(frozen=True, slots=True)
-class WaitMark:
-    """What a waiting fetch's answer for one partition depends on, besides the bytes already read."""
+class WaitMark(NamedTuple):
+    """What a waiting fetch's answer for one partition depends on, besides the bytes already read (a
+    tuple: one is taken for every partition read by a fetch that may wait)."""
 
     leader_epoch: int
     role: Role

@@ -40,6 +40,14 @@ TopicKey = uuid.UUID | str | None  # the topic id (v13+; None for the zero id) o
 PartitionKey = tuple[TopicKey, int]
 
 
+# Read once: an enum member's lookup is slow on Python 3.11, and the checks below run per partition.
+_NONE = ErrorCode.none
+
+
+def _has_records(answer: Answer) -> bool:
+    return bool(answer.records) and any(len(chunk) for chunk in answer.records)
+
+
 def next_epoch(epoch: int) -> int:
     """The session epoch after ``epoch`` (FetchMetadata.nextEpoch): it wraps to 1, never back to 0."""
     if epoch < 0:
@@ -47,9 +55,9 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionData:
-    """What a request asks of one partition (Kafka's FetchRequest.PartitionData)."""
+class PartitionData(NamedTuple):
+    """What a request asks of one partition (Kafka's FetchRequest.PartitionData; a tuple: a sessionless
+    Fetch makes one for each of its partitions)."""
 
     fetch_offset: int
     max_bytes: int
@@ -70,7 +78,7 @@ class CachedPartition:
         """Whether ``answer`` must go out, remembering what it tells the client when ``update``
         (CachedPartition.maybeUpdateResponseData): an error or a diverging epoch forgets the high watermark,
         so the partition goes out again once it is gone."""
-        must_respond = any(len(chunk) for chunk in answer.records)
+        must_respond = _has_records(answer)
         if self.high_watermark != answer.high_watermark:
             must_respond = True
             if update:
@@ -79,7 +87,7 @@ class CachedPartition:
             must_respond = True
             if update:
                 self.local_log_start_offset = answer.log_start_offset
-        if answer.error != ErrorCode.none or answer.diverging is not None:
+        if answer.error != _NONE or answer.diverging is not None:
             must_respond = True
             if update:
                 # A follower truncates on a divergence and does not take its high watermark in, as it
@@ -361,7 +369,7 @@ class IncrementalFetchContext:
         if not cached.maybe_update_response_data(answer, update=True):
             return False
         changes.cached.append(before)
-        if any(len(chunk) for chunk in answer.records):
+        if _has_records(answer):
             if changes.order is None:
                 changes.order = list(session.partitions)
             session.partitions[key] = session.partitions.pop(key)

@@ -400,12 +400,23 @@ class ReplicaManager:
     def _after_replica_set(self) -> None:
         """Carries out what the replica set recorded: wake waiters of moved HWs, send ISR changes, log."""
         rs = self.replica_set
-        moved, rs.hw_moved = rs.hw_moved, set()
-        for key in moved:
-            replica = self.replicas.get(key)
-            if replica is not None:
-                replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
-                wake(replica)
+        if rs.hw_moved:  # a follower's fetch calls this per partition: no new set or list when none moved
+            moved, rs.hw_moved = rs.hw_moved, set()
+            for key in moved:
+                replica = self.replicas.get(key)
+                if replica is not None:
+                    replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
+                    wake(replica)
+        if rs.isr_events:
+            self._log_isr_events()
+        for key, replica in list(self._waiting.items()) if self._waiting else ():
+            self._release_waiters(replica)
+            if not replica.hw_waiters:
+                del self._waiting[key]
+
+    def _log_isr_events(self) -> None:
+        """The replica set's ISR changes requested, refused and made: events, logs, the sender woken."""
+        rs = self.replica_set
         events, rs.isr_events = rs.isr_events, []
         for event in events:
             item = event.item
@@ -433,10 +444,6 @@ class ReplicaManager:
                 log.info("AlterPartition rejected", topic=topic, partition=index, error=event.error.name)
             elif event.kind == "changed" and item is not None:
                 log.info("ISR changed", topic=topic, partition=index, isr=list(event.isr), kind=item.kind)
-        for key, replica in list(self._waiting.items()):
-            self._release_waiters(replica)
-            if not replica.hw_waiters:
-                del self._waiting[key]
 
     # ---- high watermark and acks=all ---------------------------------------------------------------------
     def _release_waiters(self, replica: Replica) -> None:

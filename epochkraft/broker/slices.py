@@ -19,6 +19,15 @@ class Slicer:
         self._since = time.monotonic()
 
     async def turn(self) -> None:
-        if time.monotonic() - self._since >= self.seconds:
-            await asyncio.sleep(0)
-            self._since = time.monotonic()
+        if self.due():
+            await self.pause()
+
+    def due(self) -> bool:
+        """Whether the slice's time is up (``turn`` in two steps, for a loop so short per step that
+        creating a coroutine each time would be a good part of it)."""
+        return time.monotonic() - self._since >= self.seconds
+
+    async def pause(self) -> None:
+        """Lets the event loop run; the next slice starts now."""
+        await asyncio.sleep(0)
+        self._since = time.monotonic()

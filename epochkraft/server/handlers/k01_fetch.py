@@ -111,11 +111,10 @@ async def handle(request, ctx: RequestContext):
     )
     # What the context reads: the partitions asked for, or every partition of an incremental session.
     partitions = context.partitions()
-    topics = dict.fromkeys(topic for (topic, _), _data in partitions)
-    names = {topic: _topic_name(ctx, topic, version) for topic in topics}
+    topic_names = _topic_names(ctx, partitions, version)
     readable = {
         name
-        for name in names.values()
+        for name in set(topic_names)
         if name is not None
         and (
             ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name)
@@ -126,8 +125,7 @@ async def handle(request, ctx: RequestContext):
     # Unknown and refused partitions are answered here; the others are read by the replica manager.
     refused: dict[PartitionKey, Answer] = {}
     wanted: list[PartitionFetch] = []
-    for key, data in partitions:
-        name = names[key[0]]
+    for (key, data), name in zip(partitions, topic_names, strict=True):
         if name is None:
             refused[key] = Answer(key[1], ErrorCode.unknown_topic_id)
         elif name not in readable:
@@ -145,12 +143,17 @@ async def handle(request, ctx: RequestContext):
         read_committed=getattr(request, "isolation_level", 0) == READ_COMMITTED,
     )
     started = time.monotonic()
-    read = iter(await node.replica_manager.fetch_messages(params, wanted))
+    read = await node.replica_manager.fetch_messages(params, wanted)
     node.observe_fetch(is_follower, time.monotonic() - started)
-    answers = [(key, refused.get(key) or next(read)) for key, _data in partitions]
+    answers = _in_order(partitions, refused, read)
     endpoints: dict[int, tuple[int, str, int, str | None]] = {}
     if version >= LEADER_HINTS_FROM:
-        answers = [(key, _leader_hint(ctx, names[key[0]], a, endpoints)) for key, a in answers]
+        answers = [
+            pair
+            if pair[1].error not in HINTED_ERRORS
+            else (pair[0], _leader_hint(ctx, name, pair[1], endpoints))
+            for pair, name in zip(answers, topic_names, strict=True)
+        ]
     # The context picks what goes out: all of it, or an incremental session's changed partitions.
     response = context.response(answers, ctx.now_ms())
     return encode_response(
@@ -161,6 +164,37 @@ async def handle(request, ctx: RequestContext):
         error_code=response.error,
         session_id=response.session_id,
     )
+
+
+def _topic_names(
+    ctx: RequestContext, partitions: list[tuple[PartitionKey, PartitionData]], version: int
+) -> list[str | None]:
+    """Each partition's topic name (None: an unknown topic id), in order; a run of partitions of one topic
+    looks it up once (a topic id's hash is a Python call, and a Fetch names thousands of partitions)."""
+    names: dict[TopicKey, str | None] = {}
+    in_order: list[str | None] = []
+    last: object = in_order  # no topic key
+    name: str | None = None
+    for (topic, _), _data in partitions:
+        if topic is not last:
+            last = topic
+            if topic not in names:
+                names[topic] = _topic_name(ctx, topic, version)
+            name = names[topic]
+        in_order.append(name)
+    return in_order
+
+
+def _in_order(
+    partitions: list[tuple[PartitionKey, PartitionData]],
+    refused: dict[PartitionKey, Answer],
+    read: list[Answer],
+) -> list[tuple[PartitionKey, Answer]]:
+    """Every partition's answer in the order asked: the refused ones' and, between them, the ones read."""
+    if not refused:
+        return [(key, answer) for (key, _data), answer in zip(partitions, read, strict=True)]
+    answers = iter(read)
+    return [(key, refused.get(key) or next(answers)) for key, _data in partitions]
 
 
 def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey, list[Answer]]]:
