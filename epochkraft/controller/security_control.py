@@ -14,6 +14,7 @@ from typing import Any
 from kio.schema.alter_user_scram_credentials.v0 import response as scram_resp
 from kio.schema.create_acls.v3 import response as create_resp
 from kio.schema.delete_acls.v3 import response as delete_resp
+from kio.static.primitive import i8
 
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import acl_record
@@ -217,13 +218,13 @@ def delete_acls(
                 delete_resp.DeleteAclsMatchingAcl(
                     error_code=ErrorCode.none,
                     error_message=None,
-                    resource_type=binding.resource_type,
+                    resource_type=i8(binding.resource_type),
                     resource_name=binding.resource_name,
-                    pattern_type=binding.pattern_type,
+                    pattern_type=i8(binding.pattern_type),
                     principal=binding.principal,
                     host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission_type,
+                    operation=i8(binding.operation),
+                    permission_type=i8(binding.permission_type),
                 )
             )
         results.append(
