@@ -499,3 +499,19 @@ def test_checkpoints_written_at_once_from_two_threads_do_not_meet(tmp_path):
         t.join()
     assert errors == []
     assert read_offsets(tmp_path / "replication-offset-checkpoint")[("t", 0)] in (1, 2, 3)
+
+
+def test_a_topic_s_configs_override_the_log_config_and_an_unparsable_one_keeps_the_default():
+    config = LogConfig().with_topic_configs(
+        {
+            "segment.bytes": "2048",
+            "cleanup.policy": "compact",
+            "message.timestamp.type": "LogAppendTime",
+            "retention.ms": "soon",
+            "unclean.leader.election.enable": "true",
+        }
+    )
+    assert config == LogConfig(
+        segment_bytes=2048, cleanup_policy="compact", message_timestamp_type="LogAppendTime"
+    )
+    assert LogConfig().with_topic_configs({}) == LogConfig()

@@ -180,9 +180,15 @@ def _intervals(changes: DataFrame, flag: str, end_ms: int) -> DataFrame:
     )
 
 
+def _last_ts_ms(events: DataFrame) -> int:
+    """The latest event's time, 0 with none (an aggregate answers one row, its max null)."""
+    row = events.agg(F.max("ts_ms")).first()
+    return (row[0] if row is not None else None) or 0
+
+
 def under_replicated_durations(events: DataFrame) -> DataFrame:
     """Seconds each partition spent with an ISR smaller than its replication factor (the largest ISR seen)."""
-    end_ms = events.agg(F.max("ts_ms")).first()[0] or 0
+    end_ms = _last_ts_ms(events)
     changes = (
         isr_size_over_time(events)
         .withColumn("rf", F.max("isr_size").over(Window.partitionBy("topic", "partition")))
@@ -193,7 +199,7 @@ def under_replicated_durations(events: DataFrame) -> DataFrame:
 
 def offline_durations(events: DataFrame) -> DataFrame:
     """Seconds each partition spent without a leader."""
-    end_ms = events.agg(F.max("ts_ms")).first()[0] or 0
+    end_ms = _last_ts_ms(events)
     changes = events.where(F.col("event") == "leader_elected").select(
         "ts_ms", "topic", "partition", (F.col("leader") == -1).alias("offline")
     )

@@ -15,7 +15,7 @@ from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
 
 from epochkraft.harness.processes import LocalProcess
 from epochkraft.net.client import KafkaClient
@@ -30,7 +30,9 @@ def registration(broker_id: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.uuid4(),
         listeners=(
-            Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id, security_protocol=i16(0)),
+            Listener(
+                name="PLAINTEXT", host="127.0.0.1", port=u16(20000 + broker_id), security_protocol=i16(0)
+            ),
         ),
         features=(),
         rack=None,
@@ -110,11 +112,16 @@ async def _create(client: KafkaClient, name: str, size: int, replicas: tuple[int
         replication_factor=i16(-1),
         configs=(),
         assignments=tuple(
-            ct.CreatableReplicaAssignment(partition_index=i32(i), broker_ids=replicas) for i in range(size)
+            ct.CreatableReplicaAssignment(
+                partition_index=i32(i), broker_ids=tuple(BrokerId(b) for b in replicas)
+            )
+            for i in range(size)
         ),
     )
     created = await client.send(
-        ct.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=30), validate_only=False)
+        ct.CreateTopicsRequest(
+            topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), validate_only=False
+        )
     )
     return created.topics[0].topic_id
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kio.static.primitive import i32, i64
+from kio.static.primitive import Records, i32, i32Timedelta, i64
 
 GB = 1 << 30
 
@@ -62,7 +62,7 @@ def fetch_codecs(partitions: int = 6, partition_bytes: int = 170_000) -> dict[st
     topic_id = uuid.uuid4()
     records = [os.urandom(partition_bytes) for _ in range(partitions)]
     entity = r16.FetchResponse(
-        throttle_time=datetime.timedelta(0),
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
         error_code=ErrorCode.none,
         session_id=i32(0),
         responses=(
@@ -74,7 +74,7 @@ def fetch_codecs(partitions: int = 6, partition_bytes: int = 170_000) -> dict[st
                         error_code=ErrorCode.none,
                         high_watermark=i64(5),
                         aborted_transactions=(),
-                        records=records[i],
+                        records=Records(records[i]),
                     )
                     for i in range(partitions)
                 ),
@@ -187,7 +187,7 @@ def tail_reads(directory: Path, megabytes: int) -> dict[str, float]:
         ("fetch_read_tail_cache", TailCache(BrokerSettings().log_tail_cache_bytes)),
     ):
         plog = PartitionLog.open(directory / label, tail=tail)
-        spent = read = 0
+        spent, read = 0.0, 0
         try:
             while read < megabytes << 20:
                 offset = plog.append_as_leader(records, 0).first_offset

@@ -11,6 +11,7 @@ the crash is committed (the client retries every 20 ms against whichever voter l
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -41,7 +42,7 @@ def one_failover(seed: int, settings: RaftSettings, voters: int) -> tuple[int, i
     for voter in cluster.voters.values():
         cluster.start(voter)
     for fault in cluster.schedule:
-        cluster.world.at(fault.at_ms, lambda f=fault: cluster._apply_fault(f), "fault")
+        cluster.world.at(fault.at_ms, functools.partial(cluster._apply_fault, fault), "fault")
     cluster.world.after(20, cluster._append_loop)
     cluster._run_until(crash_at)
     old_epoch = max(v.client.epoch for v in cluster.voters.values() if v.client is not None)
@@ -82,13 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         runs = [one_failover(seed, settings, args.voters) for seed in range(args.seeds)]
         elected = [e for e, _ in runs]
         committed = [c for _, c in runs]
-        row = {
-            "elected_ms": [percentile(elected, 0.5), percentile(elected, 0.99), max(elected)],
-            "committed_ms": [percentile(committed, 0.5), percentile(committed, 0.99), max(committed)],
+        e = [percentile(elected, 0.5), percentile(elected, 0.99), max(elected)]
+        c = [percentile(committed, 0.5), percentile(committed, 0.99), max(committed)]
+        figures[name] = {
+            "elected_ms": e,
+            "committed_ms": c,
             "elected_mean_ms": round(statistics.mean(elected)),
         }
-        figures[name] = row
-        e, c = row["elected_ms"], row["committed_ms"]
         print(f"{name:44} {e[0]:>8}/{e[1]}/{e[2]:<8} {c[0]:>10}/{c[1]}/{c[2]}")
     if args.json:
         with open(args.json, "w") as f:

@@ -127,8 +127,9 @@ class ConfigDescriber:
             default = None
             if index == 0:
                 static = self.static.get(broker_name)
-                has_own = static is not None and static.default is not None
-                default = static.default if has_own else definition.default  # type: ignore[union-attr]
+                default = static.default if static is not None else None
+                if default is None:
+                    default = definition.default
             found += self._broker_synonyms(broker_name, default)
         if not definition.synonyms:
             found.append(Synonym(definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
@@ -233,27 +234,15 @@ class ConfigDescriber:
         elif resource_type == ResourceType.BROKER and name == "":
             for key, value in sorted(self.cache.dynamic_config(ResourceType.BROKER, "").items()):
                 if wanted(key):
-                    definition = DYNAMIC_BROKER_CONFIGS.get(key)
+                    dynamic = DYNAMIC_BROKER_CONFIGS.get(key)
                     found = [Synonym(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
                     # a name Kafka does not know has no type, and is shown as sensitive, as Kafka's
                     kind = broker_config_type(key) or ConfigType.UNKNOWN
-                    doc = definition.doc if definition else ""
+                    doc = dynamic.doc if dynamic else ""
                     entries.append(self._entry(key, found, False, kind, doc, synonyms, documentation))
         elif resource_type == ResourceType.BROKER and name == str(self.node_id):
             names = sorted(set(self.static) | set(DYNAMIC_BROKER_CONFIGS))
-            for key in names:
-                if not wanted(key):
-                    continue
-                definition = DYNAMIC_BROKER_CONFIGS.get(key)
-                static = self.static.get(key)
-                default = static.default if static is not None else definition.default  # type: ignore[union-attr]
-                found = self._broker_synonyms(key, default)
-                # Kafka's type first, so that a password our settings hold as text is never shown
-                kind = broker_config_type(key) or static.type  # type: ignore[union-attr]
-                doc = static.doc if static is not None else definition.doc  # type: ignore[union-attr]
-                entries.append(
-                    self._entry(key, found, definition is None, kind, doc, synonyms, documentation)
-                )
+            entries += [self._broker_entry(key, synonyms, documentation) for key in names if wanted(key)]
         elif resource_type == ResourceType.BROKER:
             message = f"Unexpected broker id, expected {self.node_id} or empty string, but received {name}"
             return result(ErrorCode.invalid_request, message)
@@ -270,6 +259,22 @@ class ConfigDescriber:
         else:
             return result(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
         return result(ErrorCode.none, None, tuple(entries))
+
+    def _broker_entry(
+        self, key: str, synonyms: bool, documentation: bool
+    ) -> dc.DescribeConfigsResourceResult:
+        """One of this broker's own configs: ``key`` is a static setting, a dynamic config, or both."""
+        dynamic = DYNAMIC_BROKER_CONFIGS.get(key)
+        static = self.static.get(key)
+        if static is not None:
+            default, static_kind, doc = static.default, static.type, static.doc
+        else:
+            assert dynamic is not None, key  # the names described are the static and the dynamic ones
+            default, static_kind, doc = dynamic.default, dynamic.type, dynamic.doc
+        found = self._broker_synonyms(key, default)
+        # Kafka's type first, so that a password our settings hold as text is never shown
+        kind = broker_config_type(key) or static_kind
+        return self._entry(key, found, dynamic is None, kind, doc, synonyms, documentation)
 
     @staticmethod
     def _entry(

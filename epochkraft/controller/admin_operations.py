@@ -9,23 +9,41 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol, TypeVar
 
+from kio.schema.alter_configs.v2 import request as alter_configs_req
 from kio.schema.alter_configs.v2 import response as alter_configs_resp
 from kio.schema.alter_partition_reassignments.v1 import response as reassign_resp
+from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
 from kio.schema.create_partitions.v3 import response as create_partitions_resp
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+from kio.schema.incremental_alter_configs.v1 import request as incremental_req
 from kio.schema.incremental_alter_configs.v1 import response as incremental_resp
 from kio.schema.list_partition_reassignments.v0 import response as list_reassign_resp
-from kio.schema.types import TopicName
-from kio.static.primitive import i32
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from epochkraft.controller.cluster_control import ClusterControl
 from epochkraft.controller.configuration_control import ApiError, ConfigurationControl, OpType
 from epochkraft.controller.replication_control import ReplicationControl
 from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN, ResourceType
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ConfigRecord
 
-NO_THROTTLE = datetime.timedelta(0)
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+
+
+class ConfigResource(Protocol):
+    """A resource of AlterConfigs or IncrementalAlterConfigs: what both requests' resources share."""
+
+    @property
+    def resource_type(self) -> i8: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=ConfigResource)
 
 
 class AdminOperations:
@@ -34,12 +52,17 @@ class AdminOperations:
     configuration: ConfigurationControl
     _commit: Callable[[list, int], int]
 
-    def create_partitions(self, now_ms: int, request: Any) -> create_partitions_resp.CreatePartitionsResponse:
+    def create_partitions(
+        self, now_ms: int, request: CreatePartitionsRequest
+    ) -> create_partitions_resp.CreatePartitionsResponse:
         """CreatePartitions v3: each topic's partition count raised, all or nothing per topic."""
         active = [b for b, r in self.cluster.brokers.items() if r.active]
         names = [t.name for t in request.topics]
         results = []
         for topic in request.topics:
+            error: ErrorCode
+            message: str | None
+            records: list
             if names.count(topic.name) > 1:
                 error, message, records = ErrorCode.invalid_request, "Duplicate topic in request.", []
             else:
@@ -61,11 +84,11 @@ class AdminOperations:
         )
 
     def alter_partition_reassignments(
-        self, now_ms: int, request: Any
+        self, now_ms: int, request: AlterPartitionReassignmentsRequest
     ) -> reassign_resp.AlterPartitionReassignmentsResponse:
         """AlterPartitionReassignments v1: start (replicas) or cancel (null) each partition's reassignment."""
         registered = set(self.cluster.brokers)
-        allow_rf_change = getattr(request, "allow_replication_factor_change", True)
+        allow_rf_change = request.allow_replication_factor_change
         records: list = []
         topics = []
         for topic in request.topics:
@@ -99,7 +122,7 @@ class AdminOperations:
         )
 
     def list_partition_reassignments(
-        self, request: Any
+        self, request: ListPartitionReassignmentsRequest
     ) -> list_reassign_resp.ListPartitionReassignmentsResponse:
         """ListPartitionReassignments v0: the ongoing reassignments (of the partitions asked for)."""
         wanted = (
@@ -113,9 +136,9 @@ class AdminOperations:
                 by_topic.setdefault(topic.name, []).append(
                     list_reassign_resp.OngoingPartitionReassignment(
                         partition_index=i32(index),
-                        replicas=p.replicas,
-                        adding_replicas=p.adding_replicas,
-                        removing_replicas=p.removing_replicas,
+                        replicas=_broker_ids(p.replicas),
+                        adding_replicas=_broker_ids(p.adding_replicas),
+                        removing_replicas=_broker_ids(p.removing_replicas),
                     )
                 )
         return list_reassign_resp.ListPartitionReassignmentsResponse(
@@ -130,11 +153,11 @@ class AdminOperations:
 
     # ---- configs ------------------------------------------------------------------------------------
     def incremental_alter_configs(
-        self, now_ms: int, request: Any
+        self, now_ms: int, request: incremental_req.IncrementalAlterConfigsRequest
     ) -> incremental_resp.IncrementalAlterConfigsResponse:
         """IncrementalAlterConfigs v1: SET/DELETE/APPEND/SUBTRACT per key, atomic per resource."""
 
-        def decide(resource: Any) -> tuple[ApiError, list]:
+        def decide(resource: incremental_req.AlterConfigsResource) -> tuple[ApiError, list[ConfigRecord]]:
             operations = []
             for c in resource.configs:
                 try:
@@ -145,16 +168,26 @@ class AdminOperations:
                 (resource.resource_type, resource.resource_name), operations
             )
 
-        results = self._alter_configs(now_ms, request, decide)
+        results = self._alter_configs(now_ms, request.resources, request.validate_only, decide)
         return incremental_resp.IncrementalAlterConfigsResponse(
             throttle_time=NO_THROTTLE,
-            responses=tuple(incremental_resp.AlterConfigsResourceResponse(**r) for r in results),
+            responses=tuple(
+                incremental_resp.AlterConfigsResourceResponse(
+                    error_code=result.error,
+                    error_message=result.message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+                for resource, result in results
+            ),
         )
 
-    def alter_configs(self, now_ms: int, request: Any) -> alter_configs_resp.AlterConfigsResponse:
+    def alter_configs(
+        self, now_ms: int, request: alter_configs_req.AlterConfigsRequest
+    ) -> alter_configs_resp.AlterConfigsResponse:
         """AlterConfigs v2: each resource's dynamic configs are replaced by the ones given."""
 
-        def decide(resource: Any) -> tuple[ApiError, list]:
+        def decide(resource: alter_configs_req.AlterConfigsResource) -> tuple[ApiError, list[ConfigRecord]]:
             configs = {c.name: c.value for c in resource.configs}
             if len(configs) != len(resource.configs):
                 return ApiError(ErrorCode.invalid_request, "Duplicate config keys."), []
@@ -162,42 +195,47 @@ class AdminOperations:
                 (resource.resource_type, resource.resource_name), configs
             )
 
-        results = self._alter_configs(now_ms, request, decide)
+        results = self._alter_configs(now_ms, request.resources, request.validate_only, decide)
         return alter_configs_resp.AlterConfigsResponse(
             throttle_time=NO_THROTTLE,
-            responses=tuple(alter_configs_resp.AlterConfigsResourceResponse(**r) for r in results),
+            responses=tuple(
+                alter_configs_resp.AlterConfigsResourceResponse(
+                    error_code=result.error,
+                    error_message=result.message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+                for resource, result in results
+            ),
         )
 
     def _alter_configs(
-        self, now_ms: int, request: Any, decide: Callable[[Any], tuple[ApiError, list]]
-    ) -> list[dict[str, Any]]:
+        self,
+        now_ms: int,
+        resources: tuple[R, ...],
+        validate_only: bool,
+        decide: Callable[[R], tuple[ApiError, list[ConfigRecord]]],
+    ) -> list[tuple[R, ApiError]]:
         """Decides each resource, commits the accepted ones, then lets the leaderless partitions a write of
         unclean.leader.election.enable covers elect (``_unclean_elections_for_configs``)."""
-        keys = [(r.resource_type, r.resource_name) for r in request.resources]
+        keys = [(r.resource_type, r.resource_name) for r in resources]
         results = []
-        records: list = []
-        for resource, key in zip(request.resources, keys, strict=True):
+        records: list[ConfigRecord] = []
+        for resource, key in zip(resources, keys, strict=True):
             if keys.count(key) > 1:
                 result = ApiError(ErrorCode.invalid_request, "Each resource may only appear once.")
             else:
                 result, resource_records = decide(resource)
                 records += resource_records
-            results.append(
-                {
-                    "error_code": result.error,
-                    "error_message": result.message,
-                    "resource_type": resource.resource_type,
-                    "resource_name": resource.resource_name,
-                }
-            )
-        if not request.validate_only and records:
+            results.append((resource, result))
+        if not validate_only and records:
             # The configs and the ELR they invalidate in one batch (Kafka's atomic ControllerResult): a
             # failover between them would leave an ELR chosen under the old min ISR.
             self._commit(records + self._elr_changes_for_configs(records), now_ms)
             self._commit(self._unclean_elections_for_configs(records), now_ms)
         return results
 
-    def _unclean_elections_for_configs(self, records: list) -> list:
+    def _unclean_elections_for_configs(self, records: list[ConfigRecord]) -> list:
         """unclean.leader.election.enable written lets the leaderless partitions it covers elect at once:
         a topic's for a topic config, every topic's for a broker-level one. No other config elects, so a
         retention change does not walk every partition. Kafka also looks on a timer
@@ -211,7 +249,7 @@ class AdminOperations:
         topics = sorted(name for _resource_type, name in changed)
         return self.replication.maybe_elect_unclean_leaders(self.cluster.is_active, topics)
 
-    def _elr_changes_for_configs(self, records: list) -> list:
+    def _elr_changes_for_configs(self, records: list[ConfigRecord]) -> list:
         """A min.insync.replicas write clears the ELR it could invalidate (Kafka clears it even when the
         value is unchanged): a topic's for a topic config, every topic's for a broker-level one."""
         if not self.replication.elr_enabled:
@@ -223,3 +261,7 @@ class AdminOperations:
         for _resource_type, topic in sorted(changed):
             changes += self.replication.decide_clear_elr(topic)
         return changes
+
+
+def _broker_ids(replicas: tuple[int, ...]) -> tuple[BrokerId, ...]:
+    return tuple(BrokerId(b) for b in replicas)

@@ -146,8 +146,8 @@ class ConfigurationControl:
         error = self.check_resource(resource, newly_created)
         if error.error != ErrorCode.none:
             return error, []
-        resource_type = resource[0]
-        current = dict(self.get(*resource))
+        resource_type, name = ResourceType(resource[0]), resource[1]  # a known type: check_resource passed
+        current = dict(self.get(resource_type, name))
         records: list[ConfigRecord] = []
         seen: set[str] = set()
         for key, op, value in operations:
@@ -180,7 +180,7 @@ class ConfigurationControl:
                 new = ",".join(parts)
             else:
                 return ApiError(ErrorCode.invalid_request, f"Unknown operation {op}."), []
-            if new is not None and (why := self._validate(resource, key, new)) is not None:
+            if new is not None and (why := self._validate(resource_type, name, key, new)) is not None:
                 return ApiError(_refusal(resource_type), why), []
             if new != old or resource_type == ResourceType.BROKER:
                 # Broker configs are written even when unchanged, so brokers reload them (KAFKA-14136).
@@ -198,11 +198,11 @@ class ConfigurationControl:
         error = self.check_resource(resource, newly_created)
         if error.error != ErrorCode.none:
             return error, []
-        resource_type = resource[0]
-        current = self.get(*resource)
+        resource_type, name = ResourceType(resource[0]), resource[1]  # a known type: check_resource passed
+        current = self.get(resource_type, name)
         records: list[ConfigRecord] = []
         for key, value in new_configs.items():
-            if value is not None and (why := self._validate(resource, key, value)) is not None:
+            if value is not None and (why := self._validate(resource_type, name, key, value)) is not None:
                 return ApiError(_refusal(resource_type), why), []
             if current.get(key) != value or resource_type == ResourceType.BROKER:
                 records.append(self._record(resource, key, value))
@@ -218,7 +218,7 @@ class ConfigurationControl:
         ConfigurationControlManager.validateAlterConfig with GroupConfig.validate)."""
         if resource[0] != ResourceType.GROUP:
             return NONE
-        after = dict(self.get(*resource))
+        after = dict(self.get(ResourceType.GROUP, resource[1]))
         for record in records:
             if record.value is None:
                 after.pop(record.name, None)
@@ -229,10 +229,9 @@ class ConfigurationControl:
         return NONE
 
     @staticmethod
-    def _validate(resource: Resource, key: str, value: str) -> str | None:
+    def _validate(resource_type: ResourceType, resource_name: str, key: str, value: str) -> str | None:
         """A value that is set (a null value is the config's deletion, as Kafka's controller takes a
         SET or an AlterConfigs entry without one; a broker refuses those before forwarding)."""
-        resource_type, resource_name = resource
         if resource_type == ResourceType.GROUP:
             return None  # judged with the group's other configs (group_refusal)
         return validate(resource_type, key, value, resource_name)

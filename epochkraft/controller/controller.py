@@ -61,7 +61,7 @@ from epochkraft.controller.feature_control import (
     FeatureUpdate,
     decide_update_features,
 )
-from epochkraft.controller.metadata_log import MetadataLog
+from epochkraft.controller.metadata_log import ControllerLog, MetadataLog
 from epochkraft.controller.partition_change import Election
 from epochkraft.controller.producer_id_control import generate_next_producer_id
 from epochkraft.controller.replication_control import (
@@ -130,13 +130,13 @@ class Controller(AdminOperations):
         self,
         cluster_id: str,
         settings: ControllerSettings | None = None,
-        log: MetadataLog | None = None,
+        log: ControllerLog | None = None,
         node_id: int = 0,
     ) -> None:
         self.settings = settings or ControllerSettings()
         self.cluster_id = cluster_id
         self.node_id = node_id
-        self.log = log if log is not None else MetadataLog()
+        self.log: ControllerLog = log if log is not None else MetadataLog()
         # One metadata image, the one brokers build too; each manager keeps its bookkeeping beside it.
         self.image = MetadataImage(node_id)
         self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms, self.image)
@@ -191,10 +191,19 @@ class Controller(AdminOperations):
         """Rebuilds state from metadata-log bytes read from disk, replaying the records from
         ``replay_from`` on (a loaded snapshot holds the others); returns the number replayed."""
         count = 0
-        for offset, record in self.log.load(data, replay_from):
+        for offset, record in self.standalone_log.load(data, replay_from):
             self.replay(record, offset)
             count += 1
         return count
+
+    @property
+    def standalone_log(self) -> MetadataLog:
+        """The log of a controller without a quorum, where a batch is committed once appended."""
+        if not isinstance(self.log, MetadataLog):
+            raise TypeError(
+                "a quorum controller's log is Raft's: its committed part is the quorum's published"
+            )
+        return self.log
 
     def load_snapshot(self, snapshot: Snapshot) -> int:
         """Replays a snapshot's records into an empty controller, each at the snapshot's last contained

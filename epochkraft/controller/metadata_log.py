@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from epochkraft.protocol.metadata_codec import metadata_batch, read_metadata_batches
 from epochkraft.protocol.metadata_records import MetadataRecord
@@ -18,6 +19,16 @@ from epochkraft.protocol.records import iter_batches, parse_header
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID_INT = 1  # 00000000-0000-0000-0000-000000000001, as in Kafka
+
+
+class ControllerLog(Protocol):
+    """What the Controller asks of its log: its end, and appends. A MetadataLog with one controller; in a
+    quorum the Raft leader's log (controller/quorum.py's RaftBackedLog)."""
+
+    @property
+    def next_offset(self) -> int: ...
+
+    def append(self, records: list[MetadataRecord], now_ms: int, leader_epoch: int = 0) -> int: ...
 
 
 class MetadataLog:

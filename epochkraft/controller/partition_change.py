@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypedDict
 
 from epochkraft.metadata.registrations import (
     NO_LEADER,
@@ -43,6 +44,19 @@ class Election(Enum):
     CLEAN = "clean"  # only from the target ISR (or the ELR, or the last known leader, with ELR on)
     UNCLEAN = "unclean"  # from the ISR, else any acceptable replica (data may be lost)
     PREFERRED = "preferred"  # move leadership to the first replica if it is in the ISR and acceptable
+
+
+class ChangedFields(TypedDict, total=False):
+    """The PartitionChangeRecord fields a build sets: only those that changed."""
+
+    isr: tuple[int, ...]
+    leader: int
+    replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    leader_recovery_state: int
+    eligible_leader_replicas: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +192,7 @@ class PartitionChangeBuilder:
         self._complete_reassignment_if_needed()
         self._populate_target_elr()
         leader, unclean = self._elect()
-        fields: dict[str, object] = {}
+        fields: ChangedFields = {}
         isr = self.target_isr
         if leader != partition.leader:
             if leader in self.target_elr:
@@ -216,7 +230,7 @@ class PartitionChangeBuilder:
         record = PartitionChangeRecord(partition_id=self.partition_id, topic_id=self.topic_id, **fields)
         return PartitionChange(record, leader, isr, recovery, unclean)
 
-    def _elr_fields(self, fields: dict[str, object], *, clean: bool) -> None:
+    def _elr_fields(self, fields: ChangedFields, *, clean: bool) -> None:
         """Kafka's maybeUpdateRecordElr: an unclean election, or ELR off, clears both lists."""
         partition = self.partition
         if not clean or not self.elr_enabled:
@@ -228,7 +242,7 @@ class PartitionChangeBuilder:
         if self.target_last_known_elr != partition.last_known_elr:
             fields["last_known_elr"] = self.target_last_known_elr
 
-    def _last_known_leader_field(self, fields: dict[str, object]) -> None:
+    def _last_known_leader_field(self, fields: ChangedFields) -> None:
         """Kafka's maybeUpdateLastKnownLeader: the leader when the ISR first empties, cleared once the
         partition has a leader again."""
         if not self.use_last_known_leader or not self.elr_enabled:
@@ -237,7 +251,6 @@ class PartitionChangeBuilder:
             return
         partition = self.partition
         leader = fields.get("leader", NO_LEADER_CHANGE)
-        assert isinstance(leader, int)
         if fields.get("isr") == () and partition.last_known_elr != (partition.leader,):
             fields["last_known_elr"] = (partition.leader,)
         elif (
@@ -246,7 +259,6 @@ class PartitionChangeBuilder:
             fields["last_known_elr"] = ()
         if self.removed_brokers:
             last_known = fields.get("last_known_elr", partition.last_known_elr)
-            assert isinstance(last_known, tuple)
             kept = tuple(b for b in last_known if b not in self.removed_brokers)
             if kept != partition.last_known_elr:
                 fields["last_known_elr"] = kept

@@ -9,7 +9,7 @@ PartitionChangeBuilder.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -234,7 +234,7 @@ class ReplicationControl:
         self,
         name: str,
         count: int,
-        assignments: list[tuple[int, ...]] | None,
+        assignments: Sequence[tuple[int, ...]] | None,
         active_brokers: list[int],
         registered: set[int],
     ) -> tuple[ErrorCode, str | None, list]:

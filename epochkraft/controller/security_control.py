@@ -9,16 +9,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
-from typing import Any
+from typing import Protocol
 
 from kio.schema.alter_user_scram_credentials.v0 import response as scram_resp
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
 from kio.schema.create_acls.v3 import response as create_resp
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.delete_acls.v3 import response as delete_resp
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest
+from kio.static.primitive import i8
 
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import acl_record
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
+    MetadataRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
@@ -34,7 +39,26 @@ from epochkraft.security.authorizer import (
 from epochkraft.security.principal import KafkaPrincipal
 from epochkraft.security.scram import MAX_ITERATIONS, MECHANISM_NAMES, MECHANISMS, ScramCredential
 
-Records = list[Any]
+Records = list[MetadataRecord]
+
+
+class AclFilterFields(Protocol):
+    """A DescribeAcls request's filter fields, as a DeleteAcls filter's."""
+
+    @property
+    def resource_type_filter(self) -> i8: ...
+    @property
+    def resource_name_filter(self) -> str | None: ...
+    @property
+    def pattern_type_filter(self) -> i8: ...
+    @property
+    def principal_filter(self) -> str | None: ...
+    @property
+    def host_filter(self) -> str | None: ...
+    @property
+    def operation(self) -> i8: ...
+    @property
+    def permission_type(self) -> i8: ...
 
 
 def scram_record(user: str, mechanism: int, credential: ScramCredential) -> UserScramCredentialRecord:
@@ -54,44 +78,45 @@ def _result(
     return scram_resp.AlterUserScramCredentialsResult(user=user, error_code=error, error_message=message)
 
 
-def alter_scram_credentials(image: MetadataImage, request: Any) -> tuple[Records, list[Any]]:
+def alter_scram_credentials(
+    image: MetadataImage, request: AlterUserScramCredentialsRequest
+) -> tuple[Records, list[scram_resp.AlterUserScramCredentialsResult]]:
     """AlterUserScramCredentials: upsertions carry the salted password, from which StoredKey and ServerKey
     are derived (ScramFormatter); a user named twice is DUPLICATE_RESOURCE, an unknown mechanism
     UNSUPPORTED_SASL_MECHANISM, iterations out of range UNACCEPTABLE_CREDENTIAL, deleting what does not
     exist RESOURCE_NOT_FOUND; an empty user name is UNACCEPTABLE_CREDENTIAL before any of these, as Kafka
     4.4.0 answers (tests/test_differential.py)."""
+    names = [item.name for item in request.deletions] + [item.name for item in request.upsertions]
     counts: dict[str, int] = {}
-    for item in (*request.deletions, *request.upsertions):
-        counts[item.name] = counts.get(item.name, 0) + 1
+    for user in names:
+        counts[user] = counts.get(user, 0) + 1
     records: Records = []
-    results: dict[str, Any] = {}
-    for item in (*request.deletions, *request.upsertions):
-        if not item.name:  # before any other check, as Kafka answers it
-            results[item.name] = _result(
-                item.name, ErrorCode.unacceptable_credential, "Username must not be empty"
-            )
-    for item in request.deletions:
-        if item.name in results:
+    results: dict[str, scram_resp.AlterUserScramCredentialsResult] = {}
+    for user in names:
+        if not user:  # before any other check, as Kafka answers it
+            results[user] = _result(user, ErrorCode.unacceptable_credential, "Username must not be empty")
+    for deletion in request.deletions:
+        if deletion.name in results:
             continue
-        if counts[item.name] > 1:
-            results[item.name] = _result(
-                item.name,
+        if counts[deletion.name] > 1:
+            results[deletion.name] = _result(
+                deletion.name,
                 ErrorCode.duplicate_resource,
                 "A user credential cannot be altered twice in the same request",
             )
-        elif item.mechanism not in MECHANISM_NAMES:
-            results[item.name] = _result(
-                item.name, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+        elif deletion.mechanism not in MECHANISM_NAMES:
+            results[deletion.name] = _result(
+                deletion.name, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
             )
-        elif (item.name, item.mechanism) not in image.scram_credentials:
-            results[item.name] = _result(
-                item.name,
+        elif (deletion.name, deletion.mechanism) not in image.scram_credentials:
+            results[deletion.name] = _result(
+                deletion.name,
                 ErrorCode.resource_not_found,
                 "Attempt to delete a user credential that does not exist",
             )
         else:
-            records.append(RemoveUserScramCredentialRecord(name=item.name, mechanism=item.mechanism))
-            results[item.name] = _result(item.name, ErrorCode.none)
+            records.append(RemoveUserScramCredentialRecord(name=deletion.name, mechanism=deletion.mechanism))
+            results[deletion.name] = _result(deletion.name, ErrorCode.none)
     for item in request.upsertions:
         if item.name in results:
             continue
@@ -128,7 +153,7 @@ def alter_scram_credentials(image: MetadataImage, request: Any) -> tuple[Records
     return records, list(results.values())
 
 
-def _binding(item: Any) -> AclBinding | str:
+def _binding(item: AclCreation) -> AclBinding | str:
     """A new ACL from a CreateAcls creation, or why it is invalid (AclControlManager.validateNewAcl)."""
     try:
         resource_type = ResourceType(item.resource_type)
@@ -158,7 +183,9 @@ def _binding(item: Any) -> AclBinding | str:
     )
 
 
-def create_acls(image: MetadataImage, request: Any) -> tuple[Records, list[create_resp.AclCreationResult]]:
+def create_acls(
+    image: MetadataImage, request: CreateAclsRequest
+) -> tuple[Records, list[create_resp.AclCreationResult]]:
     existing = {binding: acl_id for acl_id, binding in image.acls.items()}
     records: Records = []
     results = []
@@ -177,7 +204,7 @@ def create_acls(image: MetadataImage, request: Any) -> tuple[Records, list[creat
     return records, results
 
 
-def acl_filter(item: Any) -> AclFilter:
+def acl_filter(item: AclFilterFields) -> AclFilter:
     """A DescribeAcls request or DeleteAcls filter -> AclFilter (null strings match anything)."""
     return AclFilter(
         resource_type=ResourceType(item.resource_type_filter),
@@ -191,7 +218,7 @@ def acl_filter(item: Any) -> AclFilter:
 
 
 def delete_acls(
-    image: MetadataImage, request: Any
+    image: MetadataImage, request: DeleteAclsRequest
 ) -> tuple[Records, list[delete_resp.DeleteAclsFilterResult]]:
     records: Records = []
     deleted: set[uuid.UUID] = set()
@@ -217,13 +244,13 @@ def delete_acls(
                 delete_resp.DeleteAclsMatchingAcl(
                     error_code=ErrorCode.none,
                     error_message=None,
-                    resource_type=binding.resource_type,
+                    resource_type=i8(binding.resource_type),
                     resource_name=binding.resource_name,
-                    pattern_type=binding.pattern_type,
+                    pattern_type=i8(binding.pattern_type),
                     principal=binding.principal,
                     host=binding.host,
-                    operation=binding.operation,
-                    permission_type=binding.permission_type,
+                    operation=i8(binding.operation),
+                    permission_type=i8(binding.permission_type),
                 )
             )
         results.append(

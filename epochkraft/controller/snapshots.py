@@ -108,7 +108,7 @@ class MetadataSnapshotter:
         self.written = 0
         self._task: asyncio.Task[None] | None = None
         self._scheduled = False
-        (published if published is not None else controller.log).listeners.append(self._on_append)
+        (published if published is not None else controller.standalone_log).listeners.append(self._on_append)
 
     def _on_append(self, _base_offset: int, data: bytes) -> None:
         self.bytes_since_snapshot += len(data)

@@ -14,6 +14,7 @@ import itertools
 import uuid
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
+from typing import TypedDict
 
 from epochkraft.metadata.client_quotas import QuotaEntity, quota_entity
 from epochkraft.metadata.config_schema import ResourceType
@@ -57,6 +58,13 @@ ELR_VERSION = "eligible.leader.replicas.version"  # KIP-966's feature: level 1 t
 TRANSACTION_VERSION = "transaction.version"  # KIP-890's feature: level 2 bumps the epoch per transaction
 MIN_ELR_METADATA_VERSION = 23  # 4.0-IV1, the first metadata.version whose records carry the ELR
 _TOPICS_VERSIONS = itertools.count(1)
+
+
+class BrokerStateChange(TypedDict, total=False):
+    """The BrokerRegistration flags a fence, unfence or registration-change record sets."""
+
+    fenced: bool
+    in_controlled_shutdown: bool
 
 
 @dataclass
@@ -133,22 +141,22 @@ class MetadataImage:
 
     @replay.register
     def _(self, record: FenceBrokerRecord, changes: Changes | None = None) -> None:
-        self._update_broker(record.id, record.epoch, changes, fenced=True)
+        self._update_broker(record.id, record.epoch, changes, {"fenced": True})
 
     @replay.register
     def _(self, record: UnfenceBrokerRecord, changes: Changes | None = None) -> None:
-        self._update_broker(record.id, record.epoch, changes, fenced=False)
+        self._update_broker(record.id, record.epoch, changes, {"fenced": False})
 
     @replay.register
     def _(self, record: BrokerRegistrationChangeRecord, changes: Changes | None = None) -> None:
-        fields: dict[str, bool] = {}
+        fields: BrokerStateChange = {}
         if record.fenced == CHANGE_FENCE:
             fields["fenced"] = True
         elif record.fenced == CHANGE_UNFENCE:
             fields["fenced"] = False
         if record.in_controlled_shutdown == 1:
             fields["in_controlled_shutdown"] = True
-        self._update_broker(record.broker_id, record.broker_epoch, changes, **fields)
+        self._update_broker(record.broker_id, record.broker_epoch, changes, fields)
 
     @replay.register
     def _(self, record: UnregisterBrokerRecord, changes: Changes | None = None) -> None:
@@ -158,7 +166,9 @@ class MetadataImage:
             if changes is not None:
                 changes.brokers.add(record.broker_id)
 
-    def _update_broker(self, broker_id: int, epoch: int, changes: Changes | None, **fields: bool) -> None:
+    def _update_broker(
+        self, broker_id: int, epoch: int, changes: Changes | None, fields: BrokerStateChange
+    ) -> None:
         registration = self.brokers.get(broker_id)
         if registration is None or registration.epoch != epoch:
             return  # a record for an older incarnation changes nothing

@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
+from kio.schema.types import TopicName
 from kio.static.primitive import i8
 
 from epochkraft.net.client import KafkaClient
@@ -104,7 +105,7 @@ def differences(ours: object, theirs: object, path: str = "", masked: Iterable[s
     skip = MASKED | frozenset(masked)
     found: list[Difference] = []
     if dataclasses.is_dataclass(ours) and dataclasses.is_dataclass(theirs):
-        for f in dataclasses.fields(ours):  # type: ignore[arg-type]
+        for f in dataclasses.fields(ours):
             if f.name in skip:
                 continue
             sub = f"{path}.{f.name}" if path else f.name
@@ -116,7 +117,10 @@ def differences(ours: object, theirs: object, path: str = "", masked: Iterable[s
             if None in mine or None in kafkas:
                 return [Difference(f"{path}[len]", len(ours), len(theirs))]
             # Entries with a name: which ones only one side has.
-            return [Difference(f"{path}[{k}]", k in mine, k in kafkas) for k in sorted(mine ^ kafkas)]
+            return [
+                Difference(f"{path}[{k}]", k in mine, k in kafkas)
+                for k in sorted(k for k in mine ^ kafkas if k is not None)
+            ]
         if ours and dataclasses.is_dataclass(ours[0]):
             ours, theirs = sorted(ours, key=_sort_key), sorted(theirs, key=_sort_key)
         for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
@@ -351,7 +355,7 @@ class Side:
     async def metadata(self, *topics: str) -> Any:
         response = await self.client(self.bootstrap).send(
             md.MetadataRequest(
-                topics=tuple(md.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+                topics=tuple(md.MetadataRequestTopic(topic_id=None, name=TopicName(t)) for t in topics),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
             )

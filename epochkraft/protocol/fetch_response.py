@@ -23,7 +23,7 @@ from epochkraft.protocol.framing import read_uvarint, skip_tagged_fields, write_
 class Answer(NamedTuple):
     """One partition of the response."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the partition's index (it hides tuple.index, never called)
     error: int
     high_watermark: int = -1
     log_start_offset: int = -1
@@ -173,7 +173,7 @@ class FetchedPartition(NamedTuple):
     """One partition of a leader's answer to a follower."""
 
     topic_id: uuid.UUID
-    index: int
+    index: int  # type: ignore[assignment]  # the partition's index (it hides tuple.index, never called)
     error: int
     high_watermark: int
     records: memoryview | None  # a view into the received frame: use it before the next frame arrives

@@ -256,7 +256,7 @@ def parse_request_header(data: bytes | memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_request_body(header: RequestHeader, data: bytes) -> Any:
+def decode_request_body(header: RequestHeader, data: bytes | memoryview) -> Any:
     """Decodes the body after the header with kio; ProtocolError when malformed.
 
     Trailing bytes after a complete body are ignored, as Kafka's own parsers do: some clients (librdkafka's

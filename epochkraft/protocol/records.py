@@ -437,8 +437,10 @@ def validate(
             )
         if _records_pass(buf, pos + HEADER_SIZE, pos + header.size, header, rules):
             return
-        whole = isinstance(buf, bytes) and pos == 0 and header.size == len(buf)
-        raw = buf if whole else bytes(memoryview(buf)[pos : pos + header.size])
+        if isinstance(buf, bytes) and pos == 0 and header.size == len(buf):
+            raw = buf  # the whole buffer
+        else:
+            raw = bytes(memoryview(buf)[pos : pos + header.size])
     else:
         inflated = decompress_bounded(codec, payload, max_decompressed)
         if header.record_count > len(inflated) // MIN_RECORD_BYTES:
@@ -557,17 +559,20 @@ def _producer_log_append_time(offset: int) -> str:
     return f"Invalid timestamp type in message with offset {offset}. Producer should not set timestamp type to LogAppendTime."
 
 
+_DECOMPRESS_INTO: dict[int, Callable[[bytes, bytearray], int]] = {
+    Compression.GZIP: cramjam.gzip.decompress_into,
+    Compression.LZ4: cramjam.lz4.decompress_into,
+    Compression.ZSTD: cramjam.zstd.decompress_into,
+}
+
+
 def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """``data`` decompressed, never allocating more than ``limit`` bytes of output: INVALID_RECORD past it,
     CORRUPT_MESSAGE when it does not decompress."""
     name = Compression(codec).name if 0 <= codec <= 4 else str(codec)
     if codec == Compression.SNAPPY:
         return _snappy_bounded(bytes(data), limit)
-    into = {
-        Compression.GZIP: cramjam.gzip.decompress_into,
-        Compression.LZ4: cramjam.lz4.decompress_into,
-        Compression.ZSTD: cramjam.zstd.decompress_into,
-    }.get(codec)
+    into = _DECOMPRESS_INTO.get(codec)
     if into is None:
         raise CorruptRecordError(f"unknown compression codec {codec}")
     source = bytes(data)

@@ -11,7 +11,7 @@ import dataclasses
 import types
 import typing
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.static.protocol import Payload
 
@@ -43,9 +43,12 @@ def _field_plan(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     return tuple(plan)
 
 
-def convert(obj: Any, target: type) -> Any:
+T = TypeVar("T", bound=Payload)
+
+
+def convert(obj: Payload, target: type[T]) -> T:
     """Copies ``obj`` into kio class ``target`` (another version of the same message)."""
-    if type(obj) is target:
+    if type(obj) is target and isinstance(obj, target):  # isinstance: for the type checker
         return obj
     kwargs: dict[str, Any] = {}
     for name, nested, is_tuple in _field_plan(target):

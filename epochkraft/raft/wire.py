@@ -27,7 +27,7 @@ from kio.schema.update_raft_voter.v0 import request as update_voter_req
 from kio.schema.update_raft_voter.v0 import response as update_voter_resp
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i16, i32, i32Timedelta, i64, u16
+from kio.static.primitive import Records, i16, i32, i32Timedelta, i64, u16
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft.batches import batch_entry, entry_batch, split_batches
@@ -289,7 +289,7 @@ def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.Fe
     return fetch_req.FetchRequest(
         cluster_id=cluster_id,
         replica_state=fetch_req.ReplicaState(replica_id=BrokerId(request.replica_id), replica_epoch=i64(-1)),
-        max_wait=datetime.timedelta(milliseconds=request.max_wait_ms),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=request.max_wait_ms)),
         min_bytes=i32(0),
         max_bytes=i32(FETCH_MAX_BYTES),
         topics=(
@@ -355,7 +355,7 @@ def encode_fetch_partition(response: FetchResponse, fetch_offset: int) -> fetch_
             epoch=i32(snapshot.epoch if snapshot else -1),
         ),
         aborted_transactions=None,
-        records=fetch_records(response.records, fetch_offset),
+        records=Records(fetch_records(response.records, fetch_offset)),
     )
 
 

@@ -233,7 +233,9 @@ class ControllerNode:
         # What brokers fetch: the log itself with one controller, the committed part in a quorum.
         self.quorum = quorum
         self.group_commit: GroupCommit | None = None  # a single controller's log on disk
-        self.metadata_log: MetadataLog = quorum.quorum.published if quorum is not None else controller.log
+        self.metadata_log: MetadataLog = (
+            quorum.quorum.published if quorum is not None else controller.standalone_log
+        )
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
         # the live web view's timeline, beside the event log
         self.event_listeners: list[Callable[[str, dict[str, Any]], None]] = []

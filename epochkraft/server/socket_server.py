@@ -447,7 +447,7 @@ def _with_throttle(
         return [_THROTTLE_FIELD.pack(throttle_ms) + bytes(response[0][4:]), *response[1:]]
     if dataclasses.is_dataclass(response) and hasattr(response, "throttle_time"):
         return dataclasses.replace(
-            response,  # type: ignore[type-var]
+            response,
             throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms)),
         )
     return response
@@ -668,7 +668,7 @@ class _Connection(asyncio.BufferedProtocol):
         self, run: Coroutine[Any, Any, Response], future: asyncio.Future[Response], produce: bool = False
     ) -> None:
         task = asyncio.ensure_future(run)
-        task.add_done_callback(lambda t, f=future: self._settle(t, f, produce))
+        task.add_done_callback(lambda t: self._settle(t, future, produce))
 
     async def _run(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> Response:
         try:
@@ -925,6 +925,7 @@ class _Connection(asyncio.BufferedProtocol):
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         """KIP-511: an ApiVersions request at an unknown version gets a v0 body with UNSUPPORTED_VERSION."""
         from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+        from kio.static.primitive import i16
 
         from epochkraft.protocol.errors import ErrorCode
 
@@ -932,7 +933,7 @@ class _Connection(asyncio.BufferedProtocol):
         body = ApiVersionsResponse(
             error_code=ErrorCode.unsupported_version,
             api_keys=tuple(
-                ApiVersion(api_key=key, min_version=s.min_version, max_version=s.max_version)
+                ApiVersion(api_key=i16(key), min_version=i16(s.min_version), max_version=i16(s.max_version))
                 for key, s in self.server.apis.items()
             ),
         )

@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
 from kio.schema.types import BrokerId
-from kio.static.primitive import i16, i64
+from kio.static.primitive import i16, i64, u16
 
 from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncation_offset
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
@@ -92,7 +92,7 @@ class SimController:
 
     def restart(self) -> None:
         """A new process replays the metadata log (sessions start afresh)."""
-        data = self.core.log.read(0, 1 << 40)
+        data = self.core.standalone_log.read(0, 1 << 40)
         self.core = Controller(CLUSTER_ID, self.settings)
         self.core.load(data)
 
@@ -206,11 +206,11 @@ class SimBroker:
 
     def _register_or_heartbeat(self) -> None:
         if self.epoch < 0:
-            request = BrokerRegistrationRequest(
+            registration = BrokerRegistrationRequest(
                 broker_id=BrokerId(self.id),
                 cluster_id=CLUSTER_ID,
                 incarnation_id=self.incarnation,
-                listeners=(Listener(name="SIM", host=self.name, port=0, security_protocol=i16(0)),),
+                listeners=(Listener(name="SIM", host=self.name, port=u16(0), security_protocol=i16(0)),),
                 features=(),
                 rack=None,
                 is_migrating_zk_broker=False,
@@ -223,9 +223,9 @@ class SimBroker:
                     self.epoch = response.broker_epoch
                     self.cluster.on_registered(self)
 
-            self._send_controller(request, registered)
+            self._send_controller(registration, registered)
             return
-        request = BrokerHeartbeatRequest(
+        heartbeat = BrokerHeartbeatRequest(
             broker_id=BrokerId(self.id),
             broker_epoch=i64(self.epoch),
             current_metadata_offset=i64(self.cache.next_offset - 1),
@@ -245,7 +245,7 @@ class SimBroker:
                 if self.on_stopped is not None:
                     self.on_stopped()
 
-        self._send_controller(request, answered)
+        self._send_controller(heartbeat, answered)
 
     # ---- metadata ----------------------------------------------------------------------------------------
     def _pull_metadata(self) -> None:

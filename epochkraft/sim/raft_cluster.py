@@ -26,6 +26,7 @@ and standing at once, as if its lost disk had never voted or acknowledged anythi
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable
@@ -485,11 +486,9 @@ class RaftSimCluster:
                 )
             voter.applied += entry.records
         if self.snapshots and voter.applied - voter.log.start_offset >= SNAPSHOT_EVERY:
-            first = voter.log.index_of(voter.log.start_offset)
-            last = voter.log.index_of(voter.applied)
-            voter.snapshot.update(
-                zip(voter.log.bases[first:last], voter.log.entries[first:last], strict=True)
-            )
+            low = voter.log.index_of(voter.log.start_offset)
+            high = voter.log.index_of(voter.applied)
+            voter.snapshot.update(zip(voter.log.bases[low:high], voter.log.entries[low:high], strict=True))
             voter.log.trim_to(voter.applied)
             self.world.log(f"{voter.name} snapshots up to {voter.applied} and drops its log below")
         still = []
@@ -499,7 +498,7 @@ class RaftSimCluster:
                 continue
             if client.is_leader:
                 self.world.send(
-                    voter.name, "client", lambda o=offset, v=value: self.acked.append((o, v)), "ack"
+                    voter.name, "client", functools.partial(self.acked.append, (offset, value)), "ack"
                 )
         self.pending = [p for p in still if self.voters[p[0]].generation == p[1]]
 
@@ -569,6 +568,10 @@ class RaftSimCluster:
         leaders = [v for v in self.voters.values() if v.client is not None and v.client.is_leader]
         return max(leaders, key=lambda v: v.client.epoch if v.client else -1) if leaders else None
 
+    def _heal(self, name: str, others: list[str]) -> None:
+        for other in others:
+            self.world.heal(name, other)
+
     def _apply_fault(self, fault: RaftFault) -> None:
         self.world.log(f"FAULT {fault.describe()}")
         if fault.kind == "lossy":
@@ -600,9 +603,7 @@ class RaftSimCluster:
             others = [v.name for v in self.voters.values() if v is not target] + ["client", "operator"]
             for other in others:
                 self.world.partition(target.name, other)
-            self.world.after(
-                fault.length_ms, lambda: [self.world.heal(target.name, o) for o in others], "heal"
-            )
+            self.world.after(fault.length_ms, functools.partial(self._heal, target.name, others), "heal")
             return
         if target.client is None:
             return
@@ -748,7 +749,7 @@ class RaftSimCluster:
             for voter in self.voters.values():
                 self.start(voter)
             for fault in self.schedule:
-                self.world.at(fault.at_ms, lambda f=fault: self._apply_fault(f), "fault")
+                self.world.at(fault.at_ms, functools.partial(self._apply_fault, fault), "fault")
             self.world.after(self.append_every_ms, self._append_loop)
             if self.dynamic:
                 self.world.after(OPERATOR_EVERY_MS, self._operator_loop)

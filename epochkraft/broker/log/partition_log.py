@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal, TypedDict
 
 import structlog
 
@@ -85,12 +86,12 @@ class LogConfig:
     def with_topic_configs(self, configs: dict[str, str]) -> LogConfig:
         """These defaults overridden by a topic's configs (Kafka's names); an unparsable value keeps
         the default."""
-        overrides: dict[str, int | str] = {}
+        overrides: LogConfigChange = {}
         for name, field in TOPIC_CONFIGS.items():
             value = configs.get(name)
             if value is None:
                 continue
-            if field in ("cleanup_policy", "message_timestamp_type"):
+            if field == "cleanup_policy" or field == "message_timestamp_type":
                 overrides[field] = value
                 continue
             try:
@@ -100,7 +101,40 @@ class LogConfig:
         return replace(self, **overrides) if overrides else self
 
 
-TOPIC_CONFIGS = {  # topic config -> LogConfig field
+class LogConfigChange(TypedDict, total=False):
+    """The LogConfig fields a topic's configs override."""
+
+    segment_bytes: int
+    segment_ms: int
+    segment_index_bytes: int
+    index_interval_bytes: int
+    retention_ms: int
+    retention_bytes: int
+    cleanup_policy: str
+    delete_retention_ms: int
+    file_delete_delay_ms: int
+    message_timestamp_type: str
+    message_timestamp_before_max_ms: int
+    message_timestamp_after_max_ms: int
+
+
+TOPIC_CONFIGS: dict[
+    str,
+    Literal[
+        "segment_bytes",
+        "segment_ms",
+        "segment_index_bytes",
+        "index_interval_bytes",
+        "retention_ms",
+        "retention_bytes",
+        "cleanup_policy",
+        "delete_retention_ms",
+        "file_delete_delay_ms",
+        "message_timestamp_type",
+        "message_timestamp_before_max_ms",
+        "message_timestamp_after_max_ms",
+    ],
+] = {  # topic config -> LogConfig field
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
     "segment.index.bytes": "segment_index_bytes",

@@ -23,7 +23,7 @@ from kio.schema.fetch.v12 import response as v12
 from kio.schema.fetch.v16 import response as v16
 from kio.schema.fetch.v17 import response as v17
 from kio.schema.types import BrokerId
-from kio.static.primitive import i32, i64
+from kio.static.primitive import Records, i32, i64
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.protocol.api import CONTROLLER, api
@@ -47,12 +47,10 @@ def _partition(
         log_start_offset=i64(0),
         aborted_transactions=None,
         preferred_read_replica=BrokerId(-1),
-        records=records,
-        **(
-            {}
-            if snapshot is None
-            else {"snapshot_id": v16.SnapshotId(end_offset=i64(snapshot[0]), epoch=i32(snapshot[1]))}
-        ),
+        records=Records(records),
+        snapshot_id=v16.SnapshotId()
+        if snapshot is None
+        else v16.SnapshotId(end_offset=i64(snapshot[0]), epoch=i32(snapshot[1])),
     )
 
 
@@ -81,7 +79,7 @@ async def handle(request, ctx: RequestContext):
         node.quorum.observe(observer, min(waits))  # a broker, shown as an observer by DescribeQuorum
     if waits and all(offset >= log.next_offset for offset in waits):
         await node.wait_for_records(min(waits), ms(request.max_wait))
-    responses = []
+    answered = []
     for (topic, p), ok in zip(wanted, is_metadata, strict=True):
         hw = log.next_offset
         if not ok:
@@ -97,21 +95,21 @@ async def handle(request, ctx: RequestContext):
             data = _partition(
                 p.partition, ErrorCode.none, hw, log.read(p.fetch_offset, p.partition_max_bytes)
             )
-        responses.append(
-            v16.FetchableTopicResponse(topic_id=getattr(topic, "topic_id", None), partitions=(data,))
-            if version >= 13
-            else (topic.topic, data)
-        )
+        answered.append((topic, data))
     if version == 12:
         topics = tuple(
-            v12.FetchableTopicResponse(topic=name, partitions=(convert(data, v12.PartitionData),))
-            for name, data in responses
+            v12.FetchableTopicResponse(topic=topic.topic, partitions=(convert(data, v12.PartitionData),))
+            for topic, data in answered
         )
         return v12.FetchResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=topics
         )
+    responses = tuple(
+        v16.FetchableTopicResponse(topic_id=getattr(topic, "topic_id", None), partitions=(data,))
+        for topic, data in answered
+    )
     response = v16.FetchResponse(
-        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=tuple(responses)
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=responses
     )
     return downgrade_response(response, version)
 

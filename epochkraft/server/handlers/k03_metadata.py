@@ -27,9 +27,10 @@ from __future__ import annotations
 import dataclasses
 
 from kio.schema.metadata.v12 import response as r12
-from kio.schema.types import BrokerId
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
+from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -45,12 +46,11 @@ AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
 CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
 
 
-def _topic(node: BrokerApis, name: str, listener_name: str, version: int) -> r12.MetadataResponseTopic:
+def _topic(node: BrokerApis, info: TopicInfo, listener_name: str, version: int) -> r12.MetadataResponseTopic:
     cache = node.cache
-    info = cache.topic(name)
     partitions = []
     for index, reg in sorted(info.partitions.items()):
-        offline = tuple(b for b in reg.replicas if cache.is_fenced(b))
+        offline = tuple(BrokerId(b) for b in reg.replicas if cache.is_fenced(b))
         leader, error = reg.leader, ErrorCode.none if reg.leader >= 0 else ErrorCode.leader_not_available
         if leader >= 0 and cache.endpoint(leader, listener_name) is None and leader in cache.brokers:
             leader = -1
@@ -58,19 +58,19 @@ def _topic(node: BrokerApis, name: str, listener_name: str, version: int) -> r12
         partitions.append(
             r12.MetadataResponsePartition(
                 error_code=error,
-                partition_index=index,
-                leader_id=leader,
-                leader_epoch=reg.leader_epoch,
-                replica_nodes=tuple(reg.replicas),
-                isr_nodes=tuple(reg.isr),
+                partition_index=i32(index),
+                leader_id=BrokerId(leader),
+                leader_epoch=i32(reg.leader_epoch),
+                replica_nodes=tuple(BrokerId(b) for b in reg.replicas),
+                isr_nodes=tuple(BrokerId(b) for b in reg.isr),
                 offline_replicas=offline,
             )
         )
     return r12.MetadataResponseTopic(
         error_code=ErrorCode.none,
-        name=name,
+        name=TopicName(info.name),
         topic_id=info.topic_id,
-        is_internal=name in INTERNAL_TOPICS,
+        is_internal=info.name in INTERNAL_TOPICS,
         partitions=tuple(partitions),
         topic_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
     )
@@ -79,7 +79,7 @@ def _topic(node: BrokerApis, name: str, listener_name: str, version: int) -> r12
 def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataResponseTopic:
     return r12.MetadataResponseTopic(
         error_code=error,
-        name=name,
+        name=None if name is None else TopicName(name),
         topic_id=topic_id,
         is_internal=False,
         partitions=(),
@@ -95,9 +95,9 @@ async def _answer_topic(
     cache = node.cache
     if name is None:
         return _missing(None, ErrorCode.unknown_topic_id)
-    if cache.topic(name) is not None:
+    if (info := cache.topic(name)) is not None:
         if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-            return _topic(node, name, ctx.listener_name, version)
+            return _topic(node, info, ctx.listener_name, version)
         return _missing(name, ErrorCode.topic_authorization_failed)
     if valid_topic_name(name) is not None:
         return _missing(name, ErrorCode.invalid_topic_exception)
@@ -112,9 +112,10 @@ async def _answer_topic(
         return _missing(name, ErrorCode.topic_authorization_failed)
     if node.settings.auto_create_topics_enable and allow_create:
         await node.auto_create_topic(name)
+        created = cache.topic(name)
         return (
-            _topic(node, name, ctx.listener_name, version)
-            if cache.topic(name)
+            _topic(node, created, ctx.listener_name, version)
+            if created
             else _missing(name, ErrorCode.leader_not_available)
         )
     return _missing(name, ErrorCode.unknown_topic_or_partition)
@@ -167,7 +168,7 @@ async def handle(request, ctx: RequestContext):
     unknown_ids = []
     if request.topics is None or (version == 0 and not request.topics):
         # every topic the principal may DESCRIBE (KafkaApis.handleTopicMetadataRequest)
-        names = [
+        names: list[str | None] = [
             n for n in sorted(cache.topic_ids) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
         ]
     elif ids:  # by id alone, as Kafka when any id is given
@@ -200,7 +201,7 @@ async def handle(request, ctx: RequestContext):
         for ep in reg.endpoints
         if ep.name == ctx.listener_name
     )
-    controller_id = brokers[0].node_id if brokers else -1
+    controller_id = brokers[0].node_id if brokers else BrokerId(-1)
     if version >= AUTHORIZED_OPERATIONS_FROM and request.include_topic_authorized_operations:
         topics = _with_authorized_operations(ctx, topics)
     response = r12.MetadataResponse(

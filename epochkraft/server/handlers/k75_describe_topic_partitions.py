@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from kio.schema.describe_topic_partitions.v0 import response as r0
-from kio.schema.types import BrokerId
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
 from epochkraft.metadata.topic_names import valid_topic_name
@@ -41,12 +41,16 @@ def _topic(
 ) -> r0.DescribeTopicPartitionsResponseTopic:
     return r0.DescribeTopicPartitionsResponseTopic(
         error_code=error,
-        name=name,
+        name=TopicName(name),
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
         topic_authorized_operations=i32(operations),
     )
+
+
+def _broker_ids(replicas: tuple[int, ...]) -> tuple[BrokerId, ...]:
+    return tuple(BrokerId(b) for b in replicas)
 
 
 @api(key=75, name="DescribeTopicPartitions", versions=(0, 0), listeners=(BROKER,))
@@ -77,7 +81,7 @@ async def handle(request, ctx: RequestContext):
                 results.append(_topic(name, error, operations=ctx.authorized_operations(TOPIC, name)))
             continue
         if remaining == 0:
-            next_cursor = r0.Cursor(topic_name=name, partition_index=i32(0))
+            next_cursor = r0.Cursor(topic_name=TopicName(name), partition_index=i32(0))
             break
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(len(topic.partitions), start + remaining)
@@ -93,18 +97,18 @@ async def handle(request, ctx: RequestContext):
                     partition_index=i32(index),
                     leader_id=BrokerId(leader),
                     leader_epoch=i32(p.leader_epoch),
-                    replica_nodes=p.replicas,
-                    isr_nodes=p.isr,
-                    eligible_leader_replicas=p.elr,
-                    last_known_elr=p.last_known_elr,
-                    offline_replicas=tuple(b for b in p.replicas if cache.is_fenced(b)),
+                    replica_nodes=_broker_ids(p.replicas),
+                    isr_nodes=_broker_ids(p.isr),
+                    eligible_leader_replicas=_broker_ids(p.elr),
+                    last_known_elr=_broker_ids(p.last_known_elr),
+                    offline_replicas=tuple(BrokerId(b) for b in p.replicas if cache.is_fenced(b)),
                 )
             )
         operations = ctx.authorized_operations(TOPIC, name)
         results.append(_topic(name, ErrorCode.none, topic.topic_id, tuple(partitions), operations))
         remaining -= len(partitions)
         if end < len(topic.partitions):
-            next_cursor = r0.Cursor(topic_name=name, partition_index=end)
+            next_cursor = r0.Cursor(topic_name=TopicName(name), partition_index=i32(end))
             break
     if not every:
         results += [_topic(n, ErrorCode.topic_authorization_failed) for n in refused]
