@@ -933,8 +933,10 @@ class GroupService:
         try:
             error = await self.offsets_topic.append(self.partition_for(group_id), records)
         finally:
-            self._commits_in_flight.subtract(writing)
-            self._commits_in_flight = +self._commits_in_flight  # drops the counts back at zero
+            for offset in writing:
+                self._commits_in_flight[offset] -= 1
+                if not self._commits_in_flight[offset]:
+                    del self._commits_in_flight[offset]
         if error != ErrorCode.none:
             return normalize_append_error(error)
         self._json_offsets.difference_update(legacy)
