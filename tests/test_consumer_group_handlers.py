@@ -783,8 +783,7 @@ async def test_tombstones_of_a_downgrade_by_the_clock_are_written_again_until_th
     assert "grp" not in node.groups.consumer_groups.groups and node.groups.coordinator.has_members("grp")
     offsets.error = ErrorCode.none
     await node.groups.persist_ticked_consumer_groups(now + 100)
-    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
-    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    replayed = _replayed(offsets.records)
     assert "grp" not in replayed.consumer_groups.groups
 
 
@@ -807,16 +806,30 @@ class HeldAcks(MemoryOffsetsTopic):
         return ErrorCode.none
 
 
-async def test_a_stalled_write_of_a_fenced_member_holds_back_no_later_deadline():
-    """The ticks fence members whose sessions ended and their groups are written beside the ticks: while one
-    write waits, the next deadline still expires, no second write starts, and the group changed meanwhile
-    is written once the first write is done, so a new coordinator replays neither member."""
+async def _two_members_then_held_acks() -> tuple[SimpleNamespace, HeldAcks]:
+    """Group "grp" with members m1 and m2, its records so far in an offsets topic whose acknowledgements
+    wait from now on."""
     node = broker()
     await join(node, "m1")
     await join(node, "m2")
     offsets = HeldAcks()
     offsets.records = list(node.groups.offsets_topic.records)
     node.groups.offsets_topic = offsets
+    return node, offsets
+
+
+def _replayed(records: list[tuple[bytes, bytes | None]]) -> GroupService:
+    """A new coordinator's view: the records loaded as it loads them."""
+    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
+    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in records])
+    return replayed
+
+
+async def test_a_stalled_write_of_a_fenced_member_holds_back_no_later_deadline():
+    """The ticks fence members whose sessions ended and their groups are written beside the ticks: while one
+    write waits, the next deadline still expires, no second write starts, and the group changed meanwhile
+    is written once the first write is done, so a new coordinator replays neither member."""
+    node, offsets = await _two_members_then_held_acks()
     group = node.groups.consumer_groups.groups["grp"]
     now = node.groups.now_ms()
     group.session_deadlines["m1"], group.session_deadlines["m2"] = now + 1, now + 2
@@ -832,8 +845,7 @@ async def test_a_stalled_write_of_a_fenced_member_holds_back_no_later_deadline()
         await asyncio.sleep(0)
     node.groups.tick(now + 3)  # the group changed during the write: written again
     await node.groups._consumer_group_writer
-    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
-    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    replayed = _replayed(offsets.records)
     assert not replayed.consumer_groups.groups["grp"].members
 
 
@@ -841,12 +853,7 @@ async def test_a_fenced_member_rejoining_while_its_fencing_is_written_is_replaye
     """A group's writes run in turn: the fencing's tombstones, then the rejoin's records compared with what
     the fencing wrote (a member record the same as before the fencing is written again), so a new
     coordinator replays the member as it is in memory."""
-    node = broker()
-    await join(node, "m1")
-    await join(node, "m2")
-    offsets = HeldAcks()
-    offsets.records = list(node.groups.offsets_topic.records)
-    node.groups.offsets_topic = offsets
+    node, offsets = await _two_members_then_held_acks()
     group = node.groups.consumer_groups.groups["grp"]
     now = node.groups.now_ms()
     group.session_deadlines["m1"] = now + 1
@@ -858,7 +865,6 @@ async def test_a_fenced_member_rejoining_while_its_fencing_is_written_is_replaye
     offsets.released.set()
     assert (await rejoin).error_code == ErrorCode.none
     await node.groups._consumer_group_writer
-    replayed = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
-    replayed.load_partition(0, [LoggedOffsetRecord(key, value) for key, value in offsets.records])
+    replayed = _replayed(offsets.records)
     live = replayed.consumer_groups.groups["grp"]
     assert live.members["m1"].subscribed_topic_names == group.members["m1"].subscribed_topic_names == ("foo",)
