@@ -247,10 +247,10 @@ def _leader_hint(
     answer: Answer,
     endpoints: dict[int, tuple[int, str, int, str | None]],
 ) -> Answer:
-    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader
-    and its epoch, and the response carries the leader's endpoint on this listener (KafkaApis
-    .handleFetchRequest, getCurrentLeader)."""
-    if name is None or answer.error not in HINTED_ERRORS:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (the caller picks those,
+    HINTED_ERRORS) names the current leader and its epoch, and the response carries the leader's endpoint
+    on this listener (KafkaApis.handleFetchRequest, getCurrentLeader)."""
+    if name is None:
         return answer
     cache = ctx.broker.cache
     reg = cache.partition(name, answer.index)
