@@ -93,12 +93,13 @@ def _kio_fetch_response(
             "high_watermark": a.high_watermark,
             "last_stable_offset": a.high_watermark if a.last_stable_offset is None else a.last_stable_offset,
             "log_start_offset": a.log_start_offset,
-            # null for read_uncommitted reads; the read range's when read_committed or refused before a read
+            # null for read_uncommitted reads and failed reads; the read range's when a read_committed read
+            # succeeded; the schema's empty default when refused before a read
             "aborted_transactions": tuple(
                 module.AbortedTransaction(producer_id=pid, first_offset=first)
                 for pid, first in a.aborted_transactions
             )
-            if read_committed or a.error in fetch.UNREAD_ERRORS
+            if (read_committed and a.error == ErrorCode.none) or a.error in fetch.UNREAD_ERRORS
             else None,
             "preferred_read_replica": -1,
             "records": b"".join(a.records),  # never null, as Kafka: an error partition has empty records
@@ -338,3 +339,26 @@ def test_list_offsets_response_bytes_match_kio(version, throttle_ms, topics):
     )
     expected = encode_entity(downgrade_response(entity, version))
     assert list_offsets.encode_response(version, throttle_ms, topics) == expected
+
+
+@pytest.mark.parametrize(
+    ("error", "read_committed", "expected"),
+    [
+        (ErrorCode.none, False, None),  # read_uncommitted: no aborted list at all
+        (ErrorCode.none, True, ((7, 3),)),  # the read range's
+        (ErrorCode.fenced_leader_epoch, True, None),  # a read that failed (ReplicaManager.readFromLog)
+        (ErrorCode.offset_out_of_range, True, None),
+        (ErrorCode.unknown_topic_id, False, ()),  # refused before a read: the schema's empty default
+        (ErrorCode.topic_authorization_failed, False, ()),
+        (ErrorCode.topic_authorization_failed, True, ()),
+    ],
+)
+def test_aborted_transactions_as_kafka_answers_them(error, read_committed, expected):
+    """KafkaApis.handleFetchRequest: a partition's aborted transactions come from its log read (present only
+    for read_committed, absent when the read failed); the partitions refused before the read
+    (FetchResponse.partitionResponse) carry the schema's empty default."""
+    answer = fetch.Answer(0, error, 5, 0, aborted_transactions=[(7, 3)] if error == ErrorCode.none else [])
+    body = b"".join(fetch.encode_response(13, [(uuid.UUID(int=7), [answer])], read_committed))
+    decoded = decode_entity(response_class(1, 13), body).responses[0].partitions[0]
+    got = decoded.aborted_transactions
+    assert (None if got is None else tuple((a.producer_id, a.first_offset) for a in got)) == expected

@@ -44,8 +44,11 @@ _EPOCH_END = struct.Struct(">iq")  # DivergingEpoch: epoch, end offset
 _ABORTED = struct.Struct(">qq")  # AbortedTransaction: producer id, first offset
 
 
-# Errors Kafka answers before reading a log: aborted transactions keep their default (empty, not null).
-UNREAD_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+# Errors Kafka answers before reading a log (KafkaApis.handleFetchRequest's ``erroneous`` partitions, from
+# FetchResponse.partitionResponse): aborted transactions keep their default (empty, not null).
+UNREAD_ERRORS = frozenset(
+    {ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id, ErrorCode.topic_authorization_failed}
+)
 
 
 def _tagged(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
@@ -85,10 +88,11 @@ def encode_response(
     """The response body as pieces: encoded fields, and each partition's record buffers as the log read
     them, which the server writes to the socket without joining. ``topics`` holds (topic id for v13+,
     else name; answers). Tests compare the joined bytes with kio's at every version. Aborted
-    transactions are null unless the fetch is read_committed (then those of the range read), as
-    Kafka's KafkaApis.handleFetchRequest sets them from the log read's ``abortedTransactions`` option;
-    a partition refused before any read (unknown topic, id or partition) has the schema's default, an
-    empty array (FetchResponse.partitionResponse). ``error_code`` and ``session_id`` (v7+) say what
+    transactions are null unless the fetch is read_committed and the log was read (then those of the range
+    read), as Kafka's KafkaApis.handleFetchRequest sets them from the log read's ``abortedTransactions``
+    option, which a read that failed leaves empty (ReplicaManager.readFromLog's error result); a partition
+    refused before any read (unknown topic, id or partition) has the schema's default, an empty array
+    (FetchResponse.partitionResponse). ``error_code`` and ``session_id`` (v7+) say what
     became of the request's fetch session (KIP-227)."""
     flexible = version >= 12
     pieces: list[bytes | memoryview] = []
@@ -119,7 +123,7 @@ def encode_response(
                 out += _PARTITION.pack(a.index, a.error, a.high_watermark, lso, a.log_start_offset)
             else:
                 out += _PARTITION_V4.pack(a.index, a.error, a.high_watermark, lso)
-            if read_committed or a.error in UNREAD_ERRORS:
+            if (read_committed and a.error == ErrorCode.none) or a.error in UNREAD_ERRORS:
                 length(len(a.aborted_transactions))
                 for producer_id, first_offset in a.aborted_transactions:
                     out += _ABORTED.pack(producer_id, first_offset)
