@@ -209,11 +209,14 @@ def _produce_cluster(work: Path, target: str, name: str = "produce") -> Iterator
         return
     from epochkraft.peers.kafka import KafkaPeer
 
+    broker_config: dict[str, object] = {
+        key: value for key, value in (line.split("=", 1) for line in FAST.splitlines() if line)
+    }
     peer = KafkaPeer(
         run_dir=work / f"{name}-kafka",
         brokers=3,
         heap_mb=1024,
-        broker_config=dict(line.split("=", 1) for line in FAST.splitlines() if line),
+        broker_config=broker_config,
         controller_config={"broker.session.timeout.ms": 2000},
     )
     peer.start(timeout=240)
@@ -408,7 +411,7 @@ def _consume_latencies(
     while not stop.is_set():
         messages = consumer.consume(num_messages=100, timeout=0.01)
         now = time.time()
-        sent = (float(m.value()[:20]) for m in messages if m.error() is None)
+        sent = (float(v[:20]) for m in messages if m.error() is None and (v := m.value()) is not None)
         samples += [(t, now - t) for t in sent]
     consumer.close()
 
@@ -550,8 +553,10 @@ def _consume_all(bootstrap: str, topic: str) -> list[bytes]:
         while position < high and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                values.append(msg.value())
-                position = msg.offset() + 1
+                value, offset = msg.value(), msg.offset()
+                assert value is not None and offset is not None  # no tombstones here; a record has an offset
+                values.append(value)
+                position = offset + 1
         return values
     finally:
         consumer.close()

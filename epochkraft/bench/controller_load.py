@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
-from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Listener
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16

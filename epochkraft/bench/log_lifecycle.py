@@ -211,17 +211,17 @@ def main(argv: list[str] | None = None) -> None:
     try:
         parts = args.parts.split(",")
         if "lookup" in parts:
-            results["lookup"] = lookup(scratch, args.gigabytes, args.lookups)
-            for row in results["lookup"]:
+            rows = lookup(scratch, args.gigabytes, args.lookups)
+            results["lookup"] = rows
+            for row in rows:
                 print(json.dumps(row), flush=True)
         if "cleaner" in parts:
             results["cleaner"] = cleaner(scratch, args.cleaner_megabytes)
             print(json.dumps(results["cleaner"]), flush=True)
         if "soak" in parts:
-            results["soak"] = soak(
-                scratch, args.minutes, args.retention_ms, args.rate_kb, args.sample_seconds
-            )
-            print(json.dumps(results["soak"]["disk_mb_after_two_retention_periods"]), flush=True)
+            soaked = soak(scratch, args.minutes, args.retention_ms, args.rate_kb, args.sample_seconds)
+            results["soak"] = soaked
+            print(json.dumps(soaked["disk_mb_after_two_retention_periods"]), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if args.json is not None:

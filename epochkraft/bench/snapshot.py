@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from epochkraft.bench.controller_load import CLUSTER, heartbeat, registration
 from epochkraft.controller.controller import Controller
@@ -36,14 +36,14 @@ from epochkraft.metadata.snapshot_file import read_snapshot_file
 from epochkraft.server.controller_daemon import LOG_DIR_NAME, SEGMENT_NAME
 
 TOPIC_SIZE = 100
-TIMEOUT = datetime.timedelta(seconds=30)
+TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=30))
 
 
 def build(partitions: int, churn: int) -> Controller:
     controller = Controller(CLUSTER)
     now = 1_000
     controller.bootstrap(now)
-    epochs = {}
+    epochs: dict[int, int] = {}
     for broker_id in (1, 2, 3):
         epochs[broker_id] = controller.register_broker(now, registration(broker_id)).broker_epoch
         controller.heartbeat(now, heartbeat(broker_id, epochs[broker_id]))
@@ -94,8 +94,8 @@ def _alter_all(controller: Controller, now: int, epochs: dict[int, int], shrink:
 class _Quiet:
     def info(self, *_a: object, **_k: object) -> None: ...
 
-    def error(self, message: str, **fields: object) -> None:
-        raise RuntimeError(f"{message} {fields}")
+    def error(self, event: str, **fields: object) -> None:
+        raise RuntimeError(f"{event} {fields}")
 
 
 async def loop_stall_during_snapshot(controller: Controller, directory: Path) -> dict[str, float]:
@@ -137,7 +137,7 @@ def restart(data_dir: Path, work: Path, name: str) -> dict[str, Any]:
     started = time.monotonic()
     process.start(timeout=300)
     ready = time.monotonic() - started
-    status = Path(f"/proc/{process.proc.pid}/status").read_text()
+    status = Path(f"/proc/{process.pid}/status").read_text()
     memory = {
         line.split(":")[0]: int(line.split()[1]) // 1024
         for line in status.splitlines()

@@ -50,7 +50,7 @@ def _start(work: Path, secure: bool, fast: str) -> tuple[LocalCluster, dict[str,
 def _create(conf: dict[str, str]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(conf)
+    admin = AdminClient({**conf})
     admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
 
 
@@ -67,7 +67,7 @@ def _client_cpu() -> float:
 def _measure(cluster: LocalCluster, conf: dict[str, str], seconds: float) -> dict[str, float]:
     from epochkraft.bench.cli import _produce_rate
 
-    pids = [p.pid for p in cluster.nodes.values()]
+    pids = [p.pid for p in cluster.nodes.values() if p.pid is not None]
     brokers_before, client_before = sum(_cpu(p) for p in pids), _client_cpu()
     rate = _produce_rate({**conf, "acks": "all"}, TOPIC, RECORD, seconds)
     gb = rate["mb_per_s"] * rate["seconds"] / 1000

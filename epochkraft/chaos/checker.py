@@ -20,9 +20,9 @@ from epochkraft.chaos.txn_checker import TxnHistory, TxnReport, check_transactio
 @dataclass
 class History:
     acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
-    consumed: list[tuple[int, int, bytes]] = field(
+    consumed: list[tuple[int, int, bytes | None]] = field(
         default_factory=list
-    )  # final read: (partition, offset, value)
+    )  # final read: (partition, offset, value); None a tombstone's, which the workload never writes
     replicas: dict[int, dict[int, list[tuple[int, bytes]]]] = field(
         default_factory=dict
     )  # broker -> partition
@@ -138,8 +138,8 @@ class Report:
         return "\n".join(lines)
 
 
-def _show(value: bytes) -> str:
-    return value.decode(errors="replace")
+def _show(value: bytes | None) -> str:
+    return "<null>" if value is None else value.decode(errors="replace")
 
 
 def quorum_problems(views: dict[int, dict[str, Any] | None]) -> list[str]:
@@ -196,7 +196,7 @@ def check(history: History) -> Report:
     lost = sorted((_show(v) for v, (p, o) in missing if retained(p, o)), key=lambda s: (len(s), s))
     duplicated = sorted(_show(v) for v, n in consumed_values.items() if n > 1)
 
-    by_offset: dict[tuple[int, int], set[bytes]] = defaultdict(set)
+    by_offset: dict[tuple[int, int], set[bytes | None]] = defaultdict(set)
     for partition, offset, value in history.consumed:
         by_offset[(partition, offset)].add(value)
     for value, (partition, offset) in history.acked.items():

@@ -18,9 +18,7 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-from structlog.typing import FilteringBoundLogger
+from typing import Any, Protocol
 
 from epochkraft.controller.controller import METADATA_VERSION, Controller
 from epochkraft.metadata.image import MetadataImage
@@ -70,13 +68,21 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+class SnapshotLog(Protocol):
+    """What the snapshotter logs through (a structlog logger; a benchmark's own that raises on errors)."""
+
+    def info(self, event: str, **fields: object) -> object: ...
+
+    def error(self, event: str, **fields: object) -> object: ...
+
+
 class MetadataSnapshotter:
     def __init__(
         self,
         controller: Controller,
         log_dir: Path,
         max_bytes_between: int,
-        log: FilteringBoundLogger,
+        log: SnapshotLog,
         latest: SnapshotId | None = None,
         fsync: bool = True,
         *,

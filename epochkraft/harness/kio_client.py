@@ -14,14 +14,14 @@ from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
 from kio.schema.produce.v9 import request as pr
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch, decode_batches
 
-SECONDS = datetime.timedelta(seconds=10)
+SECONDS = i32Timedelta.parse(datetime.timedelta(seconds=10))
 
 
 def split(bootstrap: str) -> list[tuple[str, int]]:
@@ -77,7 +77,9 @@ class MiniClient:
             num_partitions=i32(partitions),
             replication_factor=i16(rf),
             assignments=tuple(
-                ct.CreatableReplicaAssignment(partition_index=i32(i), broker_ids=tuple(r))
+                ct.CreatableReplicaAssignment(
+                    partition_index=i32(i), broker_ids=tuple(BrokerId(b) for b in r)
+                )
                 for i, r in enumerate(assignment or [])
             ),
             configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
@@ -89,7 +91,7 @@ class MiniClient:
 
     async def metadata(self, topic: str):
         request = md.MetadataRequest(
-            topics=(md.MetadataRequestTopic(topic_id=None, name=topic),),
+            topics=(md.MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
@@ -150,7 +152,7 @@ class MiniClient:
             topic_data=(
                 pr.TopicProduceData(
                     name=TopicName(topic),
-                    partition_data=(pr.PartitionProduceData(index=i32(partition), records=batch),),
+                    partition_data=(pr.PartitionProduceData(index=i32(partition), records=Records(batch)),),
                 ),
             ),
         )
@@ -180,20 +182,23 @@ class MiniClient:
             return result
         return result
 
-    async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes]]:
-        """Every record up to the high watermark, from the leader."""
+    async def read_all(self, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
+        """Every record up to the high watermark, from the leader (None: a tombstone's value)."""
         return (await self.read_retained(topic, partition))[1]
 
-    async def read_retained(self, topic: str, partition: int = 0) -> tuple[int, list[tuple[int, bytes]]]:
+    async def read_retained(
+        self, topic: str, partition: int = 0
+    ) -> tuple[int, list[tuple[int, bytes | None]]]:
         """(log start offset, every record from it up to the high watermark), from the leader; a read
         below the log start (retention ran meanwhile) goes on from the new one."""
         p, brokers = await self.partition_state(topic, partition)
         client = self._client(brokers[p.leader_id])
-        offset, out, start = 0, [], 0
+        offset, start = 0, 0
+        out: list[tuple[int, bytes | None]] = []
         while True:
             request = f12.FetchRequest(
                 replica_id=BrokerId(-1),
-                max_wait=datetime.timedelta(milliseconds=100),
+                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
                 min_bytes=i32(1),
                 max_bytes=i32(1 << 24),
                 isolation_level=i8(0),

@@ -14,7 +14,7 @@ Java and librdkafka producers write it), lz4 frame, zstd.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
@@ -714,7 +714,7 @@ def encode_batch(batch: RecordBatch, compression: Compression | None = None) -> 
 
 
 def build_batch(
-    entries: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]],
+    entries: Sequence[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]],
     *,
     base_offset: int = 0,
     leader_epoch: int = -1,

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kio.schema.create_topics.v7 import request as ct
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32
 
 from epochkraft.broker.partition import Role
@@ -267,12 +268,12 @@ class SimCluster:
 
     def on_became_leader(self, broker: SimBroker) -> None:
         self.world.log(
-            f"broker-{broker.id} leads epoch {broker.partition.leader_epoch} with {len(broker.log.entries)} records"
+            f"broker-{broker.id} leads epoch {broker.hosted().leader_epoch} with {len(broker.log.entries)} records"
         )
         self._check_leader_has_acked(broker)
 
     def on_high_watermark(self, broker: SimBroker) -> None:
-        p = broker.partition
+        p = broker.hosted()
         key = (broker.id, broker.generation, p.leader_epoch)
         if p.high_watermark < self.hw_seen.get(key, 0):
             raise Violation(f"high watermark of broker-{broker.id} went back to {p.high_watermark}")
@@ -292,10 +293,7 @@ class SimCluster:
                     if b.up and len(b.log.entries) > offset and b.log.entries[offset][1] == value
                 }
                 self.world.send(
-                    broker.name,
-                    "client",
-                    lambda o=offset, v=value, h=holders: self.acked.append((o, v, h)),
-                    "ack",
+                    broker.name, "client", partial(self.acked.append, (offset, value, holders)), "ack"
                 )
         self.pending = still
 
@@ -309,7 +307,8 @@ class SimCluster:
                     replication_factor=i16(-1),
                     assignments=(
                         ct.CreatableReplicaAssignment(
-                            partition_index=i32(0), broker_ids=tuple(self.brokers)[: self.replication_factor]
+                            partition_index=i32(0),
+                            broker_ids=tuple(BrokerId(b) for b in self.brokers)[: self.replication_factor],
                         ),
                     ),
                     configs=(ct.CreatableTopicConfig(name="min.insync.replicas", value=str(self.min_isr)),),
@@ -356,7 +355,7 @@ class SimCluster:
             index += 1
             if offset < len(entries) and entries[offset][1] == value:
                 continue
-            epoch = broker.partition.leader_epoch
+            epoch = broker.hosted().leader_epoch
             if all(self.brokers[b].disk_losses != losses for b, losses in holders.items()) or (
                 self.last_standing.get(epoch) and broker.disk_losses != holders.get(broker.id, -1)
             ):
@@ -509,7 +508,7 @@ class SimCluster:
     # ---- faults ----------------------------------------------------------------------------------------
     def _schedule_faults(self) -> None:
         for fault in self.schedule:
-            self.world.at(fault.at_ms, lambda f=fault: self._apply(f), "fault")
+            self.world.at(fault.at_ms, partial(self._apply, fault), "fault")
 
     def _apply(self, fault: Fault) -> None:
         self.world.log(f"FAULT {fault.describe()}")

@@ -151,6 +151,13 @@ class SimBroker:
     def partition(self) -> Partition | None:
         return self.replicas.partitions.get(KEY) if self.up else None
 
+    def hosted(self) -> Partition:
+        """The partition, for a caller told of its leadership or high watermark (so it is hosted)."""
+        p = self.partition
+        if p is None:
+            raise AssertionError(f"broker-{self.id} hosts no partition")
+        return p
+
     # ---- ReplicaHost --------------------------------------------------------------------------------------
     def open_replica(self, key: tuple[str, int]) -> int:
         return 0  # no high-watermark checkpoint: a restarted replica learns the HW from its leader

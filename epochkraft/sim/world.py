@@ -26,7 +26,7 @@ class LinkPolicy:
 
 # (at_ms, insertion sequence, action, label): plain tuples so the heap compares in C; the sequence is
 # unique, so actions are never compared.
-_Event = tuple[int, int, Callable[[], None], str]
+_Event = tuple[int, int, Callable[[], object], str]
 
 
 class World:
@@ -48,10 +48,11 @@ class World:
         self.dropped = 0
 
     # ---- time ---------------------------------------------------------------------------------------
-    def at(self, at_ms: int, action: Callable[[], None], label: str = "") -> None:
+    def at(self, at_ms: int, action: Callable[[], object], label: str = "") -> None:
+        """Runs ``action`` at ``at_ms`` (what it returns is dropped)."""
         heapq.heappush(self._queue, (max(at_ms, self.now_ms), next(self._seq), action, label))
 
-    def after(self, delay_ms: int, action: Callable[[], None], label: str = "") -> None:
+    def after(self, delay_ms: int, action: Callable[[], object], label: str = "") -> None:
         self.at(self.now_ms + delay_ms, action, label)
 
     def run_until(self, end_ms: int, stop: Callable[[], bool] | None = None) -> None:
