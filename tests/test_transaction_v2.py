@@ -473,10 +473,14 @@ class LeaderService(transaction_service.TransactionService):
     """A partition leader's TransactionService with a scripted coordinator: ``answers`` per partition,
     one per ask (the last repeated); ``open_at`` the producers with a transaction open per partition."""
 
-    def __init__(self, open_at: dict, answers: dict, max_ms: int = 10) -> None:
+    def __init__(
+        self, open_at: dict, answers: dict, max_ms: int = 10, request_timeout_ms: int = 30_000
+    ) -> None:
         self.open_at, self.answers, self.asked = open_at, answers, []
         settings = SimpleNamespace(
-            add_partitions_to_txn_retry_backoff_ms=1, add_partitions_to_txn_retry_backoff_max_ms=max_ms
+            add_partitions_to_txn_retry_backoff_ms=1,
+            add_partitions_to_txn_retry_backoff_max_ms=max_ms,
+            request_timeout_ms=request_timeout_ms,
         )
         self.node = SimpleNamespace(settings=settings)  # type: ignore[assignment]
         self._producer_turns = transaction_service.ProducerTurns()
@@ -553,6 +557,18 @@ def test_transaction_add_partition_retry():
     once = LeaderService({}, {("t", 2): [concurrent]}, max_ms=0)
     assert asyncio.run(once.add_for_produce(TXN, batches)).refused == {("t", 2): (concurrent, None)}
     assert len(once.asked) == 1
+
+
+def test_transaction_add_partition_retry_stops_at_the_request_timeout():
+    """ReplicaManager's retry time is min(add.partitions.to.txn.retry.backoff.max.ms, request.timeout.ms): a
+    request timeout of 0 answers the first CONCURRENT_TRANSACTIONS at once, whatever the backoff maximum."""
+    concurrent = ErrorCode.concurrent_transactions
+    service = LeaderService({}, {("t", 0): [concurrent]}, max_ms=60_000, request_timeout_ms=0)
+    refused = asyncio.run(
+        asyncio.wait_for(service.add_for_produce(TXN, {("t", 0): _batch(True)}), 10)
+    ).refused
+    assert refused == {("t", 0): (concurrent, None)}
+    assert len(service.asked) == 1
 
 
 def test_a_producers_pipelined_requests_are_verified_in_the_order_they_came():

@@ -275,6 +275,13 @@ class BrokerSettings(SecuritySettings):
         "then retries (CONCURRENT_TRANSACTIONS).",
         minimum=0,
     )
+    request_timeout_ms: int = prop(
+        "request.timeout.ms",
+        30000,
+        "Caps add.partitions.to.txn.retry.backoff.max.ms, as Kafka's does (the broker's own requests to "
+        "other nodes keep their own timeouts).",
+        minimum=0,
+    )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = prop(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         10000,

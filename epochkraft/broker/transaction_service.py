@@ -375,18 +375,20 @@ class TransactionService:
     ) -> dict[TopicPartition, ErrorCode]:
         """Asks again every ``add.partitions.to.txn.retry.backoff.ms`` while the coordinator answers
         CONCURRENT_TRANSACTIONS (the producer's previous transaction is still being completed: its EndTxn
-        answered, its markers in flight) and ``.max.ms`` has not passed since the first ask, as Kafka's
-        ReplicaManager.maybeRetryOnConcurrentTransactions. Each round begins the verification again (a
-        marker of another epoch written meanwhile ended it) and updates ``guards``."""
+        answered, its markers in flight) and ``.max.ms``, capped by ``request.timeout.ms``, has not passed
+        since the first ask, as Kafka's ReplicaManager.maybeRetryOnConcurrentTransactions. Each round
+        begins the verification again (a marker of another epoch written meanwhile ended it) and updates
+        ``guards``."""
         settings = self.node.settings
         backoff_s = settings.add_partitions_to_txn_retry_backoff_ms / 1000
+        retry_ms = min(settings.add_partitions_to_txn_retry_backoff_max_ms, settings.request_timeout_ms)
         started = time.monotonic()
         answers: dict[TopicPartition, ErrorCode] = {}
         while True:
             answers |= await self.add_for_write(transactional_id, producer_id, producer_epoch, partitions)
             partitions = [tp for tp in partitions if answers[tp] == ErrorCode.concurrent_transactions]
             elapsed_ms = (time.monotonic() - started) * 1000
-            if not partitions or elapsed_ms >= settings.add_partitions_to_txn_retry_backoff_max_ms:
+            if not partitions or elapsed_ms >= retry_ms:
                 return answers
             await asyncio.sleep(backoff_s)
             partitions = self._begin_verifications(partitions, firsts, guards, answers, True)
