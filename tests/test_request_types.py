@@ -1,8 +1,9 @@
 """protocol/request_types.py is generated from the handlers' registrations; it must not go stale."""
 
-from epochkraft.protocol import gen_request_types, request_types
+from epochkraft.protocol import request_types
 from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.framing import request_class
+from epochkraft.server import gen_request_types
 from epochkraft.server.handlers import served
 
 

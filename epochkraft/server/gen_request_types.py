@@ -1,9 +1,9 @@
-"""Writes ``protocol/request_types.py``: for each API a listener serves, the union of the request classes of
+"""Writes ``epochkraft/protocol/request_types.py``: for each API a listener serves, the union of the request classes of
 exactly the versions its handler is registered for (``@api(versions=...)``), as the handler receives them
 (decoded at the client's version by ``framing.decode_request_body``, not upgraded).
 
-    python -m epochkraft.protocol.gen_request_types          # rewrites the file
-    python -m epochkraft.protocol.gen_request_types --check  # exits 1 if the file is stale
+    python -m epochkraft.server.gen_request_types          # rewrites the file
+    python -m epochkraft.server.gen_request_types --check  # exits 1 if the file is stale
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from epochkraft.protocol.api import BROKER, CONTROLLER, ApiSpec, registered
 from epochkraft.protocol.framing import request_class
 
-TARGET = Path(__file__).with_name("request_types.py")
-COMMAND = "python -m epochkraft.protocol.gen_request_types"
+TARGET = Path(__file__).parent.parent / "protocol" / "request_types.py"
+COMMAND = "python -m epochkraft.server.gen_request_types"
 LINE_LENGTH = 110  # ruff's, pyproject.toml
 LISTENERS = (BROKER, CONTROLLER)
 
