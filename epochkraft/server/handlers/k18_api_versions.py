@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kio.schema.api_versions.v3.response import (
     ApiVersion,
@@ -35,6 +36,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers import served
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _malformed(request, ctx: RequestContext) -> ErrorCode | None:
@@ -84,12 +88,12 @@ def _controller_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
 
 
 @api(key=18, name="ApiVersions", versions=(0, 5), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.ApiVersions, ctx: RequestContext):
     return _answer(ctx, BROKER, _refusal_on_broker(request, ctx), _broker_features)
 
 
 @api(key=18, name="ApiVersions", versions=(0, 5), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.ApiVersions, ctx: RequestContext):
     return _answer(ctx, CONTROLLER, _malformed(request, ctx), _controller_features)
 
 
