@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
 from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 
@@ -19,6 +21,9 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _expected(request, response) -> dict:
@@ -37,7 +42,7 @@ def _expected(request, response) -> dict:
 
 
 @api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.AlterClientQuotas, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     node = ctx.broker
     response = await node.forward_to_controller(request, AlterClientQuotasResponse, ctx)
@@ -57,7 +62,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.AlterClientQuotas, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     response = ctx.controller_node.controller.alter_client_quotas(ctx.now_ms(), request)
     return downgrade_response(response, ctx.api_version)

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.update_features.v1.request import FeatureUpdateKey, UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdateFeaturesResponse
 from kio.static.primitive import i8
@@ -19,6 +21,9 @@ from kio.static.primitive import i8
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 
@@ -39,7 +44,7 @@ def _v1(request, version: int) -> UpdateFeaturesRequest:
 
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.UpdateFeatures, ctx: RequestContext):
     response = await ctx.broker.forward_to_controller(
         _v1(request, ctx.api_version), UpdateFeaturesResponse, ctx
     )
@@ -47,6 +52,6 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.UpdateFeatures, ctx: RequestContext):
     response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request, ctx.api_version))
     return downgrade_response(response, ctx.api_version)
