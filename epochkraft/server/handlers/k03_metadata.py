@@ -28,9 +28,12 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from kio.schema.metadata.v8.request import MetadataRequest as MetadataRequestV8
+from kio.schema.metadata.v8.response import MetadataResponse as MetadataResponseV8
 from kio.schema.metadata.v9.request import MetadataRequest as MetadataRequestV9
+from kio.schema.metadata.v9.response import MetadataResponse as MetadataResponseV9
 from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
 from kio.schema.metadata.v10.request import MetadataRequestTopic as MetadataRequestTopicV10
+from kio.schema.metadata.v10.response import MetadataResponse as MetadataResponseV10
 from kio.schema.metadata.v11.request import MetadataRequest as MetadataRequestV11
 from kio.schema.metadata.v11.request import MetadataRequestTopic as MetadataRequestTopicV11
 from kio.schema.metadata.v12 import response as r12
@@ -72,6 +75,7 @@ TOPICS_BY_ID = (
     MetadataRequestTopicV13,
 )  # v10+ (KIP-516): a topic may be named by id
 CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
+WITH_CLUSTER_OPERATIONS = (MetadataResponseV8, MetadataResponseV9, MetadataResponseV10)  # to the above
 
 
 def _topic(node: BrokerApis, info: TopicInfo, listener_name: str, version: int) -> r12.MetadataResponseTopic:
@@ -239,9 +243,10 @@ async def handle(request: rt.Metadata, ctx: RequestContext):
         controller_id=controller_id,
         topics=tuple(topics),
     )
-    response = downgrade_response(response, version)
-    asks_cluster = getattr(request, "include_cluster_authorized_operations", False)
-    if asks_cluster and version <= CLUSTER_OPERATIONS_UNTIL:
-        operations = _cluster_authorized_operations(ctx)
-        response = dataclasses.replace(response, cluster_authorized_operations=operations)
-    return response
+    answer = downgrade_response(response, version)
+    if isinstance(answer, WITH_CLUSTER_OPERATIONS) and getattr(
+        request, "include_cluster_authorized_operations", False
+    ):
+        operations = i32(_cluster_authorized_operations(ctx))
+        answer = dataclasses.replace(answer, cluster_authorized_operations=operations)
+    return answer
