@@ -47,7 +47,7 @@ ADD_PARTITION_FROM = 5
 GENERIC_ERROR_FROM = 4  # TRANSACTION_ABORTABLE answered as it is
 
 
-async def _verify(ctx, request) -> ErrorCode:
+async def _verify(ctx, request: rt.TxnOffsetCommit) -> ErrorCode:
     """The coordinator's answer for the group's offsets partition in the producer's transaction: added
     to it from v5, verified to be in it before."""
     offsets_partition = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))

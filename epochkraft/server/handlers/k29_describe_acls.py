@@ -50,7 +50,9 @@ def _controller_image(ctx: RequestContext) -> MetadataImage:
     return ctx.controller_node.controller.image
 
 
-def _describe(request, ctx: RequestContext, image_of: Callable[[RequestContext], MetadataImage]):
+def _describe(
+    request: rt.DescribeAcls, ctx: RequestContext, image_of: Callable[[RequestContext], MetadataImage]
+):
     """The bindings of the node's metadata image (the broker's cache or the controller's image: both are
     built from the metadata log), reached only once the request is found answerable."""
     if ctx.authorizer is None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _security_disabled(request) -> r3.CreateAclsResponse:
+def _security_disabled(request: rt.CreateAcls) -> r3.CreateAclsResponse:
     results = tuple(
         r3.AclCreationResult(
             error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured."

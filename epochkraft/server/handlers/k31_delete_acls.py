@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _security_disabled(request) -> r3.DeleteAclsResponse:
+def _security_disabled(request: rt.DeleteAcls) -> r3.DeleteAclsResponse:
     results = tuple(
         r3.DeleteAclsFilterResult(
             error_code=ErrorCode.security_disabled,

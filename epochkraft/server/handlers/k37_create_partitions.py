@@ -70,7 +70,7 @@ async def handle_on_controller(request: rt.CreatePartitions, ctx: RequestContext
     return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
 
 
-def _throttled(ctx, request, quota) -> list[r3.CreatePartitionsTopicResult]:
+def _throttled(ctx, request: rt.CreatePartitions, quota) -> list[r3.CreatePartitionsTopicResult]:
     """KIP-599: each topic charges the partitions it gains; those over a strict quota are refused."""
     throttled = []
     for topic in request.topics:

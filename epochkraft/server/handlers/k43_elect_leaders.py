@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _v2(request, version: int) -> ElectLeadersRequest:
+def _v2(request: rt.ElectLeaders, version: int) -> ElectLeadersRequest:
     """v0 has no election type: preferred."""
     upgraded = convert(request, ElectLeadersRequest)
     if version == 0:

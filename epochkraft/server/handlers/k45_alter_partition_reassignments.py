@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
+def _v1(request: rt.AlterPartitionReassignments, version: int) -> AlterPartitionReassignmentsRequest:
     """v0 has no allow_replication_factor_change: allowed."""
     upgraded = convert(request, AlterPartitionReassignmentsRequest)
     if version == 0:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _expected(request, response) -> dict:
+def _expected(request: rt.AlterClientQuotas, response) -> dict:
     """The quotas each entity altered without error is to have: key -> value, or None once removed."""
     done = {
         quota_entity((e.entity_type, e.entity_name) for e in entry.entity)

@@ -33,7 +33,9 @@ async def handle_on_controller(request: rt.DescribeUserScramCredentials, ctx: Re
     return _describe(request, ctx.controller_node.controller.image)
 
 
-def _describe(request, image: MetadataImage) -> r0.DescribeUserScramCredentialsResponse:
+def _describe(
+    request: rt.DescribeUserScramCredentials, image: MetadataImage
+) -> r0.DescribeUserScramCredentialsResponse:
     """The credentials of the node's metadata image (the broker's cache or the controller's image)."""
     by_user: dict[str, list[r0.CredentialInfo]] = {}
     for (user, mechanism), record in sorted(image.scram_credentials.items()):

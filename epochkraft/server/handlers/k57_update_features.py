@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kio.schema.update_features.v0.request import UpdateFeaturesRequest as UpdateFeaturesRequestV0
 from kio.schema.update_features.v1.request import FeatureUpdateKey, UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdateFeaturesResponse
 from kio.static.primitive import i8
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 
 
-def _v1(request, version: int) -> UpdateFeaturesRequest:
+def _v1(request: rt.UpdateFeatures) -> UpdateFeaturesRequest:
     """v0 carries allow_downgrade where v1 has upgrade_type."""
-    if version >= 1:
+    if not isinstance(request, UpdateFeaturesRequestV0):
         return convert(request, UpdateFeaturesRequest)
     updates = tuple(
         FeatureUpdateKey(
@@ -45,13 +46,11 @@ def _v1(request, version: int) -> UpdateFeaturesRequest:
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER,))
 async def handle_on_broker(request: rt.UpdateFeatures, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(
-        _v1(request, ctx.api_version), UpdateFeaturesResponse, ctx
-    )
+    response = await ctx.broker.forward_to_controller(_v1(request), UpdateFeaturesResponse, ctx)
     return downgrade_response(response, ctx.api_version)
 
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(CONTROLLER,))
 async def handle_on_controller(request: rt.UpdateFeatures, ctx: RequestContext):
-    response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request, ctx.api_version))
+    response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request))
     return downgrade_response(response, ctx.api_version)
