@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
-AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
+# KIP-430 added include_topic_authorized_operations in v8
 WITH_AUTHORIZED_OPERATIONS = (
     MetadataRequestV8,
     MetadataRequestV9,
@@ -67,15 +67,15 @@ WITH_AUTHORIZED_OPERATIONS = (
     MetadataRequestV11,
     MetadataRequestV12,
     MetadataRequestV13,
-)  # from AUTHORIZED_OPERATIONS_FROM
+)
 TOPICS_BY_ID = (
     MetadataRequestTopicV10,
     MetadataRequestTopicV11,
     MetadataRequestTopicV12,
     MetadataRequestTopicV13,
 )  # v10+ (KIP-516): a topic may be named by id
-CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
-WITH_CLUSTER_OPERATIONS = (MetadataResponseV8, MetadataResponseV9, MetadataResponseV10)  # to the above
+# v8-v10 carry the cluster's authorized operations; v11 dropped them (KIP-700: DescribeCluster answers them)
+WITH_CLUSTER_OPERATIONS = (MetadataResponseV8, MetadataResponseV9, MetadataResponseV10)
 
 
 def _topic(node: BrokerApis, info: TopicInfo, listener_name: str, version: int) -> r12.MetadataResponseTopic:

@@ -40,7 +40,7 @@ from epochkraft.server.handlers._util import NO_THROTTLE
 if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
-GROUPS_FROM, MEMBER_EPOCH_FROM, TOPIC_IDS_FROM = 8, 9, 10
+GROUPS_FROM, TOPIC_IDS_FROM = 8, 10  # and a member's id and epoch from v9 (KIP-848)
 ONE_GROUP = (
     OffsetFetchRequestV1,
     OffsetFetchRequestV2,

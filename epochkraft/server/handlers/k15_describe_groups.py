@@ -85,7 +85,7 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
 
 
 GROUP_ID_NOT_FOUND_FROM = 6
-AUTHORIZED_OPERATIONS_FROM = 3  # KIP-430
+# KIP-430 added include_authorized_operations in v3
 BEFORE_AUTHORIZED_OPERATIONS = (DescribeGroupsRequestV0, DescribeGroupsRequestV1, DescribeGroupsRequestV2)
 
 
