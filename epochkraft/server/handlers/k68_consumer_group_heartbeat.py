@@ -42,7 +42,7 @@ def _owned(request) -> Assignment | None:
     return {tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions}
 
 
-def _unauthorized_topics(request, ctx) -> list[str]:
+def _unauthorized_topics(request: rt.ConsumerGroupHeartbeat, ctx: RequestContext) -> list[str]:
     if ctx.authorizer is None or not request.subscribed_topic_names:
         return []
     return sorted(
