@@ -176,18 +176,19 @@ async def handle(request: rt.Produce, ctx: RequestContext):
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
     topics: Sequence[_Topic] = request.topic_data
-    names: list[str | None]
+    names: list[str | None] = []
     keys: Sequence[uuid.UUID | str | None]  # each topic's id (v13) or name, as its answer names it
     if isinstance(request, ProduceRequestV13):
         cached = ctx.broker.cache.topics
-        names, ids = [], []
+        ids = []
         for with_id in request.topic_data:
             info = cached.get(with_id.topic_id) if with_id.topic_id is not None else None
             names.append(info.name if info else None)
             ids.append(with_id.topic_id)
         keys = ids
     else:
-        names = [with_name.name for with_name in request.topic_data]
+        for with_name in request.topic_data:
+            names.append(with_name.name)
         keys = names
     refused: dict[str, tuple[ErrorCode, str | None]] = {}
     for known in filter(None, names):
