@@ -8,7 +8,10 @@ import io
 import uuid
 
 import pytest
+from kio.schema.begin_quorum_epoch.v0 import request as bqe_v0
+from kio.schema.types import BrokerId
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.raft import wire
@@ -144,3 +147,19 @@ def test_end_quorum_epoch_v0_still_decodes():
         ),
     )
     assert wire.decode_end_quorum_epoch_request(roundtrip(body)[0]) == EndQuorumEpochRequest(2, 9, (3, 1))
+
+
+def test_a_begin_quorum_epoch_v0_decodes_without_a_directory_id() -> None:
+    """v0, a static quorum's (Kafka 3.x voters send it), decodes to the core message as v1 does."""
+    request = bqe_v0.BeginQuorumEpochRequest(
+        cluster_id="c1",
+        topics=(
+            bqe_v0.TopicData(
+                topic_name=wire.METADATA_TOPIC,
+                partitions=(
+                    bqe_v0.PartitionData(partition_index=i32(0), leader_id=BrokerId(2), leader_epoch=i32(9)),
+                ),
+            ),
+        ),
+    )
+    assert wire.decode_begin_quorum_epoch_request(request) == BeginQuorumEpochRequest(2, 9)

@@ -17,6 +17,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
+from kio.static.protocol import RequestPayload
 
 from epochkraft.protocol import kio_extra
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
@@ -256,7 +257,7 @@ def parse_request_header(data: bytes | memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def decode_request_body(header: RequestHeader, data: bytes | memoryview) -> Any:
+def decode_request_body(header: RequestHeader, data: bytes | memoryview) -> RequestPayload:
     """Decodes the body after the header with kio; ProtocolError when malformed.
 
     Trailing bytes after a complete body are ignored, as Kafka's own parsers do: some clients (librdkafka's

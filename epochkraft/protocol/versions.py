@@ -13,7 +13,7 @@ import typing
 from functools import cache
 from typing import Any, TypeVar
 
-from kio.static.protocol import Payload
+from kio.static.protocol import Payload, RequestPayload, ResponsePayload
 
 from epochkraft.protocol.framing import request_class, response_class
 
@@ -91,8 +91,10 @@ def _zero(cls: type, name: str) -> Any:
         return None
 
 
-def upgrade_request(request: Any, version: int) -> Any:
-    return convert(request, request_class(request.__api_key__, version))
+def upgrade_request(request: RequestPayload, version: int) -> RequestPayload:
+    """``request`` at another version of its API (the class ``request_class`` names, of the same kind)."""
+    target: type[RequestPayload] = request_class(request.__api_key__, version)
+    return convert(request, target)
 
 
 def response_for(api_key: int, version: int) -> type[Payload]:
@@ -101,5 +103,6 @@ def response_for(api_key: int, version: int) -> type[Payload]:
     return response_class(api_key, version)
 
 
-def downgrade_response(response: Any, version: int) -> Any:
-    return convert(response, response_class(response.__api_key__, version))
+def downgrade_response(response: ResponsePayload, version: int) -> ResponsePayload:
+    target: type[ResponsePayload] = response_class(response.__api_key__, version)
+    return convert(response, target)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.begin_quorum_epoch.v0 import request as bqe_req_v0
 from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
@@ -165,10 +166,15 @@ def encode_begin_quorum_epoch_request(
     )
 
 
-def decode_begin_quorum_epoch_request(request: bqe_req.BeginQuorumEpochRequest) -> BeginQuorumEpochRequest:
+def decode_begin_quorum_epoch_request(
+    request: bqe_req_v0.BeginQuorumEpochRequest | bqe_req.BeginQuorumEpochRequest,
+) -> BeginQuorumEpochRequest:
+    """v0 (a static quorum's, KIP-595) has no voter directory id (KIP-853 added it in v1)."""
     p = _single_partition(request.topics)
-    assert isinstance(p, bqe_req.PartitionData)
-    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch, getattr(p, "voter_directory_id", None))
+    if isinstance(p, bqe_req.PartitionData):
+        return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch, p.voter_directory_id)
+    assert isinstance(p, bqe_req_v0.PartitionData)
+    return BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
 
 
 def begin_quorum_epoch_leader_endpoints(request: bqe_req.BeginQuorumEpochRequest) -> Endpoints:

@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kio.static.protocol import ResponsePayload
+
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
@@ -21,7 +23,7 @@ from epochkraft.server.context import RequestContext
 
 # a Raft RPC's kio request and response classes (Vote, BeginQuorumEpoch, ..., of the version decoded)
 Request = TypeVar("Request")
-Response = TypeVar("Response")
+Response = TypeVar("Response", bound=ResponsePayload)
 Decoded = TypeVar("Decoded", bound=Message)  # the Raft core's message the request decodes to
 
 
@@ -32,7 +34,7 @@ async def raft_exchange(
     decode: Callable[[Request], Decoded],
     source: Callable[[Decoded], int],
     encode: Callable[[Any], Response],
-) -> Response:
+) -> ResponsePayload:
     """Vote, BeginQuorumEpoch, EndQuorumEpoch: refused with the top-level error and no topics, as Kafka
     answers them (e.g. VoteResponseData with only its errorCode set)."""
     return await _exchange(request, ctx, decode, source, encode, no_topics=True)
@@ -46,7 +48,7 @@ async def reconfig_exchange(
     source: Callable[[Decoded], int],
     encode: Callable[[Any], Response],
     without_quorum: ErrorCode = ErrorCode.invalid_request,
-) -> Response:
+) -> ResponsePayload:
     """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter: the same checks, then the Raft core, whose answer
     may wait for a commit; ``without_quorum`` answers a single controller (no Raft quorum)."""
     return await _exchange(
@@ -63,7 +65,7 @@ async def _exchange(
     *,
     no_topics: bool,
     without_quorum: ErrorCode = ErrorCode.invalid_request,
-) -> Response:
+) -> ResponsePayload:
     """A quorum, the cluster id, a well-formed request; then the Raft core's answer."""
     quorum = ctx.controller_node.quorum
 

@@ -59,9 +59,13 @@ import asyncio
 import dataclasses
 import datetime
 import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.produce.v11 import response as r11
 from kio.schema.produce.v13 import response as r13
+from kio.schema.produce.v13.request import ProduceRequest as ProduceRequestV13
 
 from epochkraft.broker.replica_manager import ProduceResult
 from epochkraft.broker.transaction_service import ProduceAdds, produce_operation
@@ -74,12 +78,31 @@ from epochkraft.security.topics import INTERNAL_TOPICS
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 # The client id Kafka's own tools use to write internal topics (AdminUtils.ADMIN_CLIENT_ID).
 ADMIN_CLIENT_ID = "__admin_client"
 
 ATTRIBUTES_LOW_BYTE = CRC_START + 1
 TOPIC_IDS_FROM = 13
 LEADER_HINTS_FROM = 10  # KIP-951: current leader and its endpoint on NOT_LEADER_OR_FOLLOWER
+
+
+class _Partition(Protocol):
+    """What the handler reads of a partition's data, the same in every version."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def records(self) -> bytes | None: ...
+
+
+class _Topic(Protocol):
+    """What the handler reads of a topic's data in every version (its name, or id from v13, apart)."""
+
+    @property
+    def partition_data(self) -> Sequence[_Partition]: ...
 
 
 NOT_VERIFIED = ProduceAdds({}, {})  # no transactional id: no partition verified
@@ -148,32 +171,41 @@ def _answers(partitions, error: ErrorCode, message: str | None) -> list[Answer]:
 
 
 @api(key=0, name="Produce", versions=(3, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.Produce, ctx: RequestContext):
     started = time.monotonic()
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
-    names = []
-    for t in request.topic_data:
-        info = ctx.broker.cache.topics.get(t.topic_id) if by_id else None
-        names.append(t.name if not by_id else info.name if info else None)
+    topics: Sequence[_Topic] = request.topic_data
+    names: list[str | None] = []
+    keys: Sequence[uuid.UUID | str | None]  # each topic's id (v13) or name, as its answer names it
+    if isinstance(request, ProduceRequestV13):
+        cached = ctx.broker.cache.topics
+        ids = []
+        for with_id in request.topic_data:
+            info = cached.get(with_id.topic_id) if with_id.topic_id is not None else None
+            names.append(info.name if info else None)
+            ids.append(with_id.topic_id)
+        keys = ids
+    else:
+        for with_name in request.topic_data:
+            names.append(with_name.name)
+        keys = names
     refused: dict[str, tuple[ErrorCode, str | None]] = {}
-    for name in filter(None, names):
-        if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name):
-            refused[name] = (ErrorCode.topic_authorization_failed, None)
-        elif name in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
-            refused[name] = (ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {name}")
+    for known in filter(None, names):
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, known):
+            refused[known] = (ErrorCode.topic_authorization_failed, None)
+        elif known in INTERNAL_TOPICS and ctx.header.client_id != ADMIN_CLIENT_ID:
+            refused[known] = (ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {known}")
     # one Answer per partition, in request order
     results: list[list[Answer]] = []
     if request.acks not in (-1, 0, 1):
-        results = [
-            _answers(t.partition_data, ErrorCode.invalid_required_acks, None) for t in request.topic_data
-        ]
+        results = [_answers(t.partition_data, ErrorCode.invalid_required_acks, None) for t in topics]
     elif _has_transactional_records(request) and not (
         request.transactional_id is not None
         and ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     ):
         error = ErrorCode.transactional_id_authorization_failed
-        results = [_answers(t.partition_data, error, None) for t in request.topic_data]
+        results = [_answers(t.partition_data, error, None) for t in topics]
     else:
         manager = ctx.broker.replica_manager
         timeout = ms(request.timeout)
@@ -191,13 +223,13 @@ async def handle(request, ctx: RequestContext):
                 timeout,
                 verification_guard=adds.guards.get((name, p.index)),
             )
-            for t, name in zip(request.topic_data, names, strict=True)
+            for t, name in zip(topics, names, strict=True)
             if name is not None and name not in refused
             for p in t.partition_data
         ]
         done = iter(await asyncio.gather(*appends))
         ctx.broker.observe_produce(time.monotonic() - started)
-        for t, name in zip(request.topic_data, names, strict=True):
+        for t, name in zip(topics, names, strict=True):
             if name is None:
                 results.append(_answers(t.partition_data, ErrorCode.unknown_topic_id, None))
                 continue
@@ -224,7 +256,7 @@ async def handle(request, ctx: RequestContext):
     response = schema.ProduceResponse(
         responses=tuple(
             schema.TopicProduceResponse(
-                **({"topic_id": t.topic_id} if by_id else {"name": t.name}),
+                **({"topic_id": key} if by_id else {"name": key}),
                 partition_responses=tuple(
                     schema.PartitionProduceResponse(
                         index=p.index,
@@ -248,7 +280,7 @@ async def handle(request, ctx: RequestContext):
                     ) in zip(t.partition_data, answers, strict=True)
                 ),
             )
-            for t, answers in zip(request.topic_data, results, strict=True)
+            for t, key, answers in zip(topics, keys, results, strict=True)
         ),
         throttle_time=NO_THROTTLE,
     )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch
 from epochkraft.broker.fetch_session import (
@@ -50,6 +51,9 @@ from epochkraft.protocol.fetch_response import Answer, encode_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import ms
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _follower_identity(request, version):
@@ -92,7 +96,7 @@ def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | Non
 
 
 @api(key=1, name="Fetch", versions=(4, 18), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
     node = ctx.broker
     version = ctx.api_version
     replica_id, replica_epoch = _follower_identity(request, version)

@@ -18,11 +18,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from kio.schema.fetch.v12 import response as v12
+from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
+from kio.schema.fetch.v12.request import FetchTopic as FetchTopicV12
+from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
+from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
 from kio.schema.fetch.v16 import response as v16
 from kio.schema.fetch.v17 import response as v17
-from kio.schema.types import BrokerId
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i32, i64
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
@@ -33,7 +38,11 @@ from epochkraft.raft import wire
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 METADATA_TOPIC_ID = uuid.UUID(int=METADATA_TOPIC_ID_INT)
+BEFORE_REPLICA_STATE = (FetchRequestV12, FetchRequestV13, FetchRequestV14)  # KIP-903 (v15): ReplicaState
 
 
 def _partition(
@@ -55,26 +64,32 @@ def _partition(
 
 
 @api(key=1, name="Fetch", versions=(12, 17), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.FetchOnController, ctx: RequestContext):
     node = ctx.controller_node
     log = node.metadata_log
     version = ctx.api_version
     if (
         node.quorum is not None
-        and version >= 15
+        and not isinstance(request, BEFORE_REPLICA_STATE)
         and request.replica_state.replica_id >= 0
         and request.cluster_id is not None  # controllers name the cluster (KIP-595); brokers fetching do not
     ):
         return await _voter_fetch(request, node.quorum)
     wanted = [(topic, p) for topic in request.topics for p in topic.partitions]
     is_metadata = [
-        (topic.topic == METADATA_TOPIC if version < 13 else topic.topic_id == METADATA_TOPIC_ID)
+        (
+            topic.topic == METADATA_TOPIC
+            if isinstance(topic, FetchTopicV12)
+            else topic.topic_id == METADATA_TOPIC_ID
+        )
         and p.partition == 0
         for topic, p in wanted
     ]
     # Long poll on the metadata partition when the follower is at the end of the log.
     waits = [p.fetch_offset for (_, p), ok in zip(wanted, is_metadata, strict=True) if ok]
-    observer = request.replica_state.replica_id if version >= 15 else getattr(request, "replica_id", -1)
+    observer = (
+        request.replica_id if isinstance(request, BEFORE_REPLICA_STATE) else request.replica_state.replica_id
+    )
     if node.quorum is not None and observer >= 0 and waits:
         node.quorum.observe(observer, min(waits))  # a broker, shown as an observer by DescribeQuorum
     if waits and all(offset >= log.next_offset for offset in waits):
@@ -95,18 +110,21 @@ async def handle(request, ctx: RequestContext):
             data = _partition(
                 p.partition, ErrorCode.none, hw, log.read(p.fetch_offset, p.partition_max_bytes)
             )
-        answered.append((topic, data))
+        name, topic_id = (topic.topic, None) if isinstance(topic, FetchTopicV12) else (None, topic.topic_id)
+        answered.append((name, topic_id, data))
     if version == 12:
         topics = tuple(
-            v12.FetchableTopicResponse(topic=topic.topic, partitions=(convert(data, v12.PartitionData),))
-            for topic, data in answered
+            v12.FetchableTopicResponse(
+                topic=TopicName(name or ""),  # by name in v12: every topic has one
+                partitions=(convert(data, v12.PartitionData),),
+            )
+            for name, _, data in answered
         )
         return v12.FetchResponse(
             throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=topics
         )
     responses = tuple(
-        v16.FetchableTopicResponse(topic_id=getattr(topic, "topic_id", None), partitions=(data,))
-        for topic, data in answered
+        v16.FetchableTopicResponse(topic_id=topic_id, partitions=(data,)) for _, topic_id, data in answered
     )
     response = v16.FetchResponse(
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=responses

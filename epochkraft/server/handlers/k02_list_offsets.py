@@ -14,11 +14,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.list_offsets_response import Offset, encode_response
 from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
@@ -58,7 +63,7 @@ def _answer(node: BrokerApis, topic: str, p, read_committed: bool) -> Offset:
 
 
 @api(key=2, name="ListOffsets", versions=(1, 11), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.ListOffsets, ctx: RequestContext):
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED  # v2+
     topics = [
         (t.name, [_answer(ctx.broker, t.name, p, read_committed) for p in t.partitions])

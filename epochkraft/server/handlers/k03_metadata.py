@@ -25,8 +25,22 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
+from kio.schema.metadata.v8.request import MetadataRequest as MetadataRequestV8
+from kio.schema.metadata.v8.response import MetadataResponse as MetadataResponseV8
+from kio.schema.metadata.v9.request import MetadataRequest as MetadataRequestV9
+from kio.schema.metadata.v9.response import MetadataResponse as MetadataResponseV9
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
+from kio.schema.metadata.v10.request import MetadataRequestTopic as MetadataRequestTopicV10
+from kio.schema.metadata.v10.response import MetadataResponse as MetadataResponseV10
+from kio.schema.metadata.v11.request import MetadataRequest as MetadataRequestV11
+from kio.schema.metadata.v11.request import MetadataRequestTopic as MetadataRequestTopicV11
 from kio.schema.metadata.v12 import response as r12
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
+from kio.schema.metadata.v12.request import MetadataRequestTopic as MetadataRequestTopicV12
+from kio.schema.metadata.v13.request import MetadataRequest as MetadataRequestV13
+from kio.schema.metadata.v13.request import MetadataRequestTopic as MetadataRequestTopicV13
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
@@ -41,9 +55,27 @@ from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
-AUTHORIZED_OPERATIONS_FROM = 8  # KIP-430
-CLUSTER_OPERATIONS_UNTIL = 10  # v11 dropped them (KIP-700: DescribeCluster answers them)
+# KIP-430 added include_topic_authorized_operations in v8
+WITH_AUTHORIZED_OPERATIONS = (
+    MetadataRequestV8,
+    MetadataRequestV9,
+    MetadataRequestV10,
+    MetadataRequestV11,
+    MetadataRequestV12,
+    MetadataRequestV13,
+)
+TOPICS_BY_ID = (
+    MetadataRequestTopicV10,
+    MetadataRequestTopicV11,
+    MetadataRequestTopicV12,
+    MetadataRequestTopicV13,
+)  # v10+ (KIP-516): a topic may be named by id
+# v8-v10 carry the cluster's authorized operations; v11 dropped them (KIP-700: DescribeCluster answers them)
+WITH_CLUSTER_OPERATIONS = (MetadataResponseV8, MetadataResponseV9, MetadataResponseV10)
 
 
 def _topic(node: BrokerApis, info: TopicInfo, listener_name: str, version: int) -> r12.MetadataResponseTopic:
@@ -146,11 +178,11 @@ def _cluster_authorized_operations(ctx: RequestContext) -> int:
 
 
 @api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.Metadata, ctx: RequestContext):
     node = ctx.broker
     cache = node.cache
     version = ctx.api_version
-    ids = [t.topic_id for t in request.topics or () if getattr(t, "topic_id", None) is not None]
+    ids = [t.topic_id for t in request.topics or () if isinstance(t, TOPICS_BY_ID) and t.topic_id is not None]
     if version < 12 and request.topics and (ids or any(t.name is None for t in request.topics)):
         return downgrade_response(
             r12.MetadataResponse(
@@ -184,7 +216,7 @@ async def handle(request, ctx: RequestContext):
         names = []
         for t in request.topics:
             name = getattr(t, "name", None)
-            if name is None and getattr(t, "topic_id", None) is not None:
+            if name is None and isinstance(t, TOPICS_BY_ID) and t.topic_id is not None:
                 info = cache.topics.get(t.topic_id)
                 name = info.name if info else None
             names.append(name)
@@ -202,7 +234,7 @@ async def handle(request, ctx: RequestContext):
         if ep.name == ctx.listener_name
     )
     controller_id = brokers[0].node_id if brokers else BrokerId(-1)
-    if version >= AUTHORIZED_OPERATIONS_FROM and request.include_topic_authorized_operations:
+    if isinstance(request, WITH_AUTHORIZED_OPERATIONS) and request.include_topic_authorized_operations:
         topics = _with_authorized_operations(ctx, topics)
     response = r12.MetadataResponse(
         throttle_time=NO_THROTTLE,
@@ -211,9 +243,10 @@ async def handle(request, ctx: RequestContext):
         controller_id=controller_id,
         topics=tuple(topics),
     )
-    response = downgrade_response(response, version)
-    asks_cluster = getattr(request, "include_cluster_authorized_operations", False)
-    if asks_cluster and version <= CLUSTER_OPERATIONS_UNTIL:
-        operations = _cluster_authorized_operations(ctx)
-        response = dataclasses.replace(response, cluster_authorized_operations=operations)
-    return response
+    answer = downgrade_response(response, version)
+    if isinstance(answer, WITH_CLUSTER_OPERATIONS) and getattr(
+        request, "include_cluster_authorized_operations", False
+    ):
+        operations = i32(_cluster_authorized_operations(ctx))
+        answer = dataclasses.replace(answer, cluster_authorized_operations=operations)
+    return answer

@@ -16,8 +16,13 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
 from kio.schema.offset_commit.v9 import response as v9
 from kio.schema.offset_commit.v10 import response as v10
+from kio.schema.offset_commit.v10.request import OffsetCommitRequest as OffsetCommitRequestV10
 
 from epochkraft.broker.group_service import OffsetCommitEntry
 from epochkraft.protocol.api import BROKER, api
@@ -26,18 +31,48 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 TOPIC_IDS_FROM = 10
 
 
+class _Partition(Protocol):
+    """What the handler reads of a partition in every version (the leader epoch, v6+, apart)."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class _Topic(Protocol):
+    """What the handler reads of a topic in every version (its name, or id from v10, apart)."""
+
+    @property
+    def partitions(self) -> Sequence[_Partition]: ...
+
+
 @api(key=8, name="OffsetCommit", versions=(2, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.OffsetCommit, ctx: RequestContext):
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
     groups, cache = ctx.broker.groups, ctx.broker.cache
-    names = []
-    for topic in request.topics:
-        info = cache.topics.get(topic.topic_id) if by_id else None
-        names.append(info.name if info else None if by_id else topic.name)
+    topics: Sequence[_Topic] = request.topics
+    names: list[str | None]
+    keys: Sequence[uuid.UUID | str | None]  # each topic's id (v10) or name, as its answer names it
+    if isinstance(request, OffsetCommitRequestV10):
+        names, ids = [], []
+        for with_id in request.topics:
+            info = cache.topics.get(with_id.topic_id) if with_id.topic_id is not None else None
+            names.append(info.name if info else None)
+            ids.append(with_id.topic_id)
+        keys = ids
+    else:
+        names = [with_name.name for with_name in request.topics]
+        keys = names
 
     def known(name: str | None, partition: int) -> bool:
         info = cache.topic(name) if name is not None else None
@@ -51,7 +86,7 @@ async def handle(request, ctx: RequestContext):
             getattr(p, "committed_leader_epoch", -1),
             p.committed_metadata,
         )
-        for topic, name in zip(request.topics, names, strict=True)
+        for topic, name in zip(topics, names, strict=True)
         for p in topic.partitions
         if name is not None and known(name, p.partition_index)
     ]
@@ -74,7 +109,7 @@ async def handle(request, ctx: RequestContext):
         throttle_time=NO_THROTTLE,
         topics=tuple(
             schema.OffsetCommitResponseTopic(
-                **({"topic_id": topic.topic_id} if by_id else {"name": topic.name}),
+                **({"topic_id": key} if by_id else {"name": key}),
                 partitions=tuple(
                     schema.OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
@@ -85,7 +120,7 @@ async def handle(request, ctx: RequestContext):
                     for p in topic.partitions
                 ),
             )
-            for topic, name in zip(request.topics, names, strict=True)
+            for topic, name, key in zip(topics, names, keys, strict=True)
         ),
     )
     return downgrade_response(response, version)

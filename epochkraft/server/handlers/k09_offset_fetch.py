@@ -14,8 +14,17 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
+from kio.schema.offset_fetch.v1.request import OffsetFetchRequest as OffsetFetchRequestV1
+from kio.schema.offset_fetch.v2.request import OffsetFetchRequest as OffsetFetchRequestV2
+from kio.schema.offset_fetch.v3.request import OffsetFetchRequest as OffsetFetchRequestV3
+from kio.schema.offset_fetch.v4.request import OffsetFetchRequest as OffsetFetchRequestV4
+from kio.schema.offset_fetch.v5.request import OffsetFetchRequest as OffsetFetchRequestV5
+from kio.schema.offset_fetch.v6.request import OffsetFetchRequest as OffsetFetchRequestV6
 from kio.schema.offset_fetch.v7 import response as v7
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequestGroup as OffsetFetchRequestGroupV8
 from kio.schema.offset_fetch.v9 import response as v9
 from kio.schema.offset_fetch.v10 import response as v10
 from kio.schema.types import TopicName
@@ -28,7 +37,19 @@ from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
-GROUPS_FROM, MEMBER_EPOCH_FROM, TOPIC_IDS_FROM = 8, 9, 10
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
+GROUPS_FROM, TOPIC_IDS_FROM = 8, 10  # and a member's id and epoch from v9 (KIP-848)
+ONE_GROUP = (
+    OffsetFetchRequestV1,
+    OffsetFetchRequestV2,
+    OffsetFetchRequestV3,
+    OffsetFetchRequestV4,
+    OffsetFetchRequestV5,
+    OffsetFetchRequestV6,
+    OffsetFetchRequestV7,
+)  # before GROUPS_FROM
 Partition = tuple[int, int, int, str, ErrorCode]  # index, offset, leader epoch, metadata, error
 TopicOffsets = tuple[str | None, uuid.UUID | None, list[Partition]]  # name, id, partitions
 
@@ -93,9 +114,9 @@ def _group_offsets(
 
 
 @api(key=9, name="OffsetFetch", versions=(1, TOPIC_IDS_FROM), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.OffsetFetch, ctx: RequestContext):
     version = ctx.api_version
-    if version < GROUPS_FROM:
+    if isinstance(request, ONE_GROUP):
         require_stable = getattr(request, "require_stable", False)
         error, topics = _group_offsets(
             ctx.broker, request.group_id, request.topics, version, require_stable=require_stable
@@ -124,7 +145,9 @@ async def handle(request, ctx: RequestContext):
     schema = v10 if version >= TOPIC_IDS_FROM else v9
     answers = []
     for group in request.groups:
-        member = (group.member_id, group.member_epoch) if version >= MEMBER_EPOCH_FROM else None
+        member = (
+            None if isinstance(group, OffsetFetchRequestGroupV8) else (group.member_id, group.member_epoch)
+        )
         error, topics = _group_offsets(
             ctx.broker, group.group_id, group.topics, version, member, request.require_stable
         )

@@ -13,6 +13,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as FindCoordinatorRequestV0
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as FindCoordinatorRequestV1
+from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest as FindCoordinatorRequestV2
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindCoordinatorRequestV3
 from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
@@ -24,14 +30,23 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, build
 
-GROUP, TRANSACTION = 0, 1  # key types
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
+GROUP, TRANSACTION = 0, 1  # key types (v0 has none: a group's)
+ONE_KEY = (
+    FindCoordinatorRequestV0,
+    FindCoordinatorRequestV1,
+    FindCoordinatorRequestV2,
+    FindCoordinatorRequestV3,
+)  # v4+ (KIP-699): a batch of keys
 
 
 @api(key=10, name="FindCoordinator", versions=(0, 6), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.FindCoordinator, ctx: RequestContext):
     version = ctx.api_version
-    keys = tuple(request.coordinator_keys) if version >= 4 else (request.key,)
-    key_type = getattr(request, "key_type", 0)
+    keys = (request.key,) if isinstance(request, ONE_KEY) else tuple(request.coordinator_keys)
+    key_type = GROUP if isinstance(request, FindCoordinatorRequestV0) else request.key_type
     coordinators = []
     for key in keys:
         message = None

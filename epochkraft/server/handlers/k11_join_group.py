@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.static.primitive import i32
 
@@ -29,11 +31,14 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 LATEST = 9
 
 
 @api(key=11, name="JoinGroup", versions=(0, LATEST), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.JoinGroup, ctx: RequestContext):
     groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     result_error: ErrorCode

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from epochkraft.protocol.api import BROKER, api
@@ -16,9 +18,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=12, name="Heartbeat", versions=(0, 4), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.Heartbeat, ctx: RequestContext):
     groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     if error == ErrorCode.none:

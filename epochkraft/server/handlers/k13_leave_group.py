@@ -11,6 +11,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kio.schema.leave_group.v0.request import LeaveGroupRequest as LeaveGroupRequestV0
+from kio.schema.leave_group.v1.request import LeaveGroupRequest as LeaveGroupRequestV1
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
 from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberResponse
 
 from epochkraft.protocol.api import BROKER, api
@@ -20,14 +25,21 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, build
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
+
+ONE_MEMBER = (LeaveGroupRequestV0, LeaveGroupRequestV1, LeaveGroupRequestV2)
+
 
 @api(key=13, name="LeaveGroup", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.LeaveGroup, ctx: RequestContext):
     version = ctx.api_version
-    if version >= 3:
-        members = [(m.member_id, m.group_instance_id) for m in request.members]
-    else:
+    members: list[tuple[str, str | None]]
+    if isinstance(request, ONE_MEMBER):
         members = [(request.member_id, None)]
+    else:  # v3+ (KIP-345): a batch of members
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
     groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     top: ErrorCode

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from epochkraft.broker.topics_image import CacheTopics
@@ -19,9 +21,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=14, name="SyncGroup", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.SyncGroup, ctx: RequestContext):
     groups = ctx.broker.groups
     error = groups.coordinator_error(request.group_id)
     if error != ErrorCode.none:

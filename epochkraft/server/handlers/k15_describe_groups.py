@@ -12,7 +12,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
+from kio.schema.describe_groups.v0.request import DescribeGroupsRequest as DescribeGroupsRequestV0
+from kio.schema.describe_groups.v1.request import DescribeGroupsRequest as DescribeGroupsRequestV1
+from kio.schema.describe_groups.v2.request import DescribeGroupsRequest as DescribeGroupsRequestV2
 from kio.schema.describe_groups.v6.response import (
     DescribedGroup,
     DescribedGroupMember,
@@ -28,6 +32,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _describe(service, group_id: str, version: int) -> DescribedGroup:
@@ -78,7 +85,8 @@ def _describe(service, group_id: str, version: int) -> DescribedGroup:
 
 
 GROUP_ID_NOT_FOUND_FROM = 6
-AUTHORIZED_OPERATIONS_FROM = 3  # KIP-430
+# KIP-430 added include_authorized_operations in v3
+BEFORE_AUTHORIZED_OPERATIONS = (DescribeGroupsRequestV0, DescribeGroupsRequestV1, DescribeGroupsRequestV2)
 
 
 def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> DescribedGroup:
@@ -91,9 +99,9 @@ def _with_authorized_operations(ctx: RequestContext, group: DescribedGroup) -> D
 
 
 @api(key=15, name="DescribeGroups", versions=(0, GROUP_ID_NOT_FOUND_FROM), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeGroups, ctx: RequestContext):
     groups = tuple(_describe(ctx.broker.groups, g, ctx.api_version) for g in request.groups)
-    if ctx.api_version >= AUTHORIZED_OPERATIONS_FROM and request.include_authorized_operations:
+    if not isinstance(request, BEFORE_AUTHORIZED_OPERATIONS) and request.include_authorized_operations:
         groups = tuple(_with_authorized_operations(ctx, g) for g in groups)
     response = DescribeGroupsResponse(throttle_time=NO_THROTTLE, groups=groups)
     return downgrade_response(response, ctx.api_version)

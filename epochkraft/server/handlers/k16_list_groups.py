@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.list_groups.v5.response import ListedGroup, ListGroupsResponse
 from kio.schema.types import GroupId
 
@@ -16,6 +18,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 CLASSIC = "classic"
 CONSUMER = "consumer"  # KIP-848 groups: protocol type and group type
@@ -35,7 +40,7 @@ def _listed(service) -> list[tuple[str, str, str, str]]:
 
 
 @api(key=16, name="ListGroups", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.ListGroups, ctx: RequestContext):
     wanted = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     # DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE (KafkaApis).

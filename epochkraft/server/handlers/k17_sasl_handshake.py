@@ -9,15 +9,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=17, name="SaslHandshake", versions=(1, 1), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.SaslHandshake, ctx: RequestContext):
     session = ctx.sasl
     if session is None:
         return SaslHandshakeResponse(error_code=ErrorCode.illegal_sasl_state, mechanisms=())

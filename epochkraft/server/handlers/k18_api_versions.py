@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kio.schema.api_versions.v3.response import (
     ApiVersion,
@@ -31,23 +32,29 @@ from epochkraft.controller.feature_control import SUPPORTED_FEATURES
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.kio_extra import ApiVersionsRequestV5
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers import served
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _malformed(request, ctx: RequestContext) -> ErrorCode | None:
+
+def _malformed(request: rt.ApiVersions) -> ErrorCode | None:
     """KIP-1242 on either listener: a v5 request names the cluster and the node, both or neither."""
-    if ctx.api_version >= 5 and (request.cluster_id is not None) != (request.node_id != -1):
+    if isinstance(request, ApiVersionsRequestV5) and (request.cluster_id is not None) != (
+        request.node_id != -1
+    ):
         return ErrorCode.invalid_request
     return None
 
 
-def _refusal_on_broker(request, ctx: RequestContext) -> ErrorCode | None:
+def _refusal_on_broker(request: rt.ApiVersions, ctx: RequestContext) -> ErrorCode | None:
     """KIP-1242's checks of a v5 request on a broker: the error to answer, else None."""
-    error = _malformed(request, ctx)
-    if error is not None or ctx.api_version < 5 or request.cluster_id is None:
+    error = _malformed(request)
+    if error is not None or not isinstance(request, ApiVersionsRequestV5) or request.cluster_id is None:
         return error
     node = ctx.broker
     # A broker listens before it has asked the controller for the cluster id; until then only the
@@ -84,13 +91,13 @@ def _controller_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
 
 
 @api(key=18, name="ApiVersions", versions=(0, 5), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.ApiVersions, ctx: RequestContext):
     return _answer(ctx, BROKER, _refusal_on_broker(request, ctx), _broker_features)
 
 
 @api(key=18, name="ApiVersions", versions=(0, 5), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
-    return _answer(ctx, CONTROLLER, _malformed(request, ctx), _controller_features)
+async def handle_on_controller(request: rt.ApiVersions, ctx: RequestContext):
+    return _answer(ctx, CONTROLLER, _malformed(request), _controller_features)
 
 
 def _answer(

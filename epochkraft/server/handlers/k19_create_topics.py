@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kio.schema.create_topics.v7 import response as r7
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
@@ -35,6 +36,9 @@ from epochkraft.server.handlers._mutation_quota import (
     with_throttle,
 )
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _refusals(request: CreateTopicsRequest, ctx: RequestContext) -> list:
@@ -75,7 +79,7 @@ def _with_refused(response, refused: list):
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.CreateTopics, ctx: RequestContext):
     upgraded = convert(request, CreateTopicsRequest)
     refused = _refusals(upgraded, ctx)
     remaining = _without(upgraded, refused)
@@ -89,7 +93,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=19, name="CreateTopics", versions=(2, 7), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.CreateTopics, ctx: RequestContext):
     request = convert(request, CreateTopicsRequest)
     refused = _refusals(request, ctx)
     quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE)

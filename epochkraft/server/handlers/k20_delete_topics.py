@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kio.schema.delete_topics.v6 import response as r6
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
@@ -38,6 +39,9 @@ from epochkraft.server.handlers._mutation_quota import (
     with_throttle,
 )
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 TopicsById = Mapping[uuid.UUID, TopicInfo]
 # The node's topics by id, reached only for a state naming an id (a request refused outright needs no node)
@@ -122,7 +126,7 @@ NOTHING_DELETED = r6.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=(
 
 
 @api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DeleteTopics, ctx: RequestContext):
     upgraded = _v6(request, ctx.api_version)
     allowed, refused = _sorted_out(ctx, _broker_topics, upgraded)
     if not allowed and refused:
@@ -136,7 +140,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=20, name="DeleteTopics", versions=(1, 6), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DeleteTopics, ctx: RequestContext):
     upgraded = _v6(request, ctx.api_version)
     allowed, refused = _sorted_out(ctx, _controller_topics, upgraded)
     quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE) if allowed else None  # nothing to charge

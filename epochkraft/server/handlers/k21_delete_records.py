@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from kio.schema.delete_records.v2 import response as r2
 from kio.static.primitive import i64
@@ -20,9 +21,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=21, name="DeleteRecords", versions=(0, 2), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DeleteRecords, ctx: RequestContext):
     lifecycle = ctx.broker.replica_manager.lifecycle
     timeout = ms(request.timeout)
     keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]

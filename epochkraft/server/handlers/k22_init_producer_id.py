@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.init_producer_id.v6.response import InitProducerIdResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
@@ -25,9 +27,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=22, name="InitProducerId", versions=(0, 6), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.InitProducerId, ctx: RequestContext):
     if request.transactional_id is not None:
         producer_id, epoch = getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1)
         expected = (producer_id, epoch) if producer_id >= 0 else None

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.offset_for_leader_epoch.v4 import response as r4
 
 from epochkraft.protocol.api import BROKER, api
@@ -15,6 +17,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _answer(node: BrokerApis, topic: str, p) -> r4.EpochEndOffset:
@@ -31,7 +36,7 @@ def _answer(node: BrokerApis, topic: str, p) -> r4.EpochEndOffset:
 
 
 @api(key=23, name="OffsetForLeaderEpoch", versions=(2, 4), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.OffsetForLeaderEpoch, ctx: RequestContext):
     response = r4.OffsetForLeaderEpochResponse(
         throttle_time=NO_THROTTLE,
         topics=tuple(

@@ -14,7 +14,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kio.schema.add_partitions_to_txn.v0.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV0,
+)
+from kio.schema.add_partitions_to_txn.v1.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV1,
+)
+from kio.schema.add_partitions_to_txn.v2.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV2,
+)
 from kio.schema.add_partitions_to_txn.v3 import response as v3
+from kio.schema.add_partitions_to_txn.v3.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV3,
+)
 from kio.schema.add_partitions_to_txn.v5 import response as v5
 
 from epochkraft.broker.transaction_log import TopicPartition
@@ -24,7 +38,16 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 BATCHED_FROM = 4
+ONE_TRANSACTION = (
+    AddPartitionsToTxnRequestV0,
+    AddPartitionsToTxnRequestV1,
+    AddPartitionsToTxnRequestV2,
+    AddPartitionsToTxnRequestV3,
+)  # before BATCHED_FROM
 
 
 def _topic_results(cls_topic, cls_partition, results: dict[TopicPartition, ErrorCode]):
@@ -65,9 +88,9 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
 
 
 @api(key=24, name="AddPartitionsToTxn", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.AddPartitionsToTxn, ctx: RequestContext):
     version = ctx.api_version
-    if version < BATCHED_FROM:
+    if isinstance(request, ONE_TRANSACTION):
         results = await _add(
             ctx,
             request.v3_and_below_transactional_id,

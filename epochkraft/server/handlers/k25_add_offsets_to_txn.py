@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.add_offsets_to_txn.v4.response import AddOffsetsToTxnResponse
 
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
@@ -17,9 +19,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=25, name="AddOffsetsToTxn", versions=(0, 4), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.AddOffsetsToTxn, ctx: RequestContext):
     partition = ctx.broker.groups.partition_for(request.group_id)
     error = await ctx.broker.transactions.add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.end_txn.v5.response import EndTxnResponse
 from kio.schema.types import ProducerId
 from kio.static.primitive import i16
@@ -24,11 +26,14 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 TRANSACTION_V2_FROM = 5  # Kafka's KafkaApis: EndTxn above v4 speaks transaction version 2
 
 
 @api(key=26, name="EndTxn", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.EndTxn, ctx: RequestContext):
     client_transaction_version = 2 if ctx.api_version >= TRANSACTION_V2_FROM else 0
     error, producer_id, producer_epoch = await ctx.broker.transactions.end_txn(
         request.transactional_id,

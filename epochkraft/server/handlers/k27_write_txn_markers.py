@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from kio.schema.write_txn_markers.v2 import response as r2
 
@@ -28,11 +29,14 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which KafkaApis waits for the markers
 
 
 @api(key=27, name="WriteTxnMarkers", versions=(1, 2), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.WriteTxnMarkers, ctx: RequestContext):
     allowed = ctx.authorized_cluster(AclOperation.ALTER) or ctx.authorized_cluster(
         AclOperation.CLUSTER_ACTION
     )

@@ -23,6 +23,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.txn_offset_commit.v5 import response as v5
 
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
@@ -38,11 +40,14 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 ADD_PARTITION_FROM = 5
 GENERIC_ERROR_FROM = 4  # TRANSACTION_ABORTABLE answered as it is
 
 
-async def _verify(ctx, request) -> ErrorCode:
+async def _verify(ctx, request: rt.TxnOffsetCommit) -> ErrorCode:
     """The coordinator's answer for the group's offsets partition in the producer's transaction: added
     to it from v5, verified to be in it before."""
     offsets_partition = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))
@@ -66,7 +71,7 @@ def _operation(version: int) -> TransactionOperation:
 
 
 @api(key=28, name="TxnOffsetCommit", versions=(0, 5), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.TxnOffsetCommit, ctx: RequestContext):
     groups, cache = ctx.broker.groups, ctx.broker.cache
 
     def known(name: str, partition: int) -> bool:

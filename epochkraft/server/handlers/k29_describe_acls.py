@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kio.schema.describe_acls.v3 import response as r3
 from kio.static.primitive import i8
@@ -21,6 +22,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 def _response(error: ErrorCode, message: str | None, resources: tuple = ()) -> r3.DescribeAclsResponse:
     return r3.DescribeAclsResponse(
@@ -29,12 +33,12 @@ def _response(error: ErrorCode, message: str | None, resources: tuple = ()) -> r
 
 
 @api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DescribeAcls, ctx: RequestContext):
     return _describe(request, ctx, _broker_image)
 
 
 @api(key=29, name="DescribeAcls", versions=(1, 3), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DescribeAcls, ctx: RequestContext):
     return _describe(request, ctx, _controller_image)
 
 
@@ -46,7 +50,9 @@ def _controller_image(ctx: RequestContext) -> MetadataImage:
     return ctx.controller_node.controller.image
 
 
-def _describe(request, ctx: RequestContext, image_of: Callable[[RequestContext], MetadataImage]):
+def _describe(
+    request: rt.DescribeAcls, ctx: RequestContext, image_of: Callable[[RequestContext], MetadataImage]
+):
     """The bindings of the node's metadata image (the broker's cache or the controller's image: both are
     built from the metadata log), reached only once the request is found answerable."""
     if ctx.authorizer is None:

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.create_acls.v3 import response as r3
 from kio.schema.create_acls.v3.request import CreateAclsRequest
 
@@ -18,8 +20,11 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _security_disabled(request) -> r3.CreateAclsResponse:
+
+def _security_disabled(request: rt.CreateAcls) -> r3.CreateAclsResponse:
     results = tuple(
         r3.AclCreationResult(
             error_code=ErrorCode.security_disabled, error_message="No Authorizer is configured."
@@ -30,7 +35,7 @@ def _security_disabled(request) -> r3.CreateAclsResponse:
 
 
 @api(key=30, name="CreateAcls", versions=(1, 3), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.CreateAcls, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _security_disabled(request)
     else:
@@ -41,10 +46,12 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=30, name="CreateAcls", versions=(1, 3), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.CreateAcls, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _security_disabled(request)
     else:
-        created = ctx.controller_node.controller.create_acls(ctx.now_ms(), request)
+        created = ctx.controller_node.controller.create_acls(
+            ctx.now_ms(), convert(request, CreateAclsRequest)
+        )
         response = r3.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(created))
     return downgrade_response(response, ctx.api_version)

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.delete_acls.v3 import response as r3
 from kio.schema.delete_acls.v3.request import DeleteAclsRequest
 
@@ -16,8 +18,11 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _security_disabled(request) -> r3.DeleteAclsResponse:
+
+def _security_disabled(request: rt.DeleteAcls) -> r3.DeleteAclsResponse:
     results = tuple(
         r3.DeleteAclsFilterResult(
             error_code=ErrorCode.security_disabled,
@@ -30,7 +35,7 @@ def _security_disabled(request) -> r3.DeleteAclsResponse:
 
 
 @api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DeleteAcls, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _security_disabled(request)
     else:
@@ -41,10 +46,12 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=31, name="DeleteAcls", versions=(1, 3), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DeleteAcls, ctx: RequestContext):
     if ctx.authorizer is None:
         response = _security_disabled(request)
     else:
-        deleted = ctx.controller_node.controller.delete_acls(ctx.now_ms(), request)
+        deleted = ctx.controller_node.controller.delete_acls(
+            ctx.now_ms(), convert(request, DeleteAclsRequest)
+        )
         response = r3.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(deleted))
     return downgrade_response(response, ctx.api_version)

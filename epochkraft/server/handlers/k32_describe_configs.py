@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 
@@ -21,9 +23,12 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=32, name="DescribeConfigs", versions=(1, 4), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeConfigs, ctx: RequestContext):
     upgraded = convert(request, DescribeConfigsRequest)
     results = tuple(
         ctx.broker.config_describer.describe(

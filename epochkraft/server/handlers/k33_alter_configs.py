@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 from kio.schema.alter_configs.v2.response import AlterConfigsResponse
 
@@ -22,9 +24,12 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server import config_preprocess
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.AlterConfigs, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
     response = await config_preprocess.through_controller(
         upgraded, lambda remaining: ctx.broker.forward_to_controller(remaining, AlterConfigsResponse, ctx)
@@ -33,7 +38,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=33, name="AlterConfigs", versions=(0, 2), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.AlterConfigs, ctx: RequestContext):
     upgraded = convert(request, AlterConfigsRequest)
     response = ctx.controller_node.controller.alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

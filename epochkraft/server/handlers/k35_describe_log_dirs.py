@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_log_dirs.v4 import response as r4
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.types import TopicName
@@ -19,9 +21,12 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=35, name="DescribeLogDirs", versions=(1, 4), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeLogDirs, ctx: RequestContext):
     upgraded = convert(request, DescribeLogDirsRequest)
     wanted = (
         None

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.static.primitive import i64Timedelta
@@ -18,11 +19,14 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 NO_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
 
 
 @api(key=36, name="SaslAuthenticate", versions=(0, 2), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.SaslAuthenticate, ctx: RequestContext):
     session = ctx.sasl
     if session is None or session.authenticated:
         response = SaslAuthenticateResponse(

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kio.schema.create_partitions.v3 import response as r3
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
@@ -31,9 +32,12 @@ from epochkraft.server.handlers._mutation_quota import (
 )
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.CreatePartitions, ctx: RequestContext):
     # as the client sent it: the controller's quota is strict or permissive by its version
     forwarded = upgrade_request(request, ctx.api_version)
     answer = await ctx.broker.forward_to_controller(forwarded, response_for(37, ctx.api_version), ctx)
@@ -51,7 +55,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=37, name="CreatePartitions", versions=(0, 3), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.CreatePartitions, ctx: RequestContext):
     upgraded = convert(request, CreatePartitionsRequest)
     quota = mutation_quota(ctx, CREATE_PARTITIONS_STRICT_SINCE)
     throttled = _throttled(ctx, upgraded, quota) if quota is not None and not upgraded.validate_only else []
@@ -66,7 +70,7 @@ async def handle_on_controller(request, ctx: RequestContext):
     return downgrade_response(with_throttle(response, quota, ctx.now_ms()), ctx.api_version)
 
 
-def _throttled(ctx, request, quota) -> list[r3.CreatePartitionsTopicResult]:
+def _throttled(ctx, request: rt.CreatePartitions, quota) -> list[r3.CreatePartitionsTopicResult]:
     """KIP-599: each topic charges the partitions it gains; those over a strict quota are refused."""
     throttled = []
     for topic in request.topics:

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.delete_groups.v2 import response as r2
 
 from epochkraft.protocol.api import BROKER, api
@@ -16,9 +18,12 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=42, name="DeleteGroups", versions=(0, 3), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DeleteGroups, ctx: RequestContext):
     results = []
     for group_id in request.groups_names:
         error = await ctx.broker.groups.delete_group(group_id)

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
 from kio.schema.elect_leaders.v2.response import ElectLeadersResponse
 from kio.static.primitive import i8
@@ -17,8 +19,11 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _v2(request, version: int) -> ElectLeadersRequest:
+
+def _v2(request: rt.ElectLeaders, version: int) -> ElectLeadersRequest:
     """v0 has no election type: preferred."""
     upgraded = convert(request, ElectLeadersRequest)
     if version == 0:
@@ -29,7 +34,7 @@ def _v2(request, version: int) -> ElectLeadersRequest:
 
 
 @api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.ElectLeaders, ctx: RequestContext):
     response = await ctx.broker.forward_to_controller(
         _v2(request, ctx.api_version), ElectLeadersResponse, ctx
     )
@@ -37,6 +42,6 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=43, name="ElectLeaders", versions=(0, 2), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.ElectLeaders, ctx: RequestContext):
     response = ctx.controller_node.controller.elect_leaders(ctx.now_ms(), _v2(request, ctx.api_version))
     return downgrade_response(response, ctx.api_version)

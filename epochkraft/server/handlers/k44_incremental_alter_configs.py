@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
 from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
 
@@ -22,9 +24,12 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server import config_preprocess
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=44, name="IncrementalAlterConfigs", versions=(0, 1), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.IncrementalAlterConfigs, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
     response = await config_preprocess.through_controller(
         upgraded,
@@ -34,7 +39,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=44, name="IncrementalAlterConfigs", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.IncrementalAlterConfigs, ctx: RequestContext):
     upgraded = convert(request, IncrementalAlterConfigsRequest)
     response = ctx.controller_node.controller.incremental_alter_configs(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

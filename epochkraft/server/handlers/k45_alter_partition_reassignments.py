@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
 from kio.schema.alter_partition_reassignments.v1.response import AlterPartitionReassignmentsResponse
 
@@ -18,8 +20,11 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
+
+def _v1(request: rt.AlterPartitionReassignments, version: int) -> AlterPartitionReassignmentsRequest:
     """v0 has no allow_replication_factor_change: allowed."""
     upgraded = convert(request, AlterPartitionReassignmentsRequest)
     if version == 0:
@@ -30,7 +35,7 @@ def _v1(request, version: int) -> AlterPartitionReassignmentsRequest:
 
 
 @api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.AlterPartitionReassignments, ctx: RequestContext):
     response = await ctx.broker.forward_to_controller(
         _v1(request, ctx.api_version), AlterPartitionReassignmentsResponse, ctx
     )
@@ -38,7 +43,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=45, name="AlterPartitionReassignments", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.AlterPartitionReassignments, ctx: RequestContext):
     upgraded = _v1(request, ctx.api_version)
     response = ctx.controller_node.controller.alter_partition_reassignments(ctx.now_ms(), upgraded)
     return downgrade_response(response, ctx.api_version)

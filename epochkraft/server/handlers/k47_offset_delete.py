@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.offset_delete.v0 import response as r0
 
 from epochkraft.protocol.api import BROKER, api
@@ -15,10 +17,15 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=47, name="OffsetDelete", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+async def handle(request: rt.OffsetDelete, ctx: RequestContext):
+    wanted: list[tuple[str, int]] = [
+        (t.name, p.partition_index) for t in request.topics for p in t.partitions
+    ]
     error, results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
     topics: tuple[r0.OffsetDeleteResponseTopic, ...] = ()
     if error == ErrorCode.none:

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_client_quotas.v1 import response as r1
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.static.primitive import f64
@@ -22,6 +24,9 @@ from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 def _entry(entity, values: dict[str, float]) -> r1.EntryData:
     return r1.EntryData(
@@ -31,7 +36,7 @@ def _entry(entity, values: dict[str, float]) -> r1.EntryData:
 
 
 @api(key=48, name="DescribeClientQuotas", versions=(0, 1), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeClientQuotas, ctx: RequestContext):
     request = convert(request, DescribeClientQuotasRequest)
     components = [(c.entity_type, c.match_type, c.match) for c in request.components]
     try:

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
 from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 
@@ -20,8 +22,11 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def _expected(request, response) -> dict:
+
+def _expected(request: rt.AlterClientQuotas, response) -> dict:
     """The quotas each entity altered without error is to have: key -> value, or None once removed."""
     done = {
         quota_entity((e.entity_type, e.entity_name) for e in entry.entity)
@@ -37,7 +42,7 @@ def _expected(request, response) -> dict:
 
 
 @api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.AlterClientQuotas, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     node = ctx.broker
     response = await node.forward_to_controller(request, AlterClientQuotasResponse, ctx)
@@ -57,7 +62,7 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=49, name="AlterClientQuotas", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.AlterClientQuotas, ctx: RequestContext):
     request = convert(request, AlterClientQuotasRequest)
     response = ctx.controller_node.controller.alter_client_quotas(ctx.now_ms(), request)
     return downgrade_response(response, ctx.api_version)

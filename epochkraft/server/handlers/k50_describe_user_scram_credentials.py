@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_user_scram_credentials.v0 import response as r0
 from kio.static.primitive import i8, i32
 
@@ -17,18 +19,23 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DescribeUserScramCredentials, ctx: RequestContext):
     return _describe(request, ctx.broker.cache)
 
 
 @api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DescribeUserScramCredentials, ctx: RequestContext):
     return _describe(request, ctx.controller_node.controller.image)
 
 
-def _describe(request, image: MetadataImage) -> r0.DescribeUserScramCredentialsResponse:
+def _describe(
+    request: rt.DescribeUserScramCredentials, image: MetadataImage
+) -> r0.DescribeUserScramCredentialsResponse:
     """The credentials of the node's metadata image (the broker's cache or the controller's image)."""
     by_user: dict[str, list[r0.CredentialInfo]] = {}
     for (user, mechanism), record in sorted(image.scram_credentials.items()):

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.alter_user_scram_credentials.v0 import response as r0
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
@@ -16,9 +18,12 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.AlterUserScramCredentials, ctx: RequestContext):
     node = ctx.broker
     response = await node.forward_to_controller(request, r0.AlterUserScramCredentialsResponse, ctx)
     done = {r.user for r in response.results if r.error_code == ErrorCode.none}
@@ -38,6 +43,6 @@ async def handle_on_broker(request, ctx: RequestContext):
 
 
 @api(key=51, name="AlterUserScramCredentials", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.AlterUserScramCredentials, ctx: RequestContext):
     results = ctx.controller_node.controller.alter_scram_credentials(ctx.now_ms(), request)
     return r0.AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=tuple(results))

@@ -16,6 +16,8 @@ the voters' listeners).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_quorum.v2 import response as v2
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
@@ -25,6 +27,9 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.raft.describe_quorum import METADATA_TOPIC
 from epochkraft.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _unknown_partitions(topics) -> v2.DescribeQuorumResponse:
@@ -91,14 +96,14 @@ def _asks_for_the_metadata_partition(topics) -> bool:
 
 
 @api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DescribeQuorum, ctx: RequestContext):
     if not _asks_for_the_metadata_partition(request.topics):
         return downgrade_response(_unknown_partitions(request.topics), ctx.api_version)
     return await ctx.broker.control.send(request, elsewhere=_not_leader)
 
 
 @api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DescribeQuorum, ctx: RequestContext):
     if not _asks_for_the_metadata_partition(request.topics):
         return downgrade_response(_unknown_partitions(request.topics), ctx.api_version)
     node = ctx.controller_node

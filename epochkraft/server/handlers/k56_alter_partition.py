@@ -16,13 +16,16 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.framing import write_uvarint
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import ms
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 _HEADER = struct.Struct(">ih")  # throttle_time_ms, error_code
 _PARTITION_HEAD = struct.Struct(">ihii")  # partition_index, error_code, leader_id, leader_epoch
@@ -48,7 +51,7 @@ def encode_response(response: Any) -> bytes:
 
 
 @api(key=56, name="AlterPartition", versions=(2, 3), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.AlterPartition, ctx: RequestContext):
     node = ctx.controller_node
     upgraded = alter_partition_v3(request)
     response = node.controller.alter_partition(node.now_ms(), upgraded, ctx.api_version)

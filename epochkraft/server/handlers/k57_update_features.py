@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kio.schema.update_features.v0.request import UpdateFeaturesRequest as UpdateFeaturesRequestV0
 from kio.schema.update_features.v1.request import FeatureUpdateKey, UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdateFeaturesResponse
 from kio.static.primitive import i8
@@ -20,12 +23,15 @@ from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 
 
-def _v1(request, version: int) -> UpdateFeaturesRequest:
+def _v1(request: rt.UpdateFeatures) -> UpdateFeaturesRequest:
     """v0 carries allow_downgrade where v1 has upgrade_type."""
-    if version >= 1:
+    if not isinstance(request, UpdateFeaturesRequestV0):
         return convert(request, UpdateFeaturesRequest)
     updates = tuple(
         FeatureUpdateKey(
@@ -39,14 +45,12 @@ def _v1(request, version: int) -> UpdateFeaturesRequest:
 
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
-    response = await ctx.broker.forward_to_controller(
-        _v1(request, ctx.api_version), UpdateFeaturesResponse, ctx
-    )
+async def handle_on_broker(request: rt.UpdateFeatures, ctx: RequestContext):
+    response = await ctx.broker.forward_to_controller(_v1(request), UpdateFeaturesResponse, ctx)
     return downgrade_response(response, ctx.api_version)
 
 
 @api(key=57, name="UpdateFeatures", versions=(0, 2), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
-    response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request, ctx.api_version))
+async def handle_on_controller(request: rt.UpdateFeatures, ctx: RequestContext):
+    response = ctx.controller_node.controller.update_features(ctx.now_ms(), _v1(request))
     return downgrade_response(response, ctx.api_version)

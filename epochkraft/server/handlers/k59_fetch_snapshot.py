@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.fetch_snapshot.v1 import response as v1
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
@@ -21,6 +23,9 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 METADATA_TOPIC = "__cluster_metadata"
 MAX_CHUNK = 1024 * 1024
@@ -39,7 +44,7 @@ def _answer(index: int, error: ErrorCode, snapshot, leader: tuple[int, int], siz
 
 
 @api(key=59, name="FetchSnapshot", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.FetchSnapshot, ctx: RequestContext):
     node = ctx.controller_node
     directory = node.snapshot_dir
     quorum = node.quorum

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_cluster.v1.response import DescribeClusterBroker, DescribeClusterResponse
@@ -32,10 +33,13 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperatio
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 BROKERS, CONTROLLERS = 1, 2
 
 
-def cluster_authorized_operations(request: DescribeClusterRequest, ctx: RequestContext) -> int:
+def cluster_authorized_operations(request: rt.DescribeCluster, ctx: RequestContext) -> int:
     """AuthHelper.computeDescribeClusterResponse: asked for, the cluster operations the principal may
     perform, 0 without DESCRIBE on the cluster."""
     if not request.include_cluster_authorized_operations:
@@ -45,23 +49,23 @@ def cluster_authorized_operations(request: DescribeClusterRequest, ctx: RequestC
     return ctx.authorized_operations(ResourceType.CLUSTER)
 
 
-def _asked(request) -> int:
-    return getattr(request, "endpoint_type", BROKERS)  # v0 has no field: brokers
+def _asked(request: rt.DescribeCluster) -> int:
+    return request.endpoint_type if isinstance(request, DescribeClusterRequest) else BROKERS  # v0: brokers
 
 
 @api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(BROKER,))
-async def handle_on_broker(request, ctx: RequestContext):
+async def handle_on_broker(request: rt.DescribeCluster, ctx: RequestContext):
     return downgrade_response(_brokers(request, ctx, _asked(request)), ctx.api_version)
 
 
 @api(key=60, name="DescribeCluster", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle_on_controller(request, ctx: RequestContext):
+async def handle_on_controller(request: rt.DescribeCluster, ctx: RequestContext):
     asked = _asked(request)
     answer = _controllers(request, ctx) if asked == CONTROLLERS else _refusal_on_controller(ctx, asked)
     return downgrade_response(answer, ctx.api_version)
 
 
-def _controllers(request: DescribeClusterRequest, ctx: RequestContext) -> DescribeClusterResponse:
+def _controllers(request: rt.DescribeCluster, ctx: RequestContext) -> DescribeClusterResponse:
     """The controllers' answer (ControllerApis.handleDescribeCluster)."""
     answer = ctx.controller_node.controller.describe_cluster()
     if ctx.controller_node.quorum is not None:
@@ -96,7 +100,7 @@ def _refusal_on_controller(ctx: RequestContext, asked: int) -> DescribeClusterRe
     )
 
 
-def _brokers(request: DescribeClusterRequest, ctx: RequestContext, asked: int) -> DescribeClusterResponse:
+def _brokers(request: rt.DescribeCluster, ctx: RequestContext, asked: int) -> DescribeClusterResponse:
     """The brokers' answer (KafkaApis.handleDescribeCluster), or Kafka's refusal of another endpoint type."""
     if asked != BROKERS:
         unknown = asked != CONTROLLERS

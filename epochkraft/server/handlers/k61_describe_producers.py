@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_producers.v0 import response as r0
 from kio.schema.types import ProducerId
 from kio.static.primitive import i32, i64
@@ -20,9 +22,12 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=61, name="DescribeProducers", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeProducers, ctx: RequestContext):
     topics = []
     for topic in request.topics:
         partitions = []

@@ -11,15 +11,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest
 
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=62, name="BrokerRegistration", versions=(0, 4), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.BrokerRegistration, ctx: RequestContext):
     node = ctx.controller_node
     response = node.controller.register_broker(node.now_ms(), convert(request, BrokerRegistrationRequest))
     return downgrade_response(response, ctx.api_version)

@@ -10,21 +10,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def track(request, ctx: RequestContext) -> None:
+
+def track(request: rt.BrokerHeartbeat, ctx: RequestContext) -> None:
     """The heartbeat's contact time as it arrives, before it waits behind the quorum's other writes."""
     node = ctx.controller_node
     node.controller.track_heartbeat(node.now_ms(), convert(request, BrokerHeartbeatRequest))
 
 
 @api(key=63, name="BrokerHeartbeat", versions=(0, 1), listeners=(CONTROLLER,), on_arrival=track)
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.BrokerHeartbeat, ctx: RequestContext):
     node = ctx.controller_node
     response = node.controller.heartbeat(node.now_ms(), convert(request, BrokerHeartbeatRequest))
     return downgrade_response(response, ctx.api_version)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -22,6 +23,9 @@ from epochkraft.protocol.kio_extra import (
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 
 def _described(ctx, transactional_id):
@@ -59,7 +63,7 @@ def _described(ctx, transactional_id):
 
 
 @api(key=65, name="DescribeTransactions", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeTransactions, ctx: RequestContext):
     return DescribeTransactionsResponseV0(
         throttle_time=NO_THROTTLE,
         transaction_states=tuple(_described(ctx, t) for t in request.transactional_ids),

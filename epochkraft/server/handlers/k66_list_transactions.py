@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from kio.schema.list_transactions.v2 import response as r2
 from kio.schema.types import ProducerId, TransactionalId
@@ -23,6 +24,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 KAFKA_STATES = {state.kafka_name: state for state in TransactionState}
 
@@ -38,7 +42,7 @@ def _response(version: int, error: ErrorCode, unknown=(), states=()):
 
 
 @api(key=66, name="ListTransactions", versions=(0, 2), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.ListTransactions, ctx: RequestContext):
     coordinator = ctx.broker.transactions.coordinator
     if coordinator.loading:
         return _response(ctx.api_version, ErrorCode.coordinator_load_in_progress)

@@ -8,10 +8,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.server.context import RequestContext
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=67, name="AllocateProducerIds", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.AllocateProducerIds, ctx: RequestContext):
     return ctx.controller_node.controller.allocate_producer_ids(ctx.controller_node.now_ms(), request)

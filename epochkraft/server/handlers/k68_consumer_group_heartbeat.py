@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 from kio.schema.consumer_group_heartbeat.v1 import response as r1
 from kio.static.primitive import i32, i32Timedelta
@@ -31,6 +32,9 @@ from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 def _owned(request) -> Assignment | None:
     if request.topic_partitions is None:
@@ -38,7 +42,7 @@ def _owned(request) -> Assignment | None:
     return {tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions}
 
 
-def _unauthorized_topics(request, ctx) -> list[str]:
+def _unauthorized_topics(request: rt.ConsumerGroupHeartbeat, ctx: RequestContext) -> list[str]:
     if ctx.authorizer is None or not request.subscribed_topic_names:
         return []
     return sorted(
@@ -70,7 +74,7 @@ def _response(result: HeartbeatResult, version: int):
 
 
 @api(key=68, name="ConsumerGroupHeartbeat", versions=(0, 1), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.ConsumerGroupHeartbeat, ctx: RequestContext):
     groups = ctx.broker.groups
     unauthorized = _unauthorized_topics(request, ctx)
     if unauthorized:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from kio.schema.consumer_group_describe.v1 import response as r1
 from kio.schema.types import GroupId, TopicName
@@ -27,6 +28,9 @@ from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, ResourceType
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = i8(0), i8(1)  # v1's MemberType
 
@@ -113,7 +117,7 @@ def _describe(ctx: RequestContext, group_id: str, include_operations: bool) -> r
 
 
 @api(key=69, name="ConsumerGroupDescribe", versions=(0, 1), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.ConsumerGroupDescribe, ctx: RequestContext):
     groups = tuple(_describe(ctx, g, request.include_authorized_operations) for g in request.group_ids)
     response = r1.ConsumerGroupDescribeResponse(throttle_time=NO_THROTTLE, groups=groups)
     return downgrade_response(response, ctx.api_version)

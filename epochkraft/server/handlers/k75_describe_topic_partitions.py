@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.describe_topic_partitions.v0 import response as r0
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
@@ -26,6 +28,9 @@ from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperatio
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 from epochkraft.server.handlers.k03_metadata import INTERNAL_TOPICS
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 NO_LEADER_ID = -1
@@ -54,7 +59,7 @@ def _broker_ids(replicas: tuple[int, ...]) -> tuple[BrokerId, ...]:
 
 
 @api(key=75, name="DescribeTopicPartitions", versions=(0, 0), listeners=(BROKER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.DescribeTopicPartitions, ctx: RequestContext):
     cache = ctx.broker.cache
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""

@@ -7,6 +7,8 @@ AddVoterHandler refuses one the leader could not reach."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.add_raft_voter.v1 import response as v1
 
 from epochkraft.protocol.api import CONTROLLER, api
@@ -16,11 +18,14 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._raft import reconfig_exchange
 from epochkraft.server.handlers._util import NO_THROTTLE
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 OPERATOR = -1  # the admin client's request: no voter sent it
 
 
 @api(key=80, name="AddRaftVoter", versions=(0, 1), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.AddRaftVoter, ctx: RequestContext):
     quorum = ctx.controller_node.quorum
     listener = quorum.listener_name if quorum is not None else ""
 

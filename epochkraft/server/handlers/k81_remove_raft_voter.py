@@ -5,6 +5,8 @@ answers once that commits; a leader that removed itself resigns then."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.remove_raft_voter.v0 import response as v0
 
 from epochkraft.protocol.api import CONTROLLER, api
@@ -16,9 +18,12 @@ from epochkraft.server.handlers._raft import reconfig_exchange
 from epochkraft.server.handlers._util import NO_THROTTLE
 from epochkraft.server.handlers.k80_add_raft_voter import OPERATOR
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=81, name="RemoveRaftVoter", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.RemoveRaftVoter, ctx: RequestContext):
     return await reconfig_exchange(
         request,
         ctx,

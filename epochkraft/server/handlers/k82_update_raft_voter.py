@@ -5,14 +5,19 @@ leader the listeners it is reached on now. CLUSTER_ACTION on the cluster with an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.raft import wire
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._raft import reconfig_exchange
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
+
 
 @api(key=82, name="UpdateRaftVoter", versions=(0, 0), listeners=(CONTROLLER,))
-async def handle(request, ctx: RequestContext):
+async def handle(request: rt.UpdateRaftVoter, ctx: RequestContext):
     quorum = ctx.controller_node.quorum
 
     def encode(answer):
