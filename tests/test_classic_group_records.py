@@ -469,6 +469,26 @@ async def test_consumer_group_heartbeat_during_the_first_rebalance_tombstones_th
     assert set(successor.consumer_groups.groups["g"].members) == {a.member_id, "m"}
 
 
+async def test_upgrade_of_a_group_first_made_by_a_commit_tombstones_it():
+    """convertToConsumerGroup writes the classic group's tombstone whether or not a GroupMetadata record of
+    it was ever written: here a simple consumer's commit made the group (no record), so the join found it
+    and wrote none, and the upgrade during its first rebalance still begins with the tombstone."""
+    c = Classic()
+    entry = OffsetCommitEntry("foo", 0, 5, -1, "")
+    assert await c.service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+        ErrorCode.none
+    ]
+    a = await c.join()
+    await c.written()
+    assert c.group_records() == []
+    request = HeartbeatRequest(
+        "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
+    )
+    assert (await c.service.consumer_heartbeat(request, c.topics)).error == ErrorCode.none
+    assert c.topic.asked[-1][0] == (GROUP_KEY, None)
+    assert set(c.successor().consumer_groups.groups["g"].members) == {a.member_id, "m"}
+
+
 async def test_last_consumer_protocol_member_leaving_consumer_group():
     """GroupMetadataManagerTest.testLastConsumerProtocolMemberLeavingConsumerGroup: the consumer group's
     tombstones, then the classic group it became (createClassicGroupRecords: each member with its

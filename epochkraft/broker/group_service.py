@@ -779,6 +779,10 @@ class GroupService:
         count = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
         result = change()
         after = self.consumer_groups.groups.get(group_id)
+        if before is None and after is not None and classic_snapshot is not None:
+            # convertToConsumerGroup writes the classic group's tombstone whether or not a record of it was
+            # written (a group a commit made, joined since, has none)
+            self._classic_maybe.add(group_id)
         error = await self.persist_consumer_group(group_id)
         if error == ErrorCode.none:
             return result, error
