@@ -104,6 +104,11 @@ class Classic:
         assert [s.error for s in synced] == [ErrorCode.none, ErrorCode.none]
         return a.member_id, b.member_id
 
+    async def written(self) -> None:
+        """Until the writes under way in the background (a new group's empty record) are done."""
+        while self.service._stores:
+            await asyncio.sleep(0)
+
     def group_records(self) -> list[tuple[str, serde.GroupMetadataValue | None]]:
         return [
             parsed
@@ -268,7 +273,7 @@ async def test_heartbeat_expiration_should_remove_member():
     await asyncio.gather(*c.service.store_empty_groups(["g"], later))
     assert c.group_records()[-1] == ("g", serde.GroupMetadataValue("consumer", 2, None, None, later, ()))
     assert c.service.store_empty_groups(["g"], later) == []  # written once
-    assert len(c.group_records()) == 2
+    assert [value.generation for _, value in c.group_records() if value is not None] == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
@@ -291,7 +296,7 @@ async def test_empty_group_write_failure_is_tried_again(failure, answered):
     assert c.service.coordinator.groups["g"].members == {}
     now = c.service.now_ms()
     assert c.service.store_empty_groups(["g"], now) == []  # backing off
-    assert len(c.group_records()) == 1
+    assert len(c.group_records()) == 2  # the new group's and the leader's
     c.topic.error, c.topic.raises = ErrorCode.none, None
     assert c.service.store_empty_groups(["g"], now + EMPTY_WRITE_RETRY_MS)
     await asyncio.gather(*c.service.store_empty_groups(["g"], now + EMPTY_WRITE_RETRY_MS))
@@ -388,6 +393,100 @@ async def test_consumer_group_heartbeat_with_stable_classic_group():
     successor = c.successor()
     assert successor.coordinator.classic_group_of("g") is None
     assert set(successor.consumer_groups.groups["g"].members) == {a, b, "m"}
+
+
+def dynamic_join(member_id: str = "") -> ClassicJoin:
+    """A JoinGroup v4+ of a dynamic member: MEMBER_ID_REQUIRED first."""
+    return ClassicJoin("g", member_id, None, "consumer", PROTOCOLS, 10_000, 20_000, "client", "/127.0.0.1")
+
+
+async def test_join_of_a_new_group_writes_it_empty():
+    """classicGroupJoinToClassicGroup: a JoinGroup that creates the group writes it at once with
+    newEmptyGroupMetadataRecord (generation 0, no members, no protocol or leader; the protocol type empty
+    while the member is only pending), answered MEMBER_ID_REQUIRED without waiting for it; a new
+    coordinator loads the group Empty."""
+    c = Classic()
+    before = c.service.now_ms()
+    c.topic.gate = asyncio.Event()
+    joined = await c.service.join(dynamic_join(), c.topics)
+    assert joined.error == ErrorCode.member_id_required and c.group_records() == []
+    c.topic.gate.set()
+    await c.written()
+    [(group_id, value)] = c.group_records()
+    assert value is not None and before <= value.current_state_timestamp <= c.service.now_ms()
+    assert (group_id, value) == (
+        "g",
+        serde.GroupMetadataValue("", 0, None, None, value.current_state_timestamp, ()),
+    )
+    loaded = c.successor().coordinator.groups["g"]
+    assert (loaded.state, loaded.generation_id, loaded.members) == (GroupState.EMPTY, 0, {})
+
+
+async def test_join_of_a_new_group_with_its_member_writes_the_protocol_type():
+    """A member added by the join that creates the group (JoinGroup v0-3, or a static member) sets the
+    protocol type the empty record carries; the record precedes the leader's."""
+    c = Classic()
+    a = await c.join()
+    await c.written()
+    await c.sync(a.member_id, 1, {a.member_id: b"a-1"})
+    values = [value for _, value in c.group_records()]
+    assert [(v.protocol_type, v.generation, len(v.members)) for v in values if v is not None] == [
+        ("consumer", 0, 0),
+        ("consumer", 1, 1),
+    ]
+
+
+async def test_new_group_whose_empty_record_cannot_be_written_is_dropped():
+    """The append of newEmptyGroupMetadataRecord failing reverts the join (Kafka's runtime drops the
+    uncommitted group): the pending member's rejoin with its id finds no group, UNKNOWN_MEMBER_ID."""
+    c = Classic()
+    c.topic.error = ErrorCode.not_enough_replicas
+    joined = await c.service.join(dynamic_join(), c.topics)
+    assert joined.error == ErrorCode.member_id_required
+    await c.written()
+    assert "g" not in c.service.coordinator.groups and c.group_records() == []
+    c.topic.error = ErrorCode.none
+    again = await c.service.join(dynamic_join(joined.member_id), c.topics)
+    assert again.error == ErrorCode.unknown_member_id
+
+
+async def test_consumer_group_heartbeat_during_the_first_rebalance_tombstones_the_classic_group():
+    """convertToConsumerGroup writes the classic group's tombstone (createGroupTombstoneRecords) even before
+    its first rebalance completed: its empty record is live, and without the tombstone a new coordinator
+    would load both groups."""
+    c = Classic()
+    a = await c.join()  # generation 1, awaiting the leader's SyncGroup: no record of the leader's yet
+    await c.written()
+    request = HeartbeatRequest(
+        "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
+    )
+    assert (await c.service.consumer_heartbeat(request, c.topics)).error == ErrorCode.none
+    assert (await c.sync(a.member_id, 1, {a.member_id: b"a-1"})).error != ErrorCode.none
+    upgrade = c.topic.asked[1]
+    assert upgrade[0] == (GROUP_KEY, None)
+    successor = c.successor()
+    assert "g" not in successor.coordinator.groups or not successor.coordinator.groups["g"].members
+    assert set(successor.consumer_groups.groups["g"].members) == {a.member_id, "m"}
+
+
+async def test_upgrade_of_a_group_first_made_by_a_commit_tombstones_it():
+    """convertToConsumerGroup writes the classic group's tombstone whether or not a GroupMetadata record of
+    it was ever written: here a simple consumer's commit made the group (no record), so the join found it
+    and wrote none, and the upgrade during its first rebalance still begins with the tombstone."""
+    c = Classic()
+    entry = OffsetCommitEntry("foo", 0, 5, -1, "")
+    assert await c.service.commit(group_id="g", generation_id=-1, member_id="", entries=[entry]) == [
+        ErrorCode.none
+    ]
+    a = await c.join()
+    await c.written()
+    assert c.group_records() == []
+    request = HeartbeatRequest(
+        "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
+    )
+    assert (await c.service.consumer_heartbeat(request, c.topics)).error == ErrorCode.none
+    assert c.topic.asked[-1][0] == (GROUP_KEY, None)
+    assert set(c.successor().consumer_groups.groups["g"].members) == {a.member_id, "m"}
 
 
 async def test_last_consumer_protocol_member_leaving_consumer_group():
@@ -530,9 +629,10 @@ async def test_classic_group_records_follow_the_order_the_appends_were_asked_for
     written again."""
     c = Classic()
     a = await c.join()
+    await c.written()
     stable_gate = c.topic.gate = asyncio.Event()
     leader_sync = asyncio.create_task(c.sync(a.member_id, 1, {a.member_id: b"a-1"}))
-    while not c.topic.asked:
+    while len(c.topic.asked) < 2:
         await asyncio.sleep(0)
     c.topic.gate = None  # the Empty record's append completes first
     left = await c.service.leave(group_id="g", members=[(a.member_id, None)])
@@ -553,20 +653,21 @@ async def test_consumer_group_heartbeat_while_the_leader_assignment_is_written()
     coordinator does not load both groups."""
     c = Classic()
     a = await c.join()
+    await c.written()
     c.topic.gate = asyncio.Event()
     leader_sync = asyncio.create_task(c.sync(a.member_id, 1, {a.member_id: b"a-1"}))
-    while not c.topic.asked:
+    while len(c.topic.asked) < 2:
         await asyncio.sleep(0)
     request = HeartbeatRequest(
         "g", "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("foo",), owned={}
     )
     heartbeat = asyncio.create_task(c.service.consumer_heartbeat(request, c.topics))
-    while len(c.topic.asked) < 2:
+    while len(c.topic.asked) < 3:
         await asyncio.sleep(0)
     c.topic.gate.set()
     assert (await heartbeat).error == ErrorCode.none
     assert (await leader_sync).error == ErrorCode.rebalance_in_progress
-    assert c.topic.asked[1][0] == (GROUP_KEY, None)
+    assert c.topic.asked[2][0] == (GROUP_KEY, None)
     assert c.successor().coordinator.classic_group_of("g") is None
 
 

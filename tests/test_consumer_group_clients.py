@@ -571,10 +571,11 @@ def test_a_full_group_refuses_another_consumer_of_either_protocol(make_cluster):
 @pytest.mark.peers
 def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     """Kafka's DumpLogSegments --offsets-decoder (kafka-dump-log) reads our __consumer_offsets segments: a
-    classic group's and a consumer group's commits, the classic group's GroupMetadata records (its member
-    with subscription and assignment, then its empty generation once the member left), the consumer group's
-    member (read as a consumer-protocol one), epoch and assignment records and the tombstones of the member
-    that left, with no record it cannot decode."""
+    classic group's and a consumer group's commits, the classic group's GroupMetadata records (empty when the
+    first JoinGroup created it, its member with subscription and assignment, then its empty generation once
+    the member left), the consumer group's member (read as a consumer-protocol one), epoch and assignment
+    records and the tombstones of the member that left, a regex group's ConsumerGroupRegularExpression and
+    its tombstone, with no record it cannot decode."""
     from epochkraft.peers.fetch import java_command
 
     try:
@@ -600,6 +601,13 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
             members[protocol] = c.memberid()
         finally:
             c.close()
+    regex = consumer(bootstrap, "dump-regex", **{"group.protocol": "consumer", "enable.auto.commit": False})
+    try:
+        regex.subscribe(["^dump.*"])
+        poll_until([regex], {}, lambda: assigned(regex) == {0, 1}, 30)
+        assert assigned(regex) == {0, 1}
+    finally:
+        regex.close()
     time.sleep(1)  # the consumer group's leave is written after the close returns
     segments = sorted(str(p) for p in (tmp_path / "cluster").glob("broker-*/**/__consumer_offsets-*/*.log"))
     result = subprocess.run(
@@ -633,6 +641,14 @@ def test_kafka_dump_log_decodes_our_consumer_offsets(make_cluster, tmp_path):
     assert '"assignment":{"assignedPartitions":[{"topic":"dumped","partitions":[0,1]}]' in stable, stable
     empty = '{"protocolType":"consumer","generation":2,"protocol":null,"leader":null,'
     assert classic_key + empty in out and out.index(classic_key + empty) > out.index(stable)  # it left
+    created = (
+        '{"protocolType":"","generation":0,"protocol":null,"leader":null,'  # newEmptyGroupMetadataRecord
+    )
+    assert classic_key + created in out and out.index(classic_key + created) < out.index(stable)
+    regex_key = 'key: {"type":"16","data":{"groupId":"dump-regex","regularExpression":"'
+    resolved = next(line for line in out.splitlines() if regex_key in line and "<DELETE>" not in line)
+    assert '"topics":["dumped"]' in resolved, resolved
+    assert any(regex_key in line and "<DELETE>" in line for line in out.splitlines()), out[-3000:]
     for failure in ("Exception", "Unknown record", "Could not", "error", "isvalid: false"):
         assert failure not in out, out[-3000:]
     log4j = tmp_path / "log4j2.properties"

@@ -433,6 +433,37 @@ async def test_a_new_coordinator_resumes_the_group_from_its_records():
     assert (await heartbeat(successor, "m2", 1)).error_code == ErrorCode.unknown_member_id
 
 
+async def test_a_new_coordinator_has_a_regex_groups_topics_from_its_records(monkeypatch):
+    """Kafka 4.1+: a coordinator replaced, its successor replays ConsumerGroupRegularExpression
+    (ConsumerGroup.updateResolvedRegularExpression) and knows the group's topics without resolving the
+    regex; the member's next heartbeat, the topics unchanged, writes nothing and rebalances nothing."""
+    node = broker()
+    joined = await heartbeat(
+        node, "m1", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="fo.*", topic_partitions=()
+    )
+    before = node.groups.consumer_groups.groups["grp"]
+    assert set(before.resolved_regexes) == {"fo.*"} and set(before.subscription_metadata) == {"foo"}
+    records = list(node.groups.offsets_topic.records)
+
+    successor = broker()
+    successor.groups.offsets_topic.records = list(records)
+    resolver = successor.groups.consumer_groups.regexes
+    monkeypatch.setattr(resolver, "resolve", lambda pattern, _topics: pytest.fail(f"{pattern} resolved"))
+    loaded = [LoggedOffsetRecord(key, value) for key, value in records]
+    successor.groups.load_partition(0, loaded, CacheTopics(successor.cache))
+    after = successor.groups.consumer_groups.groups["grp"]
+    assert after.resolved_regexes == before.resolved_regexes
+    assert after.subscription_metadata == before.subscription_metadata
+    monkeypatch.undo()
+    owned = tuple(
+        TopicPartitions(topic_id=topic, partitions=tuple(sorted(parts)))
+        for topic, parts in before.members["m1"].assigned.items()
+    )
+    resumed = await heartbeat(successor, "m1", joined.member_epoch, topic_partitions=owned)
+    assert resumed.error_code == ErrorCode.none and resumed.member_epoch == joined.member_epoch
+    assert successor.groups.offsets_topic.records == records
+
+
 async def test_deleting_a_consumer_group_tombstones_its_records():
     node = broker()
     await join(node)

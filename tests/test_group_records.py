@@ -14,7 +14,7 @@ import pytest
 
 from epochkraft.broker import consumer_group_records
 from epochkraft.broker import group_record_serde as serde
-from epochkraft.broker.consumer_group import ConsumerGroupCoordinator
+from epochkraft.broker.consumer_group import ConsumerGroupCoordinator, ResolvedRegularExpression
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
 )
@@ -328,6 +328,158 @@ def test_deleted_group_tombstones_its_metadata_last(ctx):
     ]
 
 
+# ---- regular expressions: ConsumerGroupRegularExpression -------------------------------------------
+def regex_records(records) -> dict[str, serde.ConsumerGroupRegularExpressionValue | None]:
+    """The ConsumerGroupRegularExpression records among ``records``, by regex (None: a tombstone)."""
+    found: dict[str, serde.ConsumerGroupRegularExpressionValue | None] = {}
+    for key, value in records:
+        parsed = serde.parse_record(key, value)
+        if parsed is not None and isinstance(parsed[0], serde.ConsumerGroupRegularExpressionKey):
+            assert parsed[1] is None or isinstance(parsed[1], serde.ConsumerGroupRegularExpressionValue)
+            found[parsed[0].regular_expression] = parsed[1]
+    return found
+
+
+def join_regex(ctx: Context, member_id: str, regex: str):
+    result = ctx.heartbeat(member_id, 0, rebalance_timeout_ms=30_000, owned={}, subscribed_topic_regex=regex)
+    assert result.error == ErrorCode.none, result
+    return result
+
+
+def test_consumer_group_member_joins_with_new_regex(ctx):
+    """GroupMetadataManagerTest.testConsumerGroupMemberJoinsWithNewRegex: the regex resolved is written as
+    ConsumerGroupRegularExpression (its topics, the topics version, the time: handleRegularExpressionsResult)
+    after the member's subscription and before the group epoch it bumps."""
+    ctx.topics.create("bar", 2)
+    ctx.now = 1234
+    join_regex(ctx, "a", "fo.*")
+    records = list(written_group(ctx).items())
+    assert record_types(records)[:3] == [
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION,
+        RecordType.CONSUMER_GROUP_METADATA,
+    ]
+    version = ctx.topics.version
+    assert regex_records(records) == {
+        "fo.*": serde.ConsumerGroupRegularExpressionValue(("foo",), version, 1234)
+    }
+
+
+def test_consumer_group_member_joins_with_updated_regex(ctx):
+    """GroupMetadataManagerTest.testConsumerGroupMemberJoinsWithUpdatedRegex: the member's old regex, no
+    longer used, is tombstoned (maybeUpdateRegularExpressions) and the new one written."""
+    ctx.topics.create("bar", 2)
+    a = join_regex(ctx, "a", "fo.*")
+    written = written_group(ctx)
+    ctx.heartbeat("a", a.member_epoch, subscribed_topic_regex="ba.*")
+    records = consumer_group_records.records_to_write(ctx.group(), written)
+    assert regex_records(records) == {
+        "fo.*": None,
+        "ba.*": serde.ConsumerGroupRegularExpressionValue(("bar",), ctx.topics.version, 0),
+    }
+    assert set(ctx.group().subscription_metadata) == {"bar"}
+
+
+def test_last_member_of_a_regex_leaving_tombstones_it(ctx):
+    """consumerGroupFenceMember's maybeDeleteResolvedRegularExpression: the regex goes with the last member
+    that used it, its tombstone after the member's three; while another member uses it, it stays."""
+    join_regex(ctx, "a", "fo.*")
+    join_regex(ctx, "b", "fo.*")
+    written = written_group(ctx)
+    ctx.heartbeat("b", -1)
+    assert regex_records(consumer_group_records.records_to_write(ctx.group(), written)) == {}
+    written = written_group(ctx)
+    ctx.heartbeat("a", -1)
+    tombstones = [
+        (k, v) for k, v in consumer_group_records.records_to_write(ctx.group(), written) if v is None
+    ]
+    assert record_types(tombstones) == [
+        RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        RecordType.CONSUMER_GROUP_REGULAR_EXPRESSION,
+    ]
+    assert ctx.group().resolved_regexes == {}
+
+
+def test_regex_written_again_only_when_it_matches_other_topics(ctx):
+    """A topic the regex matches, once created, is written with the new topics version and time, and
+    bumps the group epoch as handleRegularExpressionsResult does; a topic it does not match writes nothing."""
+    a = join_regex(ctx, "a", "fo.*")
+    written, epoch = written_group(ctx), ctx.group().group_epoch
+    ctx.topics.create("bar", 2)
+    a = ctx.poll("a", a.member_epoch, a.assignment)
+    assert regex_records(consumer_group_records.records_to_write(ctx.group(), written)) == {}
+    ctx.topics.create("fob", 1)
+    ctx.now = 99
+    ctx.poll("a", a.member_epoch, a.assignment)
+    records = consumer_group_records.records_to_write(ctx.group(), written)
+    value = serde.ConsumerGroupRegularExpressionValue(("fob", "foo"), ctx.topics.version, 99)
+    assert regex_records(records) == {"fo.*": value}
+    assert ctx.group().group_epoch == epoch + 1
+
+
+def test_regex_resolved_to_other_topics_bumps_the_group_epoch(ctx):
+    """handleRegularExpressionsResult bumps the group epoch when a regex matches other topics, even if the
+    group's topics stay the same: here another member names them all, and the regex member, first allowed
+    to DESCRIBE only foo, gets bar's partitions once the regex is resolved again without that limit."""
+    ctx.topics.create("bar", 1)
+    ctx.join("a", ("foo", "bar"))
+    b = ctx.heartbeat(
+        "b",
+        0,
+        rebalance_timeout_ms=1,
+        owned={},
+        subscribed_topic_regex="foo|bar",
+        topic_authorized=lambda name: name == "foo",
+    )
+    epoch = ctx.group().group_epoch
+    ctx.topics.create("other", 1)  # a new topics version: the regex is resolved again
+    ctx.poll("b", b.member_epoch, b.assignment)
+    assert ctx.group().resolved_regexes["foo|bar"].topics == {"foo", "bar"}
+    assert ctx.group().group_epoch == epoch + 1
+    assert set(ctx.group().subscription_metadata) == {"foo", "bar"}
+    assert ctx.group().assignment_epoch == epoch + 1  # the target computed again with b's new topics
+
+
+def test_replay_consumer_group_regular_expression():
+    """GroupMetadataManagerTest.testReplayConsumerGroupRegularExpression: the group is created if need be
+    and holds the resolution (ConsumerGroup.updateResolvedRegularExpression)."""
+    key = serde.key_bytes(serde.ConsumerGroupRegularExpressionKey("foo", "abc*"))
+    value = serde.value_bytes(serde.ConsumerGroupRegularExpressionValue(("abc", "abcd"), 10, 12345))
+    group = replayed([(key, value)]).groups["foo"]
+    assert group.resolved_regexes == {
+        "abc*": ResolvedRegularExpression(frozenset({"abc", "abcd"}), 10, 12345)
+    }
+    assert replayed([(key, value), (key, None)]).groups["foo"].resolved_regexes == {}
+
+
+def test_replay_consumer_group_regular_expression_tombstone():
+    """GroupMetadataManagerTest.testReplayConsumerGroupRegularExpressionTombstone: a tombstone of a group
+    that does not exist creates none."""
+    key = serde.key_bytes(serde.ConsumerGroupRegularExpressionKey("foo", "abc*"))
+    assert "foo" not in replayed([(key, None)]).groups
+
+
+def test_regex_group_loaded_has_its_topics_from_the_records(ctx):
+    """A coordinator that loads a regex group knows its topics from ConsumerGroupRegularExpression at once
+    (onLoaded), without resolving the regex: a matching topic created since is not among them until the
+    next heartbeat resolves the regex again."""
+    a = join_regex(ctx, "a", "fo.*")
+    records = list(written_group(ctx).items())
+    ctx.topics.create("fob", 1)
+    successor = replayed(records)
+    successor.regexes.resolve = lambda pattern, topics: pytest.fail(f"{pattern} resolved again")  # type: ignore[method-assign]
+    successor.on_loaded(0, ["grp"], ctx.topics)
+    group = successor.groups["grp"]
+    assert set(group.subscription_metadata) == {"foo"}
+    assert group.resolved_regexes == ctx.group().resolved_regexes
+    del successor.regexes.resolve
+    ctx.coordinator = successor
+    ctx.poll("a", a.member_epoch, a.assignment)
+    assert set(ctx.group().subscription_metadata) == {"fob", "foo"}
+
+
 def replayed(records) -> ConsumerGroupCoordinator:
     coordinator = ConsumerGroupCoordinator()
     for key, value in records:
@@ -345,6 +497,7 @@ def same_group(a, b) -> None:
     assert a.target_assignment == b.target_assignment
     assert a.partition_epochs == b.partition_epochs
     assert a.static_members == b.static_members
+    assert a.resolved_regexes == b.resolved_regexes
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -458,10 +611,10 @@ def test_failed_load_leaves_the_partition_not_coordinated_without_raising():
 
 
 async def test_deleted_group_tombstones_the_kafka_records_it_only_reads():
-    """A group loaded from a log Kafka wrote carries ConsumerGroupPartitionMetadata (Kafka <= 4.0) and
-    ConsumerGroupRegularExpression records this coordinator reads and never writes: deleting the group
-    tombstones them before its metadata (createGroupTombstoneRecords), so once compaction has dropped the
-    tombstones no record is left to bring the group back."""
+    """A group loaded from a log Kafka wrote carries ConsumerGroupPartitionMetadata (Kafka <= 4.0), which
+    this coordinator reads and never writes, and ConsumerGroupRegularExpression records (here one no member
+    uses): deleting the group tombstones them before its metadata (createGroupTombstoneRecords), so once
+    compaction has dropped the tombstones no record is left to bring the group back."""
     group_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_METADATA, "g")
     partition_metadata_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, "g")
     target_key = serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g")

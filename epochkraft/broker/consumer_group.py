@@ -125,6 +125,16 @@ def subscription_metadata_hash(metadata: Mapping[str, TopicMetadata]) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedRegularExpression:
+    """Kafka's ResolvedRegularExpression: the topics a group's regular expression matched, the topics
+    version it was matched at and when (ConsumerGroupRegularExpression's value)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
 class TopicsImage(Protocol):
     """What the coordinator needs of the cluster's metadata."""
 
@@ -197,6 +207,8 @@ class ConsumerGroup:
     sync_deadlines: dict[str, int] = field(default_factory=dict)
     # the topics' version subscription_metadata was computed at; None once a member went
     subscription_metadata_version: int | None = None
+    # what each regular expression a member subscribes to matched (ConsumerGroup.resolvedRegularExpressions)
+    resolved_regexes: dict[str, ResolvedRegularExpression] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -223,6 +235,7 @@ class ConsumerGroup:
             revocation_deadlines=dict(self.revocation_deadlines),
             join_deadlines=dict(self.join_deadlines),
             sync_deadlines=dict(self.sync_deadlines),
+            resolved_regexes=dict(self.resolved_regexes),
         )
 
     def update_subscription_metadata(self, metadata: dict[str, TopicMetadata]) -> bool:
@@ -274,6 +287,29 @@ class ConsumerGroup:
                     elif self.partition_epochs.get((topic, partition)) == member.member_epoch:
                         del self.partition_epochs[(topic, partition)]
 
+    def subscribed_regexes(self, updated: ConsumerGroupMember | None = None) -> set[str]:
+        """The regular expressions the members subscribe to, ``updated`` counted as it is now."""
+        members = dict(self.members)
+        if updated is not None:
+            members[updated.member_id] = updated
+        return {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+
+    def topic_names_of(self, member: ConsumerGroupMember) -> set[str]:
+        """The member's topics: those it names and those its regular expression resolved to
+        (ConsumerGroup.computeSubscribedTopicNames); none for a regular expression not resolved yet."""
+        names = set(member.subscribed_topic_names)
+        regex = member.subscribed_topic_regex
+        if regex and (resolved := self.resolved_regexes.get(regex)) is not None:
+            names |= resolved.topics
+        return names
+
+    def drop_unused_regexes(self) -> None:
+        """maybeDeleteResolvedRegularExpression: a regular expression no member uses any more goes (its
+        record is tombstoned)."""
+        used = self.subscribed_regexes()
+        for regex in [r for r in self.resolved_regexes if r not in used]:
+            del self.resolved_regexes[regex]
+
     def preferred_assignor(self, default: str, updated: ConsumerGroupMember | None = None) -> str:
         """The server assignor most members ask for, else the default (computePreferredServerAssignor):
         ``updated``, the member of the heartbeat, counts as it is now, whether it is stored yet or not."""
@@ -318,20 +354,13 @@ class RegexResolver:
             self._resolved[pattern] = names
         return names
 
-    def subscribed_topic_names(
-        self,
-        member: ConsumerGroupMember,
-        topics: TopicsImage,
-        authorized: Callable[[str], bool] | None = None,
-    ) -> set[str]:
-        """The member's topic names, with its regular expression resolved against the topics that exist
-        and, as Kafka 4.x, those matched kept only if ``authorized`` (DESCRIBE for the principal of the
-        heartbeat that resolves them)."""
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            matched = self.resolve(member.subscribed_topic_regex, topics)
-            names |= matched if authorized is None else {name for name in matched if authorized(name)}
-        return names
+    def matching(
+        self, pattern: str, topics: TopicsImage, authorized: Callable[[str], bool] | None = None
+    ) -> frozenset[str]:
+        """The topics ``pattern`` matches and, as Kafka 4.x, only those ``authorized`` allows (DESCRIBE for
+        the principal of the heartbeat that resolves it)."""
+        matched = self.resolve(pattern, topics)
+        return matched if authorized is None else frozenset(name for name in matched if authorized(name))
 
 
 class ConsumerGroupCoordinator:
@@ -525,15 +554,10 @@ class ConsumerGroupCoordinator:
         is_new = member.member_id not in group.members
         updated = self._with_request(member, request)
         bump = is_new or self._subscription_changed(member, updated)
-        if bump or group.subscription_metadata_version != topics.version:
-            metadata = self._subscription_metadata(group, updated, topics, request.topic_authorized)
-            group.subscription_metadata_version = topics.version
-            if group.update_subscription_metadata(metadata):
-                bump = True
-        if bump:
+        if self.update_subscription(now_ms, group, updated, topics, request.topic_authorized, bump):
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, updated, topics, request.topic_authorized)
+            self._update_target_assignment(group, updated)
         updated = self._drop_deleted_topics(updated, topics)
         reconciled = CurrentAssignmentBuilder(
             updated,
@@ -646,19 +670,63 @@ class ConsumerGroupCoordinator:
             or old.server_assignor != new.server_assignor
         )
 
-    def _subscription_metadata(
+    def update_subscription(
         self,
+        now_ms: int,
         group: ConsumerGroup,
         updated: ConsumerGroupMember,
         topics: TopicsImage,
         authorized: Callable[[str], bool] | None,
+        bump: bool,
+    ) -> bool:
+        """Whether the group epoch must be bumped (updateSubscriptionMetadata): ``bump`` (a new member or
+        subscription), a regular expression matching other topics, or other subscribed topics. They are
+        looked at again when ``bump`` or when the topics changed since the last time."""
+        if not bump and group.subscription_metadata_version == topics.version:
+            return False
+        stale = group.subscription_metadata_version != topics.version
+        if self._refresh_regexes(now_ms, group, updated, topics, authorized, stale):
+            bump = True
+        metadata = self._subscription_metadata(group, updated, topics)
+        group.subscription_metadata_version = topics.version
+        return group.update_subscription_metadata(metadata) or bump
+
+    def _refresh_regexes(
+        self,
+        now_ms: int,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: TopicsImage,
+        authorized: Callable[[str], bool] | None,
+        stale: bool,
+    ) -> bool:
+        """maybeUpdateRegularExpressions and handleRegularExpressionsResult in one step (Kafka resolves in
+        the background, then writes): a regular expression no member uses goes, a new one is resolved, and
+        all are resolved again when the topics changed (``stale``). A resolution is replaced, so written,
+        only when it matches other topics. True if one did (Kafka then bumps the group epoch)."""
+        regexes = group.subscribed_regexes(updated)
+        for regex in [r for r in group.resolved_regexes if r not in regexes]:
+            del group.resolved_regexes[regex]
+        changed = False
+        for regex in sorted(regexes):
+            old = group.resolved_regexes.get(regex)
+            if old is not None and not stale:
+                continue
+            matched = self.regexes.matching(regex, topics, authorized)
+            if old is None or old.topics != matched:
+                group.resolved_regexes[regex] = ResolvedRegularExpression(matched, topics.version, now_ms)
+                changed = changed or matched != (frozenset() if old is None else old.topics)
+        return changed
+
+    @staticmethod
+    def _subscription_metadata(
+        group: ConsumerGroup, updated: ConsumerGroupMember, topics: TopicsImage
     ) -> dict[str, TopicMetadata]:
         """The topics any member subscribes to, as they are now (ConsumerGroup.computeSubscriptionMetadata)."""
-        names: set[str] = set()
+        names = group.topic_names_of(updated)
         for member in group.members.values():
             if member.member_id != updated.member_id:
-                names |= self.regexes.subscribed_topic_names(member, topics, authorized)
-        names |= self.regexes.subscribed_topic_names(updated, topics, authorized)
+                names |= group.topic_names_of(member)
         metadata = {}
         for name in sorted(names):
             topic = topics.by_name(name)
@@ -666,13 +734,7 @@ class ConsumerGroupCoordinator:
                 metadata[name] = topic
         return metadata
 
-    def _update_target_assignment(
-        self,
-        group: ConsumerGroup,
-        updated: ConsumerGroupMember,
-        topics: TopicsImage,
-        authorized: Callable[[str], bool] | None,
-    ) -> None:
+    def _update_target_assignment(self, group: ConsumerGroup, updated: ConsumerGroupMember) -> None:
         """TargetAssignmentBuilder: every member's subscription and current target through the assignor."""
         partition_counts = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
         members = dict(group.members)
@@ -681,7 +743,7 @@ class ConsumerGroupCoordinator:
             member_id: MemberSubscription(
                 frozenset(
                     group.subscription_metadata[name].topic_id
-                    for name in self.regexes.subscribed_topic_names(member, topics, authorized)
+                    for name in group.topic_names_of(member)
                     if name in group.subscription_metadata
                 ),
                 member.instance_id,
@@ -765,6 +827,7 @@ class ConsumerGroupCoordinator:
             return
         for member_id in sorted(member_ids):
             group.remove_member(member_id)
+        group.drop_unused_regexes()
         group.group_epoch += 1
 
     def _downgrade_allowed(self, group: ConsumerGroup, leaving: set[str]) -> bool:
@@ -913,10 +976,15 @@ class ConsumerGroupCoordinator:
         self, group: ConsumerGroup, topics: TopicsImage
     ) -> dict[str, TopicMetadata]:
         """The topics the members subscribe to as they are now: what a downgrade names the target's topic
-        ids by, and OffsetDelete keeps, before any member heartbeats (Kafka reads its metadata image)."""
+        ids by, and OffsetDelete keeps, before any member heartbeats (Kafka reads its metadata image). A
+        regular expression's topics are those its record holds; one without a record (a log written before
+        they were) is resolved here, and stored at the next heartbeat."""
         names: set[str] = set()
         for member in group.members.values():
-            names |= self.regexes.subscribed_topic_names(member, topics)
+            names |= group.topic_names_of(member)
+            regex = member.subscribed_topic_regex
+            if regex and regex not in group.resolved_regexes:
+                names |= self.regexes.matching(regex, topics)
         return {name: topic for name in sorted(names) if (topic := topics.by_name(name)) is not None}
 
     def unload_groups(self, predicate: Callable[[str], bool]) -> None:

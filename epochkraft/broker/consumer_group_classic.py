@@ -174,15 +174,10 @@ def _joined(
     )
     is_new = member.member_id not in group.members
     bump = is_new or coordinator._subscription_changed(member, updated)
-    if bump or group.subscription_metadata_version != topics.version:
-        metadata = coordinator._subscription_metadata(group, updated, topics, None)
-        group.subscription_metadata_version = topics.version
-        if group.update_subscription_metadata(metadata):
-            bump = True
-    if bump:
+    if coordinator.update_subscription(now_ms, group, updated, topics, None, bump):
         group.group_epoch += 1
     if group.group_epoch > group.assignment_epoch:
-        coordinator._update_target_assignment(group, updated, topics, None)
+        coordinator._update_target_assignment(group, updated)
     updated = coordinator._drop_deleted_topics(updated, topics)
 
     def topic_id_of(name: str) -> uuid.UUID | None:

@@ -4,13 +4,16 @@ resumes them (GroupMetadataManager's replay).
 As Kafka 4.3 writes them (GroupCoordinatorRecordHelpers): per member ConsumerGroupMemberMetadata (its
 subscription), ConsumerGroupTargetAssignmentMember (its target) and ConsumerGroupCurrentMemberAssignment
 (its epochs, state and partitions); per group ConsumerGroupMetadata (the group epoch and the subscribed
-topics' hash; ConsumerGroupPartitionMetadata is no longer written since KIP-1101, only read) and
-ConsumerGroupTargetAssignmentMetadata (the assignment epoch). A member leaving tombstones its current
-assignment, target and metadata, in that order (removeMember); a group deleted tombstones its members', then
-its target assignment metadata, the ConsumerGroupRegularExpression and ConsumerGroupPartitionMetadata records
-replayed from a log Kafka wrote (read, never written here) and its metadata (createGroupTombstoneRecords); a
-live group's next write tombstones those two as well. The topic is compacted, so
-only each key's latest value is kept.
+topics' hash; ConsumerGroupPartitionMetadata is no longer written since KIP-1101, only read),
+ConsumerGroupTargetAssignmentMetadata (the assignment epoch) and, per regular expression a member subscribes
+to, ConsumerGroupRegularExpression (the topics it resolved to, the topics version and the time:
+newConsumerGroupRegularExpressionRecord), so a new coordinator knows the group's topics without resolving
+it again. A member leaving tombstones its current assignment, target and metadata, in that order
+(removeMember), then the regular expressions no member uses any more (maybeDeleteResolvedRegularExpression);
+a group deleted tombstones its members', then its target assignment metadata, its regular expressions, the
+ConsumerGroupPartitionMetadata record replayed from a log Kafka wrote (read, never written here) and its
+metadata (createGroupTombstoneRecords); a live group's next write tombstones that partition metadata as
+well. The topic is compacted, so only each key's latest value is kept.
 
 ``records_to_write`` compares a group with what was last written for it and returns only the changed
 keys; ``replay`` rebuilds groups from the stored records, in order, when a broker becomes coordinator. The
@@ -30,7 +33,12 @@ from typing import Any
 
 from epochkraft.broker import group_record_serde as serde
 from epochkraft.broker.assignors import Assignment
-from epochkraft.broker.consumer_group import ConsumerGroup, ConsumerGroupCoordinator, TopicMetadata
+from epochkraft.broker.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupCoordinator,
+    ResolvedRegularExpression,
+    TopicMetadata,
+)
 from epochkraft.broker.current_assignment import ClassicMemberMetadata, ConsumerGroupMember, MemberState
 from epochkraft.broker.group_record_serde import RecordType
 
@@ -44,7 +52,7 @@ MEMBER_STATE_IDS = {
 }
 MEMBER_STATES = {value: state for state, value in MEMBER_STATE_IDS.items()}
 # the order tombstones are written in: a member's current assignment, target, metadata; then the group's
-# (its regular expressions and partition metadata only when replayed from Kafka's log)
+# (its partition metadata only when replayed from Kafka's log)
 TOMBSTONE_ORDER = {
     RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: 0,
     RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: 1,
@@ -62,6 +70,10 @@ def _member_key(record_type: RecordType, group_id: str, member_id: str) -> bytes
 
 def _group_key(record_type: RecordType, group_id: str) -> bytes:
     return serde.key_bytes(serde.ConsumerGroupKey(record_type, group_id))
+
+
+def _regex_key(group_id: str, regex: str) -> bytes:
+    return serde.key_bytes(serde.ConsumerGroupRegularExpressionKey(group_id, regex))
 
 
 def _topic_partitions(assignment: Assignment) -> serde.TopicPartitions:
@@ -116,6 +128,11 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
         )
         for member_id, member in group.members.items()
     }
+    for regex, resolved in sorted(group.resolved_regexes.items()):
+        resolution = serde.ConsumerGroupRegularExpressionValue(
+            tuple(sorted(resolved.topics)), resolved.version, resolved.timestamp_ms
+        )
+        records[_regex_key(gid, regex)] = serde.value_bytes(resolution)
     records[_group_key(RecordType.CONSUMER_GROUP_METADATA, gid)] = serde.value_bytes(
         serde.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash)
     )
@@ -153,16 +170,14 @@ def records_to_write(group: ConsumerGroup | None, written: dict[bytes, bytes]) -
 
 
 def read_only_record_group(key: bytes) -> str | None:
-    """The group of a record Kafka writes and this coordinator only reads (ConsumerGroupPartitionMetadata,
-    ConsumerGroupRegularExpression); None otherwise. A replayed one is counted as written, so the group's
-    next write tombstones it, before the group's metadata as Kafka does: compaction would otherwise keep it
-    after the group's tombstones are gone, and a later load bring the deleted group back."""
+    """The group of a record Kafka writes and this coordinator only reads (ConsumerGroupPartitionMetadata);
+    None otherwise. A replayed one is counted as written, so the group's next write tombstones it, before
+    the group's metadata as Kafka does: compaction would otherwise keep it after the group's tombstones are
+    gone, and a later load bring the deleted group back."""
     if serde.is_json_record(key):
         return None
     match serde.parse_key(key):
         case serde.ConsumerGroupKey(RecordType.CONSUMER_GROUP_PARTITION_METADATA, group_id):
-            return group_id
-        case serde.ConsumerGroupRegularExpressionKey(group_id, _):
             return group_id
     return None
 
@@ -191,8 +206,8 @@ def replay(coordinator: ConsumerGroupCoordinator, key: bytes, value: bytes | Non
             _replay_group_record(coordinator, record_type, group_id, record_value)
         case serde.ConsumerGroupMemberKey(record_type, group_id, member_id):
             _replay_member_record(coordinator, record_type, group_id, member_id, record_value)
-        case serde.ConsumerGroupRegularExpressionKey():
-            pass  # regexes are resolved again from the metadata image, not stored
+        case serde.ConsumerGroupRegularExpressionKey(group_id, regex):
+            _replay_regex(coordinator, group_id, regex, record_value)
         case _:
             return False
     return True
@@ -213,6 +228,22 @@ def _replay_group_record(
             group.assignment_epoch = assignment_epoch
         case serde.ConsumerGroupPartitionMetadataValue():
             pass  # before KIP-1101; the hash (0 for such a group) is computed again at the next heartbeat
+
+
+def _replay_regex(
+    coordinator: ConsumerGroupCoordinator, group_id: str, regex: str, value: serde.Value | None
+) -> None:
+    """ConsumerGroup.updateResolvedRegularExpression, the group created if need be; a tombstone removes
+    the resolution and creates no group (replay of ConsumerGroupRegularExpression)."""
+    if value is None:
+        if (group := coordinator.groups.get(group_id)) is not None:
+            group.resolved_regexes.pop(regex, None)
+        return
+    if isinstance(value, serde.ConsumerGroupRegularExpressionValue):
+        group = coordinator.groups.setdefault(group_id, ConsumerGroup(group_id))
+        group.resolved_regexes[regex] = ResolvedRegularExpression(
+            frozenset(value.topics), value.version, value.timestamp
+        )
 
 
 def _replay_member_record(

@@ -652,6 +652,21 @@ class GroupCoordinator:
         done = self._prepare_rebalance(now_ms, group)
         assert not done, "no member of an adopted group waits for an answer"
 
+    def revert_new_group(self, group_id: str, error: ErrorCode) -> list[Completion]:
+        """The empty record of a group a join created could not be written: the group goes again, as
+        Kafka's runtime reverts the join (classicGroupJoinToClassicGroup's append future), its waiting joins
+        answered ``error``; kept if a rebalance has completed since (its own record is written then)."""
+        group = self.groups.get(group_id)
+        if group is None or group.generation_id != 0:
+            return []
+        done = [
+            Completion(m.join_token, JoinResult(error, member_id=m.member_id))
+            for m in group.members.values()
+            if m.join_token is not None
+        ]
+        self.replay_group_metadata(group_id, None)  # an offset committed meanwhile stays, as after a load
+        return done
+
     def membership_snapshot(self, group_id: str) -> Group | None:
         """The group's members and rebalance state, to restore if a conversion cannot be written; None
         without members. Waiting joins and syncs are not kept: a conversion answers them."""

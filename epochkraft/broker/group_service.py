@@ -537,6 +537,7 @@ class GroupService:
                 lambda: consumer_group_classic.join(self.consumer_groups, self.now_ms(), request, topics),
             )
             return joined if joined is not None else JoinResult(error, member_id=request.member_id)
+        created = group_id not in self.coordinator.groups
         token, future = self._waiter()
         done, store = self.coordinator.join_group(
             self.now_ms(),
@@ -554,9 +555,28 @@ class GroupService:
             skip_assignment_supported=request.skip_assignment_supported,
         )
         self._complete(done)
+        if created and store is None and group_id in self.coordinator.groups:
+            self._background(self._write_new_group(group_id, self._new_group_value(group_id)))
         result = await self._answer(token, future, store, self._store_static_member)
         assert isinstance(result, JoinResult)
         return result
+
+    def _new_group_value(self, group_id: str) -> GroupMetadataValue:
+        """GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord: generation 0, no members, no protocol
+        or leader, the protocol type of a member already added (a static one, or JoinGroup v0-3) or empty."""
+        group = self.coordinator.groups[group_id]
+        timestamp = self.now_ms() if group.state_timestamp_ms is None else group.state_timestamp_ms
+        return GroupMetadataValue(group.protocol_type or "", 0, None, None, timestamp, ())
+
+    async def _write_new_group(self, group_id: str, value: GroupMetadataValue) -> None:
+        """classicGroupJoinToClassicGroup: a group a JoinGroup created is written at once, empty, so it is
+        known to a new coordinator (and tombstoned by an upgrade) before its first rebalance completes.
+        The join is not held for it (MEMBER_ID_REQUIRED is answered at once, as Kafka's); a failed write
+        drops the group again and answers its waiting joins the error, as Kafka reverts the join."""
+        error = await self._append_group_record(group_id, value)
+        if error != ErrorCode.none:
+            log.warning("could not write a new group's metadata", group=group_id, error=error.name)
+            self._complete(self.coordinator.revert_new_group(group_id, normalize_append_error(error)))
 
     async def _answer(
         self,
@@ -759,6 +779,10 @@ class GroupService:
         count = self._consumer_group_changes[group_id] = self._consumer_group_changes.get(group_id, 0) + 1
         result = change()
         after = self.consumer_groups.groups.get(group_id)
+        if before is None and after is not None and classic_snapshot is not None:
+            # convertToConsumerGroup writes the classic group's tombstone whether or not a record of it was
+            # written (a group a commit made, joined since, has none)
+            self._classic_maybe.add(group_id)
         error = await self.persist_consumer_group(group_id)
         if error == ErrorCode.none:
             return result, error
