@@ -36,6 +36,7 @@ from epochkraft.broker.consumer_group_classic import ClassicJoin
 from epochkraft.broker.group_coordinator import (
     CommittedOffset,
     Completion,
+    Group,
     GroupCoordinator,
     GroupState,
     JoinResult,
@@ -556,26 +557,51 @@ class GroupService:
         )
         self._complete(done)
         if created and store is None and group_id in self.coordinator.groups:
-            self._background(self._write_new_group(group_id, self._new_group_value(group_id)))
+            group = self.coordinator.groups[group_id]
+            self._background(self._write_new_group(group_id, group, self._classic_asked.get(group_id)))
         result = await self._answer(token, future, store, self._store_static_member)
         assert isinstance(result, JoinResult)
         return result
 
-    def _new_group_value(self, group_id: str) -> GroupMetadataValue:
-        """GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord: generation 0, no members, no protocol
-        or leader, the protocol type of a member already added (a static one, or JoinGroup v0-3) or empty."""
-        group = self.coordinator.groups[group_id]
+    def _new_group_value(self, group: Group) -> GroupMetadataValue:
+        """GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord: generation 0, no members, no protocol,
+        protocol type or leader."""
         timestamp = self.now_ms() if group.state_timestamp_ms is None else group.state_timestamp_ms
-        return GroupMetadataValue(group.protocol_type or "", 0, None, None, timestamp, ())
+        return GroupMetadataValue("", 0, None, None, timestamp, ())
 
-    async def _write_new_group(self, group_id: str, value: GroupMetadataValue) -> None:
+    async def _write_new_group(self, group_id: str, group: Group, asked_at_join: int | None) -> None:
         """classicGroupJoinToClassicGroup: a group a JoinGroup created is written at once, empty, so it is
         known to a new coordinator (and tombstoned by an upgrade) before its first rebalance completes.
-        The join is not held for it (MEMBER_ID_REQUIRED is answered at once, as Kafka's); a failed write
-        drops the group again and answers its waiting joins the error, as Kafka reverts the join."""
-        error = await self._append_group_record(group_id, value)
-        if error != ErrorCode.none:
-            log.warning("could not write a new group's metadata", group=group_id, error=error.name)
+        The join is not held for it (MEMBER_ID_REQUIRED is answered at once, as Kafka's). Kafka appends it
+        in the join's own batch; here it waits for its turn, so it is left out if another record of the
+        group was asked for first (a rebalance's, a deletion's or an upgrade's tombstone: the log must end
+        with that one). A write that failed drops the group again and answers its waiting joins the error,
+        as Kafka reverts the join, unless the record may be in the log or the group changed meanwhile."""
+        if (
+            self.coordinator.groups.get(group_id) is not group
+            or self._classic_asked.get(group_id) != asked_at_join
+            or group_id in self.consumer_groups.groups
+        ):
+            return
+        value = self._new_group_value(group)
+        order = self._ask_classic_append(group_id, value)  # nothing awaited since the checks above
+        try:
+            error = await self.offsets_topic.append(
+                self.partition_for(group_id), [(group_metadata_key(group_id), value_bytes(value))]
+            )
+        except Exception as exc:
+            log.warning("could not write a new group's metadata", group=group_id, error=str(exc))
+            error = ErrorCode.unknown_server_error
+        if error == ErrorCode.none:
+            self._classic_appended(group_id, order, value)
+            return
+        log.warning("could not write a new group's metadata", group=group_id, error=error.name)
+        untouched = (
+            self.coordinator.groups.get(group_id) is group
+            and self._classic_asked.get(group_id) == order
+            and group_id not in self.consumer_groups.groups
+        )
+        if untouched and error not in MAYBE_APPENDED:
             self._complete(self.coordinator.revert_new_group(group_id, normalize_append_error(error)))
 
     async def _answer(
