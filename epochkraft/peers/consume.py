@@ -325,17 +325,21 @@ def _follow(
 
 
 def _watermarks(consumer: Any, partition: Any) -> None:
-    """Waits until the partition's leader answers: a new topic may not be known to every broker yet."""
+    """Waits until the partition's leader answers: a new topic's leaders may not be known everywhere yet."""
     from confluent_kafka import KafkaError, KafkaException
 
+    settling = (
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
             consumer.get_watermark_offsets(partition, timeout=30)
             return
         except KafkaException as exc:
-            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-            if not unknown or time.monotonic() > deadline:
+            if exc.args[0].code() not in settling or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
