@@ -1,12 +1,24 @@
 """The pure pieces of the side-by-side benchmarks: ProducerPerformance's summary read, latency percentiles
 and the warm-up cut, a restarted broker's state read from Metadata, when a group is stable, and the
-epochkraft/Kafka ratios."""
+epochkraft/Kafka ratios, and the consume part's: ConsumerPerformance's summary, the brokers' CPU over
+a window, the topic's log files and the ratios."""
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
+from pathlib import Path
 
 from epochkraft.bench.cli import produce_ratios, side_by_side
+from epochkraft.peers.consume import (
+    ConsumeFigures,
+    LiveFigure,
+    ReadFigure,
+    consume_ratios,
+    cpu_between,
+    parse_consumer_performance,
+    topic_logs,
+)
 from epochkraft.peers.groupjoin import consumer_config, is_stable
 from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
@@ -110,3 +122,56 @@ def test_groupjoin_consumers_per_protocol() -> None:
     consumer = consumer_config("b:1", "g", "consumer")
     assert consumer["group.protocol"] == "consumer"
     assert "partition.assignment.strategy" not in consumer  # the broker assigns
+
+
+CONSUMER_PERF_OUTPUT = """\
+WARNING: some line the JVM printed first
+20261128014512345, 20261128014520345, 390.6250, 48.8281, 400000, 50000.0000, 3000, 5000, 78.1250, 80000.0000
+"""
+
+
+def test_consumer_performance_summary_is_read_in_bytes_over_its_fetch_window() -> None:
+    parsed = parse_consumer_performance(CONSUMER_PERF_OUTPUT)
+    assert parsed is not None
+    assert parsed.nbytes == 400_000 * 1024  # the tool's MB are MiB
+    assert parsed.end_s == datetime(2026, 11, 28, 1, 45, 20, 345_000, tzinfo=UTC).timestamp()
+    assert parsed.fetch_ms == 5000  # after the 3 s join
+    assert parsed.mb_per_s == 400_000 * 1024 / 1e6 / 5
+    assert parse_consumer_performance("start.time, end.time, data.consumed.in.MB") is None
+
+
+def test_cpu_between_covers_the_window_from_the_samples_just_outside_it() -> None:
+    samples = [(10.0, 1.0), (10.1, 1.5), (10.2, 2.5), (10.3, 2.6), (10.4, 4.0)]
+    assert cpu_between(samples, 10.1, 10.3) == 2.6 - 1.5
+    assert cpu_between(samples, 10.15, 10.25) == 2.6 - 1.5
+    assert cpu_between(samples, 9.0, 11.0) == 4.0 - 1.0  # beyond the samples: all of them
+
+
+def test_topic_logs_are_the_segments_of_its_partitions_only(tmp_path: Path) -> None:
+    for name in ("consume-read-0/00000000000000000000.log", "consume-read-11/00000000000000000512.log",
+                 "consume-read-0/00000000000000000000.index", "consume-read-live-0/00000000000000000000.log",
+                 "logs/broker-1.log"):  # fmt: skip
+        (tmp_path / "broker-1" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "broker-1" / name).write_bytes(b"")
+    found = sorted(
+        p.relative_to(tmp_path / "broker-1").as_posix() for p in topic_logs(tmp_path, "consume-read")
+    )
+    assert found == ["consume-read-0/00000000000000000000.log", "consume-read-11/00000000000000000512.log"]
+
+
+def _consume_figures(target: str, mb_per_s: float, cpu: float, p99_ms: float) -> ConsumeFigures:
+    figures = ConsumeFigures(target, 400.0, 50.0, 1.0, (1.0, 1.0, 1.0))
+    figures.reads = [ReadFigure(target, "librdkafka", mb_per_s, cpu, [mb_per_s], [cpu])]
+    figures.live = LiveFigure(target, 5000, 2, 100.0, cpu * 2, 3.0, p99_ms, p99_ms)
+    return figures
+
+
+def test_consume_ratios_are_each_target_over_kafka() -> None:
+    lines = consume_ratios(
+        [_consume_figures("kafka", 200.0, 4.0, 20.0), _consume_figures("epochkraft", 150.0, 6.0, 10.0)]
+    )
+    assert lines == [
+        "ratio epochkraft/kafka, librdkafka: MB/s 0.75, CPU per GB 1.50",
+        "ratio epochkraft/kafka, caught up: CPU per GB 1.50, delay p50 1.00, p99 0.50",
+    ]
+    assert consume_ratios([_consume_figures("epochkraft", 150.0, 6.0, 10.0)]) == []  # no Kafka, no ratio

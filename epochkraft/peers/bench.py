@@ -17,7 +17,11 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
   against consumer protocol: the time until every partition is owned once again (``epochkraft.peers.groupjoin``);
 - txn: confluent-kafka's transactional producer (transactions of 100 records of 1 KiB) against its
   idempotent producer at the same settings (RF 3, acks=all, min.insync.replicas 2): the ratio
-  transactional/idempotent of records/s on each cluster (``epochkraft.bench.txn``).
+  transactional/idempotent of records/s on each cluster (``epochkraft.bench.txn``);
+- consume: a topic of 6 partitions, RF 1, filled with ``--consume-mb`` MB of 1 KiB records and held in the
+  page cache, read from offset 0 as fast as it goes by librdkafka and by Kafka's ConsumerPerformance (MB/s,
+  the brokers' CPU per GB served), and caught-up readers while a producer writes at a fixed rate (broker
+  CPU per GB delivered, end-to-end delay) (``epochkraft.peers.consume``).
 
 kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
 """
@@ -30,13 +34,20 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from epochkraft.bench.txn import PARTITIONS as TXN_PARTITIONS
 from epochkraft.bench.txn import TxnFigure, measure_txn, side_by_side
 from epochkraft.harness.cluster import LocalCluster
+from epochkraft.peers.consume import (
+    BrokerPids,
+    ConsumeFigures,
+    ConsumeSettings,
+    measure_consume,
+    report_consume,
+)
 from epochkraft.peers.failover import Brokers, epochkraft_brokers, kafka_brokers, measure_failover, report
 from epochkraft.peers.fetch import PeerUnavailable, kafka_version
 from epochkraft.peers.groupjoin import measure_group_join, report_group_join
@@ -96,8 +107,13 @@ def measure(target: str, bootstrap: str, records: int, rounds: int, log4j: Path)
     return figures
 
 
+# What a part gets of a running cluster: its bootstrap, its brokers to kill (None: kfake's one process) and
+# the pids of its broker processes now (a restarted broker has a new one), whose CPU the parts measure.
+Running = tuple[str, Brokers | None, BrokerPids]
+
+
 @contextmanager
-def kafka_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+def kafka_cluster(root: Path, session_timeout_ms: int) -> Iterator[Running]:
     peer = KafkaPeer(
         run_dir=root / "kafka",
         brokers=3,
@@ -106,40 +122,44 @@ def kafka_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Br
     )
     peer.start(timeout=240)
     try:
-        yield peer.bootstrap, kafka_brokers(peer)
+        yield peer.bootstrap, kafka_brokers(peer), lambda: [n.pid for n in peer.nodes.values() if n.pid]
     finally:
         peer.stop(timeout=30)
 
 
 @contextmanager
-def epochkraft_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+def epochkraft_cluster(root: Path, session_timeout_ms: int) -> Iterator[Running]:
     cluster = LocalCluster(data_dir=root / "epochkraft", brokers=3, session_timeout_ms=session_timeout_ms)
     cluster.start()
     try:
-        yield cluster.bootstrap, epochkraft_brokers(cluster)
+        yield (
+            cluster.bootstrap,
+            epochkraft_brokers(cluster),
+            lambda: [p.pid for p in cluster.nodes.values() if p.pid],
+        )
     finally:
         cluster.stop()
         cluster.kill_all()
 
 
 @contextmanager
-def kfake_cluster(root: Path, session_timeout_ms: int) -> Iterator[tuple[str, Brokers | None]]:
+def kfake_cluster(root: Path, session_timeout_ms: int) -> Iterator[Running]:
     peer = KfakePeer(run_dir=root / "kfake", brokers=3)  # one process: no leader to kill alone
     peer.start()
     try:
-        yield peer.bootstrap, None
+        yield peer.bootstrap, None, lambda: [peer.pid] if peer.pid else []
     finally:
         peer.stop()
 
 
-TARGETS: dict[str, Callable[[Path, int], object]] = {
+TARGETS: dict[str, Callable[[Path, int], AbstractContextManager[Running]]] = {
     "kafka": kafka_cluster,
     "epochkraft": epochkraft_cluster,
     "kfake": kfake_cluster,
 }
 
 
-PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin", "txn")
+PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin", "txn", "consume")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groupjoin-members", type=int, default=10, help="members of the stable group")
     parser.add_argument("--groupjoin-partitions", type=int, default=30)
     parser.add_argument("--txn-seconds", type=float, default=8.0, help="seconds of each txn part round")
+    parser.add_argument(
+        "--consume-mb", type=int, default=300, help="MB of 1 KiB records the consume part reads"
+    )
+    parser.add_argument("--consume-live-readers", type=int, default=2, help="caught-up consumers")
+    parser.add_argument("--consume-live-rate", type=int, default=5000, help="records/s of 1 KiB, caught up")
+    parser.add_argument(
+        "--consume-live-seconds", type=float, default=10.0, help="seconds produced, caught up"
+    )
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
@@ -178,6 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     rejoin: dict[str, list[RejoinRound]] = {}
     group_join: dict[str, dict[str, list[float]]] = {}
     txn: list[TxnFigure] = []
+    consume: list[ConsumeFigures] = []
+    settings = ConsumeSettings(
+        args.consume_mb,
+        args.rounds,
+        args.consume_live_readers,
+        args.consume_live_rate,
+        args.consume_live_seconds,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
@@ -185,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Apache Kafka {kafka_version()}'s ProducerPerformance; parts {','.join(parts)}")
         for target in args.targets.split(","):
             try:
-                with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers):  # type: ignore[attr-defined]
+                with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers, pids):
                     if "produce" in parts:
                         figures += measure(target, bootstrap, args.records, args.rounds, log4j)
                     if "e2e" in parts:
@@ -214,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
                         txn.append(
                             measure_txn(target, bootstrap, args.rounds, args.txn_seconds, _creator(bootstrap))
                         )
+                    if "consume" in parts:
+                        consume.append(
+                            measure_consume(target, bootstrap, root / target, pids, settings, log4j)
+                        )
             except PeerUnavailable as exc:
                 print(f"  {target}: unavailable ({exc})")
     report_produce(figures, args.records)
@@ -223,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     report_group_join(group_join, args.groupjoin_members, args.groupjoin_partitions)
     if txn:
         print("\n" + side_by_side(txn))
+    report_consume(consume)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -233,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                     "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
                     "groupjoin": group_join,
                     "txn": [f.to_json() for f in txn],
+                    "consume": [asdict(f) for f in consume],
                 },
                 indent=2,
             )

@@ -87,6 +87,7 @@ from epochkraft.server import forwarding
 from epochkraft.server.context import RequestContext
 from epochkraft.server.forwarding import R
 from epochkraft.server.loop_thread import LoopThread, LoopWatch, stall_bound_s
+from epochkraft.server.malloc_tuning import keep_read_buffers
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
@@ -988,5 +989,6 @@ def main(argv: list[str]) -> int:
     # waits at most this long for it between its turns (5 ms by default; 1 ms measured to cut the loop's
     # worst lag under record bombs from 21 to 15 ms, see epochkraft/bench/hostile.py).
     sys.setswitchinterval(0.001)
+    keep_read_buffers()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(serve(args, settings, listeners, controller))
