@@ -1,13 +1,21 @@
 """The pure pieces of the side-by-side benchmarks: ProducerPerformance's summary read, latency percentiles
 and the warm-up cut, a restarted broker's state read from Metadata, when a group is stable, and the
 epochkraft/Kafka ratios, and the consume part's: ConsumerPerformance's summary, the brokers' CPU over
-a window, the topic's log files and the ratios."""
+a window, the topic's log files and the ratios, and the latency curve's: its loads, the keep-up mark and
+its plot."""
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
 from pathlib import Path
+
+# matplotlib finds the system's fonts with fc-list the first time it runs: here, at collection, not inside
+# the unit tier's no-process guard.
+import matplotlib.font_manager  # noqa: F401
+import numpy as np
+import pytest
+from matplotlib.lines import Line2D
 
 from epochkraft.bench.cli import produce_ratios, side_by_side
 from epochkraft.peers.consume import (
@@ -20,7 +28,8 @@ from epochkraft.peers.consume import (
     topic_logs,
 )
 from epochkraft.peers.groupjoin import consumer_config, is_stable
-from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio
+from epochkraft.peers.latency import LatencyFigure, fmt_ratio, keeps_up, latencies, percentile, ratio
+from epochkraft.peers.latency_curve import CurvePoint, curve_figure, offered_rate, parse_fractions, write_plot
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
 
@@ -175,3 +184,63 @@ def test_consume_ratios_are_each_target_over_kafka() -> None:
         "ratio epochkraft/kafka, caught up: CPU per GB 1.50, delay p50 1.00, p99 0.50",
     ]
     assert consume_ratios([_consume_figures("epochkraft", 150.0, 6.0, 10.0)]) == []  # no Kafka, no ratio
+
+
+def test_curve_fractions_are_ascending_distinct_and_within_the_maximum() -> None:
+    assert parse_fractions("0.1,0.3,0.5,0.7,0.9") == (0.1, 0.3, 0.5, 0.7, 0.9)
+    assert parse_fractions("0.9, 0.1,0.5,0.1,") == (0.1, 0.5, 0.9)
+    assert parse_fractions("1") == (1.0,)
+    for bad in ("", "0", "0.5,1.2", "-0.1", "half"):
+        with pytest.raises(ValueError):
+            parse_fractions(bad)
+
+
+def test_curve_loads_are_whole_records_per_second_of_the_maximum() -> None:
+    assert [offered_rate(113_000.4, f) for f in (0.1, 0.5, 0.9)] == [11_300, 56_500, 101_700]
+    assert offered_rate(3.0, 0.1) == 1  # never an unlimited (0 or -1) ProducerPerformance
+
+
+def test_a_target_keeps_up_at_95_percent_of_the_offered_rate() -> None:
+    assert keeps_up(10_000, 9_500)
+    assert keeps_up(10_000, 10_200)
+    assert not keeps_up(10_000, 9_499)
+
+
+def _point(target: str, maximum: float, fraction: float, achieved: float, p99_ms: float) -> CurvePoint:
+    rate = offered_rate(maximum, fraction)
+    figure = LatencyFigure(
+        target, rate, achieved, 100, 100, 90, p99_ms / 3, p99_ms, p99_ms * 2, p99_ms * 3, 2, 4
+    )
+    return CurvePoint(target, maximum, fraction, figure)
+
+
+def _xs(line: Line2D) -> list[float]:
+    return [float(x) for x in np.asarray(line.get_xdata())]
+
+
+def test_curve_plot_is_a_png_with_a_line_per_target(tmp_path: Path) -> None:
+    points = [
+        _point("kafka", 20_000, 0.1, 2_000, 4.0),
+        _point("kafka", 20_000, 0.9, 15_000, 900.0),  # behind: an open ring
+        _point("epochkraft", 100_000, 0.1, 10_000, 3.0),
+        _point("epochkraft", 100_000, 0.5, 50_000, 0.0),  # 0 ms rounds: still on the log axis
+        _point("kfake", 80_000, 0.5, 40_000, math.nan),  # nothing measured: no line
+    ]
+    assert [p.kept_up for p in points[:2]] == [True, False]
+    absolute, relative = curve_figure(points).axes
+    for axes in (absolute, relative):
+        assert axes.get_yscale() == "log"
+    legend = absolute.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "kafka (max 20,000/s)",
+        "epochkraft (max 100,000/s)",
+    ]
+    assert _xs(absolute.lines[0]) == [2_000, 18_000]
+    assert _xs(relative.lines[0]) == [10, 90]
+    ringed = [line for line in absolute.lines if line.get_linestyle() == "None"]
+    assert [_xs(line) for line in ringed] == [[18_000]]
+    path = tmp_path / "images" / "curve.png"
+    write_plot(points, path)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert path.stat().st_size > 10_000  # axes, lines and legend, not an empty canvas

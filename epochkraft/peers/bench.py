@@ -9,6 +9,9 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
 - produce: ProducerPerformance as fast as it goes, (a) and (b);
 - e2e: end-to-end latency at one offered load (``--e2e-rate``) the same for all three
   (``epochkraft.peers.latency``);
+- e2e-curve: end-to-end latency against offered load: each target's (a) maximum (measured, or
+  ``--e2e-max``), then ``--e2e-fractions`` of it, p99 plotted against load with ``--plot``
+  (``epochkraft.peers.latency_curve``);
 - failover: Kafka and epochkraft at the same ``--session-timeout-ms``, the time after SIGKILL of a
   partition leader until a new one is named (``epochkraft.peers.failover``);
 - rejoin: Kafka and epochkraft, a broker SIGKILLed under light load, fenced, and started again: the time
@@ -54,6 +57,15 @@ from epochkraft.peers.groupjoin import measure_group_join, report_group_join
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.kfake import KfakePeer
 from epochkraft.peers.latency import LatencyFigure, measure_e2e, report_e2e
+from epochkraft.peers.latency_curve import (
+    DEFAULT_FRACTIONS,
+    CurvePoint,
+    CurveSettings,
+    measure_curve,
+    parse_fractions,
+    report_curve,
+    write_plot,
+)
 from epochkraft.peers.perf import create_topic, producer_performance
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
 
@@ -159,7 +171,7 @@ TARGETS: dict[str, Callable[[Path, int], AbstractContextManager[Running]]] = {
 }
 
 
-PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin", "txn", "consume")
+PARTS = ("produce", "e2e", "e2e-curve", "failover", "rejoin", "groupjoin", "txn", "consume")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-rate", type=int, default=2000, help="offered load, records/s of 1 KiB")
     parser.add_argument("--e2e-seconds", type=float, default=10.0, help="measured seconds at that load")
     parser.add_argument("--e2e-warm-up", type=float, default=2.0, help="seconds produced, not measured")
+    parser.add_argument(
+        "--e2e-fractions",
+        default=",".join(f"{f:g}" for f in DEFAULT_FRACTIONS),
+        help="e2e-curve: loads as fractions of each target's (a) maximum",
+    )
+    parser.add_argument("--e2e-max", type=float, help="e2e-curve: the (a) maximum in records/s, not measured")
+    parser.add_argument(
+        "--e2e-max-records", type=int, default=100_000, help="e2e-curve: records of the maximum's run"
+    )
+    parser.add_argument(
+        "--e2e-curve-seconds", type=float, default=6.0, help="e2e-curve: measured seconds per load"
+    )
+    parser.add_argument("--plot", type=Path, help="e2e-curve: write the p99 against load plot here (PNG)")
     parser.add_argument(
         "--failover-rounds", type=int, default=2, help="SIGKILL-the-leader rounds per cluster (0: none)"
     )
@@ -200,8 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
     if unknown := set(parts) - set(PARTS):
         parser.error(f"unknown parts {sorted(unknown)}")
+    try:
+        curve_settings = CurveSettings(
+            parse_fractions(args.e2e_fractions),
+            args.e2e_max,
+            args.e2e_max_records,
+            args.e2e_curve_seconds,
+            args.e2e_warm_up,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     figures: list[Figure] = []
     latency: list[LatencyFigure] = []
+    curve: list[CurvePoint] = []
     failover: dict[str, list[float]] = {}
     rejoin: dict[str, list[RejoinRound]] = {}
     group_join: dict[str, dict[str, list[float]]] = {}
@@ -230,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                                 target, bootstrap, args.e2e_rate, args.e2e_seconds, args.e2e_warm_up, log4j
                             )
                         )
+                    if "e2e-curve" in parts:
+                        curve += measure_curve(target, bootstrap, curve_settings, log4j)
                     if brokers is None and {"failover", "rejoin"} & set(parts):
                         print(f"  {target}: brokers in one process, no failover or rejoin rounds")
                     if brokers is not None and "failover" in parts and args.failover_rounds > 0:
@@ -258,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {target}: unavailable ({exc})")
     report_produce(figures, args.records)
     report_e2e(latency, args.e2e_warm_up)
+    report_curve(curve, args.e2e_warm_up)
+    if args.plot and curve:
+        write_plot(curve, args.plot)
+        print(f"plot: {args.plot}")
     report(failover, args.session_timeout_ms)
     report_rejoin(rejoin, args.rejoin_partitions, args.rejoin_rate)
     report_group_join(group_join, args.groupjoin_members, args.groupjoin_partitions)
@@ -270,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "produce": [asdict(f) for f in figures],
                     "e2e": [asdict(f) for f in latency],
+                    "e2e-curve": [asdict(p) for p in curve],
                     "failover": failover,
                     "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
                     "groupjoin": group_join,
