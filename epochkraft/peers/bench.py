@@ -17,9 +17,13 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
   against consumer protocol: the time until every partition is owned once again (``epochkraft.peers.groupjoin``);
 - txn: confluent-kafka's transactional producer (transactions of 100 records of 1 KiB) against its
   idempotent producer at the same settings (RF 3, acks=all, min.insync.replicas 2): the ratio
-  transactional/idempotent of records/s on each cluster (``epochkraft.bench.txn``).
+  transactional/idempotent of records/s on each cluster (``epochkraft.bench.txn``);
+- scale (only when named in ``--parts``): Kafka and epochkraft, each on a fresh cluster,
+  ``--scale-partitions`` partitions at RF 3: creation, every replica hosted, each daemon's RSS, metadata
+  propagation, a controlled shutdown and the restarted broker's return (``epochkraft.peers.scale``).
 
-kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
+kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in failover,
+rejoin and scale.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from epochkraft.peers.kfake import KfakePeer
 from epochkraft.peers.latency import LatencyFigure, measure_e2e, report_e2e
 from epochkraft.peers.perf import create_topic, producer_performance
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
+from epochkraft.peers.scale import SCALE_TARGETS, ScaleFigure, measure_scale, report_scale
 
 
 @dataclass(frozen=True)
@@ -140,13 +145,14 @@ TARGETS: dict[str, Callable[[Path, int], object]] = {
 
 
 PARTS = ("produce", "e2e", "failover", "rejoin", "groupjoin", "txn")
+ON_REQUEST = ("scale",)  # minutes per target: run only when named
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS + ON_REQUEST)}")
     parser.add_argument("--records", type=int, default=50_000, help="records per ProducerPerformance run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default="kafka,epochkraft,kfake")
@@ -167,10 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groupjoin-members", type=int, default=10, help="members of the stable group")
     parser.add_argument("--groupjoin-partitions", type=int, default=30)
     parser.add_argument("--txn-seconds", type=float, default=8.0, help="seconds of each txn part round")
+    parser.add_argument("--scale-partitions", type=int, default=10_000, help="partitions of the scale part")
+    parser.add_argument(
+        "--scale-changes", type=int, default=5, help="metadata changes timed to every broker (median)"
+    )
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
-    if unknown := set(parts) - set(PARTS):
+    if unknown := set(parts) - set(PARTS) - set(ON_REQUEST):
         parser.error(f"unknown parts {sorted(unknown)}")
     figures: list[Figure] = []
     latency: list[LatencyFigure] = []
@@ -178,12 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     rejoin: dict[str, list[RejoinRound]] = {}
     group_join: dict[str, dict[str, list[float]]] = {}
     txn: list[TxnFigure] = []
+    scale: list[ScaleFigure] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
         log4j.write_text("status = warn\nrootLogger.level = off\n")
         print(f"Apache Kafka {kafka_version()}'s ProducerPerformance; parts {','.join(parts)}")
         for target in args.targets.split(","):
+            if "scale" in parts and target in SCALE_TARGETS:
+                with SCALE_TARGETS[target](root / "scale") as daemons:
+                    scale.append(measure_scale(target, daemons, args.scale_partitions, args.scale_changes))
+            elif "scale" in parts:
+                print(f"  {target}: no scale part (see epochkraft.peers.scale)")
+            if not set(parts) - set(ON_REQUEST):
+                continue
             try:
                 with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers):  # type: ignore[attr-defined]
                     if "produce" in parts:
@@ -223,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     report_group_join(group_join, args.groupjoin_members, args.groupjoin_partitions)
     if txn:
         print("\n" + side_by_side(txn))
+    report_scale(scale)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -233,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     "rejoin": {t: [asdict(r) for r in rounds] for t, rounds in rejoin.items()},
                     "groupjoin": group_join,
                     "txn": [f.to_json() for f in txn],
+                    "scale": [asdict(f) for f in scale],
                 },
                 indent=2,
             )
