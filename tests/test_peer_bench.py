@@ -160,7 +160,7 @@ def test_scale_rss_per_partition_is_the_slope_between_two_counts() -> None:
 
 def _figure(target: str, rss: float, propagation: list[float]) -> ScaleFigure:
     processes = {"broker-1": ProcessFigures(rss, 100, 300), "controller": ProcessFigures(rss / 2, 50, 200)}
-    return ScaleFigure(target, 500, 1, 0.4, 2.0, processes, propagation, 1.0, 2.0, 4.0, [2.0, 3.5])
+    return ScaleFigure(target, 500, 1, 500, 0.4, 2.0, processes, propagation, 1.0, 2.0, 4.0, [2.0, 3.5])
 
 
 def test_scale_side_by_side_has_a_column_per_target_and_the_ratios() -> None:

@@ -49,7 +49,7 @@ from epochkraft.peers.kfake import KfakePeer
 from epochkraft.peers.latency import LatencyFigure, measure_e2e, report_e2e
 from epochkraft.peers.perf import create_topic, producer_performance
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
-from epochkraft.peers.scale import SCALE_TARGETS, ScaleFigure, measure_scale, report_scale
+from epochkraft.peers.scale import SCALE_TARGETS, TOPIC_PARTITIONS, ScaleFigure, measure_scale, report_scale
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale-changes", type=int, default=5, help="metadata changes timed to every broker (median)"
     )
+    parser.add_argument(
+        "--scale-topic-partitions",
+        type=int,
+        default=TOPIC_PARTITIONS,
+        help="partitions per topic of the scale part",
+    )
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
@@ -197,7 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         for target in args.targets.split(","):
             if "scale" in parts and target in SCALE_TARGETS:
                 with SCALE_TARGETS[target](root / "scale") as daemons:
-                    scale.append(measure_scale(target, daemons, args.scale_partitions, args.scale_changes))
+                    scale.append(
+                        measure_scale(
+                            target,
+                            daemons,
+                            args.scale_partitions,
+                            args.scale_changes,
+                            per_topic=args.scale_topic_partitions,
+                        )
+                    )
             elif "scale" in parts:
                 print(f"  {target}: no scale part (see epochkraft.peers.scale)")
             if not set(parts) - set(ON_REQUEST):

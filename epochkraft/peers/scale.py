@@ -90,6 +90,7 @@ class ScaleFigure:
     target: str
     partitions: int
     topics: int
+    topic_partitions: int  # of each topic but perhaps the last
     created_s: float  # the first CreateTopics sent until the last answered
     settled_s: float  # until every broker hosts every replica and shows every full ISR
     processes: dict[str, ProcessFigures]
@@ -380,7 +381,7 @@ def measure_scale(
     shutdown, running, in_isr = _restart(daemons, RESTARTED, timeout_s)
     load.append(round(os.getloadavg()[0], 1))
     figure = ScaleFigure(
-        target, partitions, len(sizes), round(created, 2), round(settled, 2), processes, propagation,
+        target, partitions, len(sizes), sizes[0], round(created, 2), round(settled, 2), processes, propagation,
         round(shutdown, 2), round(running, 2), round(in_isr, 2), load,
     )  # fmt: skip
     print(
@@ -516,6 +517,6 @@ def report_scale(figures: Sequence[ScaleFigure]) -> None:
     first = figures[0]
     print(
         f"\nscale: {first.partitions} partitions RF {REPLICATION_FACTOR} on 3 brokers ({first.topics} topics "
-        f"of up to {TOPIC_PARTITIONS}), Kafka's JVMs at -Xmx{KAFKA_HEAP_MB}m:"
+        f"of {first.topic_partitions}), Kafka's JVMs at -Xmx{KAFKA_HEAP_MB}m:"
     )
     print(side_by_side(figures))
