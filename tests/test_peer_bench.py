@@ -136,7 +136,8 @@ def test_scale_topics_keep_every_create_topics_request_under_ten_thousand_partit
     assert sum(sizes) == 100_000
     batches = request_batches(sizes)
     assert sorted(i for batch in batches for i in batch) == list(range(len(sizes)))
-    # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a TopicRecord and a PartitionRecord each.
+    # ReplicationControlManager.validateTotalNumberOfPartitions, and QuorumController.MAX_RECORDS_PER_USER_OP
+    # (a TopicRecord and a PartitionRecord each): 10,000 at most per request.
     assert max(sum(1 + sizes[i] for i in batch) for batch in batches) <= 10_000
 
 

@@ -6,8 +6,8 @@ Each target gets a fresh cluster of a controller and three brokers (Kafka: four 
 
 1. ``partitions`` partitions at RF 3 in topics of ``TOPIC_PARTITIONS`` each, created by CreateTopics
    requests of ``TOPICS_PER_REQUEST`` topics sent one after the other (both sides refuse a request of more
-   than 10,000 partitions: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP`` bounds the records one
-   request writes). Timed until the last request is answered, and until every broker hosts every replica
+   than 10,000 partitions, Kafka 4.4 in ``ReplicationControlManager.validateTotalNumberOfPartitions``, and
+   Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP`` bounds a request's records to 10,000). Timed until the last request is answered, and until every broker hosts every replica
    (DescribeLogDirs to each broker lists all its partitions) and every broker's Metadata shows every
    partition with a leader and its full ISR.
 2. Each broker's and the controller's RSS, open file descriptors and memory maps (``/proc``).
