@@ -22,6 +22,7 @@ from epochkraft.peers.scale import (
     epochkraft_scale_cluster,
     full_isr_count,
     in_every_isr,
+    limit_warnings,
     measure_scale,
     per_partition_kib,
     request_batches,
@@ -208,3 +209,13 @@ async def _partition_rows(address: str) -> list[tuple[int, tuple[int, ...], tupl
         return rows
     finally:
         await client.close()
+
+
+def test_scale_limit_warnings_for_kafkas_index_maps_and_every_broker_s_open_files() -> None:
+    assert limit_warnings(10_000, 65_530, 20_000) == []
+    maps, files = limit_warnings(40_000, 65_530, 20_000)
+    assert "vm.max_map_count 65530" in maps and "82000" in maps
+    assert "open files limit 20000" in files
+    assert limit_warnings(30_000, 262_144, 20_000) == [
+        "open files limit 20000: each broker needs about 31000"
+    ]

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import datetime
 import os
+import resource
 import signal
 import statistics
 import time
@@ -130,6 +131,26 @@ def in_every_isr(partitions: Iterable[tuple[int, Sequence[int], Sequence[int]]],
 
 def rotated(replicas: Sequence[int]) -> list[int]:
     return [*replicas[1:], *replicas[:1]]
+
+
+def limit_warnings(partitions: int, max_map_count: int, open_files: int) -> list[str]:
+    """What this machine's limits say of a broker hosting every replica: Kafka mmaps the offset and time
+    index of each partition's active segment and keeps its log file open; an epochkraft broker keeps one
+    file open per partition as well (the margins: a JVM's or an interpreter's own maps and files)."""
+    warnings = []
+    if 2 * partitions + 2_000 > max_map_count:
+        warnings.append(
+            f"vm.max_map_count {max_map_count}: a Kafka broker needs about {2 * partitions + 2_000}"
+        )
+    if partitions + 1_000 > open_files:
+        warnings.append(f"open files limit {open_files}: each broker needs about {partitions + 1_000}")
+    return warnings
+
+
+def machine_limits() -> tuple[int, int]:
+    """vm.max_map_count and this process's open files limit (the daemons' too: they inherit it)."""
+    max_map_count = int(Path("/proc/sys/vm/max_map_count").read_text())
+    return max_map_count, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def per_partition_kib(low: tuple[int, float], high: tuple[int, float]) -> float:
@@ -364,6 +385,12 @@ def measure_scale(
     timeout_s: float = 900,
     per_topic: int = TOPIC_PARTITIONS,
 ) -> ScaleFigure:
+    max_map_count, open_files = machine_limits()
+    print(
+        f"  {target:<11} scale: vm.max_map_count {max_map_count}, open files limit {open_files}", flush=True
+    )
+    for warning in limit_warnings(partitions, max_map_count, open_files):
+        print(f"  {target:<11} scale: warning: {warning}", flush=True)
     load = [round(os.getloadavg()[0], 1)]
     addresses = list(daemons.addresses.values())
     sizes = topic_sizes(partitions, per_topic)
