@@ -216,6 +216,7 @@ def test_scale_limit_warnings_for_kafkas_index_maps_and_every_broker_s_open_file
     maps, files = limit_warnings(40_000, 65_530, 20_000)
     assert "vm.max_map_count 65530" in maps and "82000" in maps
     assert "open files limit 20000" in files
+    assert limit_warnings(19_500, 262_144, 20_000), "the daemon's own files leave less than the limit"
     assert limit_warnings(30_000, 262_144, 20_000) == [
         "open files limit 20000: each broker needs about 31000"
     ]
