@@ -1,11 +1,12 @@
 """The pure pieces of the side-by-side benchmarks: ProducerPerformance's summary read, latency percentiles
 and the warm-up cut, a restarted broker's state read from Metadata, when a group is stable, and the
 epochkraft/Kafka ratios, and the consume part's: ConsumerPerformance's summary, the brokers' CPU over
-a window, the topic's log files and the ratios, and the latency curve's: its loads, the keep-up mark and
-its plot."""
+a window, the topic's log files and the ratios; the latency curve's: its loads, the keep-up mark and
+its plot; the scale part's topics and table; and the scale part run small on epochkraft."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 from matplotlib.lines import Line2D
 
-from epochkraft.bench.cli import produce_ratios, side_by_side
+from epochkraft.bench.cli import produce_ratios
+from epochkraft.bench.cli import side_by_side as produce_side_by_side
 from epochkraft.peers.consume import (
     ConsumeFigures,
     LiveFigure,
@@ -32,6 +34,19 @@ from epochkraft.peers.latency import LatencyFigure, fmt_ratio, keeps_up, latenci
 from epochkraft.peers.latency_curve import CurvePoint, curve_figure, offered_rate, parse_fractions, write_plot
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
+from epochkraft.peers.scale import (
+    ProcessFigures,
+    ScaleFigure,
+    epochkraft_scale_cluster,
+    full_isr_count,
+    in_every_isr,
+    limit_warnings,
+    measure_scale,
+    per_partition_kib,
+    request_batches,
+    side_by_side,
+    topic_sizes,
+)
 
 PERF_OUTPUT = """\
 9994 records sent, 1998.4 records/sec (1.95 MB/sec), 12.3 ms avg latency, 410.0 ms max latency.
@@ -105,7 +120,7 @@ def test_produce_ratios_and_side_by_side_lines() -> None:
         }
     }
     assert produce_ratios(ours, {}) == {}  # Kafka not measured: no ratios
-    lines = side_by_side({**ours, "kafka": kafka, "epochkraft/kafka": ratios}).splitlines()
+    lines = produce_side_by_side({**ours, "kafka": kafka, "epochkraft/kafka": ratios}).splitlines()
     assert len(lines) == 3
     assert "200.0 |   100.0 | 2.0" in lines[1] and "0.5" in lines[1]
     assert "400.0 |   500.0 | 0.8" in lines[2]
@@ -244,3 +259,95 @@ def test_curve_plot_is_a_png_with_a_line_per_target(tmp_path: Path) -> None:
     write_plot(points, path)
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert path.stat().st_size > 10_000  # axes, lines and legend, not an empty canvas
+
+
+def test_scale_topics_keep_every_create_topics_request_under_ten_thousand_partitions() -> None:
+    assert topic_sizes(2500, 1000) == [1000, 1000, 500]
+    assert topic_sizes(12, 1000) == [12]
+    sizes = topic_sizes(100_000)
+    assert sum(sizes) == 100_000
+    batches = request_batches(sizes)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(sizes)))
+    # ReplicationControlManager.validateTotalNumberOfPartitions, and QuorumController.MAX_RECORDS_PER_USER_OP
+    # (a TopicRecord and a PartitionRecord each): 10,000 at most per request.
+    assert max(sum(1 + sizes[i] for i in batch) for batch in batches) <= 10_000
+
+
+def test_scale_full_isr_and_the_restarted_broker_in_every_isr() -> None:
+    partitions = [
+        (1, (1, 2, 3), (1, 2, 3)),
+        (2, (2, 3, 1), (2, 3)),
+        (-1, (3, 1, 2), (3, 1, 2)),
+        (4, (4,), (4,)),
+    ]
+    assert full_isr_count(partitions) == 2, "a partition without a leader or short of a replica is not full"
+    assert not in_every_isr(partitions, 1)
+    assert in_every_isr(partitions, 3)
+    assert in_every_isr([(4, (4,), (4,))], 1), "partitions it does not host say nothing about it"
+
+
+def test_scale_rss_per_partition_is_the_slope_between_two_counts() -> None:
+    assert per_partition_kib((500, 70.0), (10_500, 170.0)) == pytest.approx(10.24)
+    assert math.isnan(per_partition_kib((500, 70.0), (500, 80.0)))
+
+
+def _figure(target: str, rss: float, propagation: list[float]) -> ScaleFigure:
+    processes = {"broker-1": ProcessFigures(rss, 100, 300), "controller": ProcessFigures(rss / 2, 50, 200)}
+    return ScaleFigure(target, 500, 1, 500, 0.4, 2.0, processes, propagation, 1.0, 2.0, 4.0, [2.0, 3.5])
+
+
+def test_scale_side_by_side_has_a_column_per_target_and_the_ratios() -> None:
+    table = side_by_side(
+        [_figure("kafka", 400.0, [100.0, 60.0, 80.0]), _figure("epochkraft", 100.0, [4.0, 8.0])]
+    )
+    lines = table.splitlines()
+    assert lines[0] == "| figure | kafka | epochkraft | epochkraft/kafka |"
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    assert rows["broker-1 RSS, MB"] == "| broker-1 RSS, MB | 400 | 100 | 0.25 |"
+    assert rows["propagation to every broker, median ms"].endswith("| 80 (100, 60, 80) | 6 (4, 8) | 0.07 |")
+    assert rows["load average (1 min), start-end"].endswith("| 2.0-3.5 | 2.0-3.5 |  |"), "no ratio of loads"
+    assert "epochkraft/kafka" not in side_by_side([_figure("epochkraft", 100.0, [4.0])])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_scale_part_runs_small_on_epochkraft(tmp_path: Path) -> None:
+    """Two topics of 6 partitions in one CreateTopics request, two propagation changes, broker 2 stopped
+    cleanly and started again."""
+    with epochkraft_scale_cluster(tmp_path) as daemons:
+        figure = measure_scale("epochkraft", daemons, 12, 2, timeout_s=60, per_topic=6)
+        back = asyncio.run(_partition_rows(daemons.addresses[1]))
+    assert (figure.partitions, figure.topics) == (12, 2)
+    assert 0 < figure.created_s <= figure.settled_s
+    assert sorted(figure.processes) == ["broker-1", "broker-2", "broker-3", "controller"]
+    assert all(p.rss_mb > 0 and p.open_fds > 0 and p.memory_maps > 0 for p in figure.processes.values())
+    assert len(figure.propagation_ms) == 2
+    assert figure.shutdown_s > 0 and 0 < figure.running_s <= figure.in_every_isr_s
+    assert len(back) == 12 and in_every_isr(back, 2) and full_isr_count(back) == 12
+
+
+async def _partition_rows(address: str) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    from epochkraft.harness.kio_client import MiniClient
+
+    client = MiniClient(address)
+    try:
+        rows = []
+        for topic in ("scale-0", "scale-1"):
+            answer = await client.metadata(topic)
+            rows += [
+                (p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes)) for p in answer.topics[0].partitions
+            ]
+        return rows
+    finally:
+        await client.close()
+
+
+def test_scale_limit_warnings_for_kafkas_index_maps_and_every_broker_s_open_files() -> None:
+    assert limit_warnings(10_000, 65_530, 20_000) == []
+    maps, files = limit_warnings(40_000, 65_530, 20_000)
+    assert "vm.max_map_count 65530" in maps and "82000" in maps
+    assert "open files limit 20000" in files
+    assert limit_warnings(19_500, 262_144, 20_000), "the daemon's own files leave less than the limit"
+    assert limit_warnings(30_000, 262_144, 20_000) == [
+        "open files limit 20000: each broker needs about 31000"
+    ]

@@ -25,8 +25,12 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
   page cache, read from offset 0 as fast as it goes by librdkafka and by Kafka's ConsumerPerformance (MB/s,
   the brokers' CPU per GB served), and caught-up readers while a producer writes at a fixed rate (broker
   CPU per GB delivered, end-to-end delay) (``epochkraft.peers.consume``).
+- scale (only when named in ``--parts``): Kafka and epochkraft, each on a fresh cluster,
+  ``--scale-partitions`` partitions at RF 3: creation, every replica hosted, each daemon's RSS, metadata
+  propagation, a controlled shutdown and the restarted broker's return (``epochkraft.peers.scale``).
 
-kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in the last two.
+kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in failover,
+rejoin and scale.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from epochkraft.peers.latency_curve import (
 )
 from epochkraft.peers.perf import create_topic, producer_performance
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
+from epochkraft.peers.scale import SCALE_TARGETS, TOPIC_PARTITIONS, ScaleFigure, measure_scale, report_scale
 
 
 @dataclass(frozen=True)
@@ -172,13 +177,14 @@ TARGETS: dict[str, Callable[[Path, int], AbstractContextManager[Running]]] = {
 
 
 PARTS = ("produce", "e2e", "e2e-curve", "failover", "rejoin", "groupjoin", "txn", "consume")
+ON_REQUEST = ("scale",)  # minutes per target: run only when named
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS + ON_REQUEST)}")
     parser.add_argument("--records", type=int, default=50_000, help="records per ProducerPerformance run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--targets", default="kafka,epochkraft,kfake")
@@ -220,10 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--consume-live-seconds", type=float, default=10.0, help="seconds produced, caught up"
     )
+    parser.add_argument("--scale-partitions", type=int, default=10_000, help="partitions of the scale part")
+    parser.add_argument(
+        "--scale-changes", type=int, default=5, help="metadata changes timed to every broker (median)"
+    )
+    parser.add_argument(
+        "--scale-topic-partitions",
+        type=int,
+        default=TOPIC_PARTITIONS,
+        help="partitions per topic of the scale part",
+    )
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
-    if unknown := set(parts) - set(PARTS):
+    if unknown := set(parts) - set(PARTS) - set(ON_REQUEST):
         parser.error(f"unknown parts {sorted(unknown)}")
     try:
         curve_settings = CurveSettings(
@@ -250,12 +266,28 @@ def main(argv: list[str] | None = None) -> int:
         args.consume_live_rate,
         args.consume_live_seconds,
     )
+    scale: list[ScaleFigure] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
         log4j.write_text("status = warn\nrootLogger.level = off\n")
         print(f"Apache Kafka {kafka_version()}'s ProducerPerformance; parts {','.join(parts)}")
         for target in args.targets.split(","):
+            if "scale" in parts and target in SCALE_TARGETS:
+                with SCALE_TARGETS[target](root / "scale") as daemons:
+                    scale.append(
+                        measure_scale(
+                            target,
+                            daemons,
+                            args.scale_partitions,
+                            args.scale_changes,
+                            per_topic=args.scale_topic_partitions,
+                        )
+                    )
+            elif "scale" in parts:
+                print(f"  {target}: no scale part (see epochkraft.peers.scale)")
+            if not set(parts) - set(ON_REQUEST):
+                continue
             try:
                 with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers, pids):
                     if "produce" in parts:
@@ -306,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if txn:
         print("\n" + side_by_side(txn))
     report_consume(consume)
+    report_scale(scale)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -318,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                     "groupjoin": group_join,
                     "txn": [f.to_json() for f in txn],
                     "consume": [asdict(f) for f in consume],
+                    "scale": [asdict(f) for f in scale],
                 },
                 indent=2,
             )
