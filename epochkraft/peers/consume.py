@@ -36,10 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from epochkraft.peers.fetch import java_command
-from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio
+from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio, read_samples
 from epochkraft.peers.perf import create_topic, producer_performance
 
 PARTITIONS = 6
@@ -287,63 +286,6 @@ def measure_reads(
 # ---- caught-up readers ----------------------------------------------------------------------------------
 
 
-def _follow(
-    bootstrap: str,
-    topic: str,
-    expected: int,
-    ready: threading.Event,
-    stop: threading.Event,
-    samples: list[tuple[float, float]],
-    errors: list[BaseException],
-) -> None:
-    """A consumer at the end of the (empty) topic, one record per ``poll()``: (CreateTime, receipt) ms."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    try:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"follow-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "log_level": 0,
-            }
-        )
-        try:
-            consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-            for p in range(PARTITIONS):  # connected to every leader before the producer starts
-                _watermarks(consumer, TopicPartition(topic, p))
-            ready.set()
-            while len(samples) < expected and not stop.is_set():
-                message = consumer.poll(0.1)
-                if message is not None and message.error() is None:
-                    samples.append((float(message.timestamp()[1]), time.time() * 1000))
-        finally:
-            consumer.close()
-    except BaseException as exc:  # reported by the caller, which waits on ``ready``
-        errors.append(exc)
-        ready.set()
-
-
-def _watermarks(consumer: Any, partition: Any) -> None:
-    """Waits until the partition's leader answers: a new topic's leaders may not be known everywhere yet."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    settling = (
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            consumer.get_watermark_offsets(partition, timeout=30)
-            return
-        except KafkaException as exc:
-            if exc.args[0].code() not in settling or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def measure_live(
     target: str, bootstrap: str, pids: BrokerPids, readers: int, rate: int, seconds: float, log4j: Path
 ) -> LiveFigure:
@@ -355,7 +297,11 @@ def measure_live(
     stop = threading.Event()
     readies = [threading.Event() for _ in range(readers)]
     threads = [
-        threading.Thread(target=_follow, args=(bootstrap, topic, records, r, stop, s, errors), daemon=True)
+        threading.Thread(
+            target=read_samples,
+            args=(bootstrap, topic, records, r, stop, s, errors, PARTITIONS),
+            daemon=True,
+        )
         for r, s in zip(readies, samples, strict=True)
     ]
     for thread in threads:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from epochkraft.peers.perf import create_topic, producer_performance
 
@@ -60,7 +61,7 @@ def latencies(samples: Iterable[tuple[float, float]], warm_up_ms: float) -> list
     return sorted(received - created for created, received in pairs if created >= start)
 
 
-def _read(
+def read_samples(
     bootstrap: str,
     topic: str,
     expected: int,
@@ -68,22 +69,26 @@ def _read(
     stop: threading.Event,
     samples: list[tuple[float, float]],
     errors: list[BaseException],
+    partitions: int = 1,
 ) -> None:
+    """A consumer assigned ``topic``'s partitions from offset 0, one record per ``poll()``, appending each
+    record's (CreateTime, receipt) ms to ``samples`` until ``expected`` or ``stop``; ``ready`` once it is
+    connected to every leader (set too on an error, which goes to ``errors``)."""
     from confluent_kafka import Consumer, TopicPartition
 
     try:
         consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"bench-{topic}",  # never joined: the partition is assigned
+                "group.id": f"bench-{topic}",  # never joined: the partitions are assigned
                 "enable.auto.commit": False,
                 "log_level": 0,
             }
         )
         try:
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            # Connected to the leader before the producer starts.
-            consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+            for p in range(partitions):  # connected to every leader before the producer starts
+                wait_for_leader(consumer, TopicPartition(topic, p))
             ready.set()
             # One record per poll(): a batched consume() waits for its batch to fill, which would
             # add its own filling time to every record in it.
@@ -96,6 +101,26 @@ def _read(
     except BaseException as exc:  # reported by the caller, which waits on ``ready``
         errors.append(exc)
         ready.set()
+
+
+def wait_for_leader(consumer: Any, partition: Any) -> None:
+    """Waits until the partition's leader answers: a new topic's leaders may not be known everywhere yet."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    settling = (
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            consumer.get_watermark_offsets(partition, timeout=30)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in settling or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def keeps_up(offered_records_per_s: float, achieved_records_per_s: float) -> bool:
@@ -119,7 +144,7 @@ def measure_e2e(
     errors: list[BaseException] = []
     ready, stop = threading.Event(), threading.Event()
     reader = threading.Thread(
-        target=_read, args=(bootstrap, topic, records, ready, stop, samples, errors), daemon=True
+        target=read_samples, args=(bootstrap, topic, records, ready, stop, samples, errors), daemon=True
     )
     reader.start()
     try:
