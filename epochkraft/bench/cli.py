@@ -59,6 +59,7 @@ from typing import Any
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.ports import free_port
+from epochkraft.harness.procfs import cpu_seconds
 from epochkraft.metrics.events import read_events
 
 PARTS = (
@@ -153,15 +154,6 @@ def _produce_rate(conf: dict[str, Any], topic: str, size: int, seconds: float) -
         "mb_per_s": round(acked[0] * size / elapsed / 1e6, 2),
         "seconds": round(elapsed, 2),
     }
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds the processes have used (Linux /proc)."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _warm_page_cache(work: Path, gigabytes: float) -> float:
@@ -297,11 +289,11 @@ def part_produce(
             os.sync()
             _create(bootstrap, topic, 6, rf, min_isr)
             try:
-                before = _cpu_seconds(pids)
+                before = cpu_seconds(pids)
                 result = _produce_rate({"bootstrap.servers": bootstrap, "acks": acks}, topic, size, seconds)
                 # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
                 gigabytes = result["mb_per_s"] * result["seconds"] / 1000
-                result["broker_cpu_s_per_gb"] = round((_cpu_seconds(pids) - before) / gigabytes, 2)
+                result["broker_cpu_s_per_gb"] = round((cpu_seconds(pids) - before) / gigabytes, 2)
                 return result
             finally:
                 _delete(bootstrap, topic)
@@ -379,9 +371,9 @@ def part_acks(work: Path, count: int, idle_partitions: int, targets: list[str]) 
             for label, idle in (("alone", 0), (f"with_{idle_partitions}_idle_partitions", idle_partitions)):
                 if idle:
                     asyncio.run(create_topic(bootstrap, "acks-idle", idle, 3, 2))
-                cpu = _cpu_seconds(pids)
+                cpu = cpu_seconds(pids)
                 latencies = acks_all_latencies(bootstrap, "acks", count)
-                cpu_ms = (_cpu_seconds(pids) - cpu) * 1000 / count
+                cpu_ms = (cpu_seconds(pids) - cpu) * 1000 / count
                 figures[label] = {**summary(latencies), "broker_cpu_ms_per_batch": round(cpu_ms, 2)}
             results[target] = figures
     return results

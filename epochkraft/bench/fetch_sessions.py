@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -26,6 +25,7 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.kio_client import MiniClient
+from epochkraft.harness.procfs import cpu_seconds
 from epochkraft.net.client import KafkaClient
 from epochkraft.protocol.errors import ErrorCode
 
@@ -34,11 +34,6 @@ FAST = "broker.heartbeat.interval.ms=500\noffsets.topic.num.partitions=1\n"
 IDLE_S = 5.0  # the broker's own background work with these partitions, measured before and after
 SETTLE_S = 10.0
 BLOCKS = 4
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _request(topic_id: uuid.UUID, partitions: int, session_id: int, epoch: int) -> f16.FetchRequest:
@@ -80,19 +75,19 @@ class Tally:
 
 
 async def _rounds(broker: KafkaClient, requests: list[f16.FetchRequest], pid: int, tally: Tally) -> None:
-    cpu, wall = _cpu(pid), time.perf_counter()
+    cpu, wall = cpu_seconds([pid]), time.perf_counter()
     for request in requests:
         started = time.perf_counter()
         tally.sizes.append(await broker.send(request, on_frame=_size))
         tally.trips.append(time.perf_counter() - started)
-    tally.cpu_s += _cpu(pid) - cpu
+    tally.cpu_s += cpu_seconds([pid]) - cpu
     tally.elapsed_s += time.perf_counter() - wall
 
 
 async def _idle_cpu_per_s(pid: int) -> float:
-    cpu = _cpu(pid)
+    cpu = cpu_seconds([pid])
     await asyncio.sleep(IDLE_S)
-    return (_cpu(pid) - cpu) / IDLE_S
+    return (cpu_seconds([pid]) - cpu) / IDLE_S
 
 
 async def _measure(cluster: LocalCluster, partitions: int, rounds: int) -> dict[str, Any]:

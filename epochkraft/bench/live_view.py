@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.procfs import cpu_seconds, rss_mb
 
 PHASES = ("no_browser", "browsers", "stuck_browser")
 MAX_IN_FLIGHT = 64  # config changes outstanding at once
@@ -39,18 +40,6 @@ MAX_IN_FLIGHT = 64  # config changes outstanding at once
 # 100 a second needs many (docs/benchmarks.md: 8 clients reached 45-56 a second, 24 reached 66-77).
 ADMIN_CLIENTS = 24
 SETTLE_TIMEOUT_S = 300  # for every broker to host its replicas before the phases
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _done(
@@ -134,10 +123,6 @@ def _metadata_offset(admin_port: int) -> int:
     return int(float(found.group(1))) if found else -1
 
 
-def _pids_cpu(pids: list[int]) -> float:
-    return sum(_cpu_seconds(pid) for pid in pids)
-
-
 async def _stuck_view(host: str, port: int, stop: asyncio.Event) -> None:
     """Asks for the stream and never reads it: the kernel's buffers fill, then the controller's queue."""
     reader, writer = await asyncio.open_connection(host, port)
@@ -162,13 +147,13 @@ async def _phase(
     if phase == "stuck_browser":
         readers = [asyncio.create_task(_stuck_view("127.0.0.1", admin, stop))]
     await asyncio.sleep(1)
-    cpu_before, brokers_before = _cpu_seconds(pid), _pids_cpu(brokers)
+    cpu_before, brokers_before = cpu_seconds([pid]), cpu_seconds(brokers)
     started = time.monotonic()
     latencies = sorted(await _change_configs(cluster.bootstrap, topic, changes, seconds))
     elapsed = time.monotonic() - started
-    cpu = (_cpu_seconds(pid) - cpu_before) / elapsed
-    brokers_cpu = (_pids_cpu(brokers) - brokers_before) / elapsed
-    rss = _rss_mb(pid)
+    cpu = (cpu_seconds([pid]) - cpu_before) / elapsed
+    brokers_cpu = (cpu_seconds(brokers) - brokers_before) / elapsed
+    rss = rss_mb(pid)
     await asyncio.sleep(2)  # the view's next ticks: what the browsers were last shown
     metadata_offset = await asyncio.to_thread(_metadata_offset, admin)
     stop.set()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from epochkraft.harness.cluster import LocalCluster
+from epochkraft.harness.procfs import cpu_seconds
 
 TOPIC = "tls-bench"
 RECORD = 1024
@@ -54,11 +55,6 @@ def _create(conf: dict[str, str]) -> None:
     admin.create_topics([NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
 
 
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _client_cpu() -> float:
     times = os.times()
     return times.user + times.system
@@ -68,10 +64,10 @@ def _measure(cluster: LocalCluster, conf: dict[str, str], seconds: float) -> dic
     from epochkraft.bench.cli import _produce_rate
 
     pids = [p.pid for p in cluster.nodes.values() if p.pid is not None]
-    brokers_before, client_before = sum(_cpu(p) for p in pids), _client_cpu()
+    brokers_before, client_before = cpu_seconds(pids), _client_cpu()
     rate = _produce_rate({**conf, "acks": "all"}, TOPIC, RECORD, seconds)
     gb = rate["mb_per_s"] * rate["seconds"] / 1000
-    brokers = sum(_cpu(p) for p in pids) - brokers_before
+    brokers = cpu_seconds(pids) - brokers_before
     client = _client_cpu() - client_before
     return {
         "mb_per_s": rate["mb_per_s"],

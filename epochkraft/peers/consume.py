@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from epochkraft.harness.procfs import cpu_seconds
 from epochkraft.peers.fetch import java_command
 from epochkraft.peers.latency import fmt_ratio, latencies, percentile, ratio, read_samples
 from epochkraft.peers.perf import create_topic, producer_performance
@@ -81,15 +82,6 @@ class ConsumeFigures:
     load_average: tuple[float, float, float]
     reads: list[ReadFigure] = field(default_factory=list)
     live: LiveFigure | None = None
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU seconds the processes have used, their threads included (Linux /proc)."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def per_gb(cpu_s: float, nbytes: int) -> float:

@@ -50,6 +50,7 @@ from kio.static.primitive import i16, i32, i32Timedelta
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.kio_client import split
+from epochkraft.harness.procfs import rss_mb
 from epochkraft.net.client import KafkaClient
 from epochkraft.peers.kafka import KafkaPeer
 from epochkraft.peers.latency import fmt_ratio, ratio
@@ -161,12 +162,8 @@ def per_partition_kib(low: tuple[int, float], high: tuple[int, float]) -> float:
 
 # ---- what a process holds -------------------------------------------------------------------------------
 def process_figures(pid: int) -> ProcessFigures:
-    rss_kb = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss_kb = int(line.split()[1])
     maps = len(Path(f"/proc/{pid}/maps").read_text().splitlines())
-    return ProcessFigures(round(rss_kb / 1024, 1), len(os.listdir(f"/proc/{pid}/fd")), maps)
+    return ProcessFigures(round(rss_mb(pid), 1), len(os.listdir(f"/proc/{pid}/fd")), maps)
 
 
 # ---- requests -------------------------------------------------------------------------------------------
