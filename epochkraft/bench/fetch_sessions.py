@@ -112,8 +112,8 @@ async def _measure(cluster: LocalCluster, partitions: int, rounds: int) -> dict[
         full = _request(topic_id, partitions, 0, -1)
         opened = await broker.send(_request(topic_id, partitions, 0, 0))
         assert opened.error_code == ErrorCode.none and opened.session_id != 0
-        epochs = iter(range(1, rounds + 1))
         block = max(rounds // BLOCKS, 1)
+        epochs = iter(range(1, block * BLOCKS + 1))  # one per incremental fetch, however rounds divides
         for _ in range(BLOCKS):  # the two modes in turn, so that the machine's load falls on both
             await _rounds(broker, [full] * block, pid, sessionless)
             incremental = [_request(topic_id, 0, opened.session_id, next(epochs)) for _ in range(block)]
