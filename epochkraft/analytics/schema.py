@@ -55,6 +55,7 @@ FIELDS = [
     ("IsrExpandsPerSec", "double", (int, float)),
     ("FailedIsrUpdatesPerSec", "double", (int, float)),
     ("IncrementalFetchSessionEvictionsPerSec", "double", (int, float)),
+    ("MetadataLoadErrorCount", "double", (int, float)),
     ("OfflinePartitionsCount", "double", (int, float)),
     ("FencedBrokerCount", "double", (int, float)),
     ("ActiveBrokerCount", "double", (int, float)),

@@ -57,6 +57,7 @@ class MetadataFollower:
         self.node_id = node_id
         self.max_wait_ms = max_wait_ms
         self.progress = asyncio.Event()  # set whenever records were applied
+        self.load_errors = 0  # records that failed to replay (Kafka's metadata-load-error-count)
         self._task: asyncio.Task[None] | None = None
 
     def start(self, on_fatal: Callable[[str], None] | None = None) -> None:
@@ -143,7 +144,7 @@ class MetadataFollower:
             for batch in metadata_batches(records):
                 for record_offset, record in batch:
                     if record_offset >= offset:
-                        self.cache.apply(record_offset, record, changes)
+                        self._replay(record_offset, record, changes)
                 if time.monotonic() - started >= SLICE_SECONDS:
                     await self._publish(changes)
                     changes, started = Changes(), time.monotonic()
@@ -155,6 +156,19 @@ class MetadataFollower:
         # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
         self.cache.next_offset = max(self.cache.next_offset, _end_offset(records))
         await self._publish(changes)
+
+    def _replay(self, offset: int, record: object, changes: Changes) -> None:
+        """One record into the image. One that fails to replay is a fault of this broker's loading, logged
+        and counted, and the records after it are replayed all the same (Kafka's
+        MetadataBatchLoader.loadBatch, whose fault handler is not fatal on a broker: SharedServer's
+        metadataLoaderFaultHandler): ending here would stop every broker on the same record, and what the
+        batch's other records changed must still reach the replicas."""
+        try:
+            self.cache.apply(offset, record, changes)
+        except Exception:
+            self.load_errors += 1
+            self.cache.next_offset = max(self.cache.next_offset, offset + 1)
+            log.exception("error loading metadata record", offset=offset, record=type(record).__name__)
 
     async def _publish(self, changes: Changes) -> None:
         if changes:
@@ -185,7 +199,7 @@ class MetadataFollower:
         changes = Changes()
         offset = snapshot_id.last_contained_offset
         for record in removals_for(self.cache, snapshot.records) + snapshot.records:
-            self.cache.apply(offset, record, changes)
+            self._replay(offset, record, changes)
         self.cache.next_offset = snapshot_id.end_offset
         log.info("metadata snapshot loaded", end_offset=snapshot_id.end_offset, records=len(snapshot.records))
         await self._publish(changes)

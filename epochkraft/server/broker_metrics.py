@@ -73,6 +73,8 @@ class BrokerMetrics:
             "IncrementalFetchSessionEvictionsPerSec": float(
                 self.node.replica_manager.fetch_manager.cache.evictions
             ),
+            # kafka.server:type=broker-metadata-metrics,name=metadata-load-error-count
+            "MetadataLoadErrorCount": float(self.node.follower.load_errors),
         }
 
     def partition_gauges(self) -> list[tuple[str, dict[str, str], float]]:
