@@ -272,7 +272,8 @@ class BrokerSettings(SecuritySettings):
         "add.partitions.to.txn.retry.backoff.max.ms",
         100,
         "How long a partition leader keeps asking to add a partition before answering the producer, which "
-        "then retries (CONCURRENT_TRANSACTIONS).",
+        "then retries (CONCURRENT_TRANSACTIONS); also how long the coordinator holds a client's "
+        "AddPartitionsToTxn or AddOffsetsToTxn while the producer's previous transaction completes.",
         minimum=0,
     )
     request_timeout_ms: int = prop(

@@ -196,6 +196,8 @@ class TransactionService:
         self._tasks: set[asyncio.Task[object]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._producer_turns = ProducerTurns()
+        # adds held while their transaction completes, woken when its state's next write ends
+        self._write_waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     @staticmethod
     def now_ms() -> int:
@@ -255,6 +257,9 @@ class TransactionService:
         result = self.coordinator.complete_append(append, error)
         if result == ErrorCode.none and append.transit.state in PREPARED:
             self._wake.set()
+        for waiter in self._write_waiters.pop(append.transactional_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
         return result
 
     async def init_producer_id(
@@ -273,16 +278,46 @@ class TransactionService:
         producer_epoch: int,
         partitions: list[TopicPartition],
         client_transaction_version: int = 0,
+        hold: bool = False,
     ) -> ErrorCode:
-        outcome = self.coordinator.add_partitions(
-            self.now_ms(),
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            partitions,
-            client_transaction_version,
-        )
-        return await self._answer(outcome)
+        """Adds the partitions (Kafka's handleAddPartitionsToTransaction). With ``hold`` (a client's own
+        AddPartitionsToTxn or AddOffsetsToTxn), an add the coordinator would refuse with
+        CONCURRENT_TRANSACTIONS (the producer's previous transaction still completing: its EndTxn answered,
+        its markers in flight) waits for the transaction's next write and asks again, for at most
+        ``add.partitions.to.txn.retry.backoff.max.ms`` (capped by ``request.timeout.ms``) before answering
+        it: the bound and the retry of Kafka's ReplicaManager.maybeRetryOnConcurrentTransactions for a
+        partition leader's adds, here for the client's, whose next transaction otherwise begins with a
+        refusal and the client's 20 ms backoff (librdkafka's and the Java producer's)."""
+        settings = self.node.settings
+        hold_ms = min(settings.add_partitions_to_txn_retry_backoff_max_ms, settings.request_timeout_ms)
+        deadline = time.monotonic() + (hold_ms / 1000 if hold else 0)
+        while True:
+            outcome = self.coordinator.add_partitions(
+                self.now_ms(),
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                client_transaction_version,
+            )
+            remaining = deadline - time.monotonic()
+            if outcome.error != ErrorCode.concurrent_transactions or remaining <= 0:
+                return await self._answer(outcome)
+            await self._next_write(transactional_id, remaining)
+
+    async def _next_write(self, transactional_id: str, timeout_s: float) -> None:
+        """Returns once a write of the transactional id's state has ended, or after ``timeout_s``."""
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._write_waiters.setdefault(transactional_id, []).append(written)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(written, timeout_s)
+        finally:
+            waiters = self._write_waiters.get(transactional_id, [])
+            if written in waiters:  # not woken (timed out, cancelled): no longer waiting
+                waiters.remove(written)
+                if not waiters:
+                    del self._write_waiters[transactional_id]
 
     async def end_txn(
         self,

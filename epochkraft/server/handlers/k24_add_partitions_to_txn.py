@@ -78,9 +78,14 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
             tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
             for tp in partitions
         }
-    client_transaction_version = 2 if ctx.api_version >= BATCHED_FROM else 0  # only brokers send v4+
+    from_a_broker = ctx.api_version >= BATCHED_FROM  # only brokers send v4+; they retry themselves
     error = await node.transactions.add_partitions(
-        transactional_id, producer_id, producer_epoch, partitions, client_transaction_version
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        partitions,
+        client_transaction_version=2 if from_a_broker else 0,
+        hold=not from_a_broker,
     )
     if error == ErrorCode.producer_fenced and ctx.api_version < 2:
         error = ErrorCode.invalid_producer_epoch  # older clients do not know PRODUCER_FENCED

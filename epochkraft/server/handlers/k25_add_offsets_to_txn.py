@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 async def handle(request: rt.AddOffsetsToTxn, ctx: RequestContext):
     partition = ctx.broker.groups.partition_for(request.group_id)
     error = await ctx.broker.transactions.add_partitions(
-        request.transactional_id, request.producer_id, request.producer_epoch, [(OFFSETS_TOPIC, partition)]
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [(OFFSETS_TOPIC, partition)],
+        hold=True,
     )
     if error == ErrorCode.producer_fenced and ctx.api_version < 2:
         error = ErrorCode.invalid_producer_epoch

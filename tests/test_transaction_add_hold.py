@@ -1,0 +1,76 @@
+"""A client's AddPartitionsToTxn that arrives while the producer's previous transaction is completing (its
+EndTxn answered, its markers in flight) is held on the coordinator until the transaction's next write and
+then answered, for at most add.partitions.to.txn.retry.backoff.max.ms, as Kafka's partition leaders retry
+CONCURRENT_TRANSACTIONS for a transaction version 2 producer (ReplicaManager.maybeRetryOnConcurrentTransactions);
+past that bound the client gets CONCURRENT_TRANSACTIONS and backs off, as before."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from epochkraft.broker.transaction_service import TransactionService
+from epochkraft.protocol.errors import ErrorCode
+from tests.test_transaction_coordinator import NOW, TXN, TxnContext
+
+
+class StateTopic:
+    """``__transaction_state`` whose appends all succeed at once."""
+
+    async def append(self, partition: int, key: bytes, value: bytes | None, leader_epoch: int) -> ErrorCode:
+        return ErrorCode.none
+
+
+def _service(ctx: TxnContext, hold_ms: int) -> TransactionService:
+    settings = SimpleNamespace(add_partitions_to_txn_retry_backoff_max_ms=hold_ms, request_timeout_ms=30_000)
+    return TransactionService(SimpleNamespace(settings=settings), ctx.coordinator, StateTopic())  # type: ignore[arg-type]
+
+
+def _committed_with_markers_in_flight(ctx: TxnContext):
+    init = ctx.ongoing()
+    assert ctx.end(init, commit=True) == ErrorCode.none
+    return init
+
+
+async def _complete(ctx: TxnContext, service: TransactionService) -> None:
+    """The markers answered and the CompleteCommit written, as the service's marker loop does."""
+    ctx.deliver_all_markers()
+    for append in ctx.coordinator.due_appends(NOW):
+        assert await service._write(append) == ErrorCode.none
+
+
+async def test_an_add_during_the_commit_is_answered_once_the_commit_completes():
+    ctx = TxnContext()
+    service = _service(ctx, hold_ms=60_000)
+    init = _committed_with_markers_in_flight(ctx)
+    add = asyncio.create_task(
+        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True)
+    )
+    await asyncio.sleep(0.05)
+    assert not add.done(), "held while the markers are in flight"
+    await _complete(ctx, service)
+    assert await asyncio.wait_for(add, 5) == ErrorCode.none
+    assert ctx.metadata().partitions == {("foo", 0)}
+    assert service._write_waiters == {}
+
+
+async def test_an_add_held_past_its_bound_is_concurrent_transactions():
+    ctx = TxnContext()
+    service = _service(ctx, hold_ms=20)
+    init = _committed_with_markers_in_flight(ctx)
+    error = await asyncio.wait_for(
+        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True), 5
+    )
+    assert error == ErrorCode.concurrent_transactions
+    assert service._write_waiters == {}
+
+
+async def test_a_brokers_add_is_not_held():
+    """A partition leader's add (AddPartitionsToTxn v4+) is answered at once: the leader retries itself."""
+    ctx = TxnContext()
+    service = _service(ctx, hold_ms=60_000)
+    init = _committed_with_markers_in_flight(ctx)
+    error = await asyncio.wait_for(
+        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], 2), 5
+    )
+    assert error == ErrorCode.concurrent_transactions
