@@ -6,13 +6,15 @@
 
 Listeners are Kafka's named listeners (``epochkraft.net.listeners``); ``--listen`` is the one-listener form.
 
-Lifecycle, as Kafka's BrokerLifecycleManager: STARTING (registering a new incarnation) -> RECOVERY
-(registered and fenced, catching up with the metadata log) -> RUNNING (unfenced; the ready line is
-logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the controller has
-moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A STALE_BROKER_EPOCH answer
-makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would. Its listeners are bound
-from the start (their ports are registered) but serve clients only once the metadata log has been applied
-past the registration, as Kafka's BrokerServer enables request processing after its initial catch-up.
+Lifecycle, as Kafka's BrokerLifecycleManager (its rules in ``epochkraft.broker.lifecycle``; this module does
+their IO: the heartbeat thread, the channels, the clean shutdown marker): STARTING (registering a new
+incarnation) -> RECOVERY (registered and fenced, catching up with the metadata log) -> RUNNING (unfenced;
+the ready line is logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the
+controller has moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A
+STALE_BROKER_EPOCH answer makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would.
+Its listeners are bound from the start (their ports are registered) but serve clients only once the metadata
+log has been applied past the registration, as Kafka's BrokerServer enables request processing after its
+initial catch-up.
 """
 
 from __future__ import annotations

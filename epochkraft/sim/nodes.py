@@ -1,6 +1,7 @@
 """Simulated nodes around the real sans-IO cores: the Controller, and brokers that drive the broker's own
-``ReplicaSet`` and ``fetch_rules`` (as ReplicaManager, the Fetch handler and the fetcher do), with an
-in-memory log that can lose its unflushed tail or be wiped.
+``ReplicaSet`` and ``fetch_rules`` (as ReplicaManager, the Fetch handler and the fetcher do) and its
+``BrokerLifecycle`` (as the daemon's heartbeat loop does), with an in-memory log that can lose its unflushed
+tail or be wiped.
 
 Only the IO is simulated: messages travel through the World's network, time is the World's clock,
 and a disk is a Python list with a recovery point. Every decision is the real code's.
