@@ -590,7 +590,7 @@ class BrokerNode:
     async def heartbeat_loop(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
     ) -> None:
-        """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
+        """Runs on the heartbeat thread. It reads the lifecycle core (plain attributes) and hands what
         belongs to the daemon's loop back to it: registering again, and setting ``unfenced``. An error
         other than a network one (a malformed answer, the daemon's loop closing) is logged and the next
         heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
