@@ -6,13 +6,15 @@
 
 Listeners are Kafka's named listeners (``epochkraft.net.listeners``); ``--listen`` is the one-listener form.
 
-Lifecycle, as Kafka's BrokerLifecycleManager: STARTING (registering a new incarnation) -> RECOVERY
-(registered and fenced, catching up with the metadata log) -> RUNNING (unfenced; the ready line is
-logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the controller has
-moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A STALE_BROKER_EPOCH answer
-makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would. Its listeners are bound
-from the start (their ports are registered) but serve clients only once the metadata log has been applied
-past the registration, as Kafka's BrokerServer enables request processing after its initial catch-up.
+Lifecycle, as Kafka's BrokerLifecycleManager (its rules in ``epochkraft.broker.lifecycle``; this module does
+their IO: the heartbeat thread, the channels, the clean shutdown marker): STARTING (registering a new
+incarnation) -> RECOVERY (registered and fenced, catching up with the metadata log) -> RUNNING (unfenced;
+the ready line is logged) -> PENDING_CONTROLLED_SHUTDOWN (SIGTERM: heartbeats ask to shut down until the
+controller has moved every leadership away) -> SHUTTING_DOWN (flush, checkpoints, exit 0). A
+STALE_BROKER_EPOCH answer makes it register again. SIGKILL loses only what was not fsync'd, as Kafka would.
+Its listeners are bound from the start (their ports are registered) but serve clients only once the metadata
+log has been applied past the registration, as Kafka's BrokerServer enables request processing after its
+initial catch-up.
 """
 
 from __future__ import annotations
@@ -27,14 +29,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
-from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
+from kio.schema.broker_registration.v4.request import Feature, Listener
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.types import BrokerId, TopicName
@@ -58,6 +59,20 @@ from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from epochkraft.broker.group_migration import MigrationPolicy
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord
+from epochkraft.broker.lifecycle import (
+    BrokerLifecycle,
+    Fenced,
+    HeartbeatOutcome,
+    Ignored,
+    NextHeartbeat,
+    Refused,
+    RegisterAgain,
+    Registered,
+    Registration,
+    RetryAfter,
+    State,
+    Unfenced,
+)
 from epochkraft.broker.log import LogManager
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.metadata_follower import MetadataFollower
@@ -133,14 +148,6 @@ class RegistrationRefused(Exception):
 UNSAFE_STALL_LOOP_S_FOR_TESTS = _seconds(os.environ.get("UNSAFE_STALL_LOOP_ON_SIGUSR1_FOR_TESTS", ""))
 
 
-class State(Enum):
-    STARTING = "STARTING"
-    RECOVERY = "RECOVERY"
-    RUNNING = "RUNNING"
-    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
-    SHUTTING_DOWN = "SHUTTING_DOWN"
-
-
 class BrokerNode:
     """What handlers on the broker listener reach through ``ctx.node``."""
 
@@ -160,9 +167,9 @@ class BrokerNode:
         self.controller_address = controller
         self.data_dir = Path(args.data_dir)
         self.log = log
-        self.state = State.STARTING
         self.incarnation_id = uuid.uuid4()
-        self.broker_epoch = -1
+        # what to send the controller, and what its answers mean (epochkraft/broker/lifecycle.py)
+        self.lifecycle = BrokerLifecycle(self.node_id, self.incarnation_id, settings.heartbeat_interval_ms)
         self.cluster_id: str | None = None
         self.cache = MetadataCache(self.node_id)
         # KIP-13/124/599 client quotas, following the quotas in our metadata
@@ -305,6 +312,23 @@ class BrokerNode:
         self.shutting_down = threading.Event()
         self._heartbeat_loop_ended = threading.Event()
 
+    # The lifecycle core's, read (and, by tests, set) as the node's own.
+    @property
+    def state(self) -> State:
+        return self.lifecycle.state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self.lifecycle.state = state
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, epoch: int) -> None:
+        self.lifecycle.broker_epoch = epoch
+
     @staticmethod
     def now_ms() -> int:
         return int(time.time() * 1000)
@@ -359,7 +383,7 @@ class BrokerNode:
     def caught_up(self) -> bool:
         """The metadata log has been applied, and its changes carried out, past our own registration
         record."""
-        return self.broker_epoch >= 0 and self.follower.published_offset > self.broker_epoch
+        return self.lifecycle.caught_up(self.follower.published_offset)
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
@@ -481,66 +505,70 @@ class BrokerNode:
         if self.shutting_down.is_set():
             self.log.info("not registering again: shutting down")
             return
+        self.lifecycle.begin_registration(self._take_clean_shutdown_marker())
+        directory = uuid.UUID(self.logs.read_meta().get("directory.id", str(uuid.uuid4())))
+        registration = Registration(
+            cluster_id=self.cluster_id or "",
+            listeners=tuple(
+                Listener(
+                    name=e.name,
+                    host=e.host,
+                    port=u16(e.port),
+                    security_protocol=i16(self.listeners.security_protocol_id(e.name)),
+                )
+                for e in self.endpoints
+            ),
+            features=SUPPORTED_FEATURES,
+            log_dirs=(directory,),
+        )
+        while True:
+            try:
+                response = await self.lifecycle_channel.send(
+                    self.lifecycle.registration_request(registration)
+                )
+            except NetworkError as exc:
+                self.log.info("registration failed; retrying", error=str(exc))
+                await asyncio.sleep(self.lifecycle.on_registration_failed().delay_ms / 1000)
+                continue
+            if self.shutting_down.is_set():
+                return
+            outcome = self.lifecycle.on_registration_response(response)
+            if isinstance(outcome, Registered):
+                self._on_registered()
+                return
+            if isinstance(outcome, Refused):
+                raise RegistrationRefused(
+                    f"data dir {self.data_dir} belongs to cluster {self.cluster_id}, not the controller's"
+                )
+            if isinstance(outcome, Ignored):
+                return
+            self.log.info("registration refused; retrying", error=response.error_code.name)
+            await asyncio.sleep(outcome.delay_ms / 1000)
+
+    def _take_clean_shutdown_marker(self) -> int:
+        """The epoch a controlled shutdown ended, or -1; read once: a crash after this start is unclean."""
         previous = -1
         marker = self.data_dir / LAST_EPOCH_FILE
         if marker.exists():
             with contextlib.suppress(ValueError):
                 previous = int(marker.read_text().strip())
             marker.unlink()
-        directory = uuid.UUID(self.logs.read_meta().get("directory.id", str(uuid.uuid4())))
-        while True:
-            request = BrokerRegistrationRequest(
-                broker_id=BrokerId(self.node_id),
-                cluster_id=self.cluster_id or "",
-                incarnation_id=self.incarnation_id,
-                listeners=tuple(
-                    Listener(
-                        name=e.name,
-                        host=e.host,
-                        port=u16(e.port),
-                        security_protocol=i16(self.listeners.security_protocol_id(e.name)),
-                    )
-                    for e in self.endpoints
-                ),
-                features=SUPPORTED_FEATURES,
-                rack=None,
-                is_migrating_zk_broker=False,
-                log_dirs=(directory,),
-                previous_broker_epoch=i64(previous),
+        return previous
+
+    def _on_registered(self) -> None:
+        # the channels that follow the heartbeats' (metadata, control, AlterPartition) start at the active
+        # controller at once, not only once a heartbeat has found it
+        self.heartbeat_channel.current = self.lifecycle_channel.current
+        self.producer_ids.request_block_now(self.now_ms())
+        self._maybe_allocate_producer_ids()
+        self.log.info("registered", broker_epoch=self.broker_epoch, incarnation=str(self.incarnation_id))
+        if self.events is not None:
+            self.events.emit(
+                "broker_started",
+                broker=self.node_id,
+                epoch=self.broker_epoch,
+                incarnation=str(self.incarnation_id),
             )
-            try:
-                response = await self.lifecycle_channel.send(request)
-            except NetworkError as exc:
-                self.log.info("registration failed; retrying", error=str(exc))
-                await asyncio.sleep(0.3)
-                continue
-            if self.shutting_down.is_set():
-                return
-            if response.error_code == ErrorCode.none:
-                self.broker_epoch = response.broker_epoch
-                # the channels that follow the heartbeats' (metadata, control, AlterPartition) start at
-                # the active controller at once, not only once a heartbeat has found it
-                self.heartbeat_channel.current = self.lifecycle_channel.current
-                self.producer_ids.request_block_now(self.now_ms())
-                self._maybe_allocate_producer_ids()
-                self.state = State.RECOVERY
-                self.log.info(
-                    "registered", broker_epoch=self.broker_epoch, incarnation=str(self.incarnation_id)
-                )
-                if self.events is not None:
-                    self.events.emit(
-                        "broker_started",
-                        broker=self.node_id,
-                        epoch=self.broker_epoch,
-                        incarnation=str(self.incarnation_id),
-                    )
-                return
-            if response.error_code == ErrorCode.inconsistent_cluster_id:
-                raise RegistrationRefused(
-                    f"data dir {self.data_dir} belongs to cluster {self.cluster_id}, not the controller's"
-                )
-            self.log.info("registration refused; retrying", error=response.error_code.name)
-            await asyncio.sleep(0.3)
 
     async def heartbeats(self, stopping: asyncio.Event) -> None:
         """The heartbeat loop on the heartbeat thread, until the controller lets this broker shut down;
@@ -562,7 +590,7 @@ class BrokerNode:
     async def heartbeat_loop(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
     ) -> None:
-        """Runs on the heartbeat thread. It reads the broker's state (plain attributes) and hands what
+        """Runs on the heartbeat thread. It reads the lifecycle core (plain attributes) and hands what
         belongs to the daemon's loop back to it: registering again, and setting ``unfenced``. An error
         other than a network one (a malformed answer, the daemon's loop closing) is logged and the next
         heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
@@ -589,53 +617,55 @@ class BrokerNode:
             await asyncio.sleep(LoopWatch.TICK_S)
             return
         self._report_fenced()
-        wants_shutdown = self.state == State.PENDING_CONTROLLED_SHUTDOWN
-        request = BrokerHeartbeatRequest(
-            broker_id=BrokerId(self.node_id),
-            broker_epoch=i64(self.broker_epoch),
-            current_metadata_offset=i64(self.follower.published_offset - 1),  # what the replicas carried out
-            want_fence=not self.caught_up(),
-            want_shut_down=wants_shutdown,
-            offline_log_dirs=(),
-        )
+        # the offset every metadata listener (the replicas) has carried out
+        request = self.lifecycle.heartbeat_request(self.follower.published_offset)
         try:
             response = await self.heartbeat_channel.send(request)
         except NetworkError as exc:
             self._last_heartbeat = f"failed: {exc}"
             self.log.debug("heartbeat failed", error=str(exc))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(self.lifecycle.on_heartbeat_failed().delay_ms / 1000)
             return
         if self.shutting_down.is_set():
             return  # the daemon's loop is shutting down: the answer changes nothing now
         self._last_heartbeat = f"{response.error_code.name} fenced={response.is_fenced}"
-        if response.error_code == ErrorCode.stale_broker_epoch:
+        outcome = self.lifecycle.on_heartbeat_response(response)
+        delay_ms = await self._carry_out(outcome, daemon_loop)
+        if delay_ms is not None:
+            await self._until_next_heartbeat(delay_ms, request, stopping, wake)
+
+    async def _carry_out(
+        self, outcome: HeartbeatOutcome, daemon_loop: asyncio.AbstractEventLoop
+    ) -> int | None:
+        """What a heartbeat's answer asks of the broker; the milliseconds until the next heartbeat, or None
+        to send it (or end the loop, shut down) at once."""
+        if isinstance(outcome, RegisterAgain):
             self.log.warning("stale broker epoch; registering again")
-            self.state = State.STARTING
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
-            return
-        if response.error_code != ErrorCode.none:  # NOT_CONTROLLER: no active controller yet
-            self.log.debug("heartbeat refused", error=response.error_code.name)
-            await asyncio.sleep(0.2)
-            return
-        if wants_shutdown and response.should_shut_down:
-            self.state = State.SHUTTING_DOWN
-            return
-        if not response.is_fenced and self.state == State.RECOVERY:
-            self.state = State.RUNNING
+        elif isinstance(outcome, RetryAfter):  # NOT_CONTROLLER: no active controller yet
+            self.log.debug("heartbeat refused", error=outcome.error.name if outcome.error else None)
+            await asyncio.sleep(outcome.delay_ms / 1000)
+        elif isinstance(outcome, Unfenced):
             daemon_loop.call_soon_threadsafe(self.unfenced.set)
-        elif response.is_fenced and self.state == State.RUNNING:
+            return outcome.next_heartbeat_ms
+        elif isinstance(outcome, Fenced):
             self.log.warning("fenced by the controller")
-            self.state = State.RECOVERY
-        fast = self.state != State.RUNNING
-        interval = 0.05 if fast else self.settings.heartbeat_interval_ms / 1000
+            return outcome.next_heartbeat_ms
+        elif isinstance(outcome, NextHeartbeat):
+            return outcome.delay_ms
+        return None  # ShutDownNow, Ignored
+
+    async def _until_next_heartbeat(
+        self, delay_ms: int, sent: BrokerHeartbeatRequest, stopping: asyncio.Event, wake: asyncio.Event
+    ) -> None:
+        """A SIGTERM wakes the wait (the next heartbeat asks to shut down), unless this one did already."""
+        interval = delay_ms / 1000
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait() if not wants_shutdown else asyncio.sleep(interval), interval)
-        if (
-            stopping.is_set()
-            and self.state in (State.RUNNING, State.RECOVERY)
-            and not self.shutting_down.is_set()
-        ):
-            self.state = State.PENDING_CONTROLLED_SHUTDOWN
+            await asyncio.wait_for(
+                wake.wait() if not sent.want_shut_down else asyncio.sleep(interval), interval
+            )
+        if stopping.is_set() and not self.shutting_down.is_set():
+            self.lifecycle.begin_controlled_shutdown()
 
     def _report_fenced(self) -> None:
         """Why a broker stays fenced, every few seconds at info, without debug logging."""
@@ -852,7 +882,7 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
     node.shutting_down.set()
     heartbeats.cancel()
     await asyncio.wait([heartbeats], timeout=HEARTBEAT_STOP_TIMEOUT_S + 1)
-    node.state = State.SHUTTING_DOWN
+    node.lifecycle.close()
     try:
         async with asyncio.timeout(SHUTDOWN_STEPS_TIMEOUT_S):
             # Fetchers and every other writer stop for good before the logs close.

@@ -520,7 +520,7 @@ class SimCluster:
             return
         if fault.kind == "clean-stop":
             stopping = self.brokers[fault.target]
-            if stopping.up and not stopping.shutting_down:
+            if stopping.up and not stopping.stop_requested:
                 stopping.controlled_shutdown(lambda: self.world.after(fault.length_ms, stopping.start))
             return
         if fault.kind == "partition":

@@ -1,6 +1,7 @@
 """Simulated nodes around the real sans-IO cores: the Controller, and brokers that drive the broker's own
-``ReplicaSet`` and ``fetch_rules`` (as ReplicaManager, the Fetch handler and the fetcher do), with an
-in-memory log that can lose its unflushed tail or be wiped.
+``ReplicaSet`` and ``fetch_rules`` (as ReplicaManager, the Fetch handler and the fetcher do) and its
+``BrokerLifecycle`` (as the daemon's heartbeat loop does), with an in-memory log that can lose its unflushed
+tail or be wiped.
 
 Only the IO is simulated: messages travel through the World's network, time is the World's clock,
 and a disk is a Python list with a recovery point. Every decision is the real code's.
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
-from kio.schema.broker_registration.v3.request import BrokerRegistrationRequest, Listener
-from kio.schema.types import BrokerId
-from kio.static.primitive import i16, i64, u16
+from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
+from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Listener
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
+from kio.static.primitive import i16, u16
 
 from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncation_offset
+from epochkraft.broker.lifecycle import BrokerLifecycle, Registered, Registration, ShutDownNow, State
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition, Role
@@ -113,22 +116,30 @@ class SimBroker:
         self.generation = 0  # bumps on every start, so timers of a dead incarnation stop
         self.disk_losses = 0  # power losses and wipes suffered
         self.clean_marker = -1  # the clean shutdown marker on disk: the epoch a controlled shutdown ended
-        self.shutting_down = False
+        # registration and heartbeats, by the broker daemon's rules (one per incarnation, made on start)
+        self.lifecycle = BrokerLifecycle(broker_id, uuid.UUID(int=0), HEARTBEAT_MS)
+        self.stop_requested = False  # as the daemon's SIGTERM: heartbeats ask to shut down once registered
         self.on_stopped: Any = None  # called once a controlled shutdown has stopped the broker
 
     @property
     def name(self) -> str:
         return f"broker-{self.id}"
 
+    @property
+    def epoch(self) -> int:
+        """The broker epoch; -1 while (re)registering, when metadata pulls and fetches wait."""
+        return -1 if self.lifecycle.state == State.STARTING else self.lifecycle.broker_epoch
+
     # ---- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> None:
         self.up = True
         self.generation += 1
         self.incarnation = uuid.UUID(int=self.world.rng.getrandbits(128))
-        self.epoch = -1
+        self.lifecycle = BrokerLifecycle(self.id, self.incarnation, HEARTBEAT_MS)
         # As the daemon: the marker is read once, so a crash after this start registers as unclean.
-        self.previous_epoch, self.clean_marker = self.clean_marker, -1
-        self.shutting_down = False
+        self.lifecycle.begin_registration(self.clean_marker)
+        self.clean_marker = -1
+        self.stop_requested = False
         self.cache = MetadataCache()
         self.replicas = ReplicaSet(
             self.id,
@@ -172,7 +183,8 @@ class SimBroker:
     def controlled_shutdown(self, then: Any) -> None:
         """Heartbeats asking to shut down until the controller says so (its leaderships moved), then the
         broker flushes its log, writes the clean shutdown marker and stops; ``then`` runs after."""
-        self.shutting_down = True
+        self.stop_requested = True
+        self.lifecycle.begin_controlled_shutdown()
         self.on_stopped = then
 
     def _every(self, offset: int, action: Any, interval: int) -> None:
@@ -212,47 +224,35 @@ class SimBroker:
         self.world.send(self.name, "controller", at_controller, type(request).__name__)
 
     def _register_or_heartbeat(self) -> None:
-        if self.epoch < 0:
-            registration = BrokerRegistrationRequest(
-                broker_id=BrokerId(self.id),
+        """Every HEARTBEAT_MS, answered or not: the timer stands for both of the core's intervals."""
+        if self.lifecycle.state == State.STARTING:
+            registration = Registration(
                 cluster_id=CLUSTER_ID,
-                incarnation_id=self.incarnation,
                 listeners=(Listener(name="SIM", host=self.name, port=u16(0), security_protocol=i16(0)),),
                 features=(),
-                rack=None,
-                is_migrating_zk_broker=False,
                 log_dirs=(),
-                previous_broker_epoch=i64(self.previous_epoch),
             )
-
-            def registered(response: Any) -> None:
-                if response.error_code == ErrorCode.none and self.epoch < 0:
-                    self.epoch = response.broker_epoch
-                    self.cluster.on_registered(self)
-
-            self._send_controller(registration, registered)
+            self._send_controller(self.lifecycle.registration_request(registration), self._registered)
             return
-        heartbeat = BrokerHeartbeatRequest(
-            broker_id=BrokerId(self.id),
-            broker_epoch=i64(self.epoch),
-            current_metadata_offset=i64(self.cache.next_offset - 1),
-            want_fence=self.cache.next_offset <= self.epoch,
-            want_shut_down=self.shutting_down,
-            offline_log_dirs=(),
-        )
+        if self.stop_requested:
+            self.lifecycle.begin_controlled_shutdown()  # again once registered anew after a stale epoch
+        heartbeat = self.lifecycle.heartbeat_request(self.cache.next_offset)
+        self._send_controller(heartbeat, self._heartbeat_answered)
 
-        def answered(response: Any) -> None:
-            if response.error_code == ErrorCode.stale_broker_epoch:
-                self.epoch = -1
-            elif self.shutting_down and response.should_shut_down:
-                self.log.flush()
-                self.clean_marker = self.epoch
-                self.crash()
-                self.world.log(f"broker-{self.id} stopped cleanly (marker: epoch {self.epoch})")
-                if self.on_stopped is not None:
-                    self.on_stopped()
+    def _registered(self, response: BrokerRegistrationResponse) -> None:
+        if isinstance(self.lifecycle.on_registration_response(response), Registered):
+            self.cluster.on_registered(self)
 
-        self._send_controller(heartbeat, answered)
+    def _heartbeat_answered(self, response: BrokerHeartbeatResponse) -> None:
+        """Only a clean stop has to be carried out here: a registration again follows from the state, and
+        the timer sends the next heartbeat."""
+        if isinstance(self.lifecycle.on_heartbeat_response(response), ShutDownNow):
+            self.log.flush()
+            self.clean_marker = self.epoch
+            self.crash()
+            self.world.log(f"broker-{self.id} stopped cleanly (marker: epoch {self.epoch})")
+            if self.on_stopped is not None:
+                self.on_stopped()
 
     # ---- metadata ----------------------------------------------------------------------------------------
     def _pull_metadata(self) -> None:
