@@ -51,7 +51,7 @@ class ScriptedChannel:
         self.requests: list[Any] = []
         self.address = "controller:9093"
 
-    async def send(self, request: Any, **kwargs: Any) -> Any:
+    async def send(self, request: Any, response_type: type, **kwargs: Any) -> Any:
         self.requests.append(request)
         respond = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         return respond(request)
@@ -189,7 +189,7 @@ async def test_after_registering_every_channel_starts_at_the_active_controller(t
     node = make_node(tmp_path, "127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095")
 
     def registration(error: ErrorCode) -> Callable[..., Any]:
-        async def send(request: Any, **kwargs: Any) -> BrokerRegistrationResponse:
+        async def send(request: Any, response_type: type, **kwargs: Any) -> BrokerRegistrationResponse:
             return BrokerRegistrationResponse(
                 throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=error, broker_epoch=42
             )
@@ -203,7 +203,9 @@ async def test_after_registering_every_channel_starts_at_the_active_controller(t
     assert node.broker_epoch == 42
     assert node.heartbeat_channel.current == 2
     monkeypatch.setattr(node.control.clients[2], "send", registration(ErrorCode.none))
-    await node.control.send(object())  # would go to a client never opened, were it not the third
+    await node.control.send(
+        object(), BrokerRegistrationResponse
+    )  # would go to a client never opened, were it not the third
     assert node.control.current == 2
 
 
@@ -239,7 +241,7 @@ async def test_a_registration_refused_for_good_ends_the_heartbeats(node):
         broker_epoch=-1,
     )
 
-    async def refuse(request: Any, **kwargs: Any) -> BrokerRegistrationResponse:
+    async def refuse(request: Any, response_type: type, **kwargs: Any) -> BrokerRegistrationResponse:
         return refused
 
     node.lifecycle_channel.send = refuse  # type: ignore[method-assign]

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
+from kio.schema.leave_group.v5.response import LeaveGroupResponse
 from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
@@ -458,7 +459,9 @@ def leave_by_instance_id(bootstrap: str, group: str, instance_id: str) -> tuple[
         client = MiniClient(bootstrap)
         try:
             member = MemberIdentity(member_id="", group_instance_id=instance_id, reason="removed")
-            left = await client.any_send(LeaveGroupRequest(group_id=GroupId(group), members=(member,)))
+            left = await client.any_send(
+                LeaveGroupRequest(group_id=GroupId(group), members=(member,)), LeaveGroupResponse
+            )
             return left.error_code, [m.error_code for m in left.members]
         finally:
             await client.close()

@@ -17,9 +17,11 @@ from collections.abc import Iterator
 import pytest
 from kio.schema.alter_configs.v2 import request as ac
 from kio.schema.alter_partition_reassignments.v0 import request as ar
+from kio.schema.alter_partition_reassignments.v0.response import AlterPartitionReassignmentsResponse
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.elect_leaders.v2 import request as el
+from kio.schema.elect_leaders.v2.response import ElectLeadersResponse
 from kio.schema.incremental_alter_configs.v1 import request as ia
 from kio.schema.offset_commit.v9 import request as oc
 from kio.schema.produce.v9 import request as pr
@@ -514,7 +516,7 @@ async def _move_leadership(side: Side) -> uuid.UUID:
                 ),
             ),
         )
-        response = await client.any_send(reassign)
+        response = await client.any_send(reassign, AlterPartitionReassignmentsResponse)
         assert response.error_code == ErrorCode.none, (side.name, response)
         await _wait_partition(side, lambda p: tuple(p.replica_nodes) == (2, 1, 3) and len(p.isr_nodes) == 3)
         elect = el.ElectLeadersRequest(
@@ -522,7 +524,7 @@ async def _move_leadership(side: Side) -> uuid.UUID:
             topic_partitions=(el.TopicPartitions(topic=FENCED_TOPIC, partitions=(0,)),),
             timeout=timeout,
         )
-        await client.any_send(elect)
+        await client.any_send(elect, ElectLeadersResponse)
         partition = await _wait_partition(side, lambda p: p.leader_id == 2 and p.leader_epoch > 0)
         assert partition.leader_epoch > 0
         return (await side.metadata(FENCED_TOPIC)).topics[0].topic_id

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from kio.schema.describe_topic_partitions.v0 import request as dtp
+from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
 
 from epochkraft.harness.kio_client import MiniClient
 from epochkraft.peers.fetch import PeerUnavailable, java_command, kafka_libs
@@ -38,7 +39,7 @@ async def elr_state(client: MiniClient) -> tuple[int, list[int], list[int], list
         topics=(dtp.TopicRequest(name=TOPIC),), response_partition_limit=10, cursor=None
     )
     try:
-        response = await client.any_send(request)
+        response = await client.any_send(request, DescribeTopicPartitionsResponse)
     except Exception:  # every broker asked may be down for a moment
         return None
     p = response.topics[0].partitions[0]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from kio.schema.describe_topic_partitions.v0 import request as dtp
+from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
 
 from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.kio_client import MiniClient, split
@@ -97,7 +98,7 @@ async def describe(client: MiniClient) -> State | None:
         topics=(dtp.TopicRequest(name=TOPIC),), response_partition_limit=10, cursor=None
     )
     try:
-        response = await client.any_send(request)
+        response = await client.any_send(request, DescribeTopicPartitionsResponse)
     except (NetworkError, OSError):  # every broker asked may be down for a moment
         return None
     partitions = response.topics[0].partitions

@@ -173,7 +173,7 @@ class _ControlChannel:
     def __init__(self, answer: object) -> None:
         self.answer = answer
 
-    async def send(self, request: object) -> object:
+    async def send(self, request: object, response_type: type) -> object:
         return self.answer
 
 

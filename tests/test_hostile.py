@@ -169,6 +169,7 @@ async def test_pipelined_produces_are_appended_in_arrival_order(make_cluster):
     pipelined on one connection to one partition are appended in the order they were sent, as Kafka's
     one request at a time per connection keeps them."""
     from kio.schema.produce.v9 import request as pr
+    from kio.schema.produce.v9.response import ProduceResponse
 
     from epochkraft.bench.hostile import record_bomb
 
@@ -189,7 +190,7 @@ async def test_pipelined_produces_are_appended_in_arrival_order(make_cluster):
 
         small = build_batch([(None, b"small", (), 0)])
         conn = next(iter(client.clients.values()))
-        answers = await conn.send_many([produce(large), produce(small), produce(small)])
+        answers = await conn.send_many([produce(large), produce(small), produce(small)], ProduceResponse)
         results = [(a.responses[0].partition_responses[0]) for a in answers]
         assert [r.error_code for r in results] == [ErrorCode.none] * 3
         assert [r.base_offset for r in results] == [1, 1 + count, 2 + count]

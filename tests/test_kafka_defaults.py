@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.harness.cluster import LocalCluster
@@ -73,7 +74,8 @@ async def test_metadata_answers_invalid_topic_exception_with_and_without_auto_cr
                     topics=(md.MetadataRequestTopic(topic_id=None, name="bad/name"),),
                     allow_auto_topic_creation=allow,
                     include_topic_authorized_operations=False,
-                )
+                ),
+                MetadataResponse,
             )
             assert response.topics[0].error_code == ErrorCode.invalid_topic_exception
     finally:

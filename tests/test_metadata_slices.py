@@ -156,7 +156,7 @@ async def test_a_failure_to_carry_out_metadata_stops_the_broker_instead_of_being
     fetches = 0
 
     class OneAnswer:
-        async def send(self, request: object, timeout_ms: int) -> object:
+        async def send(self, request: object, response_type: type, timeout_ms: int) -> object:
             nonlocal fetches
             fetches += 1
             if fetches > 1:

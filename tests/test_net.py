@@ -8,6 +8,7 @@ import types
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 
 from epochkraft.broker.metadata_cache import MetadataCache
@@ -144,7 +145,7 @@ async def test_api_versions_at_unknown_version_gets_unsupported_version_in_v0(co
 
 async def test_pipelined_requests_are_answered_in_order(controller_server):
     async with KafkaClient("127.0.0.1", controller_server.port) as client:
-        responses = await client.send_many([ApiVersionsV0() for _ in range(200)])
+        responses = await client.send_many([ApiVersionsV0() for _ in range(200)], ApiVersionsResponseV0)
     assert len(responses) == 200
     assert all(r.error_code == ErrorCode.none for r in responses)
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.response import DescribeClientQuotasResponse
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.metadata_cache import MetadataCache
@@ -74,7 +75,7 @@ async def test_a_throttled_client_pipelining_gets_one_request_served_per_throttl
     try:
         async with KafkaClient("127.0.0.1", server.port, client_id="slow") as slow:
             started = time.monotonic()
-            responses = await slow.send_many([REQUEST] * 3)
+            responses = await slow.send_many([REQUEST] * 3, DescribeClientQuotasResponse)
             waited = time.monotonic() - started
             assert [r.throttle_time / datetime.timedelta(milliseconds=1) for r in responses] == [
                 WINDOW_MS

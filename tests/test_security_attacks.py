@@ -24,6 +24,7 @@ from kio.schema.broker_heartbeat.v1 import request as hb
 from kio.schema.broker_registration.v3 import request as reg
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v16 import request as f16
+from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.produce.v9 import request as pr
 from kio.schema.unregister_broker.v0 import request as unreg
 
@@ -309,7 +310,7 @@ async def offsets_topic(client: MiniClient) -> None:
     """Has __consumer_offsets created (FindCoordinator) and led."""
     for _ in range(100):
         request = request_for(10, 4, Scenario("fc", topic="t", group="g", overrides={"key_type": 0}))
-        response = await client.any_send(request)
+        response = await client.any_send(request, FindCoordinatorResponse)
         if response.coordinators[0].error_code == ErrorCode.none:
             return
         await asyncio.sleep(0.1)
@@ -318,11 +319,12 @@ async def offsets_topic(client: MiniClient) -> None:
 
 async def delete_topic(client: MiniClient, name: str) -> ErrorCode:
     from kio.schema.delete_topics.v6 import request as dt
+    from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
 
     request = dt.DeleteTopicsRequest(
         topics=(dt.DeleteTopicState(name=name, topic_id=None),), timeout=_ms(15_000)
     )
-    response = await client.any_send(request)
+    response = await client.any_send(request, DeleteTopicsResponse)
     return response.responses[0].error_code
 
 

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kio.schema.describe_producers.v0 import request as dp
 from kio.schema.init_producer_id.v4 import request as ip
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.list_offsets.v8 import request as lo
 from kio.schema.produce.v9 import request as pr
 from kio.schema.write_txn_markers.v1 import request as wm
@@ -63,7 +64,7 @@ async def producer_id(client: MiniClient) -> int:
     request = ip.InitProducerIdRequest(
         transactional_id=None, transaction_timeout=SECONDS, producer_id=-1, producer_epoch=-1
     )
-    response = await client.any_send(request)
+    response = await client.any_send(request, InitProducerIdResponse)
     assert response.error_code == ErrorCode.none
     return response.producer_id
 

@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.alter_partition.v3 import request as ap3
+from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Listener
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
 
@@ -88,7 +92,7 @@ class IsrFlipper:
             broker_epoch=i64(self.epochs[self.leader]),
             topics=(ap3.TopicData(topic_id=self.topic_id, partitions=tuple(self._item(p) for p in batch)),),
         )
-        response = await self.client.send(request)
+        response = await self.client.send(request, AlterPartitionResponse)
         done = 0
         for data in response.topics[0].partitions:
             if data.error_code == ErrorCode.none:
@@ -121,7 +125,8 @@ async def _create(client: KafkaClient, name: str, size: int, replicas: tuple[int
     created = await client.send(
         ct.CreateTopicsRequest(
             topics=(topic,), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), validate_only=False
-        )
+        ),
+        CreateTopicsResponse,
     )
     return created.topics[0].topic_id
 
@@ -139,10 +144,10 @@ async def run(work: Path) -> dict[str, Any]:
             KafkaClient("127.0.0.1", controller.port) as client,
             KafkaClient("127.0.0.1", controller.port) as second,
         ):
-            epochs = {}
+            epochs: dict[int, int] = {}
             for b in (1, 2, 3):
-                epochs[b] = (await client.send(registration(b))).broker_epoch
-                await client.send(heartbeat(b, epochs[b]))
+                epochs[b] = (await client.send(registration(b), BrokerRegistrationResponse)).broker_epoch
+                await client.send(heartbeat(b, epochs[b]), BrokerHeartbeatResponse)
             size = 1000
             led_by_1 = IsrFlipper(client, 1, epochs, await _create(client, "isr-a", size, (1, 2, 3)), size)
             led_by_2 = IsrFlipper(second, 2, epochs, await _create(client, "isr-b", size, (2, 3, 1)), size)
@@ -169,12 +174,14 @@ async def run(work: Path) -> dict[str, Any]:
             start = time.monotonic()
             fleet = {}
             for b in range(100, 200):
-                fleet[b] = (await client.send(registration(b))).broker_epoch
+                fleet[b] = (await client.send(registration(b), BrokerRegistrationResponse)).broker_epoch
             registered = time.monotonic() - start
             start = time.monotonic()
             beats = 0
             for _round in range(20):
-                responses = await client.send_many([heartbeat(b, e) for b, e in fleet.items()])
+                responses = await client.send_many(
+                    [heartbeat(b, e) for b, e in fleet.items()], BrokerHeartbeatResponse
+                )
                 beats += sum(r.error_code == ErrorCode.none for r in responses)
             beat_seconds = time.monotonic() - start
             results["100_brokers"] = {

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.fetch.v16 import request as f16
+from kio.schema.fetch.v16.response import FetchResponse
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from epochkraft.harness.cluster import LocalCluster
@@ -102,6 +103,7 @@ async def _measure(cluster: LocalCluster, partitions: int, rounds: int) -> dict[
     finally:
         await client.close()
     topic_id = metadata.topics[0].topic_id
+    assert topic_id is not None
     host, port = next((b.host, b.port) for b in metadata.brokers)
     pid = cluster.nodes[1].pid
     assert pid is not None
@@ -110,7 +112,7 @@ async def _measure(cluster: LocalCluster, partitions: int, rounds: int) -> dict[
     sessionless, session = Tally(), Tally()
     async with KafkaClient(host, port) as broker:
         full = _request(topic_id, partitions, 0, -1)
-        opened = await broker.send(_request(topic_id, partitions, 0, 0))
+        opened = await broker.send(_request(topic_id, partitions, 0, 0), FetchResponse)
         assert opened.error_code == ErrorCode.none and opened.session_id != 0
         block = max(rounds // BLOCKS, 1)
         epochs = iter(range(1, block * BLOCKS + 1))  # one per incremental fetch, however rounds divides

@@ -24,14 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.alter_client_quotas.v1 import request as acq
+from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.find_coordinator.v4 import response as fc_r
 from kio.schema.init_producer_id.v4 import request as ip
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.list_offsets.v7 import request as lo
+from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.offset_commit.v8 import request as oc
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.schema.produce.v9 import request as pr
+from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, f64, i8, i16, i32, i32Timedelta, i64
 
@@ -100,7 +107,7 @@ async def _flood(bootstrap: str, topics: int, per_request: int, rf: int, result:
     async with KafkaClient(host, port, request_timeout_ms=120_000) as conn:
         for first in range(0, topics, per_request):
             names = [f"flood-{i}" for i in range(first, min(topics, first + per_request))]
-            response = await conn.send(_create_request(names, rf))
+            response = await conn.send(_create_request(names, rf), CreateTopicsResponse)
             for topic in response.topics:
                 result.count(topic.error_code)
 
@@ -128,7 +135,7 @@ async def _steady_producer(client: MiniClient, done: asyncio.Event, result: Floo
         )
         started = time.monotonic()
         try:
-            response = await client._client(brokers[p.leader_id]).send(request)
+            response = await client._client(brokers[p.leader_id]).send(request, ProduceResponse)
             error = ErrorCode(response.responses[0].partition_responses[0].error_code)
         except NetworkError as exc:
             error = None
@@ -202,7 +209,10 @@ async def flood_init_producer_ids(
     host, port = split(bootstrap)[0]
     async with KafkaClient(host, port, client_id="pid-flood", request_timeout_ms=120_000) as conn:
         for first in range(0, count, in_flight):
-            sends = (conn.send(INIT_PRODUCER_ID) for _ in range(min(in_flight, count - first)))
+            sends = (
+                conn.send(INIT_PRODUCER_ID, InitProducerIdResponse)
+                for _ in range(min(in_flight, count - first))
+            )
             for response in await asyncio.gather(*sends):
                 result.count(response.error_code)
 
@@ -243,10 +253,10 @@ async def partitions_by_leader(
     deadline = time.monotonic() + timeout_s
     while True:
         response = await client.metadata(topic)
-        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        brokers: dict[int, tuple[str, int]] = {b.node_id: (b.host, b.port) for b in response.brokers}
         views = [response]
         for address in brokers.values():
-            views.append(await client._client(address).send(metadata_request(topic)))
+            views.append(await client._client(address).send(metadata_request(topic), MetadataResponse))
         leaders = [{p.partition_index: p.leader_id for p in v.topics[0].partitions} for v in views]
         led = {i: node for i, node in leaders[0].items() if node in brokers}
         if len(led) == partitions and all(view == leaders[0] for view in leaders):
@@ -280,7 +290,7 @@ async def flood_producer_ids(
         async with KafkaClient(*brokers[node], client_id="pid-flood", request_timeout_ms=120_000) as conn:
             for start in range(0, share, in_flight):
                 sends = [
-                    conn.send(_one_record_each(led, first + (start + k) * per_round))
+                    conn.send(_one_record_each(led, first + (start + k) * per_round), ProduceResponse)
                     for k in range(min(in_flight, share - start))
                 ]
                 for produced in await asyncio.gather(*sends):
@@ -306,7 +316,9 @@ async def find_group_coordinator(client: MiniClient, group: str, timeout_s: floa
     """The group's coordinator, asked again while __consumer_offsets is being created (its first ask)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        found = await client.any_send(fc.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)))
+        found = await client.any_send(
+            fc.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)), fc_r.FindCoordinatorResponse
+        )
         coordinator = found.coordinators[0]
         if coordinator.error_code == ErrorCode.none:
             return coordinator
@@ -345,7 +357,7 @@ async def flood_offset_metadata(
         # A connection each: a broker that closes one on a commit it will not take is counted, not fatal.
         try:
             async with KafkaClient(coordinator.host, coordinator.port, request_timeout_ms=120_000) as conn:
-                response = await conn.send(request)
+                response = await conn.send(request, OffsetCommitResponse)
             result.count(response.topics[0].partitions[0].error_code)
         except NetworkError as exc:
             result.flood_errors[type(exc).__name__] = result.flood_errors.get(type(exc).__name__, 0) + 1
@@ -424,7 +436,7 @@ async def set_default_request_percentage(bootstrap: str, percentage: float) -> N
     )
     host, port = split(bootstrap)[0]
     async with KafkaClient(host, port) as conn:
-        response = await conn.send(request)
+        response = await conn.send(request, AlterClientQuotasResponse)
     assert [e.error_code for e in response.entries] == [ErrorCode.none], response
 
 
@@ -440,7 +452,9 @@ def flood_list_offsets(
     async def connection(deadline: float) -> None:
         async with KafkaClient(host, port, client_id=FLOODER, request_timeout_ms=120_000) as conn:
             while time.monotonic() < deadline:
-                responses = await asyncio.gather(*(conn.send(request) for _ in range(in_flight)))
+                responses = await asyncio.gather(
+                    *(conn.send(request, ListOffsetsResponse) for _ in range(in_flight))
+                )
                 counts[0] += len(responses)
                 counts[1] += sum(1 for r in responses if r.throttle_time > datetime.timedelta(0))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 
 from epochkraft.harness.cluster import LocalCluster
@@ -102,7 +103,7 @@ async def _replicas_everywhere(addresses: list[tuple[str, int]], wanted: list[in
     try:
         pending = list(clients)
         while pending:
-            answers = await asyncio.gather(*(c.send(request) for c in pending))
+            answers = await asyncio.gather(*(c.send(request, MetadataResponse) for c in pending))
             pending = [c for c, answer in zip(pending, answers, strict=True) if _replicas(answer) != wanted]
             if pending:
                 await asyncio.sleep(0.002)

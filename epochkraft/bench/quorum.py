@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 from kio.schema.incremental_alter_configs.v1 import request as iac
+from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
 from kio.static.primitive import i8
 
 from epochkraft.chaos.checker import quorum_problems
@@ -119,7 +120,7 @@ async def _one_failover(cluster: LocalCluster, client: MiniClient, round_: int) 
         while True:
             value += 1
             try:
-                response = await channel.send(_alter(value))
+                response = await channel.send(_alter(value), IncrementalAlterConfigsResponse)
                 if response.responses[0].error_code == ErrorCode.none:
                     marks["first write"] = time.time()
                     return
@@ -162,7 +163,7 @@ async def _commit_latencies(address: tuple[str, int], commits: int) -> list[floa
     try:
         for i in range(commits):
             started = time.perf_counter()
-            response = await client.send(_alter(3_600_000 + i))
+            response = await client.send(_alter(3_600_000 + i), IncrementalAlterConfigsResponse)
             samples.append((time.perf_counter() - started) * 1000)
             assert response.responses[0].error_code == ErrorCode.none, response
     finally:

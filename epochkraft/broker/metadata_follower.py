@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from kio.schema.fetch.v16 import request as f16
+from kio.schema.fetch.v16.response import FetchResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
@@ -111,7 +112,9 @@ class MetadataFollower:
         while True:
             offset = self.cache.next_offset
             try:
-                response = await self.client.send(self._request(offset), timeout_ms=self.max_wait_ms + 10_000)
+                response = await self.client.send(
+                    self._request(offset), FetchResponse, timeout_ms=self.max_wait_ms + 10_000
+                )
             except (NetworkError, ProtocolError, OSError) as exc:
                 log.debug("metadata fetch failed", error=str(exc))
                 await asyncio.sleep(0.1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kio.static.protocol import Payload, RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 from structlog.typing import FilteringBoundLogger
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 # The response class a caller names for the controller's answer
-R = TypeVar("R", bound=Payload)
+R = TypeVar("R", bound=ResponsePayload)
 
 
 class BrokerServices(Protocol):

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 from kio.schema.add_partitions_to_txn.v5 import request as ap5
+from kio.schema.add_partitions_to_txn.v5.response import AddPartitionsToTxnResponse
 from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
 from epochkraft.broker.offsets_topic import create_internal_topic
@@ -503,7 +505,7 @@ class TransactionService:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         request = coordinator_request(transactional_id, producer_id, producer_epoch, partitions, verify_only)
         try:
-            response = await client.send(request)
+            response = await client.send(request, AddPartitionsToTxnResponse)
         except Exception as exc:  # the coordinator moved or is down: the client retries
             log.info("transaction coordinator unreachable", coordinator=leader[0], error=str(exc))
             return dict.fromkeys(partitions, ErrorCode.network_exception)
@@ -567,7 +569,7 @@ class TransactionService:
         try:
             client = self._client(sent.broker_id)
             if client is not None:
-                response = await client.send(sent.request)
+                response = await client.send(sent.request, WriteTxnMarkersResponse)
         except Exception as exc:  # lost connection, timeout, refused version: every partition is retried
             log.info("WriteTxnMarkers failed", broker=sent.broker_id, error=str(exc))
             await asyncio.sleep(MARKER_FAILURE_BACKOFF_S)  # the broker is retried after a pause

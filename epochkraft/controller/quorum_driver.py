@@ -24,7 +24,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kio.schema.begin_quorum_epoch.v1.response import BeginQuorumEpochResponse
 from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
+from kio.schema.end_quorum_epoch.v1.response import EndQuorumEpochResponse
+from kio.schema.fetch.v17.response import FetchResponse as KafkaFetchResponse
+from kio.schema.update_raft_voter.v0.response import UpdateRaftVoterResponse
+from kio.schema.vote.v2.response import VoteResponse
 from structlog.typing import FilteringBoundLogger
 
 from epochkraft.config import ConfigError, parse_host_port
@@ -236,11 +241,7 @@ class QuorumDriver:
         message = envelope.message
         answer: Message
         try:
-            raw = await client.send(self._encode(message, envelope.destination))
-            for node in getattr(raw, "node_endpoints", ()):
-                if isinstance(message, FetchRequest) and node.node_id >= 0:
-                    self.learned[node.node_id] = (node.host, node.port)
-            answer = self._decode(message, raw)
+            answer = await self._exchange(client, message, envelope.destination)
         except (NetworkError, ProtocolError, OSError, wire.InvalidRaftRequest) as exc:
             self.log.debug(
                 "raft request failed", to=envelope.destination, api=type(message).__name__, error=str(exc)
@@ -256,34 +257,34 @@ class QuorumDriver:
         )
         self.step(lambda raft, now: raft.handle(now, reply))
 
-    def _encode(self, message: Message, destination: int) -> Any:
+    async def _exchange(self, client: KafkaClient, message: Message, destination: int) -> Message:
+        """``message`` sent as its Kafka request, and the answer as the core's message."""
         if isinstance(message, VoteRequest):
-            return wire.encode_vote_request(message, self.cluster_id, destination)
+            vote = wire.encode_vote_request(message, self.cluster_id, destination)
+            return wire.decode_vote_response(await client.send(vote, VoteResponse))
         if isinstance(message, BeginQuorumEpochRequest):
-            return wire.encode_begin_quorum_epoch_request(
+            begin = wire.encode_begin_quorum_epoch_request(
                 message, self.cluster_id, destination, self.endpoints_of(self.local_id)
             )
+            answer = await client.send(begin, BeginQuorumEpochResponse)
+            return wire.decode_begin_quorum_epoch_response(answer)
         if isinstance(message, EndQuorumEpochRequest):
-            return wire.encode_end_quorum_epoch_request(
+            end = wire.encode_end_quorum_epoch_request(
                 message, self.cluster_id, self._directory_of, self.endpoints_of(self.local_id)
             )
+            return wire.decode_end_quorum_epoch_response(await client.send(end, EndQuorumEpochResponse))
         if isinstance(message, FetchRequest):
-            return wire.encode_fetch_request(message, self.cluster_id)
+            fetched = await client.send(
+                wire.encode_fetch_request(message, self.cluster_id), KafkaFetchResponse
+            )
+            for node in fetched.node_endpoints:
+                if node.node_id >= 0:
+                    self.learned[node.node_id] = (node.host, node.port)
+            return wire.decode_fetch_response(fetched)
         if isinstance(message, UpdateRaftVoterRequest):
-            return wire.encode_update_raft_voter_request(message, self.cluster_id)
+            update = wire.encode_update_raft_voter_request(message, self.cluster_id)
+            return wire.decode_update_raft_voter_response(await client.send(update, UpdateRaftVoterResponse))
         raise TypeError(f"not a request: {type(message).__name__}")
-
-    @staticmethod
-    def _decode(request: Message, response: Any) -> Message:
-        if isinstance(request, VoteRequest):
-            return wire.decode_vote_response(response)
-        if isinstance(request, BeginQuorumEpochRequest):
-            return wire.decode_begin_quorum_epoch_response(response)
-        if isinstance(request, EndQuorumEpochRequest):
-            return wire.decode_end_quorum_epoch_response(response)
-        if isinstance(request, UpdateRaftVoterRequest):
-            return wire.decode_update_raft_voter_response(response)
-        return wire.decode_fetch_response(response)
 
     async def _fetch_snapshot(self, wanted: tuple[int, int]) -> None:
         """The snapshot the leader named, fetched with FetchSnapshot, made durable, installed: the

@@ -9,14 +9,20 @@ import ssl
 from dataclasses import dataclass
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_topic_partitions.v0 import request as dtp
+from kio.schema.describe_topic_partitions.v0.response import DescribeTopicPartitionsResponse
 from kio.schema.fetch.v12 import request as f12
+from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.produce.v9 import request as pr
+from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
+from kio.static.protocol import RequestPayload
 
-from epochkraft.net.client import KafkaClient
+from epochkraft.net.client import KafkaClient, R
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.records import build_batch, decode_batches
@@ -55,11 +61,11 @@ class MiniClient:
             )
         return self.clients[address]
 
-    async def any_send(self, request):
+    async def any_send(self, request: RequestPayload, response_type: type[R]) -> R:
         last: Exception | None = None
         for address in self.addresses:
             try:
-                return await self._client(address).send(request)
+                return await self._client(address).send(request, response_type)
             except NetworkError as exc:
                 last = exc
         raise last or RuntimeError("no broker")
@@ -85,17 +91,18 @@ class MiniClient:
             configs=tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
         )
         response = await self.any_send(
-            ct.CreateTopicsRequest(topics=(topic,), timeout=SECONDS, validate_only=False)
+            ct.CreateTopicsRequest(topics=(topic,), timeout=SECONDS, validate_only=False),
+            CreateTopicsResponse,
         )
         return response.topics[0].error_code
 
-    async def metadata(self, topic: str):
+    async def metadata(self, topic: str) -> MetadataResponse:
         request = md.MetadataRequest(
             topics=(md.MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
-        return await self.any_send(request)
+        return await self.any_send(request, MetadataResponse)
 
     async def partition_state(self, topic: str, partition: int = 0):
         response = await self.metadata(topic)
@@ -110,7 +117,7 @@ class MiniClient:
         request = dtp.DescribeTopicPartitionsRequest(
             topics=(dtp.TopicRequest(name=TopicName(topic)),), response_partition_limit=i32(2000), cursor=None
         )
-        response = await self.any_send(request)
+        response = await self.any_send(request, DescribeTopicPartitionsResponse)
         assert response.topics[0].error_code == ErrorCode.none, response.topics[0].error_code
         return {
             p.partition_index: PartitionView(
@@ -167,7 +174,7 @@ class MiniClient:
                 await asyncio.sleep(0.25)
                 continue
             try:
-                response = await self._client(brokers[p.leader_id]).send(request)
+                response = await self._client(brokers[p.leader_id]).send(request, ProduceResponse)
             except NetworkError:
                 await asyncio.sleep(0.25)
                 continue
@@ -222,7 +229,7 @@ class MiniClient:
                 forgotten_topics_data=(),
                 rack_id="",
             )
-            data = (await client.send(request)).responses[0].partitions[0]
+            data = (await client.send(request, FetchResponse)).responses[0].partitions[0]
             if data.error_code == ErrorCode.offset_out_of_range and offset < data.log_start_offset:
                 offset = start = data.log_start_offset
                 continue
@@ -245,6 +252,7 @@ async def describe_quorum(address: str, timeout_ms: int = 5_000):
     view (leader, epoch, high watermark, every voter's log end), or NOT_LEADER_OR_FOLLOWER naming the
     leader another voter knows (the partition's error_code says which)."""
     from kio.schema.describe_quorum.v1 import request as dq
+    from kio.schema.describe_quorum.v1.response import DescribeQuorumResponse
 
     host, port = split(address)[0]
     client = KafkaClient(host, port, request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms)
@@ -257,7 +265,7 @@ async def describe_quorum(address: str, timeout_ms: int = 5_000):
                 ),
             )
         )
-        response = await client.send(request)
+        response = await client.send(request, DescribeQuorumResponse)
         return response.topics[0].partitions[0]
     finally:
         await client.close()

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kio.schema.add_raft_voter.v1 import request as add_req
+from kio.schema.add_raft_voter.v1.response import AddRaftVoterResponse
 from kio.schema.describe_quorum.v2 import request as describe_req
+from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
 from kio.schema.remove_raft_voter.v0 import request as remove_req
+from kio.schema.remove_raft_voter.v0.response import RemoveRaftVoterResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, u16
 
@@ -57,7 +60,7 @@ async def describe(cluster: LocalCluster, timeout_s: float = 2.0) -> QuorumView 
         host, port = cluster.voter_address(voter).rsplit(":", 1)
         try:
             async with KafkaClient(host, int(port), request_timeout_ms=int(timeout_s * 1000)) as client:
-                answer = await client.send(request)
+                answer = await client.send(request, DescribeQuorumResponse)
         except (NetworkError, ProtocolError, OSError, TimeoutError):
             continue
         partition = answer.topics[0].partitions[0] if answer.topics else None
@@ -73,11 +76,19 @@ async def describe(cluster: LocalCluster, timeout_s: float = 2.0) -> QuorumView 
     return None
 
 
-async def _to_leader(cluster: LocalCluster, leader: int, request: object) -> ErrorCode:
+async def _to_leader(
+    cluster: LocalCluster,
+    leader: int,
+    request: add_req.AddRaftVoterRequest | remove_req.RemoveRaftVoterRequest,
+) -> ErrorCode:
     host, port = cluster.voter_address(leader).rsplit(":", 1)
     try:
         async with KafkaClient(host, int(port), request_timeout_ms=10_000) as client:
-            answer = await client.send(request)
+            answer: AddRaftVoterResponse | RemoveRaftVoterResponse
+            if isinstance(request, add_req.AddRaftVoterRequest):
+                answer = await client.send(request, AddRaftVoterResponse)
+            else:
+                answer = await client.send(request, RemoveRaftVoterResponse)
     except (NetworkError, ProtocolError, OSError, TimeoutError):
         return ErrorCode.network_exception
     return ErrorCode(answer.error_code)

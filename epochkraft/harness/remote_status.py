@@ -20,8 +20,11 @@ from typing import Any, NamedTuple
 
 import scramp
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from epochkraft.config import parse_host_port
 from epochkraft.net.client import KafkaClient
@@ -40,7 +43,7 @@ class RemoteStatus:
 
 async def _metadata(
     addresses: list[tuple[str, int]], credentials: AdminCredentials | None
-) -> tuple[tuple[str, int], Any] | None:
+) -> tuple[tuple[str, int], MetadataResponse] | None:
     request = md.MetadataRequest(
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
@@ -50,7 +53,7 @@ async def _metadata(
         try:
             if credentials is not None and credentials.user is not None:
                 await asyncio.wait_for(_scram(client, credentials.user, credentials.password), 8)
-            return address, await asyncio.wait_for(client.send(request), 8)
+            return address, await asyncio.wait_for(client.send(request, MetadataResponse), 8)
         except (NetworkError, OSError, TimeoutError, scramp.ScramException):
             continue
         finally:
@@ -61,7 +64,9 @@ async def _metadata(
 async def _scram(client: KafkaClient, user: str, password: str) -> None:
     """SASL SCRAM-SHA-512, what ``cluster up --secure`` gives clients on its SASL_SSL listener: the
     handshake, then the client's first and final messages in SaslAuthenticate (Kafka's SaslClientAuthenticator)."""
-    handshake = await client.send(sasl_handshake.SaslHandshakeRequest(mechanism=SCRAM_MECHANISM))
+    handshake = await client.send(
+        sasl_handshake.SaslHandshakeRequest(mechanism=SCRAM_MECHANISM), SaslHandshakeResponse
+    )
     if handshake.error_code != ErrorCode.none:
         raise NetworkError(f"SaslHandshake refused: {handshake.error_code.name}")
     scram = scramp.ScramClient([SCRAM_MECHANISM], user, password)
@@ -69,7 +74,9 @@ async def _scram(client: KafkaClient, user: str, password: str) -> None:
         (scram.get_client_first, scram.set_server_first),
         (scram.get_client_final, scram.set_server_final),
     ):
-        response = await client.send(sasl_authenticate.SaslAuthenticateRequest(auth_bytes=message().encode()))
+        response = await client.send(
+            sasl_authenticate.SaslAuthenticateRequest(auth_bytes=message().encode()), SaslAuthenticateResponse
+        )
         if response.error_code != ErrorCode.none:
             raise NetworkError(
                 f"SaslAuthenticate refused: {response.error_message or response.error_code.name}"
@@ -116,6 +123,7 @@ def from_bootstrap(bootstrap: str, status: RemoteStatus, credentials: AdminCrede
     partitions = [
         PartitionView(t.name, p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
         for t in response.topics
+        if t.name is not None  # an answer to every topic names each
         for p in t.partitions
     ]
     _partition_lines(partitions, status)

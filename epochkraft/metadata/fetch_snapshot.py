@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeAlias
 
 from kio.schema.fetch_snapshot.v1 import request as fs
+from kio.schema.fetch_snapshot.v1.response import FetchSnapshotResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i64
 
@@ -18,13 +19,18 @@ from epochkraft.protocol.errors import ErrorCode, ProtocolError
 METADATA_TOPIC = "__cluster_metadata"
 CHUNK_BYTES = 1024 * 1024
 
+# a client's or a controller channel's ``send``, the request's answer named by its class
+Send: TypeAlias = Callable[
+    [fs.FetchSnapshotRequest, type[FetchSnapshotResponse]], Awaitable[FetchSnapshotResponse]
+]
+
 
 class SnapshotUnavailable(ProtocolError):
     """The controller asked does not hold that snapshot (any more), or its answers do not add up."""
 
 
 async def fetch_snapshot(
-    send: Callable[[Any], Awaitable[Any]],
+    send: Send,
     snapshot_id: SnapshotId,
     *,
     cluster_id: str | None = None,
@@ -59,7 +65,7 @@ async def fetch_snapshot(
                 ),
             ),
         )
-        response = await send(request)
+        response = await send(request, FetchSnapshotResponse)
         partitions = [p for t in response.topics for p in t.partitions]
         if response.error_code != ErrorCode.none or len(partitions) != 1:
             raise SnapshotUnavailable(f"FetchSnapshot failed: {ErrorCode(response.error_code).name}")

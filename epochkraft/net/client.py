@@ -1,9 +1,11 @@
 """Async Kafka protocol client: one connection, correlation ids, in-flight futures, timeouts, reconnects.
 
-``send(request)`` takes any kio request object (its class carries the API key and version), frames it,
-and returns the decoded response (or, with ``on_frame``, what that function makes of the raw frame while
-it is still in the receive buffer). Requests pipeline on the one connection; responses are matched by
-correlation id. A failed connection fails every in-flight request with ConnectionLost and is reopened
+``send(request, response_type)`` takes any kio request object (its class carries the API key and version),
+frames it, and returns the decoded response as the ``response_type`` the caller names: for the type checker
+only, as the response is decoded by the request's API key and version and not checked on arrival (a
+follower's fetches pay nothing for it). With ``on_frame`` it returns what that function makes of the raw
+frame while it is still in the receive buffer. Requests pipeline on the one connection; responses are
+matched by correlation id. A failed connection fails every in-flight request with ConnectionLost and is reopened
 lazily by the next ``send``. Responses are received straight into the frame buffers (no stream copies).
 """
 
@@ -13,8 +15,14 @@ import asyncio
 import dataclasses
 import itertools
 import ssl
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias, TypeVar, cast, overload
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v1.response import ApiVersionsResponse as ApiVersionsResponseV1
+from kio.schema.api_versions.v2.response import ApiVersionsResponse as ApiVersionsResponseV2
+from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from epochkraft.net.errors import ConnectionLost, RequestTimedOut
 from epochkraft.protocol.errors import ProtocolError
@@ -27,7 +35,13 @@ from epochkraft.protocol.framing import (
     response_class,
 )
 
-OnFrame = Callable[[bytes | memoryview, int], Any]
+R = TypeVar("R", bound=ResponsePayload)
+T = TypeVar("T")
+Frame: TypeAlias = bytes | memoryview
+OnFrame: TypeAlias = Callable[[Frame, int], T]
+ApiVersionsResponse: TypeAlias = (
+    ApiVersionsResponseV0 | ApiVersionsResponseV1 | ApiVersionsResponseV2 | ApiVersionsResponseV3
+)
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -91,7 +105,7 @@ class KafkaClient:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_bytes = max_frame_bytes
         self._correlation = itertools.count(1)
-        self._in_flight: dict[int, tuple[asyncio.Future[Any], int, int, OnFrame | None]] = {}
+        self._in_flight: dict[int, tuple[asyncio.Future[object], int, int, OnFrame[object] | None]] = {}
         self._connection: _Connection | None = None
         self._connect_lock = asyncio.Lock()
 
@@ -134,7 +148,7 @@ class KafkaClient:
                 future.set_exception(error)
         self._in_flight.clear()
 
-    def _deliver(self, frame: bytes | memoryview) -> None:
+    def _deliver(self, frame: Frame) -> None:
         if len(frame) < 4:
             raise ProtocolError("response shorter than its header")
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
@@ -154,8 +168,8 @@ class KafkaClient:
             future.set_exception(exc)
 
     def _write(
-        self, request: Any, expect_response: bool, on_frame: OnFrame | None = None
-    ) -> tuple[int, asyncio.Future[Any] | None]:
+        self, request: RequestPayload, expect_response: bool, on_frame: OnFrame[object] | None = None
+    ) -> tuple[int, asyncio.Future[object] | None]:
         api_key, version = int(request.__api_key__), int(request.__version__)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         data = encode_request(api_key, version, correlation_id, self.client_id, encode_entity(request))
@@ -169,23 +183,40 @@ class KafkaClient:
             error = ConnectionLost(f"connection to {self.address} closed: {exc}")
             self._lost(connection, error)
             raise error from exc
-        future: asyncio.Future[Any] | None = None
+        future: asyncio.Future[object] | None = None
         if expect_response:  # registered after the write; no response is read before we yield
             future = asyncio.get_running_loop().create_future()
             self._in_flight[correlation_id] = (future, api_key, version, on_frame)
         return correlation_id, future
 
+    @overload
+    async def send(
+        self, request: RequestPayload, response_type: type[R], *, timeout_ms: int | None = None
+    ) -> R: ...
+
+    @overload
+    async def send(
+        self, request: RequestPayload, *, on_frame: OnFrame[T], timeout_ms: int | None = None
+    ) -> T: ...
+
+    @overload
+    async def send(
+        self, request: RequestPayload, *, expect_response: Literal[False], timeout_ms: int | None = None
+    ) -> None: ...
+
     async def send(
         self,
-        request: Any,
+        request: RequestPayload,
+        response_type: type[object] | None = None,
         *,
         timeout_ms: int | None = None,
         expect_response: bool = True,
-        on_frame: OnFrame | None = None,
-    ) -> Any:
-        """The response to ``request``. ``on_frame(frame, body_position)``, if given, replaces kio's decoding:
-        it runs as the frame arrives, while views into the frame are valid (a follower appends the
-        records it fetched straight from the receive buffer), and its result is returned."""
+        on_frame: OnFrame[object] | None = None,
+    ) -> object:
+        """The response to ``request``, a ``response_type`` (which the overloads require of typed callers;
+        unused at run time). ``on_frame(frame, body_position)``, if given, replaces kio's decoding: it runs
+        as the frame arrives, while views into the frame are valid (a follower appends the records it
+        fetched straight from the receive buffer), and its result is returned."""
         if not self.connected:
             await self.connect()
         correlation_id, future = self._write(request, expect_response, on_frame)
@@ -200,24 +231,35 @@ class KafkaClient:
             self._in_flight.pop(correlation_id, None)
             raise RequestTimedOut(f"{type(request).__name__} timed out after {timeout:.1f}s") from exc
 
-    async def send_many(self, requests: list[Any], *, timeout_ms: int | None = None) -> list[Any]:
-        """Pipelines requests on the connection and returns their responses in order."""
+    async def send_many(
+        self,
+        requests: Sequence[RequestPayload],
+        response_type: type[R],
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[R]:
+        """Pipelines requests on the connection and returns their responses, each a ``response_type``, in
+        order."""
         if not self.connected:
             await self.connect()
         futures = [self._write(r, True)[1] for r in requests]
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
-            return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))  # type: ignore[arg-type]
+            responses = await asyncio.wait_for(asyncio.gather(*futures), timeout)  # type: ignore[arg-type]
         except TimeoutError as exc:
             raise RequestTimedOut(f"{len(requests)} pipelined requests timed out") from exc
+        return cast(list[R], responses)
 
-    async def api_versions(self, version: int = 3) -> Any:
+    async def api_versions(self, version: int = 3) -> ApiVersionsResponse:
         from epochkraft.protocol.framing import request_class
 
         cls = request_class(18, version)
         fields = {"client_software_name": "epochkraft", "client_software_version": "0.1.0"}
         names = {f.name for f in dataclasses.fields(cls)}
-        return await self.send(cls(**{k: v for k, v in fields.items() if k in names}))
+        answer = await self.send(
+            cls(**{k: v for k, v in fields.items() if k in names}), ApiVersionsResponseV3
+        )
+        return cast(ApiVersionsResponse, answer)  # the ApiVersions response of ``version``
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import ssl
 from collections.abc import Callable
-from typing import Any
+
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from epochkraft.config import ConfigError, parse_host_port
-from epochkraft.net.client import KafkaClient
+from epochkraft.net.client import KafkaClient, R
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode
 
@@ -28,7 +29,7 @@ def parse_controllers(text: str) -> list[tuple[str, int]]:
     return addresses
 
 
-def not_controller(response: Any) -> bool:
+def not_controller(response: ResponsePayload) -> bool:
     """Whether an answer says NOT_CONTROLLER, at the top level or in its first entry (a refused request's
     error response carries it in every error field)."""
     if getattr(response, "error_code", None) == ErrorCode.not_controller:
@@ -74,18 +75,24 @@ class ControllerChannel:
         return self.clients[self.current].address
 
     async def send(
-        self, request: Any, *, elsewhere: Callable[[Any], bool] = not_controller, **kwargs: Any
-    ) -> Any:
+        self,
+        request: RequestPayload,
+        response_type: type[R],
+        *,
+        elsewhere: Callable[[ResponsePayload], bool] = not_controller,
+        timeout_ms: int | None = None,
+    ) -> R:
         """The answer of the first controller, from the one that answered last, whose answer is not
-        ``elsewhere`` (by default NOT_CONTROLLER: the request belongs to the active controller)."""
+        ``elsewhere`` (by default NOT_CONTROLLER: the request belongs to the active controller); a
+        ``response_type`` (for the type checker, as ``KafkaClient.send``)."""
         if self.follow is not None and len(self.follow.clients) == len(self.clients):
             self.current = self.follow.current
-        answer: Any = None
+        answer: R | None = None
         failure: NetworkError | None = None
         for _ in range(len(self.clients)):
             client = self.clients[self.current]
             try:
-                answer = await client.send(request, **kwargs)
+                answer = await client.send(request, response_type, timeout_ms=timeout_ms)
             except NetworkError as exc:
                 failure = exc
                 self._next()

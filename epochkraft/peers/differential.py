@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.find_coordinator.v4 import request as fc
+from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import i8
 
 from epochkraft.net.client import KafkaClient
+from epochkraft.protocol.versions import response_for
 
 # Fields whose values belong to one cluster, not to the protocol: compared neither in value nor presence.
 MASKED = frozenset(
@@ -352,13 +355,14 @@ class Side:
             self._clients[address] = KafkaClient(*address, request_timeout_ms=20_000)
         return self._clients[address]
 
-    async def metadata(self, *topics: str) -> Any:
+    async def metadata(self, *topics: str) -> MetadataResponse:
         response = await self.client(self.bootstrap).send(
             md.MetadataRequest(
                 topics=tuple(md.MetadataRequestTopic(topic_id=None, name=TopicName(t)) for t in topics),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
-            )
+            ),
+            MetadataResponse,
         )
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         self.controller = response.controller_id
@@ -374,7 +378,8 @@ class Side:
     async def coordinator(self, group: str, key_type: int = 0) -> int:
         for _ in range(100):
             response = await self.client(self.bootstrap).send(
-                fc.FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(group,))
+                fc.FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(group,)),
+                FindCoordinatorResponse,
             )
             if response.coordinators[0].node_id >= 0:
                 break
@@ -411,7 +416,8 @@ class Side:
     async def send_to(self, node_id: int, request: Any) -> Any:
         if not self.brokers:
             await self.metadata()
-        return await self.client(self.brokers[node_id]).send(request)
+        response_type = response_for(int(request.__api_key__), int(request.__version__))
+        return await self.client(self.brokers[node_id]).send(request, response_type)
 
     async def close(self) -> None:
         for client in self._clients.values():

@@ -319,6 +319,7 @@ def _reap(node: KafkaNode, wait: bool = False) -> None:
 
 async def _brokers_in_metadata(port: int) -> int:
     from kio.schema.metadata.v12 import request as md
+    from kio.schema.metadata.v12.response import MetadataResponse
 
     from epochkraft.net.client import KafkaClient
     from epochkraft.net.errors import NetworkError
@@ -330,7 +331,8 @@ async def _brokers_in_metadata(port: int) -> int:
                 topics=(),
                 allow_auto_topic_creation=False,
                 include_topic_authorized_operations=False,
-            )
+            ),
+            MetadataResponse,
         )
         return len(response.brokers)
     except (NetworkError, OSError):

@@ -39,12 +39,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kio.schema.alter_partition_reassignments.v0 import request as apr
+from kio.schema.alter_partition_reassignments.v0.response import AlterPartitionReassignmentsResponse
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_log_dirs.v4 import request as dld
+from kio.schema.describe_log_dirs.v4.response import DescribeLogDirsResponse
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
@@ -178,7 +181,7 @@ def _all_topics() -> md.MetadataRequest:
     )
 
 
-def _partition_rows(answer: Any, prefix: str) -> list[tuple[int, Sequence[int], Sequence[int]]]:
+def _partition_rows(answer: MetadataResponse, prefix: str) -> list[tuple[int, Sequence[int], Sequence[int]]]:
     return [
         (p.leader_id, p.replica_nodes, p.isr_nodes)
         for t in answer.topics
@@ -191,7 +194,7 @@ async def _hosted(address: str) -> int:
     """Partitions of the scale topics this broker has a log for."""
     client = _client(address)
     try:
-        answer = await client.send(dld.DescribeLogDirsRequest(topics=None))
+        answer = await client.send(dld.DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse)
     finally:
         await client.close()
     return sum(len(t.partitions) for r in answer.results for t in r.topics if t.name.startswith(PREFIX))
@@ -200,7 +203,7 @@ async def _hosted(address: str) -> int:
 async def _full_isr(address: str) -> int:
     client = _client(address)
     try:
-        return full_isr_count(_partition_rows(await client.send(_all_topics()), PREFIX))
+        return full_isr_count(_partition_rows(await client.send(_all_topics(), MetadataResponse), PREFIX))
     finally:
         await client.close()
 
@@ -220,7 +223,8 @@ async def _create(bootstrap: str, sizes: Sequence[int]) -> None:
                 for i in batch
             )
             answer = await client.send(
-                ct.CreateTopicsRequest(topics=topics, timeout=CREATE_TIMEOUT, validate_only=False)
+                ct.CreateTopicsRequest(topics=topics, timeout=CREATE_TIMEOUT, validate_only=False),
+                CreateTopicsResponse,
             )
             errors = {t.name: t.error_code for t in answer.topics if t.error_code != ErrorCode.none}
             if errors:
@@ -248,7 +252,7 @@ async def _probe_replicas(client: KafkaClient) -> list[int]:
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
-    answer = await client.send(request)
+    answer = await client.send(request, MetadataResponse)
     partitions = answer.topics[0].partitions if answer.topics else ()
     return list(partitions[0].replica_nodes) if partitions else []
 
@@ -264,7 +268,8 @@ async def _create_probe(addresses: Sequence[str]) -> list[int]:
             configs=(),
         )
         await client.send(
-            ct.CreateTopicsRequest(topics=(topic,), timeout=CREATE_TIMEOUT, validate_only=False)
+            ct.CreateTopicsRequest(topics=(topic,), timeout=CREATE_TIMEOUT, validate_only=False),
+            CreateTopicsResponse,
         )
         replicas: list[int] = []
         while len(replicas) < REPLICATION_FACTOR:
@@ -284,7 +289,8 @@ async def _reorder(address: str, replicas: Sequence[int]) -> None:
         answer = await client.send(
             apr.AlterPartitionReassignmentsRequest(
                 topics=(apr.ReassignableTopic(name=TopicName(PROBE), partitions=(partition,)),)
-            )
+            ),
+            AlterPartitionReassignmentsResponse,
         )
     finally:
         await client.close()
@@ -325,7 +331,8 @@ async def _lists_itself(address: str, broker: int) -> bool:
         answer = await client.send(
             md.MetadataRequest(
                 topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
-            )
+            ),
+            MetadataResponse,
         )
         return any(b.node_id == broker for b in answer.brokers)
     except Exception:  # not listening or not serving yet
@@ -338,7 +345,9 @@ async def _back_in_every_isr(survivors: Sequence[str], broker: int) -> bool:
     for address in survivors:
         client = _client(address)
         try:
-            if not in_every_isr(_partition_rows(await client.send(_all_topics()), PREFIX), broker):
+            if not in_every_isr(
+                _partition_rows(await client.send(_all_topics(), MetadataResponse), PREFIX), broker
+            ):
                 return False
         except Exception:  # a survivor busy: ask again
             return False

@@ -60,10 +60,11 @@ def count_problems(output: Iterable[tuple[str, int]], expected: Mapping[str, int
 
 async def _coordinated_ids(address: str, prefix: str) -> int:
     from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+    from kio.schema.list_transactions.v0.response import ListTransactionsResponse
 
     client = MiniClient(address)
     try:
-        response = await client.any_send(ListTransactionsRequest())
+        response = await client.any_send(ListTransactionsRequest(), ListTransactionsResponse)
     finally:
         await client.close()
     return sum(state.transactional_id.startswith(prefix) for state in response.transaction_states)

@@ -97,7 +97,7 @@ def upgrade_request(request: RequestPayload, version: int) -> RequestPayload:
     return convert(request, target)
 
 
-def response_for(api_key: int, version: int) -> type[Payload]:
+def response_for(api_key: int, version: int) -> type[ResponsePayload]:
     """The response class of an API's version, for a caller that names it (a request forwarded at the
     client's version)."""
     return response_class(api_key, version)

@@ -474,6 +474,8 @@ def encode_update_raft_voter_response(
     )
 
 
-def decode_update_raft_voter_response(response: Any) -> UpdateRaftVoterResponse:
+def decode_update_raft_voter_response(
+    response: update_voter_resp.UpdateRaftVoterResponse,
+) -> UpdateRaftVoterResponse:
     leader = response.current_leader
     return UpdateRaftVoterResponse(response.error_code, leader.leader_id, leader.leader_epoch)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kio.static.protocol import Payload, RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 if TYPE_CHECKING:
     from epochkraft.broker.client_quotas import ClientQuotas
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 # The response class a caller names for the controller's answer
-R = TypeVar("R", bound=Payload)
+R = TypeVar("R", bound=ResponsePayload)
 
 
 class BrokerApis(Protocol):

@@ -34,10 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
+from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
+from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v4.request import Feature, Listener
+from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_cluster.v1.response import DescribeClusterResponse
+from kio.schema.envelope.v0.response import EnvelopeResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.update_features.v1.request import UpdateFeaturesRequest
 from kio.schema.update_features.v1.response import UpdateFeaturesResponse
@@ -106,8 +112,6 @@ from epochkraft.server.malloc_tuning import keep_read_buffers
 from epochkraft.server.socket_server import KafkaServer, TurnGate, parse_ip_overrides
 
 if TYPE_CHECKING:
-    from kio.schema.alter_partition.v3.response import AlterPartitionResponse
-
     from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
     from epochkraft.metrics.admin_http import AdminServer
     from epochkraft.metrics.events import EventLog
@@ -387,7 +391,7 @@ class BrokerNode:
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
-        return await self.alter_partition_channel.send(request)
+        return await self.alter_partition_channel.send(request, AlterPartitionResponse)
 
     def generate_producer_id(self) -> GeneratedProducerId:
         """An id for InitProducerId; asks the controller for the next block when the manager wants one."""
@@ -407,7 +411,7 @@ class BrokerNode:
         )
         error, start, length = ErrorCode.unknown_server_error, -1, 0
         try:
-            response = await self.control.send(request)
+            response = await self.control.send(request, AllocateProducerIdsResponse)
             error, start, length = response.error_code, response.producer_id_start, response.producer_id_len
         except NetworkError as exc:
             self.log.info("AllocateProducerIds failed", error=str(exc))
@@ -424,14 +428,14 @@ class BrokerNode:
         address, so the controller authorizes it and charges its quota as the client's (Kafka's
         ForwardingManager); the broker's own bare."""
         if client is None:
-            response = forwarding.answer_as(await self.control.send(request), response_type)
+            response = forwarding.answer_as(await self.control.send(request, response_type), response_type)
         else:
             header = client.header
             envelope = forwarding.wrap(
                 request, header.client_id, header.correlation_id, client.principal, client.client_host
             )
             try:
-                answer = await self.control.send(envelope)
+                answer = await self.control.send(envelope, EnvelopeResponse)
             except NetworkError:
                 # No controller answered in time: REQUEST_TIMED_OUT, which admin clients retry (Kafka's
                 # ForwardingManager.onTimeout), not UNKNOWN_SERVER_ERROR.
@@ -493,7 +497,8 @@ class BrokerNode:
         while True:
             try:
                 response = await self.control.send(
-                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2)),
+                    DescribeClusterResponse,
                 )
                 return response.cluster_id
             except NetworkError as exc:
@@ -524,7 +529,7 @@ class BrokerNode:
         while True:
             try:
                 response = await self.lifecycle_channel.send(
-                    self.lifecycle.registration_request(registration)
+                    self.lifecycle.registration_request(registration), BrokerRegistrationResponse
                 )
             except NetworkError as exc:
                 self.log.info("registration failed; retrying", error=str(exc))
@@ -620,7 +625,7 @@ class BrokerNode:
         # the offset every metadata listener (the replicas) has carried out
         request = self.lifecycle.heartbeat_request(self.follower.published_offset)
         try:
-            response = await self.heartbeat_channel.send(request)
+            response = await self.heartbeat_channel.send(request, BrokerHeartbeatResponse)
         except NetworkError as exc:
             self._last_heartbeat = f"failed: {exc}"
             self.log.debug("heartbeat failed", error=str(exc))

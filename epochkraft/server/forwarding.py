@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.envelope.v0.response import EnvelopeResponse
-from kio.static.protocol import Payload, RequestPayload
+from kio.static.protocol import Payload, RequestPayload, ResponsePayload
 
 from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -38,7 +38,7 @@ ENVELOPE_KEY = 58
 FORWARDABLE_APIS = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 57})
 
 # The response class a caller of the controller names for its request's answer
-R = TypeVar("R", bound=Payload)
+R = TypeVar("R", bound=ResponsePayload)
 
 
 class EnvelopeError(Exception):

@@ -11,8 +11,10 @@ their handlers; the controller-listener and cluster-wide APIs are in ``operation
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from kio.static.protocol import RequestPayload
+
+from epochkraft.protocol import request_types as rt
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.security.operations import CLUSTER_OPERATIONS
@@ -77,43 +79,79 @@ TRANSACTIONAL_ID_OPERATIONS: dict[int, AclOperation] = {
 }
 
 
-def _names(items: Iterable[Any] | None) -> list[str]:
+# The requests whose group the GROUP_OPERATIONS check reads from ``group_id``
+_OF_ONE_GROUP = (
+    rt.OffsetCommit
+    | rt.JoinGroup
+    | rt.Heartbeat
+    | rt.LeaveGroup
+    | rt.SyncGroup
+    | rt.AddOffsetsToTxn
+    | rt.TxnOffsetCommit
+    | rt.OffsetDelete
+    | rt.ConsumerGroupHeartbeat
+)
+# The requests whose topics the TOPIC_OPERATIONS check reads from ``topics``
+_NAMING_TOPICS = (
+    rt.ListOffsets
+    | rt.OffsetCommit
+    | rt.DeleteRecords
+    | rt.OffsetForLeaderEpoch
+    | rt.TxnOffsetCommit
+    | rt.CreatePartitions
+    | rt.OffsetDelete
+    | rt.DescribeProducers
+    | rt.DescribeTopicPartitions
+)
+
+
+def _names(items: Iterable[object] | None) -> list[str]:
     return [str(getattr(t, "name", None) or getattr(t, "topic", "")) for t in items or ()]
 
 
-def _groups(key: int, request: Any) -> list[str]:
-    if key == 10:
+def _not_served(key: int, request: RequestPayload) -> TypeError:
+    """A request these rules do not know under its key (every version a handler registers is known)."""
+    return TypeError(f"API {key}: not a request the rules read: {type(request).__name__}")
+
+
+def _coordinator_keys(request: rt.FindCoordinator) -> list[str]:
+    if hasattr(request, "coordinator_keys"):  # v4+; v0-v3 name one key
+        return list(request.coordinator_keys)
+    return [request.key]
+
+
+def _groups(key: int, request: RequestPayload) -> list[str]:
+    if isinstance(request, rt.FindCoordinator):
         if getattr(request, "key_type", 0) != 0:
             return []  # a transactional id: TRANSACTIONAL_ID_OPERATIONS
-        keys = getattr(request, "coordinator_keys", None)
-        return list(keys) if keys is not None else [request.key]
-    if key == 9 and getattr(request, "groups", None) is not None:
-        return [g.group_id for g in request.groups]
-    if key == 15:
+        return _coordinator_keys(request)
+    if isinstance(request, rt.OffsetFetch):
+        if hasattr(request, "groups"):  # v8+
+            return [g.group_id for g in request.groups]
+        return [request.group_id]
+    if isinstance(request, rt.DescribeGroups):
         return list(request.groups)
-    if key == 42:
+    if isinstance(request, rt.DeleteGroups):
         return list(request.groups_names)
-    if key == 69:
+    if isinstance(request, rt.ConsumerGroupDescribe):
         return list(request.group_ids)
-    return [request.group_id]
+    if isinstance(request, _OF_ONE_GROUP):
+        return [request.group_id]
+    raise _not_served(key, request)
 
 
-def _transactional_ids(key: int, request: Any) -> list[str]:
-    if key == 10:
-        if getattr(request, "key_type", 0) != 1:
-            return []
-        keys = getattr(request, "coordinator_keys", None)
-        return list(keys) if keys is not None else [request.key]
-    if key == ADD_PARTITIONS_TO_TXN:
-        batched = getattr(request, "transactions", None)
-        if batched is not None:
-            return []  # a broker's verification: CLUSTER_ACTION
+def _transactional_ids(key: int, request: RequestPayload) -> list[str]:
+    if isinstance(request, rt.FindCoordinator):
+        return _coordinator_keys(request) if getattr(request, "key_type", 0) == 1 else []
+    if isinstance(request, rt.AddPartitionsToTxn):
+        if hasattr(request, "transactions"):
+            return []  # a broker's verification (v4+): CLUSTER_ACTION
         return [request.v3_and_below_transactional_id]
     transactional_id = getattr(request, "transactional_id", None)
     return [] if transactional_id is None else [transactional_id]
 
 
-def _transaction_refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+def _transaction_refusal(key: int, request: RequestPayload, ctx: RequestContext) -> ErrorCode | None:
     """TRANSACTIONAL_ID WRITE (DESCRIBE for FindCoordinator), and for AddPartitionsToTxn WRITE on its
     topics from a client or CLUSTER_ACTION from a broker (v4+)."""
     operation = TRANSACTIONAL_ID_OPERATIONS.get(key)
@@ -123,8 +161,8 @@ def _transaction_refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCo
         ctx.authorized(operation, ResourceType.TRANSACTIONAL_ID, t) for t in _transactional_ids(key, request)
     ):
         return ErrorCode.transactional_id_authorization_failed
-    if key == ADD_PARTITIONS_TO_TXN:
-        if getattr(request, "transactions", None) is not None:
+    if isinstance(request, rt.AddPartitionsToTxn):
+        if hasattr(request, "transactions"):
             if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
                 return ErrorCode.cluster_authorization_failed
         elif not all(
@@ -135,7 +173,35 @@ def _transaction_refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCo
     return None
 
 
-def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+def _topic_refusal(key: int, request: RequestPayload, ctx: RequestContext) -> ErrorCode | None:
+    if key == 23 and getattr(request, "replica_id", -1) >= 0:  # v3+ names the replica
+        if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+            return ErrorCode.cluster_authorization_failed
+        return None
+    if not isinstance(request, _NAMING_TOPICS):
+        raise _not_served(key, request)
+    if not all(ctx.authorized(TOPIC_OPERATIONS[key], ResourceType.TOPIC, n) for n in _names(request.topics)):
+        return ErrorCode.topic_authorization_failed
+    return None
+
+
+def _config_refusal(key: int, request: RequestPayload, ctx: RequestContext) -> ErrorCode | None:
+    if not isinstance(request, rt.DescribeConfigs | rt.AlterConfigs | rt.IncrementalAlterConfigs):
+        raise _not_served(key, request)
+    operation = CONFIG_OPERATIONS[key]
+    for resource in request.resources:
+        if resource.resource_type == CONFIG_TOPIC:
+            if not ctx.authorized(operation, ResourceType.TOPIC, resource.resource_name):
+                return ErrorCode.topic_authorization_failed
+        elif resource.resource_type == CONFIG_GROUP:  # the group's own ACLs (Kafka's ConfigHelper)
+            if not ctx.authorized(operation, ResourceType.GROUP, resource.resource_name):
+                return ErrorCode.group_authorization_failed
+        elif not ctx.authorized_cluster(operation):
+            return ErrorCode.cluster_authorization_failed
+    return None
+
+
+def refusal(key: int, request: RequestPayload, ctx: RequestContext) -> ErrorCode | None:
     """The error a request gets before its handler runs, or None (the controller listener serves the config
     and CreatePartitions APIs of these tables, checked as ControllerApis checks them)."""
     if ctx.authorizer is None:
@@ -147,28 +213,13 @@ def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
         operation = GROUP_OPERATIONS[key]
         if not all(ctx.authorized(operation, ResourceType.GROUP, g) for g in _groups(key, request)):
             return ErrorCode.group_authorization_failed
-    if key in TOPIC_OPERATIONS:
-        if key == 23 and getattr(request, "replica_id", -1) >= 0:  # v3+ names the replica
-            if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
-                return ErrorCode.cluster_authorization_failed
-        elif not all(
-            ctx.authorized(TOPIC_OPERATIONS[key], ResourceType.TOPIC, n) for n in _names(request.topics)
-        ):
-            return ErrorCode.topic_authorization_failed
-    if key in CONFIG_OPERATIONS:
-        operation = CONFIG_OPERATIONS[key]
-        for resource in request.resources:
-            if resource.resource_type == CONFIG_TOPIC:
-                if not ctx.authorized(operation, ResourceType.TOPIC, resource.resource_name):
-                    return ErrorCode.topic_authorization_failed
-            elif resource.resource_type == CONFIG_GROUP:  # the group's own ACLs (Kafka's ConfigHelper)
-                if not ctx.authorized(operation, ResourceType.GROUP, resource.resource_name):
-                    return ErrorCode.group_authorization_failed
-            elif not ctx.authorized_cluster(operation):
-                return ErrorCode.cluster_authorization_failed
+    if key in TOPIC_OPERATIONS and (topic_refused := _topic_refusal(key, request, ctx)) is not None:
+        return topic_refused
+    if key in CONFIG_OPERATIONS and (config_refused := _config_refusal(key, request, ctx)) is not None:
+        return config_refused
     # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KafkaApis
     # handleInitProducerIdRequest, authorizeByResourceType).
-    idempotent = key == INIT_PRODUCER_ID and request.transactional_id is None
+    idempotent = isinstance(request, rt.InitProducerId) and request.transactional_id is None
     if (
         idempotent
         and not ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE)
@@ -178,7 +229,9 @@ def refusal(key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
     return None
 
 
-def listener_refusal(listener: str, key: int, request: Any, ctx: RequestContext) -> ErrorCode | None:
+def listener_refusal(
+    listener: str, key: int, request: RequestPayload, ctx: RequestContext
+) -> ErrorCode | None:
     """The authorization error a request gets on ``listener`` before its handler runs: the cluster
     operation its API needs there, then the checks above (None: allowed, or no authorizer). A request a
     broker forwarded in an Envelope is checked so too, as its client."""

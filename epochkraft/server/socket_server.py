@@ -33,12 +33,12 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Generic, Literal, TypeAlias, TypeVar, overload
 
 import structlog
 from kio.static.primitive import i32Timedelta
-from kio.static.protocol import Payload
+from kio.static.protocol import RequestPayload, ResponsePayload
 from structlog.typing import FilteringBoundLogger
 
 from epochkraft.broker.client_quotas import ClientQuotas
@@ -97,6 +97,10 @@ MAX_REQUEST_BYTES_PER_API = {
 # the reserved connection slots admit only these, so a flood of clients cannot lock out replication.
 INTER_BROKER_CLIENT_PREFIXES = ("replica-fetcher-", "broker-")
 Response = bytes | list[bytes | memoryview] | None  # an encoded response frame, whole or in pieces
+# What a handler answers: its response, or its body already encoded (whole or in pieces, on a hot path), or
+# nothing (Produce with acks=0)
+Answer: TypeAlias = ResponsePayload | bytes | list[bytes | memoryview] | None
+T = TypeVar("T")
 
 # Requests no client quota measures or throttles: ApiVersions and SASL come before a client is known, and
 # the cluster actions of Kafka's ApiKeys (clusterAction: the brokers' and controllers' own requests), which
@@ -395,19 +399,19 @@ class TurnGate:
             self._schedule_next_turn()
 
 
-class _BusyTime:
+class _BusyTime(Generic[T]):
     """Awaits a coroutine, adding up the time the event loop spends running it (its steps, not its waits):
     the analogue of the request handler thread time Kafka's request_percentage measures."""
 
     __slots__ = ("busy_ns", "coro")
 
-    def __init__(self, coro: Any) -> None:
+    def __init__(self, coro: Coroutine[object, object, T]) -> None:
         self.coro = coro
         self.busy_ns = 0
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[object, object, T]:
         coro, clock = self.coro, time.perf_counter_ns
-        value: Any = None
+        value: object = None
         error: BaseException | None = None
         while True:
             start = clock()
@@ -426,21 +430,19 @@ class _BusyTime:
                 value, error = None, exc
 
 
-def _fetch_replica_id(request: Payload, version: int) -> int:
+def _fetch_replica_id(request: RequestPayload, version: int) -> int:
     """A Fetch's replica id: ReplicaState's from v15 (KIP-903), else the ReplicaId field."""
     state = getattr(request, "replica_state", None) if version >= 15 else None
     return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
-def _throttle_of(response: Payload) -> int:
+def _throttle_of(response: Answer) -> int:
     """The throttle time a handler put in its response itself (KIP-599's controller mutation quota)."""
     throttle = getattr(response, "throttle_time", None)
     return 0 if throttle is None else int(throttle / datetime.timedelta(milliseconds=1))
 
 
-def _with_throttle(
-    response: Payload | list[bytes | memoryview], throttle_ms: int
-) -> Payload | list[bytes | memoryview]:
+def _with_throttle(response: Answer, throttle_ms: int) -> Answer:
     """The response with ``throttle_ms`` as its throttle_time_ms: a kio entity's field, or the first field
     of a Fetch body in pieces."""
     if isinstance(response, list):
@@ -665,12 +667,15 @@ class _Connection(asyncio.BufferedProtocol):
         self.server.turns.start(start)
 
     def _start(
-        self, run: Coroutine[Any, Any, Response], future: asyncio.Future[Response], produce: bool = False
+        self,
+        run: Coroutine[object, object, Response],
+        future: asyncio.Future[Response],
+        produce: bool = False,
     ) -> None:
         task = asyncio.ensure_future(run)
         task.add_done_callback(lambda t: self._settle(t, future, produce))
 
-    async def _run(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> Response:
+    async def _run(self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext) -> Response:
         try:
             return await self._handle(spec, request, ctx)
         except Exception as exc:
@@ -678,7 +683,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     # ---- client quotas (KIP-13, KIP-124, KIP-219) ---------------------------------------------------------
     @staticmethod
-    def _client_request(spec: ApiSpec, request: Payload, ctx: RequestContext) -> bool:
+    def _client_request(spec: ApiSpec, request: RequestPayload, ctx: RequestContext) -> bool:
         """Clients' requests run one at a time per connection, through the turn gate, and count against
         their quotas (ApiVersions and SASL excepted from quotas only); what is exempt goes by the request, as
         in Kafka, never by the client id: the cluster actions, a broker's AddPartitionsToTxn (v4+, which
@@ -693,7 +698,7 @@ class _Connection(asyncio.BufferedProtocol):
     async def _run_with_quotas(
         self,
         spec: ApiSpec,
-        request: Payload,
+        request: RequestPayload,
         ctx: RequestContext,
         size: int,
         future: asyncio.Future[Response],
@@ -768,7 +773,20 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
         self._release_held()
 
-    async def _handle(self, spec: ApiSpec, request: Payload, ctx: RequestContext, encode: bool = True) -> Any:
+    @overload
+    async def _handle(
+        self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext, encode: Literal[True] = True
+    ) -> Response: ...
+
+    @overload
+    async def _handle(
+        self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext, encode: Literal[False]
+    ) -> Answer: ...
+
+    async def _handle(
+        self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext, encode: bool = True
+    ) -> Response | Answer:
+        """The request's answer, encoded into its response frame unless ``encode`` is False."""
         refused = self._refusal(spec, request, ctx)
         gate = self._write_gate(spec)
         if refused is not None:
@@ -783,8 +801,8 @@ class _Connection(asyncio.BufferedProtocol):
         return self._encode(response, ctx) if encode else response
 
     async def _write(
-        self, gate: QuorumDriver | GroupCommit, spec: ApiSpec, request: Payload, ctx: RequestContext
-    ) -> Any:
+        self, gate: QuorumDriver | GroupCommit, spec: ApiSpec, request: RequestPayload, ctx: RequestContext
+    ) -> Answer:
         """The request through the controller's write gate. Once its handler has decided (its records
         appended) the connection's next request may start: decisions stay one at a time and in order,
         answers stay in order and each still waits for its records to be durable; only the waits for the
@@ -809,7 +827,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self.awaiting_disk -= 1
 
     @staticmethod
-    def _encode(response: Any, ctx: RequestContext) -> Response:
+    def _encode(response: Answer, ctx: RequestContext) -> Response:
         if response is None:  # e.g. Produce with acks=0 sends no response
             return None
         header = ctx.header
@@ -831,12 +849,14 @@ class _Connection(asyncio.BufferedProtocol):
             return None
         return gate
 
-    def _refusal(self, spec: ApiSpec, request: Payload, ctx: RequestContext) -> ErrorCode | None:
+    def _refusal(self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext) -> ErrorCode | None:
         """The authorization error a request gets before its handler runs (None: an authorizer allows it,
         or there is none)."""
         return listener_refusal(self.server.listener, spec.key, request, ctx)
 
-    def _failed(self, spec: ApiSpec, request: Payload, ctx: RequestContext, exc: Exception) -> Response:
+    def _failed(
+        self, spec: ApiSpec, request: RequestPayload, ctx: RequestContext, exc: Exception
+    ) -> Response:
         """The request's error response (Kafka's getErrorResponse); raises to close the connection where
         Kafka has none to send (Produce with acks=0)."""
         suppressed = self.server.failures.admit(

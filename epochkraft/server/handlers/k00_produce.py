@@ -118,24 +118,35 @@ def _append_time(log_append_time_ms: int) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(log_append_time_ms / 1000, tz=datetime.UTC)
 
 
-def _has_transactional_records(request) -> bool:
+def _has_transactional_records(request: rt.Produce) -> bool:
     """Kafka's ProduceRequest.hasTransactionalRecords: a partition's first batch is transactional (the
     attributes' low byte sits at offset 22 of a batch)."""
-    return any(
-        len(p.records or b"") > ATTRIBUTES_LOW_BYTE and p.records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
-        for t in request.topic_data
-        for p in t.partition_data
-    )
+    for t in request.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if (
+                records is not None
+                and len(records) > ATTRIBUTES_LOW_BYTE
+                and records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
+            ):
+                return True
+    return False
 
 
-async def _verify_transaction(ctx, request, names, refused) -> ProduceAdds:
+async def _verify_transaction(
+    ctx: RequestContext,
+    request: rt.Produce,
+    names: list[str | None],
+    refused: dict[str, tuple[ErrorCode, str | None]],
+) -> ProduceAdds:
     """The partitions the transaction coordinator did not verify (or, from v12, add) in the producer's
     transaction, and the guard of each transactional batch's verification."""
     if request.transactional_id is None:
         return NOT_VERIFIED
+    topics: Sequence[_Topic] = request.topic_data
     batches = {
         (name, p.index): p.records or b""
-        for t, name in zip(request.topic_data, names, strict=True)
+        for t, name in zip(topics, names, strict=True)
         if name is not None and name not in refused
         for p in t.partition_data
     }

@@ -24,7 +24,7 @@ from kio.static.primitive import i32, i64
 
 from epochkraft.protocol.api import BROKER, CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.versions import downgrade_response
+from epochkraft.protocol.versions import downgrade_response, response_for
 from epochkraft.raft.describe_quorum import METADATA_TOPIC
 from epochkraft.server.context import RequestContext
 
@@ -99,7 +99,7 @@ def _asks_for_the_metadata_partition(topics) -> bool:
 async def handle_on_broker(request: rt.DescribeQuorum, ctx: RequestContext):
     if not _asks_for_the_metadata_partition(request.topics):
         return downgrade_response(_unknown_partitions(request.topics), ctx.api_version)
-    return await ctx.broker.control.send(request, elsewhere=_not_leader)
+    return await ctx.broker.control.send(request, response_for(55, ctx.api_version), elsewhere=_not_leader)
 
 
 @api(key=55, name="DescribeQuorum", versions=(0, 2), listeners=(CONTROLLER,))
