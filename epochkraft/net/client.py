@@ -22,6 +22,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.api_versions.v1.response import ApiVersionsResponse as ApiVersionsResponseV1
 from kio.schema.api_versions.v2.response import ApiVersionsResponse as ApiVersionsResponseV2
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
+from kio.schema.api_versions.v4.response import ApiVersionsResponse as ApiVersionsResponseV4
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from epochkraft.net.errors import ConnectionLost, RequestTimedOut
@@ -40,7 +41,11 @@ T = TypeVar("T")
 Frame: TypeAlias = bytes | memoryview
 OnFrame: TypeAlias = Callable[[Frame, int], T]
 ApiVersionsResponse: TypeAlias = (
-    ApiVersionsResponseV0 | ApiVersionsResponseV1 | ApiVersionsResponseV2 | ApiVersionsResponseV3
+    ApiVersionsResponseV0
+    | ApiVersionsResponseV1
+    | ApiVersionsResponseV2
+    | ApiVersionsResponseV3
+    | ApiVersionsResponseV4
 )
 
 
@@ -252,14 +257,15 @@ class KafkaClient:
 
     async def api_versions(self, version: int = 3) -> ApiVersionsResponse:
         from epochkraft.protocol.framing import request_class
+        from epochkraft.protocol.versions import response_for
 
         cls = request_class(18, version)
         fields = {"client_software_name": "epochkraft", "client_software_version": "0.1.0"}
         names = {f.name for f in dataclasses.fields(cls)}
         answer = await self.send(
-            cls(**{k: v for k, v in fields.items() if k in names}), ApiVersionsResponseV3
+            cls(**{k: v for k, v in fields.items() if k in names}), response_for(18, version)
         )
-        return cast(ApiVersionsResponse, answer)  # the ApiVersions response of ``version``
+        return cast(ApiVersionsResponse, answer)  # the ApiVersions response of ``version`` (v0-v4)
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None

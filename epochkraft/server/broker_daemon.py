@@ -391,6 +391,7 @@ class BrokerNode:
 
     # ---- controller calls --------------------------------------------------------------------------------
     async def _send_alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        # v2 or v3 (alter_partition_manager picks the version); their answers have the same fields
         return await self.alter_partition_channel.send(request, AlterPartitionResponse)
 
     def generate_producer_id(self) -> GeneratedProducerId:
