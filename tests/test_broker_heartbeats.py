@@ -145,6 +145,26 @@ async def test_an_answer_arriving_during_shutdown_changes_nothing(node, monkeypa
     assert registrations == [] and node.state == State.RUNNING and node.broker_epoch == 10
 
 
+async def test_a_registration_again_that_failed_is_tried_again(node, monkeypatch):
+    """A STALE_BROKER_EPOCH answer registers again; if that registration fails (here: raises, as a
+    malformed answer would), the next turn of the loop registers again rather than heartbeating with no
+    registration, as Kafka's CommunicationEvent sends a registration until one is answered."""
+    registrations: list[int] = []
+
+    async def register() -> None:
+        registrations.append(len(registrations))
+        node.lifecycle.begin_registration(-1)
+        if len(registrations) == 1:
+            raise ProtocolError("malformed registration answer")
+        node.lifecycle.broker_epoch, node.lifecycle.state = 20, State.RECOVERY
+
+    monkeypatch.setattr(node, "register", register)
+    channel = ScriptedChannel(answer(ErrorCode.stale_broker_epoch), answer(fenced=False))
+    await run_heartbeats(node, channel, lambda: node.state == State.RUNNING and node.broker_epoch == 20)
+    assert registrations == [0, 1]
+    assert len(channel.requests) < 20, "no heartbeats while unregistered"
+
+
 async def test_no_registration_once_shutting_down(node):
     channel = ScriptedChannel(fail(AssertionError("a registration was sent")))
     node.lifecycle_channel = channel

@@ -1,7 +1,8 @@
 """A broker's lifecycle with the controller, sans IO: registration, heartbeats, fencing and controlled
-shutdown, as Kafka's BrokerLifecycleManager (``sendBrokerRegistration``, ``handleRegistrationResponse``
-in its BrokerRegistrationResponseEvent, ``sendBrokerHeartbeat``, ``BrokerHeartbeatResponseEvent``,
-``beginControlledShutdown``).
+shutdown, as Kafka's BrokerLifecycleManager (``sendBrokerRegistration``, its
+BrokerRegistrationResponseEvent, ``sendBrokerHeartbeat``, ``BrokerHeartbeatResponseEvent``,
+``beginControlledShutdown``; unlike Kafka's, a controlled shutdown begun while still fenced (RECOVERY)
+asks the controller too, and a stale broker epoch registers again).
 
 It builds the BrokerRegistrationRequest and BrokerHeartbeatRequest from what the caller gives it and
 says what an answer means; the caller (the broker daemon, the simulator's broker) sends, waits and

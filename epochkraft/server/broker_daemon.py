@@ -547,6 +547,7 @@ class BrokerNode:
                     f"data dir {self.data_dir} belongs to cluster {self.cluster_id}, not the controller's"
                 )
             if isinstance(outcome, Ignored):
+                self.log.info("registration answer ignored: registered already")
                 return
             self.log.info("registration refused; retrying", error=response.error_code.name)
             await asyncio.sleep(outcome.delay_ms / 1000)
@@ -596,7 +597,7 @@ class BrokerNode:
     async def heartbeat_loop(
         self, stopping: asyncio.Event, wake: asyncio.Event, daemon_loop: asyncio.AbstractEventLoop
     ) -> None:
-        """Runs on the heartbeat thread. It reads the lifecycle core (plain attributes) and hands what
+        """Runs on the heartbeat thread. It reads and moves the lifecycle core and hands what
         belongs to the daemon's loop back to it: registering again, and setting ``unfenced``. An error
         other than a network one (a malformed answer, the daemon's loop closing) is logged and the next
         heartbeat follows a backoff later, as Kafka's lifecycle manager's event queue goes on after a
@@ -623,6 +624,9 @@ class BrokerNode:
             await asyncio.sleep(LoopWatch.TICK_S)
             return
         self._report_fenced()
+        if self.state == State.STARTING:  # a registration again that failed: as Kafka's CommunicationEvent
+            await self._register_on(daemon_loop)
+            return
         # the offset every metadata listener (the replicas) has carried out
         request = self.lifecycle.heartbeat_request(self.follower.published_offset)
         try:
@@ -644,10 +648,10 @@ class BrokerNode:
         self, outcome: HeartbeatOutcome, daemon_loop: asyncio.AbstractEventLoop
     ) -> int | None:
         """What a heartbeat's answer asks of the broker; the milliseconds until the next heartbeat, or None
-        to send it (or end the loop, shut down) at once."""
+        when the wait is over already (registered again, a retry's backoff slept) or the loop ends."""
         if isinstance(outcome, RegisterAgain):
             self.log.warning("stale broker epoch; registering again")
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
+            await self._register_on(daemon_loop)
         elif isinstance(outcome, RetryAfter):  # NOT_CONTROLLER: no active controller yet
             self.log.debug("heartbeat refused", error=outcome.error.name if outcome.error else None)
             await asyncio.sleep(outcome.delay_ms / 1000)
@@ -659,7 +663,13 @@ class BrokerNode:
             return outcome.next_heartbeat_ms
         elif isinstance(outcome, NextHeartbeat):
             return outcome.delay_ms
-        return None  # ShutDownNow, Ignored
+        elif isinstance(outcome, Ignored):  # never at once: an answer ignored again would spin
+            return self.lifecycle.next_heartbeat_ms()
+        return None  # ShutDownNow
+
+    async def _register_on(self, daemon_loop: asyncio.AbstractEventLoop) -> None:
+        """Registers again, on the daemon's loop (its channels and the producer-id block live there)."""
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.register(), daemon_loop))
 
     async def _until_next_heartbeat(
         self, delay_ms: int, sent: BrokerHeartbeatRequest, stopping: asyncio.Event, wake: asyncio.Event
