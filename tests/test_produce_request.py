@@ -1,5 +1,6 @@
 """protocol/produce_request: the Produce body read with its records as views of the frame, checked against
-kio's reader on every version the handler registers, well-formed and changed bytes alike."""
+kio's reader on every version the handler registers, well-formed and changed bytes alike; and the Produce
+response's KIP-951 leader hints."""
 
 from __future__ import annotations
 
@@ -156,3 +157,66 @@ def test_changed_bytes_read_as_kio_or_are_left_to_it(version, transactional_id, 
         mine = decode_produce_request(frame, version, 4)
         if mine is not None:
             assert mine == expected
+
+
+def produce_response(errors: list[Any]) -> Any:
+    from kio.schema.produce.v11 import response as r11
+
+    partitions = tuple(
+        r11.PartitionProduceResponse(
+            index=i, error_code=e, base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=()
+        )
+        for i, e in enumerate(errors)
+    )
+    return r11.ProduceResponse(
+        responses=(r11.TopicProduceResponse(name="orders", partition_responses=partitions),),
+        throttle_time=datetime.timedelta(0),
+    )
+
+
+class _Registration:
+    leader, leader_epoch, host, port, rack = 2, 7, "127.0.0.1", 9092, None
+
+
+class _Cache:
+    """A broker's metadata: partition 1 of orders led by broker 2."""
+
+    brokers = {2: _Registration()}
+
+    def partition(self, name: str, index: int) -> _Registration | None:
+        return _Registration() if (name, index) == ("orders", 1) else None
+
+    def endpoint(self, broker: int, listener: str) -> _Registration:
+        return _Registration()
+
+
+class _Context:
+    listener_name = "PLAINTEXT"
+
+    def __init__(self, cache: Any) -> None:
+        self.broker = type("Broker", (), {"cache": cache})()
+
+
+def test_a_not_leader_answer_names_the_leader_and_its_endpoint():
+    """KIP-951 (KafkaApis.handleProduceRequest): NOT_LEADER_OR_FOLLOWER carries the current leader."""
+    from kio.schema.produce.v11 import response as r11
+
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.server.handlers.k00_produce import _with_leader_hints
+
+    built = produce_response([ErrorCode.none, ErrorCode.not_leader_or_follower])
+    hinted = _with_leader_hints(built, ["orders"], _Context(_Cache()), r11)
+    first, second = hinted.responses[0].partition_responses
+    assert first == built.responses[0].partition_responses[0]
+    assert (second.current_leader.leader_id, second.current_leader.leader_epoch) == (2, 7)
+    assert [(n.node_id, n.host, n.port) for n in hinted.node_endpoints] == [(2, "127.0.0.1", 9092)]
+
+
+def test_a_response_with_nothing_to_hint_is_answered_as_built_without_metadata_lookups():
+    from kio.schema.produce.v11 import response as r11
+
+    from epochkraft.protocol.errors import ErrorCode
+    from epochkraft.server.handlers.k00_produce import _with_leader_hints
+
+    built = produce_response([ErrorCode.none, ErrorCode.none])
+    assert _with_leader_hints(built, ["orders"], _Context(None), r11) is built  # None: any lookup fails
