@@ -491,3 +491,17 @@ def test_leader_epoch_end_offsets(requested, expected):
         cache.assign(epoch, start)
     cache.assign(5, 30)  # lower than the latest: ignored
     assert cache.end_offset_for(requested) == expected
+
+
+def test_the_tail_cache_keeps_produced_records_seen_through_a_view_of_the_request_only_if_immutable(tmp_path):
+    """Records cut from a request frame as a read-only view of ``bytes`` cannot change and are kept; a
+    view of a receive buffer (a bytearray the next read overwrites) is not."""
+    cache = TailCache(max_bytes=1 << 20)
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL, tail=cache)
+    frame = b"header" + batch([b"v" * 20])
+    plog.append_as_leader(memoryview(frame).toreadonly()[6:], 0)
+    assert cache.read(plog, 0, 1 << 20, plog.log_end_offset) is not None
+    received = bytearray(frame)
+    plog.append_as_leader(memoryview(received).toreadonly()[6:], 0)
+    assert cache.read(plog, 1, 1 << 20, plog.log_end_offset) is None
+    assert values_of(plog.read(1, 1 << 20)) == [(1, b"v" * 20)]

@@ -37,7 +37,13 @@ class NullReplicaManager:
         self.offsets: dict[tuple[str, int], int] = {}
 
     async def append(
-        self, topic: str, index: int, records: bytes, acks: int, timeout_ms: int
+        self,
+        topic: str,
+        index: int,
+        records: bytes | memoryview,
+        acks: int,
+        timeout_ms: int,
+        verification_guard: object = None,
     ) -> ProduceResult:
         count = sum(h.record_count for _, h in iter_batches(records))  # parse headers, as the real path does
         base = self.offsets.get((topic, index), 0)

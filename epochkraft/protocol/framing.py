@@ -22,6 +22,7 @@ from kio.static.protocol import RequestPayload
 from epochkraft.protocol import kio_extra
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
 from epochkraft.protocol.guard import check_lengths
+from epochkraft.protocol.produce_request import PRODUCE_KEY, decode_produce_request
 
 API_VERSIONS_KEY = 18
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -261,8 +262,13 @@ def decode_request_body(header: RequestHeader, data: bytes | memoryview) -> Requ
     """Decodes the body after the header with kio; ProtocolError when malformed.
 
     Trailing bytes after a complete body are ignored, as Kafka's own parsers do: some clients (librdkafka's
-    Metadata v12, for one) send fields a later schema added.
+    Metadata v12, for one) send fields a later schema added. A Produce request is read by
+    protocol/produce_request first (its records as views of a ``bytes`` frame), kio taking what that leaves.
     """
+    if header.api_key == PRODUCE_KEY:
+        produce = decode_produce_request(data, header.api_version, header.header_size)
+        if produce is not None:
+            return produce
     cls = request_class(header.api_key, header.api_version)
     return decode_entity(cls, data, header.header_size, allow_trailing=True, request=True)
 

@@ -289,7 +289,7 @@ class PartitionLog:
 
     def append_as_leader(
         self,
-        records: bytes,
+        records: bytes | memoryview,
         leader_epoch: int,
         *,
         validated: bool = False,
@@ -325,7 +325,7 @@ class PartitionLog:
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
         self._write([piece for batch in pieces for piece in batch], stamped)
-        if isinstance(records, bytes):  # kept only if it cannot change
+        if _immutable(records):  # kept only if it cannot change
             for batch, (_, header) in zip(pieces, stamped, strict=True):
                 self.tail.append(self, header.base_offset, header.next_offset, batch, header.size)
         return AppendInfo(
@@ -695,3 +695,12 @@ def _whole_batches(chunk: bytes, limit: int) -> tuple[int, int, bool]:
 
 def _with_offset(header: BatchHeader, base_offset: int, leader_epoch: int) -> BatchHeader:
     return replace(header, base_offset=base_offset, partition_leader_epoch=leader_epoch)
+
+
+def _immutable(records: bytes | memoryview) -> bool:
+    """Whether ``records`` cannot change while held: ``bytes``, or a read-only view of ``bytes`` (a
+    produced partition's records as protocol/produce_request cuts them from the request frame), not a view
+    of a receive buffer that the next read overwrites."""
+    if isinstance(records, bytes):
+        return True
+    return isinstance(records, memoryview) and records.readonly and isinstance(records.obj, bytes)

@@ -304,6 +304,12 @@ def _with_leader_hints(response, names: list[str | None], ctx: RequestContext, s
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names the current leader and its epoch, and the
     response carries that leader's endpoint on this listener, so the producer redirects without a Metadata
     round trip (KafkaApis.handleProduceRequest, getCurrentLeader)."""
+    if not any(
+        p.error_code == ErrorCode.not_leader_or_follower
+        for topic in response.responses
+        for p in topic.partition_responses
+    ):
+        return response  # nothing to hint: rebuilding it entity by entity would give the same response
     cache = ctx.broker.cache
     endpoints: dict[int, object] = {}
     topics = []
