@@ -74,3 +74,18 @@ async def test_a_brokers_add_is_not_held():
         service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], 2), 5
     )
     assert error == ErrorCode.concurrent_transactions
+
+
+async def test_an_add_held_when_the_coordinator_moves_is_answered_at_once():
+    """The coordinator's ``__transaction_state`` partition led elsewhere now: the held add is answered
+    NOT_COORDINATOR at once, not at the end of its bound (the client finds the new coordinator)."""
+    ctx = TxnContext()
+    service = _service(ctx, hold_ms=60_000)
+    init = _committed_with_markers_in_flight(ctx)
+    add = asyncio.create_task(
+        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True)
+    )
+    await asyncio.sleep(0.05)
+    service.on_leadership(ctx.coordinator.partition_for(TXN), False)
+    assert await asyncio.wait_for(add, 1) == ErrorCode.not_coordinator
+    assert service._write_waiters == {}

@@ -232,6 +232,7 @@ class TransactionService:
 
     def on_leadership(self, partition: int, leader: bool) -> None:
         """Loads the partition's transactions (coordinator epoch = its leader epoch) or drops them."""
+        self._wake_writers_of(partition)  # held adds are answered by the new state (NOT_COORDINATOR, ...)
         if not leader:
             self.coordinator.unload_partition(partition)
             return
@@ -259,10 +260,20 @@ class TransactionService:
         result = self.coordinator.complete_append(append, error)
         if result == ErrorCode.none and append.transit.state in PREPARED:
             self._wake.set()
-        for waiter in self._write_waiters.pop(append.transactional_id, ()):
+        self._wake_writers(append.transactional_id)
+        return result
+
+    def _wake_writers(self, transactional_id: str) -> None:
+        for waiter in self._write_waiters.pop(transactional_id, ()):
             if not waiter.done():
                 waiter.set_result(None)
-        return result
+
+    def _wake_writers_of(self, partition: int) -> None:
+        """The held adds of the transactional ids ``__transaction_state``'s ``partition`` holds."""
+        for transactional_id in [
+            t for t in self._write_waiters if self.coordinator.partition_for(t) == partition
+        ]:
+            self._wake_writers(transactional_id)
 
     async def init_producer_id(
         self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None
@@ -285,11 +296,13 @@ class TransactionService:
         """Adds the partitions (Kafka's handleAddPartitionsToTransaction). With ``hold`` (a client's own
         AddPartitionsToTxn or AddOffsetsToTxn), an add the coordinator would refuse with
         CONCURRENT_TRANSACTIONS (the producer's previous transaction still completing: its EndTxn answered,
-        its markers in flight) waits for the transaction's next write and asks again, for at most
-        ``add.partitions.to.txn.retry.backoff.max.ms`` (capped by ``request.timeout.ms``) before answering
-        it: the bound and the retry of Kafka's ReplicaManager.maybeRetryOnConcurrentTransactions for a
-        partition leader's adds, here for the client's, whose next transaction otherwise begins with a
-        refusal and the client's 20 ms backoff (librdkafka's and the Java producer's)."""
+        its markers in flight) waits for the transaction's next write (or a change of this coordinator's
+        leadership) and asks again, for at most ``add.partitions.to.txn.retry.backoff.max.ms`` (capped by
+        ``request.timeout.ms``) before answering it: the bound and the retry of Kafka's
+        ReplicaManager.maybeRetryOnConcurrentTransactions for a partition leader's adds, here for the
+        client's, whose next transaction otherwise begins with a refusal and the client's backoff (20 ms
+        for a first AddPartitionsToTxn in librdkafka and the Java producer, retry.backoff.ms for
+        AddOffsetsToTxn)."""
         settings = self.node.settings
         hold_ms = min(settings.add_partitions_to_txn_retry_backoff_max_ms, settings.request_timeout_ms)
         deadline = time.monotonic() + (hold_ms / 1000 if hold else 0)
@@ -313,7 +326,8 @@ class TransactionService:
         self._write_waiters.setdefault(transactional_id, []).append(written)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(written, timeout_s)
+                async with asyncio.timeout(timeout_s):  # not wait_for: 3.11's can swallow a cancellation
+                    await written
         finally:
             waiters = self._write_waiters.get(transactional_id, [])
             if written in waiters:  # not woken (timed out, cancelled): no longer waiting

@@ -3,7 +3,8 @@
 - v0-3 (clients): adds the partitions to the producer's transaction on its coordinator (Kafka's
   handleAddPartitionsToTransaction): Ongoing written to ``__transaction_state`` before answering.
   PRODUCER_FENCED for a stale epoch (INVALID_PRODUCER_EPOCH before v2), INVALID_PRODUCER_ID_MAPPING,
-  CONCURRENT_TRANSACTIONS while the previous transaction completes, NOT_COORDINATOR elsewhere. A partition
+  CONCURRENT_TRANSACTIONS while the previous transaction completes (after holding the request until it
+  completes, at most add.partitions.to.txn.retry.backoff.max.ms), NOT_COORDINATOR elsewhere. A partition
   this broker does not know is UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing
   is added), as KafkaApis.
 - v4+ (brokers, KIP-890 part 1): a batch of transactions, each with ``verify_only``: verification answers
