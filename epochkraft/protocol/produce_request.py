@@ -23,9 +23,12 @@ import struct
 import uuid
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochkraft.protocol.guard import MAX_STRING_BYTES
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 PRODUCE_KEY = 0
 FIRST_VERSION, LAST_VERSION = 3, 13
@@ -169,7 +172,7 @@ class _Body:
         return size
 
 
-def decode_produce_request(data: bytes | memoryview, version: int, body_start: int) -> Any | None:
+def decode_produce_request(data: bytes | memoryview, version: int, body_start: int) -> rt.Produce | None:
     """kio's ProduceRequest of ``version`` read from ``data[body_start:]``, records as views of ``data``;
     None where kio is to decode it (see the module's doc). Trailing bytes are ignored, as kio's are."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
