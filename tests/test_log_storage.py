@@ -505,3 +505,18 @@ def test_the_tail_cache_keeps_produced_records_seen_through_a_view_of_the_reques
     plog.append_as_leader(memoryview(received).toreadonly()[6:], 0)
     assert cache.read(plog, 1, 1 << 20, plog.log_end_offset) is None
     assert values_of(plog.read(1, 1 << 20)) == [(1, b"v" * 20)]
+
+
+def test_the_tail_cache_keeps_a_copy_of_records_cut_from_a_much_larger_frame(tmp_path):
+    """A view keeps its whole frame alive while the cache counts only the batch: records cut from a frame
+    more than twice their size (many partitions, or bytes padded after the body) are cached as copies,
+    so a client cannot hold megabytes per cached batch."""
+    cache = TailCache(max_bytes=1 << 20)
+    plog = PartitionLog.open(tmp_path / "t-0", SMALL, tail=cache)
+    records = batch([b"v" * 20])
+    frame = b"header" + records + bytes(100_000)
+    plog.append_as_leader(memoryview(frame).toreadonly()[6 : 6 + len(records)], 0)
+    pieces = cache.read(plog, 0, 1 << 20, plog.log_end_offset)
+    assert pieces is not None
+    assert all(not isinstance(p, memoryview) or p.obj is not frame for p in pieces)
+    assert values_of(plog.read(0, 1 << 20)) == [(0, b"v" * 20)]

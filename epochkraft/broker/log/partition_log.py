@@ -325,9 +325,13 @@ class PartitionLog:
             offset += header.record_count
         self.epochs.assign(leader_epoch, first)
         self._write([piece for batch in pieces for piece in batch], stamped)
-        if _immutable(records):  # kept only if it cannot change
+        keep = _tail_keeping(records)
+        if keep is not None:
             for batch, (_, header) in zip(pieces, stamped, strict=True):
-                self.tail.append(self, header.base_offset, header.next_offset, batch, header.size)
+                cached: list[bytes | memoryview] = (
+                    batch if keep == "as is" else [bytes(piece) for piece in batch]
+                )
+                self.tail.append(self, header.base_offset, header.next_offset, cached, header.size)
         return AppendInfo(
             first,
             offset - 1,
@@ -697,10 +701,15 @@ def _with_offset(header: BatchHeader, base_offset: int, leader_epoch: int) -> Ba
     return replace(header, base_offset=base_offset, partition_leader_epoch=leader_epoch)
 
 
-def _immutable(records: bytes | memoryview) -> bool:
-    """Whether ``records`` cannot change while held: ``bytes``, or a read-only view of ``bytes`` (a
-    produced partition's records as protocol/produce_request cuts them from the request frame), not a view
-    of a receive buffer that the next read overwrites."""
+def _tail_keeping(records: bytes | memoryview) -> Literal["as is", "copied"] | None:
+    """How the tail cache may keep batches appended from ``records``: "as is" when they cannot change and
+    hold little else alive (``bytes``, or a read-only view of a ``bytes`` frame at most twice their size:
+    a produced partition's records cut from its request frame, protocol/produce_request); "copied" when
+    the frame around the view is larger (many partitions, or bytes after the body: a cached view would
+    keep the whole frame alive while the cache's budget counts only the batch); None for a view of a
+    buffer the next read overwrites."""
     if isinstance(records, bytes):
-        return True
-    return isinstance(records, memoryview) and records.readonly and isinstance(records.obj, bytes)
+        return "as is"
+    if not (records.readonly and isinstance(records.obj, bytes)):
+        return None
+    return "as is" if len(records.obj) <= 2 * len(records) else "copied"
