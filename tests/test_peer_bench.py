@@ -124,6 +124,21 @@ def test_produce_ratios_and_side_by_side_lines() -> None:
     assert len(lines) == 3
     assert "200.0 |   100.0 | 2.0" in lines[1] and "0.5" in lines[1]
     assert "400.0 |   500.0 | 0.8" in lines[2]
+    assert lines[1].endswith("load - | -")  # no load recorded in these figures
+
+
+def test_a_produce_figure_carries_the_load_average_of_each_round() -> None:
+    from epochkraft.bench.cli import _median_round
+
+    rounds = [
+        {"mb_per_s": m, "broker_cpu_s_per_gb": 1.0, "load_average_1m": load}
+        for m, load in ((3.0, 1.5), (1.0, 2.5), (2.0, 4.0))
+    ]
+    figure = _median_round(rounds)
+    assert figure["mb_per_s"] == 2.0 and figure["load_average_1m_rounds"] == [1.5, 2.5, 4.0]
+    ours = {"1024B": {c: figure for c in ("a_rf3_acks_all", "b_rf1_acks_1")}}
+    line = produce_side_by_side({**ours, "kafka": ours, "epochkraft/kafka": produce_ratios(ours, ours)})
+    assert "load 1.5/2.5/4.0 | 1.5/2.5/4.0" in line
 
 
 def test_small_ratios_keep_a_third_decimal() -> None:

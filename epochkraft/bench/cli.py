@@ -182,7 +182,11 @@ def _delete(bootstrap: str, name: str) -> None:
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, Any]:
     """The round with the median MB/s (the lower middle one of an even count), with every round's MB/s."""
     ordered = sorted(rounds, key=lambda r: r["mb_per_s"])
-    return {**ordered[(len(ordered) - 1) // 2], "mb_per_s_rounds": [r["mb_per_s"] for r in rounds]}
+    return {
+        **ordered[(len(ordered) - 1) // 2],
+        "mb_per_s_rounds": [r["mb_per_s"] for r in rounds],
+        "load_average_1m_rounds": [r["load_average_1m"] for r in rounds if "load_average_1m" in r],
+    }
 
 
 PRODUCE_TARGETS = ("epochkraft", "kafka")
@@ -236,6 +240,11 @@ def produce_ratios(ours: dict[str, Any], kafka: dict[str, Any]) -> dict[str, dic
     return ratios
 
 
+def _loads(figure: dict[str, Any]) -> str:
+    """The 1-minute load averages after each round of a figure, as "3.1/4.0/2.2"."""
+    return "/".join(str(load) for load in figure.get("load_average_1m_rounds", [])) or "-"
+
+
 def side_by_side(produce: dict[str, Any]) -> str:
     """epochkraft's and Kafka's produce figures for (a) and (b), one line each, with the ratios."""
     kafka, ratios = produce.get("kafka", {}), produce.get("epochkraft/kafka", {})
@@ -246,7 +255,8 @@ def side_by_side(produce: dict[str, Any]) -> str:
             lines.append(
                 f"  {size:<5} {config:<15} MB/s {ours['mb_per_s']:>7} | {theirs['mb_per_s']:>7} | "
                 f"{row[f'{short}_mb_per_s']:<5}  broker CPU s/GB {ours['broker_cpu_s_per_gb']:>5} | "
-                f"{theirs['broker_cpu_s_per_gb']:>5} | {row[f'{short}_broker_cpu_s_per_gb']}"
+                f"{theirs['broker_cpu_s_per_gb']:>5} | {row[f'{short}_broker_cpu_s_per_gb']}  "
+                f"load {_loads(ours)} | {_loads(theirs)}"
             )
     return "\n".join(lines)
 
@@ -319,7 +329,8 @@ def part_produce(
                 runs: dict[str, list[dict[str, float]]] = {name: [] for name in configurations}
                 for n in range(rounds):
                     for name, measure in configurations.items():
-                        runs[name].append(measure(size, n))
+                        measured = measure(size, n)  # the machine's load beside each figure
+                        runs[name].append({**measured, "load_average_1m": round(os.getloadavg()[0], 1)})
                 row: dict[str, Any] = {name: _median_round(r) for name, r in runs.items()}
                 a = row["a_rf3_acks_all"]["mb_per_s"]
                 for other, key in (
