@@ -149,6 +149,31 @@ async def test_v0_heartbeat_gets_a_member_id_from_the_coordinator():
     assert joined.error_code == ErrorCode.none and joined.member_id
 
 
+async def test_consumer_group_member_epoch_validation_with_a_zero_topic_id_owned():
+    """Kafka's testConsumerGroupMemberEpochValidation with owned partitions of the zero topic id, which kio
+    reads as None: Kafka takes the request (no INVALID_REQUEST), its reconciliation ignores a topic no
+    assignment holds, and at the previous epoch such a partition is no subset of the member's (isSubset):
+    FENCED_MEMBER_EPOCH, while the same heartbeat without it is accepted."""
+    node = broker()
+    await join(node, "m1")
+    unknown = TopicPartitions(topic_id=None, partitions=(0,))
+    at_epoch = await heartbeat(node, "m1", 1, topic_partitions=(owned_of(node, "m1"), unknown))
+    assert (at_epoch.error_code, at_epoch.member_epoch) == (ErrorCode.none, 1)
+    await join(node, "m2")  # group epoch 2: m1 revokes half, then moves to epoch 2 (previous 1)
+    await heartbeat(node, "m1", 1, topic_partitions=(owned_of(node, "m1"),))
+    moved = await heartbeat(node, "m1", 1, topic_partitions=(owned_of(node, "m1"),))
+    assert moved.member_epoch == 2
+    fenced = await heartbeat(node, "m1", 1, topic_partitions=(owned_of(node, "m1"), unknown))
+    assert fenced.error_code == ErrorCode.fenced_member_epoch
+    accepted = await heartbeat(node, "m1", 1, topic_partitions=(owned_of(node, "m1"),))
+    assert (accepted.error_code, accepted.member_epoch) == (ErrorCode.none, 2)
+
+
+def owned_of(node: SimpleNamespace, member_id: str) -> TopicPartitions:
+    member = node.groups.consumer_groups.groups["grp"].members[member_id]
+    return TopicPartitions(topic_id=FOO, partitions=tuple(sorted(member.assigned[FOO])))
+
+
 async def test_list_groups_by_type_and_state_and_describe_groups():
     """ListGroups v5 lists the group as a "consumer" one; DescribeGroups answers as Kafka 4.3 does for a
     group that is not classic (Dead; GROUP_ID_NOT_FOUND from v6)."""

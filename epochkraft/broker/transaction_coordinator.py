@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse
+
 from epochkraft.broker.producer_id_manager import GeneratedProducerId
 from epochkraft.broker.transaction_log import (
     TopicPartition,
@@ -440,9 +442,11 @@ class TransactionCoordinator:
             )
         )
 
-    def settle_markers(self, sent: MarkerRequest, response: object | None) -> dict[TopicPartition, ErrorCode]:
+    def settle_markers(
+        self, sent: MarkerRequest, response: WriteTxnMarkersResponse | None
+    ) -> dict[TopicPartition, ErrorCode]:
         """A WriteTxnMarkers answered (None: failed as a whole); the errors seen."""
-        settled = self.markers.handle_response(sent, response)  # type: ignore[arg-type]
+        settled = self.markers.handle_response(sent, response)
         self._completions_due.update(settled.completed)
         return settled.errors
 

@@ -34,7 +34,24 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
+
+from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
+from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
+from kio.schema.fetch.v6.request import FetchRequest as FetchRequestV6
+from kio.schema.fetch.v7.request import FetchRequest as FetchRequestV7
+from kio.schema.fetch.v8.request import FetchRequest as FetchRequestV8
+from kio.schema.fetch.v9.request import FetchRequest as FetchRequestV9
+from kio.schema.fetch.v10.request import FetchRequest as FetchRequestV10
+from kio.schema.fetch.v11.request import FetchRequest as FetchRequestV11
+from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
+from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
+from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
+from kio.schema.fetch.v15.request import FetchRequest as FetchRequestV15
+from kio.schema.fetch.v16.request import FetchRequest as FetchRequestV16
+from kio.schema.fetch.v17.request import FetchRequest as FetchRequestV17
+from kio.schema.fetch.v18.request import FetchRequest as FetchRequestV18
+from kio.static.protocol import RequestPayload
 
 from epochkraft.broker.fetch_messages import FetchParams, PartitionFetch
 from epochkraft.broker.fetch_session import (
@@ -55,22 +72,87 @@ from epochkraft.server.handlers._util import ms
 if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
+# The versions that have a field, checked once per request (tests/test_request_types.py keeps them whole);
+# newest first, as isinstance tries them in order and most clients fetch at a recent version.
+WITH_SESSIONS = (
+    FetchRequestV18,
+    FetchRequestV17,
+    FetchRequestV16,
+    FetchRequestV15,
+    FetchRequestV14,
+    FetchRequestV13,
+    FetchRequestV12,
+    FetchRequestV11,
+    FetchRequestV10,
+    FetchRequestV9,
+    FetchRequestV8,
+    FetchRequestV7,
+)  # v7+ (KIP-227): fetch sessions
+BY_TOPIC_ID = (
+    FetchRequestV18,
+    FetchRequestV17,
+    FetchRequestV16,
+    FetchRequestV15,
+    FetchRequestV14,
+    FetchRequestV13,
+)  # v13+ (KIP-516): topics by id
+WITH_REPLICA_STATE = (FetchRequestV18, FetchRequestV17, FetchRequestV16, FetchRequestV15)  # v15+ (KIP-903)
+FetchBeforeV12: TypeAlias = (
+    FetchRequestV4
+    | FetchRequestV5
+    | FetchRequestV6
+    | FetchRequestV7
+    | FetchRequestV8
+    | FetchRequestV9
+    | FetchRequestV10
+    | FetchRequestV11
+)
 
-def _follower_identity(request, version):
-    if version >= 15:
+
+def _follower_identity(request: rt.FetchOnBroker) -> tuple[int, int]:
+    """The fetching replica's id and broker epoch (-1: unknown before KIP-903; a consumer's id is -1)."""
+    if isinstance(request, WITH_REPLICA_STATE):
         state = request.replica_state
         return state.replica_id, state.replica_epoch
     return request.replica_id, -1
 
 
-def _fetch_data(request, version: int) -> dict[PartitionKey, PartitionData]:
+def _fetch_data(request: rt.FetchOnBroker) -> dict[PartitionKey, PartitionData]:
     """The partitions asked for, keyed by topic id (v13+) or name, in order (FetchRequest.fetchData)."""
+    if isinstance(request, BY_TOPIC_ID):
+        return {
+            (topic.topic_id, p.partition): PartitionData(
+                p.fetch_offset,
+                p.partition_max_bytes,
+                p.current_leader_epoch,
+                p.last_fetched_epoch,
+                p.log_start_offset,
+            )
+            for topic in request.topics
+            for p in topic.partitions
+        }
+    if isinstance(request, FetchRequestV12):
+        return {
+            (topic.topic, p.partition): PartitionData(
+                p.fetch_offset,
+                p.partition_max_bytes,
+                p.current_leader_epoch,
+                p.last_fetched_epoch,
+                p.log_start_offset,
+            )
+            for topic in request.topics
+            for p in topic.partitions
+        }
+    return _fetch_data_before_v12(request)
+
+
+def _fetch_data_before_v12(request: FetchBeforeV12) -> dict[PartitionKey, PartitionData]:
+    """v4-v11, by name: the fields a version lacks take their defaults (clients this old are rare)."""
     return {
-        (topic.topic_id if version >= 13 else topic.topic, p.partition): PartitionData(
+        (topic.topic, p.partition): PartitionData(
             fetch_offset=p.fetch_offset,
             max_bytes=p.partition_max_bytes,
             current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+ (KIP-320)
-            last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
             log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
         )
         for topic in request.topics
@@ -78,13 +160,22 @@ def _fetch_data(request, version: int) -> dict[PartitionKey, PartitionData]:
     }
 
 
-def _to_forget(request, version: int) -> list[PartitionKey]:
+def _to_forget(request: rt.FetchOnBroker) -> list[PartitionKey]:
     """The partitions an incremental fetch drops from its session (v7+)."""
-    return [
-        (topic.topic_id if version >= 13 else topic.topic, index)
-        for topic in getattr(request, "forgotten_topics_data", ())
-        for index in topic.partitions
-    ]
+    if isinstance(request, BY_TOPIC_ID):
+        return [
+            (topic.topic_id, index) for topic in request.forgotten_topics_data for index in topic.partitions
+        ]
+    if isinstance(request, WITH_SESSIONS):
+        return [(topic.topic, index) for topic in request.forgotten_topics_data for index in topic.partitions]
+    return []
+
+
+def _session(request: RequestPayload) -> tuple[int, int]:
+    """The Fetch request's session id and epoch (v7+, KIP-227); before, a sessionless full fetch's."""
+    if isinstance(request, WITH_SESSIONS):
+        return request.session_id, request.session_epoch
+    return INVALID_SESSION_ID, FINAL_EPOCH
 
 
 def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | None:
@@ -99,18 +190,19 @@ def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | Non
 async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
     node = ctx.broker
     version = ctx.api_version
-    replica_id, replica_epoch = _follower_identity(request, version)
+    replica_id, replica_epoch = _follower_identity(request)
     is_follower = replica_id >= 0
     # The follower must have ClusterAction on the cluster to fetch partition data (and to have its fetch
     # session kept over consumers'); consumers READ per topic.
     follower_allowed = not is_follower or ctx.authorized_cluster(AclOperation.CLUSTER_ACTION)
+    session_id, session_epoch = _session(request)
     context = node.replica_manager.fetch_manager.new_context(
         version,
-        getattr(request, "session_id", INVALID_SESSION_ID),  # v7+
-        getattr(request, "session_epoch", FINAL_EPOCH),
+        session_id,
+        session_epoch,
         is_follower and follower_allowed,  # a privileged session
-        _fetch_data(request, version),
-        _to_forget(request, version),
+        _fetch_data(request),
+        _to_forget(request),
         ctx.now_ms(),
     )
     # What the context reads: the partitions asked for, or every partition of an incremental session.
@@ -144,7 +236,7 @@ async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
         max_wait_ms=ms(request.max_wait),
         min_bytes=request.min_bytes,
         max_bytes=max(min(request.max_bytes, node.settings.fetch_max_bytes, _quota_cap(ctx, is_follower)), 0),
-        read_committed=getattr(request, "isolation_level", 0) == READ_COMMITTED,
+        read_committed=request.isolation_level == READ_COMMITTED,
     )
     started = time.monotonic()
     read = await node.replica_manager.fetch_messages(params, wanted)
@@ -214,14 +306,14 @@ def _by_topic(answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[TopicKey
 
 
 def throttled_response(
-    ctx: RequestContext, request, pieces: list[bytes | memoryview]
+    ctx: RequestContext, request: RequestPayload, pieces: list[bytes | memoryview]
 ) -> list[bytes | memoryview]:
     """The empty answer of a Fetch a quota throttles (KafkaApis.handleFetchRequest), with its top-level
     error and session id 0 for a full fetch, whose new session is dropped, else its session's id
     (FetchContext.getThrottledResponse); the session forgets the answer it built, which is not sent."""
     _error, session_id = fetch_response.session_of(ctx.api_version, pieces)
     if session_id != INVALID_SESSION_ID:
-        epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+        _id, epoch = _session(request)
         session_id = ctx.broker.replica_manager.fetch_manager.discard_response(session_id, epoch)
     return fetch_response.throttled(ctx.api_version, pieces, session_id)
 

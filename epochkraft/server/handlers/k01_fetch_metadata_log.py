@@ -18,31 +18,39 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.fetch.v12 import response as v12
 from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
 from kio.schema.fetch.v12.request import FetchTopic as FetchTopicV12
 from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
 from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
+from kio.schema.fetch.v15.request import FetchRequest as FetchRequestV15
 from kio.schema.fetch.v16 import response as v16
+from kio.schema.fetch.v16.request import FetchRequest as FetchRequestV16
 from kio.schema.fetch.v17 import response as v17
+from kio.schema.fetch.v17.request import FetchRequest as FetchRequestV17
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import Records, i32, i64
+from kio.static.protocol import ResponsePayload
 
 from epochkraft.controller.metadata_log import METADATA_TOPIC, METADATA_TOPIC_ID_INT
 from epochkraft.protocol.api import CONTROLLER, api
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import convert, downgrade_response
 from epochkraft.raft import wire
+from epochkraft.raft.messages import FetchResponse
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE, ms
 
 if TYPE_CHECKING:
+    from epochkraft.controller.quorum_driver import QuorumDriver
     from epochkraft.protocol import request_types as rt
 
 METADATA_TOPIC_ID = uuid.UUID(int=METADATA_TOPIC_ID_INT)
 BEFORE_REPLICA_STATE = (FetchRequestV12, FetchRequestV13, FetchRequestV14)  # KIP-903 (v15): ReplicaState
+# A controller's fetch of the Raft log names itself in ReplicaState (v15+)
+VoterFetch: TypeAlias = FetchRequestV15 | FetchRequestV16 | FetchRequestV17
 
 
 def _partition(
@@ -132,7 +140,7 @@ async def handle(request: rt.FetchOnController, ctx: RequestContext):
     return downgrade_response(response, version)
 
 
-async def _voter_fetch(request, quorum):
+async def _voter_fetch(request: VoterFetch, quorum: QuorumDriver) -> ResponsePayload:
     topics = request.topics
     if len(topics) != 1 or topics[0].topic_id != METADATA_TOPIC_ID or len(topics[0].partitions) != 1:
         return _voter_fetch_error(ErrorCode.invalid_request, request)
@@ -141,11 +149,13 @@ async def _voter_fetch(request, quorum):
     partition = topics[0].partitions[0]
     message = wire.decode_fetch_request(request.replica_state.replica_id, ms(request.max_wait), partition)
     answer = await quorum.exchange(message.replica_id, message)
+    if not isinstance(answer, FetchResponse):  # the core answers a Fetch with a Fetch response
+        raise TypeError(f"the Raft core answered a Fetch with {type(answer).__name__}")
     data = wire.encode_fetch_partition(answer, partition.fetch_offset)
     response = v17.FetchResponse(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
-        session_id=0,
+        session_id=i32(0),
         responses=(v17.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(data,)),),
         node_endpoints=wire.node_endpoints(
             answer.leader_id, quorum.endpoints_of(answer.leader_id), quorum.listener_name
@@ -154,6 +164,6 @@ async def _voter_fetch(request, quorum):
     return downgrade_response(response, request.__version__)
 
 
-def _voter_fetch_error(error: ErrorCode, request):
+def _voter_fetch_error(error: ErrorCode, request: VoterFetch) -> ResponsePayload:
     response = v17.FetchResponse(throttle_time=NO_THROTTLE, error_code=error, session_id=i32(0), responses=())
     return downgrade_response(response, request.__version__)

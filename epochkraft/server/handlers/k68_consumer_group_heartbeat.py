@@ -27,6 +27,7 @@ from epochkraft.broker.consumer_group import HeartbeatRequest, HeartbeatResult
 from epochkraft.broker.topics_image import CacheTopics
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.metadata_records import ZERO_UUID
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import AclOperation, ResourceType
 from epochkraft.server.context import RequestContext
@@ -36,10 +37,17 @@ if TYPE_CHECKING:
     from epochkraft.protocol import request_types as rt
 
 
-def _owned(request) -> Assignment | None:
+def _owned(request: rt.ConsumerGroupHeartbeat) -> Assignment | None:
+    """The partitions the member reports owning (None: not sent). kio reads the zero topic id as None; it
+    is kept as Kafka's Uuid.ZERO_UUID, a topic no assignment holds: the reconciliation ignores it
+    (CurrentAssignmentBuilder.ownsRevokedPartitions) and it is no subset of the member's partitions
+    (GroupMetadataManager.isSubset), as any unknown topic id; Kafka does not refuse the request for it."""
     if request.topic_partitions is None:
         return None
-    return {tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions}
+    return {
+        ZERO_UUID if tp.topic_id is None else tp.topic_id: frozenset(tp.partitions)
+        for tp in request.topic_partitions
+    }
 
 
 def _unauthorized_topics(request: rt.ConsumerGroupHeartbeat, ctx: RequestContext) -> list[str]:
