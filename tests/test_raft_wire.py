@@ -163,3 +163,22 @@ def test_a_begin_quorum_epoch_v0_decodes_without_a_directory_id() -> None:
         ),
     )
     assert wire.decode_begin_quorum_epoch_request(request) == BeginQuorumEpochRequest(2, 9)
+
+
+def test_a_fetch_v15_from_a_voter_decodes_without_a_directory_id() -> None:
+    """Fetch v15 and v16 (KIP-595 voters, before KIP-853's directory id in v17) are served to a quorum's
+    voters and observers as v17 is: the partition decodes with no directory id."""
+    from kio.schema.fetch.v15 import request as fetch_v15
+    from kio.static.primitive import i64
+
+    partition = fetch_v15.FetchPartition(
+        partition=i32(0),
+        current_leader_epoch=i32(4),
+        fetch_offset=i64(17),
+        last_fetched_epoch=i32(3),
+        log_start_offset=i64(-1),
+        partition_max_bytes=i32(1 << 20),
+    )
+    message = wire.decode_fetch_request(2, 500, partition)
+    assert (message.replica_id, message.fetch_offset, message.last_fetched_epoch) == (2, 17, 3)
+    assert message.replica_directory_id is None

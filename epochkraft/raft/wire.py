@@ -21,6 +21,8 @@ from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
+from kio.schema.fetch.v15 import request as fetch_req_v15
+from kio.schema.fetch.v16 import request as fetch_req_v16
 from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
 from kio.schema.types import BrokerId, TopicName
@@ -57,6 +59,13 @@ NO_LEADER = -1
 
 class InvalidRaftRequest(Exception):
     """A request for another topic or partition than ``__cluster_metadata``-0, or with none."""
+
+
+VOTER_FETCH_PARTITIONS = (
+    fetch_req_v15.FetchPartition,
+    fetch_req_v16.FetchPartition,
+    fetch_req.FetchPartition,
+)
 
 
 def _single_partition(topics: tuple) -> object:
@@ -318,7 +327,9 @@ def encode_fetch_request(request: FetchRequest, cluster_id: str) -> fetch_req.Fe
 
 
 def decode_fetch_request(replica_id: int, max_wait_ms: int, partition: object) -> FetchRequest:
-    assert isinstance(partition, fetch_req.FetchPartition)
+    """A voter's or observer's Fetch partition, v15-v17 (a directory id only from v17, KIP-853)."""
+    if not isinstance(partition, VOTER_FETCH_PARTITIONS):
+        raise TypeError(f"not a Fetch v15-v17 partition: {type(partition).__name__}")
     return FetchRequest(
         replica_id,
         partition.current_leader_epoch,
