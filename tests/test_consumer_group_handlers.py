@@ -169,6 +169,21 @@ async def test_consumer_group_member_epoch_validation_with_a_zero_topic_id_owned
     assert (accepted.error_code, accepted.member_epoch) == (ErrorCode.none, 2)
 
 
+async def test_a_topic_listed_twice_in_the_owned_partitions_counts_every_entry():
+    """A member still holding a partition it must revoke, listed in one entry of its topic while a second
+    entry of the same topic omits it, still owns it (Kafka reads every entry): it stays at its epoch rather
+    than being taken as having released the partition, which another member would then be given."""
+    node = broker()
+    await join(node, "m1")
+    before = owned_of(node, "m1")
+    await join(node, "m2")
+    await heartbeat(node, "m1", 1, topic_partitions=(before,))  # told to revoke half
+    kept = owned_of(node, "m1")
+    assert set(kept.partitions) < set(before.partitions)
+    answer = await heartbeat(node, "m1", 1, topic_partitions=(before, kept))
+    assert (answer.error_code, answer.member_epoch) == (ErrorCode.none, 1)
+
+
 def owned_of(node: SimpleNamespace, member_id: str) -> TopicPartitions:
     member = node.groups.consumer_groups.groups["grp"].members[member_id]
     return TopicPartitions(topic_id=FOO, partitions=tuple(sorted(member.assigned[FOO])))

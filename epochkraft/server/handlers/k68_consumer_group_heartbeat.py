@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import TYPE_CHECKING
 
 from kio.schema.consumer_group_heartbeat.v1 import response as r1
@@ -38,16 +39,18 @@ if TYPE_CHECKING:
 
 
 def _owned(request: rt.ConsumerGroupHeartbeat) -> Assignment | None:
-    """The partitions the member reports owning (None: not sent). kio reads the zero topic id as None; it
-    is kept as Kafka's Uuid.ZERO_UUID, a topic no assignment holds: the reconciliation ignores it
-    (CurrentAssignmentBuilder.ownsRevokedPartitions) and it is no subset of the member's partitions
-    (GroupMetadataManager.isSubset), as any unknown topic id; Kafka does not refuse the request for it."""
+    """The partitions the member reports owning (None: not sent), a topic named twice with the union of
+    its entries (Kafka reads every entry: CurrentAssignmentBuilder.ownsRevokedPartitions would otherwise
+    take a revoked partition listed in an earlier entry as released). kio reads the zero topic id as None;
+    it is kept as Kafka's Uuid.ZERO_UUID, a topic no assignment holds, which the reconciliation ignores;
+    Kafka does not refuse the request for it."""
     if request.topic_partitions is None:
         return None
-    return {
-        ZERO_UUID if tp.topic_id is None else tp.topic_id: frozenset(tp.partitions)
-        for tp in request.topic_partitions
-    }
+    owned: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in request.topic_partitions:
+        topic_id = ZERO_UUID if tp.topic_id is None else tp.topic_id
+        owned[topic_id] = owned.get(topic_id, frozenset()) | frozenset(tp.partitions)
+    return owned
 
 
 def _unauthorized_topics(request: rt.ConsumerGroupHeartbeat, ctx: RequestContext) -> list[str]:
