@@ -107,7 +107,7 @@ async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(mon
     out before the loop runs anything else, so no produce or fetch is served meanwhile by a partition the
     metadata has taken away; the other transitions follow in slices, a key's removal before its new one."""
     from epochkraft.broker import replica_manager
-    from epochkraft.broker.replica_set import Transition
+    from epochkraft.broker.replica_set import ReplicaOutputs, Transition
 
     transitions = [
         Transition(("a", 0), "leader"),
@@ -119,8 +119,8 @@ async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(mon
     done: list[tuple[str, tuple[str, int]] | str] = []
 
     class ReplicaSetStub:
-        def apply_metadata(self, now_ms: int, changes: Changes) -> list[Transition]:
-            return transitions
+        def apply_metadata(self, now_ms: int, changes: Changes) -> ReplicaOutputs:
+            return ReplicaOutputs(transitions=tuple(transitions))
 
     class RecordingSlicer:
         async def turn(self) -> None:
@@ -133,7 +133,7 @@ async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(mon
     manager.replica_set = ReplicaSetStub()
     monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
     monkeypatch.setattr(manager, "_carry_out", lambda t: done.append((t.kind, t.key)))
-    monkeypatch.setattr(manager, "_after_replica_set", lambda: None)
+    monkeypatch.setattr(manager, "_after_replica_set", lambda outputs: None)
     monkeypatch.setattr(replica_manager, "Slicer", RecordingSlicer)
     await manager.on_metadata(Changes())
     first_yield = done.index("yield")

@@ -13,7 +13,7 @@ from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncat
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import RECOVERED, RECOVERING, Role
-from epochkraft.broker.replica_set import ReplicaSet
+from epochkraft.broker.replica_set import NO_OUTPUTS, IsrEvent, ReplicaOutputs, ReplicaSet
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,
@@ -101,9 +101,9 @@ class Context:
     def p(self):
         return self.rs.partitions[KEY]
 
-    def fetch(self, replica: int, offset: int, leader_end: int = 10) -> None:
+    def fetch(self, replica: int, offset: int, leader_end: int = 10) -> ReplicaOutputs:
         self.logs.ends[KEY] = leader_end
-        self.rs.on_follower_fetch(self.now, KEY, replica, EPOCHS[replica], offset, leader_end)
+        return self.rs.on_follower_fetch(self.now, KEY, replica, EPOCHS[replica], offset, leader_end)
 
     def respond(self, error=ErrorCode.none, *, isr=None, partition_epoch_bump=1, top=ErrorCode.none):
         """Answers the AlterPartition request in flight (each item as proposed, or with ``error``)."""
@@ -129,7 +129,7 @@ class Context:
                 for i in items
             ),
         )
-        self.rs.on_alter_partition_response(self.now, response)
+        return self.rs.on_alter_partition_response(self.now, response)
 
     def send(self):
         return self.rs.poll_alter_partition(self.now)
@@ -238,7 +238,7 @@ def test_do_not_reset_replica_state_if_leader_epoch_is_not_bumped():
     ctx.fetch(2, 0)
     state = ctx.p.remote[2]
     seen = (state.log_end_offset, state.last_caught_up_ms)
-    (transition,) = ctx.change(replicas=(1, 2))  # a new partition epoch, the same leader epoch
+    (transition,) = ctx.change(replicas=(1, 2)).transitions  # a new partition epoch, the same leader epoch
     assert not transition.new_term and ctx.p.partition_epoch == 2 and ctx.p.leader_epoch == 8
     assert (ctx.p.remote[2].log_end_offset, ctx.p.remote[2].last_caught_up_ms) == seen
 
@@ -251,7 +251,7 @@ def test_make_leader_updates_epoch_cache():
     epochs.assign(5, 2)
     ctx = Context(replicas=(1, 2), isr=(1, 2), leader=2, leader_epoch=7)
     ctx.logs.ends[KEY] = 4
-    (transition,) = ctx.change(leader=1)
+    (transition,) = ctx.change(leader=1).transitions
     assert transition.kind == "leader" and transition.new_term and ctx.p.leader_epoch == 8
     epochs.assign(ctx.p.leader_epoch, 4)
     assert epochs.end_offset_for(8) == (8, 4)
@@ -265,7 +265,10 @@ def test_topic_config_change_is_not_a_partition_change():
     ctx.fetch(2, 10)  # caught up: the leader proposes 2 for the ISR
     assert ctx.p.pending is not None
     assert (
-        ctx.apply(ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="1000")) == []
+        ctx.apply(
+            ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="1000")
+        ).transitions
+        == ()
     )
     assert ctx.p.pending is not None and ctx.p.partition_epoch == 1
 
@@ -286,15 +289,17 @@ def test_min_insync_change_reaches_its_topics_partitions(resource, value, expect
     record = ConfigRecord(
         resource_type=resource_type, resource_name=name, name="min.insync.replicas", value=value
     )
-    assert ctx.apply(record) == []
+    assert ctx.apply(record).transitions == ()
     assert ctx.p.min_insync_replicas == expected
 
 
 def test_cluster_default_min_insync_change_reaches_partitions_without_their_own():
     ctx = Context(replicas=(1, 2, 3), isr=(1, 2, 3))
     assert (
-        ctx.apply(ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"))
-        == []
+        ctx.apply(
+            ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3")
+        ).transitions
+        == ()
     )
     assert ctx.p.min_insync_replicas == 3
 
@@ -336,6 +341,127 @@ def test_monotonic_offsets_after_leader_change():
     ctx.change(leader=3, isr=(1, 3))
     assert ctx.p.role == Role.FOLLOWER and ctx.p.high_watermark == 2
     assert ctx.p.update_follower_high_watermark(5, 3) == 3
+
+
+# ---- what each call returns (nothing is left in the replica set for its driver to drain) --------------
+
+
+def test_a_follower_fetch_that_moves_the_high_watermark_returns_the_partition_once():
+    ctx = Context(replicas=(1, 2), isr=(1, 2))
+    moved = ctx.fetch(2, 10)
+    assert moved == ReplicaOutputs(hw_moved=(KEY,))
+    assert ctx.p.high_watermark == 10
+    assert ctx.fetch(2, 10) is NO_OUTPUTS, "the move was handed back once, not kept for a later call"
+    assert ctx.fetch(2, 12, leader_end=12) is moved, "the partition's prebuilt outputs: nothing allocated"
+
+
+def test_a_follower_fetch_that_changes_nothing_returns_the_shared_empty_outputs():
+    """The hot path: every partition of every follower fetch; nothing moved allocates nothing."""
+    ctx = Context(replicas=(1, 2), isr=(1, 2))
+    ctx.fetch(2, 10)
+    assert ctx.fetch(2, 10) is NO_OUTPUTS
+    assert ctx.rs.on_follower_fetch(ctx.now, ("other", 0), 2, 102, 10, 10) is NO_OUTPUTS
+
+
+def test_a_follower_fetch_that_expands_the_isr_returns_the_request_and_its_answer_the_change():
+    ctx = Context(replicas=(1, 2), isr=(1,))
+    outputs = ctx.fetch(2, 10)
+    (requested,) = outputs.isr_events
+    assert requested == IsrEvent(KEY, "requested", ctx.p.pending)
+    assert outputs.hw_moved == ()  # the leader alone had taken the HW to its log end
+    assert ctx.fetch(2, 10).isr_events == (), "the change is pending: not requested again"
+    ctx.send()
+    answered = ctx.respond()
+    assert answered.isr_events == (IsrEvent(KEY, "changed", requested.item, isr=(1, 2)),)
+    assert ctx.p.isr == (1, 2)
+
+
+def test_a_refused_isr_change_is_returned_as_rejected():
+    ctx = Context(replicas=(1, 2), isr=(1,))
+    (requested,) = ctx.fetch(2, 10).isr_events
+    ctx.send()
+    answered = ctx.respond(ErrorCode.invalid_update_version)
+    assert answered.isr_events == (
+        IsrEvent(KEY, "rejected", requested.item, ErrorCode.invalid_update_version),
+    )
+
+
+def test_a_tick_returns_the_shrink_it_requested_and_a_quiet_tick_nothing():
+    ctx = Context(replicas=(1, 2), isr=(1, 2))
+    assert ctx.rs.tick(ctx.now) is NO_OUTPUTS
+    ctx.now += LAG_MS + 1
+    (requested,) = ctx.rs.tick(ctx.now).isr_events
+    assert requested.kind == "requested" and requested.item is not None and requested.item.kind == "shrink"
+
+
+def test_an_append_to_a_single_replica_isr_returns_the_moved_high_watermark():
+    ctx = Context(replicas=(1, 2), isr=(1,))
+    ctx.logs.ends[KEY] = 12
+    assert ctx.rs.on_append(ctx.now, KEY) == ReplicaOutputs(hw_moved=(KEY,))
+    assert ctx.rs.on_append(ctx.now, KEY) is NO_OUTPUTS
+
+
+def test_an_uncleanly_elected_leader_returns_its_transition_and_recovered_report_together():
+    ctx = Context(replicas=(1, 2), isr=(2,), leader=2)
+    outputs = ctx.change(leader=1, isr=(1,), leader_recovery_state=RECOVERING)
+    (transition,) = outputs.transitions
+    (requested,) = outputs.isr_events
+    assert transition.kind == "leader" and transition.new_term
+    assert requested.kind == "requested" and requested.item is ctx.p.pending
+    assert requested.item is not None and requested.item.kind == "recovered"
+
+
+def test_a_fenced_follower_frees_the_high_watermark_in_the_metadata_change_that_fences_it():
+    """A high watermark a metadata change frees is in apply_metadata's outputs, beside its transition."""
+    from epochkraft.protocol.metadata_records import FenceBrokerRecord
+
+    ctx = Context(replicas=(1, 2, 3), isr=(1, 2, 3))
+    ctx.fetch(2, 10)
+    assert ctx.p.high_watermark == 0  # broker 3 holds it back
+    outputs = ctx.apply(
+        FenceBrokerRecord(id=3, epoch=103),
+        PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=(1, 2)),
+    )
+    assert outputs.hw_moved == (KEY,) and ctx.p.high_watermark == 10
+
+
+def daemon_driver(ctx: Context):
+    """The daemon's ReplicaManager around the context's partition, with only what carrying out needs."""
+    import asyncio
+
+    from epochkraft.broker.replica_manager import Replica, ReplicaManager
+
+    manager = object.__new__(ReplicaManager)
+    replica = Replica(partition=ctx.p, log=None)  # type: ignore[arg-type]
+    manager.replicas = {KEY: replica}
+    manager._waiting = {}
+    manager.events = None
+    manager._alter_wakeup = asyncio.Event()
+    return manager, replica
+
+
+async def test_the_daemon_wakes_the_long_polls_of_the_partitions_a_call_returns_as_moved():
+    import asyncio
+
+    ctx = Context(replicas=(1, 2), isr=(1, 2))
+    manager, replica = daemon_driver(ctx)
+    long_poll = asyncio.get_running_loop().create_future()
+    replica.fetch_waiters.add(long_poll)
+    manager._after_replica_set(ctx.fetch(2, 8))
+    assert ctx.p.high_watermark == 8 and long_poll.done()
+    still_waiting = asyncio.get_running_loop().create_future()
+    replica.fetch_waiters.add(still_waiting)
+    manager._after_replica_set(ctx.fetch(2, 8))
+    assert not still_waiting.done()
+
+
+async def test_the_daemon_wakes_its_alter_partition_sender_for_a_requested_change_a_call_returns():
+    ctx = Context(replicas=(1, 2), isr=(1,))
+    manager, _ = daemon_driver(ctx)
+    manager._after_replica_set(ctx.rs.tick(ctx.now))
+    assert not manager._alter_wakeup.is_set()
+    manager._after_replica_set(ctx.fetch(2, 10))
+    assert manager._alter_wakeup.is_set()
 
 
 # ---- AlterPartitionManagerTest --------------------------------------------------------------------------

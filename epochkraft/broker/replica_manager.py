@@ -38,7 +38,7 @@ from epochkraft.broker.producer_state import (
     end_txn_marker_batch,
     read_end_txn_marker,
 )
-from epochkraft.broker.replica_set import ReplicaSet, Transition
+from epochkraft.broker.replica_set import IsrEvent, ReplicaOutputs, ReplicaSet, Transition
 from epochkraft.broker.settings import BrokerSettings
 from epochkraft.broker.slices import Slicer
 from epochkraft.metadata.config_schema import TOPIC_CONFIGS as TOPIC_CONFIG_DEFS
@@ -300,15 +300,15 @@ class ReplicaManager:
         slicer = Slicer()
         self._apply_config_changes(changes)
         await self._open_new_logs(changes, slicer)
-        transitions = self.replica_set.apply_metadata(now_ms(), changes)
-        for transition in transitions:
+        outputs = self.replica_set.apply_metadata(now_ms(), changes)
+        for transition in outputs.transitions:
             if transition.kind == "removed":
                 self._carry_out(transition)
-        for transition in transitions:
+        for transition in outputs.transitions:
             if transition.kind != "removed":
                 self._carry_out(transition)
                 await slicer.turn()
-        self._after_replica_set()
+        self._after_replica_set(outputs)  # once the new leaders' replicas exist to be woken
 
     async def _open_new_logs(self, changes: Changes, slicer: Slicer) -> None:
         """Opens (creating on disk) the logs of the partitions this change gives this broker, in slices,
@@ -397,27 +397,23 @@ class ReplicaManager:
                 listener(*key, False)
         self.logs.delete(*key)
 
-    def _after_replica_set(self) -> None:
-        """Carries out what the replica set recorded: wake waiters of moved HWs, send ISR changes, log."""
-        rs = self.replica_set
-        if rs.hw_moved:  # a follower's fetch calls this per partition: no new set or list when none moved
-            moved, rs.hw_moved = rs.hw_moved, set()
-            for key in moved:
-                replica = self.replicas.get(key)
-                if replica is not None:
-                    replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
-                    wake(replica)
-        if rs.isr_events:
-            self._log_isr_events()
+    def _after_replica_set(self, outputs: ReplicaOutputs) -> None:
+        """Carries out what a call to the replica set returned: wake waiters of moved HWs, send ISR changes,
+        log; then release the acks=all waiters whose HW or ISR now allows."""
+        for key in outputs.hw_moved:
+            replica = self.replicas.get(key)
+            if replica is not None:
+                replica.producers.on_high_watermark_updated(replica.partition.high_watermark)
+                wake(replica)
+        if outputs.isr_events:
+            self._log_isr_events(outputs.isr_events)
         for key, replica in list(self._waiting.items()) if self._waiting else ():
             self._release_waiters(replica)
             if not replica.hw_waiters:
                 del self._waiting[key]
 
-    def _log_isr_events(self) -> None:
+    def _log_isr_events(self, events: tuple[IsrEvent, ...]) -> None:
         """The replica set's ISR changes requested, refused and made: events, logs, the sender woken."""
-        rs = self.replica_set
-        events, rs.isr_events = rs.isr_events, []
         for event in events:
             item = event.item
             topic, index = event.key
@@ -627,8 +623,7 @@ class ReplicaManager:
         if completed:
             replica.log.append_aborted_txns(completed)
         wake(replica)  # followers long-polling this partition fetch the new batch at once
-        self.replica_set.on_append(now_ms(), replica.key)
-        self._after_replica_set()
+        self._after_replica_set(self.replica_set.on_append(now_ms(), replica.key))
         return replica, info.first_offset, info.last_offset + 1, info.log_append_time
 
     async def append_txn_marker(
@@ -715,10 +710,10 @@ class ReplicaManager:
         leader_log_end: int,
         log_start_offset: int = -1,
     ) -> None:
-        self.replica_set.on_follower_fetch(
+        outputs = self.replica_set.on_follower_fetch(
             now_ms(), replica.key, replica_id, replica_epoch, fetch_offset, leader_log_end, log_start_offset
         )
-        self._after_replica_set()
+        self._after_replica_set(outputs)
         self.lifecycle.on_follower_fetch(replica)
 
     # ---- ISR changes -------------------------------------------------------------------------------------
@@ -744,15 +739,13 @@ class ReplicaManager:
                 log.warning("AlterPartition failed; will resend", error=str(exc))
                 self.replica_set.on_alter_partition_network_error(now_ms())
                 continue
-            self.replica_set.on_alter_partition_response(now_ms(), response)
-            self._after_replica_set()
+            self._after_replica_set(self.replica_set.on_alter_partition_response(now_ms(), response))
 
     async def _isr_shrink_loop(self) -> None:
         interval = max(self.settings.replica_lag_time_max_ms / 2, 10) / 1000
         while True:
             await asyncio.sleep(interval)
-            self.replica_set.tick(now_ms())
-            self._after_replica_set()
+            self._after_replica_set(self.replica_set.tick(now_ms()))
 
     # ---- producer state --------------------------------------------------------------------------------
     def remove_expired_producers(self, now: int) -> int:

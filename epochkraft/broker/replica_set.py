@@ -2,10 +2,12 @@
 controller (the decisions of Kafka's ReplicaManager and Partition, without their IO).
 
 Events in: metadata changes, leader appends, follower fetches, AlterPartition answers and ticks, each with
-``now_ms``. Actions out: ``Transition``s (become leader or follower, drop a replica) for the driver to carry
-out on its logs and fetchers, and ``events`` (high watermark moved, ISR change requested / rejected /
-committed) that it drains. ``ReplicaManager`` drives it with asyncio, real logs and sockets; the simulator
-drives the same object over its simulated logs and network.
+``now_ms``. Actions out: each of those calls returns a ``ReplicaOutputs`` (as the Raft core returns its
+``Output``): the ``Transition``s (become leader or follower, drop a replica) for the driver to carry out on
+its logs and fetchers, the partitions whose high watermark moved (wake their waiters) and the ``IsrEvent``s
+(ISR change requested / rejected / committed). Nothing is left in the object for a driver to drain.
+``ReplicaManager`` drives it with asyncio, real logs and sockets; the simulator drives the same object over
+its simulated logs and network.
 
 A change the AlterPartition sender refuses (one for the partition is still queued or in flight) fails at
 once with OPERATION_NOT_ATTEMPTED and the partition reverts to its committed state, as Kafka's
@@ -61,6 +63,40 @@ class IsrEvent:
     isr: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaOutputs:
+    """What one call to the replica set left for its driver to carry out, in the order it happened."""
+
+    transitions: tuple[Transition, ...] = ()
+    hw_moved: tuple[Key, ...] = ()  # each once: wake the partition's waiters
+    isr_events: tuple[IsrEvent, ...] = ()  # log and count; send the requested ones
+
+
+# Returned whenever nothing happened: a follower's fetch of every partition allocates nothing then.
+NO_OUTPUTS = ReplicaOutputs()
+
+
+class _Collector:
+    """The outputs of a call that visits several partitions, gathered as they happen."""
+
+    __slots__ = ("hw_moved", "isr_events")
+
+    def __init__(self) -> None:
+        self.hw_moved: dict[Key, None] = {}  # a set keeping the order of the moves
+        self.isr_events: list[IsrEvent] = []
+
+    def add(self, key: Key, event: IsrEvent | None, hw_moved: bool) -> None:
+        if event is not None:
+            self.isr_events.append(event)
+        if hw_moved:
+            self.hw_moved[key] = None
+
+    def outputs(self, transitions: tuple[Transition, ...] = ()) -> ReplicaOutputs:
+        if not (transitions or self.hw_moved or self.isr_events):
+            return NO_OUTPUTS
+        return ReplicaOutputs(transitions, tuple(self.hw_moved), tuple(self.isr_events))
+
+
 @dataclass
 class ReplicaSet:
     broker_id: int
@@ -72,8 +108,6 @@ class ReplicaSet:
     unsafe_pre_kip903: bool = False
     alter_retry_backoff_ms: int = 100
     partitions: dict[Key, Partition] = field(default_factory=dict)
-    hw_moved: set[Key] = field(default_factory=set)  # drained by the driver: wake waiters
-    isr_events: list[IsrEvent] = field(default_factory=list)  # drained by the driver: log and count
     stats: dict[str, int] = field(
         default_factory=lambda: {"isr_shrinks": 0, "isr_expands": 0, "failed_isr_updates": 0}
     )
@@ -86,11 +120,15 @@ class ReplicaSet:
             retry_backoff_ms=self.alter_retry_backoff_ms,
         )
         self._keys: dict[tuple[uuid.UUID, int], Key] = {}
+        # Per hosted partition, its "only the HW moved" outputs, built once: a follower's fetch or an
+        # append that moves the HW allocates nothing either (a frozen dataclass costs ~1 us to build).
+        self._hw_moved_only: dict[Key, ReplicaOutputs] = {}
 
     # ---- metadata ----------------------------------------------------------------------------------------
-    def apply_metadata(self, now_ms: int, changes: Changes) -> list[Transition]:
+    def apply_metadata(self, now_ms: int, changes: Changes) -> ReplicaOutputs:
         """Applies partition changes from the metadata log: become leader, follower, or drop the replica."""
-        transitions = []
+        out = _Collector()
+        transitions: list[Transition] = []
         for topic in changes.deleted_topics:
             for index in topic.partitions:
                 if self._drop((topic.name, index)) is not None:
@@ -109,7 +147,7 @@ class ReplicaSet:
             if partition is None:
                 partition = self._open(key, info.topic_id)
             if registration.leader == self.broker_id:
-                transition = self._become_leader(now_ms, key, partition, registration)
+                transition = self._become_leader(now_ms, key, partition, registration, out)
             else:
                 transition = self._become_follower(key, partition, registration)
             if transition is not None:
@@ -118,11 +156,11 @@ class ReplicaSet:
             # A broker's fencing or new epoch can make a follower eligible, or free a stuck HW.
             for key, partition in self.partitions.items():
                 if partition.role == Role.LEADER:
-                    self._advance_hw(now_ms, key, partition)
-        self._apply_min_insync_changes(now_ms, changes)
-        return transitions
+                    out.add(key, None, self._advance_hw(now_ms, key, partition))
+        self._apply_min_insync_changes(now_ms, changes, out)
+        return out.outputs(tuple(transitions))
 
-    def _apply_min_insync_changes(self, now_ms: int, changes: Changes) -> None:
+    def _apply_min_insync_changes(self, now_ms: int, changes: Changes, out: _Collector) -> None:
         """A min.insync.replicas change reaches the hosted partitions of its topic (all of them for a
         broker-level one) and nothing else: no transition, no partition re-applied. Other configs are
         not the replica set's (Kafka's Partition reads the value from its log's config; the driver's
@@ -140,7 +178,7 @@ class ReplicaSet:
             p = self.partitions[key]
             p.min_insync_replicas = self.cache.min_insync(key[0], self.min_insync_replicas)
             if p.role == Role.LEADER:
-                self._advance_hw(now_ms, key, p)
+                out.add(key, None, self._advance_hw(now_ms, key, p))
 
     def _hosted(self, topic_name: str) -> list[Key]:
         """This broker's partitions of the topic, found through the topic's own partitions."""
@@ -162,16 +200,18 @@ class ReplicaSet:
         partition.high_watermark = min(checkpointed, self.host.log_end_offset(key))
         self.partitions[key] = partition
         self._keys[(topic_id, key[1])] = key
+        self._hw_moved_only[key] = ReplicaOutputs(hw_moved=(key,))
         return partition
 
     def _drop(self, key: Key) -> Partition | None:
         partition = self.partitions.pop(key, None)
         if partition is not None:
             self._keys.pop((partition.topic_id, partition.index), None)
+            del self._hw_moved_only[key]
         return partition
 
     def _become_leader(
-        self, now_ms: int, key: Key, p: Partition, reg: PartitionRegistration
+        self, now_ms: int, key: Key, p: Partition, reg: PartitionRegistration, out: _Collector
     ) -> Transition | None:
         was_leader = p.role == Role.LEADER
         same_term = was_leader and p.leader_epoch == reg.leader_epoch
@@ -188,12 +228,13 @@ class ReplicaSet:
         )
         if not applied:
             return None
+        event = None
         if same_term:
             # ISR changes decided by the controller (fencing, shutdown) count like our own.
             self._count_isr_change(previous_isr, set(p.isr))
         else:
-            self._submit(key, p, p.maybe_report_recovered(self.cache, self.broker_epoch()))
-        self._advance_hw(now_ms, key, p)
+            event = self._submit(key, p, p.maybe_report_recovered(self.cache, self.broker_epoch()))
+        out.add(key, event, self._advance_hw(now_ms, key, p))
         return Transition(key, "leader", new_term=not same_term, was_leader=was_leader, leader=self.broker_id)
 
     def _become_follower(self, key: Key, p: Partition, reg: PartitionRegistration) -> Transition | None:
@@ -215,11 +256,12 @@ class ReplicaSet:
         )
 
     # ---- leader side ---------------------------------------------------------------------------------------
-    def on_append(self, now_ms: int, key: Key) -> None:
+    def on_append(self, now_ms: int, key: Key) -> ReplicaOutputs:
         """The leader appended: a single-replica ISR moves the high watermark at once."""
         p = self.partitions.get(key)
-        if p is not None:
-            self._advance_hw(now_ms, key, p)
+        if p is None or not self._advance_hw(now_ms, key, p):
+            return NO_OUTPUTS
+        return self._hw_moved_only[key]
 
     def on_follower_fetch(
         self,
@@ -230,11 +272,13 @@ class ReplicaSet:
         fetch_offset: int,
         leader_log_end: int,
         log_start_offset: int = -1,
-    ) -> None:
-        """Records a follower's position (a read the leader answered): may expand the ISR and move the HW."""
+    ) -> ReplicaOutputs:
+        """Records a follower's position (a read the leader answered): may expand the ISR and move the HW.
+        Runs for every partition of every follower fetch: unless the ISR changes, it returns a prebuilt value
+        (``NO_OUTPUTS``, or the partition's "HW moved") and allocates nothing."""
         p = self.partitions.get(key)
         if p is None:
-            return
+            return NO_OUTPUTS
         item = p.update_follower_fetch(
             now_ms,
             replica_id,
@@ -245,33 +289,40 @@ class ReplicaSet:
             self.broker_epoch(),
             log_start_offset,
         )
-        self._submit(key, p, item)
-        self._advance_hw(now_ms, key, p)
+        event = self._submit(key, p, item)
+        moved = self._advance_hw(now_ms, key, p)
+        if event is None:
+            return self._hw_moved_only[key] if moved else NO_OUTPUTS
+        return ReplicaOutputs(hw_moved=(key,) if moved else (), isr_events=(event,))
 
-    def tick(self, now_ms: int) -> None:
+    def tick(self, now_ms: int) -> ReplicaOutputs:
         """Every replica.lag.time.max.ms / 2: shrink ISRs of lagging followers, repeat a RECOVERED report."""
+        out = _Collector()
         for key, p in self.partitions.items():
             if p.role != Role.LEADER:
                 continue
             item = p.maybe_shrink_isr(now_ms, self.host.log_end_offset(key), self.cache, self.broker_epoch())
-            self._submit(key, p, item)
-            self._advance_hw(now_ms, key, p)
+            event = self._submit(key, p, item)
+            out.add(key, event, self._advance_hw(now_ms, key, p))
+        return out.outputs()
 
-    def _advance_hw(self, now_ms: int, key: Key, p: Partition) -> None:
-        if p.maybe_increment_high_watermark(now_ms, self.host.log_end_offset(key), self.cache) is not None:
-            self.hw_moved.add(key)
+    def _advance_hw(self, now_ms: int, key: Key, p: Partition) -> bool:
+        """Whether the partition's high watermark moved."""
+        return p.maybe_increment_high_watermark(now_ms, self.host.log_end_offset(key), self.cache) is not None
 
     # ---- AlterPartition --------------------------------------------------------------------------------------
-    def _submit(self, key: Key, p: Partition, item: AlterPartitionItem | None) -> None:
+    def _submit(self, key: Key, p: Partition, item: AlterPartitionItem | None) -> IsrEvent | None:
+        """Hands a proposed ISR change to the sender: the "requested" event, or None if there was none to
+        send or the sender refused it."""
         if item is None:
-            return
+            return None
         if self.alter.submit(item):
-            self.isr_events.append(IsrEvent(key, "requested", item))
-            return
+            return IsrEvent(key, "requested", item)
         # Kafka: the sender refuses a second change for a partition (OPERATION_NOT_ATTEMPTED) and the
         # partition reverts to its committed state instead of waiting for an answer that never comes.
         p.on_alter_partition_result(item, ErrorCode.operation_not_attempted)
         self.stats["failed_isr_updates"] += 1
+        return None
 
     def poll_alter_partition(self, now_ms: int) -> AlterPartitionRequest | None:
         """The next AlterPartition request to send, or None."""
@@ -280,7 +331,8 @@ class ReplicaSet:
     def on_alter_partition_network_error(self, now_ms: int) -> None:
         self.alter.on_network_error(now_ms)
 
-    def on_alter_partition_response(self, now_ms: int, response: AlterPartitionResponse) -> None:
+    def on_alter_partition_response(self, now_ms: int, response: AlterPartitionResponse) -> ReplicaOutputs:
+        out = _Collector()
         for result in self.alter.on_response(now_ms, response):
             key = self._keys.get((result.item.topic_id, result.item.partition))
             p = self.partitions.get(key) if key is not None else None
@@ -295,13 +347,15 @@ class ReplicaSet:
                 partition_epoch=result.partition_epoch,
                 leader_recovery_state=result.leader_recovery_state,
             )
+            event = None
             if result.error != ErrorCode.none:
                 self.stats["failed_isr_updates"] += 1
-                self.isr_events.append(IsrEvent(key, "rejected", result.item, result.error))
+                event = IsrEvent(key, "rejected", result.item, result.error)
             elif changed:
                 self._count_isr_change(previous_isr, set(p.isr))
-                self.isr_events.append(IsrEvent(key, "changed", result.item, isr=p.isr))
-            self._advance_hw(now_ms, key, p)
+                event = IsrEvent(key, "changed", result.item, isr=p.isr)
+            out.add(key, event, self._advance_hw(now_ms, key, p))
+        return out.outputs()
 
     def _count_isr_change(self, before: set[int], after: set[int]) -> None:
         if after - before:

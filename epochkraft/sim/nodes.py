@@ -24,7 +24,7 @@ from epochkraft.broker.lifecycle import BrokerLifecycle, Registered, Registratio
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import Partition, Role
-from epochkraft.broker.replica_set import ReplicaSet
+from epochkraft.broker.replica_set import ReplicaOutputs, ReplicaSet
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.protocol.errors import ErrorCode
@@ -282,22 +282,20 @@ class SimBroker:
         for offset, record in read_metadata_batches(data):
             if offset >= self.cache.next_offset:
                 self.cache.apply(offset, record, changes)
-        for transition in self.replicas.apply_metadata(self.world.now_ms, changes):
+        outputs = self.replicas.apply_metadata(self.world.now_ms, changes)
+        for transition in outputs.transitions:
             p = self.replicas.partitions.get(transition.key)
             if transition.kind == "leader" and transition.new_term and p is not None:
                 self.log.epochs.assign(p.leader_epoch, len(self.log.entries))
                 self.cluster.on_became_leader(self)
-        self._after_replica_set()
+        self._after_replica_set(outputs)
 
-    def _after_replica_set(self) -> None:
-        """Carries out what the replica set recorded, as ReplicaManager does."""
-        rs = self.replicas
-        if rs.hw_moved:
-            rs.hw_moved.clear()
+    def _after_replica_set(self, outputs: ReplicaOutputs) -> None:
+        """Carries out what a call to the replica set returned, as ReplicaManager does."""
+        if outputs.hw_moved:
             self.cluster.on_high_watermark(self)
-        events, rs.isr_events = rs.isr_events, []
         requested = False
-        for event in events:
+        for event in outputs.isr_events:
             if event.kind == "requested" and event.item is not None:
                 self.cluster.note_proposal(self, event.item)
                 requested = True
@@ -384,10 +382,10 @@ class SimBroker:
             }
         offset = request["offset"]
         self.cluster.note_fetch(self, request)
-        self.replicas.on_follower_fetch(
+        outputs = self.replicas.on_follower_fetch(
             self.world.now_ms, KEY, request["replica"], request["epoch"], offset, end
         )
-        self._after_replica_set()
+        self._after_replica_set(outputs)
         return {
             "error": ErrorCode.none,
             "diverging": None,
@@ -428,8 +426,7 @@ class SimBroker:
         generation = self.generation
 
         def answered(response: Any) -> None:
-            self.replicas.on_alter_partition_response(self.world.now_ms, response)
-            self._after_replica_set()
+            self._after_replica_set(self.replicas.on_alter_partition_response(self.world.now_ms, response))
             self._send_alter_partition()
 
         def lost() -> None:  # no answer: the sender resends, as on a network error
@@ -441,8 +438,7 @@ class SimBroker:
         self.world.after(1000, lost)
 
     def _leader_duties(self) -> None:
-        self.replicas.tick(self.world.now_ms)
-        self._after_replica_set()
+        self._after_replica_set(self.replicas.tick(self.world.now_ms))
         self._send_alter_partition()  # changes backing off after an error go out again
         p = self.partition
         if p is not None and p.role == Role.LEADER and self.world.rng.random() < 0.5:
@@ -457,6 +453,5 @@ class SimBroker:
         if error != ErrorCode.none:
             return error, -1
         offset = self.log.append_leader(value, p.leader_epoch)
-        self.replicas.on_append(self.world.now_ms, KEY)
-        self._after_replica_set()
+        self._after_replica_set(self.replicas.on_append(self.world.now_ms, KEY))
         return ErrorCode.none, offset
