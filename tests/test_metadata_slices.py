@@ -141,6 +141,49 @@ async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(mon
     assert [d for d in done if d != "yield"][3:] == [("follower", ("b", 0)), ("leader", ("again", 0))]
 
 
+async def test_what_a_change_requests_and_frees_is_carried_out_before_the_slices(monkeypatch):
+    """The ISR requests a metadata change makes (an unclean leader's RECOVERED report) and the high
+    watermarks it frees on replicas that exist already go out before the slices of its transitions (seconds
+    for thousands of partitions); the moved HWs are woken again at the end, for the new leaders' replicas."""
+    from epochkraft.broker import replica_manager
+    from epochkraft.broker.replica_set import IsrEvent, ReplicaOutputs, Transition
+
+    requested = IsrEvent(("a", 0), "requested", None)
+    outputs = ReplicaOutputs(
+        transitions=(Transition(("a", 0), "leader"), Transition(("b", 0), "follower")),
+        hw_moved=(("c", 0),),
+        isr_events=(requested,),
+    )
+    done: list[object] = []
+
+    class ReplicaSetStub:
+        def apply_metadata(self, now_ms: int, changes: Changes) -> ReplicaOutputs:
+            return outputs
+
+    class RecordingSlicer:
+        async def turn(self) -> None:
+            done.append("yield")
+
+    async def no_new_logs(changes: Changes, slicer: object) -> None:
+        return None
+
+    manager = object.__new__(replica_manager.ReplicaManager)
+    manager.replica_set = ReplicaSetStub()
+    monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
+    monkeypatch.setattr(manager, "_carry_out", lambda t: done.append(t.kind))
+    monkeypatch.setattr(manager, "_after_replica_set", lambda o: done.append((o.hw_moved, o.isr_events)))
+    monkeypatch.setattr(replica_manager, "Slicer", RecordingSlicer)
+    await manager.on_metadata(Changes())
+    assert done == [
+        ((("c", 0),), (requested,)),
+        "leader",
+        "yield",
+        "follower",
+        "yield",
+        ((("c", 0),), ()),
+    ]
+
+
 async def test_a_failure_to_carry_out_metadata_stops_the_broker_instead_of_being_retried_as_a_bad_record():
     """A record that does not decode is fetched again; but once records are applied, a failure of the
     replica manager to carry them out (here a damaged local log read while rebuilding producer state)

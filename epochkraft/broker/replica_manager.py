@@ -304,11 +304,14 @@ class ReplicaManager:
         for transition in outputs.transitions:
             if transition.kind == "removed":
                 self._carry_out(transition)
+        # before the slices: the ISR requests (an unclean leader's RECOVERED report) and the HWs a fencing
+        # or a min ISR change freed on replicas that exist already; a large change's slices take seconds
+        self._after_replica_set(ReplicaOutputs(hw_moved=outputs.hw_moved, isr_events=outputs.isr_events))
         for transition in outputs.transitions:
             if transition.kind != "removed":
                 self._carry_out(transition)
                 await slicer.turn()
-        self._after_replica_set(outputs)  # once the new leaders' replicas exist to be woken
+        self._after_replica_set(ReplicaOutputs(hw_moved=outputs.hw_moved))  # the new leaders' replicas too
 
     async def _open_new_logs(self, changes: Changes, slicer: Slicer) -> None:
         """Opens (creating on disk) the logs of the partitions this change gives this broker, in slices,
