@@ -102,62 +102,14 @@ async def test_slicer_yields_only_once_its_time_is_up():
     assert ran == 1
 
 
-async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(monkeypatch):
-    """ReplicaManager.applyDelta stops deleted and moved-away partitions first: every removal is carried
-    out before the loop runs anything else, so no produce or fetch is served meanwhile by a partition the
-    metadata has taken away; the other transitions follow in slices, a key's removal before its new one."""
+def recording_replica_manager(monkeypatch, outputs, done: list, after=None):
+    """A ReplicaManager whose replica set answers ``outputs`` to a metadata change, recording into ``done``
+    each transition carried out (its kind and key), each slice's end ("yield") and, with ``after``, what
+    ``after`` makes of each ``_after_replica_set`` call."""
     from epochkraft.broker import replica_manager
-    from epochkraft.broker.replica_set import ReplicaOutputs, Transition
-
-    transitions = [
-        Transition(("a", 0), "leader"),
-        Transition(("gone", 0), "removed", was_leader=True),
-        Transition(("b", 0), "follower"),
-        Transition(("again", 0), "removed"),
-        Transition(("again", 0), "leader"),
-    ]
-    done: list[tuple[str, tuple[str, int]] | str] = []
 
     class ReplicaSetStub:
-        def apply_metadata(self, now_ms: int, changes: Changes) -> ReplicaOutputs:
-            return ReplicaOutputs(transitions=tuple(transitions))
-
-    class RecordingSlicer:
-        async def turn(self) -> None:
-            done.append("yield")
-
-    async def no_new_logs(changes: Changes, slicer: object) -> None:
-        return None
-
-    manager = object.__new__(replica_manager.ReplicaManager)
-    manager.replica_set = ReplicaSetStub()
-    monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
-    monkeypatch.setattr(manager, "_carry_out", lambda t: done.append((t.kind, t.key)))
-    monkeypatch.setattr(manager, "_after_replica_set", lambda outputs: None)
-    monkeypatch.setattr(replica_manager, "Slicer", RecordingSlicer)
-    await manager.on_metadata(Changes())
-    first_yield = done.index("yield")
-    assert done[:first_yield] == [("removed", ("gone", 0)), ("removed", ("again", 0)), ("leader", ("a", 0))]
-    assert [d for d in done if d != "yield"][3:] == [("follower", ("b", 0)), ("leader", ("again", 0))]
-
-
-async def test_what_a_change_requests_and_frees_is_carried_out_before_the_slices(monkeypatch):
-    """The ISR requests a metadata change makes (an unclean leader's RECOVERED report) and the high
-    watermarks it frees on replicas that exist already go out before the slices of its transitions (seconds
-    for thousands of partitions); the moved HWs are woken again at the end, for the new leaders' replicas."""
-    from epochkraft.broker import replica_manager
-    from epochkraft.broker.replica_set import IsrEvent, ReplicaOutputs, Transition
-
-    requested = IsrEvent(("a", 0), "requested", None)
-    outputs = ReplicaOutputs(
-        transitions=(Transition(("a", 0), "leader"), Transition(("b", 0), "follower")),
-        hw_moved=(("c", 0),),
-        isr_events=(requested,),
-    )
-    done: list[object] = []
-
-    class ReplicaSetStub:
-        def apply_metadata(self, now_ms: int, changes: Changes) -> ReplicaOutputs:
+        def apply_metadata(self, now_ms: int, changes: Changes) -> object:
             return outputs
 
     class RecordingSlicer:
@@ -170,15 +122,58 @@ async def test_what_a_change_requests_and_frees_is_carried_out_before_the_slices
     manager = object.__new__(replica_manager.ReplicaManager)
     manager.replica_set = ReplicaSetStub()
     monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
-    monkeypatch.setattr(manager, "_carry_out", lambda t: done.append(t.kind))
-    monkeypatch.setattr(manager, "_after_replica_set", lambda o: done.append((o.hw_moved, o.isr_events)))
+    monkeypatch.setattr(manager, "_carry_out", lambda t: done.append((t.kind, t.key)))
+    monkeypatch.setattr(
+        manager, "_after_replica_set", (lambda o: done.append(after(o))) if after else (lambda o: None)
+    )
     monkeypatch.setattr(replica_manager, "Slicer", RecordingSlicer)
+    return manager
+
+
+async def test_partitions_taken_away_are_stopped_before_the_first_slice_ends(monkeypatch):
+    """ReplicaManager.applyDelta stops deleted and moved-away partitions first: every removal is carried
+    out before the loop runs anything else, so no produce or fetch is served meanwhile by a partition the
+    metadata has taken away; the other transitions follow in slices, a key's removal before its new one."""
+    from epochkraft.broker.replica_set import ReplicaOutputs, Transition
+
+    transitions = [
+        Transition(("a", 0), "leader"),
+        Transition(("gone", 0), "removed", was_leader=True),
+        Transition(("b", 0), "follower"),
+        Transition(("again", 0), "removed"),
+        Transition(("again", 0), "leader"),
+    ]
+    done: list[object] = []
+    manager = recording_replica_manager(monkeypatch, ReplicaOutputs(transitions=tuple(transitions)), done)
     await manager.on_metadata(Changes())
+    first_yield = done.index("yield")
+    assert done[:first_yield] == [("removed", ("gone", 0)), ("removed", ("again", 0)), ("leader", ("a", 0))]
+    assert [d for d in done if d != "yield"][3:] == [("follower", ("b", 0)), ("leader", ("again", 0))]
+
+
+async def test_what_a_change_requests_and_frees_is_carried_out_before_the_slices(monkeypatch):
+    """The ISR requests a metadata change makes (an unclean leader's RECOVERED report) and the high
+    watermarks it frees on replicas that exist already go out before the slices of its transitions (seconds
+    for thousands of partitions); the moved HWs are woken again at the end, for the new leaders' replicas."""
+    from epochkraft.broker.replica_set import IsrEvent, ReplicaOutputs, Transition
+
+    requested = IsrEvent(("a", 0), "requested", None)
+    outputs = ReplicaOutputs(
+        transitions=(Transition(("a", 0), "leader"), Transition(("b", 0), "follower")),
+        hw_moved=(("c", 0),),
+        isr_events=(requested,),
+    )
+    done: list[object] = []
+
+    def carried_out(o: ReplicaOutputs) -> object:
+        return (o.hw_moved, o.isr_events)
+
+    await recording_replica_manager(monkeypatch, outputs, done, carried_out).on_metadata(Changes())
     assert done == [
         ((("c", 0),), (requested,)),
-        "leader",
+        ("leader", ("a", 0)),
         "yield",
-        "follower",
+        ("follower", ("b", 0)),
         "yield",
         ((("c", 0),), ()),
     ]
