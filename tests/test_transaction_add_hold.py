@@ -39,13 +39,19 @@ async def _complete(ctx: TxnContext, service: TransactionService) -> None:
         assert await service._write(append) == ErrorCode.none
 
 
-async def test_an_add_during_the_commit_is_answered_once_the_commit_completes():
+def _add_to_the_next_transaction(hold_ms: int, **hold: object):
+    """A service whose producer's commit has its markers in flight, and the add of its next transaction
+    (``hold=True`` a client's, ``client_transaction_version=2`` a broker's) as a coroutine."""
     ctx = TxnContext()
-    service = _service(ctx, hold_ms=60_000)
+    service = _service(ctx, hold_ms)
     init = _committed_with_markers_in_flight(ctx)
-    add = asyncio.create_task(
-        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True)
-    )
+    add = service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], **hold)  # type: ignore[arg-type]
+    return ctx, service, add
+
+
+async def test_an_add_during_the_commit_is_answered_once_the_commit_completes():
+    ctx, service, held = _add_to_the_next_transaction(60_000, hold=True)
+    add = asyncio.create_task(held)
     await asyncio.sleep(0.05)
     assert not add.done(), "held while the markers are in flight"
     await _complete(ctx, service)
@@ -55,36 +61,24 @@ async def test_an_add_during_the_commit_is_answered_once_the_commit_completes():
 
 
 async def test_an_add_held_past_its_bound_is_concurrent_transactions():
-    ctx = TxnContext()
-    service = _service(ctx, hold_ms=20)
-    init = _committed_with_markers_in_flight(ctx)
-    error = await asyncio.wait_for(
-        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True), 5
-    )
+    _, service, held = _add_to_the_next_transaction(20, hold=True)
+    error = await asyncio.wait_for(held, 5)
     assert error == ErrorCode.concurrent_transactions
     assert service._write_waiters == {}
 
 
 async def test_a_brokers_add_is_not_held():
     """A partition leader's add (AddPartitionsToTxn v4+) is answered at once: the leader retries itself."""
-    ctx = TxnContext()
-    service = _service(ctx, hold_ms=60_000)
-    init = _committed_with_markers_in_flight(ctx)
-    error = await asyncio.wait_for(
-        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], 2), 5
-    )
+    _, _, add = _add_to_the_next_transaction(60_000, client_transaction_version=2)
+    error = await asyncio.wait_for(add, 5)
     assert error == ErrorCode.concurrent_transactions
 
 
 async def test_an_add_held_when_the_coordinator_moves_is_answered_at_once():
     """The coordinator's ``__transaction_state`` partition led elsewhere now: the held add is answered
     NOT_COORDINATOR at once, not at the end of its bound (the client finds the new coordinator)."""
-    ctx = TxnContext()
-    service = _service(ctx, hold_ms=60_000)
-    init = _committed_with_markers_in_flight(ctx)
-    add = asyncio.create_task(
-        service.add_partitions(TXN, init.producer_id, init.producer_epoch, [("foo", 0)], hold=True)
-    )
+    ctx, service, held = _add_to_the_next_transaction(60_000, hold=True)
+    add = asyncio.create_task(held)
     await asyncio.sleep(0.05)
     service.on_leadership(ctx.coordinator.partition_for(TXN), False)
     assert await asyncio.wait_for(add, 1) == ErrorCode.not_coordinator
