@@ -340,7 +340,7 @@ def test_broker_follows_dynamic_creation_rates():
     settings, re-read on every metadata change (DynamicConnectionQuota.reconfigure)."""
     from types import SimpleNamespace
 
-    from epochkraft.broker.metadata_cache import MetadataCache
+    from epochkraft.broker.metadata_cache import Changes, MetadataCache
     from epochkraft.broker.settings import BrokerSettings
     from epochkraft.config import load_settings
     from epochkraft.metadata.config_schema import ResourceType
@@ -369,8 +369,10 @@ def test_broker_follows_dynamic_creation_rates():
         ("listener.name.admin.max.connection.creation.rate", "5", "1"),
         ("max.connection.creation.rate", "10", "1"),
     ):
-        cache.replay(
-            ConfigRecord(resource_type=ResourceType.BROKER, resource_name=broker, name=name, value=value)
+        cache.apply(
+            cache.next_offset,
+            ConfigRecord(resource_type=ResourceType.BROKER, resource_name=broker, name=name, value=value),
+            Changes(),
         )
     BrokerNode.refresh_connection_quotas(node)
     assert quotas.broker.bound == 10

@@ -28,8 +28,9 @@ from epochkraft.broker import topics_image
 from epochkraft.broker.consumer_protocol import parse_assignment, serialize_assignment, serialize_subscription
 from epochkraft.broker.group_coordinator import GroupCoordinator, GroupSettings
 from epochkraft.broker.group_service import GroupService, LoggedOffsetRecord, OffsetCommitEntry
+from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.topics_image import CacheTopics
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataImage, image_after
 from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.protocol import metadata_records as mr
 from epochkraft.protocol.errors import ErrorCode
@@ -702,8 +703,8 @@ async def test_consumer_group_heartbeat_with_exception(append_error, expected):
 def test_topics_version_changes_with_the_topics_a_regex_may_match():
     """The coordinator resolves regular expressions once per topics version: a topic created, a partition
     added and a topic removed each give a new version; a leader change does not."""
-    image = MetadataImage()
-    topics = CacheTopics(image)
+    cache = MetadataCache()
+    topics = CacheTopics(cache)
     versions = [topics.version]
     bar = uuid.UUID(int=9)
     partition = {"topic_id": bar, "replicas": (1,), "isr": (1,), "leader": 1, "leader_epoch": 0}
@@ -713,7 +714,7 @@ def test_topics_version_changes_with_the_topics_a_regex_may_match():
         mr.PartitionChangeRecord(partition_id=0, topic_id=bar, leader=1),
         mr.RemoveTopicRecord(topic_id=bar),
     ):
-        image.replay(record)
+        cache.apply(cache.next_offset, record, Changes())
         versions.append(topics.version)
     assert versions[0] != versions[1] != versions[2] == versions[3] != versions[4]
     assert versions[0] != MetadataImage().topics_version != versions[4]
@@ -725,9 +726,13 @@ def test_regex_may_match_internal_topics(monkeypatch, exclude_internal):
     Test848RegexBrokerResolves adopts ``__consumer_offsets`` when the broker assigns it): the names a
     regex is matched against include the internal topics. The switch that leaves them out is caught."""
     monkeypatch.setattr(topics_image, "EXCLUDE_INTERNAL_FOR_TESTS", exclude_internal)
-    image = MetadataImage()
-    for n, name in enumerate(("orders", "__consumer_offsets")):
-        image.replay(mr.TopicRecord(name=name, topic_id=uuid.UUID(int=n + 1)))
+    image = image_after(
+        MetadataImage(),
+        [
+            mr.TopicRecord(name=name, topic_id=uuid.UUID(int=n + 1))
+            for n, name in enumerate(("orders", "__consumer_offsets"))
+        ],
+    )
     names = set(CacheTopics(image).names())
     assert (names == {"orders", "__consumer_offsets"}) is not exclude_internal
 

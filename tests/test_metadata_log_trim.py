@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochkraft.controller.controller import Controller
 from epochkraft.harness.cluster import LocalCluster
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataImage, image_after
 from epochkraft.metadata.segment import find_segment
 from epochkraft.metadata.snapshot import image_records, removals_for
 from epochkraft.protocol.metadata_records import (
@@ -127,9 +127,7 @@ def test_removals_take_out_what_a_snapshot_no_longer_holds() -> None:
     ctx.brokers_ready(1, 2)
     ctx.create_topic("kept", [[1, 2]])
     ctx.create_topic("gone", [[1, 2]], configs={"retention.ms": "1000"})
-    stale = MetadataImage()
-    for _offset, record in ctx.controller.log.records():
-        stale.replay(record)
+    stale = image_after(MetadataImage(), (record for _offset, record in ctx.controller.log.records()))
     controller: Controller = ctx.controller
     gone = controller.image.topic_ids["gone"]
     controller.delete_topics(ctx.now, _delete_request("gone"))
@@ -137,8 +135,7 @@ def test_removals_take_out_what_a_snapshot_no_longer_holds() -> None:
     removals = removals_for(stale, records)
     assert RemoveTopicRecord(topic_id=gone) in removals
     assert not [r for r in removals if isinstance(r, UnregisterBrokerRecord)]
-    for record in removals + records:
-        stale.replay(record)
+    stale = image_after(stale, removals + records)
     assert set(stale.topic_ids) == {"kept"}
     assert not [r for r in records if isinstance(r, TopicRecord) and r.topic_id == gone]
     assert all(not isinstance(r, ConfigRecord) or r.resource_name != "gone" for r in records)

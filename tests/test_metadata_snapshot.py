@@ -17,7 +17,7 @@ from kio.schema.create_acls.v3 import request as ca
 from epochkraft.controller.controller import METADATA_VERSION, Controller
 from epochkraft.controller.snapshots import write_image_snapshot
 from epochkraft.harness.ports import free_port
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataImage, image_after
 from epochkraft.metadata.registrations import LeaderRecoveryState
 from epochkraft.metadata.snapshot import (
     SNAPSHOT_FOOTER,
@@ -496,18 +496,22 @@ def test_client_quotas_delta_finish_snapshot_removes_the_quotas_a_snapshot_lacks
 
     alice = (EntityData(entity_type="user", entity_name="alice"),)
     default_client = (EntityData(entity_type="client-id", entity_name=None),)
-    stale = MetadataImage()
-    for entity, key, value in (
-        (alice, "producer_byte_rate", 1000.0),
-        (alice, "consumer_byte_rate", 2000.0),
-        (default_client, "request_percentage", 50.0),
-    ):
-        stale.replay(ClientQuotaRecord(entity=entity, key=key, value=value))
-    current = MetadataImage()
-    current.replay(ClientQuotaRecord(entity=alice, key="consumer_byte_rate", value=3000.0))
+    stale = image_after(
+        MetadataImage(),
+        (
+            ClientQuotaRecord(entity=entity, key=key, value=value)
+            for entity, key, value in (
+                (alice, "producer_byte_rate", 1000.0),
+                (alice, "consumer_byte_rate", 2000.0),
+                (default_client, "request_percentage", 50.0),
+            )
+        ),
+    )
+    current = image_after(
+        MetadataImage(), [ClientQuotaRecord(entity=alice, key="consumer_byte_rate", value=3000.0)]
+    )
     records = image_records(current, 20)
-    for record in removals_for(stale, records) + records:
-        stale.replay(record)
+    stale = image_after(stale, removals_for(stale, records) + records)
     assert (
         stale.client_quotas == current.client_quotas == {(("user", "alice"),): {"consumer_byte_rate": 3000.0}}
     )

@@ -35,7 +35,7 @@ async def serve() -> KafkaServer:
         key="request_percentage",
         value=1e-6,
     )
-    cache.replay(record, Changes())
+    cache.apply(0, record, Changes())
     node = SimpleNamespace(cache=cache)
     server = KafkaServer(BROKER, node, "127.0.0.1", 0, quotas=ClientQuotas(cache, window_ms=WINDOW_MS))
     await server.start()
@@ -102,7 +102,7 @@ def quotas_of(records: dict[tuple[str, str], float]) -> ClientQuotas:
     cache = MetadataCache(1)
     for (client_id, key), value in records.items():
         entity = (EntityData(entity_type="client-id", entity_name=client_id),)
-        cache.replay(ClientQuotaRecord(entity=entity, key=key, value=value), Changes())
+        cache.apply(cache.next_offset, ClientQuotaRecord(entity=entity, key=key, value=value), Changes())
     return ClientQuotas(cache)
 
 

@@ -1,24 +1,91 @@
-"""The broker's metadata cache: the metadata image (the same one the controller builds) and the queries the
-broker asks of it.
+"""The broker's metadata cache: the last metadata image published (the same image type the controller
+builds) and the queries the broker asks of it.
 
-``apply`` notes in a ``Changes`` what changed (partitions, brokers, deleted topics) so the replica manager
-can react; partition changes carry the partition epoch so stale ones can be ignored downstream.
+The loader replays each batch into a ``MetadataDelta`` over the published image and publishes the next
+image and the delta's ``Changes`` together (``publish``), as Kafka's KRaftMetadataCache.setImage before
+ReplicaManager.applyDelta: what a handler reads is always an image the controller wrote, whole.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
+
+from epochkraft.metadata.client_quotas import QuotaEntity
 from epochkraft.metadata.config_schema import TOPIC_CONFIGS
-from epochkraft.metadata.image import BROKER, TOPIC, Changes, MetadataImage
-from epochkraft.metadata.registrations import BrokerRegistration, Endpoint, PartitionRegistration
+from epochkraft.metadata.image import BROKER, TOPIC, Changes, MetadataDelta, MetadataImage
+from epochkraft.metadata.registrations import BrokerRegistration, Endpoint, PartitionRegistration, TopicInfo
+from epochkraft.protocol.metadata_records import UserScramCredentialRecord
+from epochkraft.security.authorizer import AclBinding
 
 __all__ = ["Changes", "MetadataCache"]
 
 
-class MetadataCache(MetadataImage):
+class MetadataCache:
     def __init__(self, node_id: int = -1) -> None:
-        super().__init__(node_id)
-        self.next_offset = 0  # offset after the last applied record
+        self.image = MetadataImage(node_id)
+        self.next_offset = 0  # offset after the last record in the published image
         self.cluster_id: str | None = None
+
+    def publish(self, image: MetadataImage, next_offset: int) -> None:
+        self.image = image
+        self.next_offset = next_offset
+
+    # ---- the published image's parts (read only) -----------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        return self.image.node_id
+
+    @property
+    def brokers(self) -> dict[int, BrokerRegistration]:
+        return self.image.brokers
+
+    @property
+    def topics(self) -> dict[uuid.UUID, TopicInfo]:
+        return self.image.topics
+
+    @property
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return self.image.topic_ids
+
+    @property
+    def configs(self) -> dict[tuple[int, str], dict[str, str]]:
+        return self.image.configs
+
+    @property
+    def scram_credentials(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        return self.image.scram_credentials
+
+    @property
+    def acls(self) -> dict[uuid.UUID, AclBinding]:
+        return self.image.acls
+
+    @property
+    def next_producer_id(self) -> int:
+        return self.image.next_producer_id
+
+    @property
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        return self.image.client_quotas
+
+    @property
+    def client_quotas_version(self) -> int:
+        return self.image.client_quotas_version
+
+    @property
+    def topics_version(self) -> int:
+        return self.image.topics_version
+
+    @property
+    def features(self) -> dict[str, int]:
+        return self.image.features
+
+    @property
+    def elr_enabled(self) -> bool:
+        return self.image.elr_enabled
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.image.topic(name)
 
     # ---- BrokerView (for the partition core) ---------------------------------------------------------
     def is_fenced(self, broker_id: int) -> bool:
@@ -74,6 +141,16 @@ class MetadataCache(MetadataImage):
         return [r for r in sorted(self.brokers.values(), key=lambda r: r.broker_id) if not r.fenced]
 
     # ---- applying records ----------------------------------------------------------------------------
+    def load(self, records: Iterable[tuple[int, object]], changes: Changes) -> None:
+        """(offset, record) pairs replayed over the published image into one delta, the next image
+        published with ``changes`` filled. A record that fails leaves the published image as it was."""
+        delta = MetadataDelta(self.image, changes)
+        next_offset = self.next_offset
+        for offset, record in records:
+            delta.replay(record)
+            next_offset = max(next_offset, offset + 1)
+        self.publish(delta.apply(), next_offset)
+
     def apply(self, offset: int, record: object, changes: Changes) -> None:
-        self.replay(record, changes)
-        self.next_offset = offset + 1
+        """One record as a batch of its own (tools and tests)."""
+        self.load([(offset, record)], changes)

@@ -17,6 +17,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.slices import SLICE_SECONDS
 from epochkraft.metadata.fetch_snapshot import fetch_snapshot
+from epochkraft.metadata.image import MetadataDelta
 from epochkraft.metadata.snapshot import SnapshotId, decode_snapshot, removals_for
 from epochkraft.net.controller_channel import ControllerChannel
 from epochkraft.net.errors import NetworkError
@@ -53,7 +54,7 @@ class MetadataFollower:
         self.on_published = on_published
         # The offset after the last record whose changes every listener has carried out (Kafka's
         # MetadataLoader moves its last applied offset only after every publisher ran): what a heartbeat
-        # reports. The cache's next_offset moves per record, ahead of the replica manager.
+        # reports. The cache publishes its image and next_offset before the replica manager hears.
         self.published_offset = cache.next_offset
         self.node_id = node_id
         self.max_wait_ms = max_wait_ms
@@ -137,47 +138,51 @@ class MetadataFollower:
                 continue
 
     async def _apply(self, offset: int, records: bytes) -> None:
-        """Applies the fetched batches from ``offset`` on, handing their changes on (and letting the event
-        loop run: heartbeats, replica fetches, clients) once a slice's time is up (broker/slices.py).
-        Slices end at batch boundaries, so what others see between them is a state the controller
-        wrote, as Kafka's MetadataLoader publishes an image per batch."""
-        changes = Changes()
+        """Replays the fetched batches from ``offset`` on into a delta over the published image and
+        publishes the next image with the delta's changes (letting the event loop run: heartbeats,
+        replica fetches, clients) once a slice's time is up (broker/slices.py). Slices end at batch
+        boundaries, so every image published is a state the controller wrote, as Kafka's
+        MetadataLoader publishes an image per batch."""
+        delta, next_offset = MetadataDelta(self.cache.image, Changes()), self.cache.next_offset
         started = time.monotonic()
         try:
             for batch in metadata_batches(records):
                 for record_offset, record in batch:
                     if record_offset >= offset:
-                        self._replay(record_offset, record, changes)
+                        self._replay(delta, record_offset, record)
+                        next_offset = record_offset + 1
                 if time.monotonic() - started >= SLICE_SECONDS:
-                    await self._publish(changes)
-                    changes, started = Changes(), time.monotonic()
+                    await self._publish(delta, next_offset)
+                    delta, started = MetadataDelta(self.cache.image, Changes()), time.monotonic()
         except ProtocolError:
-            # the batches before an undecodable one are in the image: their changes must reach the
-            # replicas now, since the retry fetches from after them
-            await self._publish(changes)
+            # the batches before an undecodable one are replayed: published now, since the retry
+            # fetches from after them
+            await self._publish(delta, next_offset)
             raise
         # past a trailing control batch (a controller quorum's LeaderChangeMessage) too
-        self.cache.next_offset = max(self.cache.next_offset, _end_offset(records))
-        await self._publish(changes)
+        await self._publish(delta, max(next_offset, _end_offset(records)))
 
-    def _replay(self, offset: int, record: object, changes: Changes) -> None:
-        """One record into the image. One that fails to replay is a fault of this broker's loading, logged
-        and counted, and the records after it are replayed all the same (Kafka's
+    def _replay(self, delta: MetadataDelta, offset: int, record: object) -> None:
+        """One record into the delta. One that fails to replay is a fault of this broker's loading,
+        logged and counted, and the records after it are replayed all the same (Kafka's
         MetadataBatchLoader.loadBatch, whose fault handler is not fatal on a broker: SharedServer's
         metadataLoaderFaultHandler): ending here would stop every broker on the same record, and what the
         batch's other records changed must still reach the replicas."""
         try:
-            self.cache.apply(offset, record, changes)
+            delta.replay(record)
         except Exception:
             self.load_errors += 1
-            self.cache.next_offset = max(self.cache.next_offset, offset + 1)
             log.exception("error loading metadata record", offset=offset, record=type(record).__name__)
 
-    async def _publish(self, changes: Changes) -> None:
+    async def _publish(self, delta: MetadataDelta, next_offset: int) -> None:
+        """The next image into the cache, then its changes to the replica manager (Kafka's
+        BrokerMetadataPublisher: the metadata cache's image first, then ReplicaManager.applyDelta)."""
+        self.cache.publish(delta.apply(), max(self.cache.next_offset, next_offset))
+        changes = delta.changes
         if changes:
             try:
                 await self.on_changes(changes)
-            except Exception as exc:  # not a decode error: the records are applied, their changes lost
+            except Exception as exc:  # not a decode error: the image is published, its changes lost
                 raise MetadataApplyFailed(
                     f"applying metadata up to {self.cache.next_offset}: {exc!r}"
                 ) from exc
@@ -199,13 +204,12 @@ class MetadataFollower:
             log.warning("metadata snapshot fetch failed", snapshot=str(snapshot_id), error=str(exc))
             await asyncio.sleep(0.2)
             return
-        changes = Changes()
+        delta = MetadataDelta(self.cache.image, Changes())
         offset = snapshot_id.last_contained_offset
-        for record in removals_for(self.cache, snapshot.records) + snapshot.records:
-            self._replay(offset, record, changes)
-        self.cache.next_offset = snapshot_id.end_offset
+        for record in removals_for(self.cache.image, snapshot.records) + snapshot.records:
+            self._replay(delta, offset, record)
         log.info("metadata snapshot loaded", end_offset=snapshot_id.end_offset, records=len(snapshot.records))
-        await self._publish(changes)
+        await self._publish(delta, snapshot_id.end_offset)
 
 
 def _end_offset(records: bytes) -> int:

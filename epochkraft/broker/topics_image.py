@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from epochkraft.broker.consumer_group import TopicMetadata
 from epochkraft.broker.group_coordinator import OFFSETS_TOPIC
+from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.metadata.image import MetadataImage
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
@@ -15,7 +16,9 @@ EXCLUDE_INTERNAL_FOR_TESTS = False
 
 
 class CacheTopics:
-    def __init__(self, image: MetadataImage) -> None:
+    """Reads the cache's image at each call: a coordinator keeps this for as long as it runs."""
+
+    def __init__(self, image: MetadataImage | MetadataCache) -> None:
         self.image = image
 
     def by_name(self, name: str) -> TopicMetadata | None:

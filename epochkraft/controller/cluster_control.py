@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import BrokerRegistration, Endpoint
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
@@ -63,6 +63,7 @@ class ClusterControl:
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
         self.image = image if image is not None else MetadataImage()
+        self._replayer = MetadataDelta(self.image, in_place=True)
         self.brokers: dict[int, BrokerRegistration] = self.image.brokers
         self.sessions: dict[int, Session] = {}  # not in the log
         self.register_offsets: dict[int, int] = {}  # broker id -> offset of its RegisterBrokerRecord
@@ -242,7 +243,7 @@ class ClusterControl:
     # ---- replay -------------------------------------------------------------------------------------
     def replay(self, record: BrokerRecord, offset: int = -1) -> None:
         """Applies a registration record to the image, then this manager's bookkeeping beside it."""
-        self.image.replay(record)
+        self._replayer.replay(record)
         if isinstance(record, RegisterBrokerRecord):
             self.sessions.pop(record.broker_id, None)  # a new incarnation starts a new session
             self.register_offsets[record.broker_id] = offset

@@ -21,7 +21,7 @@ from epochkraft.metadata.config_schema import (
     is_list,
     validate,
 )
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import ConfigRecord
 
@@ -57,6 +57,7 @@ class ConfigurationControl:
         group_bounds: group_config.GroupBounds | None = None,
     ) -> None:
         self.image = image if image is not None else MetadataImage(node_id)
+        self._replayer = MetadataDelta(self.image, in_place=True)
         self.configs: dict[Resource, dict[str, str]] = self.image.configs
         self.static = static  # this controller's static settings by Kafka property name
         self.node_id = node_id
@@ -242,7 +243,7 @@ class ConfigurationControl:
 
     # ---- replay -------------------------------------------------------------------------------------
     def replay(self, record: ConfigRecord) -> None:
-        self.image.replay(record)
+        self._replayer.replay(record)
 
 
 def _refusal(resource_type: ResourceType) -> ErrorCode:

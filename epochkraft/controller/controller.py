@@ -76,7 +76,7 @@ from epochkraft.metadata.config_schema import MIN_INSYNC, UNCLEAN
 from epochkraft.metadata.image import ELR_VERSION as ELR_FEATURE
 from epochkraft.metadata.image import METADATA_VERSION as MV_FEATURE
 from epochkraft.metadata.image import TRANSACTION_VERSION as TV_FEATURE
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
 from epochkraft.protocol.errors import ErrorCode
@@ -139,6 +139,7 @@ class Controller(AdminOperations):
         self.log: ControllerLog = log if log is not None else MetadataLog()
         # One metadata image, the one brokers build too; each manager keeps its bookkeeping beside it.
         self.image = MetadataImage(node_id)
+        self._replayer = MetadataDelta(self.image, in_place=True)  # records the managers do not keep
         self.cluster = ClusterControl(cluster_id, self.settings.session_timeout_ms, self.image)
         static = {
             MIN_INSYNC: str(self.settings.min_insync_replicas),
@@ -217,7 +218,7 @@ class Controller(AdminOperations):
         if not records:
             return self.log.next_offset
         base = self.log.append(records, now_ms)
-        replay_partition_change = self.image.replay_partition_change
+        replay_partition_change = self._replayer.replay_partition_change
         for offset, record in enumerate(records, start=base):
             self._note(offset, record)
             if type(record) is PartitionChangeRecord:  # most records; skips two dispatch layers
@@ -338,7 +339,7 @@ class Controller(AdminOperations):
     @replay.register(RemoveAccessControlEntryRecord)
     @replay.register(ClientQuotaRecord)
     def _(self, record: object, offset: int = -1) -> None:
-        self.image.replay(record)
+        self._replayer.replay(record)
 
     @replay.register
     def _(self, record: ProducerIdsRecord, offset: int = -1) -> None:
@@ -347,11 +348,11 @@ class Controller(AdminOperations):
             raise RuntimeError(
                 f"next producer id {record.next_producer_id} is not above {self.image.next_producer_id}"
             )
-        self.image.replay(record)
+        self._replayer.replay(record)
 
     @replay.register(FeatureLevelRecord)
     def _(self, record: object, offset: int = -1) -> None:
-        self.image.replay(record)
+        self._replayer.replay(record)
 
     @replay.register(NoOpRecord)
     def _(self, record: object, offset: int = -1) -> None:

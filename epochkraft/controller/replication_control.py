@@ -16,7 +16,7 @@ from typing import NamedTuple
 from epochkraft.controller.configuration_control import ConfigurationControl
 from epochkraft.controller.partition_change import Election, PartitionChangeBuilder
 from epochkraft.metadata.config_schema import ResourceType, validate
-from epochkraft.metadata.image import MetadataImage
+from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import (
     NO_LEADER,
     LeaderRecoveryState,
@@ -79,6 +79,7 @@ class ReplicationControl:
         self, configuration: ConfigurationControl | None = None, image: MetadataImage | None = None
     ) -> None:
         self.image = image if image is not None else MetadataImage()
+        self._replayer = MetadataDelta(self.image, in_place=True)
         self.topics: dict[uuid.UUID, TopicInfo] = self.image.topics
         self.topic_ids: dict[str, uuid.UUID] = self.image.topic_ids
         self.configuration = configuration or ConfigurationControl(
@@ -610,4 +611,4 @@ class ReplicationControl:
     def replay(
         self, record: TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord
     ) -> None:
-        self.image.replay(record)
+        self._replayer.replay(record)

@@ -1,17 +1,21 @@
-"""The metadata image: the cluster as the metadata log describes it, built record by record.
+"""The metadata image: the cluster as the metadata log describes it, and the delta that builds the next one.
 
-One image type for the controller and the brokers alike, as Kafka's MetadataImage/MetadataDelta: the
-controller's registration, replication and configuration managers keep their own bookkeeping (heartbeat
-sessions, registration offsets) beside it, and the broker's metadata cache adds its queries to it. A
-record for an older broker incarnation (another broker epoch) changes nothing. ``replay`` notes in a
-``Changes`` what the record changed, so a broker's replicas can react; partition changes carry the
-partition epoch, so stale ones can be ignored downstream.
+One image type for the controller and the brokers alike, as Kafka's MetadataImage/MetadataDelta: a
+``MetadataDelta`` replays records over an image and ``apply()`` gives the next image, leaving the one it
+started from as it was, so a broker publishes the image and the delta's ``Changes`` of a batch at once
+(Kafka's MetadataLoader). The controller's registration, replication and configuration managers replay
+into one image in place and keep their own bookkeeping (heartbeat sessions, registration offsets) beside
+it; the broker's metadata cache answers its queries from the last image published. A record for an
+older broker incarnation (another broker epoch) changes nothing; partition changes carry the partition
+epoch, so stale ones can be ignored downstream.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
 from typing import TypedDict
@@ -91,6 +95,10 @@ class Changes:
 
 
 class MetadataImage:
+    """The cluster at one offset of the metadata log. A broker's published images are never changed: a
+    ``MetadataDelta`` builds the next one beside it, sharing what did not change. (The controller's own
+    image is the exception: its managers replay into it in place, see ``MetadataDelta.in_place``.)"""
+
     def __init__(self, node_id: int = -1) -> None:
         self.node_id = node_id  # whose per-broker dynamic configs apply
         self.brokers: dict[int, BrokerRegistration] = {}
@@ -106,7 +114,6 @@ class MetadataImage:
         # consumer group coordinator resolves topic regular expressions once per value
         self.topics_version = next(_TOPICS_VERSIONS)
         self.features: dict[str, int] = {}  # finalized feature levels (Kafka's FeaturesImage)
-        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
     @property
     def elr_enabled(self) -> bool:
@@ -120,14 +127,86 @@ class MetadataImage:
         topic_id = self.topic_ids.get(name)
         return None if topic_id is None else self.topics.get(topic_id)
 
-    # ---- replay: the only place the image changes ---------------------------------------------------
+
+# The image's containers a record can change, each copied by a delta at its first write.
+_CONTAINERS = frozenset(
+    {"brokers", "topics", "topic_ids", "configs", "scram_credentials", "acls", "client_quotas", "features"}
+)
+
+
+class MetadataDelta:
+    """Records replayed over an image (Kafka's MetadataDelta): ``apply()`` returns the next image, which
+    shares every container, topic and config the records did not touch with the one it started from;
+    that one is left as it was. ``changes`` (when given) collects what the records changed, for a
+    broker's replicas.
+
+    ``in_place`` writes straight into ``image`` instead: the controller's managers keep their state in
+    one image they replay every record into, written and read at once, as Kafka's controller keeps its
+    own (timeline) structures rather than images; nothing else holds that image."""
+
+    def __init__(
+        self, image: MetadataImage, changes: Changes | None = None, *, in_place: bool = False
+    ) -> None:
+        self.image = image  # the image the records are replayed over
+        self.changes = changes
+        self._in_place = in_place
+        self._next = image if in_place else copy.copy(image)
+        self._owned: set[str] = set(_CONTAINERS) if in_place else set()  # containers already copied
+        self._owned_topics: set[uuid.UUID] = set()  # topics whose partitions dict is already copied
+        self._owned_entries: set[tuple[str, object]] = set()  # (container, key): inner dicts copied
+        self._applied = False
+        self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
+
+    @property
+    def next_image(self) -> MetadataImage:
+        """The image as the records replayed so far make it (not to be kept past ``apply``)."""
+        return self._next
+
+    def apply(self) -> MetadataImage:
+        """The next image; the delta takes no more records."""
+        if self._in_place:
+            raise TypeError("an in-place delta has no next image: its image is the result")
+        self._applied = True
+        return self._next
+
+    # ---- copy on write ------------------------------------------------------------------------------
+    def _writable(self, name: str) -> dict:
+        if self._applied:
+            raise RuntimeError("records replayed into a delta already applied")
+        if name not in self._owned:
+            setattr(self._next, name, dict(getattr(self._next, name)))
+            self._owned.add(name)
+        return getattr(self._next, name)
+
+    def _writable_topic(self, topic_id: uuid.UUID) -> TopicInfo:
+        topics: dict[uuid.UUID, TopicInfo] = self._writable("topics")
+        topic = topics[topic_id]
+        if not self._in_place and topic_id not in self._owned_topics:
+            topic = topics[topic_id] = TopicInfo(topic.name, topic.topic_id, dict(topic.partitions))
+            self._owned_topics.add(topic_id)
+        return topic
+
+    def _writable_entry(self, name: str, key: object) -> dict:
+        """The inner dict at ``key`` of a dict of dicts (configs, client quotas), made if missing."""
+        outer = self._writable(name)
+        inner = outer.get(key)
+        if inner is None:
+            inner = outer[key] = {}
+            if not self._in_place:
+                self._owned_entries.add((name, key))
+        elif not self._in_place and (name, key) not in self._owned_entries:
+            inner = outer[key] = dict(inner)
+            self._owned_entries.add((name, key))
+        return inner
+
+    # ---- replay: the only place an image changes ----------------------------------------------------
     @singledispatchmethod
-    def replay(self, record: object, changes: Changes | None = None) -> None:
+    def replay(self, record: object) -> None:
         raise TypeError(f"no replay for {type(record).__name__}")
 
     @replay.register
-    def _(self, record: RegisterBrokerRecord, changes: Changes | None = None) -> None:
-        self.brokers[record.broker_id] = BrokerRegistration(
+    def _(self, record: RegisterBrokerRecord) -> None:
+        self._writable("brokers")[record.broker_id] = BrokerRegistration(
             broker_id=record.broker_id,
             epoch=record.broker_epoch,
             incarnation_id=record.incarnation_id,
@@ -136,19 +215,19 @@ class MetadataImage:
             fenced=record.fenced,
             in_controlled_shutdown=record.in_controlled_shutdown,
         )
-        if changes is not None:
-            changes.brokers.add(record.broker_id)
+        if self.changes is not None:
+            self.changes.brokers.add(record.broker_id)
 
     @replay.register
-    def _(self, record: FenceBrokerRecord, changes: Changes | None = None) -> None:
-        self._update_broker(record.id, record.epoch, changes, {"fenced": True})
+    def _(self, record: FenceBrokerRecord) -> None:
+        self._update_broker(record.id, record.epoch, {"fenced": True})
 
     @replay.register
-    def _(self, record: UnfenceBrokerRecord, changes: Changes | None = None) -> None:
-        self._update_broker(record.id, record.epoch, changes, {"fenced": False})
+    def _(self, record: UnfenceBrokerRecord) -> None:
+        self._update_broker(record.id, record.epoch, {"fenced": False})
 
     @replay.register
-    def _(self, record: BrokerRegistrationChangeRecord, changes: Changes | None = None) -> None:
+    def _(self, record: BrokerRegistrationChangeRecord) -> None:
         fields: BrokerStateChange = {}
         if record.fenced == CHANGE_FENCE:
             fields["fenced"] = True
@@ -156,39 +235,39 @@ class MetadataImage:
             fields["fenced"] = False
         if record.in_controlled_shutdown == 1:
             fields["in_controlled_shutdown"] = True
-        self._update_broker(record.broker_id, record.broker_epoch, changes, fields)
+        self._update_broker(record.broker_id, record.broker_epoch, fields)
 
     @replay.register
-    def _(self, record: UnregisterBrokerRecord, changes: Changes | None = None) -> None:
-        registration = self.brokers.get(record.broker_id)
+    def _(self, record: UnregisterBrokerRecord) -> None:
+        registration = self._next.brokers.get(record.broker_id)
         if registration is not None and registration.epoch == record.broker_epoch:
-            del self.brokers[record.broker_id]
-            if changes is not None:
-                changes.brokers.add(record.broker_id)
+            del self._writable("brokers")[record.broker_id]
+            if self.changes is not None:
+                self.changes.brokers.add(record.broker_id)
 
-    def _update_broker(
-        self, broker_id: int, epoch: int, changes: Changes | None, fields: BrokerStateChange
-    ) -> None:
-        registration = self.brokers.get(broker_id)
+    def _update_broker(self, broker_id: int, epoch: int, fields: BrokerStateChange) -> None:
+        registration = self._next.brokers.get(broker_id)
         if registration is None or registration.epoch != epoch:
             return  # a record for an older incarnation changes nothing
-        self.brokers[broker_id] = replace(registration, **fields)
-        if changes is not None:
-            changes.brokers.add(broker_id)
+        self._writable("brokers")[broker_id] = replace(registration, **fields)
+        if self.changes is not None:
+            self.changes.brokers.add(broker_id)
 
     @replay.register
-    def _(self, record: TopicRecord, changes: Changes | None = None) -> None:
-        self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id)
-        self.topic_ids[record.name] = record.topic_id
-        self.topics_version = next(_TOPICS_VERSIONS)
+    def _(self, record: TopicRecord) -> None:
+        self._writable("topics")[record.topic_id] = TopicInfo(record.name, record.topic_id)
+        if not self._in_place:
+            self._owned_topics.add(record.topic_id)
+        self._writable("topic_ids")[record.name] = record.topic_id
+        self._next.topics_version = next(_TOPICS_VERSIONS)
 
     @replay.register
-    def _(self, record: PartitionRecord, changes: Changes | None = None) -> None:
-        topic = self.topics.get(record.topic_id)
-        if topic is None:
+    def _(self, record: PartitionRecord) -> None:
+        if record.topic_id not in self._next.topics:
             return
+        topic = self._writable_topic(record.topic_id)
         if record.partition_id not in topic.partitions:
-            self.topics_version = next(_TOPICS_VERSIONS)
+            self._next.topics_version = next(_TOPICS_VERSIONS)
         topic.partitions[record.partition_id] = PartitionRegistration(
             replicas=tuple(record.replicas),
             isr=tuple(record.isr),
@@ -201,56 +280,62 @@ class MetadataImage:
             elr=tuple(record.eligible_leader_replicas or ()),
             last_known_elr=tuple(record.last_known_elr or ()),
         )
-        if changes is not None:
-            changes.partitions.add((topic.name, record.partition_id))
+        if self.changes is not None:
+            self.changes.partitions.add((topic.name, record.partition_id))
 
     @replay.register
-    def replay_partition_change(self, record: PartitionChangeRecord, changes: Changes | None = None) -> None:
-        topic = self.topics.get(record.topic_id)
+    def replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        topic = self._next.topics.get(record.topic_id)
         if topic is None or record.partition_id not in topic.partitions:
             return
+        topic = self._writable_topic(record.topic_id)
         topic.partitions[record.partition_id] = apply_change(topic.partitions[record.partition_id], record)
-        if changes is not None:
-            changes.partitions.add((topic.name, record.partition_id))
+        if self.changes is not None:
+            self.changes.partitions.add((topic.name, record.partition_id))
 
     @replay.register
-    def _(self, record: RemoveTopicRecord, changes: Changes | None = None) -> None:
-        topic = self.topics.pop(record.topic_id, None)
-        if topic is not None:
-            self.topics_version = next(_TOPICS_VERSIONS)
-            self.topic_ids.pop(topic.name, None)
-            self.configs.pop((TOPIC, topic.name), None)  # a deleted topic's configs go with it
-            if changes is not None:
-                changes.deleted_topics.append(topic)
+    def _(self, record: RemoveTopicRecord) -> None:
+        topic = self._next.topics.get(record.topic_id)
+        if topic is None:
+            return
+        del self._writable("topics")[record.topic_id]
+        self._next.topics_version = next(_TOPICS_VERSIONS)
+        self._writable("topic_ids").pop(topic.name, None)
+        if (TOPIC, topic.name) in self._next.configs:  # a deleted topic's configs go with it
+            del self._writable("configs")[(TOPIC, topic.name)]
+            self._owned_entries.discard(("configs", (TOPIC, topic.name)))
+        if self.changes is not None:
+            self.changes.deleted_topics.append(topic)
 
     @replay.register
-    def _(self, record: ConfigRecord, changes: Changes | None = None) -> None:
+    def _(self, record: ConfigRecord) -> None:
         resource = (record.resource_type, record.resource_name)
-        configs = self.configs.setdefault(resource, {})
+        configs = self._writable_entry("configs", resource)
         if record.value is None:
             configs.pop(record.name, None)
         else:
             configs[record.name] = record.value
         if not configs:
-            del self.configs[resource]
-        if changes is None:
+            del self._next.configs[resource]
+            self._owned_entries.discard(("configs", resource))
+        if self.changes is None:
             return
         if record.resource_type == TOPIC:
-            changes.topic_configs.setdefault(record.resource_name, set()).add(record.name)
-        elif record.resource_type == BROKER and record.resource_name in ("", str(self.node_id)):
-            changes.broker_configs.add(record.name)
+            self.changes.topic_configs.setdefault(record.resource_name, set()).add(record.name)
+        elif record.resource_type == BROKER and record.resource_name in ("", str(self._next.node_id)):
+            self.changes.broker_configs.add(record.name)
 
     @replay.register
-    def _(self, record: UserScramCredentialRecord, changes: Changes | None = None) -> None:
-        self.scram_credentials[(record.name, record.mechanism)] = record
+    def _(self, record: UserScramCredentialRecord) -> None:
+        self._writable("scram_credentials")[(record.name, record.mechanism)] = record
 
     @replay.register
-    def _(self, record: RemoveUserScramCredentialRecord, changes: Changes | None = None) -> None:
-        self.scram_credentials.pop((record.name, record.mechanism), None)
+    def _(self, record: RemoveUserScramCredentialRecord) -> None:
+        self._writable("scram_credentials").pop((record.name, record.mechanism), None)
 
     @replay.register
-    def _(self, record: AccessControlEntryRecord, changes: Changes | None = None) -> None:
-        self.acls[record.id] = AclBinding(
+    def _(self, record: AccessControlEntryRecord) -> None:
+        self._writable("acls")[record.id] = AclBinding(
             AclResourceType(record.resource_type),
             record.resource_name,
             PatternType(record.pattern_type),
@@ -261,34 +346,35 @@ class MetadataImage:
         )
 
     @replay.register
-    def _(self, record: RemoveAccessControlEntryRecord, changes: Changes | None = None) -> None:
-        self.acls.pop(record.id, None)
+    def _(self, record: RemoveAccessControlEntryRecord) -> None:
+        self._writable("acls").pop(record.id, None)
 
     @replay.register
-    def _(self, record: ClientQuotaRecord, changes: Changes | None = None) -> None:
+    def _(self, record: ClientQuotaRecord) -> None:
         entity = quota_entity((e.entity_type, e.entity_name) for e in record.entity)
-        quotas = self.client_quotas.setdefault(entity, {})
+        quotas = self._writable_entry("client_quotas", entity)
         if record.remove:
             quotas.pop(record.key, None)
         else:
             quotas[record.key] = record.value
         if not quotas:
-            del self.client_quotas[entity]
-        self.client_quotas_version += 1
+            del self._next.client_quotas[entity]
+            self._owned_entries.discard(("client_quotas", entity))
+        self._next.client_quotas_version += 1
 
     @replay.register
-    def _(self, record: ProducerIdsRecord, changes: Changes | None = None) -> None:
-        self.next_producer_id = record.next_producer_id
+    def _(self, record: ProducerIdsRecord) -> None:
+        self._next.next_producer_id = record.next_producer_id
 
     @replay.register
-    def _(self, record: FeatureLevelRecord, changes: Changes | None = None) -> None:
+    def _(self, record: FeatureLevelRecord) -> None:
         if record.feature_level == 0 and record.name != METADATA_VERSION:
-            self.features.pop(record.name, None)  # level 0 removes a feature (Kafka's replay)
+            self._writable("features").pop(record.name, None)  # level 0 removes a feature (Kafka's replay)
         else:
-            self.features[record.name] = record.feature_level
+            self._writable("features")[record.name] = record.feature_level
 
     @replay.register
-    def _(self, record: NoOpRecord, changes: Changes | None = None) -> None:
+    def _(self, record: NoOpRecord) -> None:
         pass  # carried in the log for Kafka compatibility
 
 
@@ -317,3 +403,11 @@ def apply_change(partition: PartitionRegistration, record: PartitionChangeRecord
         if record.last_known_elr is None
         else tuple(record.last_known_elr),
     )
+
+
+def image_after(image: MetadataImage, records: Iterable[object]) -> MetadataImage:
+    """The image ``records`` make of ``image`` (which stays as it was), as one delta."""
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(record)
+    return delta.apply()

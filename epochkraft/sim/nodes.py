@@ -279,9 +279,8 @@ class SimBroker:
 
     def _apply_metadata(self, data: bytes) -> None:
         changes = Changes()
-        for offset, record in read_metadata_batches(data):
-            if offset >= self.cache.next_offset:
-                self.cache.apply(offset, record, changes)
+        start = self.cache.next_offset
+        self.cache.load(((o, r) for o, r in read_metadata_batches(data) if o >= start), changes)
         outputs = self.replicas.apply_metadata(self.world.now_ms, changes)
         for transition in outputs.transitions:
             p = self.replicas.partitions.get(transition.key)

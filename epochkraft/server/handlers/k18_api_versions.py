@@ -82,7 +82,7 @@ def _features(ctx: RequestContext, image: MetadataImage, epoch: int) -> tuple[tu
 
 
 def _broker_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:
-    return _features(ctx, ctx.broker.cache, ctx.broker.cache.next_offset - 1)
+    return _features(ctx, ctx.broker.cache.image, ctx.broker.cache.next_offset - 1)
 
 
 def _controller_features(ctx: RequestContext) -> tuple[tuple, int, tuple]:

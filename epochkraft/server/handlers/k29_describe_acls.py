@@ -43,7 +43,7 @@ async def handle_on_controller(request: rt.DescribeAcls, ctx: RequestContext):
 
 
 def _broker_image(ctx: RequestContext) -> MetadataImage:
-    return ctx.broker.cache
+    return ctx.broker.cache.image
 
 
 def _controller_image(ctx: RequestContext) -> MetadataImage:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 @api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(BROKER,))
 async def handle_on_broker(request: rt.DescribeUserScramCredentials, ctx: RequestContext):
-    return _describe(request, ctx.broker.cache)
+    return _describe(request, ctx.broker.cache.image)
 
 
 @api(key=50, name="DescribeUserScramCredentials", versions=(0, 0), listeners=(CONTROLLER,))
