@@ -160,3 +160,35 @@ def test_the_controllers_image_is_replayed_in_place():
     assert image.brokers[3].fenced and image.topic("t") is not None
     with pytest.raises(TypeError):
         MetadataDelta(image, in_place=True).apply()
+
+
+def test_the_authorizer_reads_the_acls_of_each_image_published():
+    """A broker's authorizer is one of the cache's publishers (Kafka's AclPublisher): an ACL replayed after
+    start-up is enforced, though the delta put it in a new dict."""
+    from epochkraft.protocol.metadata_records import AccessControlEntryRecord
+    from epochkraft.security.authorizer import (
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+        StandardAuthorizer,
+    )
+    from epochkraft.security.principal import KafkaPrincipal
+
+    cache = MetadataCache(1)
+    authorizer = StandardAuthorizer(frozenset(), allow_everyone_if_no_acl_found=False)
+    cache.publishers.append(authorizer.publish_acls)
+    alice = KafkaPrincipal("User", "alice")
+    assert not authorizer.authorize(alice, "h", AclOperation.WRITE, ResourceType.TOPIC, "t")
+    allow = AccessControlEntryRecord(
+        id=uuid.uuid4(),
+        resource_type=int(ResourceType.TOPIC),
+        resource_name="t",
+        pattern_type=int(PatternType.LITERAL),
+        principal="User:alice",
+        host="*",
+        operation=int(AclOperation.WRITE),
+        permission_type=int(AclPermissionType.ALLOW),
+    )
+    cache.apply(0, allow, Changes())
+    assert authorizer.authorize(alice, "h", AclOperation.WRITE, ResourceType.TOPIC, "t")

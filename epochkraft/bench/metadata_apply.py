@@ -80,9 +80,8 @@ class _Broker:
 
     async def apply(self, *records: object) -> float:
         changes = Changes()
-        for record in records:
-            self.cache.apply(self.offset, record, changes)
-            self.offset += 1
+        self.cache.load(enumerate(records, start=self.offset), changes)
+        self.offset += len(records)
         started = time.perf_counter()
         await self.manager.on_metadata(changes)
         return time.perf_counter() - started

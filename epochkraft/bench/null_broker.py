@@ -84,8 +84,7 @@ class NullNode:
                 for p in range(partitions)
             ],
         ]
-        for offset, record in enumerate(records):
-            self.cache.apply(offset, record, changes)
+        self.cache.load(enumerate(records), changes)
         self.replica_manager = NullReplicaManager()
         self.producer_ids = RpcProducerIdManager(1)
         self.producer_ids.handle_allocate_producer_ids_response(0, ErrorCode.none, 0, 2**62)  # no controller

@@ -9,7 +9,7 @@ ReplicaManager.applyDelta: what a handler reads is always an image the controlle
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from epochkraft.metadata.client_quotas import QuotaEntity
 from epochkraft.metadata.config_schema import TOPIC_CONFIGS
@@ -26,10 +26,15 @@ class MetadataCache:
         self.image = MetadataImage(node_id)
         self.next_offset = 0  # offset after the last record in the published image
         self.cluster_id: str | None = None
+        # told of each image as it is published, before its changes reach the replica manager (Kafka's
+        # metadata publishers: the authorizer's AclPublisher)
+        self.publishers: list[Callable[[MetadataImage], None]] = []
 
     def publish(self, image: MetadataImage, next_offset: int) -> None:
         self.image = image
         self.next_offset = next_offset
+        for publisher in self.publishers:
+            publisher(image)
 
     # ---- the published image's parts (read only) -----------------------------------------------------
     @property

@@ -2,8 +2,8 @@
 
 One image type for the controller and the brokers alike, as Kafka's MetadataImage/MetadataDelta: a
 ``MetadataDelta`` replays records over an image and ``apply()`` gives the next image, leaving the one it
-started from as it was, so a broker publishes the image and the delta's ``Changes`` of a batch at once
-(Kafka's MetadataLoader). The controller's registration, replication and configuration managers replay
+started from as it was, so a broker publishes the image and the delta's ``Changes`` of what it fetched at
+once, whole batches only (Kafka's MetadataLoader). The controller's registration, replication and configuration managers replay
 into one image in place and keep their own bookkeeping (heartbeat sessions, registration offsets) beside
 it; the broker's metadata cache answers its queries from the last image published. A record for an
 older broker incarnation (another broker epoch) changes nothing; partition changes carry the partition
@@ -97,7 +97,7 @@ class Changes:
 class MetadataImage:
     """The cluster at one offset of the metadata log. A broker's published images are never changed: a
     ``MetadataDelta`` builds the next one beside it, sharing what did not change. (The controller's own
-    image is the exception: its managers replay into it in place, see ``MetadataDelta.in_place``.)"""
+    image is the exception: its managers replay into it in place, see ``MetadataDelta``'s ``in_place``.)"""
 
     def __init__(self, node_id: int = -1) -> None:
         self.node_id = node_id  # whose per-broker dynamic configs apply
@@ -128,21 +128,18 @@ class MetadataImage:
         return None if topic_id is None else self.topics.get(topic_id)
 
 
-# The image's containers a record can change, each copied by a delta at its first write.
-_CONTAINERS = frozenset(
-    {"brokers", "topics", "topic_ids", "configs", "scram_credentials", "acls", "client_quotas", "features"}
-)
-
-
 class MetadataDelta:
     """Records replayed over an image (Kafka's MetadataDelta): ``apply()`` returns the next image, which
     shares every container, topic and config the records did not touch with the one it started from;
     that one is left as it was. ``changes`` (when given) collects what the records changed, for a
-    broker's replicas.
+    broker's replicas. A delta copies the containers it writes (the topics dict, a changed topic's
+    partitions): it costs the size of what it touches once, so a broker replays a whole fetch response into
+    one (Kafka's images use persistent maps instead).
 
     ``in_place`` writes straight into ``image`` instead: the controller's managers keep their state in
     one image they replay every record into, written and read at once, as Kafka's controller keeps its
-    own (timeline) structures rather than images; nothing else holds that image."""
+    own (timeline) structures rather than images: such a delta never copies, so what the managers hold
+    of that image stays live."""
 
     def __init__(
         self, image: MetadataImage, changes: Changes | None = None, *, in_place: bool = False
@@ -151,7 +148,7 @@ class MetadataDelta:
         self.changes = changes
         self._in_place = in_place
         self._next = image if in_place else copy.copy(image)
-        self._owned: set[str] = set(_CONTAINERS) if in_place else set()  # containers already copied
+        self._owned: set[str] = set()  # containers already copied
         self._owned_topics: set[uuid.UUID] = set()  # topics whose partitions dict is already copied
         self._owned_entries: set[tuple[str, object]] = set()  # (container, key): inner dicts copied
         self._applied = False
@@ -173,7 +170,7 @@ class MetadataDelta:
     def _writable(self, name: str) -> dict:
         if self._applied:
             raise RuntimeError("records replayed into a delta already applied")
-        if name not in self._owned:
+        if not self._in_place and name not in self._owned:
             setattr(self._next, name, dict(getattr(self._next, name)))
             self._owned.add(name)
         return getattr(self._next, name)

@@ -83,7 +83,7 @@ class AdminAuth:
 
     def _fingerprint(self, user: str) -> tuple[int, bytes, bytes, int] | None:
         """The user's credential that a password is checked against (the first stored mechanism's)."""
-        lookup = scram_lookup(self.credentials())
+        lookup = scram_lookup(self.credentials)
         for type_id, _, _ in MECHANISMS.values():
             stored = lookup(user, type_id)
             if stored is not None:
@@ -111,7 +111,7 @@ class AdminAuth:
         if basic is None:
             return "", False
         user, password = basic
-        lookup = scram_lookup(self.credentials())
+        lookup = scram_lookup(self.credentials)
         for mechanism, (type_id, _, _) in MECHANISMS.items():
             stored = lookup(user, type_id)
             if stored is not None:  # the first stored mechanism decides: one derivation per attempt

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
 
 from epochkraft.security.principal import USER_TYPE, KafkaPrincipal
 
@@ -190,6 +191,11 @@ class AclFilter:
         return self.permission_type == AclPermissionType.ANY or acl.permission_type == self.permission_type
 
 
+class AclImage(Protocol):
+    @property
+    def acls(self) -> dict[uuid.UUID, AclBinding]: ...
+
+
 class StandardAuthorizer:
     """Decides ``authorize(principal, host, operation, resource_type, name)`` from the ACLs it holds."""
 
@@ -197,6 +203,10 @@ class StandardAuthorizer:
         self.super_users = super_users
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.acls: dict[uuid.UUID, AclBinding] = {}
+
+    def publish_acls(self, image: AclImage) -> None:
+        """The ACLs of each metadata image a broker publishes (Kafka's AclPublisher)."""
+        self.acls = image.acls
 
     def add(self, acl_id: uuid.UUID, acl: AclBinding) -> None:
         self.acls[acl_id] = acl

@@ -35,12 +35,13 @@ class StoredScram(Protocol):
 
 
 def scram_lookup(
-    credentials: Mapping[tuple[str, int], StoredScram],
+    credentials: Callable[[], Mapping[tuple[str, int], StoredScram]],
 ) -> Callable[[str, int], ScramCredential | None]:
-    """SCRAM credentials as the metadata image holds them (UserScramCredentialRecords by user and mechanism)."""
+    """SCRAM credentials as the metadata image holds them (UserScramCredentialRecords by user and mechanism),
+    read from the image current at each lookup."""
 
     def lookup(user: str, mechanism: int) -> ScramCredential | None:
-        record = credentials.get((user, mechanism))
+        record = credentials().get((user, mechanism))
         if record is None:
             return None
         return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
@@ -104,7 +105,7 @@ class NodeSecurity:
         return self._client_ssl
 
     def sasl_sessions(
-        self, protocol: str, credentials: Mapping[tuple[str, int], StoredScram]
+        self, protocol: str, credentials: Callable[[], Mapping[tuple[str, int], StoredScram]]
     ) -> Callable[[], SaslServerSession] | None:
         """A new SASL session per connection on a SASL listener (None: not SASL)."""
         if protocol not in SASL_PROTOCOLS:

@@ -194,7 +194,7 @@ class BrokerNode:
         self.security = NodeSecurity.build(settings)
         self.authorizer = self.security.authorizer
         if self.authorizer is not None:
-            self.authorizer.acls = self.cache.acls  # the ACLs the metadata log holds
+            self.cache.publishers.append(self.authorizer.publish_acls)  # the ACLs the metadata log holds
         to_controller = self.security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
         # Heartbeats on a connection and a thread of their own, as Kafka's BrokerLifecycleManager has its
         # own channel ("heartbeat") and event queue thread: the controller answers a connection's requests
@@ -849,7 +849,7 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
             turns=turns,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
-                listeners.protocols[endpoint.name], node.cache.scram_credentials
+                listeners.protocols[endpoint.name], lambda: node.cache.scram_credentials
             ),
         )
         await server.start(serving=False)  # bound now (its port registered), serving once caught up
@@ -1013,7 +1013,7 @@ def load(args: argparse.Namespace) -> tuple[BrokerSettings, Listeners, list[tupl
     security = NodeSecurity.build(settings)
     for endpoint in listeners.bind:
         security.server_ssl(listeners.protocols[endpoint.name], endpoint.name)
-        security.sasl_sessions(listeners.protocols[endpoint.name], {})
+        security.sasl_sessions(listeners.protocols[endpoint.name], dict)
     security.client_ssl(controller_protocol(settings, dict(listeners.protocols)))
     security.client_ssl(listeners.inter_broker_protocol)
     if args.admin_secure:

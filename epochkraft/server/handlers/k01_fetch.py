@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
 from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
@@ -117,33 +118,43 @@ def _follower_identity(request: rt.FetchOnBroker) -> tuple[int, int]:
     return request.replica_id, -1
 
 
+class _FetchPartition(Protocol):
+    """The fields of a requested partition from v12 on, where every one of them is present."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+    @property
+    def last_fetched_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+
+
 def _fetch_data(request: rt.FetchOnBroker) -> dict[PartitionKey, PartitionData]:
     """The partitions asked for, keyed by topic id (v13+) or name, in order (FetchRequest.fetchData)."""
+    topics: Iterable[tuple[TopicKey, Iterable[_FetchPartition]]]
     if isinstance(request, BY_TOPIC_ID):
-        return {
-            (topic.topic_id, p.partition): PartitionData(
-                p.fetch_offset,
-                p.partition_max_bytes,
-                p.current_leader_epoch,
-                p.last_fetched_epoch,
-                p.log_start_offset,
-            )
-            for topic in request.topics
-            for p in topic.partitions
-        }
-    if isinstance(request, FetchRequestV12):
-        return {
-            (topic.topic, p.partition): PartitionData(
-                p.fetch_offset,
-                p.partition_max_bytes,
-                p.current_leader_epoch,
-                p.last_fetched_epoch,
-                p.log_start_offset,
-            )
-            for topic in request.topics
-            for p in topic.partitions
-        }
-    return _fetch_data_before_v12(request)
+        topics = ((topic.topic_id, topic.partitions) for topic in request.topics)
+    elif isinstance(request, FetchRequestV12):
+        topics = ((topic.topic, topic.partitions) for topic in request.topics)
+    else:
+        return _fetch_data_before_v12(request)
+    return {
+        (key, p.partition): PartitionData(
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+            p.last_fetched_epoch,
+            p.log_start_offset,
+        )
+        for key, partitions in topics
+        for p in partitions
+    }
 
 
 def _fetch_data_before_v12(request: FetchBeforeV12) -> dict[PartitionKey, PartitionData]:
