@@ -132,9 +132,9 @@ class MetadataDelta:
     """Records replayed over an image (Kafka's MetadataDelta): ``apply()`` returns the next image, which
     shares every container, topic and config the records did not touch with the one it started from;
     that one is left as it was. ``changes`` (when given) collects what the records changed, for a
-    broker's replicas. A delta copies the containers it writes (the topics dict, a changed topic's
-    partitions): it costs the size of what it touches once, so a broker replays a whole fetch response into
-    one (Kafka's images use persistent maps instead).
+    broker's replicas. A delta copies the dicts it writes once (the topics dict, a config's entries) and
+    sets a changed topic's partitions in its persistent map, so a broker replays a whole fetch response
+    into one delta.
 
     ``in_place`` writes straight into ``image`` instead: the controller's managers keep their state in
     one image they replay every record into, written and read at once, as Kafka's controller keeps its
@@ -179,7 +179,7 @@ class MetadataDelta:
         topics: dict[uuid.UUID, TopicInfo] = self._writable("topics")
         topic = topics[topic_id]
         if not self._in_place and topic_id not in self._owned_topics:
-            topic = topics[topic_id] = TopicInfo(topic.name, topic.topic_id, dict(topic.partitions))
+            topic = topics[topic_id] = TopicInfo(topic.name, topic.topic_id, topic.partitions)
             self._owned_topics.add(topic_id)
         return topic
 
@@ -265,17 +265,20 @@ class MetadataDelta:
         topic = self._writable_topic(record.topic_id)
         if record.partition_id not in topic.partitions:
             self._next.topics_version = next(_TOPICS_VERSIONS)
-        topic.partitions[record.partition_id] = PartitionRegistration(
-            replicas=tuple(record.replicas),
-            isr=tuple(record.isr),
-            leader=record.leader,
-            leader_epoch=record.leader_epoch,
-            partition_epoch=record.partition_epoch,
-            leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
-            removing_replicas=tuple(record.removing_replicas),
-            adding_replicas=tuple(record.adding_replicas),
-            elr=tuple(record.eligible_leader_replicas or ()),
-            last_known_elr=tuple(record.last_known_elr or ()),
+        topic.partitions = topic.partitions.set(
+            record.partition_id,
+            PartitionRegistration(
+                replicas=tuple(record.replicas),
+                isr=tuple(record.isr),
+                leader=record.leader,
+                leader_epoch=record.leader_epoch,
+                partition_epoch=record.partition_epoch,
+                leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
+                removing_replicas=tuple(record.removing_replicas),
+                adding_replicas=tuple(record.adding_replicas),
+                elr=tuple(record.eligible_leader_replicas or ()),
+                last_known_elr=tuple(record.last_known_elr or ()),
+            ),
         )
         if self.changes is not None:
             self.changes.partitions.add((topic.name, record.partition_id))
@@ -286,7 +289,9 @@ class MetadataDelta:
         if topic is None or record.partition_id not in topic.partitions:
             return
         topic = self._writable_topic(record.topic_id)
-        topic.partitions[record.partition_id] = apply_change(topic.partitions[record.partition_id], record)
+        topic.partitions = topic.partitions.set(
+            record.partition_id, apply_change(topic.partitions[record.partition_id], record)
+        )
         if self.changes is not None:
             self.changes.partitions.add((topic.name, record.partition_id))
 

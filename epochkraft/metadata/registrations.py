@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from immutables import Map
+
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
 
@@ -67,4 +69,6 @@ class PartitionRegistration:
 class TopicInfo:
     name: str
     topic_id: uuid.UUID
-    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    # persistent (Kafka's TopicImage keeps an immutable map too): the next image shares it, changed in
+    # O(log n) by a metadata delta instead of copied whole
+    partitions: Map[int, PartitionRegistration] = field(default_factory=Map)

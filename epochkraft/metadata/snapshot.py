@@ -113,7 +113,7 @@ def copy_image(image: MetadataImage) -> MetadataImage:
     copy.brokers = dict(image.brokers)
     copy.topic_ids = dict(image.topic_ids)
     for topic_id, topic in image.topics.items():
-        copy.topics[topic_id] = type(topic)(topic.name, topic.topic_id, dict(topic.partitions))
+        copy.topics[topic_id] = type(topic)(topic.name, topic.topic_id, topic.partitions)  # persistent
     copy.configs = {resource: dict(values) for resource, values in image.configs.items()}
     copy.scram_credentials = dict(image.scram_credentials)
     copy.acls = dict(image.acls)
