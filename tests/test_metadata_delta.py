@@ -19,6 +19,7 @@ from epochkraft.protocol.metadata_records import (
     ClientQuotaRecord,
     EntityData,
     PartitionChangeRecord,
+    ProducerIdsRecord,
     TopicRecord,
 )
 from tests.controller_context import ControllerContext
@@ -111,8 +112,13 @@ def test_a_delta_shares_what_its_records_did_not_touch():
     assert after.topics[kept].partitions[0].isr == (1,) != isr_before
     assert image.topics[kept].partitions[0].isr == isr_before
     assert delta.changes == Changes(partitions={("kept", 0)})
-    with pytest.raises(RuntimeError):
-        delta.replay(PartitionChangeRecord(partition_id=1, topic_id=kept, isr=(2, 3)))
+    for late in (
+        PartitionChangeRecord(partition_id=1, topic_id=kept, isr=(2, 3)),
+        ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=10_000),
+    ):
+        with pytest.raises(RuntimeError):  # the next image is published: nothing more goes into it
+            delta.replay(late)
+    assert after.next_producer_id == image.next_producer_id
 
 
 def test_a_config_or_quota_change_copies_only_its_own_entry():

@@ -36,6 +36,8 @@
    latency, p50 / p90 / p99 (``--acks-count`` of them), and the brokers' CPU per batch, alone and with
    ``--acks-idle-partitions`` more partitions on the brokers; ``--targets epochkraft,kafka`` measures
    Kafka's too (epochkraft/bench/acks.py).
+14. warmup (only when named): ``--rounds`` back-to-back rounds of (a) at 1 KiB on one new cluster per
+   target, a line per round: how long a target's throughput keeps rising after its start (Kafka's JIT).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -211,6 +214,10 @@ def _produce_cluster(work: Path, target: str, name: str = "produce") -> Iterator
     broker_config: dict[str, object] = {
         key: value for key, value in (line.split("=", 1) for line in FAST.splitlines() if line)
     }
+    # A deleted topic's files go within a second, as epochkraft's do, not a minute later (Kafka's
+    # default): at Kafka's steady state the warm-up's and rounds' deleted topics would otherwise hold
+    # tens of GB at once (three replicas of 12 s at 140 MB/s each), filling this machine's disk.
+    broker_config["log.segment.delete.delay.ms"] = 1000
     peer = KafkaPeer(
         run_dir=work / f"{name}-kafka",
         brokers=3,
@@ -318,7 +325,8 @@ def part_produce(
                 result = _produce_rate({"bootstrap.servers": bootstrap, "acks": acks}, topic, size, seconds)
                 # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
                 gigabytes = result["mb_per_s"] * result["seconds"] / 1000
-                result["broker_cpu_s_per_gb"] = round((cpu_seconds(pids) - before) / gigabytes, 2)
+                cpu = cpu_seconds(pids) - before  # nothing acknowledged (a broker down): NaN, not a crash
+                result["broker_cpu_s_per_gb"] = round(cpu / gigabytes, 2) if gigabytes else math.nan
                 return result
             finally:
                 _delete(bootstrap, topic)
@@ -360,6 +368,39 @@ def part_produce(
                 results[f"{size}B"] = row
         finally:
             null.kill()
+    return results
+
+
+def part_warmup(work: Path, seconds: float, rounds: int, targets: list[str]) -> dict[str, Any]:
+    """How long each target's throughput keeps rising after its start (a JVM's JIT): ``rounds`` back-to-back
+    rounds of the (a) load at 1 KiB on one new cluster per target, each on a topic of its own, with the
+    brokers' CPU per GB and the load average; a line per round as it ends."""
+    results: dict[str, Any] = {}
+    for target in targets:
+        rows: list[dict[str, float]] = []
+        with _produce_cluster(work, target, "warmup") as (bootstrap, pids):
+            started = time.monotonic()
+            for n in range(rounds):
+                topic = f"warmup-{n}"
+                os.sync()
+                _create(bootstrap, topic, 6, 3, 2)
+                try:
+                    before = cpu_seconds(pids)
+                    run = _produce_rate({"bootstrap.servers": bootstrap, "acks": "all"}, topic, 1024, seconds)
+                    gigabytes = run["mb_per_s"] * run["seconds"] / 1000
+                    cpu = cpu_seconds(pids) - before
+                    row = {
+                        "round": n,
+                        "since_start_s": round(time.monotonic() - started, 1),
+                        "mb_per_s": run["mb_per_s"],
+                        "broker_cpu_s_per_gb": round(cpu / gigabytes, 2) if gigabytes else math.nan,
+                        "load_average_1m": round(os.getloadavg()[0], 1),
+                    }
+                finally:
+                    _delete(bootstrap, topic)
+                print(f"  {target} {json.dumps(row)}", flush=True)
+                rows.append(row)
+        results[target] = rows
     return results
 
 
@@ -964,6 +1005,8 @@ def main(argv: list[str]) -> int:
                 results[part] = part_request_floods(work / "request-floods", args.seconds)
             elif part == "txn":
                 results[part] = part_txn(work, args.seconds, args.rounds, targets)
+            elif part == "warmup":  # only when named: minutes per target
+                results[part] = part_warmup(work, args.seconds, args.rounds, targets)
             elif part == "acks":
                 results[part] = part_acks(work, args.acks_count, args.acks_idle_partitions, targets)
             elif part == "tls":

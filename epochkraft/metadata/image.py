@@ -149,15 +149,10 @@ class MetadataDelta:
         self._in_place = in_place
         self._next = image if in_place else copy.copy(image)
         self._owned: set[str] = set()  # containers already copied
-        self._owned_topics: set[uuid.UUID] = set()  # topics whose partitions dict is already copied
+        self._owned_topics: set[uuid.UUID] = set()  # topics already copied into the next image
         self._owned_entries: set[tuple[str, object]] = set()  # (container, key): inner dicts copied
         self._applied = False
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
-
-    @property
-    def next_image(self) -> MetadataImage:
-        """The image as the records replayed so far make it (not to be kept past ``apply``)."""
-        return self._next
 
     def apply(self) -> MetadataImage:
         """The next image; the delta takes no more records."""
@@ -167,9 +162,14 @@ class MetadataDelta:
         return self._next
 
     # ---- copy on write ------------------------------------------------------------------------------
-    def _writable(self, name: str) -> dict:
+    def _open(self) -> MetadataImage:
+        """The next image, to be written: refused once applied (it is published then)."""
         if self._applied:
             raise RuntimeError("records replayed into a delta already applied")
+        return self._next
+
+    def _writable(self, name: str) -> dict:
+        self._open()
         if not self._in_place and name not in self._owned:
             setattr(self._next, name, dict(getattr(self._next, name)))
             self._owned.add(name)
@@ -366,7 +366,7 @@ class MetadataDelta:
 
     @replay.register
     def _(self, record: ProducerIdsRecord) -> None:
-        self._next.next_producer_id = record.next_producer_id
+        self._open().next_producer_id = record.next_producer_id
 
     @replay.register
     def _(self, record: FeatureLevelRecord) -> None:

@@ -149,7 +149,7 @@ def image_records(image: MetadataImage, metadata_version: int) -> list[MetadataR
         )
     for topic in image.topics.values():
         records.append(TopicRecord(name=topic.name, topic_id=topic.topic_id))
-        for index, partition in topic.partitions.items():
+        for index, partition in sorted(topic.partitions.items()):  # the map's own order is its hashes'
             records.append(
                 PartitionRecord(
                     partition_id=index,
