@@ -1,8 +1,9 @@
 """The broker's metadata cache: the last metadata image published (the same image type the controller
 builds) and the queries the broker asks of it.
 
-The loader replays each batch into a ``MetadataDelta`` over the published image and publishes the next
-image and the delta's ``Changes`` together (``publish``), as Kafka's KRaftMetadataCache.setImage before
+The loader replays what it fetched (whole batches) into a ``MetadataDelta`` over the published image and
+publishes the next image (``publish``, which hands it to the cache's publishers too) before the delta's
+``Changes`` reach the replica manager, as Kafka's KRaftMetadataCache.setImage before
 ReplicaManager.applyDelta: what a handler reads is always an image the controller wrote, whole.
 """
 
