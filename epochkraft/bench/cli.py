@@ -315,21 +315,7 @@ def part_produce(
         assert "ready" in (null.stdout.readline() if null.stdout else "")
 
         def on_cluster(topic: str, rf: int, min_isr: int, acks: str, size: int) -> dict[str, float]:
-            # A topic of its own, deleted afterwards: its pages go back to the cache for the next one.
-            # Dirty pages left by the previous configuration are written out first, so the kernel's
-            # writeback of one configuration's data does not run during the next one's measurement.
-            os.sync()
-            _create(bootstrap, topic, 6, rf, min_isr)
-            try:
-                before = cpu_seconds(pids)
-                result = _produce_rate({"bootstrap.servers": bootstrap, "acks": acks}, topic, size, seconds)
-                # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
-                gigabytes = result["mb_per_s"] * result["seconds"] / 1000
-                cpu = cpu_seconds(pids) - before  # nothing acknowledged (a broker down): NaN, not a crash
-                result["broker_cpu_s_per_gb"] = round(cpu / gigabytes, 2) if gigabytes else math.nan
-                return result
-            finally:
-                _delete(bootstrap, topic)
+            return _produce_on_topic(bootstrap, pids, topic, rf, min_isr, acks, size, seconds)
 
         configurations: dict[str, Callable[[int, int], dict[str, float]]] = {
             "a_rf3_acks_all": lambda size, n: on_cluster(f"rf3-{size}-{n}", 3, 2, "all", size),
@@ -371,6 +357,27 @@ def part_produce(
     return results
 
 
+def _produce_on_topic(
+    bootstrap: str, pids: list[int], topic: str, rf: int, min_isr: int, acks: str, size: int, seconds: float
+) -> dict[str, float]:
+    """``_produce_rate`` on a new topic of six partitions, with the brokers' CPU seconds per GB."""
+    # A topic of its own, deleted afterwards: its pages go back to the cache for the next one.
+    # Dirty pages left by the previous configuration are written out first, so the kernel's
+    # writeback of one configuration's data does not run during the next one's measurement.
+    os.sync()
+    _create(bootstrap, topic, 6, rf, min_isr)
+    try:
+        before = cpu_seconds(pids)
+        result = _produce_rate({"bootstrap.servers": bootstrap, "acks": acks}, topic, size, seconds)
+        # CPU the brokers spent per GB acknowledged: steadier than MB/s on a VM whose speed moves.
+        gigabytes = result["mb_per_s"] * result["seconds"] / 1000
+        cpu = cpu_seconds(pids) - before  # nothing acknowledged (a broker down): NaN, not a crash
+        result["broker_cpu_s_per_gb"] = round(cpu / gigabytes, 2) if gigabytes else math.nan
+        return result
+    finally:
+        _delete(bootstrap, topic)
+
+
 def part_warmup(work: Path, seconds: float, rounds: int, targets: list[str]) -> dict[str, Any]:
     """How long each target's throughput keeps rising after its start (a JVM's JIT): ``rounds`` back-to-back
     rounds of the (a) load at 1 KiB on one new cluster per target, each on a topic of its own, with the
@@ -381,23 +388,14 @@ def part_warmup(work: Path, seconds: float, rounds: int, targets: list[str]) -> 
         with _produce_cluster(work, target, "warmup") as (bootstrap, pids):
             started = time.monotonic()
             for n in range(rounds):
-                topic = f"warmup-{n}"
-                os.sync()
-                _create(bootstrap, topic, 6, 3, 2)
-                try:
-                    before = cpu_seconds(pids)
-                    run = _produce_rate({"bootstrap.servers": bootstrap, "acks": "all"}, topic, 1024, seconds)
-                    gigabytes = run["mb_per_s"] * run["seconds"] / 1000
-                    cpu = cpu_seconds(pids) - before
-                    row = {
-                        "round": n,
-                        "since_start_s": round(time.monotonic() - started, 1),
-                        "mb_per_s": run["mb_per_s"],
-                        "broker_cpu_s_per_gb": round(cpu / gigabytes, 2) if gigabytes else math.nan,
-                        "load_average_1m": round(os.getloadavg()[0], 1),
-                    }
-                finally:
-                    _delete(bootstrap, topic)
+                run = _produce_on_topic(bootstrap, pids, f"warmup-{n}", 3, 2, "all", 1024, seconds)
+                row = {
+                    "round": n,
+                    "since_start_s": round(time.monotonic() - started, 1),
+                    "mb_per_s": run["mb_per_s"],
+                    "broker_cpu_s_per_gb": run["broker_cpu_s_per_gb"],
+                    "load_average_1m": round(os.getloadavg()[0], 1),
+                }
                 print(f"  {target} {json.dumps(row)}", flush=True)
                 rows.append(row)
         results[target] = rows
