@@ -34,6 +34,7 @@ import errno
 import os
 import random
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -469,7 +470,10 @@ def format_dir(
 
 
 def open_quorum(
-    args: argparse.Namespace, settings: ControllerSettings, log: FilteringBoundLogger, ssl_context: Any
+    args: argparse.Namespace,
+    settings: ControllerSettings,
+    log: FilteringBoundLogger,
+    ssl_context: ssl.SSLContext | None,
 ) -> tuple[QuorumDriver, MetadataSnapshotter]:
     """A controller of a Raft quorum: its data dir formatted if new (meta.properties with its directory id,
     and a dynamic quorum's bootstrap checkpoint), its log and quorum-state from there, the newest snapshot

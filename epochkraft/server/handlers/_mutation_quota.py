@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from epochkraft.broker.client_quotas import ControllerMutationQuota
 from epochkraft.controller.controller import THROTTLED
 from epochkraft.security.authorizer import AclOperation
 from epochkraft.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Response = TypeVar("_Response", bound="DataclassInstance")  # a kio response with a throttle_time
 
 THROTTLED_MESSAGE = THROTTLED  # Errors.THROTTLING_QUOTA_EXCEEDED.message, as the controller answers it
 BROKER_CLIENT_PREFIX = "broker-"  # a broker's controller channels' client ids (broker-<id>-control)
@@ -55,7 +60,7 @@ def _brokers_own(ctx: RequestContext) -> bool:
     )
 
 
-def with_throttle(response: Any, quota: ControllerMutationQuota | None, now_ms: int) -> Any:
+def with_throttle(response: _Response, quota: ControllerMutationQuota | None, now_ms: int) -> _Response:
     """The response carrying what is left of the quota's throttle time (sendResponseMaybeThrottleWith-
     ControllerQuota)."""
     if quota is None:

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.protocol.api import CONTROLLER, api
@@ -25,6 +25,8 @@ from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import ms
 
 if TYPE_CHECKING:
+    from kio.schema.alter_partition.v3.response import AlterPartitionResponse
+
     from epochkraft.protocol import request_types as rt
 
 _HEADER = struct.Struct(">ih")  # throttle_time_ms, error_code
@@ -33,7 +35,7 @@ _PARTITION_TAIL = struct.Struct(">bib")  # leader_recovery_state, partition_epoc
 _NO_TOPIC_ID = bytes(16)
 
 
-def encode_response(response: Any) -> bytes:
+def encode_response(response: AlterPartitionResponse) -> bytes:
     """The AlterPartition v2/v3 response body (flexible encoding, no tagged fields)."""
     out = bytearray(_HEADER.pack(ms(response.throttle_time), response.error_code))
     write_uvarint(out, len(response.topics) + 1)
