@@ -77,10 +77,7 @@ class QuorumContext:
 
     def elect(self) -> ControllerQuorum:
         self.run(3000)
-        active = self.active()
-        active.controller.bootstrap(self.now, new_cluster=True)
-        self.run(50)
-        return active
+        return self.active()
 
     def register(self, quorum: ControllerQuorum, broker_id: int) -> int:
         request = BrokerRegistrationRequest(
@@ -108,8 +105,7 @@ def test_the_new_leader_is_active_once_its_leader_change_message_is_committed():
     assert leader.active and leader.activations == 1
     first = leader.log.entries[0]
     assert isinstance(first.value, LeaderChangeMessage) and first.value.leader_id == leader.raft.local_id
-    assert leader.applied == leader.log.end_offset == 1  # the LeaderChangeMessage, committed and published
-    assert leader.needs_bootstrap()
+    assert leader.applied == leader.log.end_offset  # committed and published
     standbys = [q for q in ctx.voters.values() if q is not leader]
     assert all(not q.active for q in standbys)
 
@@ -234,3 +230,20 @@ def _records(batch: bytes) -> list:
     from epochkraft.protocol.metadata_codec import read_metadata_batches
 
     return [record for _offset, record in read_metadata_batches(batch)]
+
+
+def test_activation_appends_the_bootstrap_records_before_any_write():
+    """ActivationRecordsGeneratorTest.testActivationMessageForEmptyLog, as QuorumController's
+    CompleteActivationEvent appends them: on an empty log the new active controller's first records are
+    the cluster's feature levels, so a broker's registration let in at once cannot come first (and leave
+    the cluster without metadata.version or eligible leader replicas)."""
+    ctx = QuorumContext()
+    ctx.run(3000)
+    active = ctx.active()
+    ctx.register(active, 1)  # the first write, right after activation
+    ctx.run(600)
+    records = [record for _, record in active.published.records()]
+    assert isinstance(records[0], FeatureLevelRecord) and records[0].name == "metadata.version"
+    assert isinstance(records[-1], RegisterBrokerRecord)
+    for quorum in ctx.voters.values():
+        assert quorum.controller.image.elr_enabled  # every controller replayed the levels

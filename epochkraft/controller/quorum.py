@@ -97,7 +97,10 @@ class ControllerQuorum:
         """Publishes and replays newly committed entries and moves between standby and active; returns
         ``output`` for the driver to persist and send."""
         self._apply_committed()
-        self._update_role(now_ms)
+        if self._update_role(now_ms):
+            # activation records appended: release them to the followers now, as any append is
+            more = self.raft.poll(now_ms)
+            output = Output(more.persist or output.persist, [*output.sends, *more.sends])
         for listener in self.listeners:
             listener()
         return output
@@ -118,7 +121,8 @@ class ControllerQuorum:
                 self.replayed_to = self.published.next_offset
             self.applied = self.published.next_offset
 
-    def _update_role(self, now_ms: int) -> None:
+    def _update_role(self, now_ms: int) -> bool:
+        """Claims or renounces as the Raft role says; True when the claim appended activation records."""
         state = self.raft.state
         claimable = (
             isinstance(state, LeaderState)
@@ -126,16 +130,24 @@ class ControllerQuorum:
             and state.high_watermark > state.epoch_start_offset
         )
         if claimable and not self.active:
-            self._claim(now_ms)
-        elif self.active and not isinstance(state, LeaderState):
+            return self._claim(now_ms)
+        if self.active and not isinstance(state, LeaderState):
             self._renounce()
+        return False
 
-    def _claim(self, now_ms: int) -> None:
-        """QuorumController.claim: every committed record is replayed; brokers get fresh sessions."""
+    def _claim(self, now_ms: int) -> bool:
+        """QuorumController.claim: every committed record is replayed; brokers get fresh sessions. On an
+        empty log the activation appends the new cluster's bootstrap records (feature levels) before any
+        write can (ActivationRecordsGenerator.recordsForEmptyLog, appended by CompleteActivationEvent):
+        a broker's registration let in first would leave the cluster without metadata.version."""
         self.active = True
         self.activations += 1
         self.controller.cluster.sessions.clear()
         self.controller.cluster.started_ms = now_ms
+        if not self.needs_bootstrap():
+            return False
+        self.controller.bootstrap(now_ms, new_cluster=True)
+        return True
 
     def _renounce(self) -> None:
         """QuorumController.renounce: back to the committed state when a write was in flight."""

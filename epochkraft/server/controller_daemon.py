@@ -789,12 +789,11 @@ async def _on_activation(
     scram: list[UserScramCredentialRecord],
     log: FilteringBoundLogger,
 ) -> None:
-    """A newly active controller: a new cluster's feature level, then --add-scram credentials."""
+    """A newly active controller's --add-scram credentials (a new cluster's feature levels were appended
+    when it claimed: ``ControllerQuorum._claim``)."""
     quorum = driver.quorum
 
     async def bootstrap() -> None:
-        if quorum.needs_bootstrap():
-            controller.bootstrap(ControllerNode.now_ms(), new_cluster=True)
         added = controller.add_scram_credentials(ControllerNode.now_ms(), scram)
         if added:
             log.info("bootstrap SCRAM credentials written", credentials=added)
