@@ -11,7 +11,10 @@ from kio.schema.incremental_alter_configs.v1 import request as iac
 
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.controller.controller import Controller
-from epochkraft.sim.cluster import SCHEDULES, SimCluster
+from epochkraft.metadata.image import MetadataImage
+from epochkraft.sim.cluster import SCHEDULES, TOPOLOGIES, SimCluster
+from epochkraft.sim.nodes import SimController
+from epochkraft.sim.quorum import SimQuorum
 from tests.controller_context import ControllerContext
 
 
@@ -41,8 +44,33 @@ def test_controller_state_is_the_image_its_log_builds_after_a_faulty_run():
         sim = SimCluster(seed, SCHEDULES["random"](seed))
         result = sim.run()
         assert result.violation is None
-        assert len(sim.controller.core.image.brokers) == 3
-        assert_same_image(sim.controller.core)
+        assert isinstance(sim.controllers, SimController)
+        assert len(sim.controllers.core.image.brokers) == 3
+        assert_same_image(sim.controllers.core)
+
+
+def image_parts(image: MetadataImage) -> tuple[object, ...]:
+    topics = {t: (i.name, dict(i.partitions)) for t, i in image.topics.items()}
+    return image.brokers, image.topic_ids, topics, image.configs, image.features
+
+
+def test_every_controller_of_a_quorum_holds_the_image_of_the_committed_log():
+    """Against a quorum the active controller decides on its image and the standbys replay what commits:
+    after a run with controllers crashed and cut off, every controller that applied the whole committed
+    log holds the image the committed batches build (the simulator's replay, as a broker's)."""
+    for seed in (1, 2, 3):
+        sim = SimCluster(seed, SCHEDULES["quorum"](seed), topology=TOPOLOGIES["quorum"], controllers=3)
+        assert sim.run().violation is None
+        quorum = sim.controllers
+        assert isinstance(quorum, SimQuorum)
+        caught_up = [
+            m.quorum
+            for m in quorum.members.values()
+            if m.quorum is not None and m.quorum.applied == m.quorum.replayed_to == quorum.committed_end
+        ]
+        assert any(q.active for q in caught_up)
+        for controller_quorum in caught_up:
+            assert image_parts(controller_quorum.controller.image) == image_parts(quorum.image)
 
 
 def test_configs_and_deleted_topics_leave_the_same_image():

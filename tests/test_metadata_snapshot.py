@@ -43,6 +43,7 @@ from epochkraft.protocol.metadata_records import FeatureLevelRecord
 from epochkraft.protocol.records import decode_batches, iter_batches
 from epochkraft.server.controller_daemon import bootstrap_scram, load_newest_snapshot
 from epochkraft.sim.cluster import SCHEDULES, SimCluster
+from epochkraft.sim.nodes import SimController
 from tests.controller_context import CLUSTER_ID, ControllerContext
 
 
@@ -106,7 +107,8 @@ def test_image_round_trips_through_a_checkpoint_file_after_a_faulty_run(tmp_path
     for seed in (1, 2, 3):
         sim = SimCluster(seed, SCHEDULES["random"](seed))
         assert sim.run().violation is None
-        controller = sim.controller.core
+        assert isinstance(sim.controllers, SimController)
+        controller = sim.controllers.core
         directory = tmp_path / str(seed)
         directory.mkdir()
         loaded = through_a_file(controller, directory)

@@ -1,5 +1,8 @@
 """The deterministic simulation: reproducible per seed, no invariant broken with the defaults, and the
-KAFKA-14139 loss found and shrunk with the pre-KIP-903 switches on."""
+KAFKA-14139 loss found and shrunk with the pre-KIP-903 switches on; with one controller and against a
+controller quorum (three controllers, each the controller daemon's Raft core and ControllerQuorum, crashed,
+restarted and cut off from each other or from everyone), where the checks also find a controller that
+answers before its records are committed."""
 
 from __future__ import annotations
 
@@ -11,7 +14,18 @@ import pytest
 
 from epochkraft.broker import fetch_rules
 from epochkraft.controller import partition_change
-from epochkraft.sim.cluster import TOPOLOGIES, Fault, SimCluster, random_schedule, run_seed, shrink
+from epochkraft.controller.quorum import ControllerQuorum
+from epochkraft.sim import quorum
+from epochkraft.sim.cluster import (
+    TOPOLOGIES,
+    Fault,
+    SimCluster,
+    quorum_schedule,
+    random_schedule,
+    run_seed,
+    shrink,
+)
+from epochkraft.sim.quorum import SimQuorum
 
 # 2,000 seeds take about 70 s on 2 cores; the deadlines leave room for a machine several times slower.
 pytestmark = pytest.mark.timeout(600)
@@ -139,3 +153,71 @@ def test_elr_on_and_off_hold_every_invariant_and_unsafe_elr_is_found(tmp_path):
     summary = run_cli("--seeds", "30", "--faults", "elr", "--unsafe", tmp_path=tmp_path)
     assert summary["returncode"] == 1 and "lost" in summary["violation"], summary["stdout"]
     assert len(summary["shrunk_schedule"]) <= 4
+
+
+# ---- against a controller quorum ---------------------------------------------------------------------
+# found by `epochkraft sim --faults random --controllers 3` before a new cluster's feature levels were
+# appended at activation, shrunk: the restarted quorum's activation left metadata.version and ELR unset
+# when a broker's registration was let in first, and a fenced ISR was then handled without ELR
+BOOTSTRAP_RACE = [
+    Fault(7161, "wipe", 2, 0, 2339),
+    Fault(7795, "controller-restart", 0, 0, 0),
+    Fault(7858, "crash", 1, 0, 1894),
+]
+
+
+def test_a_quorum_seed_replays_exactly():
+    first, second = run_seed(4, faults="quorum"), run_seed(4, faults="quorum")
+    assert first.trace == second.trace and first.acked == second.acked and first.events == second.events
+    assert any("active controller" in line for line in first.trace)
+    assert quorum_schedule(4) == quorum_schedule(4)
+    assert any(f.kind.startswith("controller-") for f in quorum_schedule(4))
+
+
+def test_brokers_follow_the_committed_metadata_of_the_quorum():
+    sim = SimCluster(1, quorum_schedule(1), topology=TOPOLOGIES["quorum"], controllers=3)
+    result = sim.run()
+    assert result.violation is None and result.acked > 100
+    controllers = sim.controllers
+    assert isinstance(controllers, SimQuorum)
+    assert controllers.image.elr_enabled  # the bootstrap's feature levels are committed
+    topic = controllers.topic("sim")
+    assert topic is not None and set(topic.partitions[0].isr) == {1, 2}
+    for broker in sim.brokers.values():  # every broker caught up with the committed log
+        assert broker.cache.next_offset == controllers.committed_end
+
+
+def test_a_new_clusters_feature_levels_come_before_any_broker(monkeypatch):
+    """The race the simulator found: with the activation's bootstrap records left to a later write, a
+    broker registered first and the cluster ran without metadata.version or ELR (seen as an
+    acknowledged record lost once the last ISR member came back on an empty disk)."""
+    assert run_seed(66, schedule=BOOTSTRAP_RACE, controllers=3).violation is None
+    monkeypatch.setattr(ControllerQuorum, "needs_bootstrap", lambda self: False)
+    found = run_seed(66, schedule=BOOTSTRAP_RACE, controllers=3)
+    assert found.violation is not None and "lost" in found.violation
+
+
+def test_answering_before_commit_is_found(monkeypatch):
+    """The quorum's glue shown checked: an active controller that answers brokers before its records are
+    committed (registrations, ISR changes a crash then takes back) loses acknowledged records."""
+    monkeypatch.setattr(quorum, "UNSAFE_ANSWER_BEFORE_COMMIT_FOR_TESTS", True)
+    found = next((s for s in range(40) if run_seed(s, faults="quorum").violation is not None), None)
+    assert found is not None, "no seed of 40 found a controller answering before commit"
+    monkeypatch.setattr(quorum, "UNSAFE_ANSWER_BEFORE_COMMIT_FOR_TESTS", False)
+    assert run_seed(found, faults="quorum").violation is None
+
+
+@pytest.mark.sweep
+def test_quorum_faults_hold_every_invariant(tmp_path):
+    summary = run_cli("--seeds", "200", "--faults", "quorum", tmp_path=tmp_path)
+    assert summary["returncode"] == 0 and summary["violations"] == 0, summary["stdout"]
+
+
+@pytest.mark.sweep
+def test_unsafe_switches_find_kafka_14139_against_a_quorum(tmp_path):
+    summary = run_cli(
+        "--seeds", "40", "--faults", "kafka-14139", "--controllers", "3", "--unsafe", tmp_path=tmp_path
+    )
+    assert summary["returncode"] == 1 and summary["violations"] >= 1
+    assert "lost" in summary["violation"] and "stale replica admitted" in summary["violation"]
+    assert "active controller" in summary["stdout"]  # the shrunk run's trace is the quorum's

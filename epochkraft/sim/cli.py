@@ -5,6 +5,10 @@ partitions, slow links, held AlterPartitions and replica fetcher failures; ``--f
 KAFKA-14139 fault grammar. ``--unsafe`` turns on the pre-KIP-903 switches (brokers send AlterPartition v2
 without epochs and skip the epoch comparison; the controller skips the KIP-841 check).
 
+``--faults quorum`` runs the cluster against three controllers in a Raft quorum (the daemon's Raft core
+and ControllerQuorum each), with the random broker faults and controllers crashed or cut off from each
+other or from everyone; ``--controllers N`` runs any cluster schedule against N controllers.
+
 ``--faults elr`` runs every schedule (crashes, power losses, controlled shutdowns, brokers cut off from
 the controller or from each other, on three replicas with min.insync.replicas 2) twice, with eligible
 leader replicas (KIP-966) on and off, and prints the partition's unavailability side by side: the time
@@ -52,30 +56,35 @@ def _set_elr_unsafe(unsafe: bool) -> None:
     partition_change.UNSAFE_KEEP_UNCLEAN_SHUTDOWN_IN_ELR_FOR_TESTS = unsafe
 
 
-def _run_elr(seed: int, unsafe: bool) -> tuple[int, RunResult, RunResult]:
+def _run_elr(seed: int, unsafe: bool, controllers: int | None) -> tuple[int, RunResult, RunResult]:
     """One schedule twice: ELR on, then off (the switch, when set, only changes the first)."""
     _set_elr_unsafe(unsafe)
-    on = run_seed(seed, faults="elr", elr=True)
-    off = run_seed(seed, faults="elr", elr=False)
+    on = run_seed(seed, faults="elr", elr=True, controllers=controllers)
+    off = run_seed(seed, faults="elr", elr=False, controllers=controllers)
     on.trace = off.trace = []  # not sent back from the worker: only the first violation's is printed
     return seed, on, off
 
 
-def _run(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[int, str | None, int, int]:
+def _run(
+    seed: int, unsafe: bool, faults: str, voters: int, controllers: int | None
+) -> tuple[int, str | None, int, int]:
     if faults in RAFT_SCHEDULES:
         _set_raft_unsafe(faults, unsafe)
         raft_result = run_raft_seed(seed, faults=faults, voters=voters)
         return seed, raft_result.violation, raft_result.acked, raft_result.events
-    result = run_seed(seed, unsafe=unsafe, faults=faults)
+    result = run_seed(seed, unsafe=unsafe, faults=faults, controllers=controllers)
     return seed, result.violation, result.acked, result.events
 
 
-def _shrunk(seed: int, unsafe: bool, faults: str, voters: int) -> tuple[str | None, list[str], list[str]]:
+def _shrunk(
+    seed: int, unsafe: bool, faults: str, voters: int, controllers: int | None
+) -> tuple[str | None, list[str], list[str]]:
     if faults in RAFT_SCHEDULES:
         _set_raft_unsafe(faults, unsafe)
         raft_result = shrink_raft(run_raft_seed(seed, faults=faults, voters=voters), voters=voters)
         return raft_result.violation, [f.describe() for f in raft_result.schedule], raft_result.trace
-    result = shrink(run_seed(seed, unsafe=unsafe, faults=faults), unsafe=unsafe)
+    first = run_seed(seed, unsafe=unsafe, faults=faults, controllers=controllers)
+    result = shrink(first, unsafe=unsafe, faults=faults, controllers=controllers)
     return result.violation, [f.describe() for f in result.schedule], result.trace
 
 
@@ -124,7 +133,8 @@ def _main_elr(args: argparse.Namespace) -> int:
     started = time.monotonic()
     seeds = range(args.start, args.start + args.seeds)
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
-        results = list(pool.map(partial(_run_elr, unsafe=args.unsafe), seeds, chunksize=4))
+        work = partial(_run_elr, unsafe=args.unsafe, controllers=args.controllers)
+        results = list(pool.map(work, seeds, chunksize=4))
     seconds = time.monotonic() - started
     rule = (
         "a broker back from an unclean shutdown kept in the ELR (UNSAFE)" if args.unsafe else "Kafka's rules"
@@ -152,7 +162,8 @@ def _main_elr(args: argparse.Namespace) -> int:
             f"{len(violations)} seeds violated an invariant; first: seed {seed} (ELR {'on' if elr else 'off'})"
         )
         _set_elr_unsafe(args.unsafe)
-        shrunk = shrink(run_seed(seed, faults="elr", elr=elr), unsafe=False, faults="elr", elr=elr)
+        first = run_seed(seed, faults="elr", elr=elr, controllers=args.controllers)
+        shrunk = shrink(first, unsafe=False, faults="elr", elr=elr, controllers=args.controllers)
         print(f"shrunk to: {shrunk.violation}")
         for fault in shrunk.schedule:
             print(f"  {fault.describe()}")
@@ -194,6 +205,12 @@ def main(argv: list[str]) -> int:
         "unclean shutdown in the ELR)",
     )
     parser.add_argument("--voters", type=int, default=5, help="controllers in the quorum (raft faults)")
+    parser.add_argument(
+        "--controllers",
+        type=int,
+        help="the cluster's controllers: 1, one with its own log; more, a Raft quorum "
+        "(default: 3 for --faults quorum, 1 otherwise)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="write a JSON summary here")
     args = parser.parse_args(argv)
@@ -203,7 +220,9 @@ def main(argv: list[str]) -> int:
     seeds = range(args.start, args.start + args.seeds)
     violations: list[tuple[int, str]] = []
     acked = events = run = 0
-    work = partial(_run, unsafe=args.unsafe, faults=args.faults, voters=args.voters)
+    work = partial(
+        _run, unsafe=args.unsafe, faults=args.faults, voters=args.voters, controllers=args.controllers
+    )
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         for seed, violation, seed_acked, seed_events in pool.map(work, seeds, chunksize=8):
             run += 1
@@ -239,7 +258,9 @@ def main(argv: list[str]) -> int:
     if violations:
         seed, violation = violations[0]
         print(f"{len(violations)} seeds violated an invariant; first: seed {seed}: {violation}")
-        shrunk_violation, shrunk_schedule, trace = _shrunk(seed, args.unsafe, args.faults, args.voters)
+        shrunk_violation, shrunk_schedule, trace = _shrunk(
+            seed, args.unsafe, args.faults, args.voters, args.controllers
+        )
         print("shrunk schedule:")
         for fault in shrunk_schedule:
             print(f"  {fault}")

@@ -1,5 +1,6 @@
-"""One seeded simulation run: controller, brokers and an acks=all producer on a simulated network, a fault
-schedule, and the replication invariants checked as the run goes.
+"""One seeded simulation run: a controller (or a Raft quorum of them, ``sim/quorum.py``), brokers and an
+acks=all producer on a simulated network, a fault schedule, and the replication invariants checked as the
+run goes (on the committed metadata).
 
 Safety invariants (a violation stops the run): no acknowledged record is missing from the current leader's
 log (unclean election is off); at most one leader per leader epoch; the leader is in the ISR; the ISR is
@@ -11,7 +12,8 @@ Liveness (partitions heal): within ``LIVENESS_BOUND_MS`` of the moment the last 
 up, every link whole, no message held) and the producer stops, the partition has a leader that knows it
 leads, its ISR holds every replica, the leader's high watermark equals its log end and every replica's log
 ends there too, no AlterPartition is pending on any broker, the leader recovery state is RECOVERED, and
-no follower has been fetching in a loop without progress. A violation is shrunk like a safety one.
+no follower has been fetching in a loop without progress; with a quorum, every controller is up and one
+is active. A violation is shrunk like a safety one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from functools import partial
 from typing import Any
 
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32
 
@@ -29,8 +32,17 @@ from epochkraft.broker.partition import Role
 from epochkraft.controller.requests import alter_partition_v3
 from epochkraft.controller.settings import ControllerSettings
 from epochkraft.metadata.registrations import LeaderRecoveryState
+from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.sim.nodes import TOPIC, SimBroker, SimController
+from epochkraft.sim.nodes import (
+    CLUSTER_ID,
+    CONTROLLER_TIMEOUT_MS,
+    TOPIC,
+    Controllers,
+    SimBroker,
+    SimController,
+)
+from epochkraft.sim.quorum import QuorumViolation, SimQuorum
 from epochkraft.sim.shrinking import shrink_schedule
 from epochkraft.sim.world import LinkPolicy, World
 
@@ -47,20 +59,29 @@ FAULT_KINDS = (
 # The KIP-966 schedule's faults: brokers out of the ISR without a restart (cut off from the controller,
 # slow to it), stopped cleanly (controlled shutdown, the clean shutdown marker) or not (crash, power loss).
 ELR_FAULT_KINDS = ("crash", "power-loss", "clean-stop", "partition", "slow-link")
+# A controller quorum's faults (``target``: a controller's id, 0 for the active one when the fault fires):
+# crashes, pairwise partitions between controllers, one-way ones, and a controller cut off from everyone.
+QUORUM_FAULT_KINDS = ("controller-crash", "controller-partition", "controller-one-way", "controller-isolate")
+QUORUM_SIZE = 3
 DURATION_MS = 12_000
 FAULTS_UNTIL_MS = 9_000
 LIVENESS_BOUND_MS = 10_000  # session expiry (1 s), ISR shrink checks (LAG_MS/4), re-replicating a full log
 SPIN_FETCHES = 20  # follower fetches in a row without progress that count as a loop
 REPLICATION_FACTOR = 2  # brokers 1 and 2 replicate; broker 3 stands by (as in the KAFKA-14139 report)
 # (replication factor, min.insync.replicas) per schedule: KIP-966 needs an ISR that can fall below min ISR.
-TOPOLOGIES = {"random": (REPLICATION_FACTOR, 1), "kafka-14139": (REPLICATION_FACTOR, 1), "elr": (3, 2)}
+TOPOLOGIES = {
+    "random": (REPLICATION_FACTOR, 1),
+    "kafka-14139": (REPLICATION_FACTOR, 1),
+    "elr": (3, 2),
+    "quorum": (REPLICATION_FACTOR, 1),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
     at_ms: int
     kind: str
-    target: int = 0  # a broker id (0: the controller)
+    target: int = 0  # a broker id (0: the controller); a controller's for the controller-* kinds
     other: int = 0
     length_ms: int = 0
 
@@ -76,6 +97,18 @@ class Fault:
             )
         if self.kind == "controller-restart":
             return f"t={self.at_ms}ms controller restart"
+        if self.kind.startswith("controller-"):
+            who = f"controller-{self.target}" if self.target else "the active controller"
+            if self.kind == "controller-partition":
+                return f"t={self.at_ms}ms partition {who} | controller-{self.other} for {self.length_ms}ms"
+            if self.kind == "controller-one-way":
+                return (
+                    f"t={self.at_ms}ms {who} cannot reach controller-{self.other} (the other way works) "
+                    f"for {self.length_ms}ms"
+                )
+            if self.kind == "controller-isolate":
+                return f"t={self.at_ms}ms isolate {who} for {self.length_ms}ms"
+            return f"t={self.at_ms}ms crash {who}, back after {self.length_ms}ms"
         if self.kind == "fetcher-failure":
             return f"t={self.at_ms}ms broker-{self.target}'s replica fetcher fails and restarts"
         if self.kind == "clean-stop":
@@ -149,7 +182,30 @@ def elr_schedule(seed: int) -> list[Fault]:
     return sorted((f for f in faults if f.at_ms <= FAULTS_UNTIL_MS), key=lambda f: f.at_ms)
 
 
-SCHEDULES = {"random": random_schedule, "kafka-14139": race_schedule, "elr": elr_schedule}
+def quorum_schedule(seed: int) -> list[Fault]:
+    """The random schedule's broker faults against a quorum of controllers, with faults of the quorum's own:
+    the active or any controller crashed, cut off from one other (both ways or one way) or from everyone."""
+    rng = random.Random(seed * 7727 + 11)
+    faults = random_schedule(seed)[: rng.randint(1, 5)]
+    ids = range(1, QUORUM_SIZE + 1)
+    for _ in range(rng.randint(2, 4)):
+        kind = rng.choice(QUORUM_FAULT_KINDS)
+        at = rng.randint(500, FAULTS_UNTIL_MS)
+        if kind in ("controller-partition", "controller-one-way"):
+            target = rng.choice(ids)
+            other = rng.choice([c for c in ids if c != target])
+            faults.append(Fault(at, kind, target, other, rng.randint(200, 3000)))
+        else:
+            faults.append(Fault(at, kind, rng.randint(0, QUORUM_SIZE), 0, rng.randint(50, 2500)))
+    return sorted(faults, key=lambda f: f.at_ms)
+
+
+SCHEDULES = {
+    "random": random_schedule,
+    "kafka-14139": race_schedule,
+    "elr": elr_schedule,
+    "quorum": quorum_schedule,
+}
 
 
 @dataclass
@@ -177,7 +233,9 @@ class SimCluster:
         check_liveness: bool = True,
         elr: bool = True,
         topology: tuple[int, int] = (REPLICATION_FACTOR, 1),
+        controllers: int = 1,
     ) -> None:
+        """``controllers``: 1, one controller with its own log; more, a Raft quorum of them."""
         self.world = World(seed, LinkPolicy(min_delay_ms=1, max_delay_ms=8))
         self.elr = elr
         self.replication_factor, self.min_isr = topology
@@ -193,7 +251,11 @@ class SimCluster:
             unsafe_disable_kip841_eligibility_check=unsafe,
             eligible_leader_replicas_version=1 if elr else 0,
         )
-        self.controller = SimController(self.world, settings)
+        self.controllers: Controllers = (
+            SimController(self.world, settings)
+            if controllers == 1
+            else SimQuorum(self.world, settings, controllers, CLUSTER_ID)
+        )
         self.brokers = {b: SimBroker(self.world, b, self, unsafe) for b in range(1, brokers + 1)}
         # (offset, value, {holder broker: its disk-loss count when the record was acknowledged})
         self.acked: list[tuple[int, bytes, dict[int, int]]] = []
@@ -212,6 +274,7 @@ class SimCluster:
         self.last_epochs = (-1, -1)
         self.hw_seen: dict[tuple[int, int, int], int] = {}
         self.created = False
+        self.topic_ready = False  # the controllers answered the topic's creation
         self.next_value = 0
 
     # ---- hooks from the nodes ------------------------------------------------------------------------
@@ -317,14 +380,48 @@ class SimCluster:
             timeout=__import__("datetime").timedelta(seconds=1),
             validate_only=False,
         )
-        self.controller.core.create_topics(self.world.now_ms, request)
+        if isinstance(self.controllers, SimController):
+            self.controllers.core.create_topics(self.world.now_ms, request)
+            self._topic_created()
+        else:
+            self._create_topic_in_quorum(request, 1)
+
+    def _topic_created(self) -> None:
         self.world.log("topic created")
         self._produce_loop()
 
+    def _create_topic_in_quorum(self, request: ct.CreateTopicsRequest, target: int) -> None:
+        """As an admin client: to one controller after another until the active one answers (an earlier
+        attempt may have been committed without an answer: TOPIC_ALREADY_EXISTS is success too)."""
+        settled = False
+
+        def settle(response: object) -> None:
+            nonlocal settled
+            if settled or self.topic_ready:
+                return
+            settled = True
+            created = (ErrorCode.none, ErrorCode.topic_already_exists)
+            if isinstance(response, CreateTopicsResponse) and response.topics[0].error_code in created:
+                self.topic_ready = True
+                self._topic_created()
+                return
+            retry = partial(self._create_topic_in_quorum, request, self.controllers.next_target(target))
+            self.world.after(100, retry)
+
+        refusal = error_response(request, CreateTopicsResponse, ErrorCode.not_controller)
+        self.controllers.send(
+            "client",
+            target,
+            "CreateTopicsRequest",
+            lambda c, now: c.create_topics(now, request),
+            settle,
+            refusal,
+        )
+        self.world.after(CONTROLLER_TIMEOUT_MS, partial(settle, None))
+
     def _produce_loop(self) -> None:
-        core = self.controller.core
-        topic = core.replication.topic(TOPIC)
-        leader_id = topic.partitions[0].leader if topic and self.controller.up else -1
+        topic = self.controllers.topic(TOPIC)
+        leader_id = topic.partitions[0].leader if topic and self.controllers.available else -1
         leader = self.brokers.get(leader_id)
         if leader is not None and self.world.now_ms < DURATION_MS - 1000:
             value = f"{self.next_value}".encode()
@@ -375,8 +472,7 @@ class SimCluster:
         self.verified[broker.id] = (broker.log, broker.log.truncations, index)
 
     def check(self) -> None:
-        core = self.controller.core
-        topic = core.replication.topic(TOPIC)
+        topic = self.controllers.topic(TOPIC)
         if topic is None or 0 not in topic.partitions:
             return
         p = topic.partitions[0]
@@ -445,8 +541,7 @@ class SimCluster:
 
     def liveness_problems(self) -> list[str]:
         """What keeps the partition from being healthy now (empty: healthy)."""
-        core = self.controller.core
-        topic = core.replication.topic(TOPIC)
+        topic = self.controllers.topic(TOPIC)
         if topic is None or 0 not in topic.partitions:
             return ["the topic does not exist"]
         p = topic.partitions[0]
@@ -471,6 +566,8 @@ class SimCluster:
                     problems.append(
                         f"broker-{member}'s log ends at {len(follower.log.entries)}, the leader's at {end}"
                     )
+        if isinstance(self.controllers, SimQuorum):
+            problems += self.controllers.liveness_problems()
         for broker in self.brokers.values():
             if not broker.up:
                 problems.append(f"broker-{broker.id} is down")
@@ -512,8 +609,12 @@ class SimCluster:
 
     def _apply(self, fault: Fault) -> None:
         self.world.log(f"FAULT {fault.describe()}")
+        if isinstance(self.controllers, SimQuorum) and fault.kind.startswith("controller-"):
+            self._apply_to_quorum(self.controllers, fault)
+            return
         if fault.kind == "controller-restart":
-            self.controller.restart()
+            assert isinstance(self.controllers, SimController)
+            self.controllers.restart()
             return
         if fault.kind == "fetcher-failure":
             self.brokers[fault.target].fail_fetcher()
@@ -525,19 +626,21 @@ class SimCluster:
             return
         if fault.kind == "partition":
             a = f"broker-{fault.target}"
-            b = "controller" if fault.other == 0 else f"broker-{fault.other}"
-            self.world.partition(a, b)
-            self.world.after(fault.length_ms, lambda: self.world.heal(a, b))
+            for b in self.controllers.names if fault.other == 0 else (f"broker-{fault.other}",):
+                self.world.partition(a, b)
+                self.world.after(fault.length_ms, partial(self.world.heal, a, b))
             return
         if fault.kind == "slow-link":
             src = f"broker-{fault.target}"
-            self.world.set_link(src, "controller", LinkPolicy(fault.other, fault.other + 5))
-            self.world.after(fault.length_ms, lambda: self.world.links.pop((src, "controller"), None))
+            for name in self.controllers.names:
+                self.world.set_link(src, name, LinkPolicy(fault.other, fault.other + 5))
+                self.world.after(fault.length_ms, partial(self.world.links.pop, (src, name), None))
             return
         if fault.kind == "hold-alter-partition":
-            key = (f"broker-{fault.target}", "controller", "AlterPartitionRequest")
-            self.world.label_delays[key] = fault.other
-            self.world.after(fault.length_ms, lambda: self.world.label_delays.pop(key, None))
+            for name in self.controllers.names:
+                key = (f"broker-{fault.target}", name, "AlterPartitionRequest")
+                self.world.label_delays[key] = fault.other
+                self.world.after(fault.length_ms, partial(self.world.label_delays.pop, key, None))
             return
         broker = self.brokers[fault.target]
         if not broker.up:
@@ -552,13 +655,36 @@ class SimCluster:
             broker.disk_losses += 1
         self.world.after(fault.length_ms, broker.start)
 
+    def _apply_to_quorum(self, quorum: SimQuorum, fault: Fault) -> None:
+        active = quorum.active()
+        member = quorum.members.get(fault.target) if fault.target else active
+        if member is None:
+            return  # no active controller to aim at now
+        if fault.kind == "controller-partition":
+            a, b = member.name, quorum.members[fault.other].name
+            self.world.partition(a, b)
+            self.world.after(fault.length_ms, partial(self.world.heal, a, b))
+        elif fault.kind == "controller-one-way":
+            a, b = member.name, quorum.members[fault.other].name
+            self.world.partition_one_way(a, b)
+            self.world.after(fault.length_ms, partial(self.world.heal_one_way, a, b))
+        elif fault.kind == "controller-isolate":
+            others = [m.name for m in quorum.members.values() if m is not member]
+            for name in [*others, *(b.name for b in self.brokers.values()), "client"]:
+                self.world.partition(member.name, name)
+                self.world.after(fault.length_ms, partial(self.world.heal, member.name, name))
+        elif member.quorum is not None:  # controller-crash, controller-restart (back at once)
+            quorum.crash(member)
+            back = 0 if fault.kind == "controller-restart" else fault.length_ms
+            self.world.after(back, partial(quorum.start, member))
+
     # ---- running ---------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         for broker in self.brokers.values():
             broker.start()
 
         def tick() -> None:
-            self.controller.tick()
+            self.controllers.tick()
             self.world.after(50, tick)
 
         self.world.after(50, tick)
@@ -572,7 +698,7 @@ class SimCluster:
                 self.check()
             if self.check_liveness:
                 events = self._await_liveness(events)
-        except Violation as exc:
+        except (Violation, QuorumViolation) as exc:
             violation = str(exc)
             self.world.log(f"VIOLATION {violation}")
         return RunResult(
@@ -596,14 +722,30 @@ def run_seed(
     faults: str = "random",
     schedule: list[Fault] | None = None,
     elr: bool = True,
+    controllers: int | None = None,
 ) -> RunResult:
+    """``controllers``: one with its own log, or a Raft quorum of them (by default a quorum of
+    QUORUM_SIZE for the quorum faults, one otherwise)."""
     schedule = SCHEDULES[faults](seed) if schedule is None else schedule
-    return SimCluster(seed, schedule, unsafe=unsafe, elr=elr, topology=TOPOLOGIES[faults]).run()
+    if controllers is None:
+        controllers = QUORUM_SIZE if faults == "quorum" else 1
+    return SimCluster(
+        seed, schedule, unsafe=unsafe, elr=elr, topology=TOPOLOGIES[faults], controllers=controllers
+    ).run()
 
 
-def shrink(result: RunResult, *, unsafe: bool, faults: str = "random", elr: bool = True) -> RunResult:
+def shrink(
+    result: RunResult,
+    *,
+    unsafe: bool,
+    faults: str = "random",
+    elr: bool = True,
+    controllers: int | None = None,
+) -> RunResult:
     """Drops faults one at a time while the run still violates an invariant (same seed)."""
     return shrink_schedule(
         result,
-        lambda schedule: run_seed(result.seed, unsafe=unsafe, faults=faults, schedule=schedule, elr=elr),
+        lambda schedule: run_seed(
+            result.seed, unsafe=unsafe, faults=faults, schedule=schedule, elr=elr, controllers=controllers
+        ),
     )

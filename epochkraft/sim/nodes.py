@@ -10,15 +10,18 @@ and a disk is a Python list with a recovery point. Every decision is the real co
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from kio.schema.alter_partition.v3.response import AlterPartitionResponse
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.broker_heartbeat.v1.response import BrokerHeartbeatResponse
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Listener
 from kio.schema.broker_registration.v4.response import BrokerRegistrationResponse
 from kio.static.primitive import i16, u16
 
+from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
 from epochkraft.broker.fetch_rules import out_of_range_reset, plan_read, truncation_offset
 from epochkraft.broker.lifecycle import BrokerLifecycle, Registered, Registration, ShutDownNow, State
 from epochkraft.broker.log.epoch_cache import LeaderEpochCache
@@ -27,7 +30,11 @@ from epochkraft.broker.partition import Partition, Role
 from epochkraft.broker.replica_set import ReplicaOutputs, ReplicaSet
 from epochkraft.controller.controller import Controller
 from epochkraft.controller.settings import ControllerSettings
+from epochkraft.metadata.registrations import TopicInfo
+from epochkraft.net.controller_channel import not_controller
+from epochkraft.protocol.error_response import error_response
 from epochkraft.protocol.errors import ErrorCode
+from epochkraft.protocol.framing import response_class
 from epochkraft.protocol.metadata_codec import read_metadata_batches
 from epochkraft.sim.world import World
 
@@ -39,7 +46,19 @@ FETCH_MS = 20
 METADATA_MS = 25
 LAG_MS = 3000
 FETCHER_BACKOFF_MS = 100  # the ReplicaFetcher's restart backoff
+CONTROLLER_TIMEOUT_MS = 300  # no answer from a controller of a quorum: the broker tries the next one
 FETCH_BATCH = 10  # records per follower fetch: re-replicating a log takes a while, as with real logs
+
+
+ControllerRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest | AlterPartitionRequest
+ControllerResponse = BrokerRegistrationResponse | BrokerHeartbeatResponse | AlterPartitionResponse
+
+
+def _response_class(request: ControllerRequest) -> type:
+    """What the broker reads the answer as (the controller answers AlterPartition v2 and v3 with v3)."""
+    if isinstance(request, BrokerRegistrationRequest | BrokerHeartbeatRequest):
+        return response_class(request.__api_key__, request.__version__)
+    return AlterPartitionResponse
 
 
 @dataclass
@@ -86,12 +105,26 @@ class SimLog:
 
 
 class SimController:
+    """One controller with its own log (no quorum): it decides and answers at once."""
+
+    names: tuple[str, ...] = ("controller",)
+
     def __init__(self, world: World, settings: ControllerSettings) -> None:
         self.world = world
         self.settings = settings
         self.core = Controller(CLUSTER_ID, settings)
         self.core.bootstrap(world.now_ms)
         self.up = True
+
+    @property
+    def available(self) -> bool:
+        return self.up
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.core.replication.topic(name)
+
+    def next_target(self, target: int) -> int:
+        return target
 
     def restart(self) -> None:
         """A new process replays the metadata log (sessions start afresh)."""
@@ -103,6 +136,63 @@ class SimController:
         if self.up:
             self.core.tick(self.world.now_ms)
             self.core.outbox.clear()
+
+    def send(
+        self,
+        src: str,
+        target: int,
+        label: str,
+        decide: Callable[[Controller, int], object],
+        answer: Callable[[object], None],
+        refusal: object,
+    ) -> None:
+        def at_controller() -> None:
+            if not self.up:
+                return
+            response = decide(self.core, self.world.now_ms)
+            self.core.outbox.clear()
+            self.world.send("controller", src, lambda: answer(response), "response")
+
+        self.world.send(src, "controller", at_controller, label)
+
+    def read_metadata(self, src: str, target: int, offset: int, deliver: Callable[[bytes], None]) -> None:
+        def at_controller() -> None:
+            if not self.up:
+                return
+            data = self.core.standalone_log.read(offset, 1 << 30)
+            if data:
+                self.world.send("controller", src, lambda: deliver(data), "metadata")
+
+        self.world.send(src, "controller", at_controller, "metadata-fetch")
+
+
+class Controllers(Protocol):
+    """What the brokers and the run ask of the controllers: one (``SimController``) or a Raft quorum
+    (``sim.quorum.SimQuorum``). ``target`` names the controller a broker's request goes to (its id in a
+    quorum); ``topic`` reads the committed metadata."""
+
+    names: tuple[str, ...]
+
+    @property
+    def available(self) -> bool: ...
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def next_target(self, target: int) -> int: ...
+
+    def tick(self) -> None: ...
+
+    def send(
+        self,
+        src: str,
+        target: int,
+        label: str,
+        decide: Callable[[Controller, int], object],
+        answer: Callable[[object], None],
+        refusal: object,
+    ) -> None: ...
+
+    def read_metadata(self, src: str, target: int, offset: int, deliver: Callable[[bytes], None]) -> None: ...
 
 
 class SimBroker:
@@ -119,6 +209,7 @@ class SimBroker:
         # registration and heartbeats, by the broker daemon's rules (one per incarnation, made on start)
         self.lifecycle = BrokerLifecycle(broker_id, uuid.UUID(int=0), HEARTBEAT_MS)
         self.stop_requested = False  # as the daemon's SIGTERM: heartbeats ask to shut down once registered
+        self.controller_target = 1  # the controller the broker's requests go to first (in a quorum)
         self.on_stopped: Any = None  # called once a controlled shutdown has stopped the broker
 
     @property
@@ -198,30 +289,40 @@ class SimBroker:
 
         self.world.after(offset + self.world.rng.randint(0, interval), run)
 
-    def _send_controller(self, request: Any, handle: Any, version: int = 3) -> None:
+    def _send_controller(
+        self, request: ControllerRequest, decide: Callable[[Controller, int], object], handle: Any
+    ) -> None:
+        """To the controller that answered last; in a quorum, as ControllerChannel: on to the next one when
+        the answer is NOT_CONTROLLER or none comes within CONTROLLER_TIMEOUT_MS."""
         generation = self.generation
+        target = self.controller_target
+        controllers = self.cluster.controllers
+        quorum = len(controllers.names) > 1
+        answered = False
 
-        def at_controller() -> None:
-            controller = self.cluster.controller
-            if not controller.up:
-                return
-            core = controller.core
-            now = self.world.now_ms
-            if isinstance(request, BrokerRegistrationRequest):
-                response = core.register_broker(now, request)
-            elif isinstance(request, BrokerHeartbeatRequest):
-                response = core.heartbeat(now, request)
-            else:
-                response = self.cluster.on_alter_partition(core, request, version)
-            core.outbox.clear()
+        def back(response: object) -> None:
+            nonlocal answered
+            answered = True
+            if self.up and self.generation == generation:
+                if (
+                    quorum
+                    and isinstance(response, ControllerResponse)
+                    and not_controller(response)
+                    and self.controller_target == target
+                ):
+                    self.controller_target = controllers.next_target(target)
+                handle(response)
 
-            def back() -> None:
-                if self.up and self.generation == generation:
-                    handle(response)
+        def timed_out() -> None:
+            if not answered and self.generation == generation and self.controller_target == target:
+                self.controller_target = controllers.next_target(target)
 
-            self.world.send("controller", self.name, back, "response")
-
-        self.world.send(self.name, "controller", at_controller, type(request).__name__)
+        refusal = (
+            error_response(request, _response_class(request), ErrorCode.not_controller) if quorum else None
+        )
+        controllers.send(self.name, target, type(request).__name__, decide, back, refusal)
+        if quorum:
+            self.world.after(CONTROLLER_TIMEOUT_MS, timed_out)
 
     def _register_or_heartbeat(self) -> None:
         """Every HEARTBEAT_MS, answered or not: the timer stands for both of the core's intervals."""
@@ -232,12 +333,17 @@ class SimBroker:
                 features=(),
                 log_dirs=(),
             )
-            self._send_controller(self.lifecycle.registration_request(registration), self._registered)
+            request = self.lifecycle.registration_request(registration)
+            self._send_controller(
+                request, lambda core, now: core.register_broker(now, request), self._registered
+            )
             return
         if self.stop_requested:
             self.lifecycle.begin_controlled_shutdown()  # again once registered anew after a stale epoch
         heartbeat = self.lifecycle.heartbeat_request(self.cache.next_offset)
-        self._send_controller(heartbeat, self._heartbeat_answered)
+        self._send_controller(
+            heartbeat, lambda core, now: core.heartbeat(now, heartbeat), self._heartbeat_answered
+        )
 
     def _registered(self, response: BrokerRegistrationResponse) -> None:
         if isinstance(self.lifecycle.on_registration_response(response), Registered):
@@ -258,24 +364,15 @@ class SimBroker:
     def _pull_metadata(self) -> None:
         if self.epoch < 0:
             return  # as the daemon: follow the metadata log only once registered
-        offset = self.cache.next_offset
         generation = self.generation
 
-        def at_controller() -> None:
-            controller = self.cluster.controller
-            if not controller.up:
-                return
-            data = controller.core.log.read(offset, 1 << 30)
-            if not data:
-                return
+        def back(data: bytes) -> None:
+            if self.up and self.generation == generation:
+                self._apply_metadata(data)
 
-            def back() -> None:
-                if self.up and self.generation == generation:
-                    self._apply_metadata(data)
-
-            self.world.send("controller", self.name, back, "metadata")
-
-        self.world.send(self.name, "controller", at_controller, "metadata-fetch")
+        self.cluster.controllers.read_metadata(
+            self.name, self.controller_target, self.cache.next_offset, back
+        )
 
     def _apply_metadata(self, data: bytes) -> None:
         changes = Changes()
@@ -433,7 +530,10 @@ class SimBroker:
                 self.replicas.on_alter_partition_network_error(self.world.now_ms)
                 self._send_alter_partition()
 
-        self._send_controller(request, answered, version=self.replicas.alter.version)
+        version = self.replicas.alter.version
+        self._send_controller(
+            request, lambda core, now: self.cluster.on_alter_partition(core, request, version), answered
+        )
         self.world.after(1000, lost)
 
     def _leader_duties(self) -> None:
