@@ -61,3 +61,18 @@ def test_events_at_the_same_time_run_in_insertion_order():
         world.at(5, lambda i=i: order.append(i))
     world.run_until(5)
     assert order == list(range(10))
+
+
+def test_a_nodes_timer_keeps_its_earliest_deadline_and_stops_with_the_node():
+    world = World(1)
+    fired: list[tuple[str, int]] = []
+    world.wake("a", 50, lambda: fired.append(("a", world.now_ms)))
+    world.wake("a", 80, lambda: fired.append(("late", world.now_ms)))  # later than the armed one: kept
+    world.wake("a", 30, lambda: fired.append(("early", world.now_ms)))  # earlier: replaces it
+    world.wake("b", 40, lambda: fired.append(("b", world.now_ms)))
+    world.cancel_wake("b")  # b stopped
+    world.run_until(100)
+    assert fired == [("early", 30)]
+    world.wake("a", 20, lambda: fired.append(("past", world.now_ms)))  # the armed one passed: armed anew
+    world.run_until(200)
+    assert fired == [("early", 30), ("past", 100)]

@@ -42,9 +42,9 @@ from epochkraft.sim.nodes import (
     SimBroker,
     SimController,
 )
-from epochkraft.sim.quorum import QuorumViolation, SimQuorum
+from epochkraft.sim.quorum import SimQuorum
 from epochkraft.sim.shrinking import shrink_schedule
-from epochkraft.sim.world import LinkPolicy, World
+from epochkraft.sim.world import LinkPolicy, Violation, World
 
 FAULT_KINDS = (
     "crash",
@@ -116,10 +116,6 @@ class Fault:
                 f"t={self.at_ms}ms controlled shutdown of broker-{self.target}, back after {self.length_ms}ms"
             )
         return f"t={self.at_ms}ms {self.kind} broker-{self.target}, back after {self.length_ms}ms"
-
-
-class Violation(Exception):
-    pass
 
 
 def random_schedule(seed: int, kinds: tuple[str, ...] = FAULT_KINDS, brokers: int = 3) -> list[Fault]:
@@ -698,7 +694,7 @@ class SimCluster:
                 self.check()
             if self.check_liveness:
                 events = self._await_liveness(events)
-        except (Violation, QuorumViolation) as exc:
+        except Violation as exc:
             violation = str(exc)
             self.world.log(f"VIOLATION {violation}")
         return RunResult(

@@ -30,7 +30,7 @@ from epochkraft.raft.client import Output, RaftClient
 from epochkraft.raft.messages import Envelope
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSafetyError, RaftSettings
-from epochkraft.sim.world import World
+from epochkraft.sim.world import Violation, World
 
 # Kafka's quorum timeouts scaled to the simulation's 1-8 ms links (elections within a second)
 QUORUM_RAFT_SETTINGS = RaftSettings(
@@ -44,10 +44,6 @@ QUORUM_RAFT_SETTINGS = RaftSettings(
 # UNSAFE, for the simulator only: the active controller answers a write as soon as it has decided it,
 # before its records are committed (what QuorumDriver.write must not do).
 UNSAFE_ANSWER_BEFORE_COMMIT_FOR_TESTS = False
-
-
-class QuorumViolation(Exception):
-    pass
 
 
 @dataclass
@@ -67,8 +63,6 @@ class QuorumMember:
     persisted: QuorumStateData | None = None  # quorum-state, written before anything is sent
     quorum: ControllerQuorum | None = None  # None while down
     generation: int = 0
-    timer_token: int = 0
-    timer_at_ms: int | None = None
     writes: deque[Write] = field(default_factory=deque)
     in_flight: tuple[int, Write, object] | None = None  # (end offset to commit, the write, its answer)
     ticking: bool = False  # a session check queued or in flight
@@ -153,7 +147,6 @@ class SimQuorum:
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def start(self, member: QuorumMember) -> None:
         member.generation += 1
-        member.timer_at_ms = None
         member.writes.clear()
         member.in_flight = None
         member.ticking = False
@@ -181,7 +174,7 @@ class SimQuorum:
         if member.quorum is None:
             return
         member.quorum = None
-        member.timer_at_ms = None
+        self.world.cancel_wake(member.name)
         member.writes.clear()
         member.in_flight = None
         self.world.log(f"{member.name} crashes (log ends at {member.log.end_offset})")
@@ -196,7 +189,7 @@ class SimQuorum:
         try:
             output = quorum.after(now, call(raft, now))
         except RaftSafetyError as exc:
-            raise QuorumViolation(f"{member.name}: {exc}") from exc
+            raise Violation(f"{member.name}: {exc}") from exc
         if (raft.role, raft.epoch, quorum.active) != before:
             active = " (active controller)" if quorum.active else ""
             self.world.log(f"{member.name} {before[0]}@{before[1]} -> {raft.role}@{raft.epoch}{active}")
@@ -210,25 +203,12 @@ class SimQuorum:
 
     def _arm_timer(self, member: QuorumMember) -> None:
         quorum = member.quorum
-        if quorum is None:
-            return
-        deadline = quorum.raft.next_deadline_ms()
-        if (
-            member.timer_at_ms is None
-            or deadline < member.timer_at_ms
-            or member.timer_at_ms < self.world.now_ms
-        ):
-            member.timer_token += 1
-            member.timer_at_ms = deadline
-            token, generation = member.timer_token, member.generation
+        if quorum is not None:
+            self.world.wake(member.name, quorum.raft.next_deadline_ms(), lambda: self._on_timer(member))
 
-            def wake() -> None:
-                if member.quorum is None or member.generation != generation or member.timer_token != token:
-                    return
-                member.timer_at_ms = None
-                self._step(member, lambda raft, now: raft.poll(now))
-
-            self.world.at(deadline, wake, "timer")
+    def _on_timer(self, member: QuorumMember) -> None:
+        if member.quorum is not None:
+            self._step(member, lambda raft, now: raft.poll(now))
 
     def _send(self, envelope: Envelope) -> None:
         source = self.members[envelope.source]
@@ -304,7 +284,7 @@ class SimQuorum:
             batch = bytes(data[position : position + header.size])
             first = self.committed.setdefault(header.base_offset, batch)
             if first != batch:
-                raise QuorumViolation(
+                raise Violation(
                     f"state machine safety: {member.name} publishes a different metadata batch at offset "
                     f"{header.base_offset} than was committed there"
                 )

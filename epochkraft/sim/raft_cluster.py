@@ -46,7 +46,7 @@ from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSafetyError, RaftSettings
 from epochkraft.raft.voter_set import KRAFT_VERSION_0, ReplicaKey, VoterSet, VotersRecord
 from epochkraft.sim.shrinking import shrink_schedule
-from epochkraft.sim.world import LinkPolicy, World
+from epochkraft.sim.world import LinkPolicy, Violation, World
 
 RAFT_FAULT_KINDS = ("crash", "crash-leader", "partition", "isolate", "lossy", "resign")
 DURATION_MS = 12_000
@@ -110,10 +110,6 @@ class RaftFault:
         if self.kind == "resign":
             return f"t={self.at_ms}ms the leader resigns (graceful shutdown of its Raft role)"
         return f"t={self.at_ms}ms crash {who}, back after {self.length_ms}ms"
-
-
-class Violation(Exception):
-    pass
 
 
 def raft_schedule(seed: int, voters: int = 5) -> list[RaftFault]:
@@ -204,8 +200,6 @@ class Voter:
     persisted: QuorumStateData | None = None
     client: RaftClient | None = None
     generation: int = 0
-    timer_token: int = 0
-    timer_at_ms: int | None = None
     applied: int = 0  # entries applied to this incarnation's state machine
     directory_id: uuid.UUID | None = None  # a dynamic quorum's: a new one when the disk is replaced
     last_high_watermark: int = -1  # this incarnation's
@@ -316,7 +310,7 @@ class RaftSimCluster:
 
     def crash(self, voter: Voter) -> None:
         voter.client = None
-        voter.timer_at_ms = None
+        self.world.cancel_wake(voter.name)
         self.world.log(f"{voter.name} crashes (log ends at {voter.log.end_offset})")
 
     def _after(self, voter: Voter, output: Output) -> None:
@@ -342,18 +336,11 @@ class RaftSimCluster:
         self._apply(voter)
         if client.snapshot_wanted is not None and not voter.fetching_snapshot:
             self._fetch_snapshot(voter, client.leader_id, client.snapshot_wanted)
-        deadline = client.next_deadline_ms()
-        if voter.timer_at_ms is None or deadline < voter.timer_at_ms or voter.timer_at_ms < self.world.now_ms:
-            voter.timer_token += 1
-            voter.timer_at_ms = deadline
-            token, generation = voter.timer_token, voter.generation
-            self.world.at(deadline, lambda: self._on_timer(voter, token, generation), "timer")
+        self.world.wake(voter.name, client.next_deadline_ms(), lambda: self._on_timer(voter))
 
-    def _on_timer(self, voter: Voter, token: int, generation: int) -> None:
-        if voter.client is None or voter.generation != generation or voter.timer_token != token:
-            return
-        voter.timer_at_ms = None
-        self._step(voter, lambda client: client.poll(self.world.now_ms))
+    def _on_timer(self, voter: Voter) -> None:
+        if voter.client is not None:
+            self._step(voter, lambda client: client.poll(self.world.now_ms))
 
     def _step(self, voter: Voter, action) -> None:
         assert voter.client is not None

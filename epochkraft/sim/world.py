@@ -24,6 +24,10 @@ class LinkPolicy:
     duplicate: float = 0.0
 
 
+class Violation(Exception):
+    """An invariant broken (safety, or liveness once the faults healed): the run stops and reports it."""
+
+
 # (at_ms, insertion sequence, action, label): plain tuples so the heap compares in C; the sequence is
 # unique, so actions are never compared.
 _Event = tuple[int, int, Callable[[], object], str]
@@ -46,6 +50,8 @@ class World:
         self._seq = itertools.count()
         self.delivered = 0
         self.dropped = 0
+        self._timers: dict[str, tuple[int, int]] = {}  # owner -> (token, when) of its armed timer
+        self._tokens = itertools.count()
 
     # ---- time ---------------------------------------------------------------------------------------
     def at(self, at_ms: int, action: Callable[[], object], label: str = "") -> None:
@@ -63,6 +69,26 @@ class World:
             if stop is not None and stop():
                 return
         self.now_ms = max(self.now_ms, end_ms)
+
+    def wake(self, owner: str, at_ms: int, action: Callable[[], object]) -> None:
+        """A node's one timer (its core's next deadline): armed again only for an earlier deadline, or
+        once the armed one has passed; ``action`` runs only while it is still ``owner``'s timer."""
+        armed = self._timers.get(owner)
+        if armed is not None and armed[1] <= at_ms and armed[1] >= self.now_ms:
+            return
+        token = next(self._tokens)
+        self._timers[owner] = (token, at_ms)
+
+        def fire() -> None:
+            if self._timers.get(owner, (None,))[0] == token:
+                del self._timers[owner]
+                action()
+
+        self.at(at_ms, fire, "timer")
+
+    def cancel_wake(self, owner: str) -> None:
+        """The node stopped: its armed timer does nothing."""
+        self._timers.pop(owner, None)
 
     def next_event_ms(self) -> int | None:
         return self._queue[0][0] if self._queue else None
