@@ -218,7 +218,7 @@ def test_client_quotas_follow_the_image_and_cost_nothing_without_quotas():
         client_quotas_version = 0
 
     image = Image()
-    quotas = ClientQuotas(image)
+    quotas = ClientQuotas(lambda: image)
     assert not quotas.active()
     image.client_quotas = {(("client-id", "app"),): {CONSUMER_BYTE_RATE: 100.0}}
     image.client_quotas_version = 1

@@ -259,12 +259,15 @@ def test_testDynamicLogConfigHandlesSynonymsCorrectly():
     """A cluster-wide message.max.bytes is the max.message.bytes of a topic without its own, and leaves
     retention alone; a broker's own log.retention.ms wins over the cluster-wide one."""
     cache = MetadataCache(node_id=1)
-    cache.configs[(ResourceType.BROKER, "")] = {"message.max.bytes": "12345678", "log.retention.ms": "1000"}
-    assert cache.topic_config("t", "max.message.bytes") == "12345678"
-    assert cache.topic_config("t", "retention.ms") == "1000"
-    cache.configs[(ResourceType.BROKER, "1")] = {"log.retention.ms": "2000"}
-    assert cache.topic_config("t", "retention.ms") == "2000"
-    assert cache.topic_config("t", "segment.bytes") is None  # the static setting applies
+    cache.image.configs[(ResourceType.BROKER, "")] = {
+        "message.max.bytes": "12345678",
+        "log.retention.ms": "1000",
+    }
+    assert cache.image.topic_config("t", "max.message.bytes") == "12345678"
+    assert cache.image.topic_config("t", "retention.ms") == "1000"
+    cache.image.configs[(ResourceType.BROKER, "1")] = {"log.retention.ms": "2000"}
+    assert cache.image.topic_config("t", "retention.ms") == "2000"
+    assert cache.image.topic_config("t", "segment.bytes") is None  # the static setting applies
 
 
 def test_append_or_subtract_of_a_null_value_writes_nothing(ctx):

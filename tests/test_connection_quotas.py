@@ -328,7 +328,7 @@ class Image:
 def test_ip_quotas_followed_from_the_image():
     """An ip entity's connection_creation_rate replayed into the image holds the next connection."""
     image = Image()
-    quotas = ConnectionQuotas(LISTENERS, REPLICATION, samples=2, window_ms=1000, image=image)
+    quotas = ConnectionQuotas(LISTENERS, REPLICATION, samples=2, window_ms=1000, current_image=lambda: image)
     assert admit(quotas, EXTERNAL, "10.0.0.1", 0).close_at_ms is None
     image.set((("ip", "10.0.0.1"),), {"connection_creation_rate": 1.0})
     assert admit(quotas, EXTERNAL, "10.0.0.1", 0).close_at_ms is None

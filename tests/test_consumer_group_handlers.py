@@ -68,7 +68,9 @@ def broker() -> SimpleNamespace:
     image.topic_ids["foo"] = FOO
     service = GroupService(MemoryOffsetsTopic(), GroupCoordinator())
     service.load_partition(0, [])
-    return SimpleNamespace(groups=service, cache=image)
+    cache = MetadataCache()
+    cache.publish(image, 0)
+    return SimpleNamespace(groups=service, cache=cache)
 
 
 def ctx(node: SimpleNamespace, version: int) -> RequestContext:
@@ -622,8 +624,8 @@ async def test_regex_subscription_gets_only_topics_the_principal_may_describe():
     """Kafka 4.x: the topics a SubscribedTopicRegex matches are filtered by DESCRIBE for the principal."""
     node = broker()
     bar = uuid.UUID(int=8)
-    node.cache.topics[bar] = TopicInfo("bar", bar, dict.fromkeys(range(2)))  # type: ignore[arg-type]
-    node.cache.topic_ids["bar"] = bar
+    node.cache.image.topics[bar] = TopicInfo("bar", bar, dict.fromkeys(range(2)))  # type: ignore[arg-type]
+    node.cache.image.topic_ids["bar"] = bar
     authorizer = StandardAuthorizer(parse_super_users(""), False)
     for resource_type, name, operation in (
         (ResourceType.GROUP, "grp", AclOperation.READ),

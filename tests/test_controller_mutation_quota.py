@@ -24,6 +24,7 @@ from kio.static.protocol import RequestPayload
 
 from epochkraft.broker.client_quotas import ClientQuotas
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol.api import BROKER, CONTROLLER
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import RequestHeader, decode_entity, encode_entity
@@ -54,7 +55,20 @@ class ControllerStandIn:
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.controller = ctx.controller
-        self.client_quotas = ClientQuotas(ControllerImageQuotas(ctx.controller))
+        quotas_image = ControllerImageQuotas(ctx.controller)
+        self.client_quotas = ClientQuotas(lambda: quotas_image)
+
+
+class ControllerImage:
+    """The controller's image where a broker's handlers read their cache's (the controller replays into
+    it in place, and replaces it when it renounces)."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.controller = ctx.controller
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.image
 
 
 class BrokerStandIn:
@@ -62,7 +76,7 @@ class BrokerStandIn:
 
     def __init__(self, node_id: int, ctx: ControllerContext, controller: ControllerStandIn) -> None:
         self.node_id = node_id
-        self.cache = ctx.controller.image
+        self.cache = ControllerImage(ctx)
         self.settings = BrokerSettings()
         self.controller = controller
 
@@ -97,7 +111,7 @@ class Cluster:
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
-        self.cache = ctx.controller.image
+        self.cache = ControllerImage(ctx)
         controller = ControllerStandIn(ctx)
         self.brokers = [BrokerStandIn(n, ctx, controller) for n in (1, 2, 3)]
         self._next = itertools.cycle(self.brokers)
@@ -145,7 +159,7 @@ def test_strict_create_topics_request():
     node = cluster(RATE)
     assert create_topics(node, 7, "t1", "t2") == {"t1": ErrorCode.none, "t2": THROTTLED}
     assert 3_900 <= node.last_throttle_ms <= 4_000  # a deficit of 8 partitions at 2 a second
-    assert node.cache.topic("t2") is None
+    assert node.cache.image.topic("t2") is None
 
 
 def test_permissive_create_topics_request():
@@ -181,7 +195,7 @@ def test_strict_delete_topics_request():
     assert set(create_topics(node, 7, "t1", "t2").values()) == {ErrorCode.none}
     node.ctx.alter_client_quotas({(("client-id", CLIENT),): {"controller_mutation_rate": RATE}})
     assert delete_topics(node, 6, "t1", "t2") == {"t1": ErrorCode.none, "t2": THROTTLED}
-    assert node.cache.topic("t1") is None and node.cache.topic("t2") is not None
+    assert node.cache.image.topic("t1") is None and node.cache.image.topic("t2") is not None
     assert node.last_throttle_ms > 0
 
 
@@ -212,7 +226,10 @@ def test_strict_create_partitions_request():
     create_topics(node, 7, "t1", "t2", partitions=1)
     node.ctx.alter_client_quotas({(("client-id", CLIENT),): {"controller_mutation_rate": RATE}})
     assert create_partitions(node, 3, {"t1": 31, "t2": 31}) == {"t1": ErrorCode.none, "t2": THROTTLED}
-    assert len(node.cache.topic("t1").partitions) == 31 and len(node.cache.topic("t2").partitions) == 1
+    assert (
+        len(node.cache.image.topic("t1").partitions) == 31
+        and len(node.cache.image.topic("t2").partitions) == 1
+    )
 
 
 def test_permissive_create_partitions_request():
@@ -240,7 +257,7 @@ def test_strict_create_topics_request_through_another_broker():
     assert create_topics(node, 7, "t1", "t2") == {"t1": ErrorCode.none, "t2": THROTTLED}
     assert create_topics(node, 7, "t2") == {"t2": THROTTLED}
     assert create_topics(node, 7, "t2") == {"t2": THROTTLED}
-    assert node.last_throttle_ms > 3_000 and node.cache.topic("t2") is None
+    assert node.last_throttle_ms > 3_000 and node.cache.image.topic("t2") is None
 
 
 def test_strict_create_topics_request_of_the_forwarded_principal():

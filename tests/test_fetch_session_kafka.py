@@ -14,7 +14,7 @@ from epochkraft.harness.kio_client import MiniClient
 from epochkraft.metadata.registrations import Endpoint
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import decode_partitions
-from tests.test_fetcher import FailingCache, Manager, _forgotten, _Log, _Partition, _Replica, _sent
+from tests.test_fetcher import Manager, _forgotten, _Log, _Partition, _Replica, _sent, failing_cache
 
 pytestmark = [pytest.mark.slow, pytest.mark.peers, pytest.mark.timeout(300)]
 TOPIC = "fetch-session-follower"
@@ -48,8 +48,8 @@ async def test_kafka_leader_keeps_our_followers_fetch_session(kafka_peer):
         topic_id, (host, port) = await _leader_of_topic(client)
     finally:
         await client.close()
-    manager = Manager(FailingCache(failures=0), node_id=99)
-    manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", host, port)
+    manager = Manager(failing_cache(failures=0), node_id=99)
+    manager.cache.image.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", host, port)
     fetcher = ReplicaFetcher(1, manager, lambda: 1, unsafe_pre_kip903=False)
     requests: list[tuple[int, int, dict[int, int], list[int]]] = []
     answers: list[tuple[int, int, list[int]]] = []

@@ -14,6 +14,7 @@ import structlog
 from epochkraft.broker.fetcher import ReplicaFetcher
 from epochkraft.broker.metadata_cache import MetadataCache
 from epochkraft.broker.settings import BrokerSettings
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.registrations import Endpoint
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.fetch_response import Answer, encode_response
@@ -25,8 +26,8 @@ from epochkraft.protocol.framing import (
 )
 
 
-class FailingCache(MetadataCache):
-    """A metadata cache whose endpoint lookup raises the first ``failures`` times (an injected fault)."""
+class FailingImage(MetadataImage):
+    """A metadata image whose endpoint lookup raises the first ``failures`` times (an injected fault)."""
 
     def __init__(self, failures: int) -> None:
         super().__init__(1)
@@ -42,9 +43,15 @@ class FailingCache(MetadataCache):
         )  # unknown broker: the fetcher waits and asks again
 
 
+def failing_cache(failures: int) -> MetadataCache:
+    cache = MetadataCache(1)
+    cache.publish(FailingImage(failures), 0)
+    return cache
+
+
 @dataclass
 class Manager:
-    cache: FailingCache
+    cache: MetadataCache
     node_id: int = 1
     settings: BrokerSettings = field(default_factory=BrokerSettings)
 
@@ -55,12 +62,14 @@ class Replica:
 
 
 async def test_a_failed_fetcher_logs_and_restarts_and_a_stopped_one_stays_stopped():
-    manager = Manager(FailingCache(failures=2))
+    manager = Manager(failing_cache(failures=2))
+    image = manager.cache.image
+    assert isinstance(image, FailingImage)
     with structlog.testing.capture_logs() as logs:
         fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=False)
         fetcher.add(Replica())
         for _ in range(100):
-            if manager.cache.lookups > 2:
+            if image.lookups > 2:
                 break
             await asyncio.sleep(0.05)
     assert fetcher.restarts == 2 and not fetcher._task.done(), "restarted, not vanished"
@@ -70,9 +79,9 @@ async def test_a_failed_fetcher_logs_and_restarts_and_a_stopped_one_stays_stoppe
     assert fetcher._task.done() and fetcher.stopped
     fetcher.add(Replica())
     assert fetcher.partitions == {}, "a stopped fetcher takes no partition"
-    lookups = manager.cache.lookups
+    lookups = image.lookups
     await asyncio.sleep(0.3)
-    assert manager.cache.lookups == lookups, "nothing runs after stop"
+    assert image.lookups == lookups, "nothing runs after stop"
 
 
 @dataclass
@@ -149,7 +158,7 @@ async def test_follower_fetches_incrementally_once_the_leader_keeps_a_session(un
     session id, only changed partitions are sent, an answer naming only some applies only those, a
     partition no longer fetched is forgotten, and a new connection starts a full session again."""
     topic_id = uuid.uuid4()
-    manager = Manager(FailingCache(failures=0))  # no endpoint known: the fetch loop itself sends nothing
+    manager = Manager(failing_cache(failures=0))  # no endpoint known: the fetch loop itself sends nothing
     fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=unsafe)
     a, b = _Replica(_Partition("foo", 0, topic_id)), _Replica(_Partition("foo", 1, topic_id))
     by_key = {(topic_id, 0): a, (topic_id, 1): b}
@@ -199,7 +208,7 @@ async def test_a_session_refusal_is_fetched_again_at_once(error, backs_off):
     no partitions, and the next request, a full one, goes out without a back-off; FETCH_SESSION_TOPIC_ID_ERROR
     is raised and backs off, as other errors do."""
     topic_id = uuid.uuid4()
-    fetcher = ReplicaFetcher(2, Manager(FailingCache(failures=0)), lambda: 101, unsafe_pre_kip903=False)
+    fetcher = ReplicaFetcher(2, Manager(failing_cache(failures=0)), lambda: 101, unsafe_pre_kip903=False)
     a = _Replica(_Partition("foo", 0, topic_id))
     fetcher.add(a)
     try:
@@ -216,18 +225,18 @@ async def test_a_new_connection_starts_a_full_session():
     """A new connection to the leader (its endpoint changed) cannot continue the session the last one held:
     the next request is a full one asking for a new session (Kafka's FetchSessionHandler.handleError)."""
     topic_id = uuid.uuid4()
-    manager = Manager(FailingCache(failures=0))
+    manager = Manager(failing_cache(failures=0))
     fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=False)
     a = _Replica(_Partition("foo", 0, topic_id))
     try:
-        manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 1)
+        manager.cache.image.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 1)
         first = fetcher._connect()  # no socket until a send
         fetcher._request(fetcher._build([a]))
         fetcher._apply(_answer(7, topic_id, {0: 1}), 0, {(topic_id, 0): a})
         assert not fetcher.session.next_metadata.is_full
         assert fetcher._connect() is first, "the same connection: the session goes on"
         assert not fetcher.session.next_metadata.is_full
-        manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 2)
+        manager.cache.image.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", 2)
         assert fetcher._connect() not in (None, first)
         request = fetcher._request(fetcher._build([a]))
         assert (request.session_id, request.session_epoch) == (7, 0) and _sent(request) == {0: 10}
@@ -285,8 +294,8 @@ async def test_fetcher_keeps_a_leaders_session_and_starts_a_full_one_after_a_los
     leader = _SessionLeader(topic_id)
     server = await asyncio.start_server(leader.serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    manager = Manager(FailingCache(failures=0))
-    manager.cache.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", port)
+    manager = Manager(failing_cache(failures=0))
+    manager.cache.image.endpoint = lambda *args, **kwargs: Endpoint("PLAINTEXT", "127.0.0.1", port)
     fetcher = ReplicaFetcher(2, manager, lambda: 101, unsafe_pre_kip903=False)
     a, b = _Replica(_Partition("foo", 0, topic_id)), _Replica(_Partition("foo", 1, topic_id))
     try:

@@ -406,7 +406,7 @@ def cache_with(*records: ConfigRecord) -> MetadataCache:
 
 def coordinator(cache: MetadataCache) -> ConsumerGroupCoordinator:
     settings = ConsumerGroupSettings(bounds=GroupBounds.of({"group.consumer.min.session.timeout.ms": 6000}))
-    return ConsumerGroupCoordinator(settings, group_configs=lambda g: cache.dynamic_config(GROUP, g))
+    return ConsumerGroupCoordinator(settings, group_configs=lambda g: cache.image.dynamic_config(GROUP, g))
 
 
 def join(coordinator: ConsumerGroupCoordinator, group: str, topics: Topics):

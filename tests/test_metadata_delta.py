@@ -151,7 +151,7 @@ def test_a_batch_that_fails_publishes_nothing():
     with pytest.raises(TypeError):
         cache.load([(1, TopicRecord(name="u", topic_id=uuid.uuid4())), (2, Unknown())], Changes())
     assert cache.image is published and cache.next_offset == 1
-    assert set(cache.topic_ids) == {"t"}
+    assert set(cache.image.topic_ids) == {"t"}
 
 
 def test_the_controllers_image_is_replayed_in_place():

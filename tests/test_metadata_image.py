@@ -28,12 +28,12 @@ def rebuilt_from_the_log(controller: Controller) -> MetadataCache:
 def assert_same_image(controller: Controller) -> None:
     cache = rebuilt_from_the_log(controller)
     image = controller.image
-    assert cache.brokers == image.brokers
-    assert cache.topic_ids == image.topic_ids
-    assert {t: (i.name, i.partitions) for t, i in cache.topics.items()} == {
+    assert cache.image.brokers == image.brokers
+    assert cache.image.topic_ids == image.topic_ids
+    assert {t: (i.name, i.partitions) for t, i in cache.image.topics.items()} == {
         t: (i.name, i.partitions) for t, i in image.topics.items()
     }
-    assert cache.configs == image.configs
+    assert cache.image.configs == image.configs
     # The managers read the image itself, not copies of it.
     assert controller.cluster.brokers is image.brokers and controller.replication.topics is image.topics
     assert controller.configuration.configs is image.configs

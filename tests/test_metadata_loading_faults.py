@@ -64,10 +64,10 @@ async def test_a_record_that_fails_to_replay_is_counted_and_loading_goes_on():
     follower = MetadataFollower(None, cache, on_changes, node_id=1)  # type: ignore[arg-type]
     await follower._apply(0, _log())
     assert follower.load_errors == 1
-    assert not cache.acls
-    partition = cache.partition("t", 0)
+    assert not cache.image.acls
+    partition = cache.image.partition("t", 0)
     assert partition is not None and partition.leader == 1
-    assert cache.topic_config("t", "retention.ms") == "1"
+    assert cache.image.topic_config("t", "retention.ms") == "1"
     assert cache.next_offset == follower.published_offset == 4
     assert {key for c in handed_on for key in c.partitions} == {("t", 0)}
     assert {name for c in handed_on for name in c.topic_configs} == {"t"}

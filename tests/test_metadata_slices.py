@@ -46,7 +46,7 @@ async def test_a_large_change_is_handed_on_in_slices_at_batch_ends(monkeypatch):
 
     async def on_changes(changes: Changes) -> None:
         # every topic handed on is whole: a slice never ends inside a controller's write
-        assert all(len(t.partitions) == 2 for t in cache.topics.values())
+        assert all(len(t.partitions) == 2 for t in cache.image.topics.values())
         handed_on.append(len(changes.partitions))
 
     async def other_work() -> None:
@@ -61,7 +61,7 @@ async def test_a_large_change_is_handed_on_in_slices_at_batch_ends(monkeypatch):
     turns_before = turns
     await follower._apply(0, flood_log())
     ticker.cancel()
-    assert len(cache.topics) == REQUESTS * TOPICS_PER_REQUEST
+    assert len(cache.image.topics) == REQUESTS * TOPICS_PER_REQUEST
     # the brokers' registrations and unfencing first, then one CreateTopics a batch
     assert [n for n in handed_on if n] == [TOPICS_PER_REQUEST * 2] * REQUESTS
     assert turns - turns_before >= REQUESTS  # the loop ran after each slice
@@ -121,6 +121,7 @@ def recording_replica_manager(monkeypatch, outputs, done: list, after=None):
 
     manager = object.__new__(replica_manager.ReplicaManager)
     manager.replica_set = ReplicaSetStub()
+    manager.cache = MetadataCache(1)  # no config changes to read
     monkeypatch.setattr(manager, "_open_new_logs", no_new_logs)
     monkeypatch.setattr(manager, "_carry_out", lambda t: done.append((t.kind, t.key)))
     monkeypatch.setattr(
@@ -234,7 +235,7 @@ async def test_the_batches_before_an_undecodable_one_are_handed_on_before_the_re
     follower = MetadataFollower(None, cache, on_changes, node_id=1)  # type: ignore[arg-type]
     with pytest.raises(ProtocolError):
         await follower._apply(0, bytes(corrupted))
-    applied = {(t.name, p) for t in cache.topics.values() for p in t.partitions}
+    applied = {(t.name, p) for t in cache.image.topics.values() for p in t.partitions}
     assert len(applied) == (REQUESTS - 1) * TOPICS_PER_REQUEST * 2
     assert handed_on == applied
     await follower._apply(cache.next_offset, log[last_pos:])  # the retry: the good bytes this time

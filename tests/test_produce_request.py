@@ -178,8 +178,8 @@ class _Registration:
     leader, leader_epoch, host, port, rack = 2, 7, "127.0.0.1", 9092, None
 
 
-class _Cache:
-    """A broker's metadata: partition 1 of orders led by broker 2."""
+class _Image:
+    """A broker's metadata image: partition 1 of orders led by broker 2."""
 
     brokers = {2: _Registration()}
 
@@ -193,8 +193,8 @@ class _Cache:
 class _Context:
     listener_name = "PLAINTEXT"
 
-    def __init__(self, cache: Any) -> None:
-        self.broker = type("Broker", (), {"cache": cache})()
+    def __init__(self, image: Any) -> None:
+        self.broker = type("Broker", (), {"cache": type("Cache", (), {"image": image})()})()
 
 
 def test_a_not_leader_answer_names_the_leader_and_its_endpoint():
@@ -205,7 +205,7 @@ def test_a_not_leader_answer_names_the_leader_and_its_endpoint():
     from epochkraft.server.handlers.k00_produce import _with_leader_hints
 
     built = produce_response([ErrorCode.none, ErrorCode.not_leader_or_follower])
-    hinted = _with_leader_hints(built, ["orders"], _Context(_Cache()), r11)
+    hinted = _with_leader_hints(built, ["orders"], _Context(_Image()), r11)
     first, second = hinted.responses[0].partition_responses
     assert first == built.responses[0].partition_responses[0]
     assert (second.current_leader.leader_id, second.current_leader.leader_epoch) == (2, 7)

@@ -37,7 +37,9 @@ async def serve() -> KafkaServer:
     )
     cache.apply(0, record, Changes())
     node = SimpleNamespace(cache=cache)
-    server = KafkaServer(BROKER, node, "127.0.0.1", 0, quotas=ClientQuotas(cache, window_ms=WINDOW_MS))
+    server = KafkaServer(
+        BROKER, node, "127.0.0.1", 0, quotas=ClientQuotas(lambda: cache.image, window_ms=WINDOW_MS)
+    )
     await server.start()
     return server
 
@@ -103,7 +105,7 @@ def quotas_of(records: dict[tuple[str, str], float]) -> ClientQuotas:
     for (client_id, key), value in records.items():
         entity = (EntityData(entity_type="client-id", entity_name=client_id),)
         cache.apply(cache.next_offset, ClientQuotaRecord(entity=entity, key=key, value=value), Changes())
-    return ClientQuotas(cache)
+    return ClientQuotas(lambda: cache.image)
 
 
 async def run_with_quotas(quotas: ClientQuotas, key: int, version: int, request, answer):

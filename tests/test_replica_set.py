@@ -471,10 +471,10 @@ def test_overwrite_within_batch():
     """AlterPartitionManagerTest.testOverwriteWithinBatch: a second change for a partition is refused while
     the first is queued or in flight, and accepted once it is answered."""
     ctx = Context(replicas=(1, 2, 3), isr=(1,))
-    first = ctx.p.update_follower_fetch(ctx.now, 2, 102, 10, 10, ctx.cache, 101)
+    first = ctx.p.update_follower_fetch(ctx.now, 2, 102, 10, 10, ctx.cache.image, 101)
     assert ctx.rs.alter.submit(first)
     ctx.p.pending = None
-    second = ctx.p.update_follower_fetch(ctx.now, 3, 103, 10, 10, ctx.cache, 101)
+    second = ctx.p.update_follower_fetch(ctx.now, 3, 103, 10, 10, ctx.cache.image, 101)
     assert not ctx.rs.alter.submit(second), "OPERATION_NOT_ATTEMPTED"
     ctx.send()
     ctx.respond()
@@ -531,7 +531,7 @@ def plan(last_fetched_epoch: int, fetch_offset: int, log_start: int = 0):
         current_leader_epoch=10,
         replica_id=2,
         replica_epoch=102,
-        brokers=ctx.cache,
+        brokers=ctx.cache.image,
     )
 
 
@@ -580,12 +580,12 @@ def test_follower_behind_the_leaders_first_epoch_truncates_and_rejoins():
     common = dict(
         log_start_offset=0, log_end_offset=3, current_leader_epoch=6, replica_id=2, replica_epoch=102
     )
-    first = plan_read(ctx.p, leader, fetch_offset=40, last_fetched_epoch=4, brokers=ctx.cache, **common)
+    first = plan_read(ctx.p, leader, fetch_offset=40, last_fetched_epoch=4, brokers=ctx.cache.image, **common)
     assert first.diverging == (4, 0)
     target = truncation_offset(follower, follower_end, 30, first.diverging)
     assert target == 0
     follower.truncate_from_end(target)
-    again = plan_read(ctx.p, leader, fetch_offset=0, last_fetched_epoch=-1, brokers=ctx.cache, **common)
+    again = plan_read(ctx.p, leader, fetch_offset=0, last_fetched_epoch=-1, brokers=ctx.cache.image, **common)
     assert again.reads and again.max_offset == 3
 
 

@@ -97,8 +97,10 @@ async def test_only_this_brokers_named_replicas_outside_the_isr_are_throttled():
     configure(cache, ResourceType.TOPIC, "moving", "follower.replication.throttled.replicas", "0:2")
     fetcher = ReplicaFetcher(1, Manager(cache), lambda: 5, unsafe_pre_kip903=False)
     try:
-        assert fetcher._throttled(Replica(Partition("moving", 0, isr=(1,))))
-        assert not fetcher._throttled(Replica(Partition("moving", 0, isr=(1, 2)))), "in the ISR"
-        assert not fetcher._throttled(Replica(Partition("moving", 1, isr=(1,)))), "another partition"
+        assert fetcher._throttled(cache.image, Replica(Partition("moving", 0, isr=(1,))))
+        assert not fetcher._throttled(cache.image, Replica(Partition("moving", 0, isr=(1, 2)))), "in the ISR"
+        assert not fetcher._throttled(cache.image, Replica(Partition("moving", 1, isr=(1,)))), (
+            "another partition"
+        )
     finally:
         await fetcher.stop()

@@ -115,7 +115,7 @@ async def test_a_topic_created_again_does_not_keep_the_old_topics_config(tmp_pat
     )
     from epochkraft.protocol.metadata_records import RemoveTopicRecord
 
-    await broker.apply(RemoveTopicRecord(topic_id=broker.cache.topic_ids["bar"]))
+    await broker.apply(RemoveTopicRecord(topic_id=broker.cache.image.topic_ids["bar"]))
     await broker.create("bar", 1)
     assert broker.retention_ms("bar", 0) == log_config(BrokerSettings()).retention_ms
 
@@ -138,7 +138,7 @@ async def test_logs_opened_at_start_up_take_the_dynamic_broker_default(tmp_path)
     after.logs.load_all()
     await registered(after)
     await after.apply(cluster_default)
-    topic_id = before.cache.topic_ids["baz"]
+    topic_id = before.cache.image.topic_ids["baz"]
     await after.apply(
         TopicRecord(name="baz", topic_id=topic_id),
         PartitionRecord(partition_id=0, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1),

@@ -16,7 +16,7 @@ and, KIP-219, stops reading the connection for that long once the response is se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from epochkraft.broker.quota_stats import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, Rate, TokenBucket
@@ -303,15 +303,16 @@ class QuotaImage(Protocol):
 
 
 class ClientQuotas:
-    """The broker's quota managers, following the quotas of a metadata image."""
+    """The broker's quota managers, following the quotas of the metadata image ``current_image`` gives
+    (the one published last: read once per check)."""
 
     def __init__(
         self,
-        image: QuotaImage | None = None,
+        current_image: Callable[[], QuotaImage] | None = None,
         samples: int = QUOTA_WINDOW_NUM,
         window_ms: int = QUOTA_WINDOW_SIZE_MS,
     ) -> None:
-        self.image = image
+        self.current_image = current_image
         self.any_enabled = False
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_ms)
@@ -322,8 +323,10 @@ class ClientQuotas:
     def active(self) -> bool:
         """True if any quota is set in the image followed (re-read only when its quotas changed): the one
         check the request path makes while there is none."""
-        image = self.image
-        if image is not None and image.client_quotas_version != self._version:
+        if self.current_image is None:
+            return self.any_enabled
+        image = self.current_image()
+        if image.client_quotas_version != self._version:
             self.refresh(image.client_quotas, image.client_quotas_version)
         return self.any_enabled
 

@@ -33,6 +33,7 @@ from epochkraft.metadata.config_schema import (
     broker_config_type,
 )
 from epochkraft.metadata.group_config import GROUP_CONFIGS
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.errors import ErrorCode
 
@@ -100,13 +101,13 @@ class ConfigDescriber:
             )
 
     # ---- synonyms -------------------------------------------------------------------------------------
-    def _broker_synonyms(self, name: str, default: str | None) -> list[Synonym]:
+    def _broker_synonyms(self, image: MetadataImage, name: str, default: str | None) -> list[Synonym]:
         """A broker property's values in precedence order (Kafka's DynamicBrokerConfig synonyms)."""
         found = []
-        own = self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id)).get(name)
+        own = image.dynamic_config(ResourceType.BROKER, str(self.node_id)).get(name)
         if own is not None:
             found.append(Synonym(name, own, ConfigSource.DYNAMIC_BROKER_CONFIG))
-        cluster = self.cache.dynamic_config(ResourceType.BROKER, "").get(name)
+        cluster = image.dynamic_config(ResourceType.BROKER, "").get(name)
         if cluster is not None:
             found.append(Synonym(name, cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         static = self.static.get(name)
@@ -116,9 +117,9 @@ class ConfigDescriber:
             found.append(Synonym(name, default, ConfigSource.DEFAULT_CONFIG))
         return found
 
-    def topic_entry(self, topic: str, definition: ConfigDef) -> list[Synonym]:
+    def topic_entry(self, image: MetadataImage, topic: str, definition: ConfigDef) -> list[Synonym]:
         found = []
-        own = self.cache.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
+        own = image.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
         if own is not None:
             found.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         for index, broker_name in enumerate(definition.synonyms):
@@ -130,17 +131,17 @@ class ConfigDescriber:
                 default = static.default if static is not None else None
                 if default is None:
                     default = definition.default
-            found += self._broker_synonyms(broker_name, default)
+            found += self._broker_synonyms(image, broker_name, default)
         if not definition.synonyms:
             found.append(Synonym(definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
         return found
 
-    def group_entry(self, group: str, definition: ConfigDef) -> list[Synonym]:
+    def group_entry(self, image: MetadataImage, group: str, definition: ConfigDef) -> list[Synonym]:
         """A group config's values in precedence order (ConfigHelper.createGroupConfigEntry): the group's
         own, then its broker synonym as set statically, then the broker's default (Kafka's where the
         broker has no such setting)."""
         found = []
-        own = self.cache.dynamic_config(ResourceType.GROUP, group).get(definition.name)
+        own = image.dynamic_config(ResourceType.GROUP, group).get(definition.name)
         if own is not None:
             found.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_GROUP_CONFIG))
         broker_name = definition.synonyms[0]
@@ -151,19 +152,19 @@ class ConfigDescriber:
         found.append(Synonym(broker_name, default, ConfigSource.DEFAULT_CONFIG))
         return found
 
-    def shown_synonyms(self, topic: str, definition: ConfigDef) -> list[Synonym]:
+    def shown_synonyms(self, image: MetadataImage, topic: str, definition: ConfigDef) -> list[Synonym]:
         """The synonyms a topic config lists, as Kafka's ConfigHelper.configSynonyms: those with a value,
         by source (dynamic broker, dynamic default, static, default) and within one source by precedence,
         then dropped up to the first one named as the primary broker synonym."""
         shown = []
-        own = self.cache.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
+        own = image.dynamic_config(ResourceType.TOPIC, topic).get(definition.name)
         if own is not None:
             shown.append(Synonym(definition.name, own, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         names = definition.synonyms
         if not names:
             return shown
-        dynamic = self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id))
-        cluster = self.cache.dynamic_config(ResourceType.BROKER, "")
+        dynamic = image.dynamic_config(ResourceType.BROKER, str(self.node_id))
+        cluster = image.dynamic_config(ResourceType.BROKER, "")
 
         def static(name: str) -> str | None:
             setting = self.static.get(name)
@@ -210,15 +211,16 @@ class ConfigDescriber:
         def wanted(key: str) -> bool:
             return not keys or key in keys  # null or empty: every config (Kafka's ConfigHelper)
 
+        image = self.cache.image  # one image describes the resource
         entries = []
         if resource_type == ResourceType.TOPIC:
             if (why := valid_topic_name(name)) is not None:
                 return result(ErrorCode.invalid_topic_exception, why)
-            if self.cache.topic(name) is None:
+            if image.topic(name) is None:
                 return result(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
             for definition in TOPIC_CONFIGS.values():
                 if wanted(definition.name):
-                    found = self.topic_entry(name, definition)
+                    found = self.topic_entry(image, name, definition)
                     entries.append(
                         self._entry(
                             definition.name,
@@ -228,11 +230,11 @@ class ConfigDescriber:
                             definition.doc,
                             synonyms,
                             documentation,
-                            shown=self.shown_synonyms(name, definition),
+                            shown=self.shown_synonyms(image, name, definition),
                         )
                     )
         elif resource_type == ResourceType.BROKER and name == "":
-            for key, value in sorted(self.cache.dynamic_config(ResourceType.BROKER, "").items()):
+            for key, value in sorted(image.dynamic_config(ResourceType.BROKER, "").items()):
                 if wanted(key):
                     dynamic = DYNAMIC_BROKER_CONFIGS.get(key)
                     found = [Synonym(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
@@ -242,7 +244,9 @@ class ConfigDescriber:
                     entries.append(self._entry(key, found, False, kind, doc, synonyms, documentation))
         elif resource_type == ResourceType.BROKER and name == str(self.node_id):
             names = sorted(set(self.static) | set(DYNAMIC_BROKER_CONFIGS))
-            entries += [self._broker_entry(key, synonyms, documentation) for key in names if wanted(key)]
+            entries += [
+                self._broker_entry(image, key, synonyms, documentation) for key in names if wanted(key)
+            ]
         elif resource_type == ResourceType.BROKER:
             message = f"Unexpected broker id, expected {self.node_id} or empty string, but received {name}"
             return result(ErrorCode.invalid_request, message)
@@ -251,7 +255,7 @@ class ConfigDescriber:
                 return result(ErrorCode.invalid_request, "Group name must not be empty")
             for definition in GROUP_CONFIGS.values():
                 if wanted(definition.name):
-                    found = self.group_entry(name, definition)
+                    found = self.group_entry(image, name, definition)
                     kind, doc = definition.type, definition.doc
                     entries.append(
                         self._entry(definition.name, found, False, kind, doc, synonyms, documentation)
@@ -261,7 +265,7 @@ class ConfigDescriber:
         return result(ErrorCode.none, None, tuple(entries))
 
     def _broker_entry(
-        self, key: str, synonyms: bool, documentation: bool
+        self, image: MetadataImage, key: str, synonyms: bool, documentation: bool
     ) -> dc.DescribeConfigsResourceResult:
         """One of this broker's own configs: ``key`` is a static setting, a dynamic config, or both."""
         dynamic = DYNAMIC_BROKER_CONFIGS.get(key)
@@ -271,7 +275,7 @@ class ConfigDescriber:
         else:
             assert dynamic is not None, key  # the names described are the static and the dynamic ones
             default, static_kind, doc = dynamic.default, dynamic.type, dynamic.doc
-        found = self._broker_synonyms(key, default)
+        found = self._broker_synonyms(image, key, default)
         # Kafka's type first, so that a password our settings hold as text is never shown
         kind = broker_config_type(key) or static_kind
         return self._entry(key, found, dynamic is None, kind, doc, synonyms, documentation)

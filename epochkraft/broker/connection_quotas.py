@@ -22,7 +22,7 @@ unmeasured, as behind Kafka's blocked acceptor.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from epochkraft.broker.client_quotas import QuotaImage
 from epochkraft.broker.quota_stats import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS, Rate
@@ -76,10 +76,11 @@ class ConnectionQuotas:
         samples: int = QUOTA_WINDOW_NUM,
         window_ms: int = QUOTA_WINDOW_SIZE_MS,
         broker_rate: int = UNLIMITED_RATE,
-        image: QuotaImage | None = None,
+        current_image: Callable[[], QuotaImage] | None = None,
     ) -> None:
-        """``image``: the metadata image whose ip entities' quotas are followed (re-read when they changed)."""
-        self.image = image
+        """``current_image``: the metadata image (the one published last) whose ip entities' quotas are
+        followed (re-read when they changed)."""
+        self.current_image = current_image
         self._image_version = -1
         self.samples = samples
         self.window_ms = window_ms
@@ -157,8 +158,10 @@ class ConnectionQuotas:
         return throttle
 
     def _follow_image(self) -> None:
-        image = self.image
-        if image is not None and image.client_quotas_version != self._image_version:
+        if self.current_image is None:
+            return
+        image = self.current_image()
+        if image.client_quotas_version != self._image_version:
             self._image_version = image.client_quotas_version
             self.update_ip_quotas(image.client_quotas)
 

@@ -174,7 +174,7 @@ def read_partition(
         current_leader_epoch=data.current_leader_epoch,
         replica_id=params.replica_id,
         replica_epoch=params.replica_epoch,
-        brokers=manager.cache,
+        brokers=manager.cache.image,
     )
     if plan.error != _NONE:
         return Answer(index, plan.error, plan.high_watermark, plan.log_start_offset), 0

@@ -50,6 +50,7 @@ from epochkraft.protocol.fetch_response import FetchedPartition, decode_partitio
 
 if TYPE_CHECKING:
     from epochkraft.broker.replica_manager import Replica, ReplicaManager
+    from epochkraft.metadata.image import MetadataImage
 
 log = structlog.get_logger()
 TOPIC = int(ResourceType.TOPIC)
@@ -123,7 +124,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
 
     def _connect(self) -> KafkaClient | None:
-        endpoint = self.manager.cache.endpoint(
+        endpoint = self.manager.cache.image.endpoint(
             self.source_id, self.manager.settings.inter_broker_listener_name
         )
         if endpoint is None:
@@ -181,16 +182,17 @@ class ReplicaFetcher:
         """The replicas to fetch now: all of them, less the throttled ones outside the ISR while the
         follower replication quota is exceeded (Kafka's ReplicaFetcherThread.shouldFollowerThrottle)."""
         replicas = list(self.partitions.values())
-        rate = follower_rate(self.manager.cache.dynamic_config, self.manager.node_id)
+        image = self.manager.cache.image
+        rate = follower_rate(image.dynamic_config, self.manager.node_id)
         if rate is None or not self.quota.exceeded(rate, now):
             return replicas
-        return [r for r in replicas if not self._throttled(r)]
+        return [r for r in replicas if not self._throttled(image, r)]
 
-    def _throttled(self, replica: Replica) -> bool:
+    def _throttled(self, image: MetadataImage, replica: Replica) -> bool:
         p = replica.partition
         if self.manager.node_id in p.isr:
             return False
-        config = self.manager.cache.dynamic_config(TOPIC, p.topic).get(FOLLOWER_REPLICAS)
+        config = image.dynamic_config(TOPIC, p.topic).get(FOLLOWER_REPLICAS)
         return is_throttled(config, p.index, self.manager.node_id)
 
     def _apply(
@@ -328,7 +330,9 @@ class ReplicaFetcher:
             except ProtocolError as exc:
                 log.warning("follower append failed", topic=p.topic, partition=p.index, error=str(exc))
                 return False
-            if self._throttled(replica):  # only throttled replicas' bytes count against the quota
+            if self._throttled(
+                self.manager.cache.image, replica
+            ):  # only throttled replicas' bytes count against the quota
                 self.quota.record(len(records), asyncio.get_running_loop().time())
             if info is not None:  # the same producer state and transaction index as the leader's
                 completed = replica.producers.append(records, info.headers, info.positions)

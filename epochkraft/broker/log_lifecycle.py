@@ -181,9 +181,9 @@ class LogLifecycle:
         """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset over the leader and the
         followers on alive brokers (-1 for a follower that has not fetched since this leader began)."""
         low = replica.log.log_start_offset
-        cache = self.manager.cache
+        image = self.manager.cache.image
         for broker_id, state in replica.partition.remote.items():
-            if not cache.is_fenced(broker_id):
+            if not image.is_fenced(broker_id):
                 low = min(low, state.log_start_offset)
         return low
 
@@ -194,7 +194,7 @@ class LogLifecycle:
         watermark for -1) and waits until every alive follower's has moved as well."""
         replica = self.manager.replica(topic, index)
         if replica is None:
-            known = self.manager.cache.topic(topic)
+            known = self.manager.cache.image.topic(topic)
             if known is None or index not in known.partitions:
                 return ErrorCode.unknown_topic_or_partition, -1
             return ErrorCode.not_leader_or_follower, -1

@@ -31,10 +31,11 @@ class OffsetsTopic:
         self._creating: asyncio.Task[None] | None = None
 
     def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
-        reg = self.node.cache.partition(OFFSETS_TOPIC, partition)
+        image = self.node.cache.image
+        reg = image.partition(OFFSETS_TOPIC, partition)
         if reg is None or reg.leader < 0:
             return None
-        endpoint = self.node.cache.endpoint(reg.leader, listener_name)
+        endpoint = image.endpoint(reg.leader, listener_name)
         return None if endpoint is None else (reg.leader, endpoint.host, endpoint.port)
 
     def is_local_leader(self, partition: int) -> bool:
@@ -44,7 +45,7 @@ class OffsetsTopic:
         return replica is not None and replica.partition.role == Role.LEADER
 
     async def ensure(self) -> None:
-        if self.node.cache.topic(OFFSETS_TOPIC) is not None:
+        if self.node.cache.image.topic(OFFSETS_TOPIC) is not None:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.create_task(self._create())
@@ -105,7 +106,7 @@ async def create_internal_topic(
     """Asks the controller for a compacted internal topic (its size follows the keys, not the writes),
     the replication factor and min.insync.replicas capped to the brokers alive, as Kafka's
     AutoTopicCreationManager does for __consumer_offsets and __transaction_state."""
-    alive = len(node.cache.alive_brokers())
+    alive = len(node.cache.image.alive_brokers())
     rf = max(1, min(replication_factor, alive))
     topic = ct.CreatableTopic(
         name=TopicName(name),

@@ -11,7 +11,7 @@ PendingShrinkIsr (maximal ISR = committed). The high watermark advances over the
 replica being added already holds the HW back, and a replica being removed still does until the
 controller confirms.
 
-API (all sans-IO; ``brokers`` is a ``BrokerView`` over the metadata cache):
+API (all sans-IO; ``brokers`` is a ``BrokerView``: the metadata image the caller read for its operation):
 - ``make_leader(now_ms, *, leader_epoch, partition_epoch, replicas, isr, leader_recovery_state,
   log_end_offset, min_insync_replicas=1) -> bool`` / ``make_follower(*, leader, leader_epoch,
   partition_epoch, replicas, isr, leader_recovery_state=0) -> bool``: False if the partition epoch is stale.
@@ -45,7 +45,7 @@ NO_EPOCH = -1
 
 
 class BrokerView(Protocol):
-    """What the metadata cache knows about other brokers."""
+    """What a metadata image knows about other brokers."""
 
     def is_fenced(self, broker_id: int) -> bool: ...
 

@@ -265,7 +265,8 @@ class ReplicaManager:
         built once per topic and kept until a config it reads changes (``_apply_config_changes``)."""
         config = self._log_configs.get(topic)
         if config is None:
-            configs = {name: self.cache.topic_config(topic, name) for name in TOPIC_CONFIGS}
+            image = self.cache.image
+            configs = {name: image.topic_config(topic, name) for name in TOPIC_CONFIGS}
             config = self.logs.config.with_topic_configs({k: v for k, v in configs.items() if v is not None})
             self._log_configs[topic] = config
         return config
@@ -274,16 +275,17 @@ class ReplicaManager:
         """Kafka's TopicConfigHandler.processConfigChanges -> LogManager.updateTopicConfig: a topic's new
         LogConfig, built once, goes to that topic's logs only, and only when a config a log reads
         changed (a broker-level one reaches every topic's, as Kafka's DynamicLogConfig)."""
+        image = self.cache.image
         for deleted in changes.deleted_topics:
             self._log_configs.pop(deleted.name, None)
         if changes.broker_configs & BROKER_LOG_CONFIGS:
             self._log_configs.clear()
-            topics: list[str] = list(self.cache.topic_ids)
+            topics: list[str] = list(image.topic_ids)
         else:
             topics = [t for t, names in changes.topic_configs.items() if not names.isdisjoint(TOPIC_CONFIGS)]
         for name in topics:
             self._log_configs.pop(name, None)
-            info = self.cache.topic(name)
+            info = image.topic(name)
             if info is not None:
                 self.logs.update_topic_config(name, info.partitions, self.topic_log_config(name))
 
@@ -319,10 +321,11 @@ class ReplicaManager:
         skipped here: their old log goes with the removal carried out first, and the new one is opened when
         its transition is carried out."""
         deleted = {t.name for t in changes.deleted_topics}
+        image = self.cache.image
         for key in sorted(changes.partitions):
             if key in self.replica_set.partitions or key[0] in deleted or key in self.logs.logs:
                 continue
-            registration = self.cache.partition(*key)
+            registration = image.partition(*key)
             if registration is None or self.node_id not in registration.replicas:
                 continue
             self.logs.get_or_create(*key, self.topic_log_config(key[0]))
@@ -561,7 +564,7 @@ class ReplicaManager:
         small), else None."""
         replica = self.replicas.get((topic, index))
         if replica is None:
-            known = self.cache.topic(topic)
+            known = self.cache.image.topic(topic)
             return ProduceResult(
                 ErrorCode.not_leader_or_follower
                 if known is not None and index in known.partitions
@@ -656,7 +659,7 @@ class ReplicaManager:
 
     def max_message_bytes(self, topic: str) -> int:
         """The topic's max.message.bytes, else the broker's message.max.bytes."""
-        value = self.cache.topic_config(topic, "max.message.bytes")
+        value = self.cache.image.topic_config(topic, "max.message.bytes")
         return int(value) if value is not None else self.settings.message_max_bytes
 
     async def _await_acks(
@@ -683,7 +686,7 @@ class ReplicaManager:
     def missing_partition_error(self, topic: str, index: int) -> ErrorCode:
         """Why a partition has no replica here: unknown to the metadata, or not hosted on this broker
         (Kafka's ReplicaManager.getPartitionOrError)."""
-        known = self.cache.topic(topic)
+        known = self.cache.image.topic(topic)
         if known is None or index not in known.partitions:
             return ErrorCode.unknown_topic_or_partition
         return ErrorCode.not_leader_or_follower

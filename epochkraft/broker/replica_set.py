@@ -27,6 +27,7 @@ from epochkraft.broker.alter_partition_manager import AlterPartitionManager, Alt
 from epochkraft.broker.metadata_cache import Changes, MetadataCache
 from epochkraft.broker.partition import AlterPartitionItem, Partition, Role
 from epochkraft.metadata.config_schema import MIN_INSYNC
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.registrations import PartitionRegistration
 from epochkraft.protocol.errors import ErrorCode
 
@@ -129,13 +130,14 @@ class ReplicaSet:
         """Applies partition changes from the metadata log: become leader, follower, or drop the replica."""
         out = _Collector()
         transitions: list[Transition] = []
+        image = self.cache.image
         for topic in changes.deleted_topics:
             for index in topic.partitions:
                 if self._drop((topic.name, index)) is not None:
                     transitions.append(Transition((topic.name, index), "removed"))
         for key in sorted(changes.partitions):
-            registration = self.cache.partition(*key)
-            info = self.cache.topic(key[0])
+            registration = image.partition(*key)
+            info = image.topic(key[0])
             if registration is None or info is None:
                 continue
             if self.broker_id not in registration.replicas:
@@ -147,7 +149,7 @@ class ReplicaSet:
             if partition is None:
                 partition = self._open(key, info.topic_id)
             if registration.leader == self.broker_id:
-                transition = self._become_leader(now_ms, key, partition, registration, out)
+                transition = self._become_leader(now_ms, key, partition, registration, out, image)
             else:
                 transition = self._become_follower(key, partition, registration)
             if transition is not None:
@@ -156,11 +158,13 @@ class ReplicaSet:
             # A broker's fencing or new epoch can make a follower eligible, or free a stuck HW.
             for key, partition in self.partitions.items():
                 if partition.role == Role.LEADER:
-                    out.add(key, None, self._advance_hw(now_ms, key, partition))
-        self._apply_min_insync_changes(now_ms, changes, out)
+                    out.add(key, None, self._advance_hw(now_ms, key, partition, image))
+        self._apply_min_insync_changes(now_ms, changes, out, image)
         return out.outputs(tuple(transitions))
 
-    def _apply_min_insync_changes(self, now_ms: int, changes: Changes, out: _Collector) -> None:
+    def _apply_min_insync_changes(
+        self, now_ms: int, changes: Changes, out: _Collector, image: MetadataImage
+    ) -> None:
         """A min.insync.replicas change reaches the hosted partitions of its topic (all of them for a
         broker-level one) and nothing else: no transition, no partition re-applied. Other configs are
         not the replica set's (Kafka's Partition reads the value from its log's config; the driver's
@@ -172,17 +176,17 @@ class ReplicaSet:
                 key
                 for topic, names in changes.topic_configs.items()
                 if MIN_INSYNC in names
-                for key in self._hosted(topic)
+                for key in self._hosted(topic, image)
             ]
         for key in keys:
             p = self.partitions[key]
-            p.min_insync_replicas = self.cache.min_insync(key[0], self.min_insync_replicas)
+            p.min_insync_replicas = image.min_insync(key[0], self.min_insync_replicas)
             if p.role == Role.LEADER:
-                out.add(key, None, self._advance_hw(now_ms, key, p))
+                out.add(key, None, self._advance_hw(now_ms, key, p, image))
 
-    def _hosted(self, topic_name: str) -> list[Key]:
+    def _hosted(self, topic_name: str, image: MetadataImage) -> list[Key]:
         """This broker's partitions of the topic, found through the topic's own partitions."""
-        topic = self.cache.topic(topic_name)
+        topic = image.topic(topic_name)
         if topic is None:
             return []
         return [key for key in ((topic_name, i) for i in topic.partitions) if key in self.partitions]
@@ -211,7 +215,13 @@ class ReplicaSet:
         return partition
 
     def _become_leader(
-        self, now_ms: int, key: Key, p: Partition, reg: PartitionRegistration, out: _Collector
+        self,
+        now_ms: int,
+        key: Key,
+        p: Partition,
+        reg: PartitionRegistration,
+        out: _Collector,
+        image: MetadataImage,
     ) -> Transition | None:
         was_leader = p.role == Role.LEADER
         same_term = was_leader and p.leader_epoch == reg.leader_epoch
@@ -224,7 +234,7 @@ class ReplicaSet:
             isr=reg.isr,
             leader_recovery_state=int(reg.leader_recovery_state),
             log_end_offset=self.host.log_end_offset(key),
-            min_insync_replicas=self.cache.min_insync(key[0], self.min_insync_replicas),
+            min_insync_replicas=image.min_insync(key[0], self.min_insync_replicas),
         )
         if not applied:
             return None
@@ -233,8 +243,8 @@ class ReplicaSet:
             # ISR changes decided by the controller (fencing, shutdown) count like our own.
             self._count_isr_change(previous_isr, set(p.isr))
         else:
-            event = self._submit(key, p, p.maybe_report_recovered(self.cache, self.broker_epoch()))
-        out.add(key, event, self._advance_hw(now_ms, key, p))
+            event = self._submit(key, p, p.maybe_report_recovered(image, self.broker_epoch()))
+        out.add(key, event, self._advance_hw(now_ms, key, p, image))
         return Transition(key, "leader", new_term=not same_term, was_leader=was_leader, leader=self.broker_id)
 
     def _become_follower(self, key: Key, p: Partition, reg: PartitionRegistration) -> Transition | None:
@@ -259,7 +269,7 @@ class ReplicaSet:
     def on_append(self, now_ms: int, key: Key) -> ReplicaOutputs:
         """The leader appended: a single-replica ISR moves the high watermark at once."""
         p = self.partitions.get(key)
-        if p is None or not self._advance_hw(now_ms, key, p):
+        if p is None or not self._advance_hw(now_ms, key, p, self.cache.image):
             return NO_OUTPUTS
         return self._hw_moved_only[key]
 
@@ -279,18 +289,19 @@ class ReplicaSet:
         p = self.partitions.get(key)
         if p is None:
             return NO_OUTPUTS
+        image = self.cache.image
         item = p.update_follower_fetch(
             now_ms,
             replica_id,
             replica_epoch,
             fetch_offset,
             leader_log_end,
-            self.cache,
+            image,
             self.broker_epoch(),
             log_start_offset,
         )
         event = self._submit(key, p, item)
-        moved = self._advance_hw(now_ms, key, p)
+        moved = self._advance_hw(now_ms, key, p, image)
         if event is None:
             return self._hw_moved_only[key] if moved else NO_OUTPUTS
         return ReplicaOutputs(hw_moved=(key,) if moved else (), isr_events=(event,))
@@ -298,17 +309,18 @@ class ReplicaSet:
     def tick(self, now_ms: int) -> ReplicaOutputs:
         """Every replica.lag.time.max.ms / 2: shrink ISRs of lagging followers, repeat a RECOVERED report."""
         out = _Collector()
+        image = self.cache.image
         for key, p in self.partitions.items():
             if p.role != Role.LEADER:
                 continue
-            item = p.maybe_shrink_isr(now_ms, self.host.log_end_offset(key), self.cache, self.broker_epoch())
+            item = p.maybe_shrink_isr(now_ms, self.host.log_end_offset(key), image, self.broker_epoch())
             event = self._submit(key, p, item)
-            out.add(key, event, self._advance_hw(now_ms, key, p))
+            out.add(key, event, self._advance_hw(now_ms, key, p, image))
         return out.outputs()
 
-    def _advance_hw(self, now_ms: int, key: Key, p: Partition) -> bool:
+    def _advance_hw(self, now_ms: int, key: Key, p: Partition, image: MetadataImage) -> bool:
         """Whether the partition's high watermark moved."""
-        return p.maybe_increment_high_watermark(now_ms, self.host.log_end_offset(key), self.cache) is not None
+        return p.maybe_increment_high_watermark(now_ms, self.host.log_end_offset(key), image) is not None
 
     # ---- AlterPartition --------------------------------------------------------------------------------------
     def _submit(self, key: Key, p: Partition, item: AlterPartitionItem | None) -> IsrEvent | None:
@@ -333,6 +345,7 @@ class ReplicaSet:
 
     def on_alter_partition_response(self, now_ms: int, response: AlterPartitionResponse) -> ReplicaOutputs:
         out = _Collector()
+        image = self.cache.image
         for result in self.alter.on_response(now_ms, response):
             key = self._keys.get((result.item.topic_id, result.item.partition))
             p = self.partitions.get(key) if key is not None else None
@@ -354,7 +367,7 @@ class ReplicaSet:
             elif changed:
                 self._count_isr_change(previous_isr, set(p.isr))
                 event = IsrEvent(key, "changed", result.item, isr=p.isr)
-            out.add(key, event, self._advance_hw(now_ms, key, p))
+            out.add(key, event, self._advance_hw(now_ms, key, p, image))
         return out.outputs()
 
     def _count_isr_change(self, before: set[int], after: set[int]) -> None:

@@ -16,26 +16,32 @@ EXCLUDE_INTERNAL_FOR_TESTS = False
 
 
 class CacheTopics:
-    """Reads the cache's image at each call: a coordinator keeps this for as long as it runs."""
+    """Topics as the coordinator asks for them: of one image, or of the cache's image published last (a
+    coordinator keeps this for as long as it runs), each call reading that image once."""
 
-    def __init__(self, image: MetadataImage | MetadataCache) -> None:
-        self.image = image
+    def __init__(self, source: MetadataImage | MetadataCache) -> None:
+        self.source = source
+
+    def _image(self) -> MetadataImage:
+        source = self.source
+        return source.image if isinstance(source, MetadataCache) else source
 
     def by_name(self, name: str) -> TopicMetadata | None:
-        info = self.image.topic(name)
+        info = self._image().topic(name)
         return None if info is None else TopicMetadata(info.topic_id, info.name, len(info.partitions))
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        info = self.image.topics.get(topic_id)
+        info = self._image().topics.get(topic_id)
         return None if info is None else TopicMetadata(info.topic_id, info.name, len(info.partitions))
 
     @property
     def version(self) -> int:
-        return self.image.topics_version
+        return self._image().topics_version
 
     def names(self) -> Iterable[str]:
         """Every topic, internal ones too, as Kafka's GroupMetadataManager.refreshRegularExpressions
         matches a regex against every name in the image (a member asking for ``__consumer_offsets`` gets it)."""
+        names = self._image().topic_ids
         if EXCLUDE_INTERNAL_FOR_TESTS:
-            return (name for name in self.image.topic_ids if name not in INTERNAL_TOPICS)
-        return iter(self.image.topic_ids)
+            return (name for name in names if name not in INTERNAL_TOPICS)
+        return iter(names)

@@ -139,14 +139,15 @@ class TransactionStateTopic:
         self._creating: asyncio.Task[None] | None = None
 
     def leader_of(self, partition: int, listener_name: str | None = None) -> tuple[int, str, int] | None:
-        reg = self.node.cache.partition(TRANSACTION_STATE_TOPIC, partition)
+        image = self.node.cache.image
+        reg = image.partition(TRANSACTION_STATE_TOPIC, partition)
         if reg is None or reg.leader < 0:
             return None
-        endpoint = self.node.cache.endpoint(reg.leader, listener_name)
+        endpoint = image.endpoint(reg.leader, listener_name)
         return None if endpoint is None else (reg.leader, endpoint.host, endpoint.port)
 
     async def ensure(self) -> None:
-        if self.node.cache.topic(TRANSACTION_STATE_TOPIC) is not None:
+        if self.node.cache.image.topic(TRANSACTION_STATE_TOPIC) is not None:
             return
         if self._creating is None or self._creating.done():
             settings = self.node.settings
@@ -538,16 +539,16 @@ class TransactionService:
 
     # ---- markers and completion -------------------------------------------------------------------------
     def _leader_of(self, tp: TopicPartition) -> int | None:
-        cache = self.node.cache
-        if cache.topic(tp[0]) is None:
+        image = self.node.cache.image
+        if image.topic(tp[0]) is None:
             return TOPIC_DELETED
-        reg = cache.partition(*tp)
+        reg = image.partition(*tp)
         if reg is None:
             return TOPIC_DELETED
         return reg.leader if reg.leader >= 0 else None
 
     def _client(self, broker_id: int, purpose: str = MARKER_SENDER) -> KafkaClient | None:
-        endpoint = self.node.cache.endpoint(broker_id, self.node.settings.inter_broker_listener_name)
+        endpoint = self.node.cache.image.endpoint(broker_id, self.node.settings.inter_broker_listener_name)
         if endpoint is None:
             return None
         client = self._clients.get((purpose, broker_id))

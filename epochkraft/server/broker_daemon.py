@@ -178,7 +178,7 @@ class BrokerNode:
         self.cache = MetadataCache(self.node_id)
         # KIP-13/124/599 client quotas, following the quotas in our metadata
         self.client_quotas = ClientQuotas(
-            self.cache, settings.quota_window_num, settings.quota_window_size_seconds * 1000
+            lambda: self.cache.image, settings.quota_window_num, settings.quota_window_size_seconds * 1000
         )
         # KIP-612 connection creation rates, shared by our listeners, following our configs and the image
         self.connection_quotas = ConnectionQuotas(
@@ -186,7 +186,7 @@ class BrokerNode:
             listeners.inter_broker,
             settings.quota_window_num,
             settings.quota_window_size_seconds * 1000,
-            image=self.cache,
+            current_image=lambda: self.cache.image,
         )
         self.refresh_connection_quotas()
         self.config_describer = ConfigDescriber(self.node_id, settings, self.cache)
@@ -279,7 +279,7 @@ class BrokerNode:
                 migration_policy=MigrationPolicy.parse(settings.group_consumer_migration_policy),
                 bounds=group_config.bounds_of(settings),
             ),
-            lambda group_id: self.cache.dynamic_config(ResourceType.GROUP, group_id),
+            lambda group_id: self.cache.image.dynamic_config(ResourceType.GROUP, group_id),
         )
         self.replica_manager.leadership_listeners.append(self._on_leadership)
         self.transactions = TransactionService(
@@ -290,7 +290,7 @@ class BrokerNode:
                     max_timeout_ms=settings.transaction_max_timeout_ms,
                 ),
                 self.generate_producer_id,
-                lambda: self.cache.features.get(TRANSACTION_VERSION, 0),
+                lambda: self.cache.image.features.get(TRANSACTION_VERSION, 0),
             ),
             TransactionStateTopic(self),
         )
@@ -357,11 +357,12 @@ class BrokerNode:
         for listener, name, value in settings.listener_properties:
             if name == MAX_CONNECTION_CREATION_RATE:
                 static[listener_rate_key(listener)] = value
+        image = self.cache.image
         broker, per_listener = creation_rates(
             quotas.listeners,
             (
-                self.cache.dynamic_config(ResourceType.BROKER, str(self.node_id)),
-                self.cache.dynamic_config(ResourceType.BROKER, ""),
+                image.dynamic_config(ResourceType.BROKER, str(self.node_id)),
+                image.dynamic_config(ResourceType.BROKER, ""),
                 static,
             ),
         )
@@ -457,14 +458,22 @@ class BrokerNode:
             # Answer once our own metadata has the levels, so a describeFeatures next sees them.
             updates: UpdateFeaturesRequest = convert(request, UpdateFeaturesRequest)
             wanted = {u.feature: u.max_version_level for u in updates.feature_updates}
-            await self.wait_for_metadata(
-                lambda: all(self.cache.features.get(f, 0) == level for f, level in wanted.items())
-            )
+
+            def levels_applied() -> bool:
+                features = self.cache.image.features
+                return all(features.get(f, 0) == level for f, level in wanted.items())
+
+            await self.wait_for_metadata(levels_applied)
         elif response.__api_key__ == CREATE_TOPICS_KEY:
             topics: CreateTopicsResponse = convert(response, CreateTopicsResponse)
             created = [t.name for t in topics.topics if t.error_code == ErrorCode.none]
+
             # Answer once our own metadata knows the topics, so the client's next Metadata call sees them.
-            await self.wait_for_metadata(lambda: all(self.cache.topic(n) is not None for n in created))
+            def topics_applied() -> bool:
+                image = self.cache.image
+                return all(image.topic(n) is not None for n in created)
+
+            await self.wait_for_metadata(topics_applied)
 
     async def wait_for_metadata(self, applied: Callable[[], bool], timeout_s: float = 5.0) -> None:
         """Returns once ``applied()`` holds for our metadata cache (or the wait ends), so a client's next
@@ -477,7 +486,7 @@ class BrokerNode:
     async def auto_create_topic(self, name: str) -> None:
         from kio.schema.create_topics.v7 import request as ct
 
-        alive = len(self.cache.alive_brokers())
+        alive = len(self.cache.image.alive_brokers())
         topic = ct.CreatableTopic(
             name=TopicName(name),
             num_partitions=i32(self.settings.num_partitions),
@@ -735,7 +744,7 @@ class BrokerNode:
                     "fenced": r.fenced,
                     "in_controlled_shutdown": r.in_controlled_shutdown,
                 }
-                for r in sorted(self.cache.brokers.values(), key=lambda r: r.broker_id)
+                for r in sorted(self.cache.image.brokers.values(), key=lambda r: r.broker_id)
             ],
             "partitions": self.replica_manager.partition_metrics(),
         }
@@ -849,7 +858,7 @@ async def _run(args: argparse.Namespace, node: BrokerNode, stopping: asyncio.Eve
             turns=turns,
             ssl_context=node.security.server_ssl(listeners.protocols[endpoint.name], endpoint.name),
             sasl=node.security.sasl_sessions(
-                listeners.protocols[endpoint.name], lambda: node.cache.scram_credentials
+                listeners.protocols[endpoint.name], lambda: node.cache.image.scram_credentials
             ),
         )
         await server.start(serving=False)  # bound now (its port registered), serving once caught up
@@ -971,7 +980,9 @@ async def _start_admin(args: argparse.Namespace, node: BrokerNode) -> AdminServe
     from epochkraft.metrics.admin_http import AdminServer, admin_security
 
     secured = (
-        admin_security(node.security, lambda: node.cache.scram_credentials) if args.admin_secure else None
+        admin_security(node.security, lambda: node.cache.image.scram_credentials)
+        if args.admin_secure
+        else None
     )
     admin = AdminServer(
         args.admin_host,

@@ -226,7 +226,8 @@ class ControllerNode:
         self.controller = controller
         # KIP-599: the active controller charges every client's controller_mutation_rate, whether a
         # broker forwarded its request or it came to this listener (ControllerApis' quotas)
-        self.client_quotas = ClientQuotas(ControllerImageQuotas(controller))
+        quotas_image = ControllerImageQuotas(controller)
+        self.client_quotas = ClientQuotas(lambda: quotas_image)
         self.security: NodeSecurity | None = security
         self.authorizer = security.authorizer if security is not None else None
         self.log = log

@@ -467,7 +467,7 @@ class SimBroker:
             current_leader_epoch=request["leader_epoch"],
             replica_id=request["replica"],
             replica_epoch=request["epoch"],
-            brokers=self.cache,
+            brokers=self.cache.image,
         )
         if not plan.reads:
             return {

@@ -190,7 +190,7 @@ async def handle(request: rt.Produce, ctx: RequestContext):
     names: list[str | None] = []
     keys: Sequence[uuid.UUID | str | None]  # each topic's id (v13) or name, as its answer names it
     if isinstance(request, ProduceRequestV13):
-        cached = ctx.broker.cache.topics
+        cached = ctx.broker.cache.image.topics  # the one read before the append awaits
         ids = []
         for with_id in request.topic_data:
             info = cached.get(with_id.topic_id) if with_id.topic_id is not None else None
@@ -310,18 +310,20 @@ def _with_leader_hints(response, names: list[str | None], ctx: RequestContext, s
         for p in topic.partition_responses
     ):
         return response  # nothing to hint: rebuilding it entity by entity would give the same response
-    cache = ctx.broker.cache
+    # the leaders now, after the append, from one image (KafkaApis.handleProduceRequest asks getCurrentLeader
+    # in its response callback): the image the replica manager's NOT_LEADER_OR_FOLLOWER came from
+    image = ctx.broker.cache.image
     endpoints: dict[int, object] = {}
     topics = []
     for topic, name in zip(response.responses, names, strict=True):
         partitions = []
         for p in topic.partition_responses:
-            reg = cache.partition(name, p.index) if name is not None else None
+            reg = image.partition(name, p.index) if name is not None else None
             if p.error_code == ErrorCode.not_leader_or_follower and reg is not None and reg.leader >= 0:
                 leader = schema.LeaderIdAndEpoch(leader_id=reg.leader, leader_epoch=reg.leader_epoch)
                 p = dataclasses.replace(p, current_leader=leader)
-                endpoint = cache.endpoint(reg.leader, ctx.listener_name)
-                registration = cache.brokers.get(reg.leader)
+                endpoint = image.endpoint(reg.leader, ctx.listener_name)
+                registration = image.brokers.get(reg.leader)
                 if endpoint is not None and registration is not None:
                     endpoints[reg.leader] = schema.NodeEndpoint(
                         node_id=reg.leader, host=endpoint.host, port=endpoint.port, rack=registration.rack

@@ -62,6 +62,7 @@ from epochkraft.broker.fetch_session import (
     PartitionKey,
     TopicKey,
 )
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.protocol import fetch_response
 from epochkraft.protocol.api import BROKER, api
 from epochkraft.protocol.errors import ErrorCode
@@ -189,11 +190,11 @@ def _session(request: RequestPayload) -> tuple[int, int]:
     return INVALID_SESSION_ID, FINAL_EPOCH
 
 
-def _topic_name(ctx: RequestContext, topic: TopicKey, version: int) -> str | None:
+def _topic_name(image: MetadataImage, topic: TopicKey, version: int) -> str | None:
     """The topic's name; None for a topic id this broker does not know."""
     if not isinstance(topic, uuid.UUID):  # a name (v4-v12), or the zero id
         return topic if version < 13 else None
-    info = ctx.broker.cache.topics.get(topic)
+    info = image.topics.get(topic)
     return info.name if info else None
 
 
@@ -218,7 +219,7 @@ async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
     )
     # What the context reads: the partitions asked for, or every partition of an incremental session.
     partitions = context.partitions()
-    topic_names = _topic_names(ctx, partitions, version)
+    topic_names = _topic_names(node.cache.image, partitions, version)
     readable = {
         name
         for name in set(topic_names)
@@ -255,10 +256,13 @@ async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
     answers = _in_order(partitions, refused, read)
     endpoints: dict[int, tuple[int, str, int, str | None]] = {}
     if version >= LEADER_HINTS_FROM:
+        # the leaders now, after the read, from one image (KafkaApis.handleFetchRequest asks getCurrentLeader
+        # in its response callback): the image the replica manager's NOT_LEADER_OR_FOLLOWER came from
+        image = node.cache.image
         answers = [
             pair
             if pair[1].error not in HINTED_ERRORS
-            else (pair[0], _leader_hint(ctx, name, pair[1], endpoints))
+            else (pair[0], _leader_hint(image, ctx.listener_name, name, pair[1], endpoints))
             for pair, name in zip(answers, topic_names, strict=True)
         ]
     # The context picks what goes out: all of it, or an incremental session's changed partitions.
@@ -274,7 +278,7 @@ async def handle(request: rt.FetchOnBroker, ctx: RequestContext):
 
 
 def _topic_names(
-    ctx: RequestContext, partitions: list[tuple[PartitionKey, PartitionData]], version: int
+    image: MetadataImage, partitions: list[tuple[PartitionKey, PartitionData]], version: int
 ) -> list[str | None]:
     """Each partition's topic name (None: an unknown topic id), in order; a run of partitions of one topic
     looks it up once (a topic id's hash is a Python call, and a Fetch names thousands of partitions)."""
@@ -286,7 +290,7 @@ def _topic_names(
         if topic is not last:
             last = topic
             if topic not in names:
-                names[topic] = _topic_name(ctx, topic, version)
+                names[topic] = _topic_name(image, topic, version)
             name = names[topic]
         in_order.append(name)
     return in_order
@@ -349,7 +353,8 @@ HINTED_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch
 
 
 def _leader_hint(
-    ctx: RequestContext,
+    image: MetadataImage,
+    listener_name: str,
     name: str | None,
     answer: Answer,
     endpoints: dict[int, tuple[int, str, int, str | None]],
@@ -359,12 +364,11 @@ def _leader_hint(
     on this listener (KafkaApis.handleFetchRequest, getCurrentLeader)."""
     if name is None:
         return answer
-    cache = ctx.broker.cache
-    reg = cache.partition(name, answer.index)
+    reg = image.partition(name, answer.index)
     if reg is None or reg.leader < 0:
         return answer
-    endpoint = cache.endpoint(reg.leader, ctx.listener_name)
-    registration = cache.brokers.get(reg.leader)
+    endpoint = image.endpoint(reg.leader, listener_name)
+    registration = image.brokers.get(reg.leader)
     if endpoint is not None and registration is not None:
         endpoints[reg.leader] = (reg.leader, endpoint.host, endpoint.port, registration.rack)
     return answer._replace(current_leader=(reg.leader, reg.leader_epoch))

@@ -44,6 +44,7 @@ from kio.schema.metadata.v13.request import MetadataRequestTopic as MetadataRequ
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
+from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.registrations import TopicInfo
 from epochkraft.metadata.topic_names import valid_topic_name
 from epochkraft.protocol.api import BROKER, api
@@ -51,7 +52,6 @@ from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.versions import downgrade_response
 from epochkraft.security.authorizer import OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from epochkraft.security.topics import CLUSTER_METADATA_TOPIC
-from epochkraft.server.apis import BrokerApis
 from epochkraft.server.context import RequestContext
 from epochkraft.server.handlers._util import NO_THROTTLE
 
@@ -78,13 +78,14 @@ TOPICS_BY_ID = (
 WITH_CLUSTER_OPERATIONS = (MetadataResponseV8, MetadataResponseV9, MetadataResponseV10)
 
 
-def _topic(node: BrokerApis, info: TopicInfo, listener_name: str, version: int) -> r12.MetadataResponseTopic:
-    cache = node.cache
+def _topic(
+    image: MetadataImage, info: TopicInfo, listener_name: str, version: int
+) -> r12.MetadataResponseTopic:
     partitions = []
     for index, reg in sorted(info.partitions.items()):
-        offline = tuple(BrokerId(b) for b in reg.replicas if cache.is_fenced(b))
+        offline = tuple(BrokerId(b) for b in reg.replicas if image.is_fenced(b))
         leader, error = reg.leader, ErrorCode.none if reg.leader >= 0 else ErrorCode.leader_not_available
-        if leader >= 0 and cache.endpoint(leader, listener_name) is None and leader in cache.brokers:
+        if leader >= 0 and image.endpoint(leader, listener_name) is None and leader in image.brokers:
             leader = -1
             error = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
         partitions.append(
@@ -120,16 +121,16 @@ def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataR
 
 
 async def _answer_topic(
-    ctx: RequestContext, name: str | None, allow_create: bool, version: int
+    ctx: RequestContext, image: MetadataImage, name: str | None, allow_create: bool, version: int
 ) -> r12.MetadataResponseTopic:
-    """One named topic's answer: its metadata, created first when auto-creation applies, or its error."""
+    """One named topic's answer from the request's image: its metadata, created first when auto-creation
+    applies (then from the image that creation published), or its error."""
     node = ctx.broker
-    cache = node.cache
     if name is None:
         return _missing(None, ErrorCode.unknown_topic_id)
-    if (info := cache.topic(name)) is not None:
+    if (info := image.topic(name)) is not None:
         if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-            return _topic(node, info, ctx.listener_name, version)
+            return _topic(image, info, ctx.listener_name, version)
         return _missing(name, ErrorCode.topic_authorization_failed)
     if valid_topic_name(name) is not None:
         return _missing(name, ErrorCode.invalid_topic_exception)
@@ -144,9 +145,10 @@ async def _answer_topic(
         return _missing(name, ErrorCode.topic_authorization_failed)
     if node.settings.auto_create_topics_enable and allow_create:
         await node.auto_create_topic(name)
-        created = cache.topic(name)
+        published = node.cache.image  # the creation waits for our cache to hold the topic
+        created = published.topic(name)
         return (
-            _topic(node, created, ctx.listener_name, version)
+            _topic(published, created, ctx.listener_name, version)
             if created
             else _missing(name, ErrorCode.leader_not_available)
         )
@@ -180,7 +182,7 @@ def _cluster_authorized_operations(ctx: RequestContext) -> int:
 @api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
 async def handle(request: rt.Metadata, ctx: RequestContext):
     node = ctx.broker
-    cache = node.cache
+    image = node.cache.image  # one image answers the request (an auto-created topic aside)
     version = ctx.api_version
     ids = [t.topic_id for t in request.topics or () if isinstance(t, TOPICS_BY_ID) and t.topic_id is not None]
     if version < 12 and request.topics and (ids or any(t.name is None for t in request.topics)):
@@ -201,12 +203,12 @@ async def handle(request: rt.Metadata, ctx: RequestContext):
     if request.topics is None or (version == 0 and not request.topics):
         # every topic the principal may DESCRIBE (KafkaApis.handleTopicMetadataRequest)
         names: list[str | None] = [
-            n for n in sorted(cache.topic_ids) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+            n for n in sorted(image.topic_ids) if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, n)
         ]
     elif ids:  # by id alone, as Kafka when any id is given
         names = []
         for topic_id in dict.fromkeys(ids):
-            info = cache.topics.get(topic_id)
+            info = image.topics.get(topic_id)
             if info is None:
                 unknown_ids.append(topic_id)
             else:
@@ -217,19 +219,19 @@ async def handle(request: rt.Metadata, ctx: RequestContext):
         for t in request.topics:
             name = getattr(t, "name", None)
             if name is None and isinstance(t, TOPICS_BY_ID) and t.topic_id is not None:
-                info = cache.topics.get(t.topic_id)
+                info = image.topics.get(t.topic_id)
                 name = info.name if info else None
             names.append(name)
         names = list(dict.fromkeys(names))  # each topic answered once, as Kafka's set of names
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     topics = [_missing(None, ErrorCode.unknown_topic_id, topic_id) for topic_id in unknown_ids]
     for name in names:
-        topics.append(await _answer_topic(ctx, name, allow_create, version))
+        topics.append(await _answer_topic(ctx, image, name, allow_create, version))
     brokers = tuple(
         r12.MetadataResponseBroker(
             node_id=BrokerId(reg.broker_id), host=ep.host, port=i32(ep.port), rack=reg.rack
         )
-        for reg in cache.alive_brokers()
+        for reg in image.alive_brokers()
         for ep in reg.endpoints
         if ep.name == ctx.listener_name
     )

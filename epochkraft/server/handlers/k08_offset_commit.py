@@ -59,14 +59,14 @@ class _Topic(Protocol):
 async def handle(request: rt.OffsetCommit, ctx: RequestContext):
     version = ctx.api_version
     by_id = version >= TOPIC_IDS_FROM
-    groups, cache = ctx.broker.groups, ctx.broker.cache
+    groups, image = ctx.broker.groups, ctx.broker.cache.image
     topics: Sequence[_Topic] = request.topics
     names: list[str | None]
     keys: Sequence[uuid.UUID | str | None]  # each topic's id (v10) or name, as its answer names it
     if isinstance(request, OffsetCommitRequestV10):
         names, ids = [], []
         for with_id in request.topics:
-            info = cache.topics.get(with_id.topic_id) if with_id.topic_id is not None else None
+            info = image.topics.get(with_id.topic_id) if with_id.topic_id is not None else None
             names.append(info.name if info else None)
             ids.append(with_id.topic_id)
         keys = ids
@@ -75,7 +75,7 @@ async def handle(request: rt.OffsetCommit, ctx: RequestContext):
         keys = names
 
     def known(name: str | None, partition: int) -> bool:
-        info = cache.topic(name) if name is not None else None
+        info = image.topic(name) if name is not None else None
         return info is not None and partition in info.partitions
 
     entries = [

@@ -65,14 +65,14 @@ def _group_offsets(
     """The group's error and its committed offsets for ``topics`` (None: every committed partition);
     ``member`` is the (member id, member epoch) a v9+ request names; with ``require_stable``,
     UNSTABLE_OFFSET_COMMIT for a partition an open transaction commits."""
-    groups, cache = node.groups, node.cache
+    groups, image = node.groups, node.cache.image
     by_id = version >= TOPIC_IDS_FROM
     unknown: list[TopicOffsets] = []
     requested: list[tuple[str, int]] | None = None
     if topics is not None:
         requested = []
         for t in topics:
-            info = cache.topics.get(t.topic_id) if by_id else None
+            info = image.topics.get(t.topic_id) if by_id else None
             name = info.name if info else None if by_id else t.name
             if name is None:
                 missing = [(p, -1, -1, "", ErrorCode.unknown_topic_id) for p in t.partition_indexes]
@@ -106,7 +106,7 @@ def _group_offsets(
         )
     found: list[TopicOffsets] = []
     for name, partitions in by_topic.items():
-        info = cache.topic(name)
+        info = image.topic(name)
         if by_id and info is None:
             continue  # a deleted topic has no id to answer with
         found.append((name, info.topic_id if info else None, partitions))

@@ -49,7 +49,7 @@ TopicsOf = Callable[[RequestContext], TopicsById]
 
 
 def _broker_topics(ctx: RequestContext) -> TopicsById:
-    return ctx.broker.cache.topics
+    return ctx.broker.cache.image.topics
 
 
 def _controller_topics(ctx: RequestContext) -> TopicsById:

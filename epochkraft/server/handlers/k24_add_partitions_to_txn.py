@@ -73,7 +73,8 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
         return node.transactions.coordinator.verify_partitions(
             transactional_id, producer_id, producer_epoch, partitions
         )
-    unknown = {tp for tp in partitions if node.cache.partition(*tp) is None}
+    image = node.cache.image
+    unknown = {tp for tp in partitions if image.partition(*tp) is None}
     if unknown:
         return {
             tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted

@@ -72,10 +72,10 @@ def _operation(version: int) -> TransactionOperation:
 
 @api(key=28, name="TxnOffsetCommit", versions=(0, 5), listeners=(BROKER,))
 async def handle(request: rt.TxnOffsetCommit, ctx: RequestContext):
-    groups, cache = ctx.broker.groups, ctx.broker.cache
+    groups, image = ctx.broker.groups, ctx.broker.cache.image
 
     def known(name: str, partition: int) -> bool:
-        info = cache.topic(name)
+        info = image.topic(name)
         return info is not None and partition in info.partitions
 
     entries = [

@@ -45,10 +45,10 @@ async def handle_on_broker(request: rt.CreatePartitions, ctx: RequestContext):
     if not request.validate_only:
         counts = {t.name: t.count for t in request.topics}
         grown = [r.name for r in response.results if r.error_code == ErrorCode.none]
-        cache = ctx.broker.cache
 
         def applied() -> bool:
-            return all(len(getattr(cache.topic(n), "partitions", ())) >= counts[n] for n in grown)
+            image = ctx.broker.cache.image  # the image published last: the wait is for the growth
+            return all(len(getattr(image.topic(n), "partitions", ())) >= counts[n] for n in grown)
 
         await ctx.broker.wait_for_metadata(applied)
     return downgrade_response(response, ctx.api_version)

@@ -40,7 +40,7 @@ async def handle(request: rt.DescribeClientQuotas, ctx: RequestContext):
     request = convert(request, DescribeClientQuotasRequest)
     components = [(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
-        matched = describe(ctx.broker.cache.client_quotas, components, request.strict)
+        matched = describe(ctx.broker.cache.image.client_quotas, components, request.strict)
     except DescribeError as exc:
         error = ErrorCode.unsupported_version if exc.unsupported else ErrorCode.invalid_request
         response = r1.DescribeClientQuotasResponse(

@@ -50,7 +50,7 @@ async def handle_on_broker(request: rt.AlterClientQuotas, ctx: RequestContext):
         expected = _expected(request, response)
 
         def applied() -> bool:
-            held = node.cache.client_quotas
+            held = node.cache.image.client_quotas
             return all(
                 held.get(entity, {}).get(key) == value
                 for entity, values in expected.items()

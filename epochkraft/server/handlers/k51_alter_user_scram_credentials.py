@@ -31,7 +31,7 @@ async def handle_on_broker(request: rt.AlterUserScramCredentials, ctx: RequestCo
     deleted = {(d.name, d.mechanism) for d in request.deletions if d.name in done}
 
     def applied() -> bool:
-        held = node.cache.scram_credentials
+        held = node.cache.image.scram_credentials
         return all(key in held and held[key].salt == salt for key, salt in upserted.items()) and not (
             deleted & held.keys()
         )

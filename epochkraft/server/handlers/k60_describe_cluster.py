@@ -122,12 +122,12 @@ def _brokers(request: rt.DescribeCluster, ctx: RequestContext, asked: int) -> De
             brokers=(),
             cluster_authorized_operations=i32(OPERATIONS_NOT_REQUESTED),
         )
-    cache = ctx.broker.cache
+    image = ctx.broker.cache.image
     brokers = tuple(
         DescribeClusterBroker(
             broker_id=BrokerId(reg.broker_id), host=ep.host, port=i32(ep.port), rack=reg.rack
         )
-        for reg in cache.alive_brokers()
+        for reg in image.alive_brokers()
         for ep in reg.endpoints
         if ep.name == ctx.listener_name
     )

@@ -28,12 +28,13 @@ if TYPE_CHECKING:
 
 @api(key=61, name="DescribeProducers", versions=(0, 0), listeners=(BROKER,))
 async def handle(request: rt.DescribeProducers, ctx: RequestContext):
+    image = ctx.broker.cache.image
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             error, producers = active_producers(ctx.broker.replica_manager.replicas.get((topic.name, index)))
-            if ctx.broker.cache.partition(topic.name, index) is None:
+            if image.partition(topic.name, index) is None:
                 error, producers = ErrorCode.unknown_topic_or_partition, []
             partitions.append(
                 r0.PartitionResponse(

@@ -60,11 +60,11 @@ def _broker_ids(replicas: tuple[int, ...]) -> tuple[BrokerId, ...]:
 
 @api(key=75, name="DescribeTopicPartitions", versions=(0, 0), listeners=(BROKER,))
 async def handle(request: rt.DescribeTopicPartitions, ctx: RequestContext):
-    cache = ctx.broker.cache
+    image = ctx.broker.cache.image
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     every = not request.topics
-    asked = sorted(cache.topic_ids) if every else sorted({t.name for t in request.topics})
+    asked = sorted(image.topic_ids) if every else sorted({t.name for t in request.topics})
     names = [n for n in asked if n >= cursor_topic]
     if cursor is not None and (cursor.partition_index < 0 or (not every and cursor_topic not in names)):
         topics = tuple(_topic(t.name, ErrorCode.invalid_request) for t in request.topics)
@@ -76,7 +76,7 @@ async def handle(request: rt.DescribeTopicPartitions, ctx: RequestContext):
     results = []
     next_cursor = None
     for name in names:
-        topic = cache.topic(name)
+        topic = image.topic(name)
         if topic is None:
             if not every:
                 bad_name = valid_topic_name(name) is not None
@@ -95,7 +95,7 @@ async def handle(request: rt.DescribeTopicPartitions, ctx: RequestContext):
             p = topic.partitions.get(index)
             if p is None:
                 continue
-            leader = p.leader if p.leader >= 0 and not cache.is_fenced(p.leader) else NO_LEADER_ID
+            leader = p.leader if p.leader >= 0 and not image.is_fenced(p.leader) else NO_LEADER_ID
             partitions.append(
                 r0.DescribeTopicPartitionsResponsePartition(
                     error_code=ErrorCode.none,
@@ -106,7 +106,7 @@ async def handle(request: rt.DescribeTopicPartitions, ctx: RequestContext):
                     isr_nodes=_broker_ids(p.isr),
                     eligible_leader_replicas=_broker_ids(p.elr),
                     last_known_elr=_broker_ids(p.last_known_elr),
-                    offline_replicas=tuple(BrokerId(b) for b in p.replicas if cache.is_fenced(b)),
+                    offline_replicas=tuple(BrokerId(b) for b in p.replicas if image.is_fenced(b)),
                 )
             )
         operations = ctx.authorized_operations(TOPIC, name)
