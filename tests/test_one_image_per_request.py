@@ -1,6 +1,7 @@
-"""A broker's handler answers from one metadata image, taken before its first await, as Kafka's
-KRaftMetadataCache methods read ``_currentImage`` once: an image published while the handler is suspended
-does not reach the rest of its answer."""
+"""The Metadata handler answers from one metadata image, as Kafka's KRaftMetadataCache methods read
+``_currentImage`` once: the request's, or, when it auto-creates topics, the one their creation published
+(it waits for it), for every topic and the brokers alike, so each leader answered is among the brokers
+answered and no broker is both alive and offline in one answer."""
 
 from __future__ import annotations
 
@@ -91,17 +92,27 @@ async def metadata(broker: Broker, *names: str):
     return await k03_metadata.handle(request, ctx)
 
 
-async def test_topics_answered_after_an_auto_creation_come_from_the_requests_image():
-    """a is answered before the creation's await, b after it: both, and the brokers, from the image the
-    request began with (b's leader is a's, and every leader named is among the brokers answered)."""
+def leaders_and_offline(response) -> tuple[set[int], set[int]]:
+    partitions = [p for t in response.topics for p in t.partitions]
+    return {p.leader_id for p in partitions}, {o for p in partitions for o in p.offline_replicas}
+
+
+async def test_a_request_that_auto_creates_answers_from_the_image_its_creation_published():
+    """a and b come before and after "new" in the request: all three and the brokers come from the image
+    the creation published, where broker 2 is fenced and a and b moved to broker 3."""
     broker = Broker()
     response = await metadata(broker, "a", "new", "b")
     by_name = {t.name: t for t in response.topics}
-    assert [p.leader_id for p in by_name["a"].partitions] == [2]
-    assert [p.leader_id for p in by_name["b"].partitions] == [2], "b from the image a came from"
-    assert sorted(b.node_id for b in response.brokers) == [1, 2, 3]
-    # the created topic from the image its creation published
     assert by_name["new"].error_code == ErrorCode.none
-    assert [p.leader_id for p in by_name["new"].partitions] == [3]
-    # and the broker's cache holds the newer image all the same
-    assert broker.cache.image.partition("b", 0).leader == 3
+    assert [[p.leader_id for p in by_name[n].partitions] for n in ("a", "new", "b")] == [[3], [3], [3]]
+    brokers = {b.node_id for b in response.brokers}
+    assert brokers == {1, 3}
+    leaders, offline = leaders_and_offline(response)
+    assert leaders <= brokers and not offline & brokers
+
+
+async def test_a_request_without_creation_answers_from_the_image_it_began_with():
+    broker = Broker()
+    response = await metadata(broker, "a", "b")
+    assert [[p.leader_id for p in t.partitions] for t in response.topics] == [[2], [2]]
+    assert {b.node_id for b in response.brokers} == {1, 2, 3}

@@ -120,38 +120,48 @@ def _missing(name: str | None, error: ErrorCode, topic_id=None) -> r12.MetadataR
     )
 
 
-async def _answer_topic(
-    ctx: RequestContext, image: MetadataImage, name: str | None, allow_create: bool, version: int
+def _creates(ctx: RequestContext, image: MetadataImage, name: str | None, allow_create: bool) -> bool:
+    """Whether the request auto-creates ``name``: unknown, valid, not the metadata log, auto-creation on and
+    asked for, and CREATE allowed (on the cluster or the topic)."""
+    return (
+        name is not None
+        and image.topic(name) is None
+        and valid_topic_name(name) is None
+        and name != CLUSTER_METADATA_TOPIC
+        and ctx.broker.settings.auto_create_topics_enable
+        and allow_create
+        and (
+            ctx.authorized_cluster(AclOperation.CREATE)
+            or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+        )
+    )
+
+
+def _answer_topic(
+    ctx: RequestContext,
+    image: MetadataImage,
+    name: str | None,
+    allow_create: bool,
+    version: int,
+    created: set[str],
 ) -> r12.MetadataResponseTopic:
-    """One named topic's answer from the request's image: its metadata, created first when auto-creation
-    applies (then from the image that creation published), or its error."""
-    node = ctx.broker
+    """One named topic's answer from the request's image: its metadata or its error. ``created``: the
+    topics this request created (answered whatever DESCRIBE says, as before; LEADER_NOT_AVAILABLE while
+    not yet in the image)."""
     if name is None:
         return _missing(None, ErrorCode.unknown_topic_id)
     if (info := image.topic(name)) is not None:
-        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        if name in created or ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             return _topic(image, info, ctx.listener_name, version)
         return _missing(name, ErrorCode.topic_authorization_failed)
+    if name in created:
+        return _missing(name, ErrorCode.leader_not_available)
     if valid_topic_name(name) is not None:
         return _missing(name, ErrorCode.invalid_topic_exception)
     if name == CLUSTER_METADATA_TOPIC:  # never created by a client, auto-creation included
         return _missing(name, ErrorCode.unknown_topic_or_partition)
-    if (
-        node.settings.auto_create_topics_enable
-        and allow_create
-        and not ctx.authorized_cluster(AclOperation.CREATE)
-        and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
-    ):
-        return _missing(name, ErrorCode.topic_authorization_failed)
-    if node.settings.auto_create_topics_enable and allow_create:
-        await node.auto_create_topic(name)
-        published = node.cache.image  # the creation waits for our cache to hold the topic
-        created = published.topic(name)
-        return (
-            _topic(published, created, ctx.listener_name, version)
-            if created
-            else _missing(name, ErrorCode.leader_not_available)
-        )
+    if ctx.broker.settings.auto_create_topics_enable and allow_create:
+        return _missing(name, ErrorCode.topic_authorization_failed)  # _creates refused CREATE
     return _missing(name, ErrorCode.unknown_topic_or_partition)
 
 
@@ -182,7 +192,7 @@ def _cluster_authorized_operations(ctx: RequestContext) -> int:
 @api(key=3, name="Metadata", versions=(0, 13), listeners=(BROKER,))
 async def handle(request: rt.Metadata, ctx: RequestContext):
     node = ctx.broker
-    image = node.cache.image  # one image answers the request (an auto-created topic aside)
+    image = node.cache.image  # one image answers the request (the one after its auto-creations)
     version = ctx.api_version
     ids = [t.topic_id for t in request.topics or () if isinstance(t, TOPICS_BY_ID) and t.topic_id is not None]
     if version < 12 and request.topics and (ids or any(t.name is None for t in request.topics)):
@@ -224,9 +234,17 @@ async def handle(request: rt.Metadata, ctx: RequestContext):
             names.append(name)
         names = list(dict.fromkeys(names))  # each topic answered once, as Kafka's set of names
     allow_create = getattr(request, "allow_auto_topic_creation", True)
+    # Topics to auto-create are created first; the whole answer then comes from the image their creation
+    # published (the creation waits for this broker's cache to hold them), so the leaders answered are
+    # among the brokers answered.
+    to_create = [name for name in names if name is not None and _creates(ctx, image, name, allow_create)]
+    for name in to_create:
+        await node.auto_create_topic(name)
+    if to_create:
+        image = node.cache.image
+    created = set(to_create)
     topics = [_missing(None, ErrorCode.unknown_topic_id, topic_id) for topic_id in unknown_ids]
-    for name in names:
-        topics.append(await _answer_topic(ctx, image, name, allow_create, version))
+    topics += [_answer_topic(ctx, image, name, allow_create, version, created) for name in names]
     brokers = tuple(
         r12.MetadataResponseBroker(
             node_id=BrokerId(reg.broker_id), host=ep.host, port=i32(ep.port), rack=reg.rack
