@@ -17,7 +17,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from epochkraft.protocol import kio_extra
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
@@ -184,7 +184,7 @@ def request_class(api_key: int, api_version: int) -> type:
 
 
 @cache
-def response_class(api_key: int, api_version: int) -> type:
+def response_class(api_key: int, api_version: int) -> type[ResponsePayload]:
     if (api_key, api_version) in kio_extra.RESPONSES:
         return kio_extra.RESPONSES[api_key, api_version]
     try:
