@@ -16,7 +16,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import structlog
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
     from epochkraft.broker.fetcher import ReplicaFetcher
+    from epochkraft.metrics.event_schema import EventFields
     from epochkraft.metrics.events import EventLog
 
 log = structlog.get_logger()
@@ -245,7 +246,7 @@ class ReplicaManager:
         self.checkpoint_high_watermarks()
         self.logs.flush_all()
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: Unpack[EventFields]) -> None:
         if self.events is not None:
             self.events.emit(event, **fields)
 

@@ -79,6 +79,7 @@ from epochkraft.metadata.image import TRANSACTION_VERSION as TV_FEATURE
 from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
+from epochkraft.metrics.event_schema import EventFields
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
@@ -153,7 +154,7 @@ class Controller(AdminOperations):
             group_config.bounds_of(self.settings),
         )
         self.replication = ReplicationControl(self.configuration, self.image)
-        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        self.outbox: list[tuple[str, EventFields]] = []  # domain events: (name, fields)
         self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
@@ -234,7 +235,7 @@ class Controller(AdminOperations):
             before = topic.partitions.get(record.partition_id) if topic else None
             if topic is None or before is None:
                 return
-            where = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
+            where: EventFields = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
             if record.leader != NO_LEADER_CHANGE and record.leader != before.leader:
                 unclean = record.leader_recovery_state == 1
                 self.outbox.append(

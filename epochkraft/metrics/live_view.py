@@ -33,6 +33,7 @@ import structlog
 from aiohttp import web
 
 from epochkraft.metrics.admin_auth import STILL_ALLOWED_KEY
+from epochkraft.metrics.event_schema import Event, EventFields
 
 TICK_S = 0.5  # how often attached browsers get what changed
 QUEUE_MESSAGES = 64  # per browser; a browser this far behind is dropped
@@ -262,9 +263,9 @@ class LiveView:
         self._snapshot: str | None = None  # encoded once for every browser attaching until something changes
 
     # ---- fed by the controller ---------------------------------------------------------------------------
-    def on_event(self, name: str, fields: Json) -> None:
+    def on_event(self, name: str, fields: EventFields) -> None:
         """A domain event of the controller (the names the metrics schema documents) for the timeline."""
-        event = {"ts_ms": self.now_ms(), "event": name} | fields
+        event: Json = {"ts_ms": self.now_ms(), "event": name, **fields}
         self.timeline.append(event)
         self._publish("timeline", [event])
 
@@ -406,8 +407,8 @@ class ChaosFaults:
         self.metrics_dir = metrics_dir
         self.read_to: dict[Path, int] = {}
 
-    def read_new(self) -> list[Json]:
-        faults: list[Json] = []
+    def read_new(self) -> list[EventFields]:
+        faults: list[EventFields] = []
         for path in sorted(self.metrics_dir.glob(f"dt=*/node={CHAOS_NODE}/events-*.jsonl")):
             start = self.read_to.get(path, 0)
             try:
@@ -420,13 +421,23 @@ class ChaosFaults:
             self.read_to[path] = start + len(complete)
             for line in complete.splitlines():
                 try:
-                    event = json.loads(line)
+                    event: Event = json.loads(line)
                 except ValueError:
                     log.warning("unreadable chaos event", file=str(path))
                     continue
                 if event.get("event") == "fault_injected":
-                    faults.append({k: v for k, v in event.items() if k in ("fault", "detail")})
+                    faults.append(_fault_fields(event))
         return faults
+
+
+def _fault_fields(event: Event) -> EventFields:
+    """What the timeline shows of a fault: its name and what it did, the fields it has of the two."""
+    fields: EventFields = {}
+    if "fault" in event:
+        fields["fault"] = event["fault"]
+    if "detail" in event:
+        fields["detail"] = event["detail"]
+    return fields
 
 
 def _message(kind: str, payload: Json | list[Json]) -> str:

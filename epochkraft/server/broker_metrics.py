@@ -124,7 +124,7 @@ class BrokerMetrics:
         events = self.node.events
         if events is None:
             return
-        events.emit("metrics_snapshot", **self.gauges(), **self.counters())
+        events.emit_metrics("metrics_snapshot", self.gauges() | self.counters())
         now = int(time.time() * 1000)
         for p in self.node.replica_manager.partition_metrics():
             key = (p["topic"], p["partition"])

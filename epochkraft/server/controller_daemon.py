@@ -77,6 +77,7 @@ from epochkraft.metadata.snapshot_file import (
     remove_partial_snapshots,
 )
 from epochkraft.metrics.admin_flags import add_admin_arguments
+from epochkraft.metrics.event_schema import EventFields
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
@@ -239,7 +240,7 @@ class ControllerNode:
         )
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
         # the live web view's timeline, beside the event log
-        self.event_listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.event_listeners: list[Callable[[str, EventFields], None]] = []
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
@@ -812,7 +813,7 @@ def _emit_state(events: EventLog | None, controller: Controller, last: float) ->
     if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
         return last
     state = controller.state()
-    events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+    events.emit_metrics("controller_snapshot", {k: state[k] for k in SNAPSHOT_FIELDS})
     return time.monotonic()
 
 
