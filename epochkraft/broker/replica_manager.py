@@ -16,7 +16,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 import structlog
 
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
     from epochkraft.broker.fetcher import ReplicaFetcher
+    from epochkraft.metrics.documents import PartitionMetrics
     from epochkraft.metrics.event_schema import EventFields
     from epochkraft.metrics.events import EventLog
 
@@ -811,8 +812,8 @@ class ReplicaManager:
             positions.setdefault(topic, []).append(held)
         return positions
 
-    def partition_metrics(self) -> list[dict[str, Any]]:
-        out = []
+    def partition_metrics(self) -> list[PartitionMetrics]:
+        out: list[PartitionMetrics] = []
         for (topic, index), r in sorted(self.replicas.items()):
             p = r.partition
             out.append(

@@ -20,7 +20,6 @@ import datetime
 import uuid
 from collections.abc import Callable, Iterator
 from functools import singledispatchmethod
-from typing import Any
 
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
@@ -79,6 +78,7 @@ from epochkraft.metadata.image import TRANSACTION_VERSION as TV_FEATURE
 from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
+from epochkraft.metrics.documents import ControllerLogState, ControllerSummary, PartitionRow
 from epochkraft.metrics.event_schema import EventFields
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
@@ -849,16 +849,16 @@ class Controller(AdminOperations):
         )
 
     # ---- observability --------------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ControllerLogState:
         """A JSON-able view for /v1/state."""
-        return (
-            self.summary_state()
-            | {"partitions": [partition_row(*token) for _, _, token in self.view_partitions()]}
-            | self.cluster.counts()
-            | self.replication.counts()
-        )
+        return {
+            **self.summary_state(),
+            "partitions": [partition_row(*token) for _, _, token in self.view_partitions()],
+            **self.cluster.counts(),
+            **self.replication.counts(),
+        }
 
-    def summary_state(self) -> dict[str, Any]:
+    def summary_state(self) -> ControllerSummary:
         """/v1/state without the partitions: the cluster, its metadata offset and its brokers."""
         return {
             "cluster_id": self.cluster_id,
@@ -891,7 +891,7 @@ PartitionToken = tuple[str, uuid.UUID, int, PartitionRegistration, int]  # topic
 
 def partition_row(
     topic: str, topic_id: uuid.UUID, index: int, p: PartitionRegistration, min_insync: int
-) -> dict[str, Any]:
+) -> PartitionRow:
     """A partition's row in /v1/state (and the live view)."""
     return {
         "topic": topic,

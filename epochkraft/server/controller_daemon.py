@@ -77,6 +77,7 @@ from epochkraft.metadata.snapshot_file import (
     remove_partial_snapshots,
 )
 from epochkraft.metrics.admin_flags import add_admin_arguments
+from epochkraft.metrics.documents import ControllerLogState, ControllerOwnState, ControllerState, ViewState
 from epochkraft.metrics.event_schema import EventFields
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.protocol.api import CONTROLLER
@@ -103,14 +104,6 @@ EXIT_CONFIG_ERROR = 2
 SNAPSHOT_INTERVAL_S = 2.0
 # listener slots kept for brokers' registration, heartbeat and metadata clients during a connection flood
 CONTROLLER_RESERVED_CONNECTIONS = 64
-SNAPSHOT_FIELDS = (
-    "OfflinePartitionsCount",
-    "FencedBrokerCount",
-    "ActiveBrokerCount",
-    "UnderReplicatedPartitions",
-    "UnderMinIsrPartitionCount",
-    "GlobalPartitionCount",
-)
 SEGMENT_NAME = "00000000000000000000.log"
 
 
@@ -813,8 +806,20 @@ def _emit_state(events: EventLog | None, controller: Controller, last: float) ->
     if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
         return last
     state = controller.state()
-    events.emit_metrics("controller_snapshot", {k: state[k] for k in SNAPSHOT_FIELDS})
+    events.emit_metrics("controller_snapshot", _snapshot_gauges(state))
     return time.monotonic()
+
+
+def _snapshot_gauges(state: ControllerLogState) -> dict[str, float]:
+    """A controller_snapshot event's fields (SCHEMA.md): Kafka's controller gauges."""
+    return {
+        "OfflinePartitionsCount": state["OfflinePartitionsCount"],
+        "FencedBrokerCount": state["FencedBrokerCount"],
+        "ActiveBrokerCount": state["ActiveBrokerCount"],
+        "UnderReplicatedPartitions": state["UnderReplicatedPartitions"],
+        "UnderMinIsrPartitionCount": state["UnderMinIsrPartitionCount"],
+        "GlobalPartitionCount": state["GlobalPartitionCount"],
+    }
 
 
 async def _start_listener(
@@ -916,18 +921,20 @@ async def _admin_server(
 
     registry = controller_registry(controller)
 
-    def own_state() -> dict[str, Any]:
+    def own_state() -> ControllerOwnState:
         # Heartbeat sessions are this controller's own, not in the log: beside the log's view, not in it.
         sessions = {
             str(broker): session.last_contact_ms for broker, session in controller.cluster.sessions.items()
         }
-        return {"last_heartbeat_ms": sessions} | ({"quorum": quorum.describe()} if quorum is not None else {})
+        if quorum is None:
+            return {"last_heartbeat_ms": sessions}
+        return {"last_heartbeat_ms": sessions, "quorum": quorum.describe()}
 
-    def state() -> dict[str, Any]:
-        return controller.state() | own_state()
+    def state() -> ControllerState:
+        return {**controller.state(), **own_state()}
 
-    def view_state() -> dict[str, Any]:  # the view reads the partitions on their own, the changed ones only
-        return controller.summary_state() | own_state()
+    def view_state() -> ViewState:  # the view reads the partitions on their own, the changed ones only
+        return {**controller.summary_state(), **own_state()}
 
     ready: Callable[[], bool] | None = None
     if quorum is not None:
