@@ -40,7 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, BinaryIO
 
 import uvloop
 from structlog.typing import FilteringBoundLogger
@@ -117,7 +117,7 @@ class MetadataLogFile:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path, self.base_offset = find_segment(self.dir)
         self.fsync = fsync
-        self._file: Any = None
+        self._file: BinaryIO | None = None  # None before open and after a failed trim
 
     def trim(self, offset: int, kept: list[bytes]) -> None:
         """The file from ``offset`` on (the batches the log kept), the records before it gone. Should the
@@ -153,17 +153,16 @@ class MetadataLogFile:
             self.syncer()()
 
     def append(self, _base_offset: int, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
+        file = self._open_file()
+        file.write(data)
+        file.flush()
 
     def syncer(self) -> Callable[[], None]:
         """An fsync of everything written so far, to run on a worker thread: on a duplicate of the file's
         descriptor, so a ``trim`` replacing the file meanwhile (which fsyncs the new one) cannot close it."""
         if not self.fsync:
             return lambda: None
-        if self._file is None:  # closed by a trim whose rewrite failed: nothing can be made durable
-            raise OSError(errno.EBADF, f"the metadata log {self.path} is not open")
-        fd = os.dup(self._file.fileno())
+        fd = os.dup(self._open_file().fileno())
 
         def sync() -> None:
             try:
@@ -172,6 +171,13 @@ class MetadataLogFile:
                 os.close(fd)
 
         return sync
+
+    def _open_file(self) -> BinaryIO:
+        if (
+            self._file is None
+        ):  # closed by a trim whose rewrite failed: nothing can be written or made durable
+            raise OSError(errno.EBADF, f"the metadata log {self.path} is not open")
+        return self._file
 
     def close(self, sync: bool = True) -> None:
         """Closes the file, after an fsync unless ``sync`` is off (one failed already: none may follow)."""
