@@ -1,13 +1,10 @@
-"""The JSON documents of the admin port, typed: a controller's and a broker's ``/v1/state``, a broker's
-``/v1/positions``, and the JSON value an open-shaped document is made of. The daemons build them, the live
-view and the metrics registry read them (see docs/operations.md for what each field means)."""
+"""The JSON documents of the admin port, typed: a controller's and a broker's ``/v1/state`` and a broker's
+``/v1/positions``. The daemons build them; the live view, the metrics registry and ``cluster status`` read
+them."""
 
 from __future__ import annotations
 
-from typing import NotRequired, TypeAlias, TypedDict
-
-JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
+from typing import NotRequired, TypedDict
 
 
 # ---- a controller's /v1/state ----------------------------------------------------------------------------
