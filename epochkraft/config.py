@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 T = TypeVar("T", bound="DataclassInstance")
+V = TypeVar("V")  # a settings field's type
+PropertyValue: TypeAlias = bool | int | float | str | None  # a property's value parsed for its field
 
 
 class ConfigError(ValueError):
     """Bad configuration: unknown property, unparsable value, or value out of range."""
 
 
-def prop(name: str, default: Any, doc: str = "", *, minimum: float | None = None) -> Any:
+def prop(name: str, default: V, doc: str = "", *, minimum: float | None = None) -> V:
     """A settings field bound to a Kafka property name."""
     return dataclasses.field(default=default, metadata={"property": name, "doc": doc, "minimum": minimum})
 
@@ -46,7 +49,7 @@ def read_properties(path: str | Path) -> dict[str, tuple[str, int]]:
     return result
 
 
-def _parse(value: str, kind: Any, where: str) -> Any:
+def _parse(value: str, kind: object, where: str) -> PropertyValue:
     try:
         if kind is bool:
             lowered = value.lower()
@@ -67,7 +70,7 @@ def _parse(value: str, kind: Any, where: str) -> Any:
         raise ConfigError(f"{where}: bad value {value!r}: {exc}") from exc
 
 
-def property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+def property_fields(cls: type) -> dict[str, dataclasses.Field[object]]:
     return {f.metadata["property"]: f for f in dataclasses.fields(cls) if "property" in f.metadata}
 
 
@@ -99,14 +102,14 @@ def parse_overrides(items: list[str] | None) -> dict[str, str]:
 def load_settings(
     cls: type[T],
     config_file: str | Path | None = None,
-    overrides: dict[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     properties: dict[str, str] | None = None,
 ) -> T:
     """Builds ``cls`` from defaults, then the config file, then ``properties`` (Kafka property -> raw
     value, from --override), then ``overrides`` (field name -> value)."""
     hints = typing.get_type_hints(cls)
     by_property = property_fields(cls)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     sources: list[tuple[str, str, str]] = []  # (property, raw value, where)
     if config_file is not None:
         sources += [

@@ -117,6 +117,11 @@ def test_ssl_principal_is_the_certificate_dn_in_rfc2253_order():
     assert principal_from_peer_certificate(None) == ANONYMOUS
 
 
+def test_a_certificate_subject_not_in_ssls_shape_is_refused():
+    with pytest.raises(TypeError, match="subject of str"):
+        principal_from_peer_certificate({"subject": "CN=broker-1,O=epochkraft"})
+
+
 def test_authorize_by_resource_type_as_idempotent_producers_need_it():
     # WRITE on some topic lets a principal get a producer id (KafkaApis.handleInitProducerIdRequest)
     writer = authorizer(acl("orders", AclOperation.WRITE))

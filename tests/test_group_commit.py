@@ -254,6 +254,15 @@ def test_a_closed_log_file_cannot_be_synced_unless_fsync_is_off(tmp_path):
     log_file.syncer()()
 
 
+def test_a_closed_log_file_takes_no_append(tmp_path):
+    """An append to a log file closed (a trim whose rewrite failed) is refused as the file not being open."""
+    from epochkraft.server.controller_daemon import MetadataLogFile
+
+    log_file = MetadataLogFile(tmp_path)
+    with pytest.raises(OSError, match="is not open"):
+        log_file.append(0, b"batch")
+
+
 async def test_a_failed_trim_is_fatal_and_the_old_file_is_held_open_again(tmp_path, monkeypatch):
     """ENOSPC (or EIO) while the log file is rewritten below a snapshot: the group commit fails (the daemon
     stops), and the old file is open again rather than left closed."""

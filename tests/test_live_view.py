@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import typing
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,10 +22,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from epochkraft.harness.kio_client import MiniClient
 from epochkraft.harness.ports import free_port
-from epochkraft.metrics import live_view
+from epochkraft.metrics import documents, live_view
 from epochkraft.metrics.live_view import LiveView, ViewDiffer
 from epochkraft.protocol.errors import ErrorCode
 
@@ -47,6 +49,13 @@ def _state(
     }  # fmt: skip
 
 
+def _view_of_state() -> LiveView:
+    """A view of ``_state()`` whose partitions are the state's own rows."""
+    return LiveView(
+        _state, lambda: 0, partitions=lambda: live_view.state_partitions(_state()), row=live_view.row_is_token
+    )
+
+
 def _update(
     differ: ViewDiffer,
     state: dict[str, Any],
@@ -57,7 +66,7 @@ def _update(
 
 
 def test_the_first_update_sends_everything_and_an_unchanged_state_nothing():
-    differ = ViewDiffer()
+    differ = ViewDiffer(live_view.row_is_token)
     first = _update(differ, _state(), now_ms=10_500)
     assert first is not None
     assert [b["id"] for b in first["brokers"]] == [1, 2]
@@ -66,7 +75,7 @@ def test_the_first_update_sends_everything_and_an_unchanged_state_nothing():
 
 
 def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
-    differ = ViewDiffer()
+    differ = ViewDiffer(live_view.row_is_token)
     _update(differ, _state(), now_ms=10_000)
     delta = _update(differ, _state(fenced=True, isr=(1,)), now_ms=10_000)
     assert delta is not None
@@ -76,7 +85,7 @@ def test_a_fenced_broker_and_a_shrunk_isr_are_the_whole_delta():
 
 
 def test_removed_brokers_and_partitions_are_named():
-    differ = ViewDiffer()
+    differ = ViewDiffer(live_view.row_is_token)
     _update(differ, _state(), now_ms=10_000)
     state = _state()
     state["brokers"], state["partitions"] = state["brokers"][:1], []
@@ -87,7 +96,9 @@ def test_removed_brokers_and_partitions_are_named():
 
 def test_replica_positions_from_the_brokers_give_each_partition_its_high_watermark_and_lag():
     brokers = {1: {"positions": {"t": [[0, 10, 8]]}}, 2: {"positions": {"t": [[0, 8, 8]]}}}  # /v1/positions
-    delta = _update(ViewDiffer(), _state(), 10_000, live_view.replica_positions(brokers))
+    delta = _update(
+        ViewDiffer(live_view.row_is_token), _state(), 10_000, live_view.replica_positions(brokers)
+    )
     assert delta is not None
     (p,) = delta["partitions"]
     assert p["high_watermark"] == 8 and p["log_end"] == {"1": 10, "2": 8} and p["lag"] == 2
@@ -161,6 +172,21 @@ def test_a_hundred_config_writes_make_no_row_and_a_min_isr_write_only_its_topics
     assert {p["min_insync_replicas"] for p in delta["partitions"]} == {2}
 
 
+def test_the_controllers_state_has_the_keys_its_type_declares():
+    """/v1/state as the controller builds it and as the view and the registry read it (metrics/documents.py)."""
+    from tests.controller_context import ControllerContext
+
+    ctx = ControllerContext()
+    ctx.register_brokers(1)
+    ctx.unfence_brokers(1)
+    ctx.create_topic("typed", partitions=1, rf=1)
+    state = ctx.controller.state()
+    assert set(state) == set(typing.get_type_hints(documents.ControllerLogState))
+    assert set(state["brokers"][0]) == set(typing.get_type_hints(documents.BrokerRow))
+    assert set(state["partitions"][0]) == set(typing.get_type_hints(documents.PartitionRow))
+    assert set(ctx.controller.summary_state()) == set(typing.get_type_hints(documents.ControllerSummary))
+
+
 def test_new_replica_positions_make_rows_only_for_the_partitions_whose_positions_moved():
     rows = Rows()
     differ = ViewDiffer(rows.row)
@@ -194,6 +220,31 @@ async def test_browsers_attaching_between_two_changes_share_one_encoded_snapshot
     await view.stop()
 
 
+@pytest.mark.net
+async def test_a_broker_answering_no_json_object_is_a_failed_read():
+    """/v1/positions answering a JSON array counts as a read that failed, as one that does not answer."""
+
+    async def positions(_request: web.Request) -> web.Response:
+        return web.json_response([[0, 10, 8]])
+
+    app = web.Application()
+    app.router.add_get("/v1/positions", positions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        view = LiveView(
+            _state, lambda: 0, {2: f"127.0.0.1:{port}"}, partitions=list, row=live_view.row_is_token
+        )
+        view.reads.read({2: {"node_id": 2, "positions": {"t": [(0, 10, 8)]}}})
+        async with aiohttp.ClientSession() as http:
+            await view._read_brokers(http)
+        assert view.reads.stale() == {2}
+    finally:
+        await runner.cleanup()
+
+
 def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
     events = tmp_path / "dt=2026-11-27" / f"node={live_view.CHAOS_NODE}" / "events-1-0000.jsonl"
     events.parent.mkdir(parents=True)
@@ -207,7 +258,7 @@ def test_chaos_faults_are_read_as_they_are_appended(tmp_path: Path):
 
 
 async def test_a_browser_that_does_not_keep_up_is_dropped_and_the_others_are_not():
-    view = LiveView(_state, lambda: 0)
+    view = _view_of_state()
     aborted: list[str] = []
     stuck = view.attach(abort=lambda: aborted.append("stuck"))
     reading = view.attach(abort=lambda: aborted.append("reading"))
@@ -267,7 +318,7 @@ async def test_a_stream_opened_with_a_password_ends_when_the_password_no_longer_
     auth = AdminAuth(lambda: held, None)
     authorization = _basic("admin", "s3cret")["Authorization"]
     assert auth.status("/view/events", authorization, None, now_ms=0) == 200
-    view = LiveView(_state, lambda: 0)
+    view = _view_of_state()
     by_password = view.attach(auth.stream_check(authorization))
     by_certificate = view.attach()
     view.recheck(2_000)

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epochkraft.protocol import metadata_codec
 from epochkraft.protocol import metadata_records as mr
 from epochkraft.protocol.errors import ProtocolError
 from epochkraft.protocol.metadata_codec import (
+    MetadataRecordError,
     decode_metadata_record,
     decode_metadata_record_with_version,
     encode_metadata_record,
@@ -157,6 +159,31 @@ def test_unknown_tags_are_skipped():
     data = bytearray(encode_metadata_record(mr.FenceBrokerRecord(id=3, epoch=17)))
     data[-1:] = bytes.fromhex("016302abcd")  # one tagged field, tag 99, 2 bytes
     assert decode_metadata_record(bytes(data)) == mr.FenceBrokerRecord(id=3, epoch=17)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        mr.TopicRecord(name=5, topic_id=TOPIC),
+        mr.TopicRecord(name="foo", topic_id=str(TOPIC)),
+        mr.UserScramCredentialRecord(name="alice", salt="pepper"),
+        mr.PartitionRecord(topic_id=TOPIC, replicas=3),
+        mr.RegisterBrokerRecord(broker_id=1, end_points=mr.BrokerEndpoint()),
+    ],
+    ids=["string", "uuid", "bytes", "int array", "struct array"],
+)
+def test_a_value_not_of_its_fields_type_is_refused(record):
+    with pytest.raises(TypeError, match="field"):
+        encode_metadata_record(record)
+
+
+def test_a_record_schema_decoding_to_no_record_class_is_refused(monkeypatch):
+    data = encode_metadata_record(mr.FenceBrokerRecord(id=3, epoch=17))
+    monkeypatch.setattr(
+        metadata_codec, "_struct_reader", lambda spec, version: lambda view, pos: ((), len(view))
+    )
+    with pytest.raises(MetadataRecordError, match="FenceBrokerRecord decoded as a tuple"):
+        decode_metadata_record(data)
 
 
 def test_metadata_batches_carry_offsets():

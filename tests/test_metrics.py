@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import typing
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from epochkraft.analytics.schema import validate_event
+from epochkraft.analytics.schema import COMMON, FIELDS, validate_event
 from epochkraft.harness.kio_client import MiniClient
+from epochkraft.metrics.event_schema import Event
 from epochkraft.metrics.events import EventLog
+from epochkraft.metrics.registry import controller_registry
 from epochkraft.protocol.errors import ErrorCode
 
 
@@ -44,6 +47,51 @@ def test_event_round_trip_matches_the_schema(tmp_path):
     paths = list(tmp_path.rglob("*.jsonl"))
     assert paths[0].parent.name == "node=broker-7" and paths[0].parent.parent.name.startswith("dt=")
     assert validate_event({**events[0], "bogus": 1}) == ["undeclared field bogus"]
+
+
+def test_the_typed_event_declares_the_schemas_fields_with_their_types():
+    hints = typing.get_type_hints(Event)
+    declared = {name: types for name, _, types in COMMON + FIELDS}
+    assert set(hints) == set(declared)
+    for name, hint in hints.items():
+        python_type = typing.get_origin(hint) or hint  # list[int] -> list
+        accepted = (int, float) if python_type is float else (python_type,)  # a float field takes an int
+        assert accepted == declared[name], name
+    assert Event.__required_keys__ == {name for name, _, _ in COMMON}
+
+
+def test_a_metrics_snapshot_round_trips_and_matches_the_schema(tmp_path):
+    log = EventLog(tmp_path, "controller-1")
+    log.emit_metrics("controller_snapshot", {"OfflinePartitionsCount": 0, "ActiveBrokerCount": 3.0})
+    log.close()
+    [event] = read_events(tmp_path)
+    assert validate_event(event) == []
+    assert (event["event"], event["OfflinePartitionsCount"], event["ActiveBrokerCount"]) == (
+        "controller_snapshot",
+        0,
+        3.0,
+    )
+
+
+class _State:
+    def __init__(self, state):
+        self.value = state
+
+    def state(self):
+        return self.value
+
+
+def test_the_controllers_gauges_are_read_from_its_state():
+    registry = controller_registry(_State({"metadata_offset": 12, "ActiveBrokerCount": 3}))
+    assert registry.get_sample_value("kafka_ActiveBrokerCount") == 3.0
+    assert registry.get_sample_value("kafka_FencedBrokerCount") == 0.0  # absent: 0
+    assert registry.get_sample_value("kafka_MetadataLogEndOffset") == 12.0
+
+
+def test_a_gauge_that_is_not_a_number_is_refused():
+    registry = controller_registry(_State({"metadata_offset": "12"}))
+    with pytest.raises(TypeError, match="a gauge of str"):
+        registry.get_sample_value("kafka_MetadataLogEndOffset")
 
 
 def test_rotation_by_size(tmp_path):

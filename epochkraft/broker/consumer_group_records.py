@@ -29,7 +29,7 @@ import base64
 import dataclasses
 import json
 import uuid
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from epochkraft.broker import group_record_serde as serde
 from epochkraft.broker.assignors import Assignment
@@ -43,6 +43,41 @@ from epochkraft.broker.current_assignment import ClassicMemberMetadata, Consumer
 from epochkraft.broker.group_record_serde import RecordType
 
 GROUP, MEMBER = "consumer-group", "consumer-group-member"  # the JSON records' kinds
+
+
+class LegacyGroupValue(TypedDict):
+    """The value of a ``["consumer-group", group]`` JSON record."""
+
+    group_epoch: int
+    assignment_epoch: int
+    subscription_metadata: dict[str, tuple[str, int]]  # topic name -> [topic id, partitions] (a JSON array)
+
+
+class LegacyClassicMetadata(TypedDict):
+    session_timeout_ms: int
+    protocols: list[tuple[str, str]]  # [name, metadata in base64] arrays
+
+
+class LegacyMemberValue(TypedDict):
+    """The value of a ``["consumer-group-member", group, member]`` JSON record."""
+
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    state: str
+    member_epoch: int
+    previous_member_epoch: int
+    assigned: dict[str, list[int]]  # topic id -> partitions
+    pending_revocation: dict[str, list[int]]
+    target: dict[str, list[int]]
+    classic: NotRequired[LegacyClassicMetadata | None]  # absent from records written before migration
+
+
 Record = tuple[bytes, bytes | None]
 # Kafka's MemberState, by the byte ConsumerGroupCurrentMemberAssignmentValue stores
 MEMBER_STATE_IDS = {
@@ -335,14 +370,16 @@ def _parse_assignment(data: dict[str, list[int]]) -> Assignment:
     return {uuid.UUID(topic): frozenset(parts) for topic, parts in data.items()}
 
 
-def _parse_classic(data: dict[str, Any] | None) -> ClassicMemberMetadata | None:
+def _parse_classic(data: LegacyClassicMetadata | None) -> ClassicMemberMetadata | None:
     if data is None:
         return None
     protocols = tuple((name, base64.b64decode(metadata)) for name, metadata in data["protocols"])
     return ClassicMemberMetadata(data["session_timeout_ms"], protocols)
 
 
-def _replay_group(coordinator: ConsumerGroupCoordinator, group_id: str, data: dict[str, Any] | None) -> None:
+def _replay_group(
+    coordinator: ConsumerGroupCoordinator, group_id: str, data: LegacyGroupValue | None
+) -> None:
     if data is None:
         coordinator.groups.pop(group_id, None)
         return
@@ -357,7 +394,7 @@ def _replay_group(coordinator: ConsumerGroupCoordinator, group_id: str, data: di
 
 
 def _replay_member(
-    coordinator: ConsumerGroupCoordinator, group_id: str, member_id: str, data: dict[str, Any] | None
+    coordinator: ConsumerGroupCoordinator, group_id: str, member_id: str, data: LegacyMemberValue | None
 ) -> None:
     if data is None:  # a member of a group already gone (tombstoned before it) stays gone
         if (existing := coordinator.groups.get(group_id)) is not None:

@@ -20,13 +20,12 @@ say what partitions to read and which of the answers go out. Sans-IO: time comes
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from epochkraft.protocol.errors import ErrorCode
-from epochkraft.protocol.fetch_response import Answer
+from epochkraft.protocol.fetch_response import Answer, TopicKey
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0  # a full fetch that creates a session
@@ -36,7 +35,6 @@ FIRST_TOPIC_ID_VERSION = 13
 MAX_SESSION_ID = 2**31 - 1
 MAX_EPOCH = 2**31 - 1  # an epoch wraps to 1 past Integer.MAX_VALUE
 
-TopicKey = uuid.UUID | str | None  # the topic id (v13+; None for the zero id) or the name (older versions)
 PartitionKey = tuple[TopicKey, int]
 
 

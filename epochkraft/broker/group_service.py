@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -609,7 +609,7 @@ class GroupService:
         token: int,
         future: asyncio.Future[JoinResult | SyncResult],
         store: Store | None,
-        write: Callable[[Store, GroupMetadataValue], Coroutine[Any, Any, None]],
+        write: Callable[[Store, GroupMetadataValue], Coroutine[object, None, None]],
     ) -> JoinResult | SyncResult:
         """A join's or sync's answer: given by the write of the group's record ``store`` asks for, started
         here, unless a rebalance or an unload answers first."""
@@ -622,7 +622,7 @@ class GroupService:
         finally:
             self._waiters.pop(token, None)
 
-    def _background(self, write: Coroutine[Any, Any, None]) -> None:
+    def _background(self, write: Coroutine[object, None, None]) -> None:
         """A group's write, finished even if the request is dropped (others wait on what it decides) and
         not waited on: the request waits for its own answer, which a rebalance or an unload may give
         first."""

@@ -16,7 +16,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 import structlog
 
@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
     from epochkraft.broker.alter_partition_manager import AlterPartitionRequest
     from epochkraft.broker.fetcher import ReplicaFetcher
+    from epochkraft.metrics.documents import PartitionMetrics
+    from epochkraft.metrics.event_schema import EventFields
     from epochkraft.metrics.events import EventLog
 
 log = structlog.get_logger()
@@ -245,7 +247,7 @@ class ReplicaManager:
         self.checkpoint_high_watermarks()
         self.logs.flush_all()
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: Unpack[EventFields]) -> None:
         if self.events is not None:
             self.events.emit(event, **fields)
 
@@ -813,8 +815,8 @@ class ReplicaManager:
             positions.setdefault(topic, []).append(held)
         return positions
 
-    def partition_metrics(self) -> list[dict[str, Any]]:
-        out = []
+    def partition_metrics(self) -> list[PartitionMetrics]:
+        out: list[PartitionMetrics] = []
         for (topic, index), r in sorted(self.replicas.items()):
             p = r.partition
             out.append(

@@ -523,8 +523,15 @@ async def run_chaos(
                 election = await apply_elr_fault(cluster, client, TOPIC, rng)
                 history.elr_elections.append(election.to_json())
                 applied.append(election.detail())
-                seen = {"partition": election.partition, "elr": election.elr_seen, "leader": election.elected}
-                fault_log.emit("fault_injected", fault=fault, detail=applied[-1], topic=TOPIC, **seen)
+                fault_log.emit(
+                    "fault_injected",
+                    fault=fault,
+                    detail=applied[-1],
+                    topic=TOPIC,
+                    partition=election.partition,
+                    elr=election.elr_seen,
+                    leader=election.elected,
+                )
             else:
                 applied.append(await _apply(fault, cluster, proxies, client, rng, links))
                 fault_log.emit("fault_injected", fault=fault, detail=applied[-1])

@@ -21,6 +21,7 @@ from enum import Enum
 
 from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import BrokerRegistration, Endpoint
+from epochkraft.metrics.documents import BrokerCounts
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     BrokerEndpoint,
@@ -116,7 +117,7 @@ class ClusterControl:
             default=None,
         )
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> BrokerCounts:
         fenced = sum(1 for r in self.brokers.values() if r.fenced)
         return {"FencedBrokerCount": fenced, "ActiveBrokerCount": len(self.brokers) - fenced}
 

@@ -20,7 +20,6 @@ import datetime
 import uuid
 from collections.abc import Callable, Iterator
 from functools import singledispatchmethod
-from typing import Any
 
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
 from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResponse
@@ -79,6 +78,8 @@ from epochkraft.metadata.image import TRANSACTION_VERSION as TV_FEATURE
 from epochkraft.metadata.image import MetadataDelta, MetadataImage
 from epochkraft.metadata.registrations import NO_LEADER, NO_LEADER_CHANGE, Endpoint, PartitionRegistration
 from epochkraft.metadata.snapshot import Snapshot
+from epochkraft.metrics.documents import ControllerLogState, ControllerSummary, PartitionRow
+from epochkraft.metrics.event_schema import EventFields
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     AccessControlEntryRecord,
@@ -153,7 +154,7 @@ class Controller(AdminOperations):
             group_config.bounds_of(self.settings),
         )
         self.replication = ReplicationControl(self.configuration, self.image)
-        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        self.outbox: list[tuple[str, EventFields]] = []  # domain events: (name, fields)
         self.listener_endpoint: tuple[str, int] = ("127.0.0.1", 0)
         self.replay = self.replay  # bind once: 3.11's singledispatchmethod rebuilds a wrapper per access
 
@@ -234,7 +235,7 @@ class Controller(AdminOperations):
             before = topic.partitions.get(record.partition_id) if topic else None
             if topic is None or before is None:
                 return
-            where = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
+            where: EventFields = {"topic": topic.name, "partition": record.partition_id, "offset": offset}
             if record.leader != NO_LEADER_CHANGE and record.leader != before.leader:
                 unclean = record.leader_recovery_state == 1
                 self.outbox.append(
@@ -848,16 +849,16 @@ class Controller(AdminOperations):
         )
 
     # ---- observability --------------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ControllerLogState:
         """A JSON-able view for /v1/state."""
-        return (
-            self.summary_state()
-            | {"partitions": [partition_row(*token) for _, _, token in self.view_partitions()]}
-            | self.cluster.counts()
-            | self.replication.counts()
-        )
+        return {
+            **self.summary_state(),
+            "partitions": [partition_row(*token) for _, _, token in self.view_partitions()],
+            **self.cluster.counts(),
+            **self.replication.counts(),
+        }
 
-    def summary_state(self) -> dict[str, Any]:
+    def summary_state(self) -> ControllerSummary:
         """/v1/state without the partitions: the cluster, its metadata offset and its brokers."""
         return {
             "cluster_id": self.cluster_id,
@@ -890,7 +891,7 @@ PartitionToken = tuple[str, uuid.UUID, int, PartitionRegistration, int]  # topic
 
 def partition_row(
     topic: str, topic_id: uuid.UUID, index: int, p: PartitionRegistration, min_insync: int
-) -> dict[str, Any]:
+) -> PartitionRow:
     """A partition's row in /v1/state (and the live view)."""
     return {
         "topic": topic,

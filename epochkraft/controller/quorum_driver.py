@@ -22,7 +22,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kio.schema.begin_quorum_epoch.v1.response import BeginQuorumEpochResponse
 from kio.schema.describe_quorum.v2.response import DescribeQuorumResponse
@@ -37,6 +37,7 @@ from epochkraft.controller.quorum import ControllerQuorum
 from epochkraft.metadata.fetch_snapshot import SnapshotUnavailable, fetch_snapshot
 from epochkraft.metadata.snapshot import SnapshotId, decode_snapshot, snapshot_filename
 from epochkraft.metadata.snapshot_file import write_snapshot_file
+from epochkraft.metrics.documents import QuorumDescription
 from epochkraft.net.client import KafkaClient
 from epochkraft.net.errors import NetworkError
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
@@ -439,7 +440,7 @@ class QuorumDriver:
         """DescribeQuorum's answer, offsets as they are (Kafka's: the Raft log's offsets are its own)."""
         return describe_quorum(self.raft, now_ms, self.endpoints_of)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> QuorumDescription:
         return {
             "node_id": self.local_id,
             "role": self.raft.role,

@@ -24,6 +24,7 @@ from epochkraft.metadata.registrations import (
     TopicInfo,
 )
 from epochkraft.metadata.topic_names import valid_topic_name
+from epochkraft.metrics.documents import PartitionCounts
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.metadata_records import (
     ConfigRecord,
@@ -142,7 +143,7 @@ class ReplicationControl:
             elr_enabled=self.elr_enabled,
         )
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> PartitionCounts:
         offline = under_replicated = under_min_isr = 0
         for topic, _index, p in self.partitions():
             offline += p.leader == NO_LEADER

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.alter_partition.v3 import request as v3
 from kio.static.primitive import i64
 
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
-def alter_partition_v3(request: Any) -> v3.AlterPartitionRequest:
+
+def alter_partition_v3(request: rt.AlterPartition) -> v3.AlterPartitionRequest:
     """AlterPartition as v3: a v2 request's NewIsr members get broker epoch -1 (unknown), so only a v3
     request's NewIsrWithEpochs lets the controller refuse a stale incarnation (KIP-903)."""
     if isinstance(request, v3.AlterPartitionRequest):

@@ -18,9 +18,10 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from epochkraft.controller.controller import METADATA_VERSION, Controller
+from epochkraft.controller.metadata_log import MetadataLog
 from epochkraft.metadata.image import MetadataImage
 from epochkraft.metadata.snapshot import SnapshotId, copy_image, encode_snapshot, image_records
 from epochkraft.metadata.snapshot_file import delete_old_snapshots, write_snapshot_file
@@ -86,7 +87,7 @@ class MetadataSnapshotter:
         latest: SnapshotId | None = None,
         fsync: bool = True,
         *,
-        published: Any = None,
+        published: MetadataLog | None = None,
         snapshot_point: Callable[[], SnapshotId | None] | None = None,
         on_written: Callable[[SnapshotId], None] | None = None,
         membership: Callable[[SnapshotId], tuple[tuple[int, bytes], ...]] | None = None,

@@ -27,13 +27,13 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from epochkraft.security.node import StoredScram, scram_lookup
 from epochkraft.security.principal import (
     ANONYMOUS,
     USER_TYPE,
     KafkaPrincipal,
+    PeerCertificate,
     principal_from_peer_certificate,
 )
 from epochkraft.security.scram import MECHANISMS, ScramCredential, password_matches
@@ -57,7 +57,7 @@ class AdminAuth:
     _checks_this_second: int = 0
 
     def status(
-        self, path: str, authorization: str | None, peercert: Mapping[str, Any] | None, now_ms: int = 0
+        self, path: str, authorization: str | None, peercert: PeerCertificate | None, now_ms: int = 0
     ) -> int:
         """OK to serve ``path``; UNAUTHORIZED without a principal; FORBIDDEN for one that is not a super user."""
         if path in OPEN_PATHS:
@@ -94,7 +94,7 @@ class AdminAuth:
         return self.super_users is None or principal in self.super_users
 
     def principal(
-        self, authorization: str | None, peercert: Mapping[str, Any] | None, now_ms: int = 0
+        self, authorization: str | None, peercert: PeerCertificate | None, now_ms: int = 0
     ) -> KafkaPrincipal | None:
         if peercert:  # verified against the truststore by the TLS handshake
             principal = principal_from_peer_certificate(peercert)

@@ -13,13 +13,13 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from epochkraft.metrics import admin_auth
 from epochkraft.metrics.admin_auth import AdminAuth
+from epochkraft.metrics.documents import BrokerPositions, BrokerState, ControllerState
 from epochkraft.metrics.live_view import LiveView
 from epochkraft.security import tls
 from epochkraft.security.node import NodeSecurity, StoredScram
@@ -41,11 +41,11 @@ class AdminServer:
         host: str,
         port: int,
         registry: CollectorRegistry,
-        state_fn: Callable[[], dict[str, Any]],
+        state_fn: Callable[[], ControllerState | BrokerState],
         ready_fn: Callable[[], bool] | None = None,
         live_view: LiveView | None = None,
         security: AdminSecurity | None = None,
-        positions_fn: Callable[[], dict[str, Any]] | None = None,
+        positions_fn: Callable[[], BrokerPositions] | None = None,
     ):
         self.host = host
         self.ready_fn = ready_fn

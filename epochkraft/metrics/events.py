@@ -15,11 +15,13 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO, Unpack
 
 import structlog
+
+from epochkraft.metrics.event_schema import Event, EventFields
 
 SCHEMA_VERSION = 1
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -33,11 +35,11 @@ class EventLog:
         self.root = Path(metrics_dir) if metrics_dir is not None else None
         self.node = node
         self.max_file_bytes = max_file_bytes
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[tuple[int, dict[str, object]]] = deque()  # (ts_ms, the line to render)
         self._wakeup = threading.Event()
         self._closed = False
         self._render = structlog.processors.JSONRenderer(sort_keys=False)
-        self._file: Any = None
+        self._file: BinaryIO | None = None
         self._path: Path | None = None
         self._written = 0
         self._seq = 0
@@ -48,18 +50,29 @@ class EventLog:
             self._thread = threading.Thread(target=self._run, name=f"events-{node}", daemon=True)
             self._thread.start()
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, **fields: Unpack[EventFields]) -> None:
         """Queues one event; cheap, never blocks, never raises into the caller."""
         if not self.enabled or self._closed:
             return
-        record = {
+        self._append(event, fields)
+
+    def emit_metrics(self, event: str, values: Mapping[str, float]) -> None:
+        """Queues a snapshot of metrics (``metrics_snapshot``, ``controller_snapshot``): Kafka-named values,
+        as the daemon's metrics registry holds them."""
+        if not self.enabled or self._closed:
+            return
+        self._append(event, values)
+
+    def _append(self, event: str, fields: Mapping[str, object]) -> None:
+        ts_ms = int(time.time() * 1000)
+        record: dict[str, object] = {
             "schema_version": SCHEMA_VERSION,
-            "ts_ms": int(time.time() * 1000),
+            "ts_ms": ts_ms,
             "node": self.node,
             "event": event,
         }
         record.update(fields)
-        self._queue.append(record)
+        self._queue.append((ts_ms, record))
         self.emitted += 1
         if len(self._queue) >= 256:
             self._wakeup.set()
@@ -78,8 +91,8 @@ class EventLog:
     def _drain(self) -> None:
         lines = []
         while self._queue:
-            record = self._queue.popleft()
-            lines.append((record["ts_ms"], str(self._render(None, "", record))))
+            ts_ms, record = self._queue.popleft()
+            lines.append((ts_ms, str(self._render(None, "", record))))
         for ts_ms, line in lines:
             self._write(ts_ms, line + "\n")
         if self._file is not None:
@@ -88,12 +101,13 @@ class EventLog:
     def _write(self, ts_ms: int, line: str) -> None:
         day = datetime.datetime.fromtimestamp(ts_ms / 1000, datetime.UTC).strftime("%Y-%m-%d")
         data = line.encode()
-        if self._file is None or day != self._day or self._written + len(data) > self.max_file_bytes:
-            self._rotate(day, ts_ms)
-        self._file.write(data)
+        file = self._file
+        if file is None or day != self._day or self._written + len(data) > self.max_file_bytes:
+            file = self._rotate(day, ts_ms)
+        file.write(data)
         self._written += len(data)
 
-    def _rotate(self, day: str, ts_ms: int) -> None:
+    def _rotate(self, day: str, ts_ms: int) -> BinaryIO:
         if self._file is not None:
             self._file.close()
         assert self.root is not None
@@ -101,9 +115,10 @@ class EventLog:
         folder.mkdir(parents=True, exist_ok=True)
         self._seq += 1
         self._path = folder / f"events-{ts_ms}-{self._seq:04d}.jsonl"
-        self._file = open(self._path, "ab")  # noqa: SIM115 - kept open until rotation
+        file = self._file = open(self._path, "ab")  # noqa: SIM115 - kept open until rotation
         self._day = day
         self._written = 0
+        return file
 
     # ---- closing ---------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -119,7 +134,7 @@ class EventLog:
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
 
-def read_events(metrics_dir: Path, node: str = "*") -> Iterator[dict[str, Any]]:
+def read_events(metrics_dir: Path, node: str = "*") -> Iterator[Event]:
     """The events of the nodes whose name matches ``node`` (a glob such as ``controller-*``), each node's
     in the order they were written."""
     for path in sorted(Path(metrics_dir).glob(f"dt=*/node={node}/events-*.jsonl")):

@@ -26,13 +26,21 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Generic, NotRequired, TypedDict, TypeVar
 
 import aiohttp
 import structlog
 from aiohttp import web
 
 from epochkraft.metrics.admin_auth import STILL_ALLOWED_KEY
+from epochkraft.metrics.documents import (
+    BrokerPositions,
+    BrokerRow,
+    PartitionRow,
+    QuorumDescription,
+    ViewState,
+)
+from epochkraft.metrics.event_schema import Event, EventFields
 
 TICK_S = 0.5  # how often attached browsers get what changed
 QUEUE_MESSAGES = 64  # per browser; a browser this far behind is dropped
@@ -47,51 +55,105 @@ CHAOS_NODE = "chaos"  # the event log node the chaos tool writes its faults as
 
 log = structlog.get_logger()
 
-Json = dict[str, Any]  # a JSON object as the controller's /v1/state gives it
-
-
 PartitionKey = tuple[str, int]  # topic, partition
 # Each partition as (topic, index, token): the token compares equal while the partition's row would not change
 # (the controller gives its immutable registration and its topic's min ISR: mostly an identity check).
-Partitions = Iterable[tuple[str, int, Any]]
+Token = TypeVar("Token")
+Partitions = Iterable[tuple[str, int, Token]]
+RowOf = Callable[[str, int, Token], PartitionRow]  # a partition's /v1/state row from its token
 # (topic, partition) -> (broker, its replica's log end offset, its high watermark) by broker
 Positions = dict[PartitionKey, list[tuple[int, int, int]]]
 NO_POSITIONS: Positions = {}
 
 
-def _row_is_token(_topic: str, _index: int, token: Any) -> Json:
-    return dict(token)
+class ViewBroker(BrokerRow):
+    """A broker as the view draws it."""
+
+    heartbeat_age_s: int | None  # whole seconds since its last heartbeat; None before the first
+    positions_stale: NotRequired[bool]  # its replicas' positions are from an earlier read
+
+
+class ViewPartition(PartitionRow):
+    """A partition as the view draws it: its row, and from its replicas' positions the log ends, the high
+    watermark and the lag."""
+
+    leaderless: bool
+    under_min_isr: bool
+    log_end: NotRequired[dict[str, int]]  # by broker id
+    high_watermark: NotRequired[int]
+    lag: NotRequired[int]
+
+
+class ViewCluster(TypedDict, total=False):
+    cluster_id: str | None
+    metadata_offset: int | None
+
+
+class ViewDelta(TypedDict, total=False):
+    """What changed since the last tick."""
+
+    cluster: ViewCluster
+    brokers: list[ViewBroker]
+    removed_brokers: list[int]
+    partitions: list[ViewPartition]
+    removed_partitions: list[str]  # topic-partition
+    quorum: QuorumDescription | None
+
+
+class ViewSnapshot(TypedDict):
+    """Everything a newly attached browser draws."""
+
+    brokers: list[ViewBroker]
+    partitions: list[ViewPartition]
+    quorum: QuorumDescription | None
+    cluster: ViewCluster
+    timeline: NotRequired[list[TimelineEvent]]
+
+
+class TimelineEvent(EventFields):
+    """An event on the view's timeline: a controller's domain event or a chaos fault, when it was seen."""
+
+    ts_ms: int
+    event: str
+
+
+def row_is_token(_topic: str, _index: int, token: PartitionRow) -> PartitionRow:
+    """The row of a partition whose token is its row (``state_partitions``)."""
+    return PartitionRow(**token)
 
 
 @dataclass
-class ViewDiffer:
+class ViewDiffer(Generic[Token]):
     """What changed since the last tick, by broker id and by partition. A partition's row is built only when
     its token or its replicas' positions changed, so a tick costs one comparison per partition (an identity
     check for an unchanged one) and a row per change, not a row per partition."""
 
-    row: Callable[[str, int, Any], Json] = _row_is_token  # the partition's /v1/state row from its token
-    brokers: dict[int, Json] = field(default_factory=dict)
-    partitions: dict[PartitionKey, Json] = field(default_factory=dict)  # the rows the browsers have
-    tokens: dict[PartitionKey, Any] = field(default_factory=dict)
+    row: RowOf[Token]
+    brokers: dict[int, ViewBroker] = field(default_factory=dict)
+    partitions: dict[PartitionKey, ViewPartition] = field(default_factory=dict)  # the rows the browsers have
+    tokens: dict[PartitionKey, Token] = field(default_factory=dict)
     positions: Positions = field(default_factory=dict)
-    quorum: Json | None = None
-    cluster: Json = field(default_factory=dict)
+    quorum: QuorumDescription | None = None
+    cluster: ViewCluster = field(default_factory=ViewCluster)  # empty before the first update
 
     def update(
         self,
-        state: Json,
+        state: ViewState,
         now_ms: int,
-        partitions: Callable[[], Partitions],
+        partitions: Callable[[], Partitions[Token]],
         positions: Positions = NO_POSITIONS,
         stale: frozenset[int] = frozenset(),
-    ) -> Json | None:
+    ) -> ViewDelta | None:
         """The changes of ``state`` (the controller's /v1/state without its partitions), the
         ``partitions()`` and the replicas' ``positions`` against what was last seen, or None when nothing
         changed. The brokers in ``stale`` are marked: their positions are from an earlier read."""
         brokers = {b["id"]: b for b in _brokers(state, now_ms, stale)}
         quorum = state.get("quorum")
-        cluster = {"cluster_id": state.get("cluster_id"), "metadata_offset": state.get("metadata_offset")}
-        delta: Json = {}
+        cluster: ViewCluster = {
+            "cluster_id": state.get("cluster_id"),
+            "metadata_offset": state.get("metadata_offset"),
+        }
+        delta: ViewDelta = {}
         if cluster != self.cluster:
             delta["cluster"] = cluster
         changed_brokers = [b for i, b in brokers.items() if self.brokers.get(i) != b]
@@ -110,12 +172,12 @@ class ViewDiffer:
         return delta or None
 
     def _partitions(
-        self, partitions: Callable[[], Partitions], positions: Positions
-    ) -> tuple[list[Json], list[str]]:
+        self, partitions: Callable[[], Partitions[Token]], positions: Positions
+    ) -> tuple[list[ViewPartition], list[str]]:
         """The rows that changed, and the partitions gone."""
         new_positions = positions is not self.positions  # the brokers were read again since the last tick
         tokens, rows, held = self.tokens, self.partitions, 0
-        changed: list[Json] = []
+        changed: list[ViewPartition] = []
         for topic, index, token in partitions():
             key = (topic, index)
             held += 1
@@ -136,7 +198,7 @@ class ViewDiffer:
                 gone.append(_name(key))
         return changed, sorted(gone)
 
-    def snapshot(self) -> Json:
+    def snapshot(self) -> ViewSnapshot:
         """Everything a newly attached browser needs to draw the view."""
         return {
             "brokers": list(self.brokers.values()),
@@ -153,37 +215,42 @@ def _name(key: PartitionKey) -> str:
     return f"{key[0]}-{key[1]}"
 
 
-def _brokers(state: Json, now_ms: int, stale: frozenset[int]) -> Iterator[Json]:
-    heartbeats: dict[str, int] = state.get("last_heartbeat_ms", {})
+def _brokers(state: ViewState, now_ms: int, stale: frozenset[int]) -> Iterator[ViewBroker]:
+    heartbeats = state.get("last_heartbeat_ms", {})
     for b in state.get("brokers", []):
         last = heartbeats.get(str(b["id"]))
         # whole seconds, so an idle broker does not change every tick
         age_s = None if last is None else max(now_ms - last, 0) // 1000
-        yield b | {"heartbeat_age_s": age_s} | ({"positions_stale": True} if b["id"] in stale else {})
+        broker: ViewBroker = {**b, "heartbeat_age_s": age_s}
+        if b["id"] in stale:
+            broker["positions_stale"] = True
+        yield broker
 
 
-def _with_positions(p: Json, held: list[tuple[int, int, int]] | None) -> Json:
+def _with_positions(p: PartitionRow, held: list[tuple[int, int, int]] | None) -> ViewPartition:
     """A partition's row with what the view adds: leaderless, under min ISR, and from the replicas'
     positions the log ends, the high watermark and the lag."""
-    leaderless = p["leader"] < 0
-    under_min_isr = len(p["isr"]) < p.get("min_insync_replicas", 1)
-    extra: Json = {"leaderless": leaderless, "under_min_isr": under_min_isr}
+    row: ViewPartition = {
+        **p,
+        "leaderless": p["leader"] < 0,
+        "under_min_isr": len(p["isr"]) < p.get("min_insync_replicas", 1),
+    }
     if held:
         ends = {str(b): end for b, end, _ in held}
-        extra |= {"log_end": ends}
+        row["log_end"] = ends
         for broker, leader_end, high_watermark in held:
             if broker == p["leader"]:
-                lag = max(leader_end - end for end in ends.values())
-                extra |= {"high_watermark": high_watermark, "lag": lag}
-    return p | extra
+                row["high_watermark"] = high_watermark
+                row["lag"] = max(leader_end - end for end in ends.values())
+    return row
 
 
-def state_partitions(state: Json) -> Partitions:
+def state_partitions(state: ViewState) -> Partitions[PartitionRow]:
     """The partitions of a whole /v1/state, each row its own token (tests, and a state without a source)."""
     return [(p["topic"], p["partition"], p) for p in state.get("partitions", [])]
 
 
-def replica_positions(broker_positions: dict[int, Json]) -> Positions:
+def replica_positions(broker_positions: dict[int, BrokerPositions]) -> Positions:
     """Each partition's replicas' log end offset and high watermark, from the brokers' /v1/positions
     ({"positions": {topic: [[partition, log end offset, high watermark], ...]}})."""
     positions: Positions = {}
@@ -201,11 +268,11 @@ class BrokerReads:
     at once would take its replicas' positions off every partition it hosts and put them back at the next
     read that succeeds, two deltas of 10,000 rows for one slow answer."""
 
-    states: dict[int, Json] = field(default_factory=dict)
+    states: dict[int, BrokerPositions] = field(default_factory=dict)
     failed: dict[int, int] = field(default_factory=dict)  # failed reads in a row, of the brokers kept
     positions: Positions = field(default_factory=dict)
 
-    def read(self, answers: dict[int, Json | None]) -> None:
+    def read(self, answers: dict[int, BrokerPositions | None]) -> None:
         """One round of reads: each broker's /v1/positions, or None for a broker that did not answer."""
         for broker, state in answers.items():
             if state is not None:
@@ -226,22 +293,21 @@ class BrokerReads:
 StillAllowed = Callable[[int], bool]
 
 
-class LiveView:
+class LiveView(Generic[Token]):
     """Ticks the differ while browsers are attached and fans its deltas and the timeline out to them."""
 
     def __init__(
         self,
-        state_fn: Callable[[], Json],
+        state_fn: Callable[[], ViewState],
         now_ms: Callable[[], int],
         broker_admin: dict[int, str] | None = None,
         metrics_dir: Path | None = None,
         broker_ssl: ssl.SSLContext | None = None,
-        partitions: Callable[[], Partitions] | None = None,
-        row: Callable[[str, int, Any], Json] = _row_is_token,
+        *,
+        partitions: Callable[[], Partitions[Token]],
+        row: RowOf[Token],
     ) -> None:
-        self.state_fn = (
-            state_fn  # the controller's /v1/state, without its partitions when ``partitions`` is given
-        )
+        self.state_fn = state_fn  # the controller's /v1/state without its partitions
         self.partitions = (
             partitions  # each partition's token (Controller.view_partitions), made a row by ``row``
         )
@@ -252,7 +318,7 @@ class LiveView:
         self.reads = BrokerReads()
         self.faults = ChaosFaults(metrics_dir) if metrics_dir is not None else None
         self.differ = ViewDiffer(row)
-        self.timeline: collections.deque[Json] = collections.deque(maxlen=TIMELINE_EVENTS)
+        self.timeline: collections.deque[TimelineEvent] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.browsers: set[asyncio.Queue[str | None]] = set()
         self.checks: dict[asyncio.Queue[str | None], StillAllowed] = {}  # the password-opened streams
         self.aborts: dict[asyncio.Queue[str | None], Callable[[], None]] = {}  # each browser's connection
@@ -262,9 +328,9 @@ class LiveView:
         self._snapshot: str | None = None  # encoded once for every browser attaching until something changes
 
     # ---- fed by the controller ---------------------------------------------------------------------------
-    def on_event(self, name: str, fields: Json) -> None:
+    def on_event(self, name: str, fields: EventFields) -> None:
         """A domain event of the controller (the names the metrics schema documents) for the timeline."""
-        event = {"ts_ms": self.now_ms(), "event": name} | fields
+        event: TimelineEvent = {"ts_ms": self.now_ms(), "event": name, **fields}
         self.timeline.append(event)
         self._publish("timeline", [event])
 
@@ -280,7 +346,8 @@ class LiveView:
             self._update()
             self._snapshot = None
         if self._snapshot is None:
-            self._snapshot = _message("snapshot", self.differ.snapshot() | {"timeline": list(self.timeline)})
+            snapshot: ViewSnapshot = {**self.differ.snapshot(), "timeline": list(self.timeline)}
+            self._snapshot = _message("snapshot", snapshot)
         queue.put_nowait(self._snapshot)
         self.browsers.add(queue)
         if still_allowed is not None:
@@ -296,7 +363,7 @@ class LiveView:
         self.checks.pop(queue, None)
         self.aborts.pop(queue, None)
 
-    def _publish(self, kind: str, payload: Json | list[Json]) -> None:
+    def _publish(self, kind: str, payload: Message) -> None:
         self._snapshot = None
         if not self.browsers:
             return
@@ -328,12 +395,12 @@ class LiveView:
             queue.get_nowait()
         queue.put_nowait(None)
 
-    def _update(self) -> Json | None:
+    def _update(self) -> ViewDelta | None:
         """One pass of the differ over the controller's state now."""
-        state = self.state_fn()
-        partitions = self.partitions or (lambda: state_partitions(state))
         reads = self.reads
-        return self.differ.update(state, self.now_ms(), partitions, reads.positions, reads.stale())
+        return self.differ.update(
+            self.state_fn(), self.now_ms(), self.partitions, reads.positions, reads.stale()
+        )
 
     async def _tick(self) -> None:
         ticks = 0
@@ -356,11 +423,12 @@ class LiveView:
         scheme = "http" if self.broker_ssl is None else "https"
         tls: ssl.SSLContext | bool = self.broker_ssl or True
 
-        async def read(address: str) -> Json | None:
+        async def read(address: str) -> BrokerPositions | None:
             try:
                 async with http.get(f"{scheme}://{address}/v1/positions", ssl=tls) as answer:
                     answer.raise_for_status()
-                    return dict(await answer.json())
+                    positions: BrokerPositions = await answer.json()
+                    return positions if isinstance(positions, dict) else None
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 return None
 
@@ -406,8 +474,8 @@ class ChaosFaults:
         self.metrics_dir = metrics_dir
         self.read_to: dict[Path, int] = {}
 
-    def read_new(self) -> list[Json]:
-        faults: list[Json] = []
+    def read_new(self) -> list[EventFields]:
+        faults: list[EventFields] = []
         for path in sorted(self.metrics_dir.glob(f"dt=*/node={CHAOS_NODE}/events-*.jsonl")):
             start = self.read_to.get(path, 0)
             try:
@@ -420,16 +488,29 @@ class ChaosFaults:
             self.read_to[path] = start + len(complete)
             for line in complete.splitlines():
                 try:
-                    event = json.loads(line)
+                    event: Event = json.loads(line)
                 except ValueError:
                     log.warning("unreadable chaos event", file=str(path))
                     continue
                 if event.get("event") == "fault_injected":
-                    faults.append({k: v for k, v in event.items() if k in ("fault", "detail")})
+                    faults.append(_fault_fields(event))
         return faults
 
 
-def _message(kind: str, payload: Json | list[Json]) -> str:
+def _fault_fields(event: Event) -> EventFields:
+    """What the timeline shows of a fault: its name and what it did, the fields it has of the two."""
+    fields: EventFields = {}
+    if "fault" in event:
+        fields["fault"] = event["fault"]
+    if "detail" in event:
+        fields["detail"] = event["detail"]
+    return fields
+
+
+Message = ViewDelta | ViewSnapshot | list[TimelineEvent]  # what a browser is sent
+
+
+def _message(kind: str, payload: Message) -> str:
     return f"event: {kind}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
 
 

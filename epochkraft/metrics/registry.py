@@ -6,15 +6,12 @@ stale; counters and latency histograms are updated as things happen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from epochkraft.controller.controller import Controller
 
 PREFIX = "kafka_"
 
@@ -59,14 +56,26 @@ class FunctionCollector(Collector):
         yield from families.values()
 
 
-def controller_registry(controller: Controller) -> CollectorRegistry:
+class StateSource(Protocol):
+    """What the controller's gauges are read from: its /v1/state (the controller sits above this layer)."""
+
+    def state(self) -> Mapping[str, object]: ...
+
+
+def controller_registry(controller: StateSource) -> CollectorRegistry:
     registry = CollectorRegistry()
 
     def gauges() -> dict[str, float]:
         state = controller.state()
-        return {name: float(state.get(name, 0)) for name in CONTROLLER_GAUGES} | {
-            "MetadataLogEndOffset": float(state["metadata_offset"])
+        return {name: _number(state.get(name, 0)) for name in CONTROLLER_GAUGES} | {
+            "MetadataLogEndOffset": _number(state["metadata_offset"])
         }
 
     registry.register(FunctionCollector(gauges))
     return registry
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, int | float):
+        raise TypeError(f"a gauge of {type(value).__name__}")
+    return float(value)

@@ -15,9 +15,15 @@ import datetime
 import types
 import typing
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from epochkraft.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kio.static.protocol import Entity, ResponsePayload
+
+_Entry = TypeVar("_Entry", bound="Entity")  # a kio class: a response or one of its entries
+_Response = TypeVar("_Response", bound="ResponsePayload")
 
 UNKNOWN_SERVER_ERROR_MESSAGE = "The server experienced an unexpected error when processing the request."
 
@@ -62,7 +68,7 @@ class _Field:
     entity: type | None  # the nested kio class, for an entity or an array of entities
     is_array: bool
     nullable: bool
-    default: Any  # dataclasses.MISSING when the schema gives none
+    default: object  # dataclasses.MISSING when the schema gives none
 
 
 @cache
@@ -81,7 +87,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
         is_array = origin is tuple
         inner = typing.get_args(hint)[0] if is_array else hint
         entity = inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
-        default: Any = f.default
+        default: object = f.default
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         out.append(_Field(f.name, f.metadata.get("kafka_type"), entity, is_array, nullable, default))
@@ -101,7 +107,9 @@ def _identities(cls: type) -> dict[str, _Field]:
     return {_IDENTITY[f.name]: f for f in _fields(cls) if f.name in _IDENTITY and not f.is_array}
 
 
-def _request_source(request_item: Any, target: _Field, used: set[str]) -> tuple[str, Any] | None:
+def _request_source(
+    request_item: object, target: _Field, used: set[str]
+) -> tuple[str, tuple[object, ...] | None] | None:
     """The request array naming the same things as the response array ``target``: (field, value)."""
     assert target.entity is not None
     wanted = _identities(target.entity)
@@ -127,7 +135,7 @@ def _kind(f: _Field) -> str | None:
     return "int" if f.kafka_type and f.kafka_type.startswith("int") else f.kafka_type
 
 
-def _default(f: _Field, error: ErrorCode, message: str | None) -> Any:
+def _default(f: _Field, error: ErrorCode, message: str | None) -> object:
     if f.kafka_type == "error_code":
         return error
     if f.name == "error_message" or f.name.endswith("_error_message"):
@@ -158,11 +166,13 @@ def _default(f: _Field, error: ErrorCode, message: str | None) -> Any:
     return None  # uuid: kio writes None as the zero uuid
 
 
-def _build(cls: type, source: Any, error: ErrorCode, message: str | None, *, entry: bool = True) -> Any:
+def _build(
+    cls: type[_Entry], source: object, error: ErrorCode, message: str | None, *, entry: bool = True
+) -> _Entry:
     """An instance of ``cls`` answering for ``source`` (a request entry, a bare name or index, or None);
     ``entry`` is False for the response itself, which copies no identity from the request."""
     fields = _fields(cls)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     used: set[str] = set()
     if source is not None and not dataclasses.is_dataclass(source):  # a bare name or partition index
         kind = "int" if isinstance(source, int) else "string"
@@ -192,7 +202,7 @@ def _build(cls: type, source: Any, error: ErrorCode, message: str | None, *, ent
     return cls(**values)
 
 
-def _copy(cls: type, item: Any) -> Any:
+def _copy(cls: type, item: object) -> object:
     return cls(**{f.name: getattr(item, f.name) for f in _fields(cls)})
 
 
@@ -200,11 +210,22 @@ PRODUCE_KEY = 0
 
 
 def error_response(
-    request: Any, response_cls: type, error: ErrorCode = ErrorCode.unknown_server_error
-) -> Any:
+    request: object, response_cls: type[_Response], error: ErrorCode = ErrorCode.unknown_server_error
+) -> _Response | None:
     """``request``'s error response at ``response_cls`` (the response class of the request's version);
     None for a Produce with acks=0, which Kafka answers by closing the connection."""
-    if request.__api_key__ == PRODUCE_KEY and request.acks == 0:
+    if getattr(request, "__api_key__", None) == PRODUCE_KEY and getattr(request, "acks", None) == 0:
         return None
     message = UNKNOWN_SERVER_ERROR_MESSAGE if error == ErrorCode.unknown_server_error else None
     return _build(response_cls, request, error, message, entry=False)
+
+
+def error_answer(
+    request: object, response_cls: type[_Response], error: ErrorCode = ErrorCode.unknown_server_error
+) -> _Response:
+    """``request``'s error response, for a request every error of which is answered (any but a Produce with
+    acks=0: a forwarded request, a Raft RPC)."""
+    response = error_response(request, response_cls, error)
+    if response is None:
+        raise ValueError("a Produce with acks=0 has no error response")
+    return response

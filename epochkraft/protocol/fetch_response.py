@@ -14,10 +14,12 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from epochkraft.protocol.errors import ErrorCode, ProtocolError
 from epochkraft.protocol.framing import read_uvarint, skip_tagged_fields, write_uvarint
+
+TopicKey: TypeAlias = uuid.UUID | str | None  # the topic id (v13+; None for the zero id) or the name (older)
 
 
 class Answer(NamedTuple):
@@ -77,9 +79,24 @@ def _node_endpoints(nodes: Sequence[tuple[int, str, int, str | None]]) -> bytes:
     return bytes(data)
 
 
+def _topic_id(topic: TopicKey) -> bytes:
+    """A topic as v13+ names it; the zero id (decoded as None) is echoed back, with UNKNOWN_TOPIC_ID."""
+    if isinstance(topic, uuid.UUID):
+        return topic.bytes
+    if topic is None:
+        return bytes(16)
+    raise TypeError(f"topic {topic!r} by name in a version that names topics by id")
+
+
+def _topic_name(topic: TopicKey) -> str:
+    if isinstance(topic, uuid.UUID):
+        raise TypeError(f"topic {topic} by id in a version that names topics by name")
+    return topic or ""
+
+
 def encode_response(
     version: int,
-    topics: list[tuple[Any, list[Answer]]],
+    topics: Sequence[tuple[TopicKey, list[Answer]]],
     read_committed: bool = False,
     node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
     error_code: int = ErrorCode.none,
@@ -107,10 +124,10 @@ def encode_response(
     out += _TOP.pack(0, error_code, session_id) if version >= 7 else _I32.pack(0)
     length(len(topics))
     for topic, answers in topics:
-        if version >= 13:  # the zero id (decoded as None) is echoed back, with UNKNOWN_TOPIC_ID
-            out += topic.bytes if topic is not None else bytes(16)
+        if version >= 13:
+            out += _topic_id(topic)
         else:
-            name = (topic or "").encode()
+            name = _topic_name(topic).encode()
             if flexible:
                 length(len(name))
             else:

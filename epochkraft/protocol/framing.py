@@ -12,12 +12,12 @@ import mmap
 import struct
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from epochkraft.protocol import kio_extra
 from epochkraft.protocol.errors import FrameTooLarge, ProtocolError
@@ -184,7 +184,7 @@ def request_class(api_key: int, api_version: int) -> type:
 
 
 @cache
-def response_class(api_key: int, api_version: int) -> type:
+def response_class(api_key: int, api_version: int) -> type[ResponsePayload]:
     if (api_key, api_version) in kio_extra.RESPONSES:
         return kio_extra.RESPONSES[api_key, api_version]
     try:
@@ -273,19 +273,22 @@ def decode_request_body(header: RequestHeader, data: bytes | memoryview) -> Requ
     return decode_entity(cls, data, header.header_size, allow_trailing=True, request=True)
 
 
+E = TypeVar("E", bound=Entity)  # a kio class
+
+
 def decode_entity(
-    cls: type,
+    cls: type[E],
     data: bytes | memoryview,
     offset: int = 0,
     *,
     allow_trailing: bool = False,
     request: bool = False,
-) -> Any:
+) -> E:
     """Decodes a kio entity, requests and responses alike; ProtocolError when malformed, or for a
     ``request`` holding a string over Kafka's 32,767 bytes (responses are not held to it)."""
     # Before kio: its native reader aborts the process on absurd counts.
     check_lengths(cls, data, offset, request=request)
-    obj: object
+    obj: E
     try:
         obj, size = entity_reader(cls)(memoryview(data), offset)
     except ProtocolError:
@@ -299,7 +302,7 @@ def decode_entity(
     return obj
 
 
-def encode_entity(obj: Any) -> bytes:
+def encode_entity(obj: Entity) -> bytes:
     import io
 
     buf = io.BytesIO()
@@ -334,7 +337,7 @@ def encode_response_pieces(
     return [header + body[0], *body[1:]]
 
 
-def encode_response_entity(correlation_id: int, api_key: int, api_version: int, entity: Any) -> bytes:
+def encode_response_entity(correlation_id: int, api_key: int, api_version: int, entity: Entity) -> bytes:
     """Like ``encode_response`` for a kio entity."""
     return encode_response(correlation_id, api_key, api_version, encode_entity(entity))
 

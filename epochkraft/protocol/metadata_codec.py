@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from epochkraft.protocol import metadata_records as records_module
 from epochkraft.protocol.errors import ProtocolError
@@ -24,6 +24,14 @@ from epochkraft.protocol.metadata_records import RECORD_TYPES, MetadataRecord
 from epochkraft.protocol.metadata_schema import FieldSpec, RecordSchema, StructSpec, all_schemas
 from epochkraft.protocol.records import Record, RecordBatch, decode_batch, encode_batch, iter_batches
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# A field's value in a record: a scalar of the field's schema type, a nested struct (a generated dataclass) or a
+# tuple of either; which one is known only from the schema at run time.
+FieldValue: TypeAlias = (
+    "int | float | bool | str | bytes | uuid.UUID | DataclassInstance | tuple[FieldValue, ...] | None"
+)
 FRAME_VERSION = 1
 _FIXED = {
     "int8": struct.Struct(">b"),
@@ -48,7 +56,16 @@ def _schema_by_key(api_key: int) -> RecordSchema:
     raise MetadataRecordError(f"unknown metadata record type {api_key}")
 
 
-def _default(field: FieldSpec) -> Any:
+_TYPE_DEFAULTS: dict[str, FieldValue] = {
+    "bool": False,
+    "string": "",
+    "uuid": records_module.ZERO_UUID,
+    "bytes": b"",
+    "float64": 0.0,
+}
+
+
+def _default(field: FieldSpec) -> FieldValue:
     if field.default == "null":
         return None
     if field.is_array:
@@ -59,9 +76,7 @@ def _default(field: FieldSpec) -> Any:
         if field.type == "string":
             return field.default
         return int(field.default, 0)
-    return {"bool": False, "string": "", "uuid": records_module.ZERO_UUID, "bytes": b"", "float64": 0.0}.get(
-        field.type, 0
-    )
+    return _TYPE_DEFAULTS.get(field.type, 0)
 
 
 def _struct_class(struct_spec: StructSpec) -> type:
@@ -69,9 +84,13 @@ def _struct_class(struct_spec: StructSpec) -> type:
 
 
 # ---- encoding -------------------------------------------------------------------------------------
+def _wrong_type(kind: str, value: object) -> TypeError:
+    return TypeError(f"a {type(value).__name__} in a {kind} field")
+
+
 # Writers are compiled once per (struct, version) into closures: the controller encodes a record for every
 # partition change, and walking the schema per record was most of its AlterPartition time.
-Writer = Callable[[bytearray, Any], None]
+Writer: TypeAlias = Callable[[bytearray, FieldValue], None]
 _STRUCT_WRITERS: dict[tuple[int, int], Writer] = {}  # by (id of an immortal StructSpec, version)
 
 
@@ -80,7 +99,7 @@ def _scalar_writer(kind: str, struct_spec: StructSpec | None, version: int, null
     if fixed is not None:
         pack = fixed.pack
 
-        def write_fixed(out: bytearray, value: Any) -> None:
+        def write_fixed(out: bytearray, value: FieldValue) -> None:
             out += pack(value)
 
         return write_fixed
@@ -88,12 +107,14 @@ def _scalar_writer(kind: str, struct_spec: StructSpec | None, version: int, null
         return lambda out, value: out.append(1 if value else 0)
     if kind == "string":
 
-        def write_string(out: bytearray, value: Any) -> None:
+        def write_string(out: bytearray, value: FieldValue) -> None:
             if value is None:
                 if not nullable:
                     raise ValueError("null in a non-nullable string field")
                 out.append(0)
                 return
+            if not isinstance(value, str):
+                raise _wrong_type("string", value)
             data = value.encode()
             _write_uvarint(out, len(data) + 1)
             out += data
@@ -101,17 +122,21 @@ def _scalar_writer(kind: str, struct_spec: StructSpec | None, version: int, null
         return write_string
     if kind == "bytes":
 
-        def write_bytes(out: bytearray, value: Any) -> None:
+        def write_bytes(out: bytearray, value: FieldValue) -> None:
             if value is None:
                 out.append(0)
                 return
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise _wrong_type("bytes", value)
             _write_uvarint(out, len(value) + 1)
             out += value
 
         return write_bytes
     if kind == "uuid":
 
-        def write_uuid(out: bytearray, value: Any) -> None:
+        def write_uuid(out: bytearray, value: FieldValue) -> None:
+            if not isinstance(value, uuid.UUID):
+                raise _wrong_type("uuid", value)
             out += value.bytes
 
         return write_uuid
@@ -127,20 +152,24 @@ def _field_writer(field: FieldSpec, version: int) -> Writer:
     if fixed is not None:
         code = fixed.format[1:]
 
-        def write_fixed_array(out: bytearray, value: Any) -> None:
+        def write_fixed_array(out: bytearray, value: FieldValue) -> None:
             if value is None:
                 out.append(0)
                 return
+            if not isinstance(value, (tuple, list)):
+                raise _wrong_type("array", value)
             _write_uvarint(out, len(value) + 1)
             out += struct.pack(f">{len(value)}{code}", *value)
 
         return write_fixed_array
     write_item = _scalar_writer(field.element_type, field.struct, version, False)
 
-    def write_array(out: bytearray, value: Any) -> None:
+    def write_array(out: bytearray, value: FieldValue) -> None:
         if value is None:
             out.append(0)
             return
+        if not isinstance(value, (tuple, list)):
+            raise _wrong_type("array", value)
         _write_uvarint(out, len(value) + 1)
         for item in value:
             write_item(out, item)
@@ -154,7 +183,7 @@ def _struct_writer(spec: StructSpec, version: int) -> Writer:
     if writer is not None:
         return writer
     regular: list[tuple[str, Writer]] = []
-    tagged: list[tuple[int, str, Any, Writer]] = []
+    tagged: list[tuple[int, str, FieldValue, Writer]] = []
     for field in spec.fields:
         if version not in field.versions:
             continue
@@ -164,7 +193,7 @@ def _struct_writer(spec: StructSpec, version: int) -> Writer:
             regular.append((field.name, _field_writer(field, version)))
     tagged.sort(key=lambda entry: entry[0])
 
-    def write_struct(out: bytearray, obj: Any) -> None:
+    def write_struct(out: bytearray, obj: FieldValue) -> None:
         for name, write in regular:
             write(out, getattr(obj, name))
         present = []
@@ -207,7 +236,7 @@ def encode_metadata_record(record: MetadataRecord, version: int | None = None) -
 # ---- decoding -------------------------------------------------------------------------------------
 def _read_scalar(
     data: memoryview, pos: int, kind: str, struct_spec: StructSpec | None, version: int
-) -> tuple[Any, int]:
+) -> tuple[FieldValue, int]:
     fixed = _FIXED.get(kind)
     if fixed is not None:
         if pos + fixed.size > len(data):
@@ -240,7 +269,7 @@ def _read_scalar(
 
 # Readers are compiled once per (struct, version) too: replaying a log or loading a snapshot decodes a
 # record per partition change, and walking the schema per record was most of that time.
-Reader = Callable[[memoryview, int], tuple[Any, int]]
+Reader: TypeAlias = Callable[[memoryview, int], tuple[FieldValue, int]]
 _STRUCT_READERS: dict[tuple[int, int], Reader] = {}  # by (id of an immortal StructSpec, version)
 
 
@@ -249,7 +278,7 @@ def _scalar_reader(kind: str, struct_spec: StructSpec | None, version: int) -> R
     if fixed is not None:
         size, unpack = fixed.size, fixed.unpack_from
 
-        def read_fixed(data: memoryview, pos: int) -> tuple[Any, int]:
+        def read_fixed(data: memoryview, pos: int) -> tuple[FieldValue, int]:
             if pos + size > len(data):
                 raise MetadataRecordError(f"truncated {kind}")
             return unpack(data, pos)[0], pos + size
@@ -268,7 +297,7 @@ def _field_reader(field: FieldSpec, version: int) -> Reader:
     fixed = _FIXED.get(field.element_type)
     read_item = _scalar_reader(field.element_type, field.struct, version)
 
-    def read_array(data: memoryview, pos: int) -> tuple[Any, int]:
+    def read_array(data: memoryview, pos: int) -> tuple[FieldValue, int]:
         count, pos = _read_uvarint(data, pos)
         if count == 0:
             return None, pos
@@ -305,8 +334,8 @@ def _struct_reader(spec: StructSpec, version: int) -> Reader:
             regular.append((field.name, _field_reader(field, version)))
     cls = _struct_class(spec)
 
-    def read_struct(data: memoryview, pos: int) -> tuple[Any, int]:
-        values: dict[str, Any] = {}
+    def read_struct(data: memoryview, pos: int) -> tuple[FieldValue, int]:
+        values: dict[str, FieldValue] = {}
         for name, read in regular:
             values[name], pos = read(data, pos)
         count, pos = _read_uvarint(data, pos)
@@ -347,6 +376,8 @@ def decode_metadata_record_with_version(data: bytes | memoryview) -> tuple[Metad
     record, pos = _struct_reader(schema.struct, version)(view, pos)
     if pos != len(view):
         raise MetadataRecordError(f"{len(view) - pos} trailing bytes after {schema.name}")
+    if not isinstance(record, MetadataRecord):  # a record schema's struct builds its generated record class
+        raise MetadataRecordError(f"{schema.name} decoded as a {type(record).__name__}")
     return record, version
 
 
@@ -396,5 +427,5 @@ def metadata_batches(buf: bytes | memoryview) -> Iterator[list[tuple[int, Metada
         yield records
 
 
-def record_fields(record: MetadataRecord) -> dict[str, Any]:
+def record_fields(record: MetadataRecord) -> dict[str, FieldValue]:
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}

@@ -23,11 +23,13 @@ import struct
 import uuid
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from epochkraft.protocol.guard import MAX_STRING_BYTES
 
 if TYPE_CHECKING:
+    from kio.static.protocol import Entity
+
     from epochkraft.protocol import request_types as rt
 
 PRODUCE_KEY = 0
@@ -45,10 +47,10 @@ class _Unsure(Exception):
     """What this reader leaves to kio."""
 
 
-Make = Callable[..., Any]
+_Entity = TypeVar("_Entity", bound="Entity")  # a kio class: the request, a topic's or a partition's data
 
 
-def _maker(cls: type) -> Make:
+def _maker(cls: type[_Entity]) -> Callable[..., _Entity]:
     """Builds a kio entity from its fields' values in their order, setting its slots directly as kio's
     own reader does: the frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) took half
     of this reader's time. The two-field entities (a topic, a partition), one per partition, get a maker
@@ -58,16 +60,16 @@ def _maker(cls: type) -> Make:
     if len(setters) == 2:
         set_first, set_second = setters
 
-        def make_pair(first: Any, second: Any) -> Any:
-            entity: Any = new(cls)
+        def make_pair(first: object, second: object) -> _Entity:
+            entity = new(cls)
             set_first(entity, first)
             set_second(entity, second)
             return entity
 
         return make_pair
 
-    def make(*values: Any) -> Any:
-        entity: Any = new(cls)
+    def make(*values: object) -> _Entity:
+        entity = new(cls)
         for setter, value in zip(setters, values, strict=True):
             setter(entity, value)
         return entity
@@ -76,13 +78,15 @@ def _maker(cls: type) -> Make:
 
 
 @cache
-def _makers(version: int) -> tuple[Make, Make, Make]:
+def _makers(version: int) -> tuple[Callable[..., rt.Produce], Callable[..., Entity], Callable[..., Entity]]:
     """Makers of kio's ProduceRequest, TopicProduceData and PartitionProduceData of ``version``."""
     from epochkraft.protocol.framing import request_class
 
-    request = request_class(PRODUCE_KEY, version)
+    request: type[rt.Produce] = request_class(PRODUCE_KEY, version)
     schema = importlib.import_module(request.__module__)
-    return _maker(request), _maker(schema.TopicProduceData), _maker(schema.PartitionProduceData)
+    topic: type[Entity] = schema.TopicProduceData
+    partition: type[Entity] = schema.PartitionProduceData
+    return _maker(request), _maker(topic), _maker(partition)
 
 
 class _Body:
@@ -183,7 +187,7 @@ def decode_produce_request(data: bytes | memoryview, version: int, body_start: i
         return None
 
 
-def _read(body: _Body, version: int) -> Any:
+def _read(body: _Body, version: int) -> rt.Produce:
     """Fields in ProduceRequest.json's order; kio's classes have them in that order too."""
     make_request, make_topic, make_partition = _makers(version)
     transactional_id = body.string(nullable=True)

@@ -11,46 +11,49 @@ import dataclasses
 import types
 import typing
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kio.static.protocol import Payload, RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from epochkraft.protocol.framing import request_class, response_class
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 
 @cache
-def _field_plan(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+def _field_plan(cls: type) -> tuple[tuple[str, type[DataclassInstance] | None, bool], ...]:
     """(name, nested entity class or None, is_tuple) for each field of a kio class."""
     hints = typing.get_type_hints(cls)
     plan = []
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
-        nested: Any = None
+        nested: type[DataclassInstance] | None = None
         is_tuple = False
         origin = typing.get_origin(hint)
         if origin is tuple:
             is_tuple = True
             inner = typing.get_args(hint)[0]
-            if dataclasses.is_dataclass(inner):
+            if isinstance(inner, type) and dataclasses.is_dataclass(inner):
                 nested = inner
         elif origin in (typing.Union, types.UnionType):
             for arg in typing.get_args(hint):
-                if dataclasses.is_dataclass(arg):
+                if isinstance(arg, type) and dataclasses.is_dataclass(arg):
                     nested = arg
-        elif dataclasses.is_dataclass(hint):
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             nested = hint
         plan.append((f.name, nested, is_tuple))
     return tuple(plan)
 
 
-T = TypeVar("T", bound=Payload)
+T = TypeVar("T", bound="DataclassInstance")  # a kio class: a message, or an entity nested in one
 
 
-def convert(obj: Payload, target: type[T]) -> T:
+def convert(obj: DataclassInstance, target: type[T]) -> T:
     """Copies ``obj`` into kio class ``target`` (another version of the same message)."""
     if type(obj) is target and isinstance(obj, target):  # isinstance: for the type checker
         return obj
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     for name, nested, is_tuple in _field_plan(target):
         if not hasattr(obj, name):
             continue
@@ -72,7 +75,7 @@ def convert(obj: Payload, target: type[T]) -> T:
         return target(**kwargs)
 
 
-def _zero(cls: type, name: str) -> Any:
+def _zero(cls: type, name: str) -> object:
     hint = typing.get_type_hints(cls)[name]
     origin = typing.get_origin(hint)
     if origin is tuple:

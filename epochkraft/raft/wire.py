@@ -14,11 +14,12 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.begin_quorum_epoch.v0 import request as bqe_req_v0
 from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
+from kio.schema.end_quorum_epoch.v0 import request as eqe_req_v0
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.fetch.v15 import request as fetch_req_v15
@@ -52,6 +53,9 @@ from epochkraft.raft.messages import (
     VoteResponse,
 )
 from epochkraft.raft.voter_set import Endpoint, Endpoints
+
+if TYPE_CHECKING:
+    from epochkraft.protocol import request_types as rt
 
 METADATA_TOPIC = TopicName("__cluster_metadata")
 NO_LEADER = -1
@@ -255,15 +259,15 @@ def encode_end_quorum_epoch_request(
     )
 
 
-def decode_end_quorum_epoch_request(request: Any) -> EndQuorumEpochRequest:
+def decode_end_quorum_epoch_request(request: rt.EndQuorumEpoch) -> EndQuorumEpochRequest:
     """v0 names the preferred successors by id, v1 by id and directory id (the core goes by id)."""
     p = _single_partition(request.topics)
-    candidates = getattr(p, "preferred_candidates", None)
-    if candidates is not None:
-        successors = tuple(int(c.candidate_id) for c in candidates)
+    if isinstance(p, eqe_req.PartitionData):
+        successors = tuple(int(c.candidate_id) for c in p.preferred_candidates)
     else:
-        successors = tuple(int(s) for s in p.preferred_successors)  # type: ignore[attr-defined]
-    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)  # type: ignore[attr-defined]
+        assert isinstance(p, eqe_req_v0.PartitionData)
+        successors = tuple(int(s) for s in p.preferred_successors)
+    return EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)
 
 
 def encode_end_quorum_epoch_response(response: EndQuorumEpochResponse) -> eqe_resp.EndQuorumEpochResponse:
@@ -422,7 +426,7 @@ def decode_fetch_response(response: fetch_resp.FetchResponse) -> FetchResponse:
 
 
 # ---- AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82) --------------------------------------------
-def decode_add_raft_voter_request(request: Any) -> AddRaftVoterRequest:
+def decode_add_raft_voter_request(request: rt.AddRaftVoter) -> AddRaftVoterRequest:
     if request.voter_directory_id is None:
         raise InvalidRaftRequest("AddRaftVoter without a directory id")
     return AddRaftVoterRequest(
@@ -433,13 +437,13 @@ def decode_add_raft_voter_request(request: Any) -> AddRaftVoterRequest:
     )
 
 
-def decode_remove_raft_voter_request(request: Any) -> RemoveRaftVoterRequest:
+def decode_remove_raft_voter_request(request: rt.RemoveRaftVoter) -> RemoveRaftVoterRequest:
     if request.voter_directory_id is None:
         raise InvalidRaftRequest("RemoveRaftVoter without a directory id")
     return RemoveRaftVoterRequest(request.voter_id, request.voter_directory_id)
 
 
-def decode_update_raft_voter_request(request: Any) -> UpdateRaftVoterRequest:
+def decode_update_raft_voter_request(request: rt.UpdateRaftVoter) -> UpdateRaftVoterRequest:
     if request.voter_directory_id is None:
         raise InvalidRaftRequest("UpdateRaftVoter without a directory id")
     feature = request.k_raft_version_feature

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 USER_TYPE = "User"
+# ssl.SSLSocket.getpeercert(): "subject" a tuple of RDNs, each a tuple of (attribute, value) pairs
+PeerCertificate: TypeAlias = Mapping[str, object]
 # X.509 attribute names -> the short names RFC 2253 (and Java) print
 _RDN_SHORT_NAMES = {
     "commonName": "CN",
@@ -58,11 +60,14 @@ def distinguished_name(subject: Iterable[Iterable[tuple[str, str]]]) -> str:
     return ",".join(rdns)
 
 
-def principal_from_peer_certificate(peercert: Mapping[str, Any] | None) -> KafkaPrincipal:
+def principal_from_peer_certificate(peercert: PeerCertificate | None) -> KafkaPrincipal:
     """The principal of a TLS connection: the client certificate's DN, or ANONYMOUS without one."""
-    if not peercert or not peercert.get("subject"):
+    subject = peercert.get("subject") if peercert else None
+    if not subject:
         return ANONYMOUS
-    return KafkaPrincipal(USER_TYPE, distinguished_name(peercert["subject"]))
+    if not isinstance(subject, tuple):
+        raise TypeError(f"a certificate subject of {type(subject).__name__}, not ssl's tuple of RDNs")
+    return KafkaPrincipal(USER_TYPE, distinguished_name(subject))
 
 
 def parse_super_users(value: str) -> frozenset[KafkaPrincipal]:

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import uvloop
 from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsRequest
@@ -96,6 +96,7 @@ from epochkraft.metadata import group_config
 from epochkraft.metadata.config_schema import ResourceType
 from epochkraft.metadata.image import TRANSACTION_VERSION
 from epochkraft.metrics.admin_flags import add_admin_arguments
+from epochkraft.metrics.documents import BrokerPositions, BrokerState
 from epochkraft.net.controller_channel import ControllerChannel, parse_controllers
 from epochkraft.net.errors import NetworkError
 from epochkraft.net.listeners import ListenerEndpoint, Listeners, resolve_listeners
@@ -730,7 +731,7 @@ class BrokerNode:
         if self.metrics is not None:
             self.metrics.observe_fetch(is_follower, seconds)
 
-    def state_json(self) -> dict[str, Any]:
+    def state_json(self) -> BrokerState:
         return {
             "node_id": self.node_id,
             "state": self.state.value,
@@ -749,7 +750,7 @@ class BrokerNode:
             "partitions": self.replica_manager.partition_metrics(),
         }
 
-    def positions_json(self) -> dict[str, Any]:
+    def positions_json(self) -> BrokerPositions:
         """/v1/positions: the replicas' log end offsets and high watermarks (the controller's live view)."""
         return {"node_id": self.node_id, "positions": self.replica_manager.replica_positions()}
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram
 
+from epochkraft.metrics.documents import PartitionMetrics
 from epochkraft.metrics.registry import FunctionCollector
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class BrokerMetrics:
         self._started = time.monotonic()
 
     # ---- values ---------------------------------------------------------------------------------------
-    def _leaders(self) -> list[dict[str, Any]]:
+    def _leaders(self) -> list[PartitionMetrics]:
         return [p for p in self.node.replica_manager.partition_metrics() if p["role"] == "leader"]
 
     def gauges(self) -> dict[str, float]:
@@ -124,7 +125,7 @@ class BrokerMetrics:
         events = self.node.events
         if events is None:
             return
-        events.emit("metrics_snapshot", **self.gauges(), **self.counters())
+        events.emit_metrics("metrics_snapshot", self.gauges() | self.counters())
         now = int(time.time() * 1000)
         for p in self.node.replica_manager.partition_metrics():
             key = (p["topic"], p["partition"])

@@ -40,7 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, BinaryIO
 
 import uvloop
 from structlog.typing import FilteringBoundLogger
@@ -77,6 +77,8 @@ from epochkraft.metadata.snapshot_file import (
     remove_partial_snapshots,
 )
 from epochkraft.metrics.admin_flags import add_admin_arguments
+from epochkraft.metrics.documents import ControllerLogState, ControllerOwnState, ControllerState, ViewState
+from epochkraft.metrics.event_schema import EventFields
 from epochkraft.net.listeners import parse_protocol_map
 from epochkraft.protocol.api import CONTROLLER
 from epochkraft.protocol.metadata_records import UserScramCredentialRecord
@@ -102,14 +104,6 @@ EXIT_CONFIG_ERROR = 2
 SNAPSHOT_INTERVAL_S = 2.0
 # listener slots kept for brokers' registration, heartbeat and metadata clients during a connection flood
 CONTROLLER_RESERVED_CONNECTIONS = 64
-SNAPSHOT_FIELDS = (
-    "OfflinePartitionsCount",
-    "FencedBrokerCount",
-    "ActiveBrokerCount",
-    "UnderReplicatedPartitions",
-    "UnderMinIsrPartitionCount",
-    "GlobalPartitionCount",
-)
 SEGMENT_NAME = "00000000000000000000.log"
 
 
@@ -123,7 +117,7 @@ class MetadataLogFile:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path, self.base_offset = find_segment(self.dir)
         self.fsync = fsync
-        self._file: Any = None
+        self._file: BinaryIO | None = None  # None before open and after a failed trim
 
     def trim(self, offset: int, kept: list[bytes]) -> None:
         """The file from ``offset`` on (the batches the log kept), the records before it gone. Should the
@@ -159,17 +153,16 @@ class MetadataLogFile:
             self.syncer()()
 
     def append(self, _base_offset: int, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
+        file = self._open_file()
+        file.write(data)
+        file.flush()
 
     def syncer(self) -> Callable[[], None]:
         """An fsync of everything written so far, to run on a worker thread: on a duplicate of the file's
         descriptor, so a ``trim`` replacing the file meanwhile (which fsyncs the new one) cannot close it."""
         if not self.fsync:
             return lambda: None
-        if self._file is None:  # closed by a trim whose rewrite failed: nothing can be made durable
-            raise OSError(errno.EBADF, f"the metadata log {self.path} is not open")
-        fd = os.dup(self._file.fileno())
+        fd = os.dup(self._open_file().fileno())
 
         def sync() -> None:
             try:
@@ -178,6 +171,13 @@ class MetadataLogFile:
                 os.close(fd)
 
         return sync
+
+    def _open_file(self) -> BinaryIO:
+        if (
+            self._file is None
+        ):  # closed by a trim whose rewrite failed: nothing can be written or made durable
+            raise OSError(errno.EBADF, f"the metadata log {self.path} is not open")
+        return self._file
 
     def close(self, sync: bool = True) -> None:
         """Closes the file, after an fsync unless ``sync`` is off (one failed already: none may follow)."""
@@ -240,7 +240,7 @@ class ControllerNode:
         )
         self.snapshot_dir: Path | None = None  # where the snapshots FetchSnapshot serves are
         # the live web view's timeline, beside the event log
-        self.event_listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.event_listeners: list[Callable[[str, EventFields], None]] = []
         self._log_grew = asyncio.Event()
         self.metadata_log.listeners.append(lambda _base, _data: self._on_append())
 
@@ -812,8 +812,20 @@ def _emit_state(events: EventLog | None, controller: Controller, last: float) ->
     if events is None or time.monotonic() - last < SNAPSHOT_INTERVAL_S:
         return last
     state = controller.state()
-    events.emit("controller_snapshot", **{k: state[k] for k in SNAPSHOT_FIELDS})
+    events.emit_metrics("controller_snapshot", _snapshot_gauges(state))
     return time.monotonic()
+
+
+def _snapshot_gauges(state: ControllerLogState) -> dict[str, float]:
+    """A controller_snapshot event's fields (SCHEMA.md): Kafka's controller gauges."""
+    return {
+        "OfflinePartitionsCount": state["OfflinePartitionsCount"],
+        "FencedBrokerCount": state["FencedBrokerCount"],
+        "ActiveBrokerCount": state["ActiveBrokerCount"],
+        "UnderReplicatedPartitions": state["UnderReplicatedPartitions"],
+        "UnderMinIsrPartitionCount": state["UnderMinIsrPartitionCount"],
+        "GlobalPartitionCount": state["GlobalPartitionCount"],
+    }
 
 
 async def _start_listener(
@@ -915,18 +927,20 @@ async def _admin_server(
 
     registry = controller_registry(controller)
 
-    def own_state() -> dict[str, Any]:
+    def own_state() -> ControllerOwnState:
         # Heartbeat sessions are this controller's own, not in the log: beside the log's view, not in it.
         sessions = {
             str(broker): session.last_contact_ms for broker, session in controller.cluster.sessions.items()
         }
-        return {"last_heartbeat_ms": sessions} | ({"quorum": quorum.describe()} if quorum is not None else {})
+        if quorum is None:
+            return {"last_heartbeat_ms": sessions}
+        return {"last_heartbeat_ms": sessions, "quorum": quorum.describe()}
 
-    def state() -> dict[str, Any]:
-        return controller.state() | own_state()
+    def state() -> ControllerState:
+        return {**controller.state(), **own_state()}
 
-    def view_state() -> dict[str, Any]:  # the view reads the partitions on their own, the changed ones only
-        return controller.summary_state() | own_state()
+    def view_state() -> ViewState:  # the view reads the partitions on their own, the changed ones only
+        return {**controller.summary_state(), **own_state()}
 
     ready: Callable[[], bool] | None = None
     if quorum is not None:

@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ class LoopThread:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    def submit(self, coro: Coroutine[object, None, T]) -> asyncio.Future[T]:
         """Runs ``coro`` on this thread's loop; the caller's loop awaits the returned future, and cancelling
         it cancels ``coro``."""
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))

@@ -791,7 +791,7 @@ class _Connection(asyncio.BufferedProtocol):
         gate = self._write_gate(spec)
         if refused is not None:
             self.log.info("request refused", api=spec.name, principal=str(ctx.principal), error=refused.name)
-            response = error_response(request, response_class(spec.key, ctx.api_version), refused)
+            response: Answer = error_response(request, response_class(spec.key, ctx.api_version), refused)
         elif gate is not None:
             if spec.on_arrival is not None:
                 spec.on_arrival(request, ctx)

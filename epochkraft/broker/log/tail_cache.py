@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(slots=True)
@@ -32,11 +32,11 @@ class TailCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0  # held by entries not yet evicted, including runs already dropped by their log
-        self._runs: dict[Any, list[_Entry]] = {}
-        self._fifo: deque[tuple[Any, _Entry]] = deque()
+        self._runs: dict[Hashable, list[_Entry]] = {}  # by owner (a log)
+        self._fifo: deque[tuple[Hashable, _Entry]] = deque()
 
     def append(
-        self, owner: Any, base_offset: int, next_offset: int, pieces: list[bytes | memoryview], size: int
+        self, owner: Hashable, base_offset: int, next_offset: int, pieces: list[bytes | memoryview], size: int
     ) -> None:
         """Records one batch ``owner`` (a log) just appended at ``base_offset``; the pieces must not change."""
         if size > self.max_bytes:
@@ -52,11 +52,13 @@ class TailCache:
         while self.bytes > self.max_bytes:
             self._evict_oldest()
 
-    def drop(self, owner: Any) -> None:
+    def drop(self, owner: Hashable) -> None:
         """Forgets ``owner``'s run; its bytes leave the budget as the entries reach the eviction end."""
         self._runs.pop(owner, None)
 
-    def read(self, owner: Any, offset: int, max_bytes: int, limit: int) -> list[bytes | memoryview] | None:
+    def read(
+        self, owner: Hashable, offset: int, max_bytes: int, limit: int
+    ) -> list[bytes | memoryview] | None:
         """What the log's own read returns, when ``offset`` lies in ``owner``'s run: whole batches from the
         one holding ``offset``, none starting at or past offset ``limit``, within ``max_bytes`` but at
         least one. None when the log must be read instead."""

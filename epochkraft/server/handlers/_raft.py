@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from kio.static.protocol import ResponsePayload
 
-from epochkraft.protocol.error_response import error_response
+from epochkraft.protocol.error_response import error_answer
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
 from epochkraft.protocol.versions import downgrade_response
@@ -69,8 +69,8 @@ async def _exchange(
     """A quorum, the cluster id, a well-formed request; then the Raft core's answer."""
     quorum = ctx.controller_node.quorum
 
-    def refuse(code: ErrorCode) -> Response:
-        answer = error_response(request, response_class(ctx.header.api_key, ctx.api_version), code)
+    def refuse(code: ErrorCode) -> ResponsePayload:
+        answer = error_answer(request, response_class(ctx.header.api_key, ctx.api_version), code)
         return dataclasses.replace(answer, topics=()) if no_topics else answer
 
     if quorum is None:

@@ -18,7 +18,7 @@ from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.envelope.v0.response import EnvelopeResponse
 
 from epochkraft.protocol.api import CONTROLLER, api, registered
-from epochkraft.protocol.error_response import error_response
+from epochkraft.protocol.error_response import error_answer
 from epochkraft.protocol.errors import ErrorCode
 from epochkraft.protocol.framing import response_class
 from epochkraft.server.context import RequestContext
@@ -49,12 +49,12 @@ async def handle_on_controller(request: EnvelopeRequest, ctx: RequestContext) ->
     cls = response_class(header.api_key, header.api_version)
     if refused is not None:
         inner.log.info("forwarded request refused", api=spec.name, principal=str(inner.principal))
-        return envelope_response(header, error_response(forwarded.request, cls, refused))
+        return envelope_response(header, error_answer(forwarded.request, cls, refused))
     try:
         response = await spec.handler(forwarded.request, inner)
     except Exception as exc:  # the client's error response, as Kafka's handleError answers it
         inner.log.error("forwarded request failed", api=spec.name, error=repr(exc), exc_info=exc)
-        response = error_response(forwarded.request, cls)
+        response = error_answer(forwarded.request, cls)
     return envelope_response(header, response)
 
 
