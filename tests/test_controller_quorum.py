@@ -6,6 +6,7 @@ loses leadership with a write in flight returns to the committed state."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from epochkraft.raft.client import RaftClient
 from epochkraft.raft.log import LeaderChangeMessage, LogEntry
 from epochkraft.raft.messages import Envelope
 from epochkraft.raft.replication import RaftSettings
+from epochkraft.raft.voter_set import ReplicaKey, VoterSet
 
 CLUSTER_ID = "quorum-test"
 VOTERS = (3000, 3001, 3002)
@@ -238,12 +240,44 @@ def test_activation_appends_the_bootstrap_records_before_any_write():
     the cluster's feature levels, so a broker's registration let in at once cannot come first (and leave
     the cluster without metadata.version or eligible leader replicas)."""
     ctx = QuorumContext()
-    ctx.run(3000)
+    while not any(q.active for q in ctx.voters.values()):
+        ctx.run(1)
     active = ctx.active()
-    ctx.register(active, 1)  # the first write, right after activation
+    ctx.register(active, 1)  # the first write, in the very millisecond the controller became active
     ctx.run(600)
     records = [record for _, record in active.published.records()]
     assert isinstance(records[0], FeatureLevelRecord) and records[0].name == "metadata.version"
     assert isinstance(records[-1], RegisterBrokerRecord)
     for quorum in ctx.voters.values():
         assert quorum.controller.image.elr_enabled  # every controller replayed the levels
+
+
+def test_a_dynamic_quorums_first_controller_bootstraps_while_its_voter_records_are_uncommitted():
+    """A dynamic quorum's first leader appends KRaftVersion and Voters records after its
+    LeaderChangeMessage; with one entry per Fetch answer only the LeaderChangeMessage is committed when
+    it becomes active. The feature levels are still appended (no metadata yet is what counts), once."""
+    settings = dataclasses.replace(SETTINGS, fetch_max_records=1)
+    bootstrap = VoterSet(tuple(ReplicaKey(v, uuid.UUID(int=v)) for v in VOTERS))
+    ctx = QuorumContext()
+    for voter in VOTERS:
+        log = MetadataRaftLog(None, fsync=False)
+        log.bootstrap(bootstrap)
+        raft = RaftClient(
+            voter,
+            (),
+            log,
+            ctx.now,
+            settings=settings,
+            rng=random.Random(voter),
+            directory_id=uuid.UUID(int=voter),
+        )
+        ctx.voters[voter] = ControllerQuorum(
+            raft, lambda log_, voter=voter: Controller(CLUSTER_ID, ControllerSettings(), log_, node_id=voter)
+        )
+    while not any(q.active for q in ctx.voters.values()):
+        ctx.run(1)
+    assert ctx.active().raft.kraft_version == 1
+    ctx.run(2000)
+    for quorum in ctx.voters.values():
+        levels = [r for _, r in quorum.published.records() if isinstance(r, FeatureLevelRecord)]
+        assert [r.name for r in levels].count("metadata.version") == 1

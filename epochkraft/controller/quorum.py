@@ -189,5 +189,9 @@ class ControllerQuorum:
         self.has_metadata = True
 
     def needs_bootstrap(self) -> bool:
-        """An active controller of a new cluster writes the metadata.version feature level first."""
-        return self.active and not self.has_metadata and self.log.end_offset == self.applied
+        """An active controller of a new cluster writes the metadata.version feature level first. At the
+        claim every metadata record below this epoch's start is committed and replayed; what follows in the
+        log is this leader's own control records (LeaderChangeMessage, and a dynamic quorum's first
+        KRaftVersion and Voters records), committed or not: no metadata yet is what counts
+        (ActivationRecordsGenerator: ``logReplayTracker.empty()``)."""
+        return self.active and not self.has_metadata
