@@ -214,6 +214,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", help="write a JSON summary here")
     args = parser.parse_args(argv)
+    if args.controllers is not None and args.controllers < (2 if args.faults == "quorum" else 1):
+        parser.error(
+            f"--faults {args.faults} needs --controllers {2 if args.faults == 'quorum' else 1} or more"
+        )
     if args.faults == "elr":
         return _main_elr(args)
     started = time.monotonic()

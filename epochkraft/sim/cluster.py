@@ -178,12 +178,14 @@ def elr_schedule(seed: int) -> list[Fault]:
     return sorted((f for f in faults if f.at_ms <= FAULTS_UNTIL_MS), key=lambda f: f.at_ms)
 
 
-def quorum_schedule(seed: int) -> list[Fault]:
+def quorum_schedule(seed: int, controllers: int = QUORUM_SIZE) -> list[Fault]:
     """The random schedule's broker faults against a quorum of controllers, with faults of the quorum's own:
     the active or any controller crashed, cut off from one other (both ways or one way) or from everyone."""
+    if controllers < 2:
+        raise ValueError("the quorum faults need a quorum of at least 2 controllers")
     rng = random.Random(seed * 7727 + 11)
     faults = random_schedule(seed)[: rng.randint(1, 5)]
-    ids = range(1, QUORUM_SIZE + 1)
+    ids = range(1, controllers + 1)
     for _ in range(rng.randint(2, 4)):
         kind = rng.choice(QUORUM_FAULT_KINDS)
         at = rng.randint(500, FAULTS_UNTIL_MS)
@@ -192,7 +194,7 @@ def quorum_schedule(seed: int) -> list[Fault]:
             other = rng.choice([c for c in ids if c != target])
             faults.append(Fault(at, kind, target, other, rng.randint(200, 3000)))
         else:
-            faults.append(Fault(at, kind, rng.randint(0, QUORUM_SIZE), 0, rng.randint(50, 2500)))
+            faults.append(Fault(at, kind, rng.randint(0, controllers), 0, rng.randint(50, 2500)))
     return sorted(faults, key=lambda f: f.at_ms)
 
 
@@ -722,9 +724,10 @@ def run_seed(
 ) -> RunResult:
     """``controllers``: one with its own log, or a Raft quorum of them (by default a quorum of
     QUORUM_SIZE for the quorum faults, one otherwise)."""
-    schedule = SCHEDULES[faults](seed) if schedule is None else schedule
     if controllers is None:
         controllers = QUORUM_SIZE if faults == "quorum" else 1
+    if schedule is None:
+        schedule = quorum_schedule(seed, controllers) if faults == "quorum" else SCHEDULES[faults](seed)
     return SimCluster(
         seed, schedule, unsafe=unsafe, elr=elr, topology=TOPOLOGIES[faults], controllers=controllers
     ).run()

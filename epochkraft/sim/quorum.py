@@ -282,13 +282,14 @@ class SimQuorum:
         data = published.read(member.published_checked, 1 << 40)
         for position, header in iter_batches(data):
             batch = bytes(data[position : position + header.size])
-            first = self.committed.setdefault(header.base_offset, batch)
-            if first != batch:
-                raise Violation(
-                    f"state machine safety: {member.name} publishes a different metadata batch at offset "
-                    f"{header.base_offset} than was committed there"
-                )
-            if header.base_offset == self.committed_end:
+            base = header.base_offset
+            if base == self.committed_end:  # the first to publish it: the committed log grows
+                self.committed[base] = batch
                 self.image = image_after(self.image, (r for _, r in read_metadata_batches(batch)))
                 self.committed_end = header.next_offset
+            elif self.committed.get(base) != batch:  # past the end, inside a batch or another batch
+                raise Violation(
+                    f"state machine safety: {member.name} publishes a metadata batch at offset {base} that "
+                    f"is not the one committed there (the committed log ends at {self.committed_end})"
+                )
         member.published_checked = published.next_offset
