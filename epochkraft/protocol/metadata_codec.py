@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cache
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from epochkraft.protocol import metadata_records as records_module
 from epochkraft.protocol.errors import ProtocolError
@@ -376,9 +376,11 @@ def decode_metadata_record_with_version(data: bytes | memoryview) -> tuple[Metad
     record, pos = _struct_reader(schema.struct, version)(view, pos)
     if pos != len(view):
         raise MetadataRecordError(f"{len(view) - pos} trailing bytes after {schema.name}")
-    if not isinstance(record, MetadataRecord):  # a record schema's struct builds its generated record class
+    # a record schema's struct builds its generated record class (an identity check: isinstance against
+    # the 18-class union costs a replayed record up to 0.4 us)
+    if type(record) is not RECORD_TYPES[api_key]:
         raise MetadataRecordError(f"{schema.name} decoded as a {type(record).__name__}")
-    return record, version
+    return cast(MetadataRecord, record), version
 
 
 def decode_metadata_record(data: bytes | memoryview) -> MetadataRecord:
