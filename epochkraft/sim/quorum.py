@@ -13,6 +13,7 @@ safety of the metadata log). The cluster's checks read the committed metadata, r
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import deque
 from collections.abc import Callable
@@ -30,17 +31,12 @@ from epochkraft.raft.client import Output, RaftClient
 from epochkraft.raft.messages import Envelope
 from epochkraft.raft.quorum_state import QuorumStateData
 from epochkraft.raft.replication import RaftSafetyError, RaftSettings
+from epochkraft.sim.raft_cluster import SIM_SETTINGS
 from epochkraft.sim.world import Violation, World
 
-# Kafka's quorum timeouts scaled to the simulation's 1-8 ms links (elections within a second)
-QUORUM_RAFT_SETTINGS = RaftSettings(
-    election_timeout_ms=300,
-    fetch_timeout_ms=600,
-    election_backoff_max_ms=300,
-    request_timeout_ms=300,
-    retry_backoff_ms=20,
-    fetch_max_wait_ms=100,
-)
+# the Raft simulation's timeouts (Kafka's scaled to the simulated links: elections within a second), with
+# Fetch answers as large as Kafka's: metadata batches are few and small
+QUORUM_RAFT_SETTINGS = dataclasses.replace(SIM_SETTINGS, fetch_max_records=RaftSettings().fetch_max_records)
 # UNSAFE, for the simulator only: the active controller answers a write as soon as it has decided it,
 # before its records are committed (what QuorumDriver.write must not do).
 UNSAFE_ANSWER_BEFORE_COMMIT_FOR_TESTS = False
