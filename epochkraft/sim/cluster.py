@@ -625,8 +625,7 @@ class SimCluster:
         if fault.kind == "partition":
             a = f"broker-{fault.target}"
             for b in self.controllers.names if fault.other == 0 else (f"broker-{fault.other}",):
-                self.world.partition(a, b)
-                self.world.after(fault.length_ms, partial(self.world.heal, a, b))
+                self.world.cut_for(a, b, fault.length_ms)
             return
         if fault.kind == "slow-link":
             src = f"broker-{fault.target}"
@@ -658,19 +657,15 @@ class SimCluster:
         member = quorum.members.get(fault.target) if fault.target else active
         if member is None:
             return  # no active controller to aim at now
-        if fault.kind == "controller-partition":
-            a, b = member.name, quorum.members[fault.other].name
-            self.world.partition(a, b)
-            self.world.after(fault.length_ms, partial(self.world.heal, a, b))
-        elif fault.kind == "controller-one-way":
-            a, b = member.name, quorum.members[fault.other].name
-            self.world.partition_one_way(a, b)
-            self.world.after(fault.length_ms, partial(self.world.heal_one_way, a, b))
+        if fault.kind in ("controller-partition", "controller-one-way"):
+            other = quorum.members[fault.other].name
+            self.world.cut_for(
+                member.name, other, fault.length_ms, one_way=fault.kind == "controller-one-way"
+            )
         elif fault.kind == "controller-isolate":
             others = [m.name for m in quorum.members.values() if m is not member]
             for name in [*others, *(b.name for b in self.brokers.values()), "client"]:
-                self.world.partition(member.name, name)
-                self.world.after(fault.length_ms, partial(self.world.heal, member.name, name))
+                self.world.cut_for(member.name, name, fault.length_ms)
         elif member.quorum is not None:  # controller-crash, controller-restart (back at once)
             quorum.crash(member)
             back = 0 if fault.kind == "controller-restart" else fault.length_ms

@@ -576,15 +576,9 @@ class RaftSimCluster:
             if target.client is not None:
                 self._step(target, lambda client: client.resign(self.world.now_ms))
             return
-        if fault.kind == "partition":
-            a, b = target.name, self.voters[fault.other].name
-            self.world.partition(a, b)
-            self.world.after(fault.length_ms, lambda: self.world.heal(a, b), "heal")
-            return
-        if fault.kind == "one-way":
-            a, b = target.name, self.voters[fault.other].name
-            self.world.partition_one_way(a, b)
-            self.world.after(fault.length_ms, lambda: self.world.heal_one_way(a, b), "heal")
+        if fault.kind in ("partition", "one-way"):
+            other = self.voters[fault.other].name
+            self.world.cut_for(target.name, other, fault.length_ms, one_way=fault.kind == "one-way")
             return
         if fault.kind == "isolate":
             others = [v.name for v in self.voters.values() if v is not target] + ["client", "operator"]

@@ -110,6 +110,16 @@ class World:
         """An asymmetric partition: what ``src`` sends ``dst`` is lost, the other way still arrives."""
         self.cut_one_way.add((src, dst))
 
+    def cut_for(self, a: str, b: str, length_ms: int, *, one_way: bool = False) -> None:
+        """Cuts the link between ``a`` and ``b`` (only what ``a`` sends ``b``, ``one_way``) and heals it
+        ``length_ms`` later."""
+        if one_way:
+            self.partition_one_way(a, b)
+            self.after(length_ms, lambda: self.heal_one_way(a, b), "heal")
+        else:
+            self.partition(a, b)
+            self.after(length_ms, lambda: self.heal(a, b), "heal")
+
     def heal_one_way(self, src: str, dst: str) -> None:
         self.cut_one_way.discard((src, dst))
 
