@@ -31,7 +31,14 @@ from epochkraft.peers.consume import (
 )
 from epochkraft.peers.groupjoin import consumer_config, is_stable
 from epochkraft.peers.latency import LatencyFigure, fmt_ratio, keeps_up, latencies, percentile, ratio
-from epochkraft.peers.latency_curve import CurvePoint, curve_figure, offered_rate, parse_fractions, write_plot
+from epochkraft.peers.latency_curve import (
+    CurvePoint,
+    curve_figure,
+    median_point,
+    offered_rate,
+    parse_fractions,
+    write_plot,
+)
 from epochkraft.peers.perf import PerfResult, parse_producer_performance
 from epochkraft.peers.rejoin import broker_state
 from epochkraft.peers.scale import (
@@ -242,6 +249,14 @@ def _point(target: str, maximum: float, fraction: float, achieved: float, p99_ms
         target, rate, achieved, 100, 100, 90, p99_ms / 3, p99_ms, p99_ms * 2, p99_ms * 3, 2, 4
     )
     return CurvePoint(target, maximum, fraction, figure)
+
+
+def test_a_load_measured_several_times_reports_the_run_of_the_median_p99() -> None:
+    runs = [_point("epochkraft", 38_000, 0.5, 19_000, p99).figure for p99 in (47.0, 17.5, math.nan, 24.6)]
+    point = median_point("epochkraft", 38_000, 0.5, runs)
+    assert point.figure is runs[3], "the lower middle of 17.5, 24.6, 47.0 and a run with no p99 (slowest)"
+    assert point.p99_runs_ms[:2] == [47.0, 17.5] and math.isnan(point.p99_runs_ms[2])
+    assert median_point("epochkraft", 38_000, 0.5, runs[:1]).figure is runs[0]
 
 
 def _xs(line: Line2D) -> list[float]:

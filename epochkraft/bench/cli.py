@@ -64,6 +64,7 @@ from epochkraft.harness.cluster import LocalCluster
 from epochkraft.harness.ports import free_port
 from epochkraft.harness.procfs import cpu_seconds
 from epochkraft.metrics.events import read_events
+from epochkraft.peers.perf import delete_topic
 
 PARTS = (
     "produce",
@@ -176,13 +177,6 @@ def _warm_page_cache(work: Path, gigabytes: float) -> float:
             f.write(chunk)
     scratch.unlink()
     return round(time.monotonic() - start, 1)
-
-
-def _delete(bootstrap: str, name: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer arrives
-    admin.delete_topics([name])[name].result(60)
 
 
 def _median_round(rounds: list[dict[str, float]]) -> dict[str, Any]:
@@ -375,7 +369,7 @@ def _produce_on_topic(
         result["broker_cpu_s_per_gb"] = round(cpu / gigabytes, 2) if gigabytes else math.nan
         return result
     finally:
-        _delete(bootstrap, topic)
+        delete_topic(bootstrap, topic)
 
 
 def part_warmup(work: Path, seconds: float, rounds: int, targets: list[str]) -> dict[str, Any]:

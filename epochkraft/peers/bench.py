@@ -31,6 +31,11 @@ min.insync.replicas 2 and (b) RF 1, acks=1. Each figure is the median of ``--rou
 
 kfake runs its brokers in one process, so it has no broker to kill alone: it takes no part in failover,
 rejoin and scale.
+
+Kafka's JIT compiles its hot paths over minutes of load: a fresh cluster serves about 40% of its steady
+throughput at twice its CPU per GB in its first minute (docs/benchmarks.md, "How long Kafka warms up").
+Before its parts, Kafka's cluster is given ``--kafka-warm-up-s`` of unmeasured (a) runs (each into a
+topic of its own, deleted after it), and each part's line says the machine's load average.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
@@ -70,7 +77,7 @@ from epochkraft.peers.latency_curve import (
     report_curve,
     write_plot,
 )
-from epochkraft.peers.perf import create_topic, producer_performance
+from epochkraft.peers.perf import create_topic, delete_topic, producer_performance
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
 from epochkraft.peers.scale import SCALE_TARGETS, TOPIC_PARTITIONS, ScaleFigure, measure_scale, report_scale
 
@@ -106,7 +113,8 @@ def measure(target: str, bootstrap: str, records: int, rounds: int, log4j: Path)
             asyncio.run(create_topic(bootstrap, topic, 1, config.replication_factor, config.min_insync))
             runs.append(producer_performance(bootstrap, topic, config.acks, records, log4j))
             print(
-                f"  {target:<11} {config.name:<30} round {round_ + 1}: {runs[-1].mb_per_s:.1f} MB/s",
+                f"  {target:<11} {config.name:<30} round {round_ + 1}: {runs[-1].mb_per_s:.1f} MB/s, "
+                f"{load_average()}",
                 flush=True,
             )
         median = sorted(runs, key=lambda r: r.mb_per_s)[len(runs) // 2]
@@ -135,6 +143,9 @@ def kafka_cluster(root: Path, session_timeout_ms: int) -> Iterator[Running]:
         run_dir=root / "kafka",
         brokers=3,
         heap_mb=1024,
+        # A deleted topic's files go within a second, as epochkraft's do, not a minute later (Kafka's
+        # default): the warm-up's deleted topics would otherwise fill this machine's disk.
+        broker_config={"log.segment.delete.delay.ms": 1000},
         controller_config={"broker.session.timeout.ms": session_timeout_ms},
     )
     peer.start(timeout=240)
@@ -180,6 +191,25 @@ PARTS = ("produce", "e2e", "e2e-curve", "failover", "rejoin", "groupjoin", "txn"
 ON_REQUEST = ("scale",)  # minutes per target: run only when named
 
 
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, for the line of each part."""
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def warm_up_kafka(bootstrap: str, seconds: float, records: int, log4j: Path) -> list[float]:
+    """Unmeasured ProducerPerformance runs of configuration (a) for ``seconds`` (at least one run), each
+    into a new topic deleted after it; each run's MB/s, to see where Kafka's throughput levelled off."""
+    runs: list[float] = []
+    deadline = time.monotonic() + seconds
+    while not runs or time.monotonic() < deadline:
+        topic = f"warm-up-{len(runs)}"
+        asyncio.run(create_topic(bootstrap, topic, 1, 3, 2))
+        runs.append(producer_performance(bootstrap, topic, "all", records, log4j).mb_per_s)
+        delete_topic(bootstrap, topic)
+        print(f"  kafka       warm-up run {len(runs)}: {runs[-1]:.1f} MB/s, {load_average()}", flush=True)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench_peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -203,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--e2e-curve-seconds", type=float, default=6.0, help="e2e-curve: measured seconds per load"
+    )
+    parser.add_argument(
+        "--e2e-runs", type=int, default=1, help="e2e-curve: runs per load (the median p99's run reported)"
     )
     parser.add_argument("--plot", type=Path, help="e2e-curve: write the p99 against load plot here (PNG)")
     parser.add_argument(
@@ -237,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         help="partitions per topic of the scale part",
     )
     parser.add_argument("--skip-produce", action="store_true", help="leave the produce part out")
+    parser.add_argument(
+        "--kafka-warm-up-s",
+        type=float,
+        default=240.0,
+        help="unmeasured (a) runs on Kafka's cluster before its parts, seconds (0: one run)",
+    )
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
     if unknown := set(parts) - set(PARTS) - set(ON_REQUEST):
@@ -248,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             args.e2e_max_records,
             args.e2e_curve_seconds,
             args.e2e_warm_up,
+            max(args.e2e_runs, 1),
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -267,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         args.consume_live_seconds,
     )
     scale: list[ScaleFigure] = []
+    kafka_warm_up: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
@@ -290,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 with TARGETS[target](root, args.session_timeout_ms) as (bootstrap, brokers, pids):
+                    print(f"  {target:<11} cluster up, {load_average()}", flush=True)
+                    if target == "kafka":
+                        kafka_warm_up = warm_up_kafka(bootstrap, args.kafka_warm_up_s, args.records, log4j)
                     if "produce" in parts:
                         figures += measure(target, bootstrap, args.records, args.rounds, log4j)
                     if "e2e" in parts:
@@ -352,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                     "txn": [f.to_json() for f in txn],
                     "consume": [asdict(f) for f in consume],
                     "scale": [asdict(f) for f in scale],
+                    "kafka_warm_up_mb_per_s": kafka_warm_up,
                 },
                 indent=2,
             )

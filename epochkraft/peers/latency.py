@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -172,7 +173,8 @@ def measure_e2e(
     )
     print(
         f"  {target:<11} e2e at {rate} records/s: p50 {figure.p50_ms:.0f} ms, p99 {figure.p99_ms:.0f} ms "
-        f"({figure.received} of {figure.sent} records received, {figure.measured} after the warm-up)",
+        f"({figure.received} of {figure.sent} records received, {figure.measured} after the warm-up), "
+        f"load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return figure

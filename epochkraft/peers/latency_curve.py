@@ -5,6 +5,11 @@ Per target, its maximum in configuration (a) (1 KiB records, RF 3, acks=all, min
 partition) is first measured with a short ProducerPerformance run at unlimited throughput, or taken from
 ``--e2e-max``; then ``measure_e2e`` runs at each fraction of it (``--e2e-fractions``), one new topic per
 load on the same cluster. The p99 of each load goes into one plot, one line per target (``--plot``).
+
+One run's p99 on this 2-core machine moves by tens of ms from one run to the next (a few stalls of the
+whole machine make the 1% tail), so ``--e2e-runs`` measures each load several times, in rounds over every
+load, and reports the run of the median p99 with every run's p99 beside it. Each run's topic is deleted
+after it, so the runs do not fill the disk.
 """
 
 from __future__ import annotations
@@ -12,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from epochkraft.peers.latency import LatencyFigure, keeps_up, measure_e2e
-from epochkraft.peers.perf import create_topic, producer_performance
+from epochkraft.peers.perf import create_topic, delete_topic, producer_performance
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -33,6 +38,7 @@ class CurveSettings:
     max_records: int  # records of the run that measures the maximum
     seconds: float  # measured seconds per load
     warm_up_s: float
+    runs: int = 1  # runs per load
 
 
 @dataclass
@@ -40,7 +46,8 @@ class CurvePoint:
     target: str
     max_records_per_s: float  # the target's (a) maximum the loads are fractions of
     fraction: float
-    figure: LatencyFigure
+    figure: LatencyFigure  # the run of the median p99 (the lower middle one of an even count)
+    p99_runs_ms: list[float] = field(default_factory=list)  # every run's p99, in the order they ran
 
     @property
     def kept_up(self) -> bool:
@@ -76,20 +83,26 @@ def measure_max(target: str, bootstrap: str, records: int, log4j: Path) -> float
 
 def measure_curve(target: str, bootstrap: str, settings: CurveSettings, log4j: Path) -> list[CurvePoint]:
     maximum = settings.max_records_per_s or measure_max(target, bootstrap, settings.max_records, log4j)
-    points = []
-    for fraction in settings.fractions:
-        rate = offered_rate(maximum, fraction)
-        figure = measure_e2e(
-            target,
-            bootstrap,
-            rate,
-            settings.seconds,
-            settings.warm_up_s,
-            log4j,
-            topic=f"e2e-curve-{round(fraction * 100)}",
-        )
-        points.append(CurvePoint(target, maximum, fraction, figure))
-    return points
+    runs: dict[float, list[LatencyFigure]] = {fraction: [] for fraction in settings.fractions}
+    # Round by round over every load, so a slow spell of the machine falls on one run of several loads,
+    # not on every run of one.
+    for run in range(settings.runs):
+        for fraction in settings.fractions:
+            topic = f"e2e-curve-{round(fraction * 100)}-{run}"
+            rate = offered_rate(maximum, fraction)
+            runs[fraction].append(
+                measure_e2e(target, bootstrap, rate, settings.seconds, settings.warm_up_s, log4j, topic=topic)
+            )
+            delete_topic(bootstrap, topic)
+    return [median_point(target, maximum, fraction, figures) for fraction, figures in runs.items()]
+
+
+def median_point(target: str, maximum: float, fraction: float, figures: list[LatencyFigure]) -> CurvePoint:
+    """The load's point: the run of the median p99 (a run with no p99 counts as the slowest)."""
+    ordered = sorted(figures, key=lambda f: math.inf if math.isnan(f.p99_ms) else f.p99_ms)
+    return CurvePoint(
+        target, maximum, fraction, ordered[(len(ordered) - 1) // 2], [f.p99_ms for f in figures]
+    )
 
 
 def report_curve(points: Sequence[CurvePoint], warm_up_s: float) -> None:
@@ -101,14 +114,15 @@ def report_curve(points: Sequence[CurvePoint], warm_up_s: float) -> None:
     )
     print(
         f"  {'target':<11} {'max/s':>8} {'load':>5} {'offered/s':>10} {'achieved/s':>11} {'p50 ms':>7} "
-        f"{'p99 ms':>7} {'p99.9 ms':>9} {'ack p50':>8} {'ack p99':>8}"
+        f"{'p99 ms':>7} {'p99.9 ms':>9} {'ack p50':>8} {'ack p99':>8}  p99 of each run"
     )
     for p in points:
         f = p.figure
         print(
             f"  {p.target:<11} {p.max_records_per_s:>8.0f} {p.fraction:>5.0%} {f.offered_records_per_s:>10} "
             f"{f.achieved_records_per_s:>10.0f}{' ' if p.kept_up else '*'} {f.p50_ms:>7.1f} {f.p99_ms:>7.1f} "
-            f"{f.p999_ms:>9.1f} {f.ack_p50_ms:>8.0f} {f.ack_p99_ms:>8.0f}"
+            f"{f.p999_ms:>9.1f} {f.ack_p50_ms:>8.0f} {f.ack_p99_ms:>8.0f}  "
+            + " ".join(f"{p99:.1f}" for p99 in p.p99_runs_ms)
         )
 
 

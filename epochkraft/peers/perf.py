@@ -65,6 +65,15 @@ def producer_performance(
     return parsed
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Deletes the topic and returns once the controller has answered."""
+    from confluent_kafka.admin import AdminClient
+
+    # kept alive until the answer arrives; its informational lines (a purged queue at close) left out
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin.delete_topics([topic])[topic].result(60)
+
+
 async def create_topic(
     bootstrap: str, topic: str, partitions: int, replication_factor: int, min_insync: int
 ) -> None:
