@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--e2e-rate", type=int, default=2000, help="offered load, records/s of 1 KiB")
     parser.add_argument("--e2e-seconds", type=float, default=10.0, help="measured seconds at that load")
-    parser.add_argument("--e2e-warm-up", type=float, default=2.0, help="seconds produced, not measured")
+    parser.add_argument("--e2e-warm-up", type=float, default=5.0, help="seconds produced, not measured")
     parser.add_argument(
         "--e2e-fractions",
         default=",".join(f"{f:g}" for f in DEFAULT_FRACTIONS),
