@@ -20,6 +20,8 @@ from matplotlib.lines import Line2D
 
 from epochkraft.bench.cli import produce_ratios
 from epochkraft.bench.cli import side_by_side as produce_side_by_side
+from epochkraft.peers import perf
+from epochkraft.peers.bench import main as bench_main
 from epochkraft.peers.consume import (
     ConsumeFigures,
     LiveFigure,
@@ -257,6 +259,30 @@ def test_a_load_measured_several_times_reports_the_run_of_the_median_p99() -> No
     assert point.figure is runs[3], "the lower middle of 17.5, 24.6, 47.0 and a run with no p99 (slowest)"
     assert point.p99_runs_ms[:2] == [47.0, 17.5] and math.isnan(point.p99_runs_ms[2])
     assert median_point("epochkraft", 38_000, 0.5, runs[:1]).figure is runs[0]
+
+
+def test_the_curve_takes_at_least_one_run_per_load() -> None:
+    with pytest.raises(SystemExit):  # refused before any cluster starts
+        bench_main(["--parts", "e2e-curve", "--e2e-runs", "0"])
+
+
+def test_a_scratch_topic_is_deleted_however_its_block_ends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deleted: list[str] = []
+
+    def delete(bootstrap: str, topic: str) -> None:
+        deleted.append(topic)
+        if topic == "refused":
+            raise RuntimeError("the controller said no")
+
+    monkeypatch.setattr(perf, "delete_topic", delete)
+    with pytest.raises(ValueError), perf.scratch_topic("127.0.0.1:9", "failed-run"):
+        raise ValueError("the measurement failed")
+    with perf.scratch_topic("127.0.0.1:9", "refused") as topic:
+        assert topic == "refused"
+    assert deleted == ["failed-run", "refused"]
+    assert "could not delete refused" in capsys.readouterr().out  # printed, not raised
 
 
 def _xs(line: Line2D) -> list[float]:

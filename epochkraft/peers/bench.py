@@ -33,9 +33,10 @@ kfake runs its brokers in one process, so it has no broker to kill alone: it tak
 rejoin and scale.
 
 Kafka's JIT compiles its hot paths over minutes of load: a fresh cluster serves about 40% of its steady
-throughput at twice its CPU per GB in its first minute (docs/benchmarks.md, "How long Kafka warms up").
-Before its parts, Kafka's cluster is given ``--kafka-warm-up-s`` of unmeasured (a) runs (each into a
-topic of its own, deleted after it), and each part's line says the machine's load average.
+throughput at about three times its steady CPU per GB in its first minute (docs/benchmarks.md, "How long
+Kafka warms up"). Before its parts, Kafka's cluster is given ``--kafka-warm-up-s`` of unmeasured (a) runs
+(each into a topic of its own, deleted after it). The machine's load average is printed as each cluster
+comes up, with each warm-up run, produce round and e2e run (the consume and scale parts print their own).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from epochkraft.peers.latency_curve import (
     report_curve,
     write_plot,
 )
-from epochkraft.peers.perf import create_topic, delete_topic, producer_performance
+from epochkraft.peers.perf import create_topic, producer_performance, scratch_topic
 from epochkraft.peers.rejoin import RejoinRound, measure_rejoin, report_rejoin
 from epochkraft.peers.scale import SCALE_TARGETS, TOPIC_PARTITIONS, ScaleFigure, measure_scale, report_scale
 
@@ -196,17 +197,23 @@ def load_average() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def warm_up_kafka(bootstrap: str, seconds: float, records: int, log4j: Path) -> list[float]:
-    """Unmeasured ProducerPerformance runs of configuration (a) for ``seconds`` (at least one run), each
-    into a new topic deleted after it; each run's MB/s, to see where Kafka's throughput levelled off."""
-    runs: list[float] = []
-    deadline = time.monotonic() + seconds
-    while not runs or time.monotonic() < deadline:
-        topic = f"warm-up-{len(runs)}"
-        asyncio.run(create_topic(bootstrap, topic, 1, 3, 2))
-        runs.append(producer_performance(bootstrap, topic, "all", records, log4j).mb_per_s)
-        delete_topic(bootstrap, topic)
-        print(f"  kafka       warm-up run {len(runs)}: {runs[-1]:.1f} MB/s, {load_average()}", flush=True)
+def warm_up_kafka(bootstrap: str, seconds: float, records: int, log4j: Path) -> list[dict[str, float]]:
+    """Unmeasured ProducerPerformance runs of configuration (a) for ``seconds`` (none for 0), each into a
+    new topic deleted after it; each run's end (s from the start) and MB/s, to see where Kafka's throughput
+    levelled off."""
+    runs: list[dict[str, float]] = []
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        with scratch_topic(bootstrap, f"warm-up-{len(runs)}") as topic:
+            asyncio.run(create_topic(bootstrap, topic, 1, 3, 2))
+            mb_per_s = producer_performance(bootstrap, topic, "all", records, log4j).mb_per_s
+        at_s = round(time.monotonic() - start, 1)
+        runs.append({"at_s": at_s, "mb_per_s": mb_per_s})
+        print(
+            f"  kafka       warm-up run {len(runs)} (ended {at_s:.0f} s in): {mb_per_s:.1f} MB/s, "
+            f"{load_average()}",
+            flush=True,
+        )
     return runs
 
 
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         "--kafka-warm-up-s",
         type=float,
         default=240.0,
-        help="unmeasured (a) runs on Kafka's cluster before its parts, seconds (0: one run)",
+        help="unmeasured (a) runs on Kafka's cluster before its parts, seconds (0: none)",
     )
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p and not (args.skip_produce and p == "produce")]
@@ -287,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             args.e2e_max_records,
             args.e2e_curve_seconds,
             args.e2e_warm_up,
-            max(args.e2e_runs, 1),
+            args.e2e_runs,
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -307,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         args.consume_live_seconds,
     )
     scale: list[ScaleFigure] = []
-    kafka_warm_up: list[float] = []
+    kafka_warm_up: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         root = Path(tmp)
         log4j = root / "log4j2.properties"
@@ -396,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                     "txn": [f.to_json() for f in txn],
                     "consume": [asdict(f) for f in consume],
                     "scale": [asdict(f) for f in scale],
-                    "kafka_warm_up_mb_per_s": kafka_warm_up,
+                    "kafka_unmeasured_warm_up": kafka_warm_up,
                 },
                 indent=2,
             )

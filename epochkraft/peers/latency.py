@@ -156,6 +156,8 @@ def measure_e2e(
     finally:
         stop.set()
         reader.join(30)
+    if reader.is_alive():  # its samples would still change under the figure, and its topic be deleted
+        raise RuntimeError(f"{target}: the latency consumer did not stop within 30 s")
     ordered = latencies(samples, warm_up_s * 1000)
     figure = LatencyFigure(
         target,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from epochkraft.peers.latency import LatencyFigure, keeps_up, measure_e2e
-from epochkraft.peers.perf import create_topic, delete_topic, producer_performance
+from epochkraft.peers.perf import create_topic, producer_performance, scratch_topic
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -39,6 +39,10 @@ class CurveSettings:
     seconds: float  # measured seconds per load
     warm_up_s: float
     runs: int = 1  # runs per load
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"at least one run per load, not {self.runs}")
 
 
 @dataclass
@@ -88,12 +92,12 @@ def measure_curve(target: str, bootstrap: str, settings: CurveSettings, log4j: P
     # not on every run of one.
     for run in range(settings.runs):
         for fraction in settings.fractions:
-            topic = f"e2e-curve-{round(fraction * 100)}-{run}"
             rate = offered_rate(maximum, fraction)
-            runs[fraction].append(
-                measure_e2e(target, bootstrap, rate, settings.seconds, settings.warm_up_s, log4j, topic=topic)
-            )
-            delete_topic(bootstrap, topic)
+            with scratch_topic(bootstrap, f"e2e-curve-{round(fraction * 100)}-{run}") as topic:
+                figure = measure_e2e(
+                    target, bootstrap, rate, settings.seconds, settings.warm_up_s, log4j, topic=topic
+                )
+            runs[fraction].append(figure)
     return [median_point(target, maximum, fraction, figures) for fraction, figures in runs.items()]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +65,19 @@ def producer_performance(
     if result.returncode != 0 or parsed is None:
         raise RuntimeError(f"ProducerPerformance failed ({result.returncode}):\n{result.stdout[-2000:]}")
     return parsed
+
+
+@contextmanager
+def scratch_topic(bootstrap: str, topic: str) -> Iterator[str]:
+    """``topic``, deleted when the block ends however it ends; a failed delete is printed, not raised,
+    so that it never costs the measurement made in the block."""
+    try:
+        yield topic
+    finally:
+        try:
+            delete_topic(bootstrap, topic)
+        except Exception as exc:  # confluent-kafka's KafkaException, a timeout: the bench goes on
+            print(f"  could not delete {topic}: {exc}", flush=True)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
