@@ -6,8 +6,8 @@ partition) is first measured with a short ProducerPerformance run at unlimited t
 ``--e2e-max``; then ``measure_e2e`` runs at each fraction of it (``--e2e-fractions``), one new topic per
 load on the same cluster. The p99 of each load goes into one plot, one line per target (``--plot``).
 
-One run's p99 on this 2-core machine moves by tens of ms from one run to the next (a few stalls of the
-whole machine make the 1% tail), so ``--e2e-runs`` measures each load several times, in rounds over every
+One run's p99 on this 2-core machine moves by tens of ms from one run to the next (a few busy spells of
+the machine, the load generator's JVM among them, make the 1% tail), so ``--e2e-runs`` measures each load several times, in rounds over every
 load, and reports the run of the median p99 with every run's p99 beside it. Each run's topic is deleted
 after it, so the runs do not fill the disk.
 """
